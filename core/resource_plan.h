@@ -1,0 +1,61 @@
+// ResourcePlan: which extended resources this node advertises, and which devices each has.
+//
+// BuildResourcePlan is a pure function of (Inventory, NodeConfig): no I/O, no clocks. The node
+// agent serves one device plugin per PlannedResource; `gpushare-node --print-resources` prints
+// the plan. Examples: 8 x A10 with replicas 10 -> one resource "nvidia.com/gpu" with 80 devices
+// "<uuid>::0".."<uuid>::9"; one H100 in MIG mode, mixed strategy, replicas 3 on
+// nvidia.com/mig-1g.10gb -> "nvidia.com/mig-1g.10gb" with 21 devices "MIG-<uuid>::0..2".
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/inventory.h"
+#include "core/node_config.h"
+#include "core/status.h"
+
+namespace gpushare {
+
+// What one advertised device stands for.
+struct PlannedDevice {
+  std::string id;           // the ID kubelet sees: "<uuid>", "<uuid>::<n>", "MIG-<uuid>::<n>"
+  bool healthy = true;      // initial health; health changes are applied by the node agent
+  std::vector<int64_t> numa_nodes;  // topology; empty = no NUMA affinity
+
+  int gpu_index = 0;        // the physical GPU this device lives on
+  std::string gpu_uuid;     // its UUID
+  bool is_mig = false;
+  int mig_index = -1;       // j of "i:j" when is_mig
+  std::string device_uuid;  // the GPU or MIG UUID a container is given
+  std::string device_index; // "i" or "i:j": the index form a container is given
+  int replica = -1;         // n of "::n", -1 when not replicated
+  uint64_t memory_mib = 0;  // memory of the underlying GPU or MIG device
+  uint64_t memory_limit_mib = 0;  // per-container limit for the interposer, 0 = none
+};
+
+struct PlannedResource {
+  std::string name;         // "nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-1g.10gb"
+  std::string socket_name;  // file name in the device-plugin dir, e.g. "gpushare-gpu.sock"
+  int replicas = 1;         // per underlying device; 1 = not shared
+  bool fail_requests_greater_than_one = false;
+  std::vector<PlannedDevice> devices;
+};
+
+struct ResourcePlan {
+  std::vector<PlannedResource> resources;  // sorted by name
+
+  const PlannedResource* Find(const std::string& name) const;
+};
+
+// Problems found while planning, one per line, each naming the config field it comes from,
+// e.g. "sharing.timeSlicing.resources[2].devices: selector [7] matches no device on this node".
+// Returns kInvalidArgument with all problems joined by '\n' when anything is wrong.
+Result<ResourcePlan> BuildResourcePlan(const Inventory& inventory, const NodeConfig& config);
+
+// The socket file name for a resource: "gpushare-" + name with the domain removed and '/'
+// replaced, e.g. nvidia.com/gpu -> gpushare-gpu.sock, nvidia.com/mig-1g.10gb ->
+// gpushare-mig-1g.10gb.sock, aliyun.com/gpu-mem -> gpushare-aliyun.com-gpu-mem.sock.
+std::string SocketNameForResource(const std::string& resource_name);
+
+}  // namespace gpushare

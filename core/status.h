@@ -1,0 +1,113 @@
+// Status and Result<T>: errors as values at every module boundary.
+//
+// A Status is either OK or a (code, message) pair. The message is written for an operator: it
+// names what is wrong and, where it helps, what would be accepted (e.g.
+// "sharing.timeSlicing.resources[0].replicas: must be 2..48, got 60"). Result<T> holds either a
+// value or a non-OK Status. Neither type throws; exceptions never cross a gRPC handler, an HTTP
+// handler or the C ABI.
+#pragma once
+
+#include <cassert>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+
+namespace gpushare {
+
+enum class StatusCode {
+  kOk = 0,
+  kInvalidArgument,    // the input is malformed or out of range
+  kNotFound,           // a named thing does not exist
+  kAlreadyExists,      // creating something that is there
+  kFailedPrecondition, // the system is not in a state where this can be done
+  kResourceExhausted,  // no room: memory, devices, quota
+  kUnavailable,        // a peer is unreachable; retrying may help
+  kDeadlineExceeded,   // a timeout
+  kAborted,            // a conflict (e.g. optimistic concurrency); retry from a fresh read
+  kPermissionDenied,
+  kUnimplemented,
+  kInternal,           // a bug or a broken invariant
+};
+
+std::string_view StatusCodeName(StatusCode code);
+
+class [[nodiscard]] Status {
+ public:
+  Status() = default;  // OK
+  Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
+
+  static Status Ok() { return Status(); }
+  static Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+  static Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
+  static Status AlreadyExists(std::string m) { return {StatusCode::kAlreadyExists, std::move(m)}; }
+  static Status FailedPrecondition(std::string m) {
+    return {StatusCode::kFailedPrecondition, std::move(m)};
+  }
+  static Status ResourceExhausted(std::string m) {
+    return {StatusCode::kResourceExhausted, std::move(m)};
+  }
+  static Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
+  static Status DeadlineExceeded(std::string m) {
+    return {StatusCode::kDeadlineExceeded, std::move(m)};
+  }
+  static Status Aborted(std::string m) { return {StatusCode::kAborted, std::move(m)}; }
+  static Status PermissionDenied(std::string m) {
+    return {StatusCode::kPermissionDenied, std::move(m)};
+  }
+  static Status Unimplemented(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
+  static Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+
+  bool ok() const { return code_ == StatusCode::kOk; }
+  StatusCode code() const { return code_; }
+  const std::string& message() const { return message_; }
+
+  // "INVALID_ARGUMENT: message", or "OK".
+  std::string ToString() const;
+
+  // Returns a copy whose message is "<context>: <message>".
+  Status WithContext(std::string_view context) const;
+
+ private:
+  StatusCode code_ = StatusCode::kOk;
+  std::string message_;
+};
+
+// Result<T>: a T or a non-OK Status.
+template <typename T>
+class [[nodiscard]] Result {
+ public:
+  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(Status status) : v_(std::move(status)) {  // NOLINT
+    assert(!std::get<Status>(v_).ok() && "Result constructed from an OK status");
+  }
+
+  bool ok() const { return std::holds_alternative<T>(v_); }
+  explicit operator bool() const { return ok(); }
+
+  const T& value() const& { return std::get<T>(v_); }
+  T& value() & { return std::get<T>(v_); }
+  T&& value() && { return std::get<T>(std::move(v_)); }
+  const T& operator*() const& { return value(); }
+  T& operator*() & { return value(); }
+  const T* operator->() const { return &std::get<T>(v_); }
+  T* operator->() { return &std::get<T>(v_); }
+
+  // The error, or OK when a value is held.
+  Status status() const { return ok() ? Status::Ok() : std::get<Status>(v_); }
+
+  T value_or(T fallback) const { return ok() ? value() : std::move(fallback); }
+
+ private:
+  std::variant<T, Status> v_;
+};
+
+}  // namespace gpushare
+
+// Propagates a non-OK Status from an expression returning Status.
+#define GPUSHARE_RETURN_IF_ERROR(expr)           \
+  do {                                           \
+    ::gpushare::Status gpushare_status_ = (expr); \
+    if (!gpushare_status_.ok()) return gpushare_status_; \
+  } while (0)
