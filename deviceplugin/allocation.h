@@ -1,0 +1,101 @@
+// Allocation: what one container is given for the device IDs kubelet chose.
+//
+// Kubelet calls Allocate with device IDs only (no pod identity). Everything a container gets
+// follows from those IDs, the resource they belong to and the node's plugin flags:
+//   - ResolveDevices checks the IDs (known, healthy, no duplicates, failRequestsGreaterThanOne);
+//   - BuildContainerAllocation turns the resolved devices into environment, mounts, device
+//     nodes, annotations and CDI names per flags.plugin.deviceListStrategy/deviceIDStrategy/
+//     passDeviceSpecs (NVIDIA's documented behaviour: replicas of one GPU collapse to one UUID);
+//   - an AllocationDecorator, when set, adds more (the in-container library's environment and
+//     mounts are added this way by the interposer integration), after the strategy's answer.
+// The result is a plain value; the gRPC server converts it to a ContainerAllocateResponse.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/node_config.h"
+#include "core/resource_plan.h"
+#include "core/status.h"
+
+namespace gpushare::deviceplugin {
+
+// Where the container list of devices is mounted under the volume-mounts strategy.
+inline constexpr const char* kVolumeMountsRoot = "/var/run/nvidia-container-devices";
+inline constexpr const char* kVisibleDevicesEnv = "NVIDIA_VISIBLE_DEVICES";
+
+struct MountSpec {
+  std::string container_path;
+  std::string host_path;
+  bool read_only = false;
+  bool operator==(const MountSpec&) const = default;
+};
+
+struct DeviceNodeSpec {
+  std::string container_path;  // e.g. /dev/nvidia0
+  std::string host_path;       // <dev root>/dev/nvidia0
+  std::string permissions;     // "rw"
+  bool operator==(const DeviceNodeSpec&) const = default;
+};
+
+// What one container gets. Mirrors ContainerAllocateResponse field for field.
+struct ContainerAllocation {
+  std::map<std::string, std::string> envs;
+  std::vector<MountSpec> mounts;
+  std::vector<DeviceNodeSpec> device_nodes;
+  std::map<std::string, std::string> annotations;
+  std::vector<std::string> cdi_devices;  // fully qualified CDI names
+};
+
+// The checked request of one container: its devices, in the order kubelet sent them.
+struct ResolvedRequest {
+  const PlannedResource* resource = nullptr;
+  std::vector<const PlannedDevice*> devices;
+};
+
+// Hook run after the strategy's answer is built, e.g. to add the interposer's environment and
+// mounts. Returning an error fails the Allocate call with that error (admission fails).
+using AllocationDecorator =
+    std::function<Status(const ResolvedRequest& request, ContainerAllocation* allocation)>;
+
+// Looks up device IDs in a resource. Devices are found by ID; health is the current health.
+class DeviceIndex {
+ public:
+  explicit DeviceIndex(const PlannedResource& resource);
+
+  const PlannedResource& resource() const { return *resource_; }
+  const PlannedDevice* Find(const std::string& id) const;
+
+ private:
+  const PlannedResource* resource_;
+  std::map<std::string, const PlannedDevice*> by_id_;
+};
+
+// Checks one container's device IDs: non-empty, no duplicates, every ID known and healthy, and
+// at most one device when the resource is shared with failRequestsGreaterThanOne. Errors name
+// the offending IDs: kInvalidArgument for malformed or unknown, kFailedPrecondition for
+// unhealthy devices and the failRequestsGreaterThanOne refusal.
+Result<ResolvedRequest> ResolveDevices(const DeviceIndex& index, const std::vector<std::string>& ids);
+
+// Which optional control device nodes exist on the host (checked under the dev root).
+struct HostDeviceNodes {
+  bool nvidiactl = false;
+  bool nvidia_uvm = false;
+  bool nvidia_uvm_tools = false;
+  bool nvidia_modeset = false;
+};
+
+// Checks <dev_root>/dev/nvidiactl, nvidia-uvm, nvidia-uvm-tools and nvidia-modeset.
+HostDeviceNodes ProbeHostDeviceNodes(const std::string& dev_root);
+
+// The strategy's answer for a resolved request. Pure: host facts come in through `nodes`.
+ContainerAllocation BuildContainerAllocation(const ResolvedRequest& request, const PluginFlags& flags,
+                                             const HostDeviceNodes& nodes);
+
+// The device names a container is given, one per underlying GPU or MIG device (replicas of one
+// device collapse), per deviceIDStrategy: UUIDs, or "i" / "i:j" indices.
+std::vector<std::string> VisibleDeviceNames(const ResolvedRequest& request, DeviceIdStrategy strategy);
+
+}  // namespace gpushare::deviceplugin

@@ -1,0 +1,413 @@
+#include "deviceplugin/server.h"
+
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "deviceplugin/logfmt.h"
+#include "deviceplugin/preferred_allocation.h"
+#include "proto/deviceplugin/v1beta1/api.grpc.pb.h"
+
+namespace gpushare::deviceplugin {
+namespace {
+
+namespace pb = ::v1beta1;
+using logfmt::Value;
+
+// An immutable view of the resource at one health version. Handlers take a shared_ptr to the
+// current snapshot and work on it without holding the server's lock.
+struct Snapshot {
+  Snapshot(PlannedResource r, uint64_t v) : resource(std::move(r)), index(resource), version(v) {
+    for (const PlannedDevice& d : resource.devices) {
+      pb::Device* out = list.add_devices();
+      out->set_id(d.id);
+      out->set_health(d.healthy ? kHealthy : kUnhealthy);
+      if (!d.numa_nodes.empty()) {
+        for (int64_t n : d.numa_nodes) out->mutable_topology()->add_nodes()->set_id(n);
+      }
+      if (d.healthy) ++healthy;
+    }
+  }
+  Snapshot(const Snapshot&) = delete;
+  Snapshot& operator=(const Snapshot&) = delete;
+
+  const PlannedResource resource;
+  const DeviceIndex index;  // points into `resource`
+  const uint64_t version;
+  pb::ListAndWatchResponse list;
+  int healthy = 0;
+};
+
+grpc::StatusCode ToGrpcCode(StatusCode c) {
+  switch (c) {
+    case StatusCode::kOk: return grpc::StatusCode::OK;
+    case StatusCode::kInvalidArgument: return grpc::StatusCode::INVALID_ARGUMENT;
+    case StatusCode::kNotFound: return grpc::StatusCode::NOT_FOUND;
+    case StatusCode::kAlreadyExists: return grpc::StatusCode::ALREADY_EXISTS;
+    case StatusCode::kFailedPrecondition: return grpc::StatusCode::FAILED_PRECONDITION;
+    case StatusCode::kResourceExhausted: return grpc::StatusCode::RESOURCE_EXHAUSTED;
+    case StatusCode::kUnavailable: return grpc::StatusCode::UNAVAILABLE;
+    case StatusCode::kDeadlineExceeded: return grpc::StatusCode::DEADLINE_EXCEEDED;
+    case StatusCode::kAborted: return grpc::StatusCode::ABORTED;
+    case StatusCode::kPermissionDenied: return grpc::StatusCode::PERMISSION_DENIED;
+    case StatusCode::kUnimplemented: return grpc::StatusCode::UNIMPLEMENTED;
+    case StatusCode::kInternal: return grpc::StatusCode::INTERNAL;
+  }
+  return grpc::StatusCode::UNKNOWN;
+}
+
+grpc::Status ToGrpc(const Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(ToGrpcCode(s.code()), s.message());
+}
+
+void ToProto(const ContainerAllocation& a, pb::ContainerAllocateResponse* out) {
+  for (const auto& [k, v] : a.envs) (*out->mutable_envs())[k] = v;
+  for (const MountSpec& m : a.mounts) {
+    pb::Mount* pm = out->add_mounts();
+    pm->set_container_path(m.container_path);
+    pm->set_host_path(m.host_path);
+    pm->set_read_only(m.read_only);
+  }
+  for (const DeviceNodeSpec& d : a.device_nodes) {
+    pb::DeviceSpec* pd = out->add_devices();
+    pd->set_container_path(d.container_path);
+    pd->set_host_path(d.host_path);
+    pd->set_permissions(d.permissions);
+  }
+  for (const auto& [k, v] : a.annotations) (*out->mutable_annotations())[k] = v;
+  for (const std::string& n : a.cdi_devices) out->add_cdi_devices()->set_name(n);
+}
+
+std::vector<std::string> ToVector(const google::protobuf::RepeatedPtrField<std::string>& r) {
+  return std::vector<std::string>(r.begin(), r.end());
+}
+
+std::string Summary(const std::vector<std::string>& ids) {
+  std::string s;
+  for (size_t i = 0; i < ids.size() && i < 4; ++i) s += (i ? "," : "") + ids[i];
+  if (ids.size() > 4) s += ",...";
+  return s;
+}
+
+// Runs a handler body; no exception leaves a gRPC handler.
+template <typename F>
+grpc::Status Guard(const std::string& resource, const char* rpc, F&& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    spdlog::error("event=handler_exception resource={} rpc={} error={}", resource, rpc, Value(e.what()));
+    return grpc::Status(grpc::StatusCode::INTERNAL, std::string(rpc) + " failed: " + e.what());
+  } catch (...) {
+    spdlog::error("event=handler_exception resource={} rpc={}", resource, rpc);
+    return grpc::Status(grpc::StatusCode::INTERNAL, std::string(rpc) + " failed");
+  }
+}
+
+uint64_t InodeOf(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return 0;
+  return static_cast<uint64_t>(st.st_ino);
+}
+
+}  // namespace
+
+class DevicePluginServer::Impl final : public pb::DevicePlugin::Service {
+ public:
+  explicit Impl(DevicePluginServerOptions o)
+      : opts(std::move(o)), preferred(opts.allocation_policy) {
+    snap = std::make_shared<const Snapshot>(opts.resource, 1);
+  }
+
+  std::shared_ptr<const Snapshot> Current() const {
+    std::lock_guard<std::mutex> lock(mu);
+    return snap;
+  }
+
+  void BeginStop() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stopping = true;
+    }
+    cv.notify_all();
+  }
+
+  bool SetHealth(const std::map<std::string, bool>& healthy_by_id) {
+    std::lock_guard<std::mutex> lock(mu);
+    PlannedResource next = snap->resource;
+    bool changed = false;
+    for (PlannedDevice& d : next.devices) {
+      auto it = healthy_by_id.find(d.id);
+      if (it == healthy_by_id.end() || it->second == d.healthy) continue;
+      d.healthy = it->second;
+      changed = true;
+    }
+    if (!changed) return false;
+    snap = std::make_shared<const Snapshot>(std::move(next), snap->version + 1);
+    cv.notify_all();
+    return true;
+  }
+
+  grpc::Status GetDevicePluginOptions(grpc::ServerContext*, const pb::Empty*,
+                                      pb::DevicePluginOptions* out) override {
+    return Guard(opts.resource.name, "GetDevicePluginOptions", [&] {
+      out->set_pre_start_required(false);
+      out->set_get_preferred_allocation_available(true);
+      return grpc::Status::OK;
+    });
+  }
+
+  grpc::Status ListAndWatch(grpc::ServerContext* ctx, const pb::Empty*,
+                            grpc::ServerWriter<pb::ListAndWatchResponse>* writer) override {
+    return Guard(opts.resource.name, "ListAndWatch", [&] {
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        ++streams;
+      }
+      spdlog::info("event=list_and_watch_open resource={}", opts.resource.name);
+      uint64_t sent = 0;
+      const char* why = "server stopping";
+      for (;;) {
+        std::shared_ptr<const Snapshot> s;
+        {
+          std::unique_lock<std::mutex> lock(mu);
+          // Wake at once on a change or a stop; poll cancellation a few times a second.
+          cv.wait_for(lock, std::chrono::milliseconds(50),
+                      [&] { return stopping || snap->version != sent; });
+          if (stopping) break;
+          s = snap;
+        }
+        if (ctx->IsCancelled()) {
+          why = "cancelled by kubelet";
+          break;
+        }
+        if (s->version == sent) continue;
+        if (!writer->Write(s->list)) {
+          why = "write failed";
+          break;
+        }
+        sent = s->version;
+        spdlog::debug("event=list_and_watch_sent resource={} devices={} healthy={} version={}",
+                      opts.resource.name, s->list.devices_size(), s->healthy, s->version);
+      }
+      bool report;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        --streams;
+        report = !stopping && streams == 0;
+      }
+      spdlog::info("event=list_and_watch_end resource={} reason={}", opts.resource.name, Value(why));
+      if (report && opts.on_stream_end) opts.on_stream_end(opts.generation);
+      return grpc::Status::OK;
+    });
+  }
+
+  grpc::Status GetPreferredAllocation(grpc::ServerContext*, const pb::PreferredAllocationRequest* req,
+                                      pb::PreferredAllocationResponse* resp) override {
+    return Guard(opts.resource.name, "GetPreferredAllocation", [&] {
+      if (req->container_requests_size() == 0) {
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            "resource " + opts.resource.name +
+                                ": PreferredAllocationRequest has no container_requests");
+      }
+      std::shared_ptr<const Snapshot> s = Current();
+      for (const pb::ContainerPreferredAllocationRequest& c : req->container_requests()) {
+        PreferredAllocationQuery q{ToVector(c.available_deviceids()), ToVector(c.must_include_deviceids()),
+                                   c.allocation_size()};
+        Result<std::vector<std::string>> chosen = preferred.Choose(s->index, q);
+        if (!chosen.ok()) {
+          spdlog::warn("event=preferred_allocation_refused resource={} error={}", opts.resource.name,
+                       Value(chosen.status().message()));
+          return ToGrpc(chosen.status());
+        }
+        pb::ContainerPreferredAllocationResponse* out = resp->add_container_responses();
+        for (const std::string& id : *chosen) out->add_deviceids(id);
+        spdlog::debug("event=preferred_allocation resource={} size={} available={} chosen={}",
+                      opts.resource.name, q.allocation_size, q.available.size(), Summary(*chosen));
+      }
+      return grpc::Status::OK;
+    });
+  }
+
+  grpc::Status Allocate(grpc::ServerContext*, const pb::AllocateRequest* req,
+                        pb::AllocateResponse* resp) override {
+    return Guard(opts.resource.name, "Allocate", [&] {
+      if (req->container_requests_size() == 0) {
+        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                            "resource " + opts.resource.name + ": AllocateRequest has no container_requests");
+      }
+      std::shared_ptr<const Snapshot> s = Current();
+      HostDeviceNodes nodes;
+      if (opts.plugin.pass_device_specs) nodes = ProbeHostDeviceNodes(opts.plugin.nvidia_dev_root);
+      for (const pb::ContainerAllocateRequest& c : req->container_requests()) {
+        std::vector<std::string> ids = ToVector(c.devices_ids());
+        Result<ResolvedRequest> r = ResolveDevices(s->index, ids);
+        if (!r.ok()) {
+          spdlog::warn("event=allocate_refused resource={} devices={} error={}", opts.resource.name,
+                       Value(Summary(ids)), Value(r.status().message()));
+          return ToGrpc(r.status());
+        }
+        ContainerAllocation a = BuildContainerAllocation(*r, opts.plugin, nodes);
+        if (opts.decorator) {
+          Status st = opts.decorator(*r, &a);
+          if (!st.ok()) {
+            spdlog::warn("event=allocate_refused resource={} devices={} error={}", opts.resource.name,
+                         Value(Summary(ids)), Value(st.message()));
+            return ToGrpc(st);
+          }
+        }
+        ToProto(a, resp->add_container_responses());
+        auto env = a.envs.find(kVisibleDevicesEnv);
+        spdlog::info("event=allocate resource={} devices={} count={} visible={}", opts.resource.name,
+                     Value(Summary(ids)), ids.size(),
+                     Value(env == a.envs.end() ? std::string("-") : env->second));
+      }
+      return grpc::Status::OK;
+    });
+  }
+
+  grpc::Status PreStartContainer(grpc::ServerContext*, const pb::PreStartContainerRequest*,
+                                 pb::PreStartContainerResponse*) override {
+    return grpc::Status::OK;
+  }
+
+  const DevicePluginServerOptions opts;
+  PreferredAllocator preferred;
+
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  std::shared_ptr<const Snapshot> snap;  // guarded by mu
+  bool stopping = false;                 // guarded by mu
+  int streams = 0;                       // guarded by mu
+};
+
+Result<std::unique_ptr<DevicePluginServer>> DevicePluginServer::Start(DevicePluginServerOptions options) {
+  const std::string& name = options.resource.name;
+  if (name.empty()) return Status::InvalidArgument("device plugin: resource name is empty");
+  const std::string& sock = options.resource.socket_name;
+  if (sock.empty() || sock.find('/') != std::string::npos || sock == kKubeletSocketName) {
+    return Status::InvalidArgument("device plugin " + name + ": invalid socket file name \"" + sock + "\"");
+  }
+  std::string path = options.plugin_dir + "/" + sock;
+  if (path.size() >= sizeof(sockaddr_un::sun_path)) {
+    return Status::InvalidArgument("device plugin " + name + ": socket path " + path + " is longer than " +
+                                   std::to_string(sizeof(sockaddr_un::sun_path) - 1) + " bytes");
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(options.plugin_dir, ec);
+  if (ec) {
+    return Status::Unavailable("device plugin " + name + ": cannot create " + options.plugin_dir + ": " +
+                               ec.message());
+  }
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      return Status::FailedPrecondition("device plugin " + name + ": " + path +
+                                        " exists and is not a socket; refusing to remove it");
+    }
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+      return Status::Unavailable("device plugin " + name + ": cannot remove stale socket " + path + ": " +
+                                 std::strerror(errno));
+    }
+  }
+
+  std::unique_ptr<DevicePluginServer> self(new DevicePluginServer());
+  self->socket_path_ = path;
+  const auto self_dial_timeout = options.self_dial_timeout;
+  const int max_threads = options.max_threads;
+  self->impl_ = std::make_unique<Impl>(std::move(options));
+
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("unix:" + path, grpc::InsecureServerCredentials());
+  builder.RegisterService(self->impl_.get());
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS, 1);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 2);
+  grpc::ResourceQuota quota("gpushare-" + sock);
+  quota.SetMaxThreads(max_threads);
+  builder.SetResourceQuota(quota);
+  self->server_ = builder.BuildAndStart();
+  if (!self->server_) {
+    return Status::Unavailable("device plugin " + name + ": cannot serve on " + path);
+  }
+  self->socket_inode_ = InodeOf(path);
+
+  // Prove the server answers before telling kubelet about it.
+  auto channel = grpc::CreateChannel("unix:" + path, grpc::InsecureChannelCredentials());
+  if (!channel->WaitForConnected(std::chrono::system_clock::now() + self_dial_timeout)) {
+    self->Stop();
+    return Status::Unavailable("device plugin " + name + ": self-dial of " + path + " failed within " +
+                               std::to_string(self_dial_timeout.count()) + " ms");
+  }
+  spdlog::info("event=serving resource={} socket={} devices={} healthy={}", name, path,
+               self->device_count(), self->healthy_count());
+  return self;
+}
+
+DevicePluginServer::~DevicePluginServer() { Stop(); }
+
+Status DevicePluginServer::Register() {
+  const DevicePluginServerOptions& o = impl_->opts;
+  std::string kubelet = o.kubelet_socket.empty() ? o.plugin_dir + "/" + kKubeletSocketName : o.kubelet_socket;
+  pb::RegisterRequest req;
+  req.set_version(kApiVersion);
+  req.set_endpoint(o.resource.socket_name);
+  req.set_resource_name(o.resource.name);
+  req.mutable_options()->set_pre_start_required(false);
+  req.mutable_options()->set_get_preferred_allocation_available(true);
+
+  auto channel = grpc::CreateChannel("unix:" + kubelet, grpc::InsecureChannelCredentials());
+  auto stub = pb::Registration::NewStub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + o.register_timeout);
+  pb::Empty empty;
+  grpc::Status s = stub->Register(&ctx, req, &empty);
+  if (!s.ok()) {
+    return Status(s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ? StatusCode::kDeadlineExceeded
+                                                                        : StatusCode::kUnavailable,
+                  "register " + o.resource.name + " with " + kubelet + ": " + s.error_message());
+  }
+  spdlog::info("event=registered resource={} endpoint={} kubelet={}", o.resource.name,
+               o.resource.socket_name, kubelet);
+  return Status::Ok();
+}
+
+bool DevicePluginServer::SetHealth(const std::map<std::string, bool>& healthy_by_id) {
+  return impl_->SetHealth(healthy_by_id);
+}
+
+void DevicePluginServer::Stop() {
+  std::lock_guard<std::mutex> lock(stop_mu_);
+  if (stopped_ || !impl_) return;
+  stopped_ = true;
+  impl_->BeginStop();
+  if (server_) {
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+    server_->Wait();
+  }
+  // Remove the socket only if it is still the one this server created.
+  if (socket_inode_ != 0 && InodeOf(socket_path_) == socket_inode_) ::unlink(socket_path_.c_str());
+  spdlog::info("event=stopped resource={} socket={}", impl_->opts.resource.name, socket_path_);
+}
+
+const std::string& DevicePluginServer::resource_name() const { return impl_->opts.resource.name; }
+uint64_t DevicePluginServer::generation() const { return impl_->opts.generation; }
+
+int DevicePluginServer::open_streams() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->streams;
+}
+
+int DevicePluginServer::healthy_count() const { return impl_->Current()->healthy; }
+int DevicePluginServer::device_count() const {
+  return static_cast<int>(impl_->Current()->resource.devices.size());
+}
+
+}  // namespace gpushare::deviceplugin

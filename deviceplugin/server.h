@@ -1,0 +1,106 @@
+// DevicePluginServer: one kubelet device plugin (v1beta1) for one advertised resource.
+//
+// Life of a server, as kubelet expects it (reference: kubernetes-protocols.md section 1.5):
+//   1. Start(): remove a stale socket file, serve DevicePlugin on <dir>/<socket_name>, and prove
+//      it is up with a blocking self-dial;
+//   2. Register(): call Registration/Register on kubelet.sock with the bare socket file name as
+//      endpoint. Kubelet dials back and calls GetDevicePluginOptions *inside* Register, so
+//      Register holds no lock the handlers need and runs on the caller's thread;
+//   3. kubelet opens ListAndWatch: the full device list is sent at once and again after every
+//      change (SetHealth). When the last open stream ends while the server is not being
+//      stopped, `on_stream_end` is called: kubelet never reopens a stream by itself, so the
+//      owner must serve again and re-register;
+//   4. Stop(): end the streams, shut the server down, remove the socket file.
+// Handlers never let an exception escape; malformed requests get INVALID_ARGUMENT.
+// Thread-safe. The device set is fixed for the life of a server; only health changes.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <map>
+#include <string>
+
+#include "core/node_config.h"
+#include "core/resource_plan.h"
+#include "core/status.h"
+#include "deviceplugin/allocation.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace gpushare::deviceplugin {
+
+inline constexpr const char* kApiVersion = "v1beta1";
+inline constexpr const char* kDefaultPluginDir = "/var/lib/kubelet/device-plugins";
+inline constexpr const char* kKubeletSocketName = "kubelet.sock";
+inline constexpr const char* kHealthy = "Healthy";
+inline constexpr const char* kUnhealthy = "Unhealthy";
+
+struct DevicePluginServerOptions {
+  std::string plugin_dir = kDefaultPluginDir;  // where our socket is created
+  std::string kubelet_socket;                  // full path; empty = <plugin_dir>/kubelet.sock
+  PlannedResource resource;                    // name, socket_name, devices (initial health)
+  PluginFlags plugin;                          // strategies for Allocate
+  AllocationPolicy allocation_policy = AllocationPolicy::kDistributed;
+  AllocationDecorator decorator;               // optional, run after the strategy's answer
+
+  // Called (from a gRPC thread; must not block) when the last ListAndWatch stream ends and the
+  // server is not being stopped. `generation` is the value given here.
+  std::function<void(uint64_t generation)> on_stream_end;
+  uint64_t generation = 0;
+
+  std::chrono::milliseconds self_dial_timeout{5000};
+  // Longer than kubelet's 10 s connect-back dial, so a slow connect-back is not cut short.
+  std::chrono::milliseconds register_timeout{15000};
+  int max_threads = 8;  // gRPC sync-server threads: one per open stream plus unary calls
+};
+
+class DevicePluginServer {
+ public:
+  // Serves and self-dials. kUnavailable / kInvalidArgument with the reason when it cannot.
+  static Result<std::unique_ptr<DevicePluginServer>> Start(DevicePluginServerOptions options);
+  ~DevicePluginServer();  // Stop()
+
+  DevicePluginServer(const DevicePluginServer&) = delete;
+  DevicePluginServer& operator=(const DevicePluginServer&) = delete;
+
+  // Registers with kubelet. Blocks up to register_timeout; call without holding locks the
+  // caller's other code needs (kubelet calls back into this server meanwhile).
+  Status Register();
+
+  // Sets the health of devices by ID (IDs not named keep their current health) and pushes a new
+  // list to open streams when anything changed. Returns whether anything changed.
+  bool SetHealth(const std::map<std::string, bool>& healthy_by_id);
+
+  // Ends streams, shuts the server down and removes the socket file if it is still ours.
+  void Stop();
+
+  const std::string& resource_name() const;
+  const std::string& socket_path() const { return socket_path_; }
+  // The inode of the socket file this server created (to tell it from a later one).
+  uint64_t socket_inode() const { return socket_inode_; }
+  uint64_t generation() const;
+  int open_streams() const;
+  // Device counts as last advertised.
+  int healthy_count() const;
+  int device_count() const;
+
+  class Impl;  // the gRPC service and the device snapshot; public only for the .cc
+
+ private:
+  DevicePluginServer() = default;
+
+  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<grpc::Server> server_;
+  std::string socket_path_;
+  uint64_t socket_inode_ = 0;
+  std::mutex stop_mu_;
+  bool stopped_ = false;
+};
+
+}  // namespace gpushare::deviceplugin

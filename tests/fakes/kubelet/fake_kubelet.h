@@ -1,0 +1,179 @@
+// FakeKubelet: a test double of kubelet's device manager, written from the upstream API
+// description in shared/reference/kubernetes-protocols.md (sections 1.5 to 1.9), not from our
+// plugin code. It is the "independent kubelet client" of the node agent's acceptance criteria.
+//
+// What it does, as kubelet does:
+//   - Start(): creates the device plugin directory, deletes every unix socket in it (leaving the
+//     checkpoint, other files and sub-directories alone), serves Registration on kubelet.sock
+//     with a default gRPC server;
+//   - Register: checks the version (must be "v1beta1"), then the resource name (an extended
+//     resource name), then dials <dir>/<endpoint> back INSIDE the handler with a blocking 10 s
+//     dial, calls GetDevicePluginOptions (no deadline) and only then answers; afterwards a
+//     background reader opens ListAndWatch (no deadline, no retry). RegisterRequest.options is
+//     ignored. A second registration of a name replaces the first client;
+//   - every ListAndWatch message replaces the resource's device set; capacity = all devices,
+//     allocatable = devices whose health is exactly "Healthy";
+//   - when a stream ends, all of that resource's devices become unhealthy and the endpoint is
+//     stopped; the stream is never reopened. Faithful to the pre-fix kubelet race (issues
+//     #121994/#127803), the end of an OLD stream disconnects whichever client is CURRENT for
+//     the name (Options::model_stream_end_race, on by default);
+//   - Admit(): one container's allocation as kubelet's devicesToAllocate does it without a
+//     Topology Manager hint: available = healthy minus in use; GetPreferredAllocation only when
+//     the options say so, with available = free devices plus already chosen, must_include =
+//     already chosen, allocation_size = the total request; the advice is intersected with
+//     what is available and any shortfall filled by the double itself; then Allocate with
+//     exactly one ContainerAllocateRequest. An error or an empty reply fails admission;
+//   - Restart(): what a kubelet restart looks like to plugins: streams die with the process,
+//     every socket in the directory is deleted, a new kubelet.sock is served, and
+//     registrations are forgotten (resources stay known with zero capacity, as restored from
+//     the checkpoint, until their plugin registers again).
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/status.h"
+#include "proto/deviceplugin/v1beta1/api.grpc.pb.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace gpushare::fakes {
+
+struct FakeKubeletOptions {
+  std::string plugin_dir;  // the device plugin directory (a temporary one in tests)
+  std::chrono::milliseconds dial_timeout{10000};  // kubelet's blocking connect-back dial
+  bool model_stream_end_race = true;
+};
+
+struct FakeDevice {
+  std::string id;
+  std::string health;
+  std::vector<int64_t> numa_nodes;
+};
+
+// What the double knows about one resource.
+struct FakeResource {
+  std::string name;
+  std::string endpoint;       // socket file name the plugin registered
+  bool connected = false;     // a registered client whose stream has not ended
+  bool stream_open = false;   // the ListAndWatch stream is running
+  int registrations = 0;      // successful Register calls for this name, across restarts
+  int list_updates = 0;       // ListAndWatch messages received since the last registration
+  int capacity = 0;
+  int allocatable = 0;
+  v1beta1::DevicePluginOptions options;
+  std::vector<FakeDevice> devices;  // sorted by ID
+  std::chrono::steady_clock::time_point last_registered{};
+};
+
+struct RegistrationEvent {
+  std::string resource_name;
+  std::string endpoint;
+  std::string version;
+  bool accepted = false;
+  std::string error;  // why it was refused
+  std::chrono::steady_clock::time_point at{};
+};
+
+// The outcome of admitting one container.
+struct Admission {
+  bool admitted = false;
+  std::string error;                      // why admission failed (UnexpectedAdmissionError)
+  std::vector<std::string> device_ids;    // what kubelet allocated
+  bool preferred_called = false;
+  std::vector<std::string> preferred;     // the plugin's advice, as returned
+  v1beta1::ContainerAllocateResponse response;  // element 0 of the Allocate reply
+};
+
+class FakeKubelet {
+ public:
+  explicit FakeKubelet(FakeKubeletOptions options);
+  ~FakeKubelet();  // Stop()
+
+  FakeKubelet(const FakeKubelet&) = delete;
+  FakeKubelet& operator=(const FakeKubelet&) = delete;
+
+  Status Start();
+  // Stops serving and drops every client, as if kubelet died. kubelet.sock stays behind.
+  void Stop();
+  // Stop(), then Start(): sockets deleted, new kubelet.sock, registrations forgotten.
+  Status Restart();
+
+  std::string kubelet_socket() const;
+  std::chrono::steady_clock::time_point last_start() const;
+
+  // Observations.
+  std::optional<FakeResource> Resource(const std::string& name) const;
+  std::vector<FakeResource> Resources() const;
+  std::vector<RegistrationEvent> RegistrationLog() const;
+  // Polls `pred` (called without the double's lock) until true or the timeout passes.
+  bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) const;
+  // Convenience: waits for a connected resource with `allocatable` healthy devices (and, when
+  // min_registrations > 0, at least that many registrations).
+  bool WaitForAllocatable(const std::string& name, int allocatable, std::chrono::milliseconds timeout,
+                          int min_registrations = 0) const;
+
+  // Admits one container (pod/container key) asking for `count` devices of `resource`.
+  // A container that already has devices of the resource gets them back (kubelet step 2).
+  Admission Admit(const std::string& container, const std::string& resource, int count);
+  // The pod finished: its devices are free again.
+  void Release(const std::string& container);
+  // Devices of `resource` in use by admitted containers.
+  std::vector<std::string> InUse(const std::string& resource) const;
+
+  // Calls PreStartContainer with the 30 s deadline kubelet uses (only if the options require
+  // it; returns OK without a call otherwise).
+  grpc::Status PreStartContainer(const std::string& container, const std::string& resource);
+
+  // Raw calls to a registered plugin, for tests of malformed requests.
+  grpc::Status RawAllocate(const std::string& resource, const v1beta1::AllocateRequest& req,
+                           v1beta1::AllocateResponse* resp);
+  grpc::Status RawPreferred(const std::string& resource, const v1beta1::PreferredAllocationRequest& req,
+                            v1beta1::PreferredAllocationResponse* resp);
+
+  // Fault injection: the ListAndWatch stream of `resource` breaks (kubelet side). Kubelet then
+  // marks the devices unhealthy and waits for the plugin to register again.
+  bool DropStream(const std::string& resource);
+
+  class Registrar;  // the Registration service; public only for the .cc
+
+ private:
+  struct Client;
+  struct Entry;
+
+  grpc::Status HandleRegister(const v1beta1::RegisterRequest& req);
+  void RunClient(std::shared_ptr<Client> client);
+  std::shared_ptr<Client> CurrentClient(const std::string& resource) const;
+  void RecountLocked(Entry& e);
+  void DeleteSockets();
+
+  const FakeKubeletOptions opts_;
+  std::unique_ptr<Registrar> registrar_;
+  std::unique_ptr<grpc::Server> server_;
+
+  mutable std::mutex mu_;
+  mutable std::condition_variable changed_;
+  std::map<std::string, Entry> entries_;                 // by resource name
+  std::vector<std::shared_ptr<Client>> clients_;         // every client ever made, joined on Stop
+  std::vector<RegistrationEvent> log_;
+  std::map<std::string, std::map<std::string, std::vector<std::string>>> allocations_;  // container -> resource -> ids
+  std::chrono::steady_clock::time_point started_{};
+  uint64_t next_client_id_ = 1;
+};
+
+// Kubelet's check of a device plugin resource name: an extended resource name (domain-prefixed,
+// not in the kubernetes.io namespace, and "requests.<name>" a valid qualified name).
+bool IsValidExtendedResourceName(const std::string& name);
+
+}  // namespace gpushare::fakes
