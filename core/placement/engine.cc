@@ -1,0 +1,263 @@
+#include "core/placement/engine.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace gpushare::placement {
+namespace {
+
+std::string ShapeKey(const PodShape& s) {
+  std::string k = std::to_string(s.cpu_milli) + "/" + std::to_string(s.memory_mib) + "/" +
+                  std::to_string(s.num_whole) + "/" + (s.distinct_gpus ? "d" : "s");
+  for (int64_t v : s.shares) k += "," + std::to_string(v);
+  k += "/";
+  for (const auto& m : s.model_names) k += m + "|";
+  return k;
+}
+
+bool SameScore(const Score& a, const Score& b) { return a.value == b.value && a.tiebreak == b.tiebreak; }
+
+}  // namespace
+
+PlacementEngine::PlacementEngine(ClusterState& cluster, Policy& policy, EngineOptions options)
+    : cluster_(cluster), policy_(policy), options_(options) {
+  models_seen_ = static_cast<int>(cluster_.models().size());
+}
+
+Result<ShapeId> PlacementEngine::Intern(const PodRequest& request) {
+  Result<PodShape> shape = CompileShape(request, cluster_);
+  if (!shape.ok()) return shape.status();
+  std::string key = ShapeKey(*shape);
+  auto it = shape_ids_.find(key);
+  if (it != shape_ids_.end()) return it->second;
+  const ShapeId id = static_cast<ShapeId>(shapes_.size());
+  shapes_.push_back(std::move(shape).value());
+  shape_ids_.emplace(std::move(key), id);
+  cache_.emplace_back();
+  return id;
+}
+
+void PlacementEngine::NodesAdded() {
+  if (static_cast<int>(cluster_.models().size()) != models_seen_) {
+    for (auto& s : shapes_) ResolveModels(s, cluster_);
+    models_seen_ = static_cast<int>(cluster_.models().size());
+  }
+  for (auto& c : cache_) {
+    if (c.empty()) continue;
+    cache_entries_ -= static_cast<int64_t>(c.size());
+    c.assign(cluster_.num_nodes(), CacheEntry{});
+    cache_entries_ += static_cast<int64_t>(c.size());
+  }
+  policy_.OnNodesAdded();
+}
+
+const NodeChoice& PlacementEngine::Cached(ShapeId pod, NodeId node) {
+  const NodeState& s = cluster_.node(node);
+  if (options_.cache && policy_.node_local()) {
+    auto& row = cache_[pod];
+    if (row.empty() && cache_entries_ + cluster_.num_nodes() <= options_.max_cache_entries) {
+      row.assign(cluster_.num_nodes(), CacheEntry{});
+      cache_entries_ += cluster_.num_nodes();
+    }
+    if (!row.empty()) {
+      CacheEntry& e = row[node];
+      if (e.version != s.version) {
+        e.choice = policy_.Evaluate(node, shapes_[pod]);
+        e.version = s.version;
+      }
+      return e.choice;
+    }
+  }
+  scratch_ = policy_.Evaluate(node, shapes_[pod]);
+  return scratch_;
+}
+
+std::vector<Verdict> PlacementEngine::Evaluate(ShapeId pod, const std::vector<NodeId>& candidates) {
+  std::vector<Verdict> out;
+  out.reserve(candidates.size());
+  std::vector<Score> scores;
+  std::vector<size_t> feasible;
+  for (NodeId n : candidates) {
+    Verdict v;
+    v.node = n;
+    if (n < 0 || n >= cluster_.num_nodes()) {
+      v.rejection = Rejection::kUnknownNode;
+      out.push_back(v);
+      continue;
+    }
+    v.rejection = CheckFit(cluster_.node(n), shapes_[pod]);
+    if (v.rejection == Rejection::kNone) {
+      v.choice = Cached(pod, n);
+      feasible.push_back(out.size());
+      scores.push_back(v.choice.score);
+    }
+    out.push_back(v);
+  }
+  if (policy_.normalizes()) {
+    policy_.Normalize(scores);
+    for (size_t i = 0; i < feasible.size(); ++i) out[feasible[i]].choice.score = scores[i];
+  }
+  return out;
+}
+
+template <typename NodeList>
+Decision PlacementEngine::ChooseAmong(ShapeId pod, const NodeList& nodes, int count) {
+  Decision d;
+  const PodShape& shape = shapes_[pod];
+  const bool picks = policy_.picks();
+  const bool normalizes = policy_.normalizes();
+  feasible_.clear();
+  scores_.clear();
+  std::vector<NodeChoice> choices;
+  int64_t best_rank = 0;
+  for (int i = 0; i < count; ++i) {
+    const NodeId n = nodes(i);
+    const Rejection r = CheckFit(cluster_.node(n), shape);
+    if (r != Rejection::kNone) {
+      ++d.rejected[static_cast<int>(r)];
+      continue;
+    }
+    ++d.feasible;
+    if (picks) {
+      feasible_.push_back(n);
+      continue;
+    }
+    const NodeChoice& c = Cached(pod, n);
+    if (normalizes) {
+      feasible_.push_back(n);
+      scores_.push_back(c.score);
+      choices.push_back(c);
+      continue;
+    }
+    const int64_t rank = cluster_.tie_rank(n);
+    if (d.node < 0 || Better(c.score, d.choice.score)) {
+      d.node = n;
+      d.choice = c;
+      d.tied = 1;
+      best_rank = rank;
+    } else if (SameScore(c.score, d.choice.score)) {
+      ++d.tied;
+      if (rank < best_rank) {
+        d.node = n;
+        d.choice = c;
+        best_rank = rank;
+      }
+    }
+  }
+  if (picks && !feasible_.empty()) {
+    const int idx = policy_.Pick(feasible_);
+    if (idx >= 0 && idx < static_cast<int>(feasible_.size())) {
+      d.node = feasible_[idx];
+      d.choice = policy_.Evaluate(d.node, shape);
+      d.tied = 1;
+    }
+  } else if (normalizes && !feasible_.empty()) {
+    policy_.Normalize(scores_);
+    for (size_t i = 0; i < feasible_.size(); ++i) {
+      const int64_t rank = cluster_.tie_rank(feasible_[i]);
+      if (d.node < 0 || Better(scores_[i], d.choice.score)) {
+        d.node = feasible_[i];
+        d.choice = choices[i];
+        d.choice.score = scores_[i];
+        d.tied = 1;
+        best_rank = rank;
+      } else if (SameScore(scores_[i], d.choice.score)) {
+        ++d.tied;
+        if (rank < best_rank) {
+          d.node = feasible_[i];
+          d.choice = choices[i];
+          d.choice.score = scores_[i];
+          best_rank = rank;
+        }
+      }
+    }
+  }
+  return d;
+}
+
+Decision PlacementEngine::Choose(ShapeId pod) {
+  return ChooseAmong(pod, [](int i) { return static_cast<NodeId>(i); }, cluster_.num_nodes());
+}
+
+Decision PlacementEngine::Choose(ShapeId pod, const std::vector<NodeId>& candidates) {
+  std::vector<NodeId> valid;
+  valid.reserve(candidates.size());
+  for (NodeId n : candidates)
+    if (n >= 0 && n < cluster_.num_nodes()) valid.push_back(n);
+  return ChooseAmong(pod, [&](int i) { return valid[i]; }, static_cast<int>(valid.size()));
+}
+
+Result<PlacementId> PlacementEngine::Commit(ShapeId pod, const Decision& decision) {
+  if (!decision.placed()) return Status::FailedPrecondition("the decision placed the pod nowhere");
+  return Commit(pod, decision.node, decision.choice.gpus);
+}
+
+Result<PlacementId> PlacementEngine::Commit(ShapeId pod, NodeId node, const GpuAssignment& gpus) {
+  if (pod < 0 || pod >= num_shapes()) return Status::NotFound("unknown shape id " + std::to_string(pod));
+  if (node < 0 || node >= cluster_.num_nodes())
+    return Status::NotFound("node id " + std::to_string(node) + " out of range");
+  const PodShape& s = shapes_[pod];
+  if (CheckFit(cluster_.node(node), s) != Rejection::kNone)
+    return Status::ResourceExhausted("node '" + cluster_.node_name(node) +
+                                     "': " + ExplainRejection(cluster_.node(node), s, cluster_));
+  Result<PlacementId> id = cluster_.Commit(s.resources(), node, gpus);
+  if (id.ok()) Changed(node);
+  return id;
+}
+
+Status PlacementEngine::Release(PlacementId id) {
+  const NodeId node = cluster_.PlacementNode(id);
+  Status st = cluster_.Release(id);
+  if (st.ok()) Changed(node);
+  return st;
+}
+
+void PlacementEngine::Changed(NodeId node) { policy_.OnNodeChanged(node); }
+
+std::string PlacementEngine::Explain(ShapeId pod, const Decision& d) const {
+  const PodShape& s = shapes_[pod];
+  std::string out;
+  if (d.placed()) {
+    out = "placed " + s.ToString() + " on node " + cluster_.node_name(d.node);
+    if (d.choice.gpus.count > 0) {
+      out += " GPUs [";
+      for (int i = 0; i < d.choice.gpus.count; ++i) out += (i ? "," : "") + std::to_string(d.choice.gpus.gpu[i]);
+      out += "]";
+    }
+    out += ": " + policy_.Describe(d.choice) + "; " + std::to_string(d.feasible) + " feasible node(s)";
+    if (d.tied > 1) out += ", " + std::to_string(d.tied) + " tied (node order decided)";
+  } else {
+    out = "no node fits " + s.ToString();
+  }
+  std::string refused;
+  for (int r = 1; r < kNumRejections; ++r) {
+    if (d.rejected[r] == 0) continue;
+    refused += (refused.empty() ? "" : ", ") + std::to_string(d.rejected[r]) + " " +
+               std::string(RejectionName(static_cast<Rejection>(r)));
+  }
+  if (!refused.empty()) out += "; refused: " + refused;
+  return out;
+}
+
+std::vector<int> PlacementEngine::ScaleScores(const std::vector<Verdict>& verdicts, int max_score) {
+  std::vector<int> out(verdicts.size(), -1);
+  double lo = 0, hi = 0;
+  bool any = false;
+  for (const auto& v : verdicts) {
+    if (v.rejection != Rejection::kNone) continue;
+    lo = any ? std::min(lo, v.choice.score.value) : v.choice.score.value;
+    hi = any ? std::max(hi, v.choice.score.value) : v.choice.score.value;
+    any = true;
+  }
+  for (size_t i = 0; i < verdicts.size(); ++i) {
+    if (verdicts[i].rejection != Rejection::kNone) continue;
+    if (hi <= lo) {
+      out[i] = max_score;
+    } else {
+      out[i] = static_cast<int>(std::lround((verdicts[i].choice.score.value - lo) / (hi - lo) * max_score));
+    }
+  }
+  return out;
+}
+
+}  // namespace gpushare::placement
