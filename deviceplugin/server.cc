@@ -289,9 +289,9 @@ class DevicePluginServer::Impl final : public pb::DevicePlugin::Service {
 };
 
 Result<std::unique_ptr<DevicePluginServer>> DevicePluginServer::Start(DevicePluginServerOptions options) {
-  const std::string& name = options.resource.name;
+  const std::string name = options.resource.name;
   if (name.empty()) return Status::InvalidArgument("device plugin: resource name is empty");
-  const std::string& sock = options.resource.socket_name;
+  const std::string sock = options.resource.socket_name;
   if (sock.empty() || sock.find('/') != std::string::npos || sock == kKubeletSocketName) {
     return Status::InvalidArgument("device plugin " + name + ": invalid socket file name \"" + sock + "\"");
   }

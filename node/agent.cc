@@ -1,0 +1,524 @@
+#include "node/agent.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "deviceplugin/logfmt.h"
+#include "deviceplugin/server.h"
+
+namespace gpushare::node {
+namespace {
+
+using deviceplugin::DevicePluginServer;
+using logfmt::Value;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+uint64_t InodeOf(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return 0;
+  return static_cast<uint64_t>(st.st_ino);
+}
+
+std::string DirOf(const std::string& path) {
+  std::filesystem::path p(path);
+  std::string d = p.parent_path().string();
+  return d.empty() ? "." : d;
+}
+
+std::string BaseOf(const std::string& path) { return std::filesystem::path(path).filename().string(); }
+
+std::string Canonical(const std::string& path) {
+  std::error_code ec;
+  auto c = std::filesystem::weakly_canonical(path, ec);
+  return ec ? path : c.string();
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t nl = text.find('\n', start);
+    std::string line = text.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+    if (!line.empty()) out.push_back(line);
+    if (nl == std::string::npos) break;
+    start = nl + 1;
+  }
+  return out;
+}
+
+// One planned resource and the server that serves it.
+struct Slot {
+  PlannedResource resource;  // with current health
+  std::unique_ptr<DevicePluginServer> server;
+  uint64_t generation = 0;
+  bool registered = false;
+  bool restart = true;        // stop (if serving), serve, register when next_attempt_ms passes
+  int64_t next_attempt_ms = 0;
+  int64_t backoff_ms = 0;
+  int failures = 0;
+  std::string why = "start";  // reason of the pending restart, for the log
+};
+
+}  // namespace
+
+class Agent::Impl {
+ public:
+  explicit Impl(AgentOptions o) : opts(std::move(o)) {
+    kubelet_socket = opts.kubelet_socket.empty() ? opts.plugin_dir + "/" + deviceplugin::kKubeletSocketName
+                                                 : opts.kubelet_socket;
+  }
+
+  ~Impl() {
+    StopAll();
+    feed.reset();
+    for (int fd : {signal_fd, inotify_fd, wake_fd}) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
+
+  Status Init() {
+    if (!opts.load) return Status::InvalidArgument("agent: no input loader");
+    if (opts.handle_signals) {
+      sigset_t set;
+      sigemptyset(&set);
+      sigaddset(&set, SIGTERM);
+      sigaddset(&set, SIGINT);
+      sigaddset(&set, SIGHUP);
+      if (pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0) return Status::Internal("pthread_sigmask failed");
+      signal_fd = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+      if (signal_fd < 0) return Status::Internal(std::string("signalfd: ") + std::strerror(errno));
+    }
+    wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    inotify_fd = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    if (wake_fd < 0 || inotify_fd < 0) return Status::Internal(std::string("eventfd/inotify: ") + std::strerror(errno));
+
+    Result<AgentInputs> in = opts.load();
+    if (!in.ok()) return in.status();
+    Result<ResourcePlan> p = BuildResourcePlan(in->inventory, in->config);
+    if (!p.ok()) return p.status();
+    Adopt(std::move(in).value(), std::move(p).value());
+    return Status::Ok();
+  }
+
+  int Run() {
+    std::error_code ec;
+    std::filesystem::create_directories(opts.plugin_dir, ec);
+    if (ec) {
+      spdlog::warn("event=plugin_dir_missing dir={} error={}", opts.plugin_dir, Value(ec.message()));
+    }
+    AddWatches();
+    StartFeed();
+    spdlog::info("event=agent_started plugin_dir={} kubelet_socket={} resources={}", opts.plugin_dir,
+                 kubelet_socket, slots.size());
+    for (;;) {
+      if (DrainPosted()) break;
+      int64_t now = NowMs();
+      ApplyHealth(health->Advance(now));
+      Reconcile(now);
+      if (DrainPosted()) break;
+      int timeout = static_cast<int>(std::clamp<int64_t>(NextWakeMs(NowMs()) - NowMs(), 0, 1000));
+      pollfd fds[3];
+      int n = 0;
+      if (signal_fd >= 0) fds[n++] = {signal_fd, POLLIN, 0};
+      fds[n++] = {inotify_fd, POLLIN, 0};
+      fds[n++] = {wake_fd, POLLIN, 0};
+      int rc = ::poll(fds, n, timeout);
+      if (rc < 0 && errno != EINTR) {
+        spdlog::error("event=poll_failed error={}", Value(std::strerror(errno)));
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      ReadSignals();
+      ReadInotify();
+      uint64_t v;
+      while (::read(wake_fd, &v, sizeof(v)) > 0) {
+      }
+    }
+    spdlog::info("event=shutdown reason={} resources={}", Value(stop_reason), slots.size());
+    StopAll();
+    feed.reset();
+    spdlog::info("event=exited status=0");
+    return 0;
+  }
+
+  void Post(const std::function<void()>& f) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      f();
+    }
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t w = ::write(wake_fd, &one, sizeof(one));
+  }
+
+  // ---- state --------------------------------------------------------------------------
+  AgentOptions opts;
+  std::string kubelet_socket;
+  AgentInputs inputs;
+  ResourcePlan plan;  // with current health applied
+  std::unique_ptr<HealthTracker> health;
+  std::unique_ptr<HealthFeed> feed;
+  deviceplugin::AllocationDecorator decorator;
+  std::vector<Slot> slots;
+  uint64_t next_generation = 1;
+
+  int signal_fd = -1;
+  int inotify_fd = -1;
+  int wake_fd = -1;
+  int watch_plugin = -1;
+  int watch_kubelet = -1;  // -1 when kubelet.sock lives in the plugin dir (watch_plugin covers it)
+  int64_t watch_retry_ms = -1;
+  std::string stop_reason = "requested";
+
+  std::mutex mu;  // guards the posted events below
+  std::vector<uint64_t> ended_generations;
+  std::vector<HealthEvent> health_events;
+  bool stop_requested = false;
+  bool reload_requested = false;
+
+ private:
+  // Takes new inputs and plan: health tracker, decorator, one slot per resource.
+  void Adopt(AgentInputs in, ResourcePlan p) {
+    inputs = std::move(in);
+    for (const std::string& n : inputs.notes) spdlog::info("event=config_note note={}", Value(n));
+    for (const std::string& n : p.notes) spdlog::info("event=plan_note note={}", Value(n));
+    health = std::make_unique<HealthTracker>(inputs.inventory, HealthOptionsFromSettings(inputs.config.gpushare));
+    health->ApplyTo(&p);
+    plan = std::move(p);
+    decorator = opts.decorator ? opts.decorator(inputs) : nullptr;
+    slots.clear();
+    for (const PlannedResource& r : plan.resources) {
+      Slot s;
+      s.resource = r;
+      slots.push_back(std::move(s));
+      spdlog::info("event=planned resource={} devices={} replicas={} socket={}", r.name, r.devices.size(),
+                   r.replicas, r.socket_name);
+    }
+    if (slots.empty()) {
+      spdlog::warn("event=no_resources inventory={} reason={}", Value(inputs.inventory.source),
+                   Value("the plan advertises nothing; serving no device plugin until a reload"));
+    }
+  }
+
+  void StartFeed() {
+    feed.reset();
+    if (!opts.health) return;
+    if (!inputs.config.gpushare.health_checks_enabled) {
+      spdlog::info("event=health_checks_disabled");
+      return;
+    }
+    auto f = opts.health(inputs, [this](const HealthEvent& ev) { Post([&] { health_events.push_back(ev); }); });
+    if (!f.ok()) {
+      spdlog::error("event=health_feed_failed error={}", Value(f.status().message()));
+      return;
+    }
+    feed = std::move(f).value();
+  }
+
+  void StopAll() {
+    for (Slot& s : slots) {
+      if (!s.server) continue;
+      s.server->Stop();  // removes our socket
+      s.server.reset();
+      s.registered = false;
+    }
+  }
+
+  // ---- events ---------------------------------------------------------------------------
+  // Applies posted events. Returns true when the agent should stop.
+  bool DrainPosted() {
+    std::vector<uint64_t> ended;
+    std::vector<HealthEvent> events;
+    bool stop, reload;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ended.swap(ended_generations);
+      events.swap(health_events);
+      stop = stop_requested;
+      reload = reload_requested;
+      reload_requested = false;
+    }
+    if (stop) return true;
+    int64_t now = NowMs();
+    for (uint64_t g : ended) {
+      for (Slot& s : slots) {
+        if (s.server && s.generation == g && !s.restart) {
+          spdlog::warn("event=stream_ended resource={} action=reregister", s.resource.name);
+          ScheduleRestart(s, now + opts.debounce.count(), "list_and_watch_ended");
+        }
+      }
+    }
+    for (HealthEvent& ev : events) {
+      ev.time_ms = now;  // the tracker's clock is ours
+      std::string ignored;
+      auto t = health->OnEvent(ev, &ignored);
+      if (t.empty()) {
+        spdlog::info("event=health_event_ignored uuid={} xid={} reason={}", Value(ev.uuid.empty() ? "*" : ev.uuid),
+                     ev.xid, Value(ignored.empty() ? "no change" : ignored));
+      }
+      ApplyHealth(t);
+    }
+    if (reload) Reload();
+    return false;
+  }
+
+  void ReadSignals() {
+    if (signal_fd < 0) return;
+    signalfd_siginfo si;
+    while (::read(signal_fd, &si, sizeof(si)) == static_cast<ssize_t>(sizeof(si))) {
+      if (si.ssi_signo == SIGHUP) {
+        spdlog::info("event=signal signal=SIGHUP action=reload");
+        std::lock_guard<std::mutex> lock(mu);
+        reload_requested = true;
+      } else {
+        spdlog::info("event=signal signal={} action=stop", si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+        std::lock_guard<std::mutex> lock(mu);
+        stop_requested = true;
+        stop_reason = si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT";
+      }
+    }
+  }
+
+  void AddWatches() {
+    const uint32_t mask = IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE_SELF | IN_MOVE_SELF;
+    if (watch_plugin < 0) watch_plugin = ::inotify_add_watch(inotify_fd, opts.plugin_dir.c_str(), mask);
+    bool separate = Canonical(DirOf(kubelet_socket)) != Canonical(opts.plugin_dir);
+    if (separate && watch_kubelet < 0) {
+      watch_kubelet = ::inotify_add_watch(inotify_fd, DirOf(kubelet_socket).c_str(), mask);
+    }
+    bool ok = watch_plugin >= 0 && (!separate || watch_kubelet >= 0);
+    watch_retry_ms = ok ? -1 : NowMs() + 500;
+    if (!ok) spdlog::warn("event=watch_failed dir={} error={} retry_ms=500", opts.plugin_dir, Value(std::strerror(errno)));
+  }
+
+  void ReadInotify() {
+    alignas(inotify_event) char buf[16 * 1024];
+    int64_t now = NowMs();
+    for (;;) {
+      ssize_t len = ::read(inotify_fd, buf, sizeof(buf));
+      if (len <= 0) break;
+      for (char* p = buf; p < buf + len;) {
+        auto* ev = reinterpret_cast<inotify_event*>(p);
+        p += sizeof(inotify_event) + ev->len;
+        std::string name = ev->len ? std::string(ev->name) : std::string();
+        if (ev->mask & IN_Q_OVERFLOW) {
+          // Events were lost: assume the worst, kubelet restarted.
+          KubeletRestarted(now, "inotify_overflow");
+          continue;
+        }
+        if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) {
+          if (ev->wd == watch_plugin) watch_plugin = -1;
+          if (ev->wd == watch_kubelet) watch_kubelet = -1;
+          spdlog::warn("event=watched_dir_gone dir={} retry_ms=500", opts.plugin_dir);
+          watch_retry_ms = now + 500;
+          continue;
+        }
+        bool in_kubelet_dir = (watch_kubelet >= 0) ? ev->wd == watch_kubelet : ev->wd == watch_plugin;
+        if ((ev->mask & (IN_CREATE | IN_MOVED_TO)) && in_kubelet_dir && name == BaseOf(kubelet_socket)) {
+          KubeletRestarted(now, "kubelet_socket_created");
+        }
+        // Deletions of our sockets are checked by Reconcile against the inodes we created;
+        // delaying the check by the debounce lets a kubelet restart finish first.
+        if ((ev->mask & (IN_DELETE | IN_MOVED_FROM)) && ev->wd == watch_plugin) {
+          for (Slot& s : slots) {
+            if (s.server && name == s.resource.socket_name && !s.restart) {
+              ScheduleRestart(s, now + opts.debounce.count(), "socket_removed");
+            }
+          }
+        }
+      }
+    }
+  }
+
+  void KubeletRestarted(int64_t now, const char* why) {
+    spdlog::info("event=kubelet_restart_detected reason={} socket={}", why, kubelet_socket);
+    for (Slot& s : slots) {
+      s.backoff_ms = 0;
+      ScheduleRestart(s, now + opts.debounce.count(), why);
+    }
+  }
+
+  void ScheduleRestart(Slot& s, int64_t at, const std::string& why) {
+    if (!s.restart || at < s.next_attempt_ms) s.next_attempt_ms = at;
+    if (!s.restart) s.why = why;
+    s.restart = true;
+  }
+
+  // ---- lifecycle ------------------------------------------------------------------------
+  void Reconcile(int64_t now) {
+    if (watch_retry_ms >= 0 && now >= watch_retry_ms) {
+      std::error_code ec;
+      std::filesystem::create_directories(opts.plugin_dir, ec);
+      AddWatches();
+      if (watch_retry_ms < 0) KubeletRestarted(now, "plugin_dir_recreated");
+    }
+    // Our socket gone (kubelet deleted it) is detected by state, not only by events.
+    for (Slot& s : slots) {
+      if (s.server && !s.restart && InodeOf(s.server->socket_path()) != s.server->socket_inode()) {
+        ScheduleRestart(s, now, "socket_removed");
+      }
+    }
+    std::vector<Slot*> due;
+    for (Slot& s : slots) {
+      if (s.restart && now >= s.next_attempt_ms) due.push_back(&s);
+    }
+    if (!due.empty()) {
+      // Stop first, then serve and register: a late end of an old stream must not hit the
+      // new registration (kubelet issues #121994/#127803).
+      bool had_streams = false;
+      for (Slot* s : due) {
+        if (!s->server) continue;
+        had_streams = had_streams || s->server->open_streams() > 0;
+        s->server->Stop();
+        s->server.reset();
+        s->registered = false;
+      }
+      if (had_streams) std::this_thread::sleep_for(opts.settle);
+      for (Slot* s : due) StartSlot(*s);
+    }
+    for (Slot& s : slots) {
+      if (s.server && !s.registered && !s.restart && NowMs() >= s.next_attempt_ms) TryRegister(s);
+    }
+  }
+
+  void StartSlot(Slot& s) {
+    deviceplugin::DevicePluginServerOptions o;
+    o.plugin_dir = opts.plugin_dir;
+    o.kubelet_socket = kubelet_socket;
+    o.resource = s.resource;
+    o.plugin = inputs.config.plugin;
+    o.allocation_policy = inputs.config.gpushare.allocation_policy;
+    o.decorator = decorator;
+    o.generation = s.generation = next_generation++;
+    o.on_stream_end = [this](uint64_t g) { Post([&] { ended_generations.push_back(g); }); };
+    spdlog::info("event=serve resource={} reason={} attempt={}", s.resource.name, s.why, s.failures + 1);
+    auto server = DevicePluginServer::Start(std::move(o));
+    s.restart = false;
+    if (!server.ok()) {
+      Backoff(s, "serve_failed", server.status().message());
+      s.restart = true;
+      return;
+    }
+    s.server = std::move(server).value();
+    TryRegister(s);
+  }
+
+  void TryRegister(Slot& s) {
+    Status st = s.server->Register();
+    if (!st.ok()) {
+      Backoff(s, "register_failed", st.message());
+      return;
+    }
+    s.registered = true;
+    s.failures = 0;
+    s.backoff_ms = 0;
+    s.why = "-";
+  }
+
+  void Backoff(Slot& s, const char* what, const std::string& error) {
+    s.failures++;
+    s.registered = false;
+    s.backoff_ms = s.backoff_ms == 0 ? opts.min_backoff.count() : std::min<int64_t>(s.backoff_ms * 2, opts.max_backoff.count());
+    s.next_attempt_ms = NowMs() + s.backoff_ms;
+    spdlog::warn("event={} resource={} attempt={} retry_ms={} error={}", what, s.resource.name, s.failures,
+                 s.backoff_ms, Value(error));
+  }
+
+  int64_t NextWakeMs(int64_t now) const {
+    int64_t next = now + 1000;  // also a periodic check of our sockets
+    for (const Slot& s : slots) {
+      if (s.restart || (s.server && !s.registered)) next = std::min(next, s.next_attempt_ms);
+    }
+    if (auto r = health->NextRecoveryMs()) next = std::min(next, *r);
+    if (watch_retry_ms >= 0) next = std::min(next, watch_retry_ms);
+    return next;
+  }
+
+  // ---- health ---------------------------------------------------------------------------
+  void ApplyHealth(const std::vector<HealthTransition>& transitions) {
+    if (transitions.empty()) return;
+    for (const HealthTransition& t : transitions) {
+      spdlog::info("event=health_transition uuid={} gpu={} mig={} state={} reason={}", t.uuid, t.gpu_index,
+                   t.mig_index, t.healthy ? "Healthy" : "Unhealthy", Value(t.reason));
+    }
+    health->ApplyTo(&plan);
+    for (Slot& s : slots) {
+      const PlannedResource* r = plan.Find(s.resource.name);
+      if (r == nullptr) continue;
+      std::map<std::string, bool> by_id;
+      int healthy = 0;
+      for (const PlannedDevice& d : r->devices) {
+        by_id[d.id] = d.healthy;
+        healthy += d.healthy;
+      }
+      s.resource = *r;
+      if (s.server && s.server->SetHealth(by_id)) {
+        spdlog::info("event=health_pushed resource={} healthy={} devices={}", r->name, healthy, r->devices.size());
+      }
+    }
+  }
+
+  // ---- reload ---------------------------------------------------------------------------
+  void Reload() {
+    Result<AgentInputs> in = opts.load();
+    Status problem = in.ok() ? Status::Ok() : in.status();
+    Result<ResourcePlan> p = Status::Internal("not built");
+    if (problem.ok()) {
+      p = BuildResourcePlan(in->inventory, in->config);
+      if (!p.ok()) problem = p.status();
+    }
+    if (!problem.ok()) {
+      for (const std::string& line : Lines(problem.message())) {
+        spdlog::error("event=reload_rejected problem={}", Value(line));
+      }
+      spdlog::warn("event=reload_kept_old_config resources={}", slots.size());
+      return;
+    }
+    spdlog::info("event=reload_accepted resources={}", p->resources.size());
+    bool had_streams = false;
+    for (Slot& s : slots) {
+      if (!s.server) continue;
+      had_streams = had_streams || s.server->open_streams() > 0;
+      s.server->Stop();
+      s.server.reset();
+    }
+    if (had_streams) std::this_thread::sleep_for(opts.settle);
+    Adopt(std::move(in).value(), std::move(p).value());
+    for (Slot& s : slots) s.why = "reload";
+    StartFeed();
+  }
+};
+
+Agent::Agent(AgentOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Agent::~Agent() = default;
+
+Status Agent::Init() { return impl_->Init(); }
+int Agent::Run() { return impl_->Run(); }
+const ResourcePlan& Agent::plan() const { return impl_->plan; }
+
+void Agent::RequestStop() {
+  impl_->Post([this] { impl_->stop_requested = true; });
+}
+
+void Agent::RequestReload() {
+  impl_->Post([this] { impl_->reload_requested = true; });
+}
+
+}  // namespace gpushare::node

@@ -1,0 +1,101 @@
+// Agent: the node agent's serving mode (gpushare-node without --print-resources).
+//
+// It turns (inventory, config) into a resource plan (core/resource_plan.h), serves one kubelet
+// device plugin per planned resource (deviceplugin/server.h) and keeps them registered:
+//   - plan -> servers -> Register with kubelet.sock;
+//   - kubelet restart: kubelet deletes every socket in the device plugin directory and creates
+//     a new kubelet.sock. An inotify watch on the directory sees kubelet.sock being created and
+//     our own sockets disappearing; a ListAndWatch stream that ends is reported by the server.
+//     Either way the affected servers are stopped, served again and re-registered (within
+//     tens of milliseconds), retrying with backoff while kubelet is not there;
+//   - health: events from a HealthFeed go through core's HealthTracker; every transition is
+//     logged and pushed to kubelet through ListAndWatch; quiet-period recoveries are timed here;
+//   - SIGHUP reloads inventory and config; a bad new config keeps the old plan serving and logs
+//     one line per problem; SIGTERM/SIGINT stop every server, remove our sockets and make Run
+//     return 0. Signals arrive through a signalfd: no work happens in a signal handler.
+// All lifecycle work runs on the thread that calls Run(); gRPC threads only post events.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/health.h"
+#include "core/inventory.h"
+#include "core/node_config.h"
+#include "core/resource_plan.h"
+#include "core/status.h"
+#include "deviceplugin/allocation.h"
+
+namespace gpushare::node {
+
+// What the agent serves from. `notes` are logged once per load (not errors).
+struct AgentInputs {
+  Inventory inventory;
+  NodeConfig config;
+  std::vector<std::string> notes;
+};
+
+// Loads inventory and config (at start and on every SIGHUP). An error carries every problem,
+// one per line; kInvalidArgument means the config or inventory file is invalid.
+using InputLoader = std::function<Result<AgentInputs>()>;
+
+// A running source of health events (NVML XID events, or the simulated backend's events
+// file). It calls the sink from its own thread until destroyed.
+class HealthFeed {
+ public:
+  virtual ~HealthFeed() = default;
+};
+using HealthSink = std::function<void(const HealthEvent&)>;
+using HealthFeedFactory =
+    std::function<Result<std::unique_ptr<HealthFeed>>(const AgentInputs& inputs, HealthSink sink)>;
+
+// Builds the Allocate decorator for a config (the seam where the in-container library's
+// environment and mounts are added); may return an empty function.
+using DecoratorFactory = std::function<deviceplugin::AllocationDecorator(const AgentInputs& inputs)>;
+
+struct AgentOptions {
+  std::string plugin_dir = "/var/lib/kubelet/device-plugins";
+  std::string kubelet_socket;  // empty = <plugin_dir>/kubelet.sock
+  InputLoader load;            // required
+  HealthFeedFactory health;    // optional
+  DecoratorFactory decorator;  // optional
+  bool handle_signals = true;  // block SIGTERM/SIGINT/SIGHUP and read them from a signalfd
+
+  // Lifecycle timing. Reactions are event-driven; these only pace retries.
+  std::chrono::milliseconds debounce{20};        // coalesces a burst of directory events
+  std::chrono::milliseconds settle{100};         // after stopping a server with open streams
+  std::chrono::milliseconds min_backoff{200};    // registration retries...
+  std::chrono::milliseconds max_backoff{5000};   // ...double up to this
+};
+
+class Agent {
+ public:
+  explicit Agent(AgentOptions options);
+  ~Agent();
+
+  Agent(const Agent&) = delete;
+  Agent& operator=(const Agent&) = delete;
+
+  // Blocks the signals (call before any other thread exists), loads the inputs and builds the
+  // plan. Errors are what the loader or BuildResourcePlan said; nothing is served yet.
+  Status Init();
+
+  // Serves until SIGTERM/SIGINT or RequestStop(). Returns the process exit status (0).
+  int Run();
+
+  // Thread-safe requests, equivalent to SIGTERM and SIGHUP.
+  void RequestStop();
+  void RequestReload();
+
+  const ResourcePlan& plan() const;
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gpushare::node

@@ -1,0 +1,225 @@
+// The agent in-process (no signals) against the kubelet double: registration, lifecycle after
+// kubelet restarts and dropped streams, health events, reloads. The real binary is covered by
+// node_integration_test.
+#include "node/agent.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "tests/deviceplugin/fixtures.h"
+#include "tests/fakes/kubelet/fake_kubelet.h"
+
+namespace gpushare::node {
+namespace {
+
+using gpushare::fakes::FakeKubelet;
+using gpushare::testing::GpuUuid;
+using gpushare::testing::TempDir;
+using namespace std::chrono_literals;
+
+constexpr auto kWait = 10s;
+
+bool Exists(const std::string& p) {
+  struct stat st {};
+  return ::lstat(p.c_str(), &st) == 0;
+}
+
+Inventory TwoGpus() {
+  Inventory inv;
+  inv.source = "test";
+  for (int i = 0; i < 2; ++i) {
+    Gpu g;
+    g.index = i;
+    g.uuid = GpuUuid(i);
+    g.product = "NVIDIA A10";
+    g.memory_mib = 24576;
+    g.cc_major = 8;
+    g.cc_minor = 6;
+    g.numa_node = 0;
+    inv.gpus.push_back(g);
+  }
+  return inv;
+}
+
+NodeConfig Replicated(int replicas) {
+  NodeConfig c;
+  ReplicatedResource r;
+  r.name = "nvidia.com/gpu";
+  r.replicas = replicas;
+  r.field_path = "sharing.timeSlicing.resources[0]";
+  c.time_slicing.resources.push_back(r);
+  c.gpushare.health_recovery_seconds = 1;
+  return c;
+}
+
+// A feed whose sink the test drives.
+struct TestFeed : HealthFeed {
+  explicit TestFeed(HealthSink s, std::mutex* mu, HealthSink* slot) : mu_(mu), slot_(slot) {
+    std::lock_guard<std::mutex> lock(*mu_);
+    *slot_ = std::move(s);
+  }
+  ~TestFeed() override {
+    std::lock_guard<std::mutex> lock(*mu_);
+    *slot_ = nullptr;
+  }
+  std::mutex* mu_;
+  HealthSink* slot_;
+};
+
+class AgentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    kubelet_ = std::make_unique<FakeKubelet>(gpushare::fakes::FakeKubeletOptions{dir_.path()});
+  }
+  void TearDown() override {
+    if (agent_) agent_->RequestStop();
+    if (runner_.joinable()) runner_.join();
+  }
+
+  void StartAgent() {
+    AgentOptions o;
+    o.plugin_dir = dir_.path();
+    o.handle_signals = false;
+    o.min_backoff = 50ms;
+    o.max_backoff = 500ms;
+    o.load = [this]() -> Result<AgentInputs> {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!next_error_.empty()) return Status::InvalidArgument(next_error_);
+      return AgentInputs{inventory_, config_, {}};
+    };
+    o.health = [this](const AgentInputs&, HealthSink sink) -> Result<std::unique_ptr<HealthFeed>> {
+      feeds_created_++;
+      return std::unique_ptr<HealthFeed>(new TestFeed(std::move(sink), &sink_mu_, &sink_));
+    };
+    agent_ = std::make_unique<Agent>(std::move(o));
+    Status s = agent_->Init();
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    runner_ = std::thread([this] { exit_code_ = agent_->Run(); });
+  }
+
+  void Inject(const std::string& uuid, uint32_t xid) {
+    ASSERT_TRUE(kubelet_->WaitFor(
+        [&] {
+          std::lock_guard<std::mutex> lock(sink_mu_);
+          return static_cast<bool>(sink_);
+        },
+        kWait));
+    std::lock_guard<std::mutex> lock(sink_mu_);
+    HealthEvent ev;
+    ev.uuid = uuid;
+    ev.xid = xid;
+    sink_(ev);
+  }
+
+  TempDir dir_;
+  std::unique_ptr<FakeKubelet> kubelet_;
+  std::mutex mu_;
+  Inventory inventory_ = TwoGpus();
+  NodeConfig config_ = Replicated(4);
+  std::string next_error_;
+  std::mutex sink_mu_;
+  HealthSink sink_;
+  std::atomic<int> feeds_created_{0};
+  std::unique_ptr<Agent> agent_;
+  std::thread runner_;
+  std::atomic<int> exit_code_{-1};
+};
+
+TEST_F(AgentTest, RegistersThePlanAndRemovesSocketsOnStop) {
+  ASSERT_TRUE(kubelet_->Start().ok());
+  StartAgent();
+  ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 8, kWait));
+  std::string sock = dir_.Sub(kubelet_->Resource("nvidia.com/gpu")->endpoint);
+  EXPECT_TRUE(Exists(sock));
+  agent_->RequestStop();
+  runner_.join();
+  EXPECT_EQ(exit_code_.load(), 0);
+  EXPECT_FALSE(Exists(sock));
+  EXPECT_TRUE(Exists(kubelet_->kubelet_socket())) << "never touches kubelet's socket";
+}
+
+TEST_F(AgentTest, RegistersWhenKubeletComesLater) {
+  StartAgent();
+  std::this_thread::sleep_for(200ms);  // a few failed attempts (no kubelet.sock yet)
+  ASSERT_TRUE(kubelet_->Start().ok());
+  ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 8, kWait));
+}
+
+TEST_F(AgentTest, ReRegistersAfterKubeletRestarts) {
+  ASSERT_TRUE(kubelet_->Start().ok());
+  StartAgent();
+  ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 8, kWait));
+  for (int round = 2; round <= 4; ++round) {
+    ASSERT_TRUE(kubelet_->Restart().ok());
+    ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 8, kWait, round)) << "round " << round;
+  }
+}
+
+TEST_F(AgentTest, ReRegistersAfterDroppedStream) {
+  ASSERT_TRUE(kubelet_->Start().ok());
+  StartAgent();
+  ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 8, kWait));
+  ASSERT_TRUE(kubelet_->WaitFor([&] { return kubelet_->Resource("nvidia.com/gpu")->stream_open; }, kWait));
+  ASSERT_TRUE(kubelet_->DropStream("nvidia.com/gpu"));
+  ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 8, kWait, 2));
+}
+
+TEST_F(AgentTest, SocketDeletedWhileKubeletRunsIsServedAgain) {
+  ASSERT_TRUE(kubelet_->Start().ok());
+  StartAgent();
+  ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 8, kWait));
+  std::string sock = dir_.Sub(kubelet_->Resource("nvidia.com/gpu")->endpoint);
+  ::unlink(sock.c_str());
+  ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 8, kWait, 2));
+  EXPECT_TRUE(Exists(sock));
+}
+
+TEST_F(AgentTest, XidMakesGpuUnhealthyAndItRecovers) {
+  ASSERT_TRUE(kubelet_->Start().ok());
+  StartAgent();
+  ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 8, kWait));
+  Inject(GpuUuid(1), 13);  // ignored by default: nothing changes
+  Inject(GpuUuid(1), 79);
+  ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 4, kWait));
+  auto r = kubelet_->Resource("nvidia.com/gpu");
+  for (const auto& d : r->devices) {
+    EXPECT_EQ(d.health == "Healthy", d.id.rfind(GpuUuid(0), 0) == 0) << d.id;
+  }
+  // A Unhealthy device is not admitted: the four healthy ones are all there is.
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(kubelet_->Admit("p" + std::to_string(i) + "/c", "nvidia.com/gpu", 1).admitted);
+  EXPECT_FALSE(kubelet_->Admit("p9/c", "nvidia.com/gpu", 1).admitted);
+  // After the quiet period (1 s in this config) the GPU is Healthy again.
+  ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 8, kWait));
+}
+
+TEST_F(AgentTest, ReloadWithBadConfigKeepsServing) {
+  ASSERT_TRUE(kubelet_->Start().ok());
+  StartAgent();
+  ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 8, kWait));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    next_error_ = "sharing.timeSlicing.resources[0].replicas: must be 2..48, got 60";
+  }
+  agent_->RequestReload();
+  std::this_thread::sleep_for(300ms);
+  auto r = kubelet_->Resource("nvidia.com/gpu");
+  EXPECT_TRUE(r->connected);
+  EXPECT_EQ(r->allocatable, 8);
+  EXPECT_EQ(r->registrations, 1) << "a rejected reload changes nothing";
+  // A good reload with a new replica count is served.
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    next_error_.clear();
+    config_ = Replicated(10);
+  }
+  agent_->RequestReload();
+  ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 20, kWait, 2));
+  EXPECT_GE(feeds_created_.load(), 2);
+}
+
+}  // namespace
+}  // namespace gpushare::node
