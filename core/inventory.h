@@ -61,4 +61,9 @@ struct MigProfileSlices {
 };
 std::optional<MigProfileSlices> ParseMigProfile(const std::string& profile);
 
+// UUID forms as NVML writes them: "GPU-" + 8-4-4-4-12 hex digits; a MIG UUID is "MIG-" + the
+// same, or the older "MIG-GPU-<uuid>/<gi>/<ci>" form.
+bool IsGpuUuid(const std::string& s);
+bool IsMigUuid(const std::string& s);
+
 }  // namespace gpushare

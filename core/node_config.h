@@ -81,6 +81,15 @@ struct PluginFlags {
   std::string cdi_annotation_prefix = "cdi.k8s.io/";
   std::string cdi_vendor_class = "k8s.device-plugin.nvidia.com/gpu";  // CDI kind for names
   std::string nvidia_dev_root = "/";  // where /dev/nvidia* live, for passDeviceSpecs
+  std::string nvidia_driver_root = "/";         // flags.nvidiaDriverRoot
+  std::string container_driver_root = "/driver-root";  // flags.plugin.containerDriverRoot
+  std::string nvidia_ctk_path = "/usr/bin/nvidia-ctk";  // flags.plugin.nvidiaCTKPath
+};
+
+// The top-level `imex:` section (NVIDIA): IMEX channels given to every container.
+struct ImexConfig {
+  std::vector<int> channel_ids;  // [] or [0]
+  bool required = false;
 };
 
 struct NodeConfig {
@@ -89,6 +98,12 @@ struct NodeConfig {
   PluginFlags plugin;
   TimeSlicing time_slicing;
   GpushareSettings gpushare;
+  // flags.gdrcopyEnabled / gdsEnabled / mofedEnabled: add NVIDIA_GDRCOPY / NVIDIA_GDS /
+  // NVIDIA_MOFED=enabled to every container's environment.
+  bool gdrcopy_enabled = false;
+  bool gds_enabled = false;
+  bool mofed_enabled = false;
+  ImexConfig imex;
 };
 
 }  // namespace gpushare

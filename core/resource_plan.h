@@ -38,12 +38,18 @@ struct PlannedResource {
   std::string name;         // "nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-1g.10gb"
   std::string socket_name;  // file name in the device-plugin dir, e.g. "gpushare-gpu.sock"
   int replicas = 1;         // per underlying device; 1 = not shared
+  std::string base_name;    // the resource it derives from ("nvidia.com/gpu" for .shared)
+  std::string source_field; // the config entry it comes from, e.g.
+                            // "sharing.timeSlicing.resources[0]"; empty = not shared
   bool fail_requests_greater_than_one = false;
   std::vector<PlannedDevice> devices;
 };
 
 struct ResourcePlan {
   std::vector<PlannedResource> resources;  // sorted by name
+  // Things worth telling the operator that are not errors, e.g. a compute-instance MIG
+  // sub-profile that is not advertised, or a sharing entry with no devices on this node.
+  std::vector<std::string> notes;
 
   const PlannedResource* Find(const std::string& name) const;
 };

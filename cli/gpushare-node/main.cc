@@ -1,0 +1,179 @@
+// gpushare-node: the node agent (one per GPU node, as a DaemonSet).
+//
+// Modes:
+//   --print-resources [--output table|json]   load config + inventory, print the resource
+//                                             plan, exit (0; 2 on any config/plan problem)
+//   (default)                                 serve the plan to kubelet (see RunServe)
+// Both modes load their inputs the same way (LoadInputs): config first (flag > environment >
+// file), then the inventory (--inventory FILE, or NVML), then the plan. Every config or plan
+// problem is printed on stderr, one line each, and the exit status is 2 before anything is
+// served. An inventory that cannot be discovered follows failOnInitError.
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "config/node_config_loader.h"
+#include "core/resource_plan.h"
+#include "gpu/file_inventory.h"
+#include "gpu/inventory_source.h"
+#include "gpu/nvml_inventory.h"
+#include "node/plan_printer.h"
+
+namespace {
+
+using namespace gpushare;
+
+constexpr int kExitInvalid = 2;  // config, inventory file or plan problems
+
+struct MainOptions {
+  NodeConfigFlags config_flags;
+  std::string inventory_file;  // empty = NVML
+  NvmlInventoryOptions nvml;
+  std::string health_events_file;  // simulated health events (with --inventory)
+  bool print_resources = false;
+  std::string output = "table";
+};
+
+// What both modes work from.
+struct Inputs {
+  LoadedNodeConfig config;
+  Inventory inventory;
+  ResourcePlan plan;
+};
+
+// Why LoadInputs failed: `invalid` (exit 2) for problems in what the operator wrote, or an
+// inventory that could not be discovered (handled per failOnInitError).
+struct LoadFailure {
+  Status status;
+  bool invalid = false;
+  bool fail_on_init_error = true;
+};
+
+void PrintLines(const std::string& text) {
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t nl = text.find('\n', start);
+    std::string line = text.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+    if (!line.empty()) std::fprintf(stderr, "%s\n", line.c_str());
+    if (nl == std::string::npos) break;
+    start = nl + 1;
+  }
+}
+
+std::unique_ptr<InventorySource> MakeInventorySource(const MainOptions& o) {
+  if (!o.inventory_file.empty()) return MakeFileInventorySource(o.inventory_file);
+  return std::make_unique<NvmlInventorySource>(o.nvml);
+}
+
+// Loads config, inventory and plan; on failure says whether the problem is the operator's
+// input (exit 2) or GPU discovery (failOnInitError decides).
+bool LoadInputs(const MainOptions& o, const Environment& env, Inputs* out, LoadFailure* fail) {
+  auto config = LoadNodeConfigWithNotes(o.config_flags, env);
+  if (!config.ok()) {
+    *fail = {config.status(), true};
+    return false;
+  }
+  out->config = std::move(*config);
+  fail->fail_on_init_error = out->config.config.fail_on_init_error;
+  auto source = MakeInventorySource(o);
+  auto inv = source->Load();
+  if (!inv.ok()) {
+    // A broken inventory file is the operator's input; NVML trouble is discovery.
+    *fail = {inv.status(), !o.inventory_file.empty(), out->config.config.fail_on_init_error};
+    return false;
+  }
+  out->inventory = std::move(*inv);
+  if (out->inventory.gpus.empty()) {
+    *fail = {Status::NotFound(source->Describe() + " lists no GPUs"), false,
+             out->config.config.fail_on_init_error};
+    return false;
+  }
+  auto plan = BuildResourcePlan(out->inventory, out->config.config);
+  if (!plan.ok()) {
+    *fail = {plan.status(), true};
+    return false;
+  }
+  out->plan = std::move(*plan);
+  return true;
+}
+
+int PrintResources(const MainOptions& o, const Inputs& in) {
+  node::PlanPrintInput p;
+  p.inventory = &in.inventory;
+  p.config = &in.config.config;
+  p.plan = &in.plan;
+  p.config_path = in.config.config_path;
+  p.notes = in.config.notes;
+  std::string text = node::FormatPlan(p, o.output == "json" ? node::PlanFormat::kJson
+                                                            : node::PlanFormat::kTable);
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return 0;
+}
+
+// Blocks until SIGTERM or SIGINT (failOnInitError=false on a node without GPUs).
+int WaitIdle() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  int sig = 0;
+  sigwait(&set, &sig);
+  std::fprintf(stderr, "level=info msg=\"stopping\" signal=%d\n", sig);
+  return 0;
+}
+
+// The serving mode: device plugins for every planned resource (node/agent.h, built by the
+// device plugin work). Until it is linked here, say so plainly.
+int RunServe(const MainOptions& /*o*/, const Inputs& /*in*/) {
+  std::fprintf(stderr,
+               "level=error msg=\"serving mode is not built into this gpushare-node yet; use "
+               "--print-resources\"\n");
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MainOptions o;
+  CLI::App app{"gpushare-node: advertises whole, time-sliced and MIG GPUs to kubelet", "gpushare-node"};
+  AddNodeConfigFlags(app, o.config_flags);
+  app.add_option("--inventory", o.inventory_file,
+                 "simulated inventory file (YAML, docs/inventory.md) instead of NVML");
+  app.add_option("--nvml-library", o.nvml.library_path, "NVML library to dlopen")
+      ->capture_default_str();
+  app.add_option("--sysfs-pci-root", o.nvml.sysfs_pci_root,
+                 "where PCI devices are listed (for NUMA nodes)")
+      ->capture_default_str();
+  app.add_option("--health-events", o.health_events_file,
+                 "follow this file for injected health events (lines like `xid=79 uuid=GPU-...`)");
+  app.add_flag("--print-resources", o.print_resources, "print the resource plan and exit");
+  app.add_option("--output", o.output, "format of --print-resources")
+      ->check(CLI::IsMember({"table", "json"}))
+      ->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : kExitInvalid;
+  }
+
+  Inputs in;
+  LoadFailure fail;
+  if (!LoadInputs(o, ProcessEnvironment(), &in, &fail)) {
+    if (fail.invalid) {
+      PrintLines(fail.status.message());
+      return kExitInvalid;
+    }
+    InitFailureDecision d = DecideOnInitFailure(fail.status, fail.fail_on_init_error);
+    std::fprintf(stderr, "level=error msg=\"%s\"\n", d.message.c_str());
+    if (o.print_resources || d.action == InitFailureAction::kExit) return d.action == InitFailureAction::kExit ? d.exit_code : 1;
+    return WaitIdle();
+  }
+  if (o.print_resources) return PrintResources(o, in);
+  return RunServe(o, in);
+}

@@ -1,0 +1,77 @@
+// NodeConfig loading: the NVIDIA k8s-device-plugin config file (version v1, YAML or JSON) plus
+// gpushare's own top-level `gpushare:` section, with flag > environment > file precedence.
+//
+// The file is accepted as NVIDIA's plugin accepts it (docs/configuration.md lists every key);
+// gpushare differs where it documents so: `devices` and `rename` of sharing entries are
+// honoured, replicas have a per-GPU ceiling (gpushare.maxClientsPerGpu, default 48), and
+// sharing.mps is refused. Validation is total: every problem is reported, one line each,
+// naming the field path (or the environment variable / flag) and what would be accepted, e.g.
+//   sharing.timeSlicing.resources[0].replicas: must be 2..48, got 60 (node.yaml:9:17)
+// Mains register the flags with AddNodeConfigFlags and pass the process environment in, so
+// the whole precedence chain is testable without touching the real environment.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/node_config.h"
+#include "core/status.h"
+
+namespace CLI {
+class App;
+}
+
+namespace gpushare {
+
+// Values given on the command line, keyed by setting (see kNodeConfigSettings in the .cc and
+// docs/configuration.md): e.g. {"migStrategy": "mixed"}. Only flags actually given are present.
+struct NodeConfigFlags {
+  std::string config_file;               // --config / --config-file, empty = CONFIG_FILE or none
+  std::map<std::string, std::string> values;
+};
+
+// Registers --config and one flag per overridable setting (NVIDIA's names: --mig-strategy,
+// --fail-on-init-error, --pass-device-specs, --device-list-strategy, --device-id-strategy, ...,
+// and gpushare's: --max-clients-per-gpu, --recover-after, ...). Boolean flags take an optional
+// value: `--pass-device-specs` or `--pass-device-specs=false`.
+void AddNodeConfigFlags(CLI::App& app, NodeConfigFlags& flags);
+
+using Environment = std::map<std::string, std::string>;
+
+// The process environment (for mains; tests pass their own).
+Environment ProcessEnvironment();
+
+// What loading produced besides the config: where it came from and notes for the log (keys
+// accepted but ignored, e.g. flags.gfd.*).
+struct LoadedNodeConfig {
+  NodeConfig config;
+  std::string config_path;          // the file read, empty = none
+  std::vector<std::string> notes;
+};
+
+// Reads the file named by flags.config_file or $CONFIG_FILE (none = defaults), applies the
+// environment and the flags, validates. All problems, one per line, in the error message.
+Result<LoadedNodeConfig> LoadNodeConfigWithNotes(const NodeConfigFlags& flags,
+                                                 const Environment& env);
+Result<NodeConfig> LoadNodeConfig(const NodeConfigFlags& flags, const Environment& env);
+
+// The same from text already in memory; `source_name` is used in locations ("node.yaml:3:5").
+Result<LoadedNodeConfig> LoadNodeConfigFromText(const NodeConfigFlags& flags,
+                                                const Environment& env, const std::string& text,
+                                                const std::string& source_name);
+
+// Checks a config file on its own (no flags, no environment): `gpushare validate`.
+Result<LoadedNodeConfig> ValidateConfigFile(const std::string& path);
+
+// One row of the settings table, for docs and --help.
+struct NodeConfigSetting {
+  const char* key;        // internal key used in NodeConfigFlags::values
+  const char* file_path;  // e.g. "flags.migStrategy"
+  const char* env;        // e.g. "MIG_STRATEGY"
+  const char* flag;       // e.g. "--mig-strategy"
+  const char* help;
+};
+const std::vector<NodeConfigSetting>& NodeConfigSettings();
+
+}  // namespace gpushare

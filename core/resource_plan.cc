@@ -1,0 +1,437 @@
+#include "core/resource_plan.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string_view>
+#include <tuple>
+
+#include "core/resource_name.h"
+
+namespace gpushare {
+
+namespace {
+
+constexpr std::string_view kGpuResource = "nvidia.com/gpu";
+constexpr std::string_view kMigPrefix = "nvidia.com/mig-";
+
+// A device before sharing is applied: a whole GPU or one MIG device, with the resource it is
+// advertised under when no sharing entry selects it.
+struct BaseDevice {
+  std::string resource;
+  const Gpu* gpu = nullptr;
+  const MigInstance* mig = nullptr;  // null for a whole GPU
+  int entry = -1;                    // the time-slicing entry that selected it, -1 = none
+
+  std::string Describe() const {
+    if (mig == nullptr) return "GPU " + std::to_string(gpu->index) + " (" + gpu->uuid + ")";
+    return "MIG device " + std::to_string(gpu->index) + ":" + std::to_string(mig->index) + " (" +
+           mig->uuid + ")";
+  }
+  const std::string& Uuid() const { return mig != nullptr ? mig->uuid : gpu->uuid; }
+};
+
+std::string MigResourceName(const std::string& profile) {
+  std::string name(kMigPrefix);
+  for (char c : profile) name += (c == '+') ? '.' : c;
+  return name;
+}
+
+bool IsFullGpuInstanceProfile(const std::string& profile) {
+  auto slices = ParseMigProfile(profile);
+  return slices.has_value() && slices->compute_slices == slices->gpu_slices;
+}
+
+std::string JoinInts(const std::vector<int>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i > 0) s += ", ";
+    s += std::to_string(v[i]);
+  }
+  return s;
+}
+
+// Lists the devices each MIG strategy advertises before sharing is applied.
+void CollectBaseDevices(const Inventory& inv, MigStrategy strategy, std::vector<BaseDevice>* out,
+                        std::vector<std::string>* problems, std::vector<std::string>* notes) {
+  if (strategy == MigStrategy::kSingle) {
+    std::vector<int> mig_gpus, plain_gpus;
+    for (const auto& g : inv.gpus) (g.mig_enabled ? mig_gpus : plain_gpus).push_back(g.index);
+    if (!mig_gpus.empty() && !plain_gpus.empty()) {
+      problems->push_back(
+          "flags.migStrategy: single requires MIG to be enabled on every GPU or on none; MIG is "
+          "enabled on GPU " + JoinInts(mig_gpus) + " and disabled on GPU " + JoinInts(plain_gpus) +
+          " (use migStrategy mixed for such a node)");
+      return;
+    }
+    if (!mig_gpus.empty()) {
+      const MigInstance* first = nullptr;
+      const Gpu* first_gpu = nullptr;
+      for (const auto& g : inv.gpus) {
+        if (g.mig.empty()) {
+          problems->push_back("flags.migStrategy: single: GPU " + std::to_string(g.index) + " (" +
+                              g.uuid + ") has MIG enabled but no MIG devices");
+          continue;
+        }
+        for (const auto& m : g.mig) {
+          if (first == nullptr) {
+            first = &m;
+            first_gpu = &g;
+          } else if (m.profile != first->profile || m.memory_mib != first->memory_mib) {
+            problems->push_back(
+                "flags.migStrategy: single requires all MIG devices to be identical; found " +
+                first->profile + " (" + std::to_string(first->memory_mib) + " MiB) on GPU " +
+                std::to_string(first_gpu->index) + " and " + m.profile + " (" +
+                std::to_string(m.memory_mib) + " MiB) on GPU " + std::to_string(g.index) +
+                " (use migStrategy mixed for such a node)");
+            return;
+          }
+          out->push_back({std::string(kGpuResource), &g, &m});
+        }
+      }
+      return;
+    }
+    // No MIG anywhere: single behaves like none.
+  }
+  for (const auto& g : inv.gpus) {
+    if (!g.mig_enabled || strategy == MigStrategy::kNone || strategy == MigStrategy::kSingle) {
+      if (g.mig_enabled) {
+        notes->push_back("GPU " + std::to_string(g.index) +
+                         " has MIG enabled; migStrategy none advertises it as a whole GPU");
+      }
+      out->push_back({std::string(kGpuResource), &g, nullptr});
+      continue;
+    }
+    if (g.mig.empty()) {
+      notes->push_back("GPU " + std::to_string(g.index) +
+                       " has MIG enabled but no MIG devices; nothing is advertised for it");
+    }
+    for (const auto& m : g.mig) {
+      if (!IsFullGpuInstanceProfile(m.profile)) {
+        notes->push_back("MIG device " + std::to_string(g.index) + ":" + std::to_string(m.index) +
+                         " (" + m.profile +
+                         ") is a compute-instance sub-profile and is not advertised");
+        continue;
+      }
+      out->push_back({MigResourceName(m.profile), &g, &m});
+    }
+  }
+}
+
+bool IsUnsignedNumber(std::string_view s) {
+  if (s.empty() || s.size() > 9) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// Whether a `devices` list item names this base device. GPU indices and GPU UUIDs also select
+// the MIG devices of that GPU (a gpushare extension: it lets one entry share "the MIG GPU").
+bool SelectorItemMatches(const std::string& item, const BaseDevice& d) {
+  if (IsUnsignedNumber(item)) return d.gpu->index == std::stoi(item);
+  size_t colon = item.find(':');
+  if (colon != std::string::npos && IsUnsignedNumber(item.substr(0, colon)) &&
+      IsUnsignedNumber(item.substr(colon + 1))) {
+    return d.mig != nullptr && d.gpu->index == std::stoi(item.substr(0, colon)) &&
+           d.mig->index == std::stoi(item.substr(colon + 1));
+  }
+  if (item.rfind("GPU-", 0) == 0) return d.gpu->uuid == item;
+  if (item.rfind("MIG-GPU-", 0) == 0) {
+    // MIG-GPU-<uuid>/<gi>/<ci>
+    if (d.mig == nullptr) return false;
+    std::string rest = item.substr(4);
+    size_t s1 = rest.find('/');
+    size_t s2 = s1 == std::string::npos ? s1 : rest.find('/', s1 + 1);
+    if (s2 == std::string::npos) return false;
+    std::string gi = rest.substr(s1 + 1, s2 - s1 - 1), ci = rest.substr(s2 + 1);
+    if (!IsUnsignedNumber(gi) || !IsUnsignedNumber(ci)) return false;
+    return rest.substr(0, s1) == d.gpu->uuid && std::stoi(gi) == d.mig->gpu_instance_id &&
+           std::stoi(ci) == d.mig->compute_instance_id;
+  }
+  if (item.rfind("MIG-", 0) == 0) return d.mig != nullptr && d.mig->uuid == item;
+  return false;
+}
+
+std::string AdvertisedName(const ReplicatedResource& r, const TimeSlicing& ts) {
+  if (!r.rename.empty()) return r.rename;
+  if (ts.rename_by_default) return r.name + ".shared";
+  return r.name;
+}
+
+std::string EntryPath(const ReplicatedResource& r, size_t i) {
+  return r.field_path.empty() ? "sharing.timeSlicing.resources[" + std::to_string(i) + "]"
+                              : r.field_path;
+}
+
+// The field that decides an entry's advertised name, for messages.
+std::string NameField(const ReplicatedResource& r, size_t i, const TimeSlicing& ts) {
+  if (!r.rename.empty()) return EntryPath(r, i) + ".rename";
+  if (ts.rename_by_default) return "sharing.timeSlicing.renameByDefault";
+  return EntryPath(r, i) + ".name";
+}
+
+// Applies each sharing entry's `devices` selector; records problems for selectors that match
+// nothing and for devices selected twice.
+void ApplySelectors(const TimeSlicing& ts, std::vector<BaseDevice>* devices,
+                    std::vector<std::string>* problems, std::vector<std::string>* notes) {
+  for (size_t i = 0; i < ts.resources.size(); ++i) {
+    const ReplicatedResource& r = ts.resources[i];
+    const std::string path = EntryPath(r, i);
+    std::vector<BaseDevice*> candidates;
+    for (auto& d : *devices) {
+      if (d.resource == r.name) candidates.push_back(&d);
+    }
+    std::vector<BaseDevice*> chosen;
+    switch (r.devices.kind) {
+      case DeviceSelector::Kind::kAll:
+        if (candidates.empty()) {
+          notes->push_back(path + ": this node has no " + r.name +
+                           " devices; the entry is unused here");
+        }
+        chosen = candidates;
+        break;
+      case DeviceSelector::Kind::kCount:
+        if (r.devices.count <= 0 || static_cast<size_t>(r.devices.count) > candidates.size()) {
+          problems->push_back(path + ".devices: count " + std::to_string(r.devices.count) +
+                              " must be 1.." + std::to_string(candidates.size()) +
+                              " (this node has " + std::to_string(candidates.size()) + " " +
+                              r.name + " devices)");
+          break;
+        }
+        chosen.assign(candidates.begin(), candidates.begin() + r.devices.count);
+        break;
+      case DeviceSelector::Kind::kList:
+        for (size_t j = 0; j < r.devices.items.size(); ++j) {
+          const std::string& item = r.devices.items[j];
+          bool matched = false;
+          for (BaseDevice* d : candidates) {
+            if (!SelectorItemMatches(item, *d)) continue;
+            matched = true;
+            if (std::find(chosen.begin(), chosen.end(), d) == chosen.end()) chosen.push_back(d);
+          }
+          if (matched) continue;
+          std::string msg = path + ".devices[" + std::to_string(j) + "]: \"" + item +
+                            "\" matches no " + r.name + " device on this node";
+          for (const auto& other : *devices) {
+            if (SelectorItemMatches(item, other)) {
+              msg += " (" + other.Describe() + " is advertised as " + other.resource + ")";
+              break;
+            }
+          }
+          problems->push_back(msg);
+        }
+        break;
+    }
+    for (BaseDevice* d : chosen) {
+      if (d->entry >= 0 && d->entry != static_cast<int>(i)) {
+        problems->push_back(path + ".devices: " + d->Describe() + " is also selected by " +
+                            EntryPath(ts.resources[d->entry], d->entry) +
+                            "; each device may be shared by one entry only");
+        continue;
+      }
+      d->entry = static_cast<int>(i);
+    }
+  }
+}
+
+// Where an advertised name comes from: unshared devices of a base resource (entry -1) or one
+// sharing entry. Two sources may share a name only when they are entries with the same base
+// resource and the same replica count.
+struct NameSource {
+  int entry = -1;
+  std::string base;
+  int replicas = 1;
+};
+
+}  // namespace
+
+const PlannedResource* ResourcePlan::Find(const std::string& name) const {
+  for (const auto& r : resources) {
+    if (r.name == name) return &r;
+  }
+  return nullptr;
+}
+
+std::string SocketNameForResource(const std::string& resource_name) {
+  std::string_view name(resource_name);
+  std::string base;
+  if (name.substr(0, 11) == "nvidia.com/") {
+    base = std::string(name.substr(11));
+  } else {
+    base = std::string(name);
+  }
+  for (char& c : base) {
+    if (c == '/') c = '-';
+  }
+  return "gpushare-" + base + ".sock";
+}
+
+Result<ResourcePlan> BuildResourcePlan(const Inventory& inventory, const NodeConfig& config) {
+  std::vector<std::string> problems;
+  ResourcePlan plan;
+  const TimeSlicing& ts = config.time_slicing;
+  const int ceiling = config.gpushare.max_clients_per_gpu;
+
+  std::vector<BaseDevice> devices;
+  CollectBaseDevices(inventory, config.mig_strategy, &devices, &problems, &plan.notes);
+
+  for (size_t i = 0; i < ts.resources.size(); ++i) {
+    const auto& r = ts.resources[i];
+    if (r.replicas < 2 || r.replicas > ceiling) {
+      problems.push_back(EntryPath(r, i) + ".replicas: must be 2.." + std::to_string(ceiling) +
+                         ", got " + std::to_string(r.replicas));
+    }
+  }
+  if (problems.empty()) ApplySelectors(ts, &devices, &problems, &plan.notes);
+
+  // Names: who advertises what, and collisions between sources.
+  std::map<std::string, NameSource> sources;
+  std::map<std::string, std::string> name_field;  // advertised name -> field for messages
+  std::set<std::tuple<std::string, int, int>> reported;
+  for (const auto& d : devices) {
+    NameSource src;
+    std::string name;
+    std::string field;
+    if (d.entry < 0) {
+      name = d.resource;
+      src = {-1, d.resource, 1};
+      field = d.mig != nullptr ? "MIG profile " + d.mig->profile + " of GPU " +
+                                     std::to_string(d.gpu->index)
+                               : "GPU " + std::to_string(d.gpu->index);
+    } else {
+      const auto& r = ts.resources[d.entry];
+      name = AdvertisedName(r, ts);
+      src = {d.entry, r.name, r.replicas};
+      field = NameField(r, d.entry, ts);
+    }
+    auto [it, inserted] = sources.emplace(name, src);
+    if (inserted) {
+      name_field[name] = field;
+      continue;
+    }
+    const NameSource& have = it->second;
+    if (have.entry == src.entry) continue;
+    if (have.entry >= 0 && src.entry >= 0 && have.base == src.base &&
+        have.replicas == src.replicas) {
+      continue;
+    }
+    // Report each colliding pair once.
+    if (!reported.insert({name, have.entry, src.entry}).second) continue;
+    const int e = src.entry >= 0 ? src.entry : have.entry;
+    const int other = src.entry >= 0 ? have.entry : src.entry;
+    const auto& r = ts.resources[e];
+    std::string msg = NameField(r, e, ts) + ": " + name + " collides with ";
+    if (other < 0) {
+      std::vector<std::string> left;
+      for (const auto& x : devices) {
+        if (x.entry < 0 && x.resource == name) left.push_back(x.Describe());
+      }
+      msg += "the " + name + " devices no sharing entry selects (";
+      for (size_t k = 0; k < left.size(); ++k) msg += (k ? ", " : "") + left[k];
+      msg += "); rename the entry (e.g. rename: " + name +
+             ".shared) or select those devices too";
+    } else {
+      const auto& o = ts.resources[other];
+      msg += EntryPath(o, other) + " (" + o.name + " x " + std::to_string(o.replicas) +
+             "); one resource name cannot mix different devices or replica counts";
+    }
+    problems.push_back(msg);
+  }
+  for (const auto& [name, src] : sources) {
+    std::string why = ExtendedResourceNameProblem(name);
+    if (!why.empty()) {
+      problems.push_back(name_field[name] + ": " + name +
+                         " is not a valid extended resource name: " + why);
+    }
+  }
+
+  // The per-GPU client ceiling, counting every advertised device on the physical GPU.
+  for (const auto& g : inventory.gpus) {
+    int clients = 0;
+    int mig_devices = 0;
+    std::set<int> entries;
+    for (const auto& d : devices) {
+      if (d.gpu != &g) continue;
+      if (d.mig != nullptr) ++mig_devices;
+      if (d.entry >= 0) {
+        clients += ts.resources[d.entry].replicas;
+        entries.insert(d.entry);
+      } else {
+        clients += 1;
+      }
+    }
+    if (entries.empty() || clients <= ceiling) continue;
+    const int e = *entries.begin();
+    std::string msg = EntryPath(ts.resources[e], e) + ".replicas: GPU " +
+                      std::to_string(g.index) + " (" + g.uuid + ") would have " +
+                      std::to_string(clients) + " clients";
+    if (mig_devices > 0) {
+      msg += " (" + std::to_string(mig_devices) + " MIG devices";
+      if (entries.size() == 1) msg += " x " + std::to_string(ts.resources[e].replicas) + " replicas";
+      msg += ")";
+    }
+    msg += ", more than gpushare.maxClientsPerGpu " + std::to_string(ceiling);
+    problems.push_back(msg);
+  }
+
+  if (!problems.empty()) {
+    std::string joined;
+    for (size_t i = 0; i < problems.size(); ++i) joined += (i ? "\n" : "") + problems[i];
+    return Status::InvalidArgument(joined);
+  }
+
+  // Build the resources.
+  std::map<std::string, PlannedResource> by_name;
+  for (const auto& d : devices) {
+    const ReplicatedResource* r = d.entry >= 0 ? &ts.resources[d.entry] : nullptr;
+    const std::string name = r != nullptr ? AdvertisedName(*r, ts) : d.resource;
+    PlannedResource& pr = by_name[name];
+    if (pr.name.empty()) {
+      pr.name = name;
+      pr.socket_name = SocketNameForResource(name);
+      pr.base_name = d.resource;
+      pr.replicas = r != nullptr ? r->replicas : 1;
+      pr.source_field = r != nullptr ? EntryPath(*r, d.entry) : "";
+      pr.fail_requests_greater_than_one = r != nullptr && ts.fail_requests_greater_than_one;
+    }
+    PlannedDevice base;
+    base.gpu_index = d.gpu->index;
+    base.gpu_uuid = d.gpu->uuid;
+    if (d.gpu->numa_node >= 0) base.numa_nodes.push_back(d.gpu->numa_node);
+    base.is_mig = d.mig != nullptr;
+    base.mig_index = d.mig != nullptr ? d.mig->index : -1;
+    base.device_uuid = d.Uuid();
+    base.device_index = std::to_string(d.gpu->index);
+    if (d.mig != nullptr) base.device_index += ":" + std::to_string(d.mig->index);
+    base.memory_mib = d.mig != nullptr ? d.mig->memory_mib : d.gpu->memory_mib;
+    if (r == nullptr) {
+      base.id = base.device_uuid;
+      pr.devices.push_back(base);
+      continue;
+    }
+    if (config.gpushare.replica_memory_limit == ReplicaMemoryLimit::kEvenSplit) {
+      base.memory_limit_mib = base.memory_mib / static_cast<uint64_t>(r->replicas);
+    }
+    for (int n = 0; n < r->replicas; ++n) {
+      PlannedDevice rep = base;
+      rep.replica = n;
+      rep.id = base.device_uuid + "::" + std::to_string(n);
+      pr.devices.push_back(std::move(rep));
+    }
+  }
+  std::map<std::string, std::string> sockets;
+  for (auto& [name, pr] : by_name) {
+    auto [it, inserted] = sockets.emplace(pr.socket_name, name);
+    if (!inserted) {
+      problems.push_back(name_field[name] + ": " + name + " and " + it->second +
+                         " would both be served on socket " + pr.socket_name);
+    }
+    plan.resources.push_back(std::move(pr));
+  }
+  if (!problems.empty()) {
+    std::string joined;
+    for (size_t i = 0; i < problems.size(); ++i) joined += (i ? "\n" : "") + problems[i];
+    return Status::InvalidArgument(joined);
+  }
+  return plan;
+}
+
+}  // namespace gpushare
