@@ -1,0 +1,740 @@
+#include "kube/client.h"
+
+#include <curl/curl.h>
+
+#include <mutex>
+#include <thread>
+
+#include "kube/errors.h"
+
+namespace gpushare::kube {
+namespace {
+
+using nlohmann::json;
+
+void GlobalInit() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+bool IsUnreserved(unsigned char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '.' || c == '_' || c == '~';
+}
+
+std::string Query(std::initializer_list<std::pair<std::string_view, std::string>> params) {
+  std::string q;
+  for (const auto& [k, v] : params) {
+    if (v.empty()) continue;
+    q += q.empty() ? '?' : '&';
+    q += k;
+    q += '=';
+    q += UrlEncode(v);
+  }
+  return q;
+}
+
+Status TransportError(CURLcode code, const char* errbuf, std::chrono::milliseconds timeout) {
+  std::string detail = errbuf[0] != '\0' ? std::string(errbuf) : curl_easy_strerror(code);
+  switch (code) {
+    case CURLE_OPERATION_TIMEDOUT:
+      return Status::DeadlineExceeded("request timed out after " + std::to_string(timeout.count()) +
+                                      " ms: " + detail);
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CACERT_BADFILE:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CONNECT_ERROR:
+      return Status::Unavailable("TLS: " + detail);
+    default:
+      return Status::Unavailable("transport: " + detail);
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+std::string UrlEncode(std::string_view s) {
+  static const char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(s.size());
+  for (unsigned char c : s) {
+    if (IsUnreserved(c)) {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+std::string ResourcePath(ResourceRef r, std::string_view ns, std::string_view name,
+                         std::string_view subresource) {
+  std::string p = "/api/v1";
+  if (r.namespaced && !ns.empty()) {
+    p += "/namespaces/";
+    p += UrlEncode(ns);
+  }
+  p += '/';
+  p += r.resource;
+  if (!name.empty()) {
+    p += '/';
+    p += UrlEncode(name);
+    if (!subresource.empty()) {
+      p += '/';
+      p += subresource;
+    }
+  }
+  return p;
+}
+
+json AnnotationsPatch(const AnnotationChanges& changes) {
+  json ann = json::object();
+  for (const auto& [k, v] : changes) {
+    if (v) {
+      ann[k] = *v;
+    } else {
+      ann[k] = nullptr;
+    }
+  }
+  return json{{"metadata", {{"annotations", std::move(ann)}}}};
+}
+
+std::string_view WatchEventTypeName(WatchEventType t) {
+  switch (t) {
+    case WatchEventType::kAdded: return "ADDED";
+    case WatchEventType::kModified: return "MODIFIED";
+    case WatchEventType::kDeleted: return "DELETED";
+    case WatchEventType::kBookmark: return "BOOKMARK";
+    case WatchEventType::kError: return "ERROR";
+  }
+  return "UNKNOWN";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cancellation
+
+void Cancellation::Cancel() {
+  std::lock_guard<std::mutex> lock(mu_);
+  cancelled_.store(true, std::memory_order_release);
+  for (void* m : active_) curl_multi_wakeup(static_cast<CURLM*>(m));
+  cv_.notify_all();
+}
+
+bool Cancellation::SleepFor(std::chrono::nanoseconds d) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  return !cv_.wait_for(lock, d, [&] { return cancelled(); });
+}
+
+void Cancellation::Register(void* multi) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  active_.insert(multi);
+}
+
+void Cancellation::Unregister(void* multi) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  active_.erase(multi);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Client internals
+
+struct Client::Conn {
+  CURL* easy = nullptr;
+  CURLM* multi = nullptr;
+  ~Conn() {
+    if (easy != nullptr) curl_easy_cleanup(easy);
+    if (multi != nullptr) curl_multi_cleanup(multi);
+  }
+};
+
+// The parsed server URL; with tls-server-name set, requests go to https://<server-name>:port
+// and CONNECT_TO sends them to the real host, so SNI and verification use the server name.
+struct Client::Target {
+  std::string base;        // what request paths are appended to
+  std::string connect_to;  // CURLOPT_CONNECT_TO entry, or empty
+};
+
+Client::Client(ClientConfig config, ClientOptions options)
+    : config_(std::move(config)),
+      options_(std::move(options)),
+      limiter_(options_.qps, options_.burst, options_.clock) {}
+
+Client::~Client() {
+  for (Conn* c : idle_) delete c;
+}
+
+Result<std::shared_ptr<Client>> Client::Create(ClientConfig config, ClientOptions options) {
+  GlobalInit();
+  std::shared_ptr<Client> c(new Client(std::move(config), std::move(options)));
+  GPUSHARE_RETURN_IF_ERROR(c->Init());
+  return c;
+}
+
+Status Client::Init() {
+  const std::string& s = config_.server;
+  bool https = s.rfind("https://", 0) == 0;
+  if (!https && s.rfind("http://", 0) != 0) {
+    return Status::InvalidArgument("server: must start with https:// or http://, got \"" + s + "\"");
+  }
+  size_t host_start = https ? 8 : 7;
+  size_t path_start = s.find('/', host_start);
+  if (path_start != std::string::npos && path_start + 1 < s.size()) {
+    return Status::InvalidArgument("server: a path prefix is not supported, got \"" + s + "\"");
+  }
+  std::string hostport = s.substr(host_start, path_start == std::string::npos
+                                                  ? std::string::npos
+                                                  : path_start - host_start);
+  if (hostport.empty()) return Status::InvalidArgument("server: no host in \"" + s + "\"");
+  std::string host = hostport, port = https ? "443" : "80";
+  size_t colon = hostport.rfind(':');
+  size_t bracket = hostport.rfind(']');
+  if (colon != std::string::npos && (bracket == std::string::npos || colon > bracket)) {
+    host = hostport.substr(0, colon);
+    port = hostport.substr(colon + 1);
+  }
+  target_ = std::make_unique<Target>();
+  if (!config_.tls_server_name.empty() && https) {
+    target_->base = "https://" + config_.tls_server_name + ":" + port;
+    std::string h = host;
+    if (!h.empty() && h.front() == '[') h = h.substr(1, h.size() - 2);
+    target_->connect_to = config_.tls_server_name + ":" + port + ":" + h + ":" + port;
+  } else {
+    target_->base = "http" + std::string(https ? "s" : "") + "://" + hostport;
+  }
+  if (!config_.token_file.empty()) {
+    token_ = BearerToken::FromFile(config_.token_file);
+    Result<std::string> t = token_->Get();
+    if (!t.ok()) return t.status();
+  } else if (!config_.token.empty()) {
+    token_ = BearerToken::Fixed(config_.token);
+  }
+  return Status::Ok();
+}
+
+ClientStats Client::stats() const {
+  ClientStats s;
+  s.requests = requests_.load();
+  s.throttled = throttled_.load();
+  s.throttle_wait_ns = throttle_wait_ns_.load();
+  s.token_reloads = token_reloads_.load();
+  s.watch_events = watch_events_.load();
+  return s;
+}
+
+Client::Conn* Client::Acquire() {
+  {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    if (!idle_.empty()) {
+      Conn* c = idle_.back();
+      idle_.pop_back();
+      return c;
+    }
+  }
+  auto* c = new Conn();
+  c->easy = curl_easy_init();
+  c->multi = curl_multi_init();
+  return c;
+}
+
+void Client::Release(Conn* c) {
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  if (idle_.size() < options_.max_idle_connections) {
+    idle_.push_back(c);
+  } else {
+    delete c;
+  }
+}
+
+Status Client::Throttle(const Cancellation* cancel) {
+  std::chrono::nanoseconds wait = limiter_.Reserve();
+  if (wait.count() <= 0) return Status::Ok();
+  throttled_.fetch_add(1);
+  throttle_wait_ns_.fetch_add(static_cast<uint64_t>(wait.count()));
+  if (options_.sleep_for) {
+    options_.sleep_for(wait);
+  } else if (cancel != nullptr) {
+    if (!cancel->SleepFor(wait)) return Status::Unavailable("request cancelled");
+  } else {
+    std::this_thread::sleep_for(wait);
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+struct TransferState {
+  std::string body;
+  size_t limit = 0;
+  bool too_large = false;
+  CURL* easy = nullptr;
+  const std::function<bool(long, std::string_view)>* on_data = nullptr;
+  bool stopped = false;  // on_data asked to stop
+};
+
+size_t WriteCallback(char* ptr, size_t size, size_t nmemb, void* userdata) {
+  auto* st = static_cast<TransferState*>(userdata);
+  size_t n = size * nmemb;
+  if (st->on_data != nullptr) {
+    long code = 0;
+    curl_easy_getinfo(st->easy, CURLINFO_RESPONSE_CODE, &code);
+    if (!(*st->on_data)(code, std::string_view(ptr, n))) {
+      st->stopped = true;
+      return 0;
+    }
+    return n;
+  }
+  if (st->body.size() + n > st->limit) {
+    st->too_large = true;
+    return 0;
+  }
+  st->body.append(ptr, n);
+  return n;
+}
+
+}  // namespace
+
+Result<HttpResponse> Client::Perform(const HttpRequest& request, const Cancellation* cancel,
+                                     std::chrono::milliseconds timeout,
+                                     const std::function<bool(long, std::string_view)>* on_data) {
+  if (cancel != nullptr && cancel->cancelled()) return Status::Unavailable("request cancelled");
+  GPUSHARE_RETURN_IF_ERROR(Throttle(cancel));
+
+  std::string token;
+  if (token_) {
+    Result<std::string> t = token_->Get();
+    if (!t.ok()) return t.status();
+    token = *t;
+  }
+
+  for (int attempt = 0;; ++attempt) {
+    Conn* conn = Acquire();
+    CURL* h = conn->easy;
+    curl_easy_reset(h);
+    char errbuf[CURL_ERROR_SIZE];
+    errbuf[0] = '\0';
+    std::string url = target_->base + request.path_and_query;
+    curl_easy_setopt(h, CURLOPT_URL, url.c_str());
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    curl_easy_setopt(h, CURLOPT_USERAGENT, options_.user_agent.c_str());
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options_.connect_timeout.count()));
+    if (timeout.count() > 0) curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
+    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
+
+    curl_slist* connect_to = nullptr;
+    if (!target_->connect_to.empty()) {
+      connect_to = curl_slist_append(nullptr, target_->connect_to.c_str());
+      curl_easy_setopt(h, CURLOPT_CONNECT_TO, connect_to);
+    }
+    if (config_.insecure_skip_tls_verify) {
+      curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+      curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+    } else if (!config_.ca_pem.empty()) {
+      curl_blob blob{const_cast<char*>(config_.ca_pem.data()), config_.ca_pem.size(), CURL_BLOB_NOCOPY};
+      curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &blob);
+      curl_easy_setopt(h, CURLOPT_CAPATH, nullptr);
+    }
+    if (!config_.client_cert_pem.empty()) {
+      curl_blob cert{const_cast<char*>(config_.client_cert_pem.data()), config_.client_cert_pem.size(),
+                     CURL_BLOB_NOCOPY};
+      curl_blob key{const_cast<char*>(config_.client_key_pem.data()), config_.client_key_pem.size(),
+                    CURL_BLOB_NOCOPY};
+      curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert);
+      curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
+      curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &key);
+      curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
+    }
+
+    curl_slist* headers = nullptr;
+    headers = curl_slist_append(headers, "Accept: application/json");
+    headers = curl_slist_append(headers, "Expect:");
+    std::string auth, ctype;
+    if (!token.empty()) {
+      auth = "Authorization: Bearer " + token;
+      headers = curl_slist_append(headers, auth.c_str());
+    }
+    if (!request.content_type.empty()) {
+      ctype = "Content-Type: " + request.content_type;
+      headers = curl_slist_append(headers, ctype.c_str());
+    }
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
+
+    if (request.method == "GET") {
+      curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+    } else {
+      if (request.method != "POST") curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, request.method.c_str());
+      if (!request.body.empty() || request.method == "POST") {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, request.body.data());
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
+      }
+    }
+
+    TransferState st;
+    st.limit = options_.max_response_bytes;
+    st.easy = h;
+    st.on_data = on_data;
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, WriteCallback);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &st);
+
+    requests_.fetch_add(1);
+    CURLM* m = conn->multi;
+    curl_multi_add_handle(m, h);
+    if (cancel != nullptr) cancel->Register(m);
+    bool cancelled = false;
+    CURLcode result = CURLE_OK;
+    for (;;) {
+      int running = 0;
+      CURLMcode mc = curl_multi_perform(m, &running);
+      if (mc != CURLM_OK) {
+        result = CURLE_RECV_ERROR;
+        break;
+      }
+      if (running == 0) {
+        int queued = 0;
+        while (CURLMsg* msg = curl_multi_info_read(m, &queued)) {
+          if (msg->msg == CURLMSG_DONE) result = msg->data.result;
+        }
+        break;
+      }
+      if (cancel != nullptr && cancel->cancelled()) {
+        cancelled = true;
+        break;
+      }
+      curl_multi_poll(m, nullptr, 0, 1000, nullptr);
+      if (cancel != nullptr && cancel->cancelled()) {
+        cancelled = true;
+        break;
+      }
+    }
+    if (cancel != nullptr) cancel->Unregister(m);
+    long code = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    curl_multi_remove_handle(m, h);
+    curl_slist_free_all(headers);
+    curl_slist_free_all(connect_to);
+    Release(conn);
+
+    if (cancelled) return Status::Unavailable("request cancelled");
+    if (st.too_large) {
+      return Status::ResourceExhausted("response to " + request.method + " " + request.path_and_query +
+                                       " is larger than " + std::to_string(options_.max_response_bytes) +
+                                       " bytes");
+    }
+    if (result != CURLE_OK && !(result == CURLE_WRITE_ERROR && st.stopped)) {
+      return TransportError(result, errbuf, timeout).WithContext(request.method + " " + url);
+    }
+    // A 401 with a token file: the token may have rotated under the same mtime; re-read once.
+    if (code == 401 && attempt == 0 && token_ && token_->file_backed() && on_data == nullptr) {
+      Result<bool> changed = token_->Reload();
+      if (changed.ok() && *changed) {
+        Result<std::string> t = token_->Get();
+        if (t.ok()) {
+          token = *t;
+          token_reloads_.fetch_add(1);
+          continue;
+        }
+      }
+    }
+    HttpResponse resp;
+    resp.code = code;
+    resp.body = std::move(st.body);
+    return resp;
+  }
+}
+
+Result<HttpResponse> Client::Do(const HttpRequest& request, const Cancellation* cancel) {
+  return Perform(request, cancel, options_.request_timeout, nullptr);
+}
+
+Result<json> Client::JsonCall(const HttpRequest& request, const Cancellation* cancel) {
+  Result<HttpResponse> r = Do(request, cancel);
+  if (!r.ok()) return r.status();
+  if (r->code < 200 || r->code > 299) {
+    return StatusFromHttp(r->code, r->body).WithContext(request.method + " " + request.path_and_query);
+  }
+  if (r->body.empty()) return json(nullptr);
+  json j = json::parse(r->body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    return Status::Internal(request.method + " " + request.path_and_query +
+                            ": the API server sent malformed JSON (" + std::to_string(r->body.size()) +
+                            " bytes)");
+  }
+  return j;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Generic calls
+
+Result<json> Client::Get(ResourceRef r, std::string_view ns, std::string_view name,
+                         std::string_view subresource) {
+  if (name.empty()) return Status::InvalidArgument("get " + std::string(r.resource) + ": empty name");
+  return JsonCall({"GET", ResourcePath(r, ns, name, subresource), "", ""});
+}
+
+Result<json> Client::ListPage(ResourceRef r, std::string_view ns, const ListOptions& o,
+                              const Cancellation* cancel) {
+  std::string q = Query({{"labelSelector", o.label_selector},
+                         {"fieldSelector", o.field_selector},
+                         {"resourceVersion", o.resource_version},
+                         {"resourceVersionMatch", o.resource_version_match},
+                         {"limit", o.limit > 0 ? std::to_string(o.limit) : ""},
+                         {"continue", o.continue_token}});
+  return JsonCall({"GET", ResourcePath(r, ns) + q, "", ""}, cancel);
+}
+
+Result<RawList> Client::List(ResourceRef r, std::string_view ns, const ListOptions& options,
+                             const Cancellation* cancel) {
+  ListOptions page = options;
+  page.continue_token.clear();
+  RawList out;
+  bool restarted = false;
+  std::set<std::string> seen_tokens;
+  for (;;) {
+    Result<json> j = ListPage(r, ns, page, cancel);
+    if (!j.ok()) {
+      if (IsExpired(j.status()) && !page.continue_token.empty() && !restarted) {
+        // The snapshot the pages came from is gone: start again, in one piece.
+        restarted = true;
+        page = options;
+        page.limit = 0;
+        page.continue_token.clear();
+        out = RawList();
+        continue;
+      }
+      return j.status();
+    }
+    if (!j->is_object()) return Status::Internal("list " + std::string(r.resource) + ": reply is not an object");
+    const json& items = (*j)["items"];
+    if (!items.is_null() && !items.is_array()) {
+      return Status::Internal("list " + std::string(r.resource) + ": items is not an array");
+    }
+    if (items.is_array()) {
+      for (const json& item : items) out.items.push_back(item);
+    }
+    std::string cont;
+    const json& meta = (*j)["metadata"];
+    if (meta.is_object()) {
+      if (out.resource_version.empty() || page.continue_token.empty()) {
+        out.resource_version = meta.value("resourceVersion", "");
+      }
+      cont = meta.value("continue", "");
+    }
+    if (cont.empty()) break;
+    if (!seen_tokens.insert(cont).second) {
+      return Status::Internal("list " + std::string(r.resource) + ": the server repeated a continue token");
+    }
+    page.continue_token = cont;
+  }
+  return out;
+}
+
+Status Client::Watch(ResourceRef r, std::string_view ns, const WatchOptions& o,
+                     const WatchHandler& handler, const Cancellation* cancel) {
+  std::string q = Query({{"watch", "true"},
+                         {"labelSelector", o.label_selector},
+                         {"fieldSelector", o.field_selector},
+                         {"resourceVersion", o.resource_version},
+                         {"allowWatchBookmarks", o.allow_bookmarks ? "true" : ""},
+                         {"timeoutSeconds", o.timeout_seconds > 0 ? std::to_string(o.timeout_seconds) : ""}});
+  HttpRequest req{"GET", ResourcePath(r, ns) + q, "", ""};
+
+  std::string buffer;      // the incomplete event line
+  std::string error_body;  // body of a non-200 reply
+  Status stream_error;
+  size_t max_line = options_.max_watch_event_bytes;
+  auto dispatch = [&](std::string_view line) -> bool {
+    size_t b = line.find_first_not_of(" \t\r");
+    if (b == std::string_view::npos) return true;  // blank line
+    json ev = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (ev.is_discarded() || !ev.is_object() || !ev.contains("type") || !ev["type"].is_string()) {
+      stream_error = Status::Unavailable("watch " + std::string(r.resource) +
+                                         ": malformed event (" + std::to_string(line.size()) + " bytes)");
+      return false;
+    }
+    std::string type = ev["type"].get<std::string>();
+    WatchEvent e;
+    if (type == "ADDED") {
+      e.type = WatchEventType::kAdded;
+    } else if (type == "MODIFIED") {
+      e.type = WatchEventType::kModified;
+    } else if (type == "DELETED") {
+      e.type = WatchEventType::kDeleted;
+    } else if (type == "BOOKMARK") {
+      e.type = WatchEventType::kBookmark;
+    } else if (type == "ERROR") {
+      e.type = WatchEventType::kError;
+    } else {
+      stream_error = Status::Unavailable("watch " + std::string(r.resource) + ": unknown event type \"" + type + "\"");
+      return false;
+    }
+    auto obj = ev.find("object");
+    if (obj == ev.end() || !obj->is_object()) {
+      stream_error = Status::Unavailable("watch " + std::string(r.resource) + ": " + type + " event without an object");
+      return false;
+    }
+    e.object = std::move(*obj);
+    watch_events_.fetch_add(1);
+    return handler(std::move(e));
+  };
+  bool handler_stopped = false;
+  std::function<bool(long, std::string_view)> on_data = [&](long code, std::string_view chunk) {
+    if (code != 200) {
+      if (error_body.size() < 65536) error_body.append(chunk.substr(0, 65536 - error_body.size()));
+      return true;
+    }
+    size_t start = 0;
+    while (start < chunk.size()) {
+      size_t nl = chunk.find('\n', start);
+      if (nl == std::string_view::npos) {
+        if (buffer.size() + (chunk.size() - start) > max_line) {
+          stream_error = Status::ResourceExhausted("watch " + std::string(r.resource) +
+                                                   ": event larger than " + std::to_string(max_line) + " bytes");
+          return false;
+        }
+        buffer.append(chunk.substr(start));
+        break;
+      }
+      bool more;
+      if (buffer.empty()) {
+        more = dispatch(chunk.substr(start, nl - start));
+      } else {
+        buffer.append(chunk.substr(start, nl - start));
+        more = dispatch(buffer);
+        buffer.clear();
+      }
+      if (!more) {
+        if (stream_error.ok()) handler_stopped = true;
+        return false;
+      }
+      start = nl + 1;
+    }
+    return true;
+  };
+  std::chrono::milliseconds timeout(0);
+  if (o.timeout_seconds > 0) timeout = std::chrono::seconds(o.timeout_seconds + 30);
+  Result<HttpResponse> resp = Perform(req, cancel, timeout, &on_data);
+  if (!stream_error.ok()) return stream_error;
+  if (handler_stopped) return Status::Ok();
+  if (!resp.ok()) return resp.status().WithContext("watch " + std::string(r.resource));
+  if (resp->code != 200) {
+    return StatusFromHttp(resp->code, error_body).WithContext("watch " + std::string(r.resource));
+  }
+  if (!buffer.empty()) {
+    // The server closes after a complete event; a partial one means the stream was cut.
+    if (!dispatch(buffer) && !stream_error.ok()) return stream_error;
+  }
+  return Status::Ok();
+}
+
+Result<json> Client::Create(ResourceRef r, std::string_view ns, const json& body) {
+  return JsonCall({"POST", ResourcePath(r, ns), body.dump(), "application/json"});
+}
+
+Result<json> Client::MergePatch(ResourceRef r, std::string_view ns, std::string_view name,
+                                json patch, const PatchOptions& options) {
+  if (name.empty()) return Status::InvalidArgument("patch " + std::string(r.resource) + ": empty name");
+  if (!patch.is_object()) return Status::InvalidArgument("patch " + std::string(r.resource) + ": patch must be an object");
+  if (!options.resource_version.empty()) {
+    patch["metadata"]["resourceVersion"] = options.resource_version;
+  }
+  return JsonCall({"PATCH", ResourcePath(r, ns, name, options.subresource), patch.dump(),
+                   "application/merge-patch+json"});
+}
+
+Status Client::Delete(ResourceRef r, std::string_view ns, std::string_view name,
+                      const DeleteOptions& options) {
+  if (name.empty()) return Status::InvalidArgument("delete " + std::string(r.resource) + ": empty name");
+  json body = {{"apiVersion", "v1"}, {"kind", "DeleteOptions"}};
+  if (options.grace_period_seconds) body["gracePeriodSeconds"] = *options.grace_period_seconds;
+  if (!options.uid_precondition.empty()) body["preconditions"] = {{"uid", options.uid_precondition}};
+  Result<json> j = JsonCall({"DELETE", ResourcePath(r, ns, name), body.dump(), "application/json"});
+  return j.status();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Typed calls
+
+namespace {
+
+template <typename T, typename Decoder>
+Result<T> DecodeResult(Result<json> j, Decoder decode) {
+  if (!j.ok()) return j.status();
+  return decode(*j);
+}
+
+template <typename T, typename Decoder>
+Result<std::vector<T>> DecodeItems(Result<RawList> list, Decoder decode) {
+  if (!list.ok()) return list.status();
+  std::vector<T> out;
+  out.reserve(list->items.size());
+  for (const json& item : list->items) {
+    Result<T> v = decode(item);
+    if (!v.ok()) return v.status();
+    out.push_back(std::move(*v));
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<Pod> Client::GetPod(std::string_view ns, std::string_view name) {
+  return DecodeResult<Pod>(Get(kPods, ns, name), DecodePod);
+}
+
+Result<Node> Client::GetNode(std::string_view name) {
+  return DecodeResult<Node>(Get(kNodes, "", name), DecodeNode);
+}
+
+Result<std::vector<Pod>> Client::ListPods(std::string_view ns, const ListOptions& options) {
+  return DecodeItems<Pod>(List(kPods, ns, options), DecodePod);
+}
+
+Result<std::vector<Node>> Client::ListNodes(const ListOptions& options) {
+  return DecodeItems<Node>(List(kNodes, "", options), DecodeNode);
+}
+
+Result<Pod> Client::PatchPodAnnotations(std::string_view ns, std::string_view name,
+                                        const AnnotationChanges& changes, const PatchOptions& options) {
+  return DecodeResult<Pod>(MergePatch(kPods, ns, name, AnnotationsPatch(changes), options), DecodePod);
+}
+
+Result<Pod> Client::PatchPodStatus(std::string_view ns, std::string_view name,
+                                   const json& status_patch, const PatchOptions& options) {
+  PatchOptions o = options;
+  o.subresource = "status";
+  return DecodeResult<Pod>(MergePatch(kPods, ns, name, json{{"status", status_patch}}, o), DecodePod);
+}
+
+Result<Node> Client::PatchNodeAnnotations(std::string_view name, const AnnotationChanges& changes,
+                                          const PatchOptions& options) {
+  return DecodeResult<Node>(MergePatch(kNodes, "", name, AnnotationsPatch(changes), options), DecodeNode);
+}
+
+Result<Node> Client::PatchNodeStatus(std::string_view name, const json& status_patch,
+                                     const PatchOptions& options) {
+  PatchOptions o = options;
+  o.subresource = "status";
+  return DecodeResult<Node>(MergePatch(kNodes, "", name, json{{"status", status_patch}}, o), DecodeNode);
+}
+
+Status Client::Bind(const Binding& b) {
+  if (b.pod_name.empty() || b.pod_namespace.empty() || b.node_name.empty()) {
+    return Status::InvalidArgument("bind: pod name, namespace and node name are required");
+  }
+  Result<json> j = JsonCall({"POST", ResourcePath(kPods, b.pod_namespace, b.pod_name, "binding"),
+                             EncodeBinding(b).dump(), "application/json"});
+  return j.status();
+}
+
+Result<Event> Client::CreateEvent(const Event& e) {
+  if (e.metadata.namespace_.empty()) return Status::InvalidArgument("event: namespace is required");
+  return DecodeResult<Event>(Create(kEvents, e.metadata.namespace_, EncodeEvent(e)), DecodeEvent);
+}
+
+}  // namespace gpushare::kube

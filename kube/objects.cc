@@ -1,0 +1,422 @@
+#include "kube/objects.h"
+
+#include "kube/quantity.h"
+
+namespace gpushare::kube {
+namespace {
+
+using nlohmann::json;
+
+const char* TypeName(const json& j) {
+  switch (j.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::object: return "object";
+    case json::value_t::array: return "array";
+    case json::value_t::string: return "string";
+    case json::value_t::boolean: return "boolean";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned:
+    case json::value_t::number_float: return "number";
+    default: return "value";
+  }
+}
+
+Status WrongType(std::string_view path, std::string_view want, const json& got) {
+  return Status::InvalidArgument(std::string(path) + ": expected " + std::string(want) + ", got " +
+                                 TypeName(got));
+}
+
+std::string Join(std::string_view path, std::string_view key) {
+  std::string s(path);
+  s += '.';
+  s += key;
+  return s;
+}
+
+std::string Index(std::string_view path, size_t i) {
+  return std::string(path) + "[" + std::to_string(i) + "]";
+}
+
+// Returns the member `key` of `obj`, or nullptr when it is absent or null. `obj` must be an object.
+const json* Member(const json& obj, std::string_view key) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+// Returns the member `key` as an object (nullptr when missing/null), or an error for another type.
+Result<const json*> ObjectMember(const json& obj, std::string_view key, std::string_view path) {
+  const json* m = Member(obj, key);
+  if (m == nullptr) return static_cast<const json*>(nullptr);
+  if (!m->is_object()) return WrongType(Join(path, key), "object", *m);
+  return m;
+}
+
+Status GetString(const json& obj, std::string_view key, std::string_view path, std::string* out) {
+  const json* m = Member(obj, key);
+  if (m == nullptr) return Status::Ok();
+  if (!m->is_string()) return WrongType(Join(path, key), "string", *m);
+  *out = m->get<std::string>();
+  return Status::Ok();
+}
+
+Status GetBool(const json& obj, std::string_view key, std::string_view path, bool* out) {
+  const json* m = Member(obj, key);
+  if (m == nullptr) return Status::Ok();
+  if (!m->is_boolean()) return WrongType(Join(path, key), "boolean", *m);
+  *out = m->get<bool>();
+  return Status::Ok();
+}
+
+Status GetInt32(const json& obj, std::string_view key, std::string_view path, int32_t* out) {
+  const json* m = Member(obj, key);
+  if (m == nullptr) return Status::Ok();
+  if (!m->is_number_integer()) return WrongType(Join(path, key), "integer", *m);
+  int64_t v = m->get<int64_t>();
+  if (v < INT32_MIN || v > INT32_MAX) {
+    return Status::InvalidArgument(Join(path, key) + ": out of range");
+  }
+  *out = static_cast<int32_t>(v);
+  return Status::Ok();
+}
+
+// A map of string values (labels, annotations).
+Status GetStringMap(const json& obj, std::string_view key, std::string_view path, StringMap* out) {
+  Result<const json*> m = ObjectMember(obj, key, path);
+  if (!m.ok()) return m.status();
+  if (*m == nullptr) return Status::Ok();
+  for (auto it = (*m)->begin(); it != (*m)->end(); ++it) {
+    if (!it->is_string()) return WrongType(Join(path, key) + "[" + it.key() + "]", "string", *it);
+    (*out)[it.key()] = it->get<std::string>();
+  }
+  return Status::Ok();
+}
+
+// A map of quantities: strings, or numbers kept as their decimal spelling.
+Status GetQuantityMap(const json& obj, std::string_view key, std::string_view path, StringMap* out) {
+  Result<const json*> m = ObjectMember(obj, key, path);
+  if (!m.ok()) return m.status();
+  if (*m == nullptr) return Status::Ok();
+  for (auto it = (*m)->begin(); it != (*m)->end(); ++it) {
+    if (it->is_string()) {
+      (*out)[it.key()] = it->get<std::string>();
+    } else if (it->is_number()) {
+      (*out)[it.key()] = it->dump();
+    } else if (!it->is_null()) {
+      return WrongType(Join(path, key) + "[" + it.key() + "]", "quantity (string)", *it);
+    }
+  }
+  return Status::Ok();
+}
+
+// Calls fn(element, element_path) for each element of the array member `key`.
+template <typename Fn>
+Status ForEach(const json& obj, std::string_view key, std::string_view path, Fn fn) {
+  const json* m = Member(obj, key);
+  if (m == nullptr) return Status::Ok();
+  std::string p = Join(path, key);
+  if (!m->is_array()) return WrongType(p, "array", *m);
+  for (size_t i = 0; i < m->size(); ++i) {
+    const json& e = (*m)[i];
+    std::string ep = Index(p, i);
+    if (!e.is_object()) return WrongType(ep, "object", e);
+    GPUSHARE_RETURN_IF_ERROR(fn(e, ep));
+  }
+  return Status::Ok();
+}
+
+Status DecodeContainer(const json& j, std::string_view path, Container* c) {
+  GPUSHARE_RETURN_IF_ERROR(GetString(j, "name", path, &c->name));
+  GPUSHARE_RETURN_IF_ERROR(GetString(j, "image", path, &c->image));
+  Result<const json*> res = ObjectMember(j, "resources", path);
+  if (!res.ok()) return res.status();
+  if (*res != nullptr) {
+    std::string rp = Join(path, "resources");
+    GPUSHARE_RETURN_IF_ERROR(GetQuantityMap(**res, "requests", rp, &c->resources.requests));
+    GPUSHARE_RETURN_IF_ERROR(GetQuantityMap(**res, "limits", rp, &c->resources.limits));
+  }
+  return Status::Ok();
+}
+
+Status DecodeConditions(const json& obj, std::string_view path, std::vector<Condition>* out) {
+  return ForEach(obj, "conditions", path, [&](const json& e, const std::string& ep) {
+    Condition c;
+    GPUSHARE_RETURN_IF_ERROR(GetString(e, "type", ep, &c.type));
+    GPUSHARE_RETURN_IF_ERROR(GetString(e, "status", ep, &c.status));
+    GPUSHARE_RETURN_IF_ERROR(GetString(e, "reason", ep, &c.reason));
+    GPUSHARE_RETURN_IF_ERROR(GetString(e, "message", ep, &c.message));
+    GPUSHARE_RETURN_IF_ERROR(GetString(e, "lastTransitionTime", ep, &c.last_transition_time));
+    out->push_back(std::move(c));
+    return Status::Ok();
+  });
+}
+
+const Condition* Find(const std::vector<Condition>& conds, std::string_view type) {
+  for (const Condition& c : conds) {
+    if (c.type == type) return &c;
+  }
+  return nullptr;
+}
+
+Status RequireObject(const json& j, std::string_view what) {
+  if (!j.is_object()) return WrongType(what, "object", j);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ObjectMeta> DecodeObjectMeta(const json& j, std::string_view path) {
+  ObjectMeta m;
+  if (j.is_null()) return m;
+  if (!j.is_object()) return WrongType(path, "object", j);
+  GPUSHARE_RETURN_IF_ERROR(GetString(j, "name", path, &m.name));
+  GPUSHARE_RETURN_IF_ERROR(GetString(j, "namespace", path, &m.namespace_));
+  GPUSHARE_RETURN_IF_ERROR(GetString(j, "uid", path, &m.uid));
+  GPUSHARE_RETURN_IF_ERROR(GetString(j, "resourceVersion", path, &m.resource_version));
+  GPUSHARE_RETURN_IF_ERROR(GetString(j, "generateName", path, &m.generate_name));
+  GPUSHARE_RETURN_IF_ERROR(GetString(j, "creationTimestamp", path, &m.creation_timestamp));
+  std::string deletion;
+  GPUSHARE_RETURN_IF_ERROR(GetString(j, "deletionTimestamp", path, &deletion));
+  if (!deletion.empty()) m.deletion_timestamp = deletion;
+  GPUSHARE_RETURN_IF_ERROR(GetStringMap(j, "labels", path, &m.labels));
+  GPUSHARE_RETURN_IF_ERROR(GetStringMap(j, "annotations", path, &m.annotations));
+  GPUSHARE_RETURN_IF_ERROR(ForEach(j, "ownerReferences", path, [&](const json& e, const std::string& ep) {
+    OwnerReference r;
+    GPUSHARE_RETURN_IF_ERROR(GetString(e, "apiVersion", ep, &r.api_version));
+    GPUSHARE_RETURN_IF_ERROR(GetString(e, "kind", ep, &r.kind));
+    GPUSHARE_RETURN_IF_ERROR(GetString(e, "name", ep, &r.name));
+    GPUSHARE_RETURN_IF_ERROR(GetString(e, "uid", ep, &r.uid));
+    GPUSHARE_RETURN_IF_ERROR(GetBool(e, "controller", ep, &r.controller));
+    m.owner_references.push_back(std::move(r));
+    return Status::Ok();
+  }));
+  return m;
+}
+
+Result<Pod> DecodePod(const json& j) {
+  GPUSHARE_RETURN_IF_ERROR(RequireObject(j, "pod"));
+  Pod p;
+  if (const json* meta = Member(j, "metadata")) {
+    Result<ObjectMeta> m = DecodeObjectMeta(*meta, "pod.metadata");
+    if (!m.ok()) return m.status();
+    p.metadata = std::move(*m);
+  }
+  Result<const json*> spec = ObjectMember(j, "spec", "pod");
+  if (!spec.ok()) return spec.status();
+  if (*spec != nullptr) {
+    const json& s = **spec;
+    GPUSHARE_RETURN_IF_ERROR(GetString(s, "nodeName", "pod.spec", &p.spec.node_name));
+    GPUSHARE_RETURN_IF_ERROR(GetString(s, "schedulerName", "pod.spec", &p.spec.scheduler_name));
+    GPUSHARE_RETURN_IF_ERROR(ForEach(s, "containers", "pod.spec", [&](const json& e, const std::string& ep) {
+      Container c;
+      GPUSHARE_RETURN_IF_ERROR(DecodeContainer(e, ep, &c));
+      p.spec.containers.push_back(std::move(c));
+      return Status::Ok();
+    }));
+    GPUSHARE_RETURN_IF_ERROR(ForEach(s, "initContainers", "pod.spec", [&](const json& e, const std::string& ep) {
+      Container c;
+      GPUSHARE_RETURN_IF_ERROR(DecodeContainer(e, ep, &c));
+      p.spec.init_containers.push_back(std::move(c));
+      return Status::Ok();
+    }));
+  }
+  Result<const json*> status = ObjectMember(j, "status", "pod");
+  if (!status.ok()) return status.status();
+  if (*status != nullptr) {
+    const json& s = **status;
+    GPUSHARE_RETURN_IF_ERROR(GetString(s, "phase", "pod.status", &p.status.phase));
+    GPUSHARE_RETURN_IF_ERROR(GetString(s, "reason", "pod.status", &p.status.reason));
+    GPUSHARE_RETURN_IF_ERROR(GetString(s, "message", "pod.status", &p.status.message));
+    GPUSHARE_RETURN_IF_ERROR(DecodeConditions(s, "pod.status", &p.status.conditions));
+  }
+  return p;
+}
+
+Result<Node> DecodeNode(const json& j) {
+  GPUSHARE_RETURN_IF_ERROR(RequireObject(j, "node"));
+  Node n;
+  if (const json* meta = Member(j, "metadata")) {
+    Result<ObjectMeta> m = DecodeObjectMeta(*meta, "node.metadata");
+    if (!m.ok()) return m.status();
+    n.metadata = std::move(*m);
+  }
+  Result<const json*> spec = ObjectMember(j, "spec", "node");
+  if (!spec.ok()) return spec.status();
+  if (*spec != nullptr) {
+    GPUSHARE_RETURN_IF_ERROR(GetBool(**spec, "unschedulable", "node.spec", &n.unschedulable));
+  }
+  Result<const json*> status = ObjectMember(j, "status", "node");
+  if (!status.ok()) return status.status();
+  if (*status != nullptr) {
+    const json& s = **status;
+    GPUSHARE_RETURN_IF_ERROR(GetQuantityMap(s, "capacity", "node.status", &n.status.capacity));
+    GPUSHARE_RETURN_IF_ERROR(GetQuantityMap(s, "allocatable", "node.status", &n.status.allocatable));
+    GPUSHARE_RETURN_IF_ERROR(DecodeConditions(s, "node.status", &n.status.conditions));
+  }
+  return n;
+}
+
+Result<Binding> DecodeBinding(const json& j) {
+  GPUSHARE_RETURN_IF_ERROR(RequireObject(j, "binding"));
+  Binding b;
+  if (const json* meta = Member(j, "metadata")) {
+    Result<ObjectMeta> m = DecodeObjectMeta(*meta, "binding.metadata");
+    if (!m.ok()) return m.status();
+    b.pod_name = m->name;
+    b.pod_namespace = m->namespace_;
+    b.pod_uid = m->uid;
+    b.annotations = std::move(m->annotations);
+  }
+  Result<const json*> target = ObjectMember(j, "target", "binding");
+  if (!target.ok()) return target.status();
+  if (*target != nullptr) {
+    std::string kind;
+    GPUSHARE_RETURN_IF_ERROR(GetString(**target, "kind", "binding.target", &kind));
+    if (!kind.empty() && kind != "Node") {
+      return Status::InvalidArgument("binding.target.kind: must be \"Node\", got \"" + kind + "\"");
+    }
+    GPUSHARE_RETURN_IF_ERROR(GetString(**target, "name", "binding.target", &b.node_name));
+  }
+  return b;
+}
+
+Result<Event> DecodeEvent(const json& j) {
+  GPUSHARE_RETURN_IF_ERROR(RequireObject(j, "event"));
+  Event e;
+  e.type.clear();
+  e.count = 0;
+  if (const json* meta = Member(j, "metadata")) {
+    Result<ObjectMeta> m = DecodeObjectMeta(*meta, "event.metadata");
+    if (!m.ok()) return m.status();
+    e.metadata = std::move(*m);
+  }
+  Result<const json*> io = ObjectMember(j, "involvedObject", "event");
+  if (!io.ok()) return io.status();
+  if (*io != nullptr) {
+    const json& o = **io;
+    const char* p = "event.involvedObject";
+    GPUSHARE_RETURN_IF_ERROR(GetString(o, "apiVersion", p, &e.involved_object.api_version));
+    GPUSHARE_RETURN_IF_ERROR(GetString(o, "kind", p, &e.involved_object.kind));
+    GPUSHARE_RETURN_IF_ERROR(GetString(o, "namespace", p, &e.involved_object.namespace_));
+    GPUSHARE_RETURN_IF_ERROR(GetString(o, "name", p, &e.involved_object.name));
+    GPUSHARE_RETURN_IF_ERROR(GetString(o, "uid", p, &e.involved_object.uid));
+    GPUSHARE_RETURN_IF_ERROR(GetString(o, "resourceVersion", p, &e.involved_object.resource_version));
+    GPUSHARE_RETURN_IF_ERROR(GetString(o, "fieldPath", p, &e.involved_object.field_path));
+  }
+  GPUSHARE_RETURN_IF_ERROR(GetString(j, "reason", "event", &e.reason));
+  GPUSHARE_RETURN_IF_ERROR(GetString(j, "message", "event", &e.message));
+  GPUSHARE_RETURN_IF_ERROR(GetString(j, "type", "event", &e.type));
+  GPUSHARE_RETURN_IF_ERROR(GetString(j, "reportingComponent", "event", &e.source_component));
+  GPUSHARE_RETURN_IF_ERROR(GetString(j, "reportingInstance", "event", &e.reporting_instance));
+  Result<const json*> source = ObjectMember(j, "source", "event");
+  if (!source.ok()) return source.status();
+  if (*source != nullptr) {
+    std::string component;
+    GPUSHARE_RETURN_IF_ERROR(GetString(**source, "component", "event.source", &component));
+    if (!component.empty()) e.source_component = component;
+    GPUSHARE_RETURN_IF_ERROR(GetString(**source, "host", "event.source", &e.source_host));
+  }
+  GPUSHARE_RETURN_IF_ERROR(GetString(j, "firstTimestamp", "event", &e.first_timestamp));
+  GPUSHARE_RETURN_IF_ERROR(GetString(j, "lastTimestamp", "event", &e.last_timestamp));
+  GPUSHARE_RETURN_IF_ERROR(GetInt32(j, "count", "event", &e.count));
+  return e;
+}
+
+Result<ApiStatus> DecodeApiStatus(const json& j) {
+  GPUSHARE_RETURN_IF_ERROR(RequireObject(j, "status"));
+  ApiStatus s;
+  GPUSHARE_RETURN_IF_ERROR(GetString(j, "status", "status", &s.status));
+  GPUSHARE_RETURN_IF_ERROR(GetString(j, "message", "status", &s.message));
+  GPUSHARE_RETURN_IF_ERROR(GetString(j, "reason", "status", &s.reason));
+  int32_t code = 0;
+  GPUSHARE_RETURN_IF_ERROR(GetInt32(j, "code", "status", &code));
+  s.code = code;
+  return s;
+}
+
+json EncodeBinding(const Binding& b) {
+  json meta = {{"name", b.pod_name}, {"namespace", b.pod_namespace}};
+  if (!b.pod_uid.empty()) meta["uid"] = b.pod_uid;
+  if (!b.annotations.empty()) meta["annotations"] = b.annotations;
+  return json{{"apiVersion", "v1"},
+              {"kind", "Binding"},
+              {"metadata", std::move(meta)},
+              {"target", {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", b.node_name}}}};
+}
+
+json EncodeEvent(const Event& e) {
+  json meta = {{"name", e.metadata.name}, {"namespace", e.metadata.namespace_}};
+  if (!e.metadata.labels.empty()) meta["labels"] = e.metadata.labels;
+  if (!e.metadata.annotations.empty()) meta["annotations"] = e.metadata.annotations;
+  json involved = {{"kind", e.involved_object.kind}, {"name", e.involved_object.name}};
+  auto put = [](json& o, const char* k, const std::string& v) {
+    if (!v.empty()) o[k] = v;
+  };
+  put(involved, "apiVersion", e.involved_object.api_version);
+  put(involved, "namespace", e.involved_object.namespace_);
+  put(involved, "uid", e.involved_object.uid);
+  put(involved, "resourceVersion", e.involved_object.resource_version);
+  put(involved, "fieldPath", e.involved_object.field_path);
+  json out = {{"apiVersion", "v1"},
+              {"kind", "Event"},
+              {"metadata", std::move(meta)},
+              {"involvedObject", std::move(involved)},
+              {"reason", e.reason},
+              {"message", e.message},
+              {"type", e.type},
+              {"count", e.count}};
+  json source = json::object();
+  put(source, "component", e.source_component);
+  put(source, "host", e.source_host);
+  out["source"] = std::move(source);
+  put(out, "reportingComponent", e.source_component);
+  put(out, "reportingInstance", e.reporting_instance.empty() ? e.source_host : e.reporting_instance);
+  put(out, "firstTimestamp", e.first_timestamp);
+  put(out, "lastTimestamp", e.last_timestamp);
+  return out;
+}
+
+std::string Pod::Key() const { return metadata.namespace_ + "/" + metadata.name; }
+
+bool Pod::IsTerminal() const { return status.phase == "Succeeded" || status.phase == "Failed"; }
+
+const Condition* Pod::FindCondition(std::string_view type) const {
+  return Find(status.conditions, type);
+}
+
+bool Node::IsReady() const {
+  const Condition* c = FindCondition("Ready");
+  return c != nullptr && c->status == "True";
+}
+
+const Condition* Node::FindCondition(std::string_view type) const {
+  return Find(status.conditions, type);
+}
+
+Result<int64_t> ExtendedResourceCount(const Container& c, std::string_view resource) {
+  std::string key(resource);
+  auto lim = c.resources.limits.find(key);
+  auto req = c.resources.requests.find(key);
+  std::string base = "container " + c.name + ": resources";
+  std::optional<int64_t> limit, request;
+  if (lim != c.resources.limits.end()) {
+    Result<int64_t> v = ParseWholeQuantity(lim->second, base + ".limits[" + key + "]");
+    if (!v.ok()) return v.status();
+    limit = *v;
+  }
+  if (req != c.resources.requests.end()) {
+    Result<int64_t> v = ParseWholeQuantity(req->second, base + ".requests[" + key + "]");
+    if (!v.ok()) return v.status();
+    request = *v;
+  }
+  if (limit && request && *limit != *request) {
+    return Status::InvalidArgument(base + "[" + key + "]: request " + std::to_string(*request) +
+                                   " differs from limit " + std::to_string(*limit) +
+                                   " (extended resources cannot be overcommitted)");
+  }
+  if (limit) return *limit;
+  if (request) return *request;
+  return int64_t{0};
+}
+
+}  // namespace gpushare::kube
