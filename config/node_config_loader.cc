@@ -809,6 +809,7 @@ Result<LoadedNodeConfig> Load(const NodeConfigFlags& flags, const Environment& e
     }
   }
   for (auto& e : file.entries) c.time_slicing.resources.push_back(e.resource);
+  c.imex = file.imex;
 
   if (!problems.empty()) return Status::InvalidArgument(problems.Joined());
   return out;
