@@ -60,12 +60,35 @@ std::string AnnotationKeyName(const std::string& resource_name) {
 }  // namespace
 
 DeviceIndex::DeviceIndex(const PlannedResource& resource) : resource_(&resource) {
-  for (const PlannedDevice& d : resource.devices) by_id_.emplace(d.id, &d);
+  std::unordered_map<std::string, int> units, gpus;
+  const int n = static_cast<int>(resource.devices.size());
+  by_id_.reserve(n);
+  unit_of_.resize(n);
+  gpu_of_.resize(n);
+  for (int i = 0; i < n; ++i) {
+    const PlannedDevice& d = resource.devices[i];
+    by_id_.emplace(d.id, i);
+    auto u = units.emplace(d.device_uuid, static_cast<int>(units.size())).first->second;
+    auto g = gpus.emplace(d.gpu_uuid, static_cast<int>(gpus.size())).first->second;
+    unit_of_[i] = u;
+    gpu_of_[i] = g;
+    if (static_cast<int>(healthy_per_unit_.size()) <= u) healthy_per_unit_.resize(u + 1, 0);
+    if (static_cast<int>(healthy_per_gpu_.size()) <= g) healthy_per_gpu_.resize(g + 1, 0);
+    if (d.healthy) {
+      healthy_per_unit_[u]++;
+      healthy_per_gpu_[g]++;
+    }
+  }
+}
+
+int DeviceIndex::Position(const std::string& id) const {
+  auto it = by_id_.find(id);
+  return it == by_id_.end() ? -1 : it->second;
 }
 
 const PlannedDevice* DeviceIndex::Find(const std::string& id) const {
-  auto it = by_id_.find(id);
-  return it == by_id_.end() ? nullptr : it->second;
+  int p = Position(id);
+  return p < 0 ? nullptr : &resource_->devices[p];
 }
 
 Result<ResolvedRequest> ResolveDevices(const DeviceIndex& index, const std::vector<std::string>& ids) {
@@ -131,8 +154,17 @@ std::vector<std::string> VisibleDeviceNames(const ResolvedRequest& request, Devi
   return names;
 }
 
+ExtraEnv ExtraEnv::FromConfig(const NodeConfig& config) {
+  ExtraEnv e;
+  e.gdrcopy = config.gdrcopy_enabled;
+  e.gds = config.gds_enabled;
+  e.mofed = config.mofed_enabled;
+  e.imex_channels = config.imex.channel_ids;
+  return e;
+}
+
 ContainerAllocation BuildContainerAllocation(const ResolvedRequest& request, const PluginFlags& flags,
-                                             const HostDeviceNodes& nodes) {
+                                             const HostDeviceNodes& nodes, const ExtraEnv& extra) {
   ContainerAllocation a;
   const std::vector<std::string> names = VisibleDeviceNames(request, flags.device_id_strategy);
   const DeviceListStrategy& s = flags.device_list_strategy;
@@ -154,6 +186,14 @@ ContainerAllocation BuildContainerAllocation(const ResolvedRequest& request, con
     }
     if (s.cdi_cri) a.cdi_devices = cdi;
   }
+  if (s.envvar && !extra.imex_channels.empty()) {
+    std::vector<std::string> ch;
+    for (int c : extra.imex_channels) ch.push_back(std::to_string(c));
+    a.envs["NVIDIA_IMEX_CHANNELS"] = Join(ch, ",");
+  }
+  if (extra.gdrcopy) a.envs["NVIDIA_GDRCOPY"] = "enabled";
+  if (extra.gds) a.envs["NVIDIA_GDS"] = "enabled";
+  if (extra.mofed) a.envs["NVIDIA_MOFED"] = "enabled";
   if (flags.pass_device_specs) {
     std::set<int> gpus;
     for (const PlannedDevice* d : request.devices) {

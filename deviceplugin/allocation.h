@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/node_config.h"
@@ -60,17 +61,30 @@ struct ResolvedRequest {
 using AllocationDecorator =
     std::function<Status(const ResolvedRequest& request, ContainerAllocation* allocation)>;
 
-// Looks up device IDs in a resource. Devices are found by ID; health is the current health.
+// Looks up device IDs in a resource, and numbers the units devices are built on (the GPU or
+// MIG device a replica belongs to, and the physical GPU) so that allocation policies can
+// count per unit with plain integers. Health is the resource's health when the index is built.
 class DeviceIndex {
  public:
   explicit DeviceIndex(const PlannedResource& resource);
 
   const PlannedResource& resource() const { return *resource_; }
   const PlannedDevice* Find(const std::string& id) const;
+  // Position of `id` in resource().devices, or -1.
+  int Position(const std::string& id) const;
+
+  int unit_of(int pos) const { return unit_of_[pos]; }  // by device_uuid
+  int gpu_of(int pos) const { return gpu_of_[pos]; }    // by gpu_uuid
+  int unit_count() const { return static_cast<int>(healthy_per_unit_.size()); }
+  int gpu_count() const { return static_cast<int>(healthy_per_gpu_.size()); }
+  int healthy_in_unit(int unit) const { return healthy_per_unit_[unit]; }
+  int healthy_in_gpu(int gpu) const { return healthy_per_gpu_[gpu]; }
 
  private:
   const PlannedResource* resource_;
-  std::map<std::string, const PlannedDevice*> by_id_;
+  std::unordered_map<std::string, int> by_id_;
+  std::vector<int> unit_of_, gpu_of_;
+  std::vector<int> healthy_per_unit_, healthy_per_gpu_;
 };
 
 // Checks one container's device IDs: non-empty, no duplicates, every ID known and healthy, and
@@ -90,9 +104,21 @@ struct HostDeviceNodes {
 // Checks <dev_root>/dev/nvidiactl, nvidia-uvm, nvidia-uvm-tools and nvidia-modeset.
 HostDeviceNodes ProbeHostDeviceNodes(const std::string& dev_root);
 
+// Node-wide additions to every container's environment (NVIDIA's flags.gdrcopyEnabled,
+// gdsEnabled, mofedEnabled -> NVIDIA_GDRCOPY/NVIDIA_GDS/NVIDIA_MOFED=enabled; imex.channelIDs
+// -> NVIDIA_IMEX_CHANNELS, with the envvar strategy).
+struct ExtraEnv {
+  bool gdrcopy = false;
+  bool gds = false;
+  bool mofed = false;
+  std::vector<int> imex_channels;
+
+  static ExtraEnv FromConfig(const NodeConfig& config);
+};
+
 // The strategy's answer for a resolved request. Pure: host facts come in through `nodes`.
 ContainerAllocation BuildContainerAllocation(const ResolvedRequest& request, const PluginFlags& flags,
-                                             const HostDeviceNodes& nodes);
+                                             const HostDeviceNodes& nodes, const ExtraEnv& extra = {});
 
 // The device names a container is given, one per underlying GPU or MIG device (replicas of one
 // device collapse), per deviceIDStrategy: UUIDs, or "i" / "i:j" indices.

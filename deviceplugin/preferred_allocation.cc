@@ -10,87 +10,71 @@ namespace {
 
 int64_t NumaOf(const PlannedDevice& d) { return d.numa_nodes.empty() ? -1 : d.numa_nodes.front(); }
 
-// One replicated unit (a GPU or a MIG device) and its free replicas.
-struct Unit {
-  const PlannedDevice* first = nullptr;  // for ordering
-  std::vector<const PlannedDevice*> free;  // candidates, lowest replica first
-  size_t next = 0;
-  int used = 0;                            // replicas of this unit in use (incl. chosen ones)
-};
-
-void ChooseShared(const DeviceIndex& index, const std::vector<const PlannedDevice*>& available,
-                  const std::vector<const PlannedDevice*>& chosen,
-                  const std::vector<const PlannedDevice*>& candidates, int remaining,
-                  AllocationPolicy policy, uint64_t rotation, std::vector<std::string>* out) {
-  std::map<std::string, int> healthy_unit, healthy_gpu, free_unit, free_gpu;
-  for (const PlannedDevice& d : index.resource().devices) {
-    if (!d.healthy) continue;
-    healthy_unit[d.device_uuid]++;
-    healthy_gpu[d.gpu_uuid]++;
+// Picks `remaining` replicas one at a time by (in use on the unit, in use on its GPU).
+void ChooseShared(const DeviceIndex& index, const std::vector<int>& available, const std::vector<int>& chosen,
+                  const std::vector<int>& candidates, int remaining, AllocationPolicy policy, uint64_t rotation,
+                  std::vector<std::string>* out) {
+  const auto& devices = index.resource().devices;
+  std::vector<int> used_unit(index.unit_count()), used_gpu(index.gpu_count());
+  for (int u = 0; u < index.unit_count(); ++u) used_unit[u] = index.healthy_in_unit(u);
+  for (int g = 0; g < index.gpu_count(); ++g) used_gpu[g] = index.healthy_in_gpu(g);
+  for (int p : available) {  // free devices are not in use
+    used_unit[index.unit_of(p)]--;
+    used_gpu[index.gpu_of(p)]--;
   }
-  for (const PlannedDevice* d : available) {
-    free_unit[d->device_uuid]++;
-    free_gpu[d->gpu_uuid]++;
+  for (int p : chosen) {  // already chosen ones are
+    used_unit[index.unit_of(p)]++;
+    used_gpu[index.gpu_of(p)]++;
   }
-  std::map<std::string, int> used_gpu;
-  for (auto& [g, n] : healthy_gpu) used_gpu[g] = n - free_gpu[g];
-  std::map<std::string, Unit> units;
-  for (auto& [u, n] : healthy_unit) units[u].used = n - free_unit[u];
-  for (const PlannedDevice* d : chosen) {
-    units[d->device_uuid].used++;
-    used_gpu[d->gpu_uuid]++;
-  }
-  for (const PlannedDevice* d : candidates) {
-    Unit& u = units[d->device_uuid];
-    if (u.first == nullptr) u.first = d;
-    u.free.push_back(d);
-  }
-  std::vector<Unit*> order;
-  for (auto& [id, u] : units) {
-    if (u.first == nullptr) continue;
-    std::sort(u.free.begin(), u.free.end(),
-              [](const PlannedDevice* a, const PlannedDevice* b) { return a->replica < b->replica; });
-    order.push_back(&u);
+  std::vector<std::vector<int>> free(index.unit_count());
+  for (int p : candidates) free[index.unit_of(p)].push_back(p);
+  std::vector<int> order;  // units with candidates, by (gpu index, mig index)
+  for (int u = 0; u < index.unit_count(); ++u) {
+    if (free[u].empty()) continue;
+    std::sort(free[u].begin(), free[u].end(),
+              [&](int a, int b) { return devices[a].replica < devices[b].replica; });
+    order.push_back(u);
   }
   if (order.empty()) return;
-  std::sort(order.begin(), order.end(), [](const Unit* a, const Unit* b) {
-    return std::tie(a->first->gpu_index, a->first->mig_index) <
-           std::tie(b->first->gpu_index, b->first->mig_index);
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    const PlannedDevice& x = devices[free[a][0]];
+    const PlannedDevice& y = devices[free[b][0]];
+    return std::tie(x.gpu_index, x.mig_index) < std::tie(y.gpu_index, y.mig_index);
   });
+  std::vector<size_t> next(index.unit_count(), 0);
   const size_t start = rotation % order.size();
   for (int k = 0; k < remaining; ++k) {
-    Unit* best = nullptr;
+    int best = -1;
     std::pair<int, int> best_key;
     for (size_t i = 0; i < order.size(); ++i) {
-      Unit* u = order[(start + i) % order.size()];
-      if (u->next >= u->free.size()) continue;
-      std::pair<int, int> key{u->used, used_gpu[u->first->gpu_uuid]};
-      bool better = best == nullptr ||
-                    (policy == AllocationPolicy::kDistributed ? key < best_key : key > best_key);
+      int u = order[(start + i) % order.size()];
+      if (next[u] >= free[u].size()) continue;
+      std::pair<int, int> key{used_unit[u], used_gpu[index.gpu_of(free[u][0])]};
+      bool better = best < 0 || (policy == AllocationPolicy::kDistributed ? key < best_key : key > best_key);
       if (better) {
         best = u;
         best_key = key;
       }
     }
-    if (best == nullptr) return;
-    const PlannedDevice* d = best->free[best->next++];
-    best->used++;
-    used_gpu[d->gpu_uuid]++;
-    out->push_back(d->id);
+    if (best < 0) return;
+    int p = free[best][next[best]++];
+    used_unit[best]++;
+    used_gpu[index.gpu_of(p)]++;
+    out->push_back(devices[p].id);
   }
 }
 
-void ChooseWholeNuma(const std::vector<const PlannedDevice*>& chosen,
-                     const std::vector<const PlannedDevice*>& candidates, int remaining,
-                     std::vector<std::string>* out) {
-  std::map<int64_t, std::vector<const PlannedDevice*>> by_node;
-  for (const PlannedDevice* d : candidates) by_node[NumaOf(*d)].push_back(d);
+// Whole GPUs: from one NUMA node when one has enough, else from as few nodes as possible.
+void ChooseWholeNuma(const DeviceIndex& index, const std::vector<int>& chosen, const std::vector<int>& candidates,
+                     int remaining, std::vector<std::string>* out) {
+  const auto& devices = index.resource().devices;
+  std::map<int64_t, std::vector<int>> by_node;
+  for (int p : candidates) by_node[NumaOf(devices[p])].push_back(p);
   for (auto& [n, v] : by_node) {
-    std::sort(v.begin(), v.end(),
-              [](const PlannedDevice* a, const PlannedDevice* b) { return a->gpu_index < b->gpu_index; });
+    std::sort(v.begin(), v.end(), [&](int a, int b) { return devices[a].gpu_index < devices[b].gpu_index; });
   }
   std::set<int64_t> chosen_nodes;
-  for (const PlannedDevice* d : chosen) chosen_nodes.insert(NumaOf(*d));
+  for (int p : chosen) chosen_nodes.insert(NumaOf(devices[p]));
 
   std::vector<int64_t> nodes;
   for (auto& [n, v] : by_node) nodes.push_back(n);
@@ -108,9 +92,9 @@ void ChooseWholeNuma(const std::vector<const PlannedDevice*>& chosen,
     return a < b;
   });
   for (int64_t n : nodes) {
-    for (const PlannedDevice* d : by_node[n]) {
+    for (int p : by_node[n]) {
       if (remaining == 0) return;
-      out->push_back(d->id);
+      out->push_back(devices[p].id);
       --remaining;
     }
   }
@@ -125,18 +109,21 @@ Result<std::vector<std::string>> PreferredAllocator::Choose(const DeviceIndex& i
     return Status::InvalidArgument("resource " + res.name + ": allocation_size must be at least 1, got " +
                                    std::to_string(q.allocation_size));
   }
-  std::set<std::string> available_ids;
-  std::vector<const PlannedDevice*> available;
+  const int n = static_cast<int>(res.devices.size());
+  std::vector<char> in_available(n, 0), in_chosen(n, 0);
+  std::vector<int> available, chosen;
+  available.reserve(q.available.size());
   for (const std::string& id : q.available) {
-    const PlannedDevice* d = index.Find(id);
-    if (d == nullptr || !available_ids.insert(id).second) continue;
-    available.push_back(d);
+    int p = index.Position(id);
+    if (p < 0 || in_available[p]) continue;
+    in_available[p] = 1;
+    available.push_back(p);
   }
-  std::set<std::string> chosen_ids;
-  std::vector<const PlannedDevice*> chosen;
   for (const std::string& id : q.must_include) {
-    if (!available_ids.count(id) || !chosen_ids.insert(id).second) continue;
-    chosen.push_back(index.Find(id));
+    int p = index.Position(id);
+    if (p < 0 || !in_available[p] || in_chosen[p]) continue;
+    in_chosen[p] = 1;
+    chosen.push_back(p);
   }
   if (static_cast<int>(chosen.size()) > q.allocation_size) {
     return Status::InvalidArgument("resource " + res.name + ": must_include_deviceIDs has " +
@@ -144,13 +131,13 @@ Result<std::vector<std::string>> PreferredAllocator::Choose(const DeviceIndex& i
                                    std::to_string(q.allocation_size));
   }
   std::vector<std::string> out;
-  for (const PlannedDevice* d : chosen) out.push_back(d->id);
+  for (int p : chosen) out.push_back(res.devices[p].id);
   const int remaining = q.allocation_size - static_cast<int>(chosen.size());
   if (remaining == 0) return out;
 
-  std::vector<const PlannedDevice*> candidates;
-  for (const PlannedDevice* d : available) {
-    if (!chosen_ids.count(d->id)) candidates.push_back(d);
+  std::vector<int> candidates;
+  for (int p : available) {
+    if (!in_chosen[p]) candidates.push_back(p);
   }
   bool shared = res.replicas > 1;
   for (const PlannedDevice& d : res.devices) shared = shared || d.is_mig || d.replica >= 0;
@@ -162,7 +149,7 @@ Result<std::vector<std::string>> PreferredAllocator::Choose(const DeviceIndex& i
     }
     ChooseShared(index, available, chosen, candidates, remaining, policy_, rotation, &out);
   } else {
-    ChooseWholeNuma(chosen, candidates, remaining, &out);
+    ChooseWholeNuma(index, chosen, candidates, remaining, &out);
   }
   return out;
 }

@@ -254,7 +254,7 @@ class DevicePluginServer::Impl final : public pb::DevicePlugin::Service {
                        Value(Summary(ids)), Value(r.status().message()));
           return ToGrpc(r.status());
         }
-        ContainerAllocation a = BuildContainerAllocation(*r, opts.plugin, nodes);
+        ContainerAllocation a = BuildContainerAllocation(*r, opts.plugin, nodes, opts.extra_env);
         if (opts.decorator) {
           Status st = opts.decorator(*r, &a);
           if (!st.ok()) {

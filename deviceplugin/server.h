@@ -46,6 +46,7 @@ struct DevicePluginServerOptions {
   std::string kubelet_socket;                  // full path; empty = <plugin_dir>/kubelet.sock
   PlannedResource resource;                    // name, socket_name, devices (initial health)
   PluginFlags plugin;                          // strategies for Allocate
+  ExtraEnv extra_env;                          // node-wide environment additions
   AllocationPolicy allocation_policy = AllocationPolicy::kDistributed;
   AllocationDecorator decorator;               // optional, run after the strategy's answer
 

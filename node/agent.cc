@@ -404,6 +404,7 @@ class Agent::Impl {
     o.kubelet_socket = kubelet_socket;
     o.resource = s.resource;
     o.plugin = inputs.config.plugin;
+    o.extra_env = deviceplugin::ExtraEnv::FromConfig(inputs.config);
     o.allocation_policy = inputs.config.gpushare.allocation_policy;
     o.decorator = decorator;
     o.generation = s.generation = next_generation++;
@@ -500,9 +501,19 @@ class Agent::Impl {
       s.server.reset();
     }
     if (had_streams) std::this_thread::sleep_for(opts.settle);
+    std::vector<std::string> old_gpus = GpuUuids(inputs.inventory);
     Adopt(std::move(in).value(), std::move(p).value());
     for (Slot& s : slots) s.why = "reload";
-    StartFeed();
+    // The feed keeps running across reloads of the same GPUs (an events file is not replayed,
+    // NVML registrations stay); a different set of GPUs gets a new feed.
+    if (GpuUuids(inputs.inventory) != old_gpus || !feed) StartFeed();
+  }
+
+  static std::vector<std::string> GpuUuids(const Inventory& inv) {
+    std::vector<std::string> out;
+    for (const Gpu& g : inv.gpus) out.push_back(g.uuid);
+    std::sort(out.begin(), out.end());
+    return out;
   }
 };
 

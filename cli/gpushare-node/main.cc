@@ -22,6 +22,7 @@
 #include "gpu/inventory_source.h"
 #include "gpu/nvml_inventory.h"
 #include "node/plan_printer.h"
+#include "node/serve.h"
 
 namespace {
 
@@ -36,6 +37,7 @@ struct MainOptions {
   std::string health_events_file;  // simulated health events (with --inventory)
   bool print_resources = false;
   std::string output = "table";
+  node::ServeFlags serve;  // --device-plugin-dir, --kubelet-socket, --log-level
 };
 
 // What both modes work from.
@@ -127,13 +129,32 @@ int WaitIdle() {
   return 0;
 }
 
-// The serving mode: device plugins for every planned resource (node/agent.h, built by the
-// device plugin work). Until it is linked here, say so plainly.
-int RunServe(const MainOptions& /*o*/, const Inputs& /*in*/) {
-  std::fprintf(stderr,
-               "level=error msg=\"serving mode is not built into this gpushare-node yet; use "
-               "--print-resources\"\n");
-  return 1;
+// The serving mode: device plugins for every planned resource (node/serve.h). The first load
+// is the one main already did; SIGHUP reloads config and inventory the same way.
+int RunServe(const MainOptions& o, const Inputs& in) {
+  node::ServeOptions s;
+  s.flags = o.serve;
+  auto first = std::make_shared<bool>(true);
+  s.load = [&o, &in, first]() -> Result<node::AgentInputs> {
+    if (*first) {
+      *first = false;
+      return node::AgentInputs{in.inventory, in.config.config, in.config.notes};
+    }
+    Inputs fresh;
+    LoadFailure fail;
+    if (!LoadInputs(o, ProcessEnvironment(), &fresh, &fail)) return fail.status;
+    return node::AgentInputs{std::move(fresh.inventory), std::move(fresh.config.config),
+                             std::move(fresh.config.notes)};
+  };
+  s.health_source = [&o](const node::AgentInputs& a) -> Result<std::unique_ptr<HealthEventSource>> {
+    if (!o.health_events_file.empty()) return MakeEventsFileSource(o.health_events_file);
+    if (!o.inventory_file.empty()) return std::unique_ptr<HealthEventSource>();  // simulated: none
+    auto nvml = NvmlLibrary::Open(o.nvml.library_path);
+    if (!nvml.ok()) return nvml.status();
+    return MakeNvmlHealthEventSource(*nvml, a.inventory);
+  };
+  // s.decorator: the in-container library's additions to Allocate plug in here.
+  return node::Serve(std::move(s));
 }
 
 }  // namespace
@@ -151,6 +172,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--health-events", o.health_events_file,
                  "follow this file for injected health events (lines like `xid=79 uuid=GPU-...`)");
+  node::AddServeFlags(app, o.serve);
   app.add_flag("--print-resources", o.print_resources, "print the resource plan and exit");
   app.add_option("--output", o.output, "format of --print-resources")
       ->check(CLI::IsMember({"table", "json"}))
@@ -161,6 +183,10 @@ int main(int argc, char** argv) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : kExitInvalid;
   }
+
+  // Serving: SIGTERM/SIGINT/SIGHUP are read from a signalfd, so they are blocked before any
+  // thread (NVML's, gRPC's) exists.
+  if (!o.print_resources) node::BlockServeSignals();
 
   Inputs in;
   LoadFailure fail;

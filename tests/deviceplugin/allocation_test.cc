@@ -200,5 +200,20 @@ TEST(BuildContainerAllocationTest, DeviceSpecsUnderDevRoot) {
   EXPECT_TRUE(BuildContainerAllocation(MustResolve(idx, {GpuUuid(0) + "::0"}), flags, nodes).device_nodes.empty());
 }
 
+TEST(BuildContainerAllocationTest, ExtraEnvironment) {
+  PlannedResource res = MakeGpuResource(1, 1);
+  DeviceIndex idx(res);
+  PluginFlags flags;
+  ExtraEnv extra;
+  extra.gds = true;
+  extra.mofed = true;
+  extra.imex_channels = {0};
+  ContainerAllocation a = BuildContainerAllocation(MustResolve(idx, {GpuUuid(0)}), flags, {}, extra);
+  EXPECT_EQ(a.envs.at("NVIDIA_GDS"), "enabled");
+  EXPECT_EQ(a.envs.at("NVIDIA_MOFED"), "enabled");
+  EXPECT_EQ(a.envs.count("NVIDIA_GDRCOPY"), 0u);
+  EXPECT_EQ(a.envs.at("NVIDIA_IMEX_CHANNELS"), "0");
+}
+
 }  // namespace
 }  // namespace gpushare::deviceplugin

@@ -1,0 +1,136 @@
+#include "node/serve.h"
+
+#include <signal.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <cstdio>
+#include <thread>
+
+#include "deviceplugin/logfmt.h"
+
+namespace gpushare::node {
+namespace {
+
+using logfmt::Value;
+
+class PollingFeed final : public HealthFeed {
+ public:
+  PollingFeed(std::unique_ptr<HealthEventSource> source, HealthSink sink)
+      : source_(std::move(source)), sink_(std::move(sink)), thread_([this] { Loop(); }) {}
+  ~PollingFeed() override {
+    stop_ = true;
+    thread_.join();
+  }
+
+ private:
+  void Loop() {
+    while (!stop_) {
+      Result<HealthPoll> r = source_->Wait(std::chrono::milliseconds(200));
+      if (!r.ok()) {
+        spdlog::error("event=health_source_failed error={} action=mark_all_unhealthy", Value(r.status().message()));
+        HealthEvent lost;
+        lost.kind = HealthEventKind::kDeviceLost;
+        lost.detail = "health event source failed: " + r.status().message();
+        sink_(lost);
+        return;
+      }
+      for (const std::string& p : r->problems) spdlog::warn("event=health_event_malformed problem={}", Value(p));
+      for (const HealthEvent& ev : r->events) {
+        spdlog::info("event=health_event kind={} uuid={} xid={} detail={}",
+                     ev.kind == HealthEventKind::kXid ? "xid" : "lost", Value(ev.uuid.empty() ? "*" : ev.uuid),
+                     ev.xid, Value(ev.detail.empty() ? "-" : ev.detail));
+        sink_(ev);
+      }
+    }
+  }
+
+  std::unique_ptr<HealthEventSource> source_;
+  HealthSink sink_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;  // last: starts after the members it uses
+};
+
+void PrintLines(const std::string& text) {
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t nl = text.find('\n', start);
+    std::string line = text.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+    if (!line.empty()) std::fprintf(stderr, "%s\n", line.c_str());
+    if (nl == std::string::npos) break;
+    start = nl + 1;
+  }
+}
+
+}  // namespace
+
+void AddServeFlags(CLI::App& app, ServeFlags& flags) {
+  app.add_option("--device-plugin-dir", flags.plugin_dir,
+                 "kubelet's device plugin directory (our sockets go here)")
+      ->capture_default_str();
+  app.add_option("--kubelet-socket", flags.kubelet_socket,
+                 "kubelet's registration socket (default <device-plugin-dir>/kubelet.sock)");
+  app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error or off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
+      ->capture_default_str();
+}
+
+void BlockServeSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+Status ConfigureLogging(const std::string& level) {
+  spdlog::level::level_enum l = spdlog::level::from_str(level);
+  if (l == spdlog::level::off && level != "off") {
+    return Status::InvalidArgument("--log-level: must be trace, debug, info, warn, error or off, got " + level);
+  }
+  auto logger = spdlog::get("gpushare");
+  if (!logger) logger = spdlog::stderr_logger_mt("gpushare");
+  logger->set_pattern("ts=%Y-%m-%dT%H:%M:%S.%e%z level=%l %v");
+  logger->set_level(l);
+  logger->flush_on(spdlog::level::trace);  // a daemon's log must not sit in a buffer
+  spdlog::set_default_logger(logger);
+  return Status::Ok();
+}
+
+std::unique_ptr<HealthFeed> MakeHealthFeed(std::unique_ptr<HealthEventSource> source, HealthSink sink) {
+  return std::make_unique<PollingFeed>(std::move(source), std::move(sink));
+}
+
+int Serve(ServeOptions options) {
+  Status log = ConfigureLogging(options.flags.log_level);
+  if (!log.ok()) {
+    std::fprintf(stderr, "%s\n", log.message().c_str());
+    return 2;
+  }
+  AgentOptions a;
+  a.plugin_dir = options.flags.plugin_dir;
+  a.kubelet_socket = options.flags.kubelet_socket;
+  a.load = std::move(options.load);
+  a.decorator = std::move(options.decorator);
+  if (options.health_source) {
+    a.health = [factory = std::move(options.health_source)](
+                   const AgentInputs& in, HealthSink sink) -> Result<std::unique_ptr<HealthFeed>> {
+      Result<std::unique_ptr<HealthEventSource>> src = factory(in);
+      if (!src.ok()) return src.status();
+      if (!*src) return std::unique_ptr<HealthFeed>();
+      return MakeHealthFeed(std::move(src).value(), std::move(sink));
+    };
+  }
+  Agent agent(std::move(a));
+  Status st = agent.Init();
+  if (!st.ok()) {
+    PrintLines(st.message());
+    return st.code() == StatusCode::kInvalidArgument ? 2 : 1;
+  }
+  return agent.Run();
+}
+
+}  // namespace gpushare::node
