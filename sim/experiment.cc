@@ -123,6 +123,14 @@ placement::TargetWorkload TypicalWorkload(const Workload& workload, double popul
 
 RunResult RunOne(const Workload& workload, const placement::TargetWorkload& typical, const std::string& policy_name,
                  uint64_t seed, double tune) {
+  return RunOneWith(workload, typical, policy_name,
+                    [&](const ClusterState& c, const placement::TargetWorkload& t, const placement::PolicyOptions& o,
+                        Rng* rng) { return placement::MakePolicy(policy_name, c, t, o, rng); },
+                    seed, tune);
+}
+
+RunResult RunOneWith(const Workload& workload, const placement::TargetWorkload& typical, const std::string& policy_name,
+                     const PolicyFactory& factory, uint64_t seed, double tune) {
   const auto start = std::chrono::steady_clock::now();
   RunResult r;
   r.policy = policy_name;
@@ -145,7 +153,7 @@ RunResult RunOne(const Workload& workload, const placement::TargetWorkload& typi
 
   placement::PolicyOptions po;
   po.gpu_unit = workload.gpu_unit;
-  auto policy = placement::MakePolicy(policy_name, cluster, typical, po, &rng);
+  auto policy = factory(cluster, typical, po, &rng);
   if (!policy.ok()) {
     r.status = policy.status();
     return r;

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/placement/fragmentation.h"
+#include "core/placement/policy.h"
 #include "core/placement/rng.h"
 #include "sim/trace.h"
 
@@ -82,6 +83,13 @@ placement::TargetWorkload TypicalWorkload(const Workload& workload, double popul
 // One run. `typical` must come from TypicalWorkload(workload, ...).
 RunResult RunOne(const Workload& workload, const placement::TargetWorkload& typical, const std::string& policy,
                  uint64_t seed, double tune);
+
+// The same with a policy built by `factory` (for policies outside placement::MakePolicy).
+using PolicyFactory = std::function<Result<std::unique_ptr<placement::Policy>>(
+    const placement::ClusterState&, const placement::TargetWorkload&, const placement::PolicyOptions&,
+    placement::Rng*)>;
+RunResult RunOneWith(const Workload& workload, const placement::TargetWorkload& typical, const std::string& label,
+                     const PolicyFactory& factory, uint64_t seed, double tune);
 
 // Every (policy, seed), in parallel; results in policy-major order.
 std::vector<RunResult> RunExperiment(const Workload& workload, const ExperimentOptions& options);
