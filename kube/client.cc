@@ -591,12 +591,13 @@ Status Client::Watch(ResourceRef r, std::string_view ns, const WatchOptions& o,
     size_t start = 0;
     while (start < chunk.size()) {
       size_t nl = chunk.find('\n', start);
+      size_t piece = (nl == std::string_view::npos ? chunk.size() : nl) - start;
+      if (buffer.size() + piece > max_line) {
+        stream_error = Status::ResourceExhausted("watch " + std::string(r.resource) +
+                                                 ": event larger than " + std::to_string(max_line) + " bytes");
+        return false;
+      }
       if (nl == std::string_view::npos) {
-        if (buffer.size() + (chunk.size() - start) > max_line) {
-          stream_error = Status::ResourceExhausted("watch " + std::string(r.resource) +
-                                                   ": event larger than " + std::to_string(max_line) + " bytes");
-          return false;
-        }
         buffer.append(chunk.substr(start));
         break;
       }

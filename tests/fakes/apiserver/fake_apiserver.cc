@@ -309,7 +309,9 @@ struct FakeApiServer::Impl {
 
   mutable std::mutex mu;
   std::condition_variable cv;
-  uint64_t rv = 0;
+  // Like a fresh etcd, the revision starts at 1: "0" means "any version" to list and watch, so
+  // no list may ever report it.
+  uint64_t rv = 1;
   Store stores[3];
   std::set<std::shared_ptr<Watcher>> watchers;
   std::vector<std::string> tokens;
