@@ -179,14 +179,17 @@ RunResult RunOneWith(const Workload& workload, const placement::TargetWorkload& 
       }
       shape_of[idx] = *id;
     }
-    arrived += pod.gpu_demand();
     ++r.pods_submitted;
     const placement::Decision d = engine.Choose(shape_of[idx]);
     bool placed = false;
+    const int64_t free_before = cluster.gpu_free_total();
     if (d.placed()) {
       auto id = engine.Commit(shape_of[idx], d);
       placed = id.ok();
     }
+    // A placed pod arrives with what it was given (whole GPUs of different sizes differ); a
+    // failed one with its nominal demand. For the trace both are num_gpu x gpu_milli.
+    arrived += placed ? free_before - cluster.gpu_free_total() : pod.gpu_demand();
     if (placed) {
       frag_total -= node_frag[d.node];
       node_frag[d.node] = placement::NodeFragmentation(cluster.node(d.node), typical);

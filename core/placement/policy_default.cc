@@ -18,12 +18,12 @@ class DefaultPolicy final : public Policy {
       if (s.num_gpus == 0 || s.whole) continue;
       share_counts_[s.share] += static_cast<double>(s.count) * s.num_gpus;
     }
-    // CPU per GPU unit of past GPU pods.
+    // CPU per GPU of past GPU pods (a share counts share / gpu_unit GPUs).
     double cpu = 0, gpu = 0;
     for (const auto& s : w.all_shapes) {
       if (s.num_gpus == 0) continue;
       cpu += static_cast<double>(s.count) * static_cast<double>(s.cpu_milli);
-      gpu += static_cast<double>(s.count) * s.num_gpus * (s.whole ? unit_ : static_cast<double>(s.share));
+      gpu += static_cast<double>(s.count) * s.num_gpus * (s.whole ? 1.0 : static_cast<double>(s.share) / unit_);
     }
     rho_ = gpu > 0 ? cpu / gpu : 0;
     OnNodesAdded();
@@ -34,8 +34,8 @@ class DefaultPolicy final : public Policy {
   void OnNodesAdded() override {
     frag_.resize(cluster_.num_nodes());
     version_.resize(cluster_.num_nodes(), 0);
-    if (rho_ <= 0 && cluster_.gpu_capacity_total() > 0)
-      rho_ = static_cast<double>(cluster_.cpu_capacity_total()) / static_cast<double>(cluster_.gpu_capacity_total());
+    if (rho_ <= 0 && cluster_.total_gpus() > 0)
+      rho_ = static_cast<double>(cluster_.cpu_capacity_total()) / static_cast<double>(cluster_.total_gpus());
     // Model scarcity: the share of each model's capacity claimed by model-constrained pods,
     // spreading each constrained shape's demand over the capacity of the models it allows.
     std::vector<double> capacity(cluster_.models().size(), 0.0);
@@ -107,11 +107,15 @@ class DefaultPolicy final : public Policy {
   }
 
  private:
-  // GPU capacity (in GPUs) the node's free CPU cannot serve at rho CPU per GPU unit.
+  // Free GPU capacity (in GPUs: each GPU's free share over its capacity) that the node's free
+  // CPU cannot serve at rho CPU per GPU.
   double Risk(const NodeState& s, double scale) const {
     if (rho_ <= 0) return 0;
-    const double unserved = static_cast<double>(s.gpu_free_total) - static_cast<double>(s.cpu_free) / (rho_ * scale);
-    return std::max(0.0, unserved) / unit_;
+    double free_gpus = 0;
+    for (int g = 0; g < s.num_gpus; ++g)
+      free_gpus += static_cast<double>(s.gpu_free[g]) / static_cast<double>(s.gpu_capacity[g]);
+    const double unserved = free_gpus - static_cast<double>(s.cpu_free) / (rho_ * scale);
+    return std::max(0.0, unserved);
   }
   // How much more contended the node's model is than the least contended model the pod allows.
   double ModelPrice(const NodeState& s, const PodShape& pod) const {

@@ -4,8 +4,8 @@
 // capacity, each priced from the distribution of past pods (TargetWorkload::all_shapes):
 //   packing  for sharing pods: SharePrices::Cost of putting the share into that GPU's gap
 //            (0 when the placement matches an optimal packing of the observed share sizes);
-//   cpu      the change in GPU capacity the node's free CPU can no longer serve, at rho CPU per
-//            GPU unit (rho: CPU per GPU of past GPU pods; CPU-only pods use
+//   cpu      the change in free GPU capacity (in GPUs) the node's free CPU can no longer serve,
+//            at rho CPU per GPU (rho: CPU per GPU of past GPU pods; CPU-only pods use
 //            cpu_only_rho_scale * rho);
 //   model    GPU-model scarcity: using a model that pods constrained to it need, when the pod
 //            could use a less contended one (the share of each model's capacity that
