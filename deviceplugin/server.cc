@@ -209,14 +209,15 @@ class DevicePluginServer::Impl final : public pb::DevicePlugin::Service {
     });
   }
 
+  grpc::Status NoContainers(const char* message) const {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "resource " + opts.resource.name + ": " + message + " has no container_requests");
+  }
+
   grpc::Status GetPreferredAllocation(grpc::ServerContext*, const pb::PreferredAllocationRequest* req,
                                       pb::PreferredAllocationResponse* resp) override {
     return Guard(opts.resource.name, "GetPreferredAllocation", [&] {
-      if (req->container_requests_size() == 0) {
-        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                            "resource " + opts.resource.name +
-                                ": PreferredAllocationRequest has no container_requests");
-      }
+      if (req->container_requests_size() == 0) return NoContainers("PreferredAllocationRequest");
       std::shared_ptr<const Snapshot> s = Current();
       for (const pb::ContainerPreferredAllocationRequest& c : req->container_requests()) {
         PreferredAllocationQuery q{ToVector(c.available_deviceids()), ToVector(c.must_include_deviceids()),
@@ -229,8 +230,10 @@ class DevicePluginServer::Impl final : public pb::DevicePlugin::Service {
         }
         pb::ContainerPreferredAllocationResponse* out = resp->add_container_responses();
         for (const std::string& id : *chosen) out->add_deviceids(id);
-        spdlog::debug("event=preferred_allocation resource={} size={} available={} chosen={}",
-                      opts.resource.name, q.allocation_size, q.available.size(), Summary(*chosen));
+        if (spdlog::should_log(spdlog::level::debug)) {
+          spdlog::debug("event=preferred_allocation resource={} size={} available={} chosen={}",
+                        opts.resource.name, q.allocation_size, q.available.size(), Summary(*chosen));
+        }
       }
       return grpc::Status::OK;
     });
@@ -239,10 +242,7 @@ class DevicePluginServer::Impl final : public pb::DevicePlugin::Service {
   grpc::Status Allocate(grpc::ServerContext*, const pb::AllocateRequest* req,
                         pb::AllocateResponse* resp) override {
     return Guard(opts.resource.name, "Allocate", [&] {
-      if (req->container_requests_size() == 0) {
-        return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                            "resource " + opts.resource.name + ": AllocateRequest has no container_requests");
-      }
+      if (req->container_requests_size() == 0) return NoContainers("AllocateRequest");
       std::shared_ptr<const Snapshot> s = Current();
       HostDeviceNodes nodes;
       if (opts.plugin.pass_device_specs) nodes = ProbeHostDeviceNodes(opts.plugin.nvidia_dev_root);

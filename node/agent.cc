@@ -52,19 +52,6 @@ std::string Canonical(const std::string& path) {
   return ec ? path : c.string();
 }
 
-std::vector<std::string> Lines(const std::string& text) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t nl = text.find('\n', start);
-    std::string line = text.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
-    if (!line.empty()) out.push_back(line);
-    if (nl == std::string::npos) break;
-    start = nl + 1;
-  }
-  return out;
-}
-
 // One planned resource and the server that serves it.
 struct Slot {
   PlannedResource resource;  // with current health
@@ -486,7 +473,7 @@ class Agent::Impl {
       if (!p.ok()) problem = p.status();
     }
     if (!problem.ok()) {
-      for (const std::string& line : Lines(problem.message())) {
+      for (const std::string& line : logfmt::Lines(problem.message())) {
         spdlog::error("event=reload_rejected problem={}", Value(line));
       }
       spdlog::warn("event=reload_kept_old_config resources={}", slots.size());

@@ -53,18 +53,11 @@ class PollingFeed final : public HealthFeed {
   std::thread thread_;  // last: starts after the members it uses
 };
 
-void PrintLines(const std::string& text) {
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t nl = text.find('\n', start);
-    std::string line = text.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
-    if (!line.empty()) std::fprintf(stderr, "%s\n", line.c_str());
-    if (nl == std::string::npos) break;
-    start = nl + 1;
-  }
-}
-
 }  // namespace
+
+void PrintLines(const std::string& text) {
+  for (const std::string& line : logfmt::Lines(text)) std::fprintf(stderr, "%s\n", line.c_str());
+}
 
 void AddServeFlags(CLI::App& app, ServeFlags& flags) {
   app.add_option("--device-plugin-dir", flags.plugin_dir,

@@ -30,6 +30,9 @@ struct ServeFlags {
 
 void AddServeFlags(CLI::App& app, ServeFlags& flags);
 
+// Prints a multi-line message (one problem per line) on stderr, skipping empty lines.
+void PrintLines(const std::string& text);
+
 // Blocks SIGTERM, SIGINT and SIGHUP in the calling thread (and so in every thread created
 // after it). Call first thing in main when serving: the agent reads them from a signalfd.
 void BlockServeSignals();

@@ -55,17 +55,6 @@ struct LoadFailure {
   bool fail_on_init_error = true;
 };
 
-void PrintLines(const std::string& text) {
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t nl = text.find('\n', start);
-    std::string line = text.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
-    if (!line.empty()) std::fprintf(stderr, "%s\n", line.c_str());
-    if (nl == std::string::npos) break;
-    start = nl + 1;
-  }
-}
-
 std::unique_ptr<InventorySource> MakeInventorySource(const MainOptions& o) {
   if (!o.inventory_file.empty()) return MakeFileInventorySource(o.inventory_file);
   return std::make_unique<NvmlInventorySource>(o.nvml);
@@ -192,7 +181,7 @@ int main(int argc, char** argv) {
   LoadFailure fail;
   if (!LoadInputs(o, ProcessEnvironment(), &in, &fail)) {
     if (fail.invalid) {
-      PrintLines(fail.status.message());
+      node::PrintLines(fail.status.message());
       return kExitInvalid;
     }
     InitFailureDecision d = DecideOnInitFailure(fail.status, fail.fail_on_init_error);

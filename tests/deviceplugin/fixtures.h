@@ -40,13 +40,18 @@ inline std::string MigUuid(int gpu, int j) {
 
 // `gpus` whole GPUs, or `replicas` replicas of each ("<uuid>::<n>") when replicas > 1.
 // GPU i is on NUMA node i / numa_split (numa_split 0 = no topology).
-inline PlannedResource MakeGpuResource(int gpus, int replicas, int numa_split = 0,
-                                       const std::string& name = "nvidia.com/gpu") {
+inline PlannedResource EmptyResource(const std::string& name, int replicas) {
   PlannedResource r;
   r.name = name;
   r.socket_name = "gpushare-" + name.substr(name.find('/') + 1) + ".sock";
   r.replicas = replicas;
   r.base_name = name;
+  return r;
+}
+
+inline PlannedResource MakeGpuResource(int gpus, int replicas, int numa_split = 0,
+                                       const std::string& name = "nvidia.com/gpu") {
+  PlannedResource r = EmptyResource(name, replicas);
   for (int g = 0; g < gpus; ++g) {
     for (int n = 0; n < (replicas > 1 ? replicas : 1); ++n) {
       PlannedDevice d;
@@ -67,11 +72,7 @@ inline PlannedResource MakeGpuResource(int gpus, int replicas, int numa_split = 
 // `instances` MIG devices on each of `gpus` GPUs, each with `replicas` replicas (1 = none).
 inline PlannedResource MakeMigResource(int gpus, int instances, int replicas,
                                        const std::string& name = "nvidia.com/mig-1g.10gb") {
-  PlannedResource r;
-  r.name = name;
-  r.socket_name = "gpushare-" + name.substr(name.find('/') + 1) + ".sock";
-  r.replicas = replicas;
-  r.base_name = name;
+  PlannedResource r = EmptyResource(name, replicas);
   for (int g = 0; g < gpus; ++g) {
     for (int j = 0; j < instances; ++j) {
       for (int n = 0; n < replicas; ++n) {
