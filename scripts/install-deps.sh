@@ -11,6 +11,9 @@ PACKAGES=(
   libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   valgrind python3 procps
+  # openssl: the command-line tool; tests/kube generates a throwaway CA and certificates with it
+  # at test time to exercise the client's TLS paths (CA bundle, server name, client certs).
+  openssl
 )
 
 missing=()
