@@ -127,7 +127,7 @@ const std::vector<Setting>& Settings() {
 struct Raw {
   std::string value;   // canonical text ("true", "a,b", "5m")
   std::string origin;  // field path, environment variable or flag, for messages
-  std::string where;   // " (file:line:col)" for file values
+  YAML::Node node;     // where a file value is (undefined for environment and flags)
 };
 
 std::string Join(const std::vector<std::string>& v, const char* sep = ", ") {
@@ -264,7 +264,7 @@ class FileReader {
           else p_->Add(path, "must be a string, got " + yaml::KindName(n), &n);
           break;
       }
-      if (text) out_.settings[s.row.key] = {*text, path, yaml::Location(p_->source(), n)};
+      if (text) out_.settings[s.row.key] = {*text, path, n};
     }
   }
 
@@ -550,7 +550,7 @@ class Interpreter {
   void Apply(const Setting& s, const Raw& raw) {
     const std::string& v = raw.value;
     auto bad = [&](const std::string& what) {
-      p_->AddLine(raw.origin + ": " + what + raw.where);
+      p_->Add(raw.origin, what, raw.node.IsDefined() ? &raw.node : nullptr);
     };
     auto quoted = "\"" + v + "\"";
     switch (s.kind) {
@@ -741,11 +741,11 @@ Result<LoadedNodeConfig> Load(const NodeConfigFlags& flags, const Environment& e
     for (const char* name : {s.alt_env, s.row.env}) {
       if (name == nullptr) continue;
       if (auto it = env.find(name); it != env.end() && !it->second.empty()) {
-        raw = Raw{it->second, name, ""};
+        raw = Raw{it->second, name, YAML::Node(YAML::NodeType::Undefined)};
       }
     }
     if (auto it = flags.values.find(s.row.key); it != flags.values.end()) {
-      raw = Raw{it->second, s.row.flag, ""};
+      raw = Raw{it->second, s.row.flag, YAML::Node(YAML::NodeType::Undefined)};
     }
     if (!raw) continue;
     interp.Apply(s, *raw);
@@ -756,9 +756,10 @@ Result<LoadedNodeConfig> Load(const NodeConfigFlags& flags, const Environment& e
     }
   }
   if (shared_policy && own_policy && shared_policy->value != own_policy->value) {
-    problems.AddLine(own_policy->origin + ": \"" + own_policy->value + "\" conflicts with " +
-                     shared_policy->origin + " \"" + shared_policy->value +
-                     "\"; set only one of them" + own_policy->where);
+    problems.Add(own_policy->origin,
+                 "\"" + own_policy->value + "\" conflicts with " + shared_policy->origin + " \"" +
+                     shared_policy->value + "\"; set only one of them",
+                 own_policy->node.IsDefined() ? &own_policy->node : nullptr);
   }
   if (!interp.dev_root_set) c.plugin.nvidia_dev_root = c.plugin.nvidia_driver_root;
   ApplyNvidiaHealthEnv(env, &c, &problems);

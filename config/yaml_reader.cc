@@ -16,13 +16,24 @@ std::string Location(const std::string& source, const YAML::Node& node) {
 
 void Problems::Add(const std::string& path, const std::string& message, const YAML::Node* at) {
   std::string line = path.empty() ? message : path + ": " + message;
-  if (at != nullptr) line += Location(source_, *at);
-  lines_.push_back(std::move(line));
+  int ln = kNoLine, col = 0;
+  if (at != nullptr) {
+    line += Location(source_, *at);
+    if (at->IsDefined() && !at->Mark().is_null()) {
+      ln = at->Mark().line;
+      col = at->Mark().column;
+    }
+  }
+  entries_.push_back({ln, col, std::move(line)});
 }
 
 std::string Problems::Joined() const {
+  std::vector<Entry> sorted = entries_;
+  std::stable_sort(sorted.begin(), sorted.end(), [](const Entry& a, const Entry& b) {
+    return a.line != b.line ? a.line < b.line : a.column < b.column;
+  });
   std::string s;
-  for (size_t i = 0; i < lines_.size(); ++i) s += (i ? "\n" : "") + lines_[i];
+  for (size_t i = 0; i < sorted.size(); ++i) s += (i ? "\n" : "") + sorted[i].text;
   return s;
 }
 

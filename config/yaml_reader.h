@@ -28,16 +28,22 @@ class Problems {
   explicit Problems(std::string source) : source_(std::move(source)) {}
   // Records "<path>: <message>[ (source:line:col)]".
   void Add(const std::string& path, const std::string& message, const YAML::Node* at = nullptr);
-  void AddLine(std::string line) { lines_.push_back(std::move(line)); }
-  bool empty() const { return lines_.empty(); }
-  const std::vector<std::string>& lines() const { return lines_; }
+  void AddLine(std::string line) { entries_.push_back({kNoLine, 0, std::move(line)}); }
+  bool empty() const { return entries_.empty(); }
   const std::string& source() const { return source_; }
-  // All problems joined by '\n'.
+  // All problems joined by '\n', those with a position in file order first, then the rest
+  // (environment variables, flags, cross-checks) in the order they were found.
   std::string Joined() const;
 
  private:
+  static constexpr int kNoLine = 1 << 30;
+  struct Entry {
+    int line;
+    int column;
+    std::string text;
+  };
   std::string source_;
-  std::vector<std::string> lines_;
+  std::vector<Entry> entries_;
 };
 
 // Parses a document; YAML syntax errors are recorded with their position. Returns a null node
