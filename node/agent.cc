@@ -321,15 +321,9 @@ class Agent::Impl {
         if ((ev->mask & (IN_CREATE | IN_MOVED_TO)) && in_kubelet_dir && name == BaseOf(kubelet_socket)) {
           KubeletRestarted(now, "kubelet_socket_created");
         }
-        // Deletions of our sockets are checked by Reconcile against the inodes we created;
-        // delaying the check by the debounce lets a kubelet restart finish first.
-        if ((ev->mask & (IN_DELETE | IN_MOVED_FROM)) && ev->wd == watch_plugin) {
-          for (Slot& s : slots) {
-            if (s.server && name == s.resource.socket_name && !s.restart) {
-              ScheduleRestart(s, now + opts.debounce.count(), "socket_removed");
-            }
-          }
-        }
+        // A deletion of one of our sockets only wakes the loop: Reconcile compares the file
+        // with the inode our server created, so our own unlinks (stopping a server, removing
+        // a stale socket) never trigger a restart.
       }
     }
   }
@@ -359,7 +353,9 @@ class Agent::Impl {
     // Our socket gone (kubelet deleted it) is detected by state, not only by events.
     for (Slot& s : slots) {
       if (s.server && !s.restart && InodeOf(s.server->socket_path()) != s.server->socket_inode()) {
-        ScheduleRestart(s, now, "socket_removed");
+        // The debounce lets a kubelet restart (sockets deleted, then kubelet.sock created)
+        // finish before we serve again.
+        ScheduleRestart(s, now + opts.debounce.count(), "socket_removed");
       }
     }
     std::vector<Slot*> due;

@@ -157,6 +157,12 @@ TEST_F(AgentTest, ReRegistersAfterKubeletRestarts) {
     ASSERT_TRUE(kubelet_->Restart().ok());
     ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 8, kWait, round)) << "round " << round;
   }
+  std::this_thread::sleep_for(300ms);
+  EXPECT_LE(kubelet_->Resource("nvidia.com/gpu")->registrations, 4 + 3)
+      << "at most one extra registration per restart (socket deletion seen before kubelet.sock)";
+  int before = kubelet_->Resource("nvidia.com/gpu")->registrations;
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(kubelet_->Resource("nvidia.com/gpu")->registrations, before) << "settled: no restart loop";
 }
 
 TEST_F(AgentTest, ReRegistersAfterDroppedStream) {
@@ -166,6 +172,9 @@ TEST_F(AgentTest, ReRegistersAfterDroppedStream) {
   ASSERT_TRUE(kubelet_->WaitFor([&] { return kubelet_->Resource("nvidia.com/gpu")->stream_open; }, kWait));
   ASSERT_TRUE(kubelet_->DropStream("nvidia.com/gpu"));
   ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 8, kWait, 2));
+  // Exactly one re-registration: our own socket churn must not feed back into restarts.
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(kubelet_->Resource("nvidia.com/gpu")->registrations, 2);
 }
 
 TEST_F(AgentTest, SocketDeletedWhileKubeletRunsIsServedAgain) {

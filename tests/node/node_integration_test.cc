@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "tests/deviceplugin/fixtures.h"
 #include "tests/fakes/kubelet/fake_kubelet.h"
@@ -298,9 +299,30 @@ TEST_F(NodeIntegrationTest, DroppedStreamLeadsToReRegistrationWithin2s) {
   auto t0 = std::chrono::steady_clock::now();
   ASSERT_TRUE(kubelet_->DropStream("nvidia.com/gpu"));
   ExpectCounts({{"nvidia.com/gpu", 80}}, 2);
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(kubelet_->Resource("nvidia.com/gpu")->registrations, 2) << "one re-registration, no loop";
   auto took = kubelet_->Resource("nvidia.com/gpu")->last_registered - t0;
   EXPECT_LE(took, kReRegisterBound) << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
   EXPECT_TRUE(agent_->WaitForLog("event=stream_ended", kWait));
+}
+
+size_t Count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
+TEST_F(NodeIntegrationTest, KubeletGoneMeansBackoffNotABusyLoop) {
+  StartAgent(Example("inventory/8x-a10.yaml"), Example("config/8x-a10.yaml"));
+  ExpectCounts({{"nvidia.com/gpu", 80}});
+  kubelet_->Stop();  // streams end, kubelet.sock disappears
+  ASSERT_TRUE(agent_->WaitForLog("event=register_failed", kWait));
+  std::this_thread::sleep_for(1500ms);
+  // Backoff 200, 400, 800 ms...: a handful of attempts, not one every few milliseconds.
+  EXPECT_LE(Count(agent_->Log(), "event=register_failed"), 8u) << agent_->Log();
+  EXPECT_LE(Count(agent_->Log(), "event=serve "), 3u);
+  ASSERT_TRUE(kubelet_->Start().ok());
+  ExpectCounts({{"nvidia.com/gpu", 80}}, 2);
 }
 
 TEST_F(NodeIntegrationTest, StartsBeforeKubeletAndRegistersWhenItComes) {

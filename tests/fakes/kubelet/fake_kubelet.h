@@ -105,7 +105,7 @@ class FakeKubelet {
   FakeKubelet& operator=(const FakeKubelet&) = delete;
 
   Status Start();
-  // Stops serving and drops every client, as if kubelet died. kubelet.sock stays behind.
+  // Stops serving and drops every client, as if kubelet died (gRPC removes kubelet.sock).
   void Stop();
   // Stop(), then Start(): sockets deleted, new kubelet.sock, registrations forgotten.
   Status Restart();
