@@ -279,6 +279,19 @@ TEST_F(ServerTest, DecoratorAddsToTheAnswerAndCanRefuse) {
   EXPECT_NE(b.error.find("decorator refuses 2"), std::string::npos);
 }
 
+TEST_F(ServerTest, PreStartContainerAnswersEmpty) {
+  auto server = StartServer(MakeGpuResource(1, 2));
+  ASSERT_TRUE(server);
+  auto stub = v1beta1::DevicePlugin::NewStub(
+      grpc::CreateChannel("unix:" + server->socket_path(), grpc::InsecureChannelCredentials()));
+  v1beta1::PreStartContainerRequest req;
+  req.add_devices_ids(GpuUuid(0) + "::1");
+  v1beta1::PreStartContainerResponse resp;
+  grpc::ClientContext ctx;
+  EXPECT_TRUE(stub->PreStartContainer(&ctx, req, &resp).ok());
+  EXPECT_EQ(resp.ByteSizeLong(), 0u);
+}
+
 // The double is only useful if it refuses what kubelet refuses.
 TEST_F(ServerTest, KubeletDoubleValidatesRegistrations) {
   auto channel = grpc::CreateChannel("unix:" + kubelet_->kubelet_socket(), grpc::InsecureChannelCredentials());
