@@ -25,20 +25,8 @@ using fakes::FakeApiServerOptions;
 using fakes::Resource;
 using nlohmann::json;
 using testing::MakeClient;
+using testing::TestPod;
 using testing::TempDir;
-
-json PodJson(const std::string& name, const std::string& ns = "default", const std::string& node = "",
-             json labels = json::object(), const std::string& phase = "Pending") {
-  json p = {{"metadata", {{"name", name}, {"namespace", ns}, {"labels", labels}}},
-            {"spec",
-             {{"containers",
-               {{{"name", "main"},
-                 {"image", "busybox"},
-                 {"resources", {{"limits", {{"aliyun.com/gpu-mem", "3"}}}}}}}}}},
-            {"status", {{"phase", phase}}}};
-  if (!node.empty()) p["spec"]["nodeName"] = node;
-  return p;
-}
 
 class ClientTest : public ::testing::Test {
  protected:
@@ -54,7 +42,7 @@ class ClientTest : public ::testing::Test {
 };
 
 TEST_F(ClientTest, GetTypedAndNotFound) {
-  server_->Upsert(Resource::kPods, PodJson("p1", "ns1", "node-a"));
+  server_->Upsert(Resource::kPods, TestPod("p1", "ns1", "node-a"));
   server_->Upsert(Resource::kNodes, {{"metadata", {{"name", "node-a"}}},
                                      {"status", {{"capacity", {{"aliyun.com/gpu-mem", "192"}}},
                                                  {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}});
@@ -78,10 +66,10 @@ TEST_F(ClientTest, GetTypedAndNotFound) {
 }
 
 TEST_F(ClientTest, ListWithSelectors) {
-  server_->Upsert(Resource::kPods, PodJson("a", "default", "node-a", {{"app", "x"}}));
-  server_->Upsert(Resource::kPods, PodJson("b", "default", "node-b", {{"app", "y"}}, "Running"));
-  server_->Upsert(Resource::kPods, PodJson("c", "other", "node-a", {{"app", "x"}}, "Running"));
-  server_->Upsert(Resource::kPods, PodJson("d", "other", "", {}));
+  server_->Upsert(Resource::kPods, TestPod("a", "default", "node-a", {{"app", "x"}}));
+  server_->Upsert(Resource::kPods, TestPod("b", "default", "node-b", {{"app", "y"}}, "Running"));
+  server_->Upsert(Resource::kPods, TestPod("c", "other", "node-a", {{"app", "x"}}, "Running"));
+  server_->Upsert(Resource::kPods, TestPod("d", "other", "", {}));
   auto names = [](const Result<std::vector<Pod>>& r) {
     std::vector<std::string> out;
     if (r.ok()) {
@@ -117,7 +105,7 @@ TEST_F(ClientTest, ListWithSelectors) {
 }
 
 TEST_F(ClientTest, ListPagingIsAConsistentSnapshot) {
-  for (int i = 0; i < 25; ++i) server_->Upsert(Resource::kPods, PodJson("p" + std::to_string(100 + i)));
+  for (int i = 0; i < 25; ++i) server_->Upsert(Resource::kPods, TestPod("p" + std::to_string(100 + i)));
   uint64_t rv_at_start = server_->resource_version();
   ListOptions o;
   o.limit = 10;
@@ -158,12 +146,12 @@ TEST_F(ClientTest, ListPagingIsAConsistentSnapshot) {
 }
 
 TEST_F(ClientTest, ExpiredContinueTokenRestartsTheListOnce) {
-  for (int i = 0; i < 6; ++i) server_->Upsert(Resource::kPods, PodJson("p" + std::to_string(i)));
+  for (int i = 0; i < 6; ++i) server_->Upsert(Resource::kPods, TestPod("p" + std::to_string(i)));
   ListOptions o;
   o.limit = 4;
   Result<json> page1 = client_->ListPage(kPods, "", o);
   ASSERT_TRUE(page1.ok());
-  server_->Upsert(Resource::kPods, PodJson("p9"));
+  server_->Upsert(Resource::kPods, TestPod("p9"));
   server_->Compact();
   o.continue_token = (*page1)["metadata"]["continue"];
   Result<json> stale = client_->ListPage(kPods, "", o);
@@ -198,7 +186,7 @@ TEST_F(ClientTest, ExpiredContinueTokenRestartsTheListOnce) {
 }
 
 TEST_F(ClientTest, MergePatchAnnotationsSetsAndDeletes) {
-  server_->Upsert(Resource::kPods, PodJson("p"));
+  server_->Upsert(Resource::kPods, TestPod("p"));
   Result<Pod> a = client_->PatchPodAnnotations(
       "default", "p", {{"ALIYUN_COM_GPU_MEM_IDX", "2"}, {"ALIYUN_COM_GPU_MEM_ASSIGNED", "false"}});
   ASSERT_TRUE(a.ok()) << a.status().ToString();
@@ -225,7 +213,7 @@ TEST_F(ClientTest, MergePatchAnnotationsSetsAndDeletes) {
 }
 
 TEST_F(ClientTest, ResourceVersionPreconditionConflicts) {
-  server_->Upsert(Resource::kPods, PodJson("p"));
+  server_->Upsert(Resource::kPods, TestPod("p"));
   Result<Pod> p = client_->GetPod("default", "p");
   ASSERT_TRUE(p.ok());
   std::string stale = p->metadata.resource_version;
@@ -245,7 +233,7 @@ TEST_F(ClientTest, ResourceVersionPreconditionConflicts) {
 }
 
 TEST_F(ClientTest, OptimisticConcurrencyUnderContention) {
-  server_->Upsert(Resource::kPods, PodJson("counter"));
+  server_->Upsert(Resource::kPods, TestPod("counter"));
   ClientOptions unlimited;
   unlimited.qps = 0;  // the default limiter (50 QPS) would dominate the run time
   client_ = MakeClient(server_->url(), unlimited);
@@ -276,7 +264,7 @@ TEST_F(ClientTest, OptimisticConcurrencyUnderContention) {
 }
 
 TEST_F(ClientTest, StatusSubresource) {
-  server_->Upsert(Resource::kPods, PodJson("p", "default", "node-a"));
+  server_->Upsert(Resource::kPods, TestPod("p", "default", "node-a"));
   Result<Pod> s = client_->PatchPodStatus("default", "p", {{"phase", "Running"}});
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(s->status.phase, "Running");
@@ -307,7 +295,7 @@ TEST_F(ClientTest, StatusSubresource) {
 }
 
 TEST_F(ClientTest, Binding) {
-  json created = server_->Upsert(Resource::kPods, PodJson("p"));
+  json created = server_->Upsert(Resource::kPods, TestPod("p"));
   std::string uid = created["metadata"]["uid"];
   Status wrong_uid = client_->Bind({"p", "default", "not-the-uid", "node-a", {}});
   EXPECT_TRUE(IsConflict(wrong_uid)) << wrong_uid.ToString();
@@ -332,12 +320,12 @@ TEST_F(ClientTest, Binding) {
 }
 
 TEST_F(ClientTest, CreateDeleteAndEvents) {
-  Result<json> c = client_->Create(kPods, "default", PodJson("new"));
+  Result<json> c = client_->Create(kPods, "default", TestPod("new"));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ((*c)["status"]["phase"], "Pending");
-  Result<json> dup = client_->Create(kPods, "default", PodJson("new"));
+  Result<json> dup = client_->Create(kPods, "default", TestPod("new"));
   EXPECT_EQ(dup.status().code(), StatusCode::kAlreadyExists) << dup.status().ToString();
-  json invalid = PodJson("bad");
+  json invalid = TestPod("bad");
   invalid["spec"]["containers"] = json::array();
   EXPECT_EQ(client_->Create(kPods, "default", invalid).status().code(), StatusCode::kInvalidArgument);
 
@@ -431,7 +419,7 @@ TEST_F(ClientTest, RequestTimeout) {
 }
 
 TEST_F(ClientTest, ResponseSizeIsBounded) {
-  for (int i = 0; i < 20; ++i) server_->Upsert(Resource::kPods, PodJson("p" + std::to_string(i)));
+  for (int i = 0; i < 20; ++i) server_->Upsert(Resource::kPods, TestPod("p" + std::to_string(i)));
   ClientOptions o;
   o.max_response_bytes = 2000;
   auto c = MakeClient(server_->url(), o);
@@ -490,7 +478,7 @@ TEST_F(ClientTest, RateLimiterCountsOnAFakeClock) {
 }
 
 TEST_F(ClientTest, ConcurrentRequestsFromManyThreads) {
-  for (int i = 0; i < 8; ++i) server_->Upsert(Resource::kPods, PodJson("p" + std::to_string(i)));
+  for (int i = 0; i < 8; ++i) server_->Upsert(Resource::kPods, TestPod("p" + std::to_string(i)));
   ClientOptions o;
   o.qps = 0;
   auto c = MakeClient(server_->url(), o);
@@ -619,7 +607,7 @@ TEST_F(TlsTest, KubeconfigEndToEnd) {
   ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
   Result<std::shared_ptr<Client>> c = Client::Create(*cfg);
   ASSERT_TRUE(c.ok());
-  s->Upsert(Resource::kPods, PodJson("p", "ml"));
+  s->Upsert(Resource::kPods, TestPod("p", "ml"));
   Result<Pod> p = (*c)->GetPod((*c)->config().namespace_, "p");
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_EQ(p->metadata.namespace_, "ml");

@@ -22,14 +22,7 @@ using kube::HttpRequest;
 using kube::kPods;
 using nlohmann::json;
 using kube::testing::MakeClient;
-
-json PodJson(const std::string& name, const std::string& node = "", const std::string& phase = "Pending") {
-  json p = {{"metadata", {{"name", name}, {"namespace", "default"}}},
-            {"spec", {{"containers", {{{"name", "main"}, {"image", "busybox"}}}}}},
-            {"status", {{"phase", phase}}}};
-  if (!node.empty()) p["spec"]["nodeName"] = node;
-  return p;
-}
+using kube::testing::TestPod;
 
 TEST(SelectorTest, LabelSelectors) {
   std::map<std::string, std::string> l = {{"app", "x"}, {"tier", "gpu"}, {"n", "5"}, {"example.com/k", "v"}};
@@ -102,7 +95,7 @@ class FakeApiServerTest : public ::testing::Test {
 TEST_F(FakeApiServerTest, ResourceVersionsAreGlobalAndNoOpsDoNotBumpThem) {
   uint64_t v0 = server_->resource_version();
   EXPECT_GE(v0, 1u);  // never "0", which means "any" to list and watch
-  json p = server_->Upsert(Resource::kPods, PodJson("a"));
+  json p = server_->Upsert(Resource::kPods, TestPod("a"));
   json n = server_->Upsert(Resource::kNodes, {{"metadata", {{"name", "n"}}}});
   EXPECT_EQ(p["metadata"]["resourceVersion"], std::to_string(v0 + 1));
   EXPECT_EQ(n["metadata"]["resourceVersion"], std::to_string(v0 + 2));
@@ -114,9 +107,9 @@ TEST_F(FakeApiServerTest, ResourceVersionsAreGlobalAndNoOpsDoNotBumpThem) {
 }
 
 TEST_F(FakeApiServerTest, ListResourceVersionSemantics) {
-  server_->Upsert(Resource::kPods, PodJson("a"));
+  server_->Upsert(Resource::kPods, TestPod("a"));
   std::string at = std::to_string(server_->resource_version());
-  server_->Upsert(Resource::kPods, PodJson("b"));
+  server_->Upsert(Resource::kPods, TestPod("b"));
   server_->Remove(Resource::kPods, "default", "a");
   // Exact: the state as it was.
   kube::ListOptions exact;
@@ -141,7 +134,7 @@ TEST_F(FakeApiServerTest, ListResourceVersionSemantics) {
   EXPECT_EQ(future.status().code(), StatusCode::kDeadlineExceeded);
   EXPECT_NE(future.status().message().find("Too large resource version"), std::string::npos);
   // Too old for Exact: 410.
-  for (int i = 0; i < 12; ++i) server_->Upsert(Resource::kPods, PodJson("c" + std::to_string(i)));
+  for (int i = 0; i < 12; ++i) server_->Upsert(Resource::kPods, TestPod("c" + std::to_string(i)));
   Result<kube::RawList> old = client_->List(kPods, "", exact);
   EXPECT_TRUE(kube::IsExpired(old.status())) << old.status().ToString();
   // List items carry no kind/apiVersion; the list does.
@@ -152,9 +145,9 @@ TEST_F(FakeApiServerTest, ListResourceVersionSemantics) {
 }
 
 TEST_F(FakeApiServerTest, GracefulPodDeletion) {
-  server_->Upsert(Resource::kPods, PodJson("running", "node-a", "Running"));
-  server_->Upsert(Resource::kPods, PodJson("unbound"));
-  server_->Upsert(Resource::kPods, PodJson("done", "node-a", "Succeeded"));
+  server_->Upsert(Resource::kPods, TestPod("running", "default", "node-a", json::object(), "Running"));
+  server_->Upsert(Resource::kPods, TestPod("unbound"));
+  server_->Upsert(Resource::kPods, TestPod("done", "default", "node-a", json::object(), "Succeeded"));
   ASSERT_TRUE(client_->Delete(kPods, "default", "running").ok());
   std::optional<json> r = server_->Get(Resource::kPods, "default", "running");
   ASSERT_TRUE(r.has_value());  // a bound running pod only gets a deletionTimestamp
@@ -169,7 +162,7 @@ TEST_F(FakeApiServerTest, GracefulPodDeletion) {
   ASSERT_TRUE(client_->Delete(kPods, "default", "done").ok());
   EXPECT_FALSE(server_->Get(Resource::kPods, "default", "done").has_value());
 
-  server_->Upsert(Resource::kPods, PodJson("leaving"));
+  server_->Upsert(Resource::kPods, TestPod("leaving"));
   json leaving = *server_->Get(Resource::kPods, "default", "leaving");
   leaving["metadata"]["deletionTimestamp"] = "2026-12-02T10:00:00Z";
   server_->Upsert(Resource::kPods, leaving);
@@ -179,7 +172,7 @@ TEST_F(FakeApiServerTest, GracefulPodDeletion) {
 }
 
 TEST_F(FakeApiServerTest, PatchFlavoursAndValidation) {
-  server_->Upsert(Resource::kPods, PodJson("p"));
+  server_->Upsert(Resource::kPods, TestPod("p"));
   kube::HttpResponse jp = Raw("PATCH", "/api/v1/namespaces/default/pods/p",
                               R"([{"op":"add","path":"/metadata/labels","value":{"a":"b"}}])",
                               "application/json-patch+json");
@@ -200,11 +193,17 @@ TEST_F(FakeApiServerTest, PatchFlavoursAndValidation) {
                                "application/merge-patch+json");
   EXPECT_EQ(uid.code, 409);
   EXPECT_NE(uid.body.find("Precondition failed: UID in precondition"), std::string::npos);
-  // Image changes are allowed on a pod, nothing else in spec.
-  kube::HttpResponse image = Raw("PATCH", "/api/v1/namespaces/default/pods/p",
+  // Image changes are allowed on a pod, nothing else in spec. A merge patch replaces whole
+  // lists (RFC 7386), so this one also drops the container's resources: refused.
+  kube::HttpResponse whole = Raw("PATCH", "/api/v1/namespaces/default/pods/p",
                                  R"({"spec":{"containers":[{"name":"main","image":"busybox:2"}]}})",
                                  "application/merge-patch+json");
+  EXPECT_EQ(whole.code, 422) << whole.body;
+  kube::HttpResponse image = Raw("PATCH", "/api/v1/namespaces/default/pods/p",
+                                 R"([{"op":"replace","path":"/spec/containers/0/image","value":"busybox:2"}])",
+                                 "application/json-patch+json");
   EXPECT_EQ(image.code, 200) << image.body;
+  EXPECT_EQ((*server_->Get(Resource::kPods, "default", "p"))["spec"]["containers"][0]["image"], "busybox:2");
   // PUT with a stale resourceVersion conflicts.
   json stale = *server_->Get(Resource::kPods, "default", "p");
   ASSERT_TRUE(client_->PatchPodAnnotations("default", "p", {{"x", "y"}}).ok());
@@ -242,11 +241,11 @@ TEST_F(FakeApiServerTest, RoutingErrorsAndLimits) {
   EXPECT_EQ(Raw("GET", "/api/v1/widgets").code, 404);
   EXPECT_EQ(Raw("GET", "/api/v1/namespaces/default/nodes").code, 404);
   EXPECT_EQ(Raw("GET", "/apis/apps/v1/deployments").code, 404);
-  EXPECT_EQ(Raw("POST", "/api/v1/pods", PodJson("x").dump()).code, 405);
+  EXPECT_EQ(Raw("POST", "/api/v1/pods", TestPod("x").dump()).code, 405);
   EXPECT_EQ(Raw("GET", "/_fake/state").code, 404);  // hooks are off in-process unless asked for
   EXPECT_EQ(Raw("GET", "/version").code, 200);
   EXPECT_EQ(Raw("GET", "/healthz").code, 200);
-  json big = PodJson("big");
+  json big = TestPod("big");
   big["metadata"]["annotations"]["blob"] = std::string(4u << 20, 'x');
   EXPECT_EQ(Raw("POST", "/api/v1/namespaces/default/pods", big.dump()).code, 413);
   EXPECT_EQ(Raw("GET", "/api/v1/pods?resourceVersion=abc").code, 400);
@@ -275,7 +274,7 @@ TEST(FakeApiServerBinaryTest, ServesAndAnswersHooks) {
   auto c = MakeClient("http://127.0.0.1:" + std::to_string(port), {}, cfg);
   Result<kube::Node> n = c->GetNode("gpu-1");
   EXPECT_TRUE(n.ok()) << n.status().ToString();
-  json pod = PodJson("p");
+  json pod = TestPod("p");
   pod["kind"] = "Pod";
   Result<kube::HttpResponse> add = c->Do({"POST", "/_fake/objects", pod.dump(), "application/json"});
   ASSERT_TRUE(add.ok());

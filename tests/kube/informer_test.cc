@@ -21,15 +21,8 @@ using fakes::FakeApiServerOptions;
 using fakes::Resource;
 using nlohmann::json;
 using testing::MakeClient;
+using testing::TestPod;
 using testing::WaitUntil;
-
-json PodJson(const std::string& name, const std::string& node = "", json labels = json::object()) {
-  json p = {{"metadata", {{"name", name}, {"namespace", "default"}, {"labels", labels}}},
-            {"spec", {{"containers", {{{"name", "main"}, {"image", "busybox"}}}}}},
-            {"status", {{"phase", "Pending"}}}};
-  if (!node.empty()) p["spec"]["nodeName"] = node;
-  return p;
-}
 
 // Records handler calls as "add a", "update a", "delete a", "synced".
 class Recorder {
@@ -102,9 +95,9 @@ class InformerTest : public ::testing::Test {
 };
 
 TEST_F(InformerTest, SyncsThenFollowsChanges) {
-  server_.Upsert(Resource::kPods, PodJson("a"));
-  server_.Upsert(Resource::kPods, PodJson("b"));
-  server_.Upsert(Resource::kPods, PodJson("c"));
+  server_.Upsert(Resource::kPods, TestPod("a"));
+  server_.Upsert(Resource::kPods, TestPod("b"));
+  server_.Upsert(Resource::kPods, TestPod("c"));
   PodInformer inf(client_, FastOptions());
   Recorder rec;
   inf.SetHandlers(rec.Handlers(&inf));
@@ -122,7 +115,7 @@ TEST_F(InformerTest, SyncsThenFollowsChanges) {
   EXPECT_EQ(inf.Get("a"), nullptr);
 
   ASSERT_TRUE(WaitUntil([&] { return server_.open_watches() == 1; }));
-  server_.Upsert(Resource::kPods, PodJson("d"));
+  server_.Upsert(Resource::kPods, TestPod("d"));
   ASSERT_TRUE(client_->PatchPodAnnotations("default", "a", {{"x", "1"}}).ok());
   ASSERT_TRUE(client_->Bind({"b", "default", "", "node-1", {}}).ok());
   server_.Remove(Resource::kPods, "default", "c");
@@ -137,7 +130,7 @@ TEST_F(InformerTest, SyncsThenFollowsChanges) {
 }
 
 TEST_F(InformerTest, BookmarksKeepTheVersionFreshSoNoRelistIsNeeded) {
-  server_.Upsert(Resource::kPods, PodJson("a"));
+  server_.Upsert(Resource::kPods, TestPod("a"));
   PodInformer inf(client_, FastOptions());
   ASSERT_TRUE(inf.Start().ok());
   ASSERT_TRUE(inf.WaitForSync(std::chrono::seconds(20)));
@@ -152,7 +145,7 @@ TEST_F(InformerTest, BookmarksKeepTheVersionFreshSoNoRelistIsNeeded) {
   server_.Compact();
   server_.CloseWatches(FakeApiServer::CloseMode::kClean);
   ASSERT_TRUE(WaitUntil([&] { return inf.stats().watches >= 2 && server_.open_watches() == 1; }));
-  server_.Upsert(Resource::kPods, PodJson("b"));
+  server_.Upsert(Resource::kPods, TestPod("b"));
   ASSERT_TRUE(WaitUntil([&] { return inf.size() == 2; }));
   EXPECT_EQ(inf.stats().relists_after_expired, 0u);
   EXPECT_EQ(inf.stats().lists, 1u);
@@ -171,9 +164,9 @@ void WhileDisconnected(FakeApiServer& server, const std::function<void()>& chang
 }
 
 TEST_F(InformerTest, RelistsAfterA410ErrorEventAndDiffsTheCache) {
-  server_.Upsert(Resource::kPods, PodJson("keep"));
-  server_.Upsert(Resource::kPods, PodJson("change"));
-  server_.Upsert(Resource::kPods, PodJson("remove"));
+  server_.Upsert(Resource::kPods, TestPod("keep"));
+  server_.Upsert(Resource::kPods, TestPod("change"));
+  server_.Upsert(Resource::kPods, TestPod("remove"));
   PodInformer inf(client_, FastOptions());
   Recorder rec;
   inf.SetHandlers(rec.Handlers(&inf));
@@ -184,7 +177,7 @@ TEST_F(InformerTest, RelistsAfterA410ErrorEventAndDiffsTheCache) {
   WhileDisconnected(server_, [&] {
     ASSERT_TRUE(client_->PatchPodAnnotations("default", "change", {{"v", "2"}}).ok());
     server_.Remove(Resource::kPods, "default", "remove");
-    server_.Upsert(Resource::kPods, PodJson("new"));
+    server_.Upsert(Resource::kPods, TestPod("new"));
     server_.Compact();  // the informer's version is now older than the history
   });
   EXPECT_EQ(inf.size(), 3u);  // nothing seen yet
@@ -201,13 +194,13 @@ TEST_F(InformerTest, RelistsAfterA410ErrorEventAndDiffsTheCache) {
   EXPECT_NE(s.last_error.find("410"), std::string::npos) << s.last_error;
   // And it is watching again afterwards.
   ASSERT_TRUE(WaitUntil([&] { return server_.open_watches() == 1; }));
-  server_.Upsert(Resource::kPods, PodJson("later"));
+  server_.Upsert(Resource::kPods, TestPod("later"));
   ASSERT_TRUE(WaitUntil([&] { return inf.Get("default/later") != nullptr; }));
   EXPECT_FALSE(rec.Has("synced"));  // synced is reported once only
 }
 
 TEST_F(InformerTest, RelistsAfterHttp410) {
-  server_.Upsert(Resource::kPods, PodJson("a"));
+  server_.Upsert(Resource::kPods, TestPod("a"));
   PodInformer inf(client_, FastOptions());
   Recorder rec;
   inf.SetHandlers(rec.Handlers());
@@ -217,7 +210,7 @@ TEST_F(InformerTest, RelistsAfterHttp410) {
   rec.Take();
   WhileDisconnected(server_, [&] {
     server_.Remove(Resource::kPods, "default", "a");
-    server_.Upsert(Resource::kPods, PodJson("b"));
+    server_.Upsert(Resource::kPods, TestPod("b"));
   });
   Fault gone;
   gone.watch = 1;
@@ -235,7 +228,7 @@ TEST_F(InformerTest, RelistsAfterHttp410) {
 }
 
 TEST_F(InformerTest, BacksOffExponentiallyOnServerErrors) {
-  server_.Upsert(Resource::kPods, PodJson("a"));
+  server_.Upsert(Resource::kPods, TestPod("a"));
   Fault e500;
   e500.watch = 0;
   e500.path_contains = "/pods";
@@ -268,7 +261,7 @@ TEST_F(InformerTest, BacksOffExponentiallyOnServerErrors) {
   s = inf.stats();
   EXPECT_EQ(s.backoff_delays, (std::vector<ms>{ms(1), ms(2), ms(4), ms(1), ms(2), ms(4)}));
   EXPECT_EQ(s.lists, 4u);  // a watch error is retried from the same version, no relist
-  server_.Upsert(Resource::kPods, PodJson("b"));
+  server_.Upsert(Resource::kPods, TestPod("b"));
   ASSERT_TRUE(WaitUntil([&] { return inf.size() == 2; }));
 }
 
@@ -281,7 +274,7 @@ TEST_F(InformerTest, DroppedConnectionsResumeFromTheLastVersion) {
   for (int round = 0; round < 3; ++round) {
     ASSERT_TRUE(WaitUntil([&] { return server_.open_watches() == 1; }));
     server_.CloseWatches(FakeApiServer::CloseMode::kDrop);
-    server_.Upsert(Resource::kPods, PodJson("p" + std::to_string(round)));
+    server_.Upsert(Resource::kPods, TestPod("p" + std::to_string(round)));
   }
   ASSERT_TRUE(WaitUntil([&] { return inf.size() == 3; }));
   std::vector<std::string> ev = rec.Take();
@@ -290,9 +283,9 @@ TEST_F(InformerTest, DroppedConnectionsResumeFromTheLastVersion) {
 }
 
 TEST_F(InformerTest, FieldSelectorForOneNode) {
-  server_.Upsert(Resource::kPods, PodJson("mine", "node-a"));
-  server_.Upsert(Resource::kPods, PodJson("theirs", "node-b"));
-  server_.Upsert(Resource::kPods, PodJson("pending"));
+  server_.Upsert(Resource::kPods, TestPod("mine", "default", "node-a"));
+  server_.Upsert(Resource::kPods, TestPod("theirs", "default", "node-b"));
+  server_.Upsert(Resource::kPods, TestPod("pending"));
   InformerOptions o = FastOptions();
   o.field_selector = "spec.nodeName=node-a";
   PodInformer inf(client_, o);
@@ -309,8 +302,8 @@ TEST_F(InformerTest, FieldSelectorForOneNode) {
 }
 
 TEST_F(InformerTest, SkipsObjectsThatDoNotDecode) {
-  server_.Upsert(Resource::kPods, PodJson("good"));
-  json bad = PodJson("bad");
+  server_.Upsert(Resource::kPods, TestPod("good"));
+  json bad = TestPod("bad");
   bad["metadata"]["labels"] = {{"n", 1}};
   server_.Upsert(Resource::kPods, bad);
   PodInformer inf(client_, FastOptions());
@@ -376,7 +369,7 @@ TEST_F(InformerTest, ConcurrentReadersDuringChurn) {
       (void)inf.Get("default/p3");
     }
   });
-  for (int i = 0; i < 50; ++i) server_.Upsert(Resource::kPods, PodJson("p" + std::to_string(i)));
+  for (int i = 0; i < 50; ++i) server_.Upsert(Resource::kPods, TestPod("p" + std::to_string(i)));
   for (int i = 0; i < 50; i += 2) server_.Remove(Resource::kPods, "default", "p" + std::to_string(i));
   bool converged = WaitUntil([&] {
     return inf.size() == 25 && inf.stats().resource_version == std::to_string(server_.resource_version());

@@ -15,6 +15,8 @@
 #include <string>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "kube/client.h"
 #include "kube/config.h"
 
@@ -67,6 +69,22 @@ inline bool WaitUntil(const std::function<bool()>& pred,
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return pred();
+}
+
+// A valid pod (one container "main", image busybox, 3 units of aliyun.com/gpu-mem).
+inline nlohmann::json TestPod(const std::string& name, const std::string& ns = "default",
+                              const std::string& node = "",
+                              nlohmann::json labels = nlohmann::json::object(),
+                              const std::string& phase = "Pending") {
+  nlohmann::json p = {
+      {"metadata", {{"name", name}, {"namespace", ns}, {"labels", std::move(labels)}}},
+      {"spec",
+       {{"containers",
+         {{{"name", "main"}, {"image", "busybox"},
+           {"resources", {{"limits", {{"aliyun.com/gpu-mem", "3"}}}}}}}}}},
+      {"status", {{"phase", phase}}}};
+  if (!node.empty()) p["spec"]["nodeName"] = node;
+  return p;
 }
 
 inline std::shared_ptr<Client> MakeClient(const std::string& url, ClientOptions options = {},

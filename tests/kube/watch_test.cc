@@ -20,13 +20,8 @@ using fakes::FakeApiServerOptions;
 using fakes::Resource;
 using nlohmann::json;
 using testing::MakeClient;
+using testing::TestPod;
 using testing::WaitUntil;
-
-json PodJson(const std::string& name, json labels = json::object()) {
-  return {{"metadata", {{"name", name}, {"namespace", "default"}, {"labels", labels}}},
-          {"spec", {{"containers", {{{"name", "main"}, {"image", "busybox"}}}}}},
-          {"status", {{"phase", "Pending"}}}};
-}
 
 struct Seen {
   std::string type;
@@ -107,18 +102,18 @@ class WatchTest : public ::testing::Test {
 };
 
 TEST_F(WatchTest, EventsInOrderFromTheListVersion) {
-  server_->Upsert(Resource::kPods, PodJson("before"));
+  server_->Upsert(Resource::kPods, TestPod("before"));
   Result<RawList> list = client_->List(kPods, "default", {});
   ASSERT_TRUE(list.ok());
   WatchOptions o;
   o.resource_version = list->resource_version;
   WatchRunner w(client_, o);
   ASSERT_TRUE(WaitUntil([&] { return server_->open_watches() == 1; }));
-  server_->Upsert(Resource::kPods, PodJson("a"));
+  server_->Upsert(Resource::kPods, TestPod("a"));
   ASSERT_TRUE(client_->PatchPodAnnotations("default", "a", {{"k", "v"}}).ok());
   server_->Remove(Resource::kPods, "default", "a");
   server_->Upsert(Resource::kNodes, {{"metadata", {{"name", "n"}}}});  // not a pod: not seen
-  server_->Upsert(Resource::kPods, PodJson("b"));
+  server_->Upsert(Resource::kPods, TestPod("b"));
   ASSERT_TRUE(WaitUntil([&] { return w.count() >= 4; }));
   std::vector<Seen> ev = w.events();
   ASSERT_EQ(ev.size(), 4u);
@@ -132,8 +127,8 @@ TEST_F(WatchTest, EventsInOrderFromTheListVersion) {
 }
 
 TEST_F(WatchTest, NoVersionStartsWithTheCurrentStateAsAdded) {
-  server_->Upsert(Resource::kPods, PodJson("x"));
-  server_->Upsert(Resource::kPods, PodJson("y"));
+  server_->Upsert(Resource::kPods, TestPod("x"));
+  server_->Upsert(Resource::kPods, TestPod("y"));
   WatchRunner w(client_, WatchOptions{});
   ASSERT_TRUE(WaitUntil([&] { return w.count() >= 2; }));
   std::vector<Seen> ev = w.events();
@@ -166,7 +161,7 @@ TEST_F(WatchTest, NoBookmarksUnlessAllowed) {
   WatchRunner w(client_, o);
   ASSERT_TRUE(WaitUntil([&] { return server_->open_watches() == 1; }));
   server_->SendBookmarks();
-  server_->Upsert(Resource::kPods, PodJson("after"));
+  server_->Upsert(Resource::kPods, TestPod("after"));
   ASSERT_TRUE(WaitUntil([&] { return w.count() >= 1; }));
   EXPECT_EQ(w.events()[0].type, "ADDED");  // the bookmark was never sent
   EXPECT_EQ(w.count(), 1u);
@@ -187,7 +182,7 @@ TEST_F(WatchTest, TooOldVersionIsAnErrorEventWith410) {
   FakeApiServerOptions so;
   so.history_limit = 2;
   Start(so);
-  for (int i = 0; i < 5; ++i) server_->Upsert(Resource::kPods, PodJson("p" + std::to_string(i)));
+  for (int i = 0; i < 5; ++i) server_->Upsert(Resource::kPods, TestPod("p" + std::to_string(i)));
   WatchOptions o;
   o.resource_version = "1";
   WatchRunner w(client_, o);
@@ -237,8 +232,8 @@ TEST_F(WatchTest, StreamEndsAfterTimeoutSeconds) {
 }
 
 TEST_F(WatchTest, HandlerCanEndTheWatch) {
-  server_->Upsert(Resource::kPods, PodJson("a"));
-  server_->Upsert(Resource::kPods, PodJson("b"));
+  server_->Upsert(Resource::kPods, TestPod("a"));
+  server_->Upsert(Resource::kPods, TestPod("b"));
   int n = 0;
   Status s = client_->Watch(kPods, "", WatchOptions{}, [&](WatchEvent&&) { return ++n < 1; });
   EXPECT_TRUE(s.ok()) << s.ToString();
@@ -246,7 +241,7 @@ TEST_F(WatchTest, HandlerCanEndTheWatch) {
 }
 
 TEST_F(WatchTest, SelectorsTurnNonMatchingChangesIntoDeleted) {
-  server_->Upsert(Resource::kPods, PodJson("p", {{"app", "gpu"}}));
+  server_->Upsert(Resource::kPods, TestPod("p", "default", "", {{"app", "gpu"}}));
   WatchOptions o;
   o.label_selector = "app=gpu";
   o.resource_version = std::to_string(server_->resource_version());
@@ -258,7 +253,7 @@ TEST_F(WatchTest, SelectorsTurnNonMatchingChangesIntoDeleted) {
   server_->Upsert(Resource::kPods, moved);   // stops matching: DELETED
   moved["metadata"]["labels"]["app"] = "gpu";
   server_->Upsert(Resource::kPods, moved);   // matches again: ADDED
-  server_->Upsert(Resource::kPods, PodJson("other", {{"app", "cpu"}}));  // never matches
+  server_->Upsert(Resource::kPods, TestPod("other", "default", "", {{"app", "cpu"}}));  // never matches
   ASSERT_TRUE(WaitUntil([&] { return w.count() >= 2; }));
   std::vector<Seen> ev = w.events();
   ASSERT_EQ(ev.size(), 2u);
@@ -302,7 +297,7 @@ TEST_F(WatchTest, OversizedEventIsRejected) {
   ClientOptions co;
   co.max_watch_event_bytes = 4096;
   auto c = MakeClient(server_->url(), co);
-  json big = PodJson("big");
+  json big = TestPod("big");
   big["metadata"]["annotations"]["blob"] = std::string(10000, 'x');
   server_->Upsert(Resource::kPods, big);
   WatchOptions o;
