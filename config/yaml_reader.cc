@@ -1,5 +1,7 @@
 #include "config/yaml_reader.h"
 
+#include "core/lines.h"
+
 #include <algorithm>
 #include <charconv>
 #include <map>
@@ -32,9 +34,9 @@ std::string Problems::Joined() const {
   std::stable_sort(sorted.begin(), sorted.end(), [](const Entry& a, const Entry& b) {
     return a.line != b.line ? a.line < b.line : a.column < b.column;
   });
-  std::string s;
-  for (size_t i = 0; i < sorted.size(); ++i) s += (i ? "\n" : "") + sorted[i].text;
-  return s;
+  std::vector<std::string> lines;
+  for (const auto& e : sorted) lines.push_back(e.text);
+  return JoinLines(lines);
 }
 
 YAML::Node ParseDocument(const std::string& text, Problems* problems) {

@@ -6,6 +6,7 @@
 #include <string_view>
 #include <tuple>
 
+#include "core/lines.h"
 #include "core/resource_name.h"
 
 namespace gpushare {
@@ -373,9 +374,7 @@ Result<ResourcePlan> BuildResourcePlan(const Inventory& inventory, const NodeCon
   }
 
   if (!problems.empty()) {
-    std::string joined;
-    for (size_t i = 0; i < problems.size(); ++i) joined += (i ? "\n" : "") + problems[i];
-    return Status::InvalidArgument(joined);
+    return Status::InvalidArgument(JoinLines(problems));
   }
 
   // Build the resources.
@@ -427,9 +426,7 @@ Result<ResourcePlan> BuildResourcePlan(const Inventory& inventory, const NodeCon
     plan.resources.push_back(std::move(pr));
   }
   if (!problems.empty()) {
-    std::string joined;
-    for (size_t i = 0; i < problems.size(); ++i) joined += (i ? "\n" : "") + problems[i];
-    return Status::InvalidArgument(joined);
+    return Status::InvalidArgument(JoinLines(problems));
   }
   return plan;
 }

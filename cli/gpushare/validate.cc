@@ -9,6 +9,7 @@
 
 #include "cli/gpushare/command.h"
 #include "config/node_config_loader.h"
+#include "core/lines.h"
 #include "core/resource_plan.h"
 #include "gpu/file_inventory.h"
 
@@ -18,15 +19,7 @@ namespace {
 constexpr int kInvalid = 2;
 
 void PrintProblems(const Status& s) {
-  const std::string& m = s.message();
-  size_t start = 0;
-  while (start <= m.size()) {
-    size_t nl = m.find('\n', start);
-    std::string line = m.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
-    if (!line.empty()) std::printf("%s\n", line.c_str());
-    if (nl == std::string::npos) break;
-    start = nl + 1;
-  }
+  for (const auto& line : SplitLines(s.message())) std::printf("%s\n", line.c_str());
 }
 
 struct ValidateArgs {

@@ -6,13 +6,14 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/lines.h"
 #include "tests/cli/run_process.h"
 
 namespace gpushare {
 namespace {
 
 using ::testing::HasSubstr;
-using testing::NonEmptyLines;
+using testing::WriteTempFile;
 using testing::RunProcess;
 
 const std::string kNode = std::string(GPUSHARE_BIN_DIR) + "/gpushare-node";
@@ -33,11 +34,6 @@ std::map<std::string, int> Counts(const std::string& json_text) {
   return out;
 }
 
-std::string TempFile(const std::string& name, const std::string& text) {
-  std::string path = ::testing::TempDir() + "/gpushare_node_print_" + name;
-  std::ofstream(path) << text;
-  return path;
-}
 
 TEST(NodePrint, EightA10TimesTenIsEighty) {
   auto r = RunProcess({kNode, "--inventory", Inv("8x-a10"), "--config", Cfg("8x-a10"), "--print-resources"});
@@ -97,13 +93,13 @@ TEST(NodePrint, WithoutConfigEveryGpuIsWhole) {
 }
 
 TEST(NodePrint, ConfigProblemsExitTwoOneLineEach) {
-  std::string bad = TempFile("bad.yaml",
+  std::string bad = WriteTempFile("bad.yaml",
                              "flags:\n  migStrategy: hybrid\nsharing:\n  timeSlicing:\n    resources:\n"
                              "    - name: nvidia.com/gpu\n      replicas: 60\n      extra: 1\n");
   auto r = RunProcess({kNode, "--inventory", Inv("8x-a10"), "--config", bad, "--print-resources"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.out, "") << "nothing printed or served";
-  auto lines = NonEmptyLines(r.err);
+  auto lines = SplitLines(r.err);
   ASSERT_EQ(lines.size(), 3u) << r.err;
   EXPECT_THAT(lines[0], HasSubstr("flags.migStrategy: must be none, single or mixed, got \"hybrid\""));
   EXPECT_THAT(lines[1], HasSubstr("sharing.timeSlicing.resources[0].replicas: must be 2..48, got 60"));
@@ -111,12 +107,12 @@ TEST(NodePrint, ConfigProblemsExitTwoOneLineEach) {
 }
 
 TEST(NodePrint, PlanProblemsExitTwo) {
-  std::string cfg = TempFile("plan.yaml",
+  std::string cfg = WriteTempFile("plan.yaml",
                              "sharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"
                              "      devices: [0, 9]\n      replicas: 4\n");
   auto r = RunProcess({kNode, "--inventory", Inv("8x-a10"), "--config", cfg, "--print-resources"});
   EXPECT_EQ(r.exit_code, 2);
-  auto lines = NonEmptyLines(r.err);
+  auto lines = SplitLines(r.err);
   ASSERT_EQ(lines.size(), 2u) << r.err;
   EXPECT_THAT(r.err, HasSubstr("sharing.timeSlicing.resources[0].devices[1]: \"9\" matches no "
                                "nvidia.com/gpu device on this node"));
@@ -124,7 +120,7 @@ TEST(NodePrint, PlanProblemsExitTwo) {
 }
 
 TEST(NodePrint, InventoryProblemsExitTwo) {
-  std::string inv = TempFile("inv.yaml", "gpus:\n- index: 0\n  uuid: GPU-x\n");
+  std::string inv = WriteTempFile("inv.yaml", "gpus:\n- index: 0\n  uuid: GPU-x\n");
   auto r = RunProcess({kNode, "--inventory", inv, "--print-resources"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("gpus[0].uuid: must be GPU-<8-4-4-4-12 hex digits>"));
@@ -167,7 +163,7 @@ TEST(NodePrint, BadFlagValueExitsTwo) {
 }
 
 TEST(NodePrint, NvmlThroughTheFakeLibrary) {
-  std::string conf = TempFile(
+  std::string conf = WriteTempFile(
       "fake.conf",
       "driver 570.124.06\ncuda 12080\n"
       "gpu uuid=GPU-0a100000-0000-4000-8000-000000000000 name=\"NVIDIA A10\" memory_mib=23028 cc=8.6\n"
@@ -190,7 +186,7 @@ TEST(NodePrint, NoNvmlLibraryExitsWithAClearMessage) {
 }
 
 TEST(NodePrint, NoGpusExitsNonZero) {
-  std::string inv = TempFile("empty.yaml", "gpus: []\n");
+  std::string inv = WriteTempFile("empty.yaml", "gpus: []\n");
   auto r = RunProcess({kNode, "--inventory", inv, "--print-resources"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("lists no GPUs"));

@@ -16,6 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 namespace gpushare::testing {
 
 struct ProcessResult {
@@ -127,14 +129,12 @@ inline ProcessResult RunProcess(const std::vector<std::string>& argv,
   return c.Wait();
 }
 
-inline std::vector<std::string> NonEmptyLines(const std::string& s) {
-  std::vector<std::string> out;
-  std::istringstream in(s);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (!line.empty()) out.push_back(line);
-  }
-  return out;
+// Writes `text` to a file in the test temp dir and returns its path.
+inline std::string WriteTempFile(const std::string& name, const std::string& text) {
+  std::string path =
+      ::testing::TempDir() + "/gpushare_cli_" + std::to_string(::getpid()) + "_" + name;
+  std::ofstream(path) << text;
+  return path;
 }
 
 }  // namespace gpushare::testing

@@ -4,23 +4,19 @@
 
 #include <fstream>
 
+#include "core/lines.h"
 #include "tests/cli/run_process.h"
 
 namespace gpushare {
 namespace {
 
 using ::testing::HasSubstr;
-using testing::NonEmptyLines;
+using testing::WriteTempFile;
 using testing::RunProcess;
 
 const std::string kCli = std::string(GPUSHARE_BIN_DIR) + "/gpushare";
 const std::string kSrc = GPUSHARE_SOURCE_DIR;
 
-std::string TempFile(const std::string& name, const std::string& text) {
-  std::string path = ::testing::TempDir() + "/gpushare_validate_" + name;
-  std::ofstream(path) << text;
-  return path;
-}
 
 TEST(Validate, ExampleConfigsAreValid) {
   for (const char* name : {"8x-a10", "h100-80gb-mig-1g.10gb", "mixed"}) {
@@ -41,7 +37,7 @@ TEST(Validate, ExampleConfigsAreValid) {
 }
 
 TEST(Validate, InvalidFileExitsTwoWithOneLinePerProblem) {
-  std::string bad = TempFile("bad.yaml",
+  std::string bad = WriteTempFile("bad.yaml",
                              "version: v1\nflags:\n  migStrategy: mixed\n  plugin:\n"
                              "    deviceIDStrategy: serial\nsharing:\n  timeSlicing:\n"
                              "    resources:\n    - name: nvidia.com/mig-1g.10gb\n"
@@ -49,7 +45,7 @@ TEST(Validate, InvalidFileExitsTwoWithOneLinePerProblem) {
                              "      replicas: 2\n");
   auto r = RunProcess({kCli, "validate", bad});
   EXPECT_EQ(r.exit_code, 2);
-  auto lines = NonEmptyLines(r.out);
+  auto lines = SplitLines(r.out);
   ASSERT_EQ(lines.size(), 3u) << r.out;
   EXPECT_EQ(lines[0], "flags.plugin.deviceIDStrategy: must be uuid or index, got \"serial\" (" +
                           bad + ":5:23)");
@@ -59,7 +55,7 @@ TEST(Validate, InvalidFileExitsTwoWithOneLinePerProblem) {
 }
 
 TEST(Validate, PlanChecksNeedTheInventory) {
-  std::string cfg = TempFile("sel.yaml",
+  std::string cfg = WriteTempFile("sel.yaml",
                              "sharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"
                              "      devices: [7, 8]\n      rename: nvidia.com/gpu.shared\n"
                              "      replicas: 4\n");
@@ -67,7 +63,7 @@ TEST(Validate, PlanChecksNeedTheInventory) {
   EXPECT_EQ(r.exit_code, 0) << r.out;
   r = RunProcess({kCli, "validate", cfg, "--inventory", kSrc + "/examples/inventory/8x-a10.yaml"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(NonEmptyLines(r.out),
+  EXPECT_EQ(SplitLines(r.out),
             (std::vector<std::string>{"sharing.timeSlicing.resources[0].devices[1]: \"8\" matches "
                                       "no nvidia.com/gpu device on this node"}));
 }

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "config/duration.h"
+#include "core/lines.h"
 
 namespace gpushare {
 namespace {
@@ -25,16 +26,7 @@ std::vector<std::string> Problems(const std::string& text, const Environment& en
   auto r = Parse(text, env, flags);
   if (r.ok()) return {};
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-  std::vector<std::string> lines;
-  std::string m = r.status().message();
-  size_t start = 0;
-  while (true) {
-    size_t nl = m.find('\n', start);
-    lines.push_back(m.substr(start, nl - start));
-    if (nl == std::string::npos) break;
-    start = nl + 1;
-  }
-  return lines;
+  return SplitLines(r.status().message());
 }
 
 TEST(ConfigLoader, EmptyFileGivesNvidiaDefaults) {

@@ -5,6 +5,7 @@
 
 #include <set>
 
+#include "core/lines.h"
 #include "tests/core/test_inventories.h"
 
 namespace gpushare {
@@ -39,18 +40,7 @@ DeviceSelector Count(int n) {
   return s;
 }
 
-std::vector<std::string> Lines(const Status& s) {
-  std::vector<std::string> out;
-  std::string m = s.message();
-  size_t start = 0;
-  while (true) {
-    size_t nl = m.find('\n', start);
-    out.push_back(m.substr(start, nl - start));
-    if (nl == std::string::npos) break;
-    start = nl + 1;
-  }
-  return out;
-}
+std::vector<std::string> Lines(const Status& s) { return SplitLines(s.message()); }
 
 TEST(ResourcePlan, WholeGpusWithoutSharing) {
   auto plan = BuildResourcePlan(testing::EightA10(), NodeConfig{});

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "core/lines.h"
 #include "core/resource_plan.h"
 
 namespace gpushare {
@@ -15,16 +16,7 @@ const std::string kExamples = std::string(GPUSHARE_SOURCE_DIR) + "/examples/inve
 std::vector<std::string> Problems(const std::string& yaml) {
   auto r = ParseInventoryYaml(yaml, "inv.yaml");
   if (r.ok()) return {};
-  std::vector<std::string> out;
-  std::string m = r.status().message();
-  size_t start = 0;
-  while (true) {
-    size_t nl = m.find('\n', start);
-    out.push_back(m.substr(start, nl - start));
-    if (nl == std::string::npos) break;
-    start = nl + 1;
-  }
-  return out;
+  return SplitLines(r.status().message());
 }
 
 TEST(FileInventory, EightA10Example) {
