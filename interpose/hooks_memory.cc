@@ -23,7 +23,7 @@ struct Target {
   CUcontext ctx = nullptr;
   int ordinal = -1;
   const OrdinalInfo* info = nullptr;
-  bool accounted() const { return info != nullptr && (info->dev == -2 || (info->dev >= 0 && info->limit != 0)); }
+  bool accounted() const { return MemoryAccounted(info); }
   int dev() const { return info->dev; }
 };
 
@@ -85,7 +85,7 @@ void ChargeOrphan(CUdeviceptr ptr, uint64_t bytes) {
   if (!Active() || attr == nullptr || attr(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr) != CUDA_SUCCESS)
     return;
   const OrdinalInfo* o = Ordinal(ordinal);
-  if (o == nullptr || o->dev < 0 || o->limit == 0) return;
+  if (o == nullptr || o->dev < 0 || o->memory_limited == 0) return;
   uint64_t fp = LinearFootprint(bytes, o->granularity);
   ForceCharge(o->dev, fp);
   AllocEntry e;
@@ -263,7 +263,7 @@ bool SettleAsync(FreeAsync free_async, CUdeviceptr ptr, CUstream stream, const T
   }
   if (known_pool != nullptr) pp.pool = known_pool;
   const OrdinalInfo* o = Ordinal(pp.ordinal);
-  int dev = (o != nullptr && o->dev >= 0 && o->limit != 0) ? o->dev : -1;
+  int dev = (o != nullptr && o->dev >= 0 && o->memory_limited != 0) ? o->dev : -1;
   if (dev != t.dev()) {
     // Allocated on another device than the current context's: give the reservation back; the
     // pool's growth on its own device is reserved below.
@@ -394,7 +394,7 @@ CUresult FreeAsync(Fn real, CUdeviceptr dptr, CUstream stream) {
 // Rewrites (free, total) for a limited device: total = min(limit, physical), free =
 // min(total - container usage, physical free). Never negative, never an error.
 bool ClampInfo(const OrdinalInfo* o, uint64_t* free_bytes, uint64_t* total_bytes) {
-  if (o == nullptr || (o->dev < 0 && o->dev != -2) || (o->dev >= 0 && o->limit == 0)) return false;
+  if (!MemoryAccounted(o)) return false;
   if (o->dev == -2) {
     *total_bytes = Min(*total_bytes, o->limit);
     *free_bytes = 0;
@@ -1089,8 +1089,7 @@ GPUSHARE_EXPORT CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
   CUresult r = real(bytes, dev);
   if (r != CUDA_SUCCESS || bytes == nullptr || !Active()) return r;
   const OrdinalInfo* o = Ordinal(dev);
-  if (o != nullptr && (o->dev == -2 || (o->dev >= 0 && o->limit != 0)))
-    *bytes = static_cast<size_t>(Min(*bytes, o->limit));
+  if (MemoryAccounted(o)) *bytes = static_cast<size_t>(Min(*bytes, o->limit));
   return r;
 }
 
@@ -1099,7 +1098,6 @@ GPUSHARE_EXPORT CUresult cuDeviceTotalMem(unsigned int* bytes, CUdevice dev) {
   CUresult r = real(bytes, dev);
   if (r != CUDA_SUCCESS || bytes == nullptr || !Active()) return r;
   const OrdinalInfo* o = Ordinal(dev);
-  if (o != nullptr && (o->dev == -2 || (o->dev >= 0 && o->limit != 0)))
-    *bytes = static_cast<unsigned int>(Min(*bytes, o->limit));
+  if (MemoryAccounted(o)) *bytes = static_cast<unsigned int>(Min(*bytes, o->limit));
   return r;
 }

@@ -361,6 +361,7 @@ const OrdinalInfo* Ordinal(int ordinal) {
   o->dev = -1;
   o->sm_limit = 0;
   o->limit = 0;
+  o->memory_limited = 0;
   o->granularity = kDefaultGranularity;
   auto gran_fn = Real<CUresult (*)(size_t*, const CUmemAllocationProp*, int)>(
       kFn_cuMemGetAllocationGranularity);
@@ -399,16 +400,18 @@ const OrdinalInfo* Ordinal(int ordinal) {
         }
         o->dev = rd.limited != 0 || rd.sm_limit != 0 ? dev : -1;
         o->limit = rd.limited != 0 ? rd.memory_limit : 0;
+        o->memory_limited = rd.limited != 0 ? 1 : 0;
         o->sm_limit = rd.sm_limit;
-        if (rd.limited == 0) o->limit = 0;
       } else {
         Log(kLogError, "msg=\"shared region device table full; refusing allocations\" ordinal=%d",
             ordinal);
         o->dev = -2;
+        o->memory_limited = 1;
       }
     } else {
       o->dev = -2;  // limited but no usable region: refuse (never over-commit)
       o->limit = lim.memory_limit;
+      o->memory_limited = 1;
     }
   }
   memcpy(o->uuid, uuid, 16);
@@ -442,6 +445,7 @@ bool Reserve(int dev, uint64_t bytes, const char* api) {
     return false;
   }
   if (dev < 0) return true;
+  if (!EnsureSlot()) return false;  // a forked child takes its own slot here
   int slot = LoadAcquire(&g_slot);
   g_region.MaybeReclaim(NowNs());
   ReserveResult r = g_region.Reserve(slot, dev, bytes);
@@ -466,7 +470,7 @@ void Unreserve(int dev, uint64_t bytes) {
 }
 
 void ForceCharge(int dev, uint64_t bytes) {
-  if (dev < 0 || bytes == 0) return;
+  if (dev < 0 || bytes == 0 || !EnsureSlot()) return;
   g_region.Charge(LoadAcquire(&g_slot), dev, bytes);
 }
 
@@ -542,7 +546,7 @@ void RefreshGraphMemory(int ordinal) {
   int hi = ordinal < 0 ? kMaxOrdinals : ordinal + 1;
   for (int i = lo; i < hi && i < kMaxOrdinals; ++i) {
     const OrdinalInfo* o = &g_ordinals[i];
-    if (LoadAcquire(&o->probed) != 1 || o->dev < 0 || o->limit == 0) continue;
+    if (LoadAcquire(&o->probed) != 1 || o->dev < 0 || o->memory_limited == 0) continue;
     uint64_t reserved = 0;
     if (get_attr(i, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &reserved) != CUDA_SUCCESS) continue;
     LockLocal();
@@ -559,7 +563,7 @@ void RefreshGraphMemory(int ordinal) {
 void OnContextCreated(CUcontext ctx, int ordinal, bool primary) {
   (void)primary;
   const OrdinalInfo* o = Ordinal(ordinal);
-  if (o == nullptr || o->dev < 0 || o->limit == 0) return;
+  if (o == nullptr || o->dev < 0 || o->memory_limited == 0) return;
   uint64_t overhead = g_config.context_overhead;
   LockLocal();
   bool added = false;

@@ -62,8 +62,15 @@ struct OrdinalInfo {
   uint32_t sm_limit;      // 0 = none
   uint64_t granularity;   // VMM minimum granularity (the driver's large page), default 2 MiB
   uint64_t limit;         // memory limit as enforced by the region
+  uint32_t memory_limited;  // 1 when allocations on it are accounted (limit may be 0: fail closed)
   uint8_t uuid[16];
 };
+
+// True when memory on this device is accounted: it has a memory limit (dev >= 0), or it must be
+// refused because the region is unusable (dev == -2).
+inline bool MemoryAccounted(const OrdinalInfo* o) {
+  return o != nullptr && (o->dev == -2 || (o->dev >= 0 && o->memory_limited != 0));
+}
 
 // Probes a device ordinal (UUID, limits, region device). Thread-safe; nullptr if out of range.
 const OrdinalInfo* Ordinal(int ordinal);

@@ -7,14 +7,17 @@ need the CUDA toolkit):
     python3 interpose/gen/gen_cuda_tables.py /usr/local/cuda
 
 Inputs (from the toolkit):
-  include/cudaTypedefs.h   every PFN_<name>_v<version>[_ptsz|_ptds] typedef: which ABI a
-                           (name, cudaVersion, per-thread) request of cuGetProcAddress selects
+  include/cuda*Typedefs.h  every PFN_<name>_v<version>[_ptsz|_ptds] typedef (core, GL, EGL, VDPAU,
+                           profiler): which ABI a (name, cudaVersion, per-thread) request of
+                           cuGetProcAddress selects
   include/cuda.h           `#define cuX cuX_vN` lines: which exported symbol is the newest ABI
   lib64/stubs/libcuda.so   the exported symbol names of the driver (read with `nm -D`)
 
 Outputs (committed):
   interpose/generated/cuda_entry_points.inc  GPUSHARE_CUDA_ENTRY(base, version, per_thread, exported)
   interpose/generated/libcuda_exports.inc    GPUSHARE_CUDA_EXPORT(name) for every driver export
+                                             (the stub's, then the graphics-interop names the
+                                             stub omits, derived from cudaGL.h/cudaEGL.h/...)
 
 Pairing rule (a typedef version -> an exported symbol): for one base name, the default-stream
 typedef versions sorted ascending are paired with the exported names {base, base_v2, base_v3...}
@@ -37,7 +40,10 @@ def main():
     root = sys.argv[1] if len(sys.argv) > 1 else "/usr/local/cuda"
     here = os.path.dirname(os.path.abspath(__file__))
     out_dir = os.path.join(os.path.dirname(here), "generated")
-    typedefs = open(os.path.join(root, "include", "cudaTypedefs.h")).read()
+    typedef_files = ["cudaTypedefs.h", "cudaGLTypedefs.h", "cudaEGLTypedefs.h",
+                     "cudaVDPAUTypedefs.h", "cudaProfilerTypedefs.h"]
+    typedefs = "".join(open(os.path.join(root, "include", f)).read() for f in typedef_files
+                       if os.path.exists(os.path.join(root, "include", f)))
     cuda_h = open(os.path.join(root, "include", "cuda.h")).read()
     stub = os.path.join(root, "lib64", "stubs", "libcuda.so")
     nm = subprocess.run(["nm", "-D", "--defined-only", stub], check=True, capture_output=True, text=True)
@@ -46,8 +52,13 @@ def main():
     version_m = re.search(r"#define\s+CUDA_VERSION\s+(\d+)", cuda_h)
     cuda_version = version_m.group(1) if version_m else "?"
 
+    headers = cuda_h
+    for extra in ("cudaGL.h", "cudaEGL.h", "cudaVDPAU.h", "cudaProfiler.h"):
+        path = os.path.join(root, "include", extra)
+        if os.path.exists(path):
+            headers += open(path).read()
     current = {}
-    for line in cuda_h.splitlines():
+    for line in headers.splitlines():
         m = DEFINE.match(line.strip())
         if m and m.group(1) != m.group(2):
             current[m.group(1)] = m.group(2)
@@ -69,13 +80,18 @@ def main():
 
     entries = []
     problems = []
+    synthetic = set()
     for base in sorted(default_versions):
         versions = sorted(default_versions[base])
         names = [e for e in exports if suffix_of(e, base) is not None]
         names.sort(key=lambda e: suffix_of(e, base))
         if not names:
-            problems.append(f"{base}: no exported symbol")
-            continue
+            # The stub omits the graphics-interop entry points (GL, EGL, VDPAU) that the real
+            # driver exports: name them by the header's #define (base, base_v2, ...).
+            defined = current.get(base, base)
+            top = suffix_of(defined, base) or 1
+            names = [base] + [f"{base}_v{k}" for k in range(2, top + 1)]
+            synthetic.update(names)
         defined = current.get(base)
         if defined in export_set and suffix_of(defined, base) is not None \
                 and suffix_of(defined, base) < suffix_of(names[-1], base):
@@ -95,7 +111,9 @@ def main():
                 problems.append(f"{base}: per-thread v{ver}{pt} has no default ABI at or below it")
                 continue
             name = pairs[max(chosen)] + pt
-            if name not in export_set:
+            if pairs[max(chosen)] in synthetic:
+                synthetic.add(name)
+            elif name not in export_set:
                 problems.append(f"{base}: per-thread v{ver}{pt} pairs with {name}, which is not exported")
                 continue
             entries.append((base, ver, 1, name))
@@ -114,6 +132,12 @@ def main():
         f.write(header.format(v=cuda_version))
         f.write("// GPUSHARE_CUDA_EXPORT(symbol): every dynamic symbol the driver stub exports. {} names.\n".format(len(exports)))
         for name in exports:
+            f.write(f"GPUSHARE_CUDA_EXPORT({name})\n")
+        used = {e[3] for e in entries}
+        extra = sorted(n for n in synthetic if n in used)
+        f.write("// Exported by the real driver but not by the stub (graphics interop), named from the\n"
+                "// toolkit headers' #defines. {} names.\n".format(len(extra)))
+        for name in extra:
             f.write(f"GPUSHARE_CUDA_EXPORT({name})\n")
     for p in problems:
         print("note:", p, file=sys.stderr)
