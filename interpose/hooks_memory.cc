@@ -184,19 +184,25 @@ uint64_t ElementBytes(int format, unsigned int channels) {
   return b * (channels == 0 ? 1 : channels);
 }
 
+// The footprint reserved before an array is created: its block-linear tiling bound (rows padded
+// to 512 B, height to 32 rows, the whole to 64 KiB). Settled afterwards on the size
+// cuArrayGetMemoryRequirements reports.
 uint64_t ArrayEstimate(uint64_t w, uint64_t h, uint64_t d, int format, unsigned int channels) {
-  uint64_t n = SatMul(SatMul(w == 0 ? 1 : w, h == 0 ? 1 : h), d == 0 ? 1 : d);
-  return SatMul(n, ElementBytes(format, channels));
+  uint64_t row = RoundUp(SatMul(w == 0 ? 1 : w, ElementBytes(format, channels)), 512);
+  uint64_t n = SatMul(SatMul(row, RoundUp(h == 0 ? 1 : h, 32)), d == 0 ? 1 : d);
+  return RoundUp(n, 64ull << 10);
 }
 
 // Creates an array-like object: reserve the estimate, create, settle on the driver's reported
 // size, destroy and refuse when that does not fit.
 template <typename Create, typename Query, typename Destroy, typename Handle>
 CUresult CreateArrayLike(Create create, Query query, Destroy destroy, Handle* handle,
-                         uint64_t estimate_bytes, bool no_backing, AllocKind kind, const char* api) {
+                         uint64_t estimate_bytes, bool no_backing, AllocKind kind, const char* api,
+                         bool large_pages = false) {
   Target t;
   if (handle == nullptr || no_backing || !CurrentTarget(&t)) return create();
-  uint64_t estimate = LinearFootprint(estimate_bytes, t.info->granularity);
+  uint64_t estimate = large_pages ? RoundUp(estimate_bytes, t.info->granularity)
+                                  : LinearFootprint(estimate_bytes, t.info->granularity);
   if (!Reserve(t.dev(), estimate, api)) return CUDA_ERROR_OUT_OF_MEMORY;
   CUresult r = create();
   if (r != CUDA_SUCCESS) {
@@ -299,6 +305,7 @@ bool SettleAsync(FreeAsync free_async, CUdeviceptr ptr, CUstream stream, const T
   }
   uint64_t growth = SatSub(now_reserved, before);
   uint64_t shrink = SatSub(before, now_reserved);
+  NoteAsyncGrowth(pp.ordinal, growth);
   if (growth <= reserved) {
     Unreserve(dev, reserved - growth + shrink);
     return true;
@@ -337,7 +344,10 @@ CUresult AllocAsync(Alloc real, FreeAsync free_async, CUdeviceptr* dptr, size_t 
     targeted = CurrentTarget(&t);
   }
   if (dptr == nullptr || bytes == 0 || !targeted) return real();
-  uint64_t fp = LinearFootprint(bytes, t.info->granularity);
+  // Reserve what the pool may have to grow by: the request rounded to the largest growth step
+  // seen on this device (the large page until one was seen). Settled on the pool's real
+  // reserved bytes afterwards.
+  uint64_t fp = RoundUp(LinearFootprint(bytes, t.info->granularity), AsyncGrowthStep(t.ordinal));
   if (!Reserve(t.dev(), fp, api)) return CUDA_ERROR_OUT_OF_MEMORY;
   CUresult r = real();
   if (r != CUDA_SUCCESS) {
@@ -523,7 +533,7 @@ GPUSHARE_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray* handle,
                                                 unsigned int levels) {
   GPUSHARE_GET_REAL(cuMipmappedArrayCreate);
   if (!Active() || desc == nullptr) return real(handle, desc, levels);
-  uint64_t estimate = 0;
+  uint64_t estimate = 0;  // all levels in one allocation of large pages
   for (unsigned int l = 0; l < (levels == 0 ? 1 : levels) && l < 64; ++l) {
     uint64_t w = desc->Width >> l, h = desc->Height >> l, d = desc->Depth >> l;
     estimate = SatAdd(estimate, ArrayEstimate(w == 0 ? 1 : w, h == 0 ? 1 : h, d == 0 ? 1 : d,
@@ -534,7 +544,7 @@ GPUSHARE_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray* handle,
                              kFn_cuMipmappedArrayGetMemoryRequirements),
                          GPUSHARE_REAL(cuMipmappedArrayDestroy), handle, estimate,
                          (desc->Flags & (kArraySparse | kArrayDeferredMapping)) != 0,
-                         AllocKind::kMipmapped, "cuMipmappedArrayCreate");
+                         AllocKind::kMipmapped, "cuMipmappedArrayCreate", true);
 }
 
 GPUSHARE_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray h) {

@@ -58,6 +58,7 @@ constinit CUcontext g_primary_ctx[kMaxOrdinals] = {};
 constinit int g_primary_refs[kMaxOrdinals] = {};
 constinit uint64_t g_graph_charged[kMaxOrdinals] = {};
 constinit bool g_graph_possible = false;
+constinit uint64_t g_async_step[kMaxOrdinals] = {};
 constinit LimiterSlot g_limiters[kMaxDevices] = {};
 
 constinit void* g_real[kFnCount] = {};
@@ -108,6 +109,7 @@ void AtForkChild() {
   memset(g_primary_ctx, 0, sizeof(g_primary_ctx));
   memset(g_primary_refs, 0, sizeof(g_primary_refs));
   memset(g_graph_charged, 0, sizeof(g_graph_charged));
+  memset(g_async_step, 0, sizeof(g_async_step));
   for (LimiterSlot& l : g_limiters) {
     memcpy(&l.lock, &kFresh, sizeof(kFresh));
     l.tracker.Reset();
@@ -507,6 +509,20 @@ void RemovePool(PoolInfo* p) {
 }
 
 bool HasPools() { return LoadRelaxed(&g_npools) != 0; }
+
+uint64_t AsyncGrowthStep(int ordinal) {
+  if (ordinal < 0 || ordinal >= kMaxOrdinals) return kDefaultGranularity;
+  uint64_t s = LoadRelaxed(&g_async_step[ordinal]);
+  uint64_t g = g_ordinals[ordinal].granularity;
+  return Max(s, g == 0 ? kDefaultGranularity : g);
+}
+
+void NoteAsyncGrowth(int ordinal, uint64_t growth) {
+  if (ordinal < 0 || ordinal >= kMaxOrdinals) return;
+  uint64_t s = LoadRelaxed(&g_async_step[ordinal]);
+  while (growth > s && !CasStrong(&g_async_step[ordinal], &s, growth)) {
+  }
+}
 
 void RefreshPools() {
   auto get_attr = Real<CUresult (*)(CUmemoryPool, int, void*)>(kFn_cuMemPoolGetAttribute);

@@ -122,6 +122,10 @@ void RefreshGraphMemory(int ordinal);
 void NoteGraphMemoryPossible();
 bool GraphMemoryPossible();
 bool HasPools();
+// The largest single growth of a pool seen on an ordinal (at least the large page), so async
+// reservations cover what the driver's pool may add in one step.
+uint64_t AsyncGrowthStep(int ordinal);
+void NoteAsyncGrowth(int ordinal, uint64_t growth);
 
 // Contexts: charged the configured overhead while they live.
 void OnContextCreated(CUcontext ctx, int ordinal, bool primary);

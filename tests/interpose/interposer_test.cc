@@ -76,7 +76,7 @@ TEST_F(Interposer, WithoutALimitNothingChanges) {
 // until a synchronisation or trim, VMM memory alive until released AND unmapped, retained
 // handles, external memory, graph memory, contexts and their allocations.
 TEST_F(Interposer, ChargesEqualTheDriversFootprintForEveryApi) {
-  dir_.Write("fake.conf", "devices=2\npitch_align=2048\npool_chunk_kib=32768\ncontext_overhead_mib=64\n");
+  dir_.Write("fake.conf", "devices=2\npitch_align=2048\npool_chunk_kib=32768\narray_pad_kib=64\ncontext_overhead_mib=64\n");
   Env env = Limits("40g", {{"GPUSHARE_CONTEXT_OVERHEAD", "64m"}});
   RunningProbe p = StartProbe(ProbeBin("cuda-probe-linked"), ProbeEnv(dir_, true, env));
   std::vector<std::string> vars;  // values captured from earlier outputs
@@ -159,7 +159,7 @@ TEST_F(Interposer, ChargesEqualTheDriversFootprintForEveryApi) {
 }
 
 TEST_F(Interposer, RefusalsLeaveNothingAllocatedEvenWhenTheFootprintIsKnownLate) {
-  dir_.Write("fake.conf", "devices=1\npitch_align=2048\npool_chunk_kib=32768\n");
+  dir_.Write("fake.conf", "devices=1\npitch_align=2048\npool_chunk_kib=32768\narray_pad_kib=64\n");
   // Each case: a limit the estimate fits in but the driver's real footprint does not.
   struct Case {
     const char* limit;
@@ -167,7 +167,7 @@ TEST_F(Interposer, RefusalsLeaveNothingAllocatedEvenWhenTheFootprintIsKnownLate)
     const char* undo_calls;  // the driver function that must have undone the allocation
   } cases[] = {
       {"3m", "pitch 1000 2048 4", "cuMemFree_v2"},          // estimate 2 MiB, real 4 MiB
-      {"32k", "array 1 1 32 4", "cuArrayDestroy"},          // estimate 512 B, real 64 KiB
+      {"96k", "array 1 1 32 4", "cuArrayDestroy"},          // estimate 64 KiB, real 128 KiB
       {"16m", "async 1048576", "cuMemFreeAsync"},           // the pool grows by 32 MiB
   };
   for (const Case& c : cases) {

@@ -88,6 +88,7 @@ struct Conf {
   uint64_t pitch_align = 512;
   uint64_t pool_chunk = 2ull << 20;
   uint64_t kernel_ns = 10000;
+  uint64_t array_pad = 0;  // extra bytes every array takes (a driver padding more than tiling)
   std::string state_file;
   bool ctx_device_fails_off_main_thread = false;
 };
@@ -131,6 +132,7 @@ Conf LoadConf() {
         else if (k == "pitch_align") c.pitch_align = n;
         else if (k == "pool_chunk_kib") c.pool_chunk = n << 10;
         else if (k == "kernel_ns") c.kernel_ns = n;
+        else if (k == "array_pad_kib") c.array_pad = n << 10;
         else if (k == "state_file") c.state_file = v;
         else if (k == "ctx_device_fails_off_main_thread") c.ctx_device_fails_off_main_thread = n != 0;
         else if (k.rfind("device.", 0) == 0) {
@@ -634,7 +636,7 @@ CUresult CreateArray(CUarray* handle, uint64_t w, uint64_t h, uint64_t depth, in
   Ctx* c = Current();
   if (c == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   bool sparse = (flags & 0xc0u) != 0;
-  uint64_t fp = sparse ? 0 : ArrayFootprint(w, h, depth, format, ch);
+  uint64_t fp = sparse ? 0 : ArrayFootprint(w, h, depth, format, ch) + d.conf.array_pad;
   if (!d.Take(c->dev, fp)) return CUDA_ERROR_OUT_OF_MEMORY;
   void* key = reinterpret_cast<void*>(d.Va(64));
   d.handles[key] = HandleObj{c->dev, fp, c};

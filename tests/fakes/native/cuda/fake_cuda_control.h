@@ -17,6 +17,7 @@
 //   granularity_kib=2048       VMM granularity and the large-page size linear allocations round to
 //   pitch_align=512            cuMemAllocPitch pitch alignment
 //   pool_chunk_kib=2048        stream-ordered pools grow by this much
+//   array_pad_kib=0            extra memory every array takes beyond its block-linear tiling
 //   kernel_ns=10000            simulated duration of a launch (a function named "spin_<ns>"
 //                              from cuModuleGetFunction runs that long instead)
 //   state_file=<path>          share physical usage with other processes (one simulated GPU)
