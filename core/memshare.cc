@@ -1,0 +1,691 @@
+#include "core/memshare.h"
+
+#include <algorithm>
+#include <charconv>
+#include <limits>
+#include <memory>
+#include <set>
+#include <utility>
+
+namespace gpushare::memshare {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// A small strict JSON reader for annotation values (core/ cannot use a JSON library). It
+// accepts RFC 8259 JSON, refuses nesting deeper than kMaxDepth and values beyond kMaxBytes,
+// and keeps integers exact.
+// ---------------------------------------------------------------------------------------------
+
+constexpr int kMaxDepth = 16;
+constexpr size_t kMaxBytes = 1 << 20;  // annotations are at most 256 KiB in total anyway
+
+struct Json {
+  enum class Type { kNull, kBool, kNumber, kString, kArray, kObject };
+  Type type = Type::kNull;
+  bool b = false;
+  bool is_int = false;  // a number without fraction or exponent that fits int64
+  int64_t i = 0;
+  std::string s;        // string value, or a number's spelling
+  std::vector<Json> items;
+  std::vector<std::pair<std::string, Json>> members;
+
+  const Json* Find(std::string_view key) const {
+    for (const auto& [k, v] : members)
+      if (k == key) return &v;
+    return nullptr;
+  }
+};
+
+std::string_view TypeName(Json::Type t) {
+  switch (t) {
+    case Json::Type::kNull: return "null";
+    case Json::Type::kBool: return "a boolean";
+    case Json::Type::kNumber: return "a number";
+    case Json::Type::kString: return "a string";
+    case Json::Type::kArray: return "an array";
+    case Json::Type::kObject: return "an object";
+  }
+  return "?";
+}
+
+class Reader {
+ public:
+  explicit Reader(std::string_view text) : t_(text) {}
+
+  Result<Json> ParseDocument() {
+    if (t_.size() > kMaxBytes)
+      return Status::InvalidArgument("JSON value of " + std::to_string(t_.size()) + " bytes, at most " +
+                                     std::to_string(kMaxBytes) + " accepted");
+    Json v;
+    if (!Value(&v, 0)) return Status::InvalidArgument(error_);
+    Ws();
+    if (p_ != t_.size()) return Status::InvalidArgument(Where("unexpected data after the JSON value"));
+    return v;
+  }
+
+ private:
+  std::string Where(std::string_view what) const {
+    return std::string(what) + " at offset " + std::to_string(p_);
+  }
+  bool Fail(std::string_view what) {
+    if (error_.empty()) error_ = Where(what);
+    return false;
+  }
+  void Ws() {
+    while (p_ < t_.size() && (t_[p_] == ' ' || t_[p_] == '\t' || t_[p_] == '\n' || t_[p_] == '\r')) ++p_;
+  }
+  bool Literal(std::string_view word) {
+    if (t_.substr(p_, word.size()) != word) return Fail("invalid literal");
+    p_ += word.size();
+    return true;
+  }
+
+  bool Value(Json* out, int depth) {
+    Ws();
+    if (p_ >= t_.size()) return Fail("unexpected end of input");
+    const char c = t_[p_];
+    switch (c) {
+      case '{': return Object(out, depth + 1);
+      case '[': return Array(out, depth + 1);
+      case '"': out->type = Json::Type::kString; return String(&out->s);
+      case 't': out->type = Json::Type::kBool; out->b = true; return Literal("true");
+      case 'f': out->type = Json::Type::kBool; out->b = false; return Literal("false");
+      case 'n': out->type = Json::Type::kNull; return Literal("null");
+      default:
+        if (c == '-' || (c >= '0' && c <= '9')) return Number(out);
+        return Fail(std::string("unexpected character '") + c + "'");
+    }
+  }
+
+  bool Object(Json* out, int depth) {
+    if (depth > kMaxDepth) return Fail("nesting deeper than " + std::to_string(kMaxDepth));
+    out->type = Json::Type::kObject;
+    ++p_;
+    Ws();
+    if (p_ < t_.size() && t_[p_] == '}') {
+      ++p_;
+      return true;
+    }
+    for (;;) {
+      Ws();
+      if (p_ >= t_.size() || t_[p_] != '"') return Fail("expected a string key");
+      std::string key;
+      if (!String(&key)) return false;
+      Ws();
+      if (p_ >= t_.size() || t_[p_] != ':') return Fail("expected ':'");
+      ++p_;
+      Json v;
+      if (!Value(&v, depth)) return false;
+      for (const auto& m : out->members)
+        if (m.first == key) return Fail("duplicate key \"" + key + "\"");
+      out->members.emplace_back(std::move(key), std::move(v));
+      Ws();
+      if (p_ < t_.size() && t_[p_] == ',') {
+        ++p_;
+        continue;
+      }
+      if (p_ < t_.size() && t_[p_] == '}') {
+        ++p_;
+        return true;
+      }
+      return Fail("expected ',' or '}'");
+    }
+  }
+
+  bool Array(Json* out, int depth) {
+    if (depth > kMaxDepth) return Fail("nesting deeper than " + std::to_string(kMaxDepth));
+    out->type = Json::Type::kArray;
+    ++p_;
+    Ws();
+    if (p_ < t_.size() && t_[p_] == ']') {
+      ++p_;
+      return true;
+    }
+    for (;;) {
+      Json v;
+      if (!Value(&v, depth)) return false;
+      out->items.push_back(std::move(v));
+      Ws();
+      if (p_ < t_.size() && t_[p_] == ',') {
+        ++p_;
+        continue;
+      }
+      if (p_ < t_.size() && t_[p_] == ']') {
+        ++p_;
+        return true;
+      }
+      return Fail("expected ',' or ']'");
+    }
+  }
+
+  static int Hex(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  }
+  bool Hex4(uint32_t* out) {
+    if (p_ + 4 > t_.size()) return Fail("truncated \\u escape");
+    uint32_t v = 0;
+    for (int k = 0; k < 4; ++k) {
+      const int h = Hex(t_[p_ + k]);
+      if (h < 0) return Fail("invalid \\u escape");
+      v = v * 16 + static_cast<uint32_t>(h);
+    }
+    p_ += 4;
+    *out = v;
+    return true;
+  }
+  static void Utf8(uint32_t cp, std::string* out) {
+    if (cp < 0x80) {
+      *out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      *out += static_cast<char>(0xC0 | (cp >> 6));
+      *out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      *out += static_cast<char>(0xE0 | (cp >> 12));
+      *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      *out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+      *out += static_cast<char>(0xF0 | (cp >> 18));
+      *out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+      *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      *out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+  }
+
+  bool String(std::string* out) {
+    ++p_;  // opening quote
+    for (;;) {
+      if (p_ >= t_.size()) return Fail("unterminated string");
+      const char c = t_[p_];
+      if (c == '"') {
+        ++p_;
+        return true;
+      }
+      if (static_cast<unsigned char>(c) < 0x20) return Fail("control character in string");
+      if (c != '\\') {
+        *out += c;
+        ++p_;
+        continue;
+      }
+      ++p_;
+      if (p_ >= t_.size()) return Fail("unterminated escape");
+      const char e = t_[p_++];
+      switch (e) {
+        case '"': *out += '"'; break;
+        case '\\': *out += '\\'; break;
+        case '/': *out += '/'; break;
+        case 'b': *out += '\b'; break;
+        case 'f': *out += '\f'; break;
+        case 'n': *out += '\n'; break;
+        case 'r': *out += '\r'; break;
+        case 't': *out += '\t'; break;
+        case 'u': {
+          uint32_t cp = 0;
+          if (!Hex4(&cp)) return false;
+          if (cp >= 0xD800 && cp <= 0xDBFF) {
+            uint32_t lo = 0;
+            if (t_.substr(p_, 2) != "\\u") return Fail("unpaired surrogate");
+            p_ += 2;
+            if (!Hex4(&lo)) return false;
+            if (lo < 0xDC00 || lo > 0xDFFF) return Fail("unpaired surrogate");
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+          } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+            return Fail("unpaired surrogate");
+          }
+          Utf8(cp, out);
+          break;
+        }
+        default:
+          return Fail("invalid escape");
+      }
+    }
+  }
+
+  bool Number(Json* out) {
+    const size_t start = p_;
+    if (t_[p_] == '-') ++p_;
+    if (p_ >= t_.size()) return Fail("truncated number");
+    if (t_[p_] == '0') {
+      ++p_;
+    } else if (t_[p_] >= '1' && t_[p_] <= '9') {
+      while (p_ < t_.size() && t_[p_] >= '0' && t_[p_] <= '9') ++p_;
+    } else {
+      return Fail("invalid number");
+    }
+    bool integral = true;
+    if (p_ < t_.size() && t_[p_] == '.') {
+      integral = false;
+      ++p_;
+      if (p_ >= t_.size() || t_[p_] < '0' || t_[p_] > '9') return Fail("invalid number");
+      while (p_ < t_.size() && t_[p_] >= '0' && t_[p_] <= '9') ++p_;
+    }
+    if (p_ < t_.size() && (t_[p_] == 'e' || t_[p_] == 'E')) {
+      integral = false;
+      ++p_;
+      if (p_ < t_.size() && (t_[p_] == '+' || t_[p_] == '-')) ++p_;
+      if (p_ >= t_.size() || t_[p_] < '0' || t_[p_] > '9') return Fail("invalid number");
+      while (p_ < t_.size() && t_[p_] >= '0' && t_[p_] <= '9') ++p_;
+    }
+    out->type = Json::Type::kNumber;
+    out->s = std::string(t_.substr(start, p_ - start));
+    if (integral) {
+      int64_t v = 0;
+      auto [ptr, ec] = std::from_chars(out->s.data(), out->s.data() + out->s.size(), v);
+      if (ec == std::errc() && ptr == out->s.data() + out->s.size()) {
+        out->is_int = true;
+        out->i = v;
+      }
+    }
+    return true;
+  }
+
+  std::string_view t_;
+  size_t p_ = 0;
+  std::string error_;
+};
+
+// JSON string literal with the escapes RFC 8259 requires.
+std::string Quote(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (u < 0x20) {
+      static const char* hex = "0123456789abcdef";
+      out += "\\u00";
+      out += hex[u >> 4];
+      out += hex[u & 15];
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::string Spelling(const Json& v) {
+  switch (v.type) {
+    case Json::Type::kString: return Quote(v.s);
+    case Json::Type::kNumber: return v.s;
+    case Json::Type::kBool: return v.b ? "true" : "false";
+    case Json::Type::kNull: return "null";
+    default: return std::string(TypeName(v.type));
+  }
+}
+
+// Field readers: each returns an error naming `path`.
+Status WantInt(const Json* v, const std::string& path, int64_t lo, int64_t hi, int64_t* out) {
+  if (v == nullptr) return Status::InvalidArgument(path + ": missing");
+  if (v->type != Json::Type::kNumber || !v->is_int || v->i < lo || v->i > hi)
+    return Status::InvalidArgument(path + ": must be an integer in " + std::to_string(lo) + ".." + std::to_string(hi) +
+                                   ", got " + Spelling(*v));
+  *out = v->i;
+  return Status::Ok();
+}
+
+Status WantString(const Json* v, const std::string& path, bool required, std::string* out) {
+  if (v == nullptr) {
+    if (required) return Status::InvalidArgument(path + ": missing");
+    return Status::Ok();
+  }
+  if (v->type != Json::Type::kString)
+    return Status::InvalidArgument(path + ": must be a string, got " + Spelling(*v));
+  *out = v->s;
+  return Status::Ok();
+}
+
+bool ParseNonNegative(std::string_view s, int64_t* out) {
+  if (s.empty() || (s.size() > 1 && s[0] == '0')) return false;
+  int64_t v = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || ptr != s.data() + s.size() || v < 0) return false;
+  *out = v;
+  return true;
+}
+
+std::optional<int> ParseGpuIndex(std::string_view s) {
+  int64_t v = 0;
+  if (!ParseNonNegative(s, &v) || v > 1023) return std::nullopt;
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+// --- units -----------------------------------------------------------------------------------
+
+std::string_view MemoryUnitName(MemoryUnit u) { return u == MemoryUnit::kMiB ? "MiB" : "GiB"; }
+
+std::optional<MemoryUnit> ParseMemoryUnit(std::string_view s) {
+  if (s == "GiB") return MemoryUnit::kGiB;
+  if (s == "MiB") return MemoryUnit::kMiB;
+  return std::nullopt;
+}
+
+int64_t UnitMiB(MemoryUnit u) { return u == MemoryUnit::kMiB ? 1 : 1024; }
+
+int64_t UnitsForMemory(int64_t memory_mib, MemoryUnit u) {
+  return memory_mib <= 0 ? 0 : memory_mib / UnitMiB(u);
+}
+
+// --- device IDs ------------------------------------------------------------------------------
+
+std::string UnitDeviceId(std::string_view gpu_uuid, int64_t j) {
+  return std::string(gpu_uuid) + std::string(kUnitIdSeparator) + std::to_string(j);
+}
+
+Result<UnitId> ParseUnitDeviceId(std::string_view id) {
+  const size_t sep = id.rfind(kUnitIdSeparator);
+  const std::string quoted = "device ID \"" + std::string(id) + "\"";
+  if (sep == std::string_view::npos)
+    return Status::InvalidArgument(quoted + ": not a memory unit (want <GPU-uuid>-_-<n>)");
+  UnitId out;
+  out.gpu_uuid = std::string(id.substr(0, sep));
+  if (out.gpu_uuid.empty()) return Status::InvalidArgument(quoted + ": empty GPU UUID");
+  if (!ParseNonNegative(id.substr(sep + kUnitIdSeparator.size()), &out.j))
+    return Status::InvalidArgument(quoted + ": unit number must be a non-negative decimal");
+  return out;
+}
+
+// --- node inventory --------------------------------------------------------------------------
+
+const InventoryGpu* NodeInventory::FindByIndex(int index) const {
+  for (const auto& g : gpus)
+    if (g.index == index) return &g;
+  return nullptr;
+}
+
+const InventoryGpu* NodeInventory::FindByUuid(std::string_view uuid) const {
+  for (const auto& g : gpus)
+    if (g.uuid == uuid) return &g;
+  return nullptr;
+}
+
+std::string EncodeInventory(const NodeInventory& inv) {
+  std::string out = "{\"version\":" + std::to_string(inv.version) + ",\"unit\":" +
+                    Quote(MemoryUnitName(inv.unit)) + ",\"maxClientsPerGpu\":" +
+                    std::to_string(inv.max_clients_per_gpu) + ",\"gpus\":[";
+  for (size_t k = 0; k < inv.gpus.size(); ++k) {
+    const InventoryGpu& g = inv.gpus[k];
+    if (k) out += ",";
+    out += "{\"index\":" + std::to_string(g.index) + ",\"uuid\":" + Quote(g.uuid) + ",\"model\":" + Quote(g.model) +
+           ",\"memoryMiB\":" + std::to_string(g.memory_mib) + ",\"units\":" + std::to_string(g.units) +
+           ",\"health\":" + Quote(g.healthy ? "Healthy" : "Unhealthy") + ",\"mode\":" + Quote(g.mode) + "}";
+  }
+  return out + "]}";
+}
+
+Result<NodeInventory> DecodeInventory(std::string_view json) {
+  Result<Json> doc = Reader(json).ParseDocument();
+  if (!doc.ok()) return doc.status();
+  const Json& root = *doc;
+  if (root.type != Json::Type::kObject)
+    return Status::InvalidArgument("inventory: must be a JSON object, got " + std::string(TypeName(root.type)));
+  NodeInventory inv;
+  int64_t version = 0;
+  GPUSHARE_RETURN_IF_ERROR(WantInt(root.Find("version"), "version", 1, std::numeric_limits<int32_t>::max(), &version));
+  if (version > kInventoryVersion)
+    return Status::InvalidArgument("version: " + std::to_string(version) +
+                                   " was written by a newer gpushare-node; this build reads version " +
+                                   std::to_string(kInventoryVersion));
+  inv.version = static_cast<int>(version);
+  std::string unit;
+  GPUSHARE_RETURN_IF_ERROR(WantString(root.Find("unit"), "unit", true, &unit));
+  std::optional<MemoryUnit> u = ParseMemoryUnit(unit);
+  if (!u) return Status::InvalidArgument("unit: must be \"GiB\" or \"MiB\", got " + Quote(unit));
+  inv.unit = *u;
+  int64_t clients = 48;
+  if (root.Find("maxClientsPerGpu") != nullptr)
+    GPUSHARE_RETURN_IF_ERROR(WantInt(root.Find("maxClientsPerGpu"), "maxClientsPerGpu", 1, 1024, &clients));
+  inv.max_clients_per_gpu = static_cast<int>(clients);
+  const Json* gpus = root.Find("gpus");
+  if (gpus == nullptr) return Status::InvalidArgument("gpus: missing");
+  if (gpus->type != Json::Type::kArray)
+    return Status::InvalidArgument("gpus: must be an array, got " + std::string(TypeName(gpus->type)));
+  std::set<int64_t> indices;
+  std::set<std::string> uuids;
+  for (size_t k = 0; k < gpus->items.size(); ++k) {
+    const Json& g = gpus->items[k];
+    const std::string path = "gpus[" + std::to_string(k) + "]";
+    if (g.type != Json::Type::kObject)
+      return Status::InvalidArgument(path + ": must be an object, got " + std::string(TypeName(g.type)));
+    InventoryGpu out;
+    int64_t index = 0, mem = 0, units = 0;
+    GPUSHARE_RETURN_IF_ERROR(WantInt(g.Find("index"), path + ".index", 0, 1023, &index));
+    if (!indices.insert(index).second)
+      return Status::InvalidArgument(path + ".index: " + std::to_string(index) + " appears twice");
+    out.index = static_cast<int>(index);
+    GPUSHARE_RETURN_IF_ERROR(WantString(g.Find("uuid"), path + ".uuid", true, &out.uuid));
+    if (out.uuid.empty()) return Status::InvalidArgument(path + ".uuid: must not be empty");
+    if (!uuids.insert(out.uuid).second)
+      return Status::InvalidArgument(path + ".uuid: " + Quote(out.uuid) + " appears twice");
+    GPUSHARE_RETURN_IF_ERROR(WantString(g.Find("model"), path + ".model", false, &out.model));
+    GPUSHARE_RETURN_IF_ERROR(WantInt(g.Find("memoryMiB"), path + ".memoryMiB", 0, int64_t{1} << 40, &mem));
+    GPUSHARE_RETURN_IF_ERROR(WantInt(g.Find("units"), path + ".units", 0, int64_t{1} << 40, &units));
+    out.memory_mib = mem;
+    out.units = units;
+    std::string health = "Healthy";
+    GPUSHARE_RETURN_IF_ERROR(WantString(g.Find("health"), path + ".health", false, &health));
+    if (health != "Healthy" && health != "Unhealthy")
+      return Status::InvalidArgument(path + ".health: must be \"Healthy\" or \"Unhealthy\", got " + Quote(health));
+    out.healthy = health == "Healthy";
+    GPUSHARE_RETURN_IF_ERROR(WantString(g.Find("mode"), path + ".mode", false, &out.mode));
+    inv.gpus.push_back(std::move(out));
+  }
+  std::sort(inv.gpus.begin(), inv.gpus.end(), [](const InventoryGpu& a, const InventoryGpu& b) { return a.index < b.index; });
+  return inv;
+}
+
+// --- requests --------------------------------------------------------------------------------
+
+int64_t PodRequest::PodUnits() const {
+  int64_t total = 0;
+  for (const auto& c : app) total += c.units;
+  return total;
+}
+
+int64_t PodRequest::MaxInitUnits() const {
+  int64_t m = 0;
+  for (const auto& c : init) m = std::max(m, c.units);
+  return m;
+}
+
+std::vector<int64_t> PodRequest::Demands() const {
+  std::vector<int64_t> out;
+  for (const auto& c : app) out.push_back(c.units);
+  if (out.empty()) {
+    if (!init.empty()) out.push_back(MaxInitUnits());
+  } else {
+    out[0] = std::max(out[0], MaxInitUnits());
+  }
+  return out;
+}
+
+std::vector<std::string> PodRequest::DemandContainers() const {
+  std::vector<std::string> out;
+  for (const auto& c : app) out.push_back(c.name);
+  if (out.empty() && !init.empty()) out.push_back(init.front().name);
+  return out;
+}
+
+Result<PodRequest> ComputePodRequest(const std::vector<ContainerUnits>& containers) {
+  PodRequest out;
+  std::set<std::string> names;
+  for (const ContainerUnits& c : containers) {
+    const std::string what = std::string(c.init ? "init container" : "container") + " \"" + c.name + "\"";
+    if (!names.insert(c.name).second) return Status::InvalidArgument(what + ": duplicate container name");
+    if ((c.limit && *c.limit < 0) || (c.request && *c.request < 0))
+      return Status::InvalidArgument(what + ": " + std::string(kResourceName) + " must not be negative");
+    if (c.limit && c.request && *c.limit != *c.request)
+      return Status::InvalidArgument(what + ": " + std::string(kResourceName) + " request " +
+                                     std::to_string(*c.request) + " differs from limit " + std::to_string(*c.limit) +
+                                     " (extended resources cannot be overcommitted)");
+    const int64_t units = c.limit ? *c.limit : c.request.value_or(0);
+    if (units == 0) continue;
+    (c.init ? out.init : out.app).push_back({c.name, units});
+  }
+  return out;
+}
+
+// --- assignments -----------------------------------------------------------------------------
+
+std::string EncodeContainerGpus(const ContainerGpus& m) {
+  std::string out = "{";
+  bool first = true;
+  for (const auto& [name, gpu] : m) {
+    if (!first) out += ",";
+    first = false;
+    out += Quote(name) + ":" + std::to_string(gpu);
+  }
+  return out + "}";
+}
+
+Result<ContainerGpus> DecodeContainerGpus(std::string_view json) {
+  Result<Json> doc = Reader(json).ParseDocument();
+  if (!doc.ok()) return doc.status();
+  if (doc->type != Json::Type::kObject)
+    return Status::InvalidArgument("must be a JSON object {container: GPU index}, got " + std::string(TypeName(doc->type)));
+  ContainerGpus out;
+  for (const auto& [name, v] : doc->members) {
+    int64_t idx = 0;
+    GPUSHARE_RETURN_IF_ERROR(WantInt(&v, Quote(name), 0, 1023, &idx));
+    out[name] = static_cast<int>(idx);
+  }
+  return out;
+}
+
+ContainerGpus AssignContainers(const PodRequest& request, const std::vector<int>& demand_gpus) {
+  ContainerGpus out;
+  if (demand_gpus.empty()) return out;
+  for (size_t k = 0; k < request.app.size() && k < demand_gpus.size(); ++k) out[request.app[k].name] = demand_gpus[k];
+  for (const auto& c : request.init) out[c.name] = demand_gpus[0];
+  return out;
+}
+
+std::map<int, GpuUse> GpuUsage(const PodRequest& request, const ContainerGpus& gpus, std::vector<std::string>* missing) {
+  std::map<int, int64_t> app_units, init_max;
+  std::map<int, int> app_clients;
+  for (const auto& c : request.app) {
+    auto it = gpus.find(c.name);
+    if (it == gpus.end()) {
+      if (missing) missing->push_back(c.name);
+      continue;
+    }
+    app_units[it->second] += c.units;
+    app_clients[it->second] += 1;
+  }
+  for (const auto& c : request.init) {
+    auto it = gpus.find(c.name);
+    if (it == gpus.end()) {
+      if (missing) missing->push_back(c.name);
+      continue;
+    }
+    init_max[it->second] = std::max(init_max[it->second], c.units);
+  }
+  std::map<int, GpuUse> out;
+  for (const auto& [g, u] : app_units) out[g] = {u, app_clients[g]};
+  for (const auto& [g, u] : init_max) {
+    GpuUse& use = out[g];
+    use.units = std::max(use.units, u);
+    if (use.clients == 0) use.clients = 1;
+  }
+  return out;
+}
+
+std::string EncodeAssumeTime(int64_t unix_nanos) { return std::to_string(unix_nanos); }
+
+std::optional<int64_t> DecodeAssumeTime(std::string_view s) {
+  int64_t v = 0;
+  if (!ParseNonNegative(s, &v)) return std::nullopt;
+  return v;
+}
+
+std::map<std::string, std::string> BindAnnotations(const PodRequest& request, const std::vector<int>& demand_gpus,
+                                                   int64_t dev_units, int64_t assume_unix_nanos) {
+  std::map<std::string, std::string> a;
+  a[std::string(kIdxKey)] = demand_gpus.empty() ? "-1" : std::to_string(demand_gpus[0]);
+  a[std::string(kPodKey)] = std::to_string(request.PodUnits());
+  a[std::string(kDevKey)] = std::to_string(dev_units);
+  a[std::string(kAssignedKey)] = "false";
+  a[std::string(kAssumeTimeKey)] = EncodeAssumeTime(assume_unix_nanos);
+  a[std::string(kAssumedAnnotation)] = EncodeContainerGpus(AssignContainers(request, demand_gpus));
+  return a;
+}
+
+std::map<std::string, std::string> ConfirmAnnotations(const PodRequest& request, const ContainerGpus& actual) {
+  std::map<std::string, std::string> a;
+  a[std::string(kAssignedKey)] = "true";
+  const std::vector<std::string> owners = request.DemandContainers();
+  if (!owners.empty()) {
+    auto it = actual.find(owners[0]);
+    if (it != actual.end()) a[std::string(kIdxKey)] = std::to_string(it->second);
+  }
+  a[std::string(kConfirmedAnnotation)] = EncodeContainerGpus(actual);
+  return a;
+}
+
+std::string_view AssignmentStateName(AssignmentState s) {
+  switch (s) {
+    case AssignmentState::kNone: return "none";
+    case AssignmentState::kAssumed: return "assumed";
+    case AssignmentState::kConfirmed: return "confirmed";
+  }
+  return "?";
+}
+
+PodAssignment ResolveAssignment(const std::map<std::string, std::string>& annotations, const PodRequest& request) {
+  PodAssignment out;
+  auto get = [&](std::string_view key) -> const std::string* {
+    auto it = annotations.find(std::string(key));
+    return it == annotations.end() ? nullptr : &it->second;
+  };
+  std::optional<int> idx;
+  if (const std::string* v = get(kIdxKey)) {
+    idx = ParseGpuIndex(*v);
+    if (!idx && *v != "-1") out.problems.push_back(std::string(kIdxKey) + ": not a GPU index: \"" + *v + "\"");
+  }
+  auto read_map = [&](std::string_view key) -> std::optional<ContainerGpus> {
+    const std::string* v = get(key);
+    if (v == nullptr) return std::nullopt;
+    Result<ContainerGpus> m = DecodeContainerGpus(*v);
+    if (!m.ok()) {
+      out.problems.push_back(std::string(key) + ": " + m.status().message());
+      return std::nullopt;
+    }
+    return *m;
+  };
+  const std::optional<ContainerGpus> confirmed = read_map(kConfirmedAnnotation);
+  const std::optional<ContainerGpus> assumed = read_map(kAssumedAnnotation);
+  const ContainerGpus* source = confirmed ? &*confirmed : assumed ? &*assumed : nullptr;
+  if (const std::string* t = get(kAssumeTimeKey)) {
+    out.assume_time = DecodeAssumeTime(*t);
+    if (!out.assume_time) out.problems.push_back(std::string(kAssumeTimeKey) + ": not UnixNano: \"" + *t + "\"");
+  }
+  if (request.empty()) return out;
+  ContainerGpus gpus;
+  std::vector<const ContainerShare*> all;
+  for (const auto& c : request.init) all.push_back(&c);
+  for (const auto& c : request.app) all.push_back(&c);
+  for (const ContainerShare* c : all) {
+    std::optional<int> g;
+    if (source) {
+      auto it = source->find(c->name);
+      if (it != source->end()) g = it->second;
+    }
+    if (!g) g = idx;
+    if (!g) {
+      if (get(kIdxKey) || get(kAssumedAnnotation) || get(kConfirmedAnnotation) || get(kAssignedKey))
+        out.problems.push_back("container \"" + c->name + "\" has no GPU in the annotations");
+      return out;
+    }
+    gpus[c->name] = *g;
+  }
+  out.gpus = std::move(gpus);
+  const std::string* assigned = get(kAssignedKey);
+  out.state = (confirmed || (assigned && *assigned == "true")) ? AssignmentState::kConfirmed : AssignmentState::kAssumed;
+  return out;
+}
+
+}  // namespace gpushare::memshare

@@ -1,0 +1,46 @@
+#include "kube/memshare_pod.h"
+
+#include <string>
+#include <vector>
+
+#include "kube/quantity.h"
+
+namespace gpushare::kube {
+namespace {
+
+Status Read(const StringMap& m, const std::string& path, std::optional<int64_t>* out) {
+  auto it = m.find(std::string(memshare::kResourceName));
+  if (it == m.end()) return Status::Ok();
+  Result<int64_t> v = ParseWholeQuantity(it->second, path + "[" + std::string(memshare::kResourceName) + "]");
+  if (!v.ok()) return v.status();
+  *out = *v;
+  return Status::Ok();
+}
+
+Status Collect(const std::vector<Container>& list, bool init, std::vector<memshare::ContainerUnits>* out) {
+  const std::string field = init ? "spec.initContainers" : "spec.containers";
+  for (size_t i = 0; i < list.size(); ++i) {
+    const Container& c = list[i];
+    memshare::ContainerUnits u;
+    u.name = c.name;
+    u.init = init;
+    const std::string path = field + "[" + std::to_string(i) + "].resources.";
+    GPUSHARE_RETURN_IF_ERROR(Read(c.resources.limits, path + "limits", &u.limit));
+    GPUSHARE_RETURN_IF_ERROR(Read(c.resources.requests, path + "requests", &u.request));
+    out->push_back(std::move(u));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<memshare::PodRequest> PodMemRequest(const Pod& pod) {
+  std::vector<memshare::ContainerUnits> units;
+  Status s = Collect(pod.spec.init_containers, true, &units);
+  if (s.ok()) s = Collect(pod.spec.containers, false, &units);
+  Result<memshare::PodRequest> r = s.ok() ? memshare::ComputePodRequest(units) : Result<memshare::PodRequest>(s);
+  if (!r.ok()) return r.status().WithContext("pod " + pod.metadata.namespace_ + "/" + pod.metadata.name);
+  return r;
+}
+
+}  // namespace gpushare::kube

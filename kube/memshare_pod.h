@@ -1,0 +1,19 @@
+// The aliyun.com/gpu-mem request of a kube::Pod, in the form core/memshare.h works on.
+//
+// Reads every container's and init container's limits and requests of aliyun.com/gpu-mem
+// (whole-number quantities, kube/quantity.h) and hands them to memshare::ComputePodRequest
+// (limits win; containers without the resource take no part). Used by gpushare-scheduler and
+// gpushare-node alike, so both count a pod the same way.
+#pragma once
+
+#include "core/memshare.h"
+#include "core/status.h"
+#include "kube/objects.h"
+
+namespace gpushare::kube {
+
+// Errors name the container and the field, e.g.
+// `pod ml/train-0: spec.containers[1].resources.limits[aliyun.com/gpu-mem]: must be a whole number, got "1.5"`.
+Result<memshare::PodRequest> PodMemRequest(const Pod& pod);
+
+}  // namespace gpushare::kube
