@@ -21,6 +21,7 @@
 #include "gpu/file_inventory.h"
 #include "gpu/inventory_source.h"
 #include "gpu/nvml_inventory.h"
+#include "node/interposer_mounts.h"
 #include "node/plan_printer.h"
 #include "node/serve.h"
 
@@ -142,7 +143,7 @@ int RunServe(const MainOptions& o, const Inputs& in) {
     if (!nvml.ok()) return nvml.status();
     return MakeNvmlHealthEventSource(*nvml, a.inventory);
   };
-  // s.decorator: the in-container library's additions to Allocate plug in here.
+  s.decorator = node::InterposerDecoratorFactory();  // in-container GPU limits (docs/interposer.md)
   return node::Serve(std::move(s));
 }
 

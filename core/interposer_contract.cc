@@ -1,0 +1,86 @@
+// See interposer_contract.h. The config file format is the one interpose/config.h parses;
+// tests/interpose/interposer_contract_test.cc feeds this output through that parser.
+#include "core/interposer_contract.h"
+
+#include <sstream>
+
+namespace gpushare {
+namespace {
+
+bool Absolute(const std::string& p) { return !p.empty() && p[0] == '/'; }
+
+std::string Join(const std::string& dir, const std::string& name) {
+  return (!dir.empty() && dir.back() == '/') ? dir + name : dir + "/" + name;
+}
+
+}  // namespace
+
+std::vector<InterposerDevice> InterposerDevicesFor(const std::vector<const PlannedDevice*>& devices) {
+  std::vector<InterposerDevice> out;
+  std::vector<bool> all_limited;
+  for (const PlannedDevice* d : devices) {
+    if (d == nullptr) continue;
+    size_t i = 0;
+    while (i < out.size() && out[i].uuid != d->device_uuid) ++i;
+    if (i == out.size()) {
+      out.push_back(InterposerDevice{d->device_uuid, 0, 0});
+      all_limited.push_back(true);
+    }
+    if (d->memory_limit_mib == 0) all_limited[i] = false;
+    out[i].memory_limit_mib += d->memory_limit_mib;
+  }
+  for (size_t i = 0; i < out.size(); ++i)
+    if (!all_limited[i]) out[i].memory_limit_mib = 0;
+  return out;
+}
+
+Result<InterposerSetup> BuildInterposerSetup(const std::vector<InterposerDevice>& devices,
+                                             const InterposerOptions& options) {
+  InterposerSetup setup;
+  bool any = false;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const InterposerDevice& d = devices[i];
+    if (d.uuid.empty())
+      return Status::InvalidArgument("interposer: device " + std::to_string(i) + " has no UUID");
+    if (d.sm_limit_percent > 100)
+      return Status::InvalidArgument("interposer: device " + d.uuid + ": SM limit must be 0..100, got " +
+                                     std::to_string(d.sm_limit_percent));
+    any = any || d.memory_limit_mib != 0 || (d.sm_limit_percent != 0 && d.sm_limit_percent != 100);
+  }
+  if (!any) return setup;
+  if (!Absolute(options.library_host_dir))
+    return Status::InvalidArgument("gpushare.interposerHostDir: must be an absolute path, got \"" +
+                                   options.library_host_dir + "\"");
+  if (!Absolute(options.container_host_dir))
+    return Status::InvalidArgument("interposer: container directory must be an absolute path, got \"" +
+                                   options.container_host_dir + "\"");
+
+  std::ostringstream config;
+  config << "# Written by gpushare-node Allocate; read by libgpushare-cuda.so (docs/interposer.md).\n"
+         << "version=1\n"
+         << "region=" << kContainerRegionPath << "\n";
+  if (options.context_overhead_mib != 0) config << "context_overhead=" << options.context_overhead_mib << "m\n";
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const InterposerDevice& d = devices[i];
+    std::string idx = std::to_string(i);
+    config << "device." << idx << ".uuid=" << d.uuid << "\n";
+    config << "device." << idx << ".memory_limit=" << d.memory_limit_mib << "m\n";
+    uint32_t sm = d.sm_limit_percent >= 100 ? 0 : d.sm_limit_percent;
+    config << "device." << idx << ".sm_limit=" << sm << "\n";
+    if (d.memory_limit_mib != 0)
+      setup.envs["CUDA_DEVICE_MEMORY_LIMIT_" + idx] = std::to_string(d.memory_limit_mib) + "m";
+    if (sm != 0) setup.envs["CUDA_DEVICE_SM_LIMIT_" + idx] = std::to_string(sm);
+  }
+  setup.envs["CUDA_DEVICE_MEMORY_SHARED_CACHE"] = kContainerRegionPath;
+  setup.config_text = config.str();
+  setup.preload_text = std::string(kContainerLibraryPath) + "\n";
+  setup.mounts = {
+      {kContainerLibraryPath, Join(options.library_host_dir, kLibraryFileName), true},
+      {kContainerSharedDir, Join(options.container_host_dir, "shared"), false},
+      {kContainerConfigPath, Join(options.container_host_dir, "config"), true},
+      {kContainerPreloadPath, Join(options.container_host_dir, "ld.so.preload"), true},
+  };
+  return setup;
+}
+
+}  // namespace gpushare

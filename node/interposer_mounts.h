@@ -1,0 +1,42 @@
+// InterposerMounts: the node side of the in-container library's contract
+// (core/interposer_contract.h): for each container Allocate admits with a memory or SM limit, a
+// fresh directory <container_state_dir>/<id>/ holding
+//     config          the library's configuration (mounted read-only at /etc/gpushare/config)
+//     ld.so.preload   loads the library into every process (mounted at /etc/ld.so.preload)
+//     shared/         the per-container accounting region (mounted read-write, world-writable
+//                     so every user of the container shares it)
+// plus the library itself from gpushare.interposerHostDir. Kubelet's Allocate carries no pod
+// identity, so <id> is unique per call (time, pid, counter); kubelet reuses the answer for a
+// restarted container, so a restart keeps its directory and the region is reinitialised by
+// its first process. Files are written to a temporary name and renamed, so a crash never leaves
+// a half-written config. Directories are not garbage-collected yet (a few KiB each).
+#pragma once
+
+#include <string>
+
+#include "core/interposer_contract.h"
+#include "core/node_config.h"
+#include "core/status.h"
+#include "deviceplugin/allocation.h"
+#include "node/agent.h"
+
+namespace gpushare::node {
+
+struct InterposerMountOptions {
+  std::string library_host_dir;  // gpushare.interposerHostDir; empty = the library is not used
+  std::string state_dir;         // gpushare.stateDir
+};
+
+// Creates the container's directory and files and returns the setup with host paths filled in.
+// Nothing to enforce: an empty setup and no files. Errors name the path and the reason.
+Result<InterposerSetup> PrepareInterposer(const std::vector<InterposerDevice>& devices,
+                                          const InterposerMountOptions& options);
+
+// The Allocate decorator: adds the contract's environment and mounts to the answer.
+deviceplugin::AllocationDecorator MakeInterposerDecorator(const InterposerMountOptions& options);
+
+// For node::ServeOptions::decorator: builds the decorator from each loaded config; no
+// decorator when gpushare.interposerHostDir is empty.
+DecoratorFactory InterposerDecoratorFactory();
+
+}  // namespace gpushare::node
