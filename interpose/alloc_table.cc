@@ -6,12 +6,21 @@
 namespace gpushare::interpose {
 namespace {
 
-constexpr size_t kInitialCapacity = 1024;
+// Prime capacities just above powers of two (a prime modulus spreads strided addresses).
+constexpr uint64_t kPrimes[] = {1031ull,      2053ull,      4099ull,       8209ull,       16411ull,
+                                32771ull,     65537ull,     131101ull,     262147ull,     524309ull,
+                                1048583ull,   2097169ull,   4194319ull,    8388617ull,    16777259ull,
+                                33554467ull,  67108879ull,  134217757ull,  268435459ull,  536870923ull,
+                                1073741827ull, 2147483659ull, 4294967311ull};
 
 AllocEntry* MapSlots(size_t n) {
-  void* p = mmap(nullptr, n * sizeof(AllocEntry), PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  return p == MAP_FAILED ? nullptr : static_cast<AllocEntry*>(p);  // zero-filled == all kEmpty
+  size_t bytes = n * sizeof(AllocEntry);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  // Large tables are probed at random: huge pages keep that from costing a TLB miss per probe
+  // (a hint; ignored where transparent huge pages are off).
+  if (bytes >= (2u << 20)) (void)madvise(p, bytes, MADV_HUGEPAGE);
+  return static_cast<AllocEntry*>(p);  // zero-filled == all kEmpty
 }
 
 void UnmapSlots(AllocEntry* p, size_t n) {
@@ -21,15 +30,26 @@ void UnmapSlots(AllocEntry* p, size_t n) {
 }  // namespace
 
 size_t AllocTable::Home(AllocKind kind, uint64_t key) const {
-  uint64_t h = key ^ (static_cast<uint64_t>(kind) << 59);
-  h ^= h >> 31;
-  h *= 0x9e3779b97f4a7c15ull;
-  h ^= h >> 29;
-  return static_cast<size_t>(h) & (cap_ - 1);
+  // Locality-preserving: device addresses (512-byte aligned) map by their 512-byte granule,
+  // handles by value, modulo a prime. Allocations close in address space (the driver reuses and
+  // packs addresses) land in nearby slots, so an insert rarely touches a cold cache line, while
+  // the prime keeps power-of-two strides from piling onto a few slots.
+  bool address = kind == AllocKind::kLinear || kind == AllocKind::kAsync || kind == AllocKind::kIpc ||
+                 kind == AllocKind::kVmmMapping;
+  uint64_t v = (address ? key >> 9 : key) + static_cast<uint64_t>(kind) * 0x9e3779b97f4aull;
+  return static_cast<size_t>(v % cap_);
 }
 
+size_t AllocTable::Next(size_t i) const { return i + 1 == cap_ ? 0 : i + 1; }
+
 bool AllocTable::Grow() {
-  size_t ncap = cap_ == 0 ? kInitialCapacity : cap_ * 2;
+  size_t ncap = 0;
+  for (uint64_t p : kPrimes)
+    if (p > cap_) {
+      ncap = static_cast<size_t>(p);
+      break;
+    }
+  if (ncap == 0) return false;
   AllocEntry* fresh = MapSlots(ncap);
   if (fresh == nullptr) return false;
   AllocEntry* old = slots_;
@@ -40,7 +60,7 @@ bool AllocTable::Grow() {
   for (size_t i = 0; i < ocap; ++i) {
     if (old[i].kind == AllocKind::kEmpty) continue;
     size_t j = Home(old[i].kind, old[i].key);
-    while (slots_[j].kind != AllocKind::kEmpty) j = (j + 1) & (cap_ - 1);
+    while (slots_[j].kind != AllocKind::kEmpty) j = Next(j);
     slots_[j] = old[i];
     ++count_;
   }
@@ -59,7 +79,7 @@ bool AllocTable::Put(const AllocEntry& e) {
       slots_[i] = e;
       return true;
     }
-    i = (i + 1) & (cap_ - 1);
+    i = Next(i);
   }
   slots_[i] = e;
   ++count_;
@@ -71,7 +91,7 @@ AllocEntry* AllocTable::Find(AllocKind kind, uint64_t key) {
   size_t i = Home(kind, key);
   while (slots_[i].kind != AllocKind::kEmpty) {
     if (slots_[i].kind == kind && slots_[i].key == key) return &slots_[i];
-    i = (i + 1) & (cap_ - 1);
+    i = Next(i);
   }
   return nullptr;
 }
@@ -81,7 +101,7 @@ void AllocTable::EraseAt(size_t i) {
   size_t hole = i;
   size_t j = i;
   for (;;) {
-    j = (j + 1) & (cap_ - 1);
+    j = Next(j);
     if (slots_[j].kind == AllocKind::kEmpty) break;
     size_t home = Home(slots_[j].kind, slots_[j].key);
     // Move j into the hole if its home is not cyclically within (hole, j].

@@ -4,7 +4,8 @@
 // pool, context...) with its device and its charge, so a free finds what to release without
 // walking a list (HAMi-core's linear free list costs ~25 us per free at 10,000 live
 // allocations). Open addressing with linear probing and backward-shift deletion: no tombstones,
-// so lookups stay short however many allocations come and go. Storage comes from mmap, never
+// so lookups stay short however many allocations come and go; a locality-preserving hash
+// (address granule modulo a prime capacity) keeps nearby allocations in nearby slots. Storage comes from mmap, never
 // from malloc (the library must not depend on the process's allocator) and grows by doubling at
 // half load. Not thread-safe: the caller holds its process-local lock.
 #pragma once
@@ -68,11 +69,12 @@ class AllocTable {
 
  private:
   size_t Home(AllocKind kind, uint64_t key) const;
+  size_t Next(size_t i) const;
   bool Grow();
   void EraseAt(size_t i);
 
   AllocEntry* slots_ = nullptr;
-  size_t cap_ = 0;  // power of two, 0 before first use
+  size_t cap_ = 0;  // a prime, 0 before first use
   size_t count_ = 0;
 };
 

@@ -263,6 +263,10 @@ int Region::RegisterProcess(int32_t pid, uint64_t start_time) {
       for (int d = 0; d < kMaxDevices; ++d) slot.used[d] = 0;
       slot.start_time = start_time;
       StoreRelease(&slot.pid, pid);
+      if (probe_.alive == nullptr) {
+        self_pid_ = pid;
+        self_start_ = start_time;
+      }
     }
     Unlock();
     if (chosen >= 0) return chosen;
@@ -385,6 +389,7 @@ int Region::ReclaimDead() {
       int32_t pid = LoadAcquire(&file_->slots[s].pid);
       if (pid == 0) continue;
       uint64_t start = LoadRelaxed(&file_->slots[s].start_time);
+      if (pid == self_pid_ && start == self_start_) continue;
       if (!IsAlive(pid, start)) dead[n++] = Candidate{static_cast<int>(s), pid, start};
     }
     if (n == 0) continue;

@@ -131,7 +131,8 @@ class Region {
   // The slot's own charge.
   uint64_t SlotUsed(int slot, int dev) const;
 
-  // Probes every slot owner (outside the lock) and frees the dead ones. Returns how many.
+  // Probes every slot owner but this process (outside the lock) and frees the dead ones.
+  // Returns how many.
   int ReclaimDead();
   // ReclaimDead() at most every `interval_ns` of now_ns (the allocation path's periodic sweep).
   void MaybeReclaim(uint64_t now_ns);
@@ -148,6 +149,8 @@ class Region {
 
   RegionFile* file_ = nullptr;
   int fd_ = -1;
+  int32_t self_pid_ = 0;  // the process that registered through this object: alive, not probed
+  uint64_t self_start_ = 0;
   ProcessProbe probe_{};
   uint64_t last_reclaim_ns_ = 0;
 };
