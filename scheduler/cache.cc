@@ -1,0 +1,767 @@
+#include "scheduler/cache.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "deviceplugin/logfmt.h"
+#include "kube/memshare_pod.h"
+
+namespace gpushare::scheduler {
+
+using logfmt::Value;
+namespace ms = memshare;
+namespace pl = placement;
+
+struct GpuCache::NodeRec {
+  std::string name;
+  bool exists = false;        // the Node object is known
+  bool has_inventory = false;
+  std::string problem;        // why the node cannot take shares (when !has_inventory or no GPU)
+  std::string inventory_text; // the annotation as last decoded
+  ms::NodeInventory inv;
+  // Authoritative usage per GPU index, and the pods holding it.
+  std::map<int, int64_t> used;
+  std::map<int, int> clients;
+  std::set<std::string> pods;
+  // The engine's view: usable GPUs only, slot -> GPU index.
+  std::vector<int> slots;
+  pl::NodeId eid = -1;
+  std::vector<pl::PlacementId> bookings;
+
+  bool Usable(const ms::InventoryGpu& g) const { return g.ServesMemoryShares(); }
+  int SlotOf(int index) const {
+    for (size_t s = 0; s < slots.size(); ++s)
+      if (slots[s] == index) return static_cast<int>(s);
+    return -1;
+  }
+};
+
+struct GpuCache::PodRec {
+  enum class State { kReserved, kBound, kAssumed, kConfirmed, kExpired };
+  std::string uid, key, node;
+  ms::PodRequest request;
+  std::vector<int64_t> demands;
+  ms::ContainerGpus gpus;
+  std::map<int, ms::GpuUse> use;  // what is counted on `node` (empty when nothing is)
+  bool counted = false;
+  State state = State::kAssumed;
+  int64_t assume_ns = 0;
+  bool pending = true;  // phase Pending (or not yet set)
+  uint64_t token = 0;
+  bool shape_counted = false;
+};
+
+namespace {
+
+std::string_view StateName(int s) {
+  static const char* names[] = {"reserved", "bound", "assumed", "confirmed", "expired"};
+  return names[s];
+}
+
+std::string Units(int64_t v, ms::MemoryUnit u) { return std::to_string(v) + " " + std::string(ms::MemoryUnitName(u)); }
+
+constexpr size_t kMaxAskedShapes = 1024;
+
+std::string DemandList(const std::vector<int64_t>& d, ms::MemoryUnit u) {
+  std::string out;
+  for (int64_t v : d) out += (out.empty() ? "" : ", ") + std::to_string(v);
+  return out + " " + std::string(ms::MemoryUnitName(u));
+}
+
+std::string GpuList(const ms::ContainerGpus& g) {
+  std::string out;
+  for (const auto& [c, i] : g) out += (out.empty() ? "" : ",") + c + ":" + std::to_string(i);
+  return out;
+}
+
+// The demand order of the engine's PodShape (shares sorted largest first) mapped back to the
+// request's demand order: order[i] is the demand that shape.shares[i] stands for.
+std::vector<size_t> ShapeOrder(const std::vector<int64_t>& demands) {
+  std::vector<size_t> order(demands.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return demands[a] > demands[b]; });
+  return order;
+}
+
+// The same node with nothing allocated: does the pod fit at all?
+pl::NodeState Emptied(const pl::NodeState& s) {
+  pl::NodeState e = s;
+  e.pods = 0;
+  e.max_share_free = 0;
+  for (int g = 0; g < e.num_gpus; ++g) {
+    e.gpu_free[g] = e.gpu_capacity[g];
+    e.gpu_clients[g] = 0;
+    e.max_share_free = std::max(e.max_share_free, e.gpu_capacity[g]);
+  }
+  e.fully_free_gpus = e.num_gpus;
+  e.gpu_free_total = e.gpu_capacity_total;
+  return e;
+}
+
+}  // namespace
+
+GpuCache::GpuCache(CacheOptions options) : options_(std::move(options)), rng_(options_.seed) {}
+GpuCache::~GpuCache() = default;
+
+void GpuCache::Log(const std::string& line) const {
+  if (options_.log) options_.log(line);
+}
+
+void GpuCache::SetSynced(bool synced) {
+  std::lock_guard<std::mutex> l(mu_);
+  synced_ = synced;
+}
+
+bool GpuCache::synced() const {
+  std::lock_guard<std::mutex> l(mu_);
+  return synced_;
+}
+
+GpuCache::NodeRec& GpuCache::NodeFor(const std::string& name) {
+  auto it = nodes_.find(name);
+  if (it != nodes_.end()) return *it->second;
+  auto rec = std::make_unique<NodeRec>();
+  rec->name = name;
+  rec->problem = "node not seen by the node informer";
+  NodeRec& r = *rec;
+  nodes_.emplace(name, std::move(rec));
+  return r;
+}
+
+// --- nodes -------------------------------------------------------------------------------------
+
+void GpuCache::UpsertNode(const kube::Node& node) {
+  std::lock_guard<std::mutex> l(mu_);
+  NodeRec& n = NodeFor(node.metadata.name);
+  const bool was_new = !n.exists;
+  n.exists = true;
+  auto it = node.metadata.annotations.find(std::string(ms::kInventoryAnnotation));
+  const std::string text = it == node.metadata.annotations.end() ? std::string() : it->second;
+  if (!was_new && text == n.inventory_text) return;  // heartbeats and status updates
+  n.inventory_text = text;
+  const std::vector<int> old_slots = n.slots;
+  const ms::NodeInventory old_inv = n.inv;
+  const bool had = n.has_inventory;
+  n.has_inventory = false;
+  n.slots.clear();
+  if (it == node.metadata.annotations.end()) {
+    n.problem = "no " + std::string(ms::kInventoryAnnotation) +
+                " annotation (gpushare-node is not running in memory-share mode on this node)";
+  } else if (Result<ms::NodeInventory> inv = ms::DecodeInventory(text); !inv.ok()) {
+    n.problem = "annotation " + std::string(ms::kInventoryAnnotation) + " is unreadable: " + inv.status().message();
+    Log("event=node_inventory_invalid node=" + Value(n.name) + " error=" + Value(inv.status().message()));
+  } else if (inv->unit != options_.unit) {
+    n.problem = "node counts aliyun.com/gpu-mem in " + std::string(ms::MemoryUnitName(inv->unit)) +
+                ", gpushare-scheduler in " + std::string(ms::MemoryUnitName(options_.unit)) +
+                " (--memory-unit must match every node)";
+    Log("event=node_unit_mismatch node=" + Value(n.name) + " node_unit=" + std::string(ms::MemoryUnitName(inv->unit)));
+  } else {
+    n.inv = std::move(*inv);
+    n.has_inventory = true;
+    std::string skipped;
+    for (const auto& g : n.inv.gpus) {
+      if (n.Usable(g)) {
+        n.slots.push_back(g.index);
+      } else {
+        skipped += (skipped.empty() ? "" : ", ") + std::string("GPU ") + std::to_string(g.index) + " " +
+                   (!g.healthy ? "unhealthy" : g.mode != ms::kMemoryMode ? "in mode " + g.mode : "has no units");
+      }
+    }
+    if (n.slots.size() > static_cast<size_t>(pl::kMaxGpusPerNode)) {
+      n.has_inventory = false;
+      n.slots.clear();
+      n.problem = "more than " + std::to_string(pl::kMaxGpusPerNode) + " GPUs serve memory shares; not supported";
+    } else if (n.slots.empty()) {
+      n.problem = n.inv.gpus.empty() ? "the node has no GPUs" : "no GPU serves memory shares (" + skipped + ")";
+    } else {
+      n.problem.clear();
+    }
+    Log("event=node_inventory node=" + Value(n.name) + " gpus=" + std::to_string(n.inv.gpus.size()) +
+        " usable=" + std::to_string(n.slots.size()) + " unit=" + std::string(ms::MemoryUnitName(n.inv.unit)) +
+        " max_clients=" + std::to_string(n.inv.max_clients_per_gpu) + (skipped.empty() ? "" : " skipped=" + Value(skipped)));
+  }
+  // The engine's node must change shape: capacities, usable GPUs, model or ceiling.
+  bool same = had && n.has_inventory && old_slots == n.slots &&
+              old_inv.max_clients_per_gpu == n.inv.max_clients_per_gpu;
+  if (same) {
+    for (int idx : n.slots) {
+      const ms::InventoryGpu* a = old_inv.FindByIndex(idx);
+      const ms::InventoryGpu* b = n.inv.FindByIndex(idx);
+      if (a == nullptr || b == nullptr || a->units != b->units || a->model != b->model) same = false;
+    }
+  }
+  if (same) return;
+  if (n.eid >= 0) {
+    rebuild_ = true;
+  } else if (n.has_inventory && !rebuild_) {
+    to_add_.push_back(&n);
+  }
+}
+
+void GpuCache::DeleteNode(const std::string& name) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return;
+  NodeRec& n = *it->second;
+  n.exists = false;
+  n.has_inventory = false;
+  n.inventory_text.clear();
+  n.slots.clear();
+  n.problem = "node was deleted";
+  if (n.eid >= 0) rebuild_ = true;
+  to_add_.erase(std::remove(to_add_.begin(), to_add_.end(), &n), to_add_.end());
+  Log("event=node_deleted node=" + Value(name) + " pods=" + std::to_string(n.pods.size()));
+}
+
+// --- pods --------------------------------------------------------------------------------------
+
+void GpuCache::AddUse(PodRec& p) {
+  if (p.counted || p.use.empty()) return;
+  NodeRec& n = NodeFor(p.node);
+  for (const auto& [g, u] : p.use) {
+    n.used[g] += u.units;
+    n.clients[g] += u.clients;
+  }
+  n.pods.insert(p.uid);
+  p.counted = true;
+  if (n.eid >= 0) dirty_.insert(&n);
+}
+
+void GpuCache::RemoveUse(PodRec& p) {
+  if (!p.counted) return;
+  NodeRec& n = NodeFor(p.node);
+  for (const auto& [g, u] : p.use) {
+    if ((n.used[g] -= u.units) == 0) n.used.erase(g);
+    if ((n.clients[g] -= u.clients) == 0) n.clients.erase(g);
+  }
+  n.pods.erase(p.uid);
+  p.counted = false;
+  if (n.eid >= 0) dirty_.insert(&n);
+}
+
+void GpuCache::SetPodShape(PodRec& p, bool counted) {
+  if (p.shape_counted == counted) return;
+  p.shape_counted = counted;
+  int& c = shapes_live_[p.demands];
+  if (counted) {
+    if (c++ == 0 && !workload_shapes_.count(p.demands)) workload_stale_ = true;
+  } else if (--c <= 0) {
+    shapes_live_.erase(p.demands);
+  }
+  const int live = static_cast<int>(pods_.size());
+  if (live > 2 * workload_pods_ + 8 || 2 * live + 8 < workload_pods_) workload_stale_ = true;
+}
+
+void GpuCache::RemovePod(const std::string& uid) {
+  unassigned_.erase(uid);
+  auto it = pods_.find(uid);
+  if (it == pods_.end()) return;
+  RemoveUse(*it->second);
+  SetPodShape(*it->second, false);
+  pods_.erase(it);
+}
+
+void GpuCache::UpsertPod(const kube::Pod& pod) {
+  std::lock_guard<std::mutex> l(mu_);
+  const std::string& uid = pod.metadata.uid;
+  const std::string key = pod.metadata.namespace_ + "/" + pod.metadata.name;
+  auto it = pods_.find(uid);
+  PodRec* rec = it == pods_.end() ? nullptr : it->second.get();
+  if (pod.IsTerminal()) {
+    if (rec) Log("event=pod_released pod=" + Value(key) + " reason=" + pod.status.phase + " node=" + Value(rec->node));
+    RemovePod(uid);
+    return;
+  }
+  Result<ms::PodRequest> req = kube::PodMemRequest(pod);
+  if (!req.ok() || req->empty()) {
+    if (!req.ok()) Log("event=pod_request_invalid pod=" + Value(key) + " error=" + Value(req.status().message()));
+    RemovePod(uid);
+    return;
+  }
+  const bool local = rec && (rec->state == PodRec::State::kReserved || rec->state == PodRec::State::kBound);
+  if (rec) rec->pending = pod.status.phase.empty() || pod.status.phase == "Pending";
+  if (pod.spec.node_name.empty()) {
+    // Not bound (yet): only this process's own bind in flight counts.
+    if (!local) RemovePod(uid);
+    return;
+  }
+  ms::PodAssignment a = ms::ResolveAssignment(pod.metadata.annotations, *req);
+  for (const std::string& p : a.problems)
+    Log("event=pod_annotation_unreadable pod=" + Value(key) + " problem=" + Value(p));
+  if (a.state == ms::AssignmentState::kNone) {
+    if (local && rec->node == pod.spec.node_name) return;
+    if (!rec || rec->node != pod.spec.node_name || rec->state != PodRec::State::kExpired) {
+      RemovePod(uid);
+      if (unassigned_.emplace(uid, pod.spec.node_name).second)
+        Log("event=pod_unassigned pod=" + Value(key) + " node=" + Value(pod.spec.node_name) +
+          " detail=\"bound with aliyun.com/gpu-mem but no GPU assignment; not counted on any GPU\"");
+    }
+    return;
+  }
+  if (rec && rec->state == PodRec::State::kExpired && a.state == ms::AssignmentState::kAssumed &&
+      a.assume_time.value_or(0) == rec->assume_ns && rec->node == pod.spec.node_name)
+    return;  // stays released until the node agent confirms it
+  // GPUs that the node does not have cannot hold anything.
+  const NodeRec& node = NodeFor(pod.spec.node_name);
+  if (node.has_inventory) {
+    for (const auto& [c, g] : a.gpus) {
+      if (node.inv.FindByIndex(g) == nullptr)
+        Log("event=pod_gpu_unknown pod=" + Value(key) + " node=" + Value(node.name) + " container=" + Value(c) +
+            " gpu=" + std::to_string(g));
+    }
+  }
+  const PodRec::State state =
+      a.state == ms::AssignmentState::kConfirmed ? PodRec::State::kConfirmed : PodRec::State::kAssumed;
+  if (rec && rec->counted && rec->node == pod.spec.node_name && rec->gpus == a.gpus && rec->state == state) return;
+  if (rec && rec->gpus != a.gpus && !rec->gpus.empty())
+    Log("event=pod_assignment_changed pod=" + Value(key) + " node=" + Value(pod.spec.node_name) + " from=" +
+        Value(GpuList(rec->gpus)) + " to=" + Value(GpuList(a.gpus)) + " state=" +
+        std::string(ms::AssignmentStateName(a.state)));
+  unassigned_.erase(uid);
+  if (!rec) {
+    auto fresh = std::make_unique<PodRec>();
+    fresh->uid = uid;
+    rec = fresh.get();
+    pods_.emplace(uid, std::move(fresh));
+    rec->pending = pod.status.phase.empty() || pod.status.phase == "Pending";
+  }
+  RemoveUse(*rec);
+  SetPodShape(*rec, false);
+  rec->key = key;
+  rec->node = pod.spec.node_name;
+  rec->request = *req;
+  rec->demands = req->Demands();
+  rec->gpus = a.gpus;
+  rec->use.clear();
+  for (const auto& [g, u] : ms::GpuUsage(*req, a.gpus))
+    if (node.has_inventory ? node.inv.FindByIndex(g) != nullptr : true) rec->use[g] = u;
+  rec->state = state;
+  if (a.assume_time) rec->assume_ns = *a.assume_time;
+  rec->token = 0;
+  AddUse(*rec);
+  SetPodShape(*rec, true);
+}
+
+void GpuCache::DeletePod(const kube::Pod& last_known) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = pods_.find(last_known.metadata.uid);
+  if (it != pods_.end())
+    Log("event=pod_released pod=" + Value(it->second->key) + " reason=deleted node=" + Value(it->second->node));
+  RemovePod(last_known.metadata.uid);
+}
+
+// --- the engine's view -------------------------------------------------------------------------
+
+void GpuCache::AddToEngine(NodeRec& n) {
+  if (!n.has_inventory || n.eid >= 0) return;
+  pl::NodeSpec spec;
+  spec.name = n.name;
+  spec.max_clients_per_gpu = n.inv.max_clients_per_gpu;
+  for (int idx : n.slots) {
+    const ms::InventoryGpu* g = n.inv.FindByIndex(idx);
+    spec.gpu_capacity.push_back(g->units);
+    if (spec.gpu_model.empty()) spec.gpu_model = g->model.empty() ? "unknown" : g->model;
+  }
+  Result<pl::NodeId> id = cluster_.AddNode(spec);
+  if (!id.ok()) {
+    n.has_inventory = false;
+    n.problem = "cannot be modelled: " + id.status().message();
+    Log("event=node_model_failed node=" + Value(n.name) + " error=" + Value(id.status().message()));
+    return;
+  }
+  n.eid = *id;
+  n.bookings.clear();
+  dirty_.insert(&n);
+}
+
+void GpuCache::Resync(NodeRec& n) {
+  if (n.eid < 0) return;
+  for (pl::PlacementId b : n.bookings) (void)cluster_.Release(b);
+  n.bookings.clear();
+  const pl::NodeState& s = cluster_.node(n.eid);
+  for (size_t slot = 0; slot < n.slots.size(); ++slot) {
+    const int idx = n.slots[slot];
+    auto u = n.used.find(idx);
+    auto c = n.clients.find(idx);
+    const int64_t used = u == n.used.end() ? 0 : u->second;
+    const int clients = c == n.clients.end() ? 0 : c->second;
+    if (used <= 0 || clients <= 0) continue;
+    // Saturate: the engine must see the GPU at least as full as the truth.
+    const int64_t amount = std::min(used, s.gpu_capacity[slot]);
+    int64_t bookings = std::min<int64_t>({clients, s.max_clients, amount});
+    int64_t left = amount;
+    while (bookings > 0) {
+      const int64_t k = std::min<int64_t>(bookings, pl::kMaxGpusPerNode);
+      pl::PodResources r;
+      r.kind = pl::kShareKind;
+      pl::GpuAssignment a;
+      for (int64_t i = 0; i < k; ++i) {
+        const int64_t share = (i == 0) ? left - (bookings - 1) : 1;
+        r.shares.push_back(share);
+        a.Add(static_cast<int>(slot));
+      }
+      left -= std::accumulate(r.shares.begin(), r.shares.end(), int64_t{0});
+      bookings -= k;
+      Result<pl::PlacementId> id = cluster_.Commit(r, n.eid, a);
+      if (id.ok()) {
+        n.bookings.push_back(*id);
+      } else {
+        Log("event=engine_sync_failed node=" + Value(n.name) + " gpu=" + std::to_string(idx) +
+            " error=" + Value(id.status().message()));
+        break;
+      }
+    }
+  }
+  if (policy_) policy_->OnNodeChanged(n.eid);
+}
+
+void GpuCache::RefreshPolicy() {
+  engine_.reset();
+  policy_.reset();
+  std::vector<pl::PodRequest> pods;
+  std::set<std::vector<int64_t>> shapes;
+  int live = 0;
+  for (const auto& [demands, count] : shapes_live_) {
+    shapes.insert(demands);
+    pl::PodRequest r;
+    r.distinct_gpus = false;
+    for (int64_t d : demands) r.gpus.push_back({d, false});
+    for (int i = 0; i < std::max(count, 1); ++i) pods.push_back(r);
+    live += count;
+  }
+  workload_ = pl::BuildTargetWorkload(pods, cluster_);
+  pl::PolicyOptions po;
+  int64_t cap = 0;
+  for (pl::NodeId i = 0; i < cluster_.num_nodes(); ++i) cap += cluster_.node(i).gpu_capacity_total;
+  po.gpu_unit = cluster_.total_gpus() > 0 ? std::max<int64_t>(1, cap / cluster_.total_gpus()) : 1;
+  Result<std::unique_ptr<pl::Policy>> p = pl::MakePolicy(options_.policy, cluster_, workload_, po, &rng_);
+  if (!p.ok()) {
+    Log("event=policy_failed policy=" + Value(options_.policy) + " error=" + Value(p.status().message()) +
+        " fallback=default");
+    p = pl::MakePolicy("default", cluster_, workload_, po, &rng_);
+  }
+  policy_ = std::move(p).value();
+  engine_ = std::make_unique<pl::PlacementEngine>(cluster_, *policy_);
+  workload_shapes_ = std::move(shapes);
+  workload_pods_ = live;
+  workload_stale_ = false;
+  ++policy_refreshes_;
+}
+
+void GpuCache::Rebuild() {
+  engine_.reset();
+  policy_.reset();
+  cluster_ = pl::ClusterState();
+  to_add_.clear();
+  dirty_.clear();
+  for (auto& [name, n] : nodes_) {
+    n->eid = -1;
+    n->bookings.clear();
+    AddToEngine(*n);
+  }
+  RefreshPolicy();
+  for (auto& [name, n] : nodes_) Resync(*n);
+  dirty_.clear();
+  rebuild_ = false;
+  ++rebuilds_;
+}
+
+void GpuCache::EnsureEngine() {
+  if (rebuild_) {
+    Rebuild();
+    return;
+  }
+  if (!to_add_.empty()) {
+    for (NodeRec* n : to_add_) AddToEngine(*n);
+    to_add_.clear();
+    if (engine_) engine_->NodesAdded();
+  }
+  if (workload_stale_ || !engine_) RefreshPolicy();
+  for (NodeRec* n : dirty_) Resync(*n);
+  dirty_.clear();
+}
+
+Result<pl::ShapeId> GpuCache::Shape(const ms::PodRequest& request) {
+  pl::PodRequest r;
+  r.distinct_gpus = false;
+  for (int64_t d : request.Demands()) r.gpus.push_back({d, false});
+  if (!workload_shapes_.count(request.Demands()) && !shapes_live_.count(request.Demands()) &&
+      shapes_live_.size() < kMaxAskedShapes) {
+    // A shape never seen: it joins the target workload at the next decision, so that the
+    // policy's prices know it (counted once until pods with it are placed).
+    shapes_live_[request.Demands()] += 0;
+    workload_stale_ = true;
+  }
+  return engine_->Intern(r);
+}
+
+NodeVerdict GpuCache::Check(const NodeRec& n, const ms::PodRequest& request, const pl::PodShape& shape) const {
+  using K = NodeVerdict::Kind;
+  const ms::MemoryUnit unit = options_.unit;
+  if (!n.exists) return {K::kUnresolvable, "node is not in gpushare-scheduler's cache (not seen by its node informer)"};
+  if (!n.has_inventory || n.slots.empty() || n.eid < 0) return {K::kUnresolvable, n.problem};
+  const pl::NodeState& s = cluster_.node(n.eid);
+  const std::vector<int64_t> demands = request.Demands();
+  const std::vector<std::string> owners = request.DemandContainers();
+  if (pl::CheckFit(s, shape) == pl::Rejection::kNone) return {K::kFits, ""};
+  int64_t largest_cap = 0;
+  for (int g = 0; g < s.num_gpus; ++g) largest_cap = std::max(largest_cap, s.gpu_capacity[g]);
+  std::string free_list;
+  for (int g = 0; g < s.num_gpus; ++g)
+    free_list += (g ? "," : "") + std::to_string(n.slots[g]) + ":" + std::to_string(s.gpu_free[g]) + "/" +
+                 std::to_string(s.gpu_capacity[g]);
+  const std::string free_text = " (free/total " + std::string(ms::MemoryUnitName(unit)) + " per GPU " + free_list + ")";
+  for (size_t i = 0; i < demands.size(); ++i) {
+    if (demands[i] > largest_cap)
+      return {K::kUnresolvable, "container " + owners[i] + " asks " + Units(demands[i], unit) +
+                                    ", more than any GPU here has (largest: " + Units(largest_cap, unit) + ")"};
+  }
+  if (pl::CheckFit(Emptied(s), shape) != pl::Rejection::kNone) {
+    return {K::kUnresolvable, "the pod's " + std::to_string(demands.size()) + " GPU containers (" +
+                                  DemandList(demands, unit) + ") cannot fit on this node's GPUs even when they are empty" + free_text};
+  }
+  const pl::Rejection r = pl::CheckFit(s, shape);
+  if (r == pl::Rejection::kClientLimit)
+    return {K::kFailed, "the GPUs with room already serve " + std::to_string(s.max_clients) +
+                            " containers each (maxClientsPerGpu)" + free_text};
+  if (demands.size() == 1)
+    return {K::kFailed, "no GPU has " + Units(demands[0], unit) + " free for container " + owners[0] + free_text};
+  return {K::kFailed, "the pod's containers (" + DemandList(demands, unit) + ") do not fit on the GPUs' free memory" + free_text};
+}
+
+// --- decisions ---------------------------------------------------------------------------------
+
+std::vector<NodeVerdict> GpuCache::Filter(const ms::PodRequest& request, const std::vector<std::string>& names) {
+  std::lock_guard<std::mutex> l(mu_);
+  std::vector<NodeVerdict> out(names.size());
+  EnsureEngine();
+  Result<pl::ShapeId> shape = Shape(request);
+  for (size_t i = 0; i < names.size(); ++i) {
+    auto it = nodes_.find(names[i]);
+    if (it == nodes_.end()) {
+      out[i] = {NodeVerdict::Kind::kUnresolvable, "node is not in gpushare-scheduler's cache (not seen by its node informer)"};
+    } else if (!shape.ok()) {
+      out[i] = {NodeVerdict::Kind::kUnresolvable, shape.status().message()};
+    } else {
+      out[i] = Check(*it->second, request, engine_->shape(*shape));
+    }
+  }
+  return out;
+}
+
+std::vector<int64_t> GpuCache::Score(const ms::PodRequest& request, const std::vector<std::string>& names) {
+  std::lock_guard<std::mutex> l(mu_);
+  std::vector<int64_t> out(names.size(), 0);
+  EnsureEngine();
+  Result<pl::ShapeId> shape = Shape(request);
+  if (!shape.ok()) return out;
+  std::vector<pl::NodeId> ids;
+  std::vector<size_t> where;
+  for (size_t i = 0; i < names.size(); ++i) {
+    auto it = nodes_.find(names[i]);
+    if (it == nodes_.end() || it->second->eid < 0 || !it->second->has_inventory) continue;
+    ids.push_back(it->second->eid);
+    where.push_back(i);
+  }
+  const std::vector<pl::Verdict> verdicts = engine_->Evaluate(*shape, ids);
+  // Min-max of the policy's value; when every value ties, of its tiebreak.
+  double lo = 0, hi = 0, tlo = 0, thi = 0;
+  bool any = false;
+  for (const auto& v : verdicts) {
+    if (v.rejection != pl::Rejection::kNone) continue;
+    const double x = v.choice.score.value, t = v.choice.score.tiebreak;
+    lo = any ? std::min(lo, x) : x;
+    hi = any ? std::max(hi, x) : x;
+    tlo = any ? std::min(tlo, t) : t;
+    thi = any ? std::max(thi, t) : t;
+    any = true;
+  }
+  if (!any) return out;
+  for (size_t k = 0; k < verdicts.size(); ++k) {
+    const pl::Verdict& v = verdicts[k];
+    if (v.rejection != pl::Rejection::kNone) continue;
+    double f = 1.0;
+    if (hi > lo) {
+      f = (v.choice.score.value - lo) / (hi - lo);
+    } else if (thi > tlo) {
+      f = (v.choice.score.tiebreak - tlo) / (thi - tlo);
+    }
+    out[where[k]] = std::clamp<int64_t>(std::lround(f * 10.0), 0, 10);
+  }
+  // The engine's own choice (its tie rank breaks ties) is the only 10.
+  const pl::Decision d = engine_->Choose(*shape, ids);
+  for (size_t k = 0; k < ids.size(); ++k) {
+    if (ids[k] == d.node) {
+      out[where[k]] = 10;
+    } else if (out[where[k]] == 10) {
+      out[where[k]] = 9;
+    }
+  }
+  return out;
+}
+
+Result<Reservation> GpuCache::Reserve(const kube::Pod& pod, const ms::PodRequest& request, const std::string& node,
+                                      int64_t now_ns) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (!synced_) return Status::Unavailable("cache not synced");
+  const std::string& uid = pod.metadata.uid;
+  const std::string key = pod.metadata.namespace_ + "/" + pod.metadata.name;
+  auto it = pods_.find(uid);
+  if (it != pods_.end() && it->second->state != PodRec::State::kExpired) {
+    PodRec& p = *it->second;
+    if (p.state == PodRec::State::kReserved)
+      return Status::Aborted("a bind of pod " + key + " is already in progress (node " + p.node + ")");
+    if (p.node != node)
+      return Status::FailedPrecondition("pod " + key + " is already assigned to node " + p.node + " (" +
+                                        std::string(StateName(static_cast<int>(p.state))) + ")");
+    Reservation r;
+    r.already = true;
+    r.containers = p.gpus;
+    r.assume_ns = p.assume_ns;
+    for (const std::string& c : p.request.DemandContainers()) {
+      auto g = p.gpus.find(c);
+      r.demand_gpus.push_back(g == p.gpus.end() ? -1 : g->second);
+    }
+    return r;
+  }
+  EnsureEngine();
+  auto nit = nodes_.find(node);
+  if (nit == nodes_.end() || nit->second->eid < 0)
+    return Status::FailedPrecondition("node " + node + ": " +
+                                      (nit == nodes_.end() ? std::string("not in gpushare-scheduler's cache")
+                                                           : nit->second->problem));
+  NodeRec& n = *nit->second;
+  Result<pl::ShapeId> shape = Shape(request);
+  if (!shape.ok()) return shape.status();
+  const NodeVerdict v = Check(n, request, engine_->shape(*shape));
+  if (v.kind != NodeVerdict::Kind::kFits) {
+    return v.kind == NodeVerdict::Kind::kFailed ? Status::ResourceExhausted("node " + node + ": " + v.reason)
+                                                : Status::FailedPrecondition("node " + node + ": " + v.reason);
+  }
+  const std::vector<pl::Verdict> verdicts = engine_->Evaluate(*shape, {n.eid});
+  if (verdicts.empty() || verdicts[0].rejection != pl::Rejection::kNone)
+    return Status::ResourceExhausted("node " + node + ": no GPU choice fits");
+  const pl::GpuAssignment& a = verdicts[0].choice.gpus;
+  const std::vector<int64_t> demands = request.Demands();
+  if (a.count != demands.size()) return Status::Internal("engine returned " + std::to_string(a.count) + " GPUs for " +
+                                                         std::to_string(demands.size()) + " demands");
+  const std::vector<size_t> order = ShapeOrder(demands);
+  std::vector<int> gpus(demands.size(), -1);
+  for (size_t i = 0; i < order.size(); ++i) gpus[order[i]] = n.slots[a.gpu[i]];
+  Reservation r;
+  r.demand_gpus = gpus;
+  r.containers = ms::AssignContainers(request, gpus);
+  r.assume_ns = now_ns;
+  // Belt and braces: the authoritative usage must have room, whatever the engine thinks.
+  const std::map<int, ms::GpuUse> use = ms::GpuUsage(request, r.containers);
+  for (const auto& [g, u] : use) {
+    const ms::InventoryGpu* gpu = n.inv.FindByIndex(g);
+    const int64_t used = n.used.count(g) ? n.used.at(g) : 0;
+    const int clients = n.clients.count(g) ? n.clients.at(g) : 0;
+    if (gpu == nullptr || used + u.units > gpu->units || clients + u.clients > n.inv.max_clients_per_gpu)
+      return Status::Internal("node " + node + ": GPU " + std::to_string(g) + " would be over-committed (" +
+                              std::to_string(used) + "+" + std::to_string(u.units) + " of " +
+                              std::to_string(gpu ? gpu->units : 0) + "); refusing");
+  }
+  r.dev_units = n.inv.FindByIndex(gpus[0])->units;
+  r.token = next_token_++;
+  if (it != pods_.end()) RemovePod(uid);  // an expired booking is replaced
+  auto rec = std::make_unique<PodRec>();
+  rec->uid = uid;
+  rec->key = key;
+  rec->node = node;
+  rec->request = request;
+  rec->demands = demands;
+  rec->gpus = r.containers;
+  rec->use = use;
+  rec->state = PodRec::State::kReserved;
+  rec->assume_ns = now_ns;
+  rec->token = r.token;
+  PodRec& p = *rec;
+  pods_.emplace(uid, std::move(rec));
+  AddUse(p);
+  SetPodShape(p, true);
+  return r;
+}
+
+void GpuCache::Commit(const std::string& pod_uid, uint64_t token) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = pods_.find(pod_uid);
+  if (it != pods_.end() && it->second->token == token && it->second->state == PodRec::State::kReserved)
+    it->second->state = PodRec::State::kBound;
+}
+
+void GpuCache::Rollback(const std::string& pod_uid, uint64_t token) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = pods_.find(pod_uid);
+  if (it != pods_.end() && it->second->token == token && it->second->state == PodRec::State::kReserved)
+    RemovePod(pod_uid);
+}
+
+std::vector<ExpiredPod> GpuCache::ExpireAssumed(int64_t now_ns, int64_t timeout_ns) {
+  std::lock_guard<std::mutex> l(mu_);
+  std::vector<ExpiredPod> out;
+  for (auto& [uid, p] : pods_) {
+    if (p->state != PodRec::State::kAssumed && p->state != PodRec::State::kBound) continue;
+    if (!p->pending || now_ns - p->assume_ns < timeout_ns) continue;
+    ExpiredPod e;
+    e.key = p->key;
+    e.uid = uid;
+    e.node = p->node;
+    e.gpus = p->gpus;
+    for (const auto& [g, u] : p->use) e.units += u.units;
+    e.age_ns = now_ns - p->assume_ns;
+    RemoveUse(*p);
+    p->state = PodRec::State::kExpired;
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+// --- introspection -----------------------------------------------------------------------------
+
+std::vector<GpuState> GpuCache::NodeGpus(const std::string& node) const {
+  std::lock_guard<std::mutex> l(mu_);
+  std::vector<GpuState> out;
+  auto it = nodes_.find(node);
+  if (it == nodes_.end()) return out;
+  const NodeRec& n = *it->second;
+  for (const auto& g : n.inv.gpus) {
+    GpuState s;
+    s.index = g.index;
+    s.capacity = g.units;
+    s.used = n.used.count(g.index) ? n.used.at(g.index) : 0;
+    s.clients = n.clients.count(g.index) ? n.clients.at(g.index) : 0;
+    s.usable = n.has_inventory && n.Usable(g);
+    out.push_back(s);
+  }
+  return out;
+}
+
+CacheStats GpuCache::stats() const {
+  std::lock_guard<std::mutex> l(mu_);
+  CacheStats s;
+  for (const auto& [name, n] : nodes_) {
+    if (n->has_inventory) ++s.nodes;
+    s.usable_gpus += static_cast<int>(n->slots.size());
+  }
+  s.unassigned = static_cast<int>(unassigned_.size());
+  for (const auto& [uid, p] : pods_) {
+    if (p->counted) ++s.pods;
+    if (p->state == PodRec::State::kReserved) ++s.reserved;
+    if (p->state == PodRec::State::kExpired) ++s.expired;
+  }
+  s.rebuilds = rebuilds_;
+  s.policy_refreshes = policy_refreshes_;
+  return s;
+}
+
+ms::ContainerGpus GpuCache::PodGpus(const std::string& pod_uid) const {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = pods_.find(pod_uid);
+  if (it == pods_.end() || !it->second->counted) return {};
+  return it->second->gpus;
+}
+
+}  // namespace gpushare::scheduler

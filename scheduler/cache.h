@@ -1,0 +1,185 @@
+// GpuCache: gpushare-scheduler's view of every memory-share GPU in the cluster, and the one
+// place where filter, prioritize and bind decide.
+//
+// Truth sources (docs/scheduler.md): per-GPU capacity comes from each node's
+// gpushare.io/gpu-inventory annotation; usage comes from the pods' annotations (core/memshare.h:
+// the node agent's confirmed map wins over the scheduler's assumed one, which wins over
+// ALIYUN_COM_GPU_MEM_IDX), plus this process's own reservations for binds in flight. Only pods
+// bound to a node (spec.nodeName) and not finished count; deleted, Succeeded and Failed pods
+// release what they held. An assumed pod that gpushare-node never confirms is released after a
+// timeout (ExpireAssumed), as long as it is still Pending.
+//
+// Decisions go through the placement engine (core/placement) with a policy (`default` unless
+// configured otherwise): the cache keeps a ClusterState whose GPUs are the usable GPUs of each
+// node (healthy, in memory mode), in aliyun.com/gpu-mem units, mirrored from the usage above
+// (saturated at the GPU's capacity and client ceiling when the truth is over-full). The
+// engine's target workload is the distribution of the pods the cache has seen.
+//
+// Concurrency: every method takes one mutex, so a reservation made by Reserve() is visible to
+// the next Filter()/Reserve() at once; the API calls of a bind happen outside the lock, and a
+// failed bind gives its reservation back with Rollback(). A GPU is never booked beyond its
+// capacity or client ceiling by Reserve(). No I/O, no clocks (times are passed in).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/memshare.h"
+#include "core/placement/engine.h"
+#include "core/placement/fragmentation.h"
+#include "core/placement/policy.h"
+#include "core/placement/rng.h"
+#include "core/status.h"
+#include "kube/objects.h"
+
+namespace gpushare::scheduler {
+
+struct CacheOptions {
+  memshare::MemoryUnit unit = memshare::MemoryUnit::kGiB;  // the cluster's aliyun.com/gpu-mem unit
+  std::string policy = "default";                          // placement policy (core/placement/policy.h)
+  uint64_t seed = 1;                                       // for the `random` policy
+  // One structured line per notable change (inventory changes, corrected or unreadable
+  // annotations, releases). Default: dropped.
+  std::function<void(const std::string& line)> log;
+};
+
+// The verdict of the filter on one node.
+struct NodeVerdict {
+  enum class Kind { kFits, kFailed, kUnresolvable };
+  Kind kind = Kind::kFits;
+  std::string reason;  // empty when it fits
+};
+
+// A bind's booking, made under the lock before the API calls.
+struct Reservation {
+  bool already = false;              // the pod already had this booking: nothing to write
+  std::vector<int> demand_gpus;      // GPU index per demand (PodRequest::Demands order)
+  memshare::ContainerGpus containers;
+  int64_t dev_units = 0;             // units of the first demand's GPU
+  int64_t assume_ns = 0;
+  uint64_t token = 0;                // identifies this reservation for Commit/Rollback
+};
+
+// One GPU as the cache sees it (for tests, /inspect and logs).
+struct GpuState {
+  int index = 0;
+  int64_t capacity = 0;  // units
+  int64_t used = 0;      // units booked (may exceed capacity when the truth is over-full)
+  int clients = 0;
+  bool usable = false;   // healthy and in memory mode
+};
+
+// A pod released by ExpireAssumed.
+struct ExpiredPod {
+  std::string key;  // namespace/name
+  std::string uid;
+  std::string node;
+  memshare::ContainerGpus gpus;
+  int64_t units = 0;
+  int64_t age_ns = 0;
+};
+
+struct CacheStats {
+  int nodes = 0;             // nodes with a readable inventory
+  int usable_gpus = 0;
+  int pods = 0;              // pods whose usage is counted
+  int reserved = 0;          // binds in flight
+  int expired = 0;           // pods released by the assume timeout and not confirmed since
+  int unassigned = 0;        // bound pods asking for units with no readable assignment
+  uint64_t rebuilds = 0;     // engine views rebuilt from scratch
+  uint64_t policy_refreshes = 0;
+};
+
+class GpuCache {
+ public:
+  explicit GpuCache(CacheOptions options = {});
+  ~GpuCache();
+  GpuCache(const GpuCache&) = delete;
+  GpuCache& operator=(const GpuCache&) = delete;
+
+  // --- feeding (informer handlers) ---
+  void UpsertNode(const kube::Node& node);
+  void DeleteNode(const std::string& name);
+  void UpsertPod(const kube::Pod& pod);
+  void DeletePod(const kube::Pod& last_known);
+  // Filter, prioritize and bind refuse to decide until the cache is synced.
+  void SetSynced(bool synced);
+  bool synced() const;
+
+  // --- decisions ---
+  // One verdict per node, in order.
+  std::vector<NodeVerdict> Filter(const memshare::PodRequest& request, const std::vector<std::string>& nodes);
+  // Scores 0..10 per node, in order (0 for nodes that cannot take the pod). The node the
+  // engine would choose gets 10 and no other node does.
+  std::vector<int64_t> Score(const memshare::PodRequest& request, const std::vector<std::string>& nodes);
+  // Books `pod` on `node`: chooses the GPU(s) and records the reservation. Idempotent for a pod
+  // already booked on that node (Reservation::already). Errors: kResourceExhausted (no room;
+  // the reason says why), kFailedPrecondition (booked on another node, node unusable),
+  // kAborted (a bind for the same pod is in flight), kUnavailable (not synced).
+  Result<Reservation> Reserve(const kube::Pod& pod, const memshare::PodRequest& request, const std::string& node,
+                              int64_t now_ns);
+  // The API calls succeeded: the reservation stays until the pod's annotations arrive.
+  void Commit(const std::string& pod_uid, uint64_t token);
+  // The API calls failed: the reservation is given back (no-op if the pod has meanwhile been
+  // seen bound in the API, or was deleted).
+  void Rollback(const std::string& pod_uid, uint64_t token);
+
+  // Releases pods assumed (not confirmed) for longer than `timeout_ns` that are still Pending.
+  std::vector<ExpiredPod> ExpireAssumed(int64_t now_ns, int64_t timeout_ns);
+
+  // --- introspection ---
+  std::vector<GpuState> NodeGpus(const std::string& node) const;
+  CacheStats stats() const;
+  // Where the cache books a pod (empty when it books nothing for it).
+  memshare::ContainerGpus PodGpus(const std::string& pod_uid) const;
+
+ private:
+  struct NodeRec;
+  struct PodRec;
+
+  void Log(const std::string& line) const;
+  NodeRec& NodeFor(const std::string& name);
+  void RemovePod(const std::string& uid);
+  void AddUse(PodRec& p);
+  void RemoveUse(PodRec& p);
+  void SetPodShape(PodRec& p, bool counted);
+  void EnsureEngine();
+  void Rebuild();
+  void RefreshPolicy();
+  void AddToEngine(NodeRec& n);
+  void Resync(NodeRec& n);
+  Result<placement::ShapeId> Shape(const memshare::PodRequest& request);
+  NodeVerdict Check(const NodeRec& n, const memshare::PodRequest& request, const placement::PodShape& shape) const;
+
+  CacheOptions options_;
+  mutable std::mutex mu_;
+  bool synced_ = false;
+  std::map<std::string, std::unique_ptr<NodeRec>> nodes_;  // by name (ordered: deterministic rebuilds)
+  std::unordered_map<std::string, std::unique_ptr<PodRec>> pods_;  // by UID
+  std::unordered_map<std::string, std::string> unassigned_;       // UID -> node, not counted
+  uint64_t next_token_ = 1;
+
+  // The engine's view.
+  placement::ClusterState cluster_;
+  placement::TargetWorkload workload_;
+  placement::Rng rng_;
+  std::unique_ptr<placement::Policy> policy_;
+  std::unique_ptr<placement::PlacementEngine> engine_;
+  bool rebuild_ = true;
+  std::vector<NodeRec*> to_add_;
+  std::set<NodeRec*> dirty_;
+  std::map<std::vector<int64_t>, int> shapes_live_;  // demands -> counted pods with them
+  std::set<std::vector<int64_t>> workload_shapes_;   // shapes in the current target workload
+  int workload_pods_ = 0;
+  bool workload_stale_ = true;
+  uint64_t rebuilds_ = 0, policy_refreshes_ = 0;
+};
+
+}  // namespace gpushare::scheduler

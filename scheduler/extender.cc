@@ -1,0 +1,295 @@
+#include "scheduler/extender.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <set>
+
+#include "core/memshare.h"
+#include "deviceplugin/logfmt.h"
+#include "kube/errors.h"
+#include "kube/memshare_pod.h"
+#include "scheduler/wire.h"
+
+namespace gpushare::scheduler {
+
+using logfmt::Value;
+using json = nlohmann::json;
+namespace ms = memshare;
+
+namespace {
+
+constexpr std::string_view kNotSynced =
+    "cache not synced: gpushare-scheduler is still reading nodes and pods from the API server";
+
+int64_t SystemNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+double MsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string Ms(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", v);
+  return buf;
+}
+
+std::string PodKey(const kube::Pod& p) { return p.metadata.namespace_ + "/" + p.metadata.name; }
+
+// The request of a filter or prioritize call, decoded.
+struct Decoded {
+  ExtenderArgs args;
+  kube::Pod pod;
+  ms::PodRequest request;
+  std::string error;  // a request that is well-formed but cannot be served
+};
+
+Result<Decoded> DecodeArgs(std::string_view body) {
+  Result<json> j = ParseBody(body);
+  if (!j.ok()) return j.status();
+  Result<ExtenderArgs> a = DecodeExtenderArgs(*j);
+  if (!a.ok()) return a.status();
+  Decoded d;
+  d.args = std::move(*a);
+  Result<kube::Pod> pod = kube::DecodePod(d.args.pod);
+  if (!pod.ok()) return pod.status().WithContext("Pod");
+  d.pod = std::move(*pod);
+  Result<ms::PodRequest> req = kube::PodMemRequest(d.pod);
+  if (req.ok()) {
+    d.request = std::move(*req);
+  } else {
+    d.error = req.status().message();
+  }
+  return d;
+}
+
+std::string Join(const std::map<std::string, std::string>& m, size_t limit) {
+  std::string out;
+  size_t n = 0;
+  for (const auto& [k, v] : m) {
+    if (n++ == limit) return out + "; ...";
+    out += (out.empty() ? "" : "; ") + k + ": " + v;
+  }
+  return out;
+}
+
+}  // namespace
+
+Extender::Extender(GpuCache& cache, std::shared_ptr<kube::Client> client, ExtenderOptions options)
+    : cache_(cache), client_(std::move(client)), options_(std::move(options)) {
+  if (!options_.now_ns) options_.now_ns = SystemNowNs;
+}
+
+ExtenderStats Extender::stats() const {
+  ExtenderStats s;
+  s.filter = filter_.load();
+  s.filter_errors = filter_errors_.load();
+  s.prioritize = prioritize_.load();
+  s.prioritize_errors = prioritize_errors_.load();
+  s.bind = bind_.load();
+  s.bind_errors = bind_errors_.load();
+  s.bind_idempotent = bind_idempotent_.load();
+  s.bad_requests = bad_requests_.load();
+  s.bind_ns_total = bind_ns_.load();
+  return s;
+}
+
+HttpReply Extender::Filter(std::string_view body) {
+  const auto t0 = std::chrono::steady_clock::now();
+  filter_.fetch_add(1);
+  FilterResult r;
+  Result<Decoded> d = DecodeArgs(body);
+  if (!d.ok()) {
+    bad_requests_.fetch_add(1);
+    filter_errors_.fetch_add(1);
+    spdlog::warn("event=filter_bad_request error={}", Value(d.status().message()));
+    r.error = "bad filter request: " + d.status().message();
+    return {400, EncodeFilterResult(r)};
+  }
+  r.names_mode = d->args.names_mode();
+  const std::string key = PodKey(d->pod);
+  if (!d->error.empty()) {
+    filter_errors_.fetch_add(1);
+    r.error = d->error;
+    spdlog::warn("event=filter_refused pod={} error={}", Value(key), Value(r.error));
+    return {200, EncodeFilterResult(r)};
+  }
+  if (!cache_.synced()) {
+    filter_errors_.fetch_add(1);
+    r.error = std::string(kNotSynced);
+    spdlog::info("event=filter_refused pod={} error=\"cache not synced\"", Value(key));
+    return {200, EncodeFilterResult(r)};
+  }
+  const std::vector<std::string> names = d->args.CandidateNames();
+  std::vector<NodeVerdict> verdicts;
+  if (d->request.empty()) {
+    verdicts.assign(names.size(), NodeVerdict{});  // nothing to check: every node passes
+  } else {
+    verdicts = cache_.Filter(d->request, names);
+  }
+  std::set<std::string> seen;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (!seen.insert(names[i]).second) continue;
+    switch (verdicts[i].kind) {
+      case NodeVerdict::Kind::kFits:
+        if (r.names_mode) {
+          r.node_names.push_back(names[i]);
+        } else {
+          r.nodes.push_back((*d->args.nodes)[i]);
+        }
+        break;
+      case NodeVerdict::Kind::kFailed: r.failed[names[i]] = verdicts[i].reason; break;
+      case NodeVerdict::Kind::kUnresolvable: r.unresolvable[names[i]] = verdicts[i].reason; break;
+    }
+  }
+  const size_t passed = r.names_mode ? r.node_names.size() : r.nodes.size();
+  const double ms = MsSince(t0);
+  if (passed == 0) {
+    spdlog::info("event=filter pod={} nodes={} passed=0 failed={} unresolvable={} reasons={} ms={}", Value(key),
+                 names.size(), r.failed.size(), r.unresolvable.size(),
+                 Value(Join(r.failed.empty() ? r.unresolvable : r.failed, 3)), Ms(ms));
+  } else {
+    spdlog::debug("event=filter pod={} nodes={} passed={} failed={} unresolvable={} ms={}", Value(key), names.size(),
+                  passed, r.failed.size(), r.unresolvable.size(), Ms(ms));
+  }
+  return {200, EncodeFilterResult(r)};
+}
+
+HttpReply Extender::Prioritize(std::string_view body) {
+  const auto t0 = std::chrono::steady_clock::now();
+  prioritize_.fetch_add(1);
+  Result<Decoded> d = DecodeArgs(body);
+  if (!d.ok()) {
+    bad_requests_.fetch_add(1);
+    prioritize_errors_.fetch_add(1);
+    spdlog::warn("event=prioritize_bad_request error={}", Value(d.status().message()));
+    return {400, EncodeError("bad prioritize request: " + d.status().message())};
+  }
+  if (!d->error.empty()) {
+    prioritize_errors_.fetch_add(1);
+    return {400, EncodeError(d->error)};
+  }
+  if (!cache_.synced()) {
+    prioritize_errors_.fetch_add(1);
+    return {503, EncodeError(kNotSynced)};
+  }
+  const std::vector<std::string> names = d->args.CandidateNames();
+  std::vector<int64_t> scores(names.size(), 0);
+  if (!d->request.empty()) scores = cache_.Score(d->request, names);
+  std::vector<HostPriority> out;
+  out.reserve(names.size());
+  std::set<std::string> seen;
+  for (size_t i = 0; i < names.size(); ++i)
+    if (seen.insert(names[i]).second) out.push_back({names[i], scores[i]});
+  spdlog::debug("event=prioritize pod={} nodes={} ms={}", Value(PodKey(d->pod)), names.size(), Ms(MsSince(t0)));
+  return {200, EncodeHostPriorities(out)};
+}
+
+HttpReply Extender::Bind(std::string_view body) {
+  const auto t0 = std::chrono::steady_clock::now();
+  bind_.fetch_add(1);
+  Result<json> j = ParseBody(body);
+  Result<BindingArgs> b = j.ok() ? DecodeBindingArgs(*j) : Result<BindingArgs>(j.status());
+  if (!b.ok()) {
+    bad_requests_.fetch_add(1);
+    bind_errors_.fetch_add(1);
+    spdlog::warn("event=bind_bad_request error={}", Value(b.status().message()));
+    return {400, EncodeBindingResult("bad bind request: " + b.status().message())};
+  }
+  const std::string error = DoBind(b->pod_namespace, b->pod_name, b->pod_uid, b->node);
+  const std::string key = b->pod_namespace + "/" + b->pod_name;
+  if (!error.empty()) {
+    bind_errors_.fetch_add(1);
+    spdlog::warn("event=bind_failed pod={} node={} error={} ms={}", Value(key), Value(b->node), Value(error),
+                 Ms(MsSince(t0)));
+  } else {
+    bind_ns_.fetch_add(static_cast<uint64_t>(MsSince(t0) * 1e6));
+  }
+  return {200, EncodeBindingResult(error)};
+}
+
+std::string Extender::DoBind(const std::string& ns, const std::string& name, const std::string& uid,
+                             const std::string& node) {
+  const std::string key = ns + "/" + name;
+  if (!cache_.synced()) return std::string(kNotSynced);
+  const auto t0 = std::chrono::steady_clock::now();
+  // The pod: the informer's copy when it is the same incarnation, else the API's.
+  std::shared_ptr<const kube::Pod> pod;
+  if (options_.pod_lookup) pod = options_.pod_lookup(key);
+  if (!pod || (!uid.empty() && pod->metadata.uid != uid)) {
+    Result<kube::Pod> fresh = client_->GetPod(ns, name);
+    if (!fresh.ok()) {
+      return kube::IsNotFound(fresh.status()) ? "pod " + key + " not found"
+                                              : "reading pod " + key + ": " + fresh.status().message();
+    }
+    pod = std::make_shared<const kube::Pod>(std::move(*fresh));
+  }
+  if (!uid.empty() && pod->metadata.uid != uid)
+    return "pod " + key + " has UID " + pod->metadata.uid + ", the bind is for UID " + uid + " (the pod was recreated)";
+  if (pod->IsBeingDeleted()) return "pod " + key + " is being deleted";
+  Result<ms::PodRequest> req = kube::PodMemRequest(*pod);
+  if (!req.ok()) return req.status().message();
+  const std::string& bound_to = pod->spec.node_name;
+  if (!bound_to.empty() && bound_to != node) return "pod " + key + " is already bound to node " + bound_to;
+  if (req->empty()) {
+    // Nothing to place: bind as the default binder would.
+    if (!bound_to.empty()) return "";
+    Status s = client_->Bind({name, ns, pod->metadata.uid, node, {}});
+    if (!s.ok() && !(kube::IsConflict(s) || s.code() == StatusCode::kAlreadyExists)) return "binding: " + s.message();
+    spdlog::info("event=bind pod={} node={} gpu_mem=none", Value(key), Value(node));
+    return "";
+  }
+  if (!bound_to.empty() &&
+      ms::ResolveAssignment(pod->metadata.annotations, *req).state != ms::AssignmentState::kNone) {
+    bind_idempotent_.fetch_add(1);
+    spdlog::info("event=bind_idempotent pod={} node={} detail=\"already bound and annotated\"", Value(key), Value(node));
+    return "";
+  }
+  Result<Reservation> r = cache_.Reserve(*pod, *req, node, options_.now_ns());
+  if (!r.ok()) return r.status().message();
+  if (r->already) {
+    bind_idempotent_.fetch_add(1);
+    spdlog::info("event=bind_idempotent pod={} node={} gpus={}", Value(key), Value(node),
+                 Value(ms::EncodeContainerGpus(r->containers)));
+    return "";
+  }
+  const auto annotations = ms::BindAnnotations(*req, r->demand_gpus, r->dev_units, r->assume_ns);
+  json patch = {{"metadata", {{"uid", pod->metadata.uid}, {"annotations", json::object()}}}};
+  for (const auto& [k, v] : annotations) patch["metadata"]["annotations"][k] = v;
+  Result<json> patched = client_->MergePatch(kube::kPods, ns, name, patch);
+  if (!patched.ok()) {
+    cache_.Rollback(pod->metadata.uid, r->token);
+    return "writing the GPU assignment into pod " + key + ": " + patched.status().message();
+  }
+  if (bound_to.empty()) {
+    Status s = client_->Bind({name, ns, pod->metadata.uid, node, {}});
+    if (!s.ok()) {
+      bool bound_here = false;
+      if (kube::IsConflict(s) || s.code() == StatusCode::kAlreadyExists) {
+        Result<kube::Pod> now = client_->GetPod(ns, name);
+        bound_here = now.ok() && now->spec.node_name == node && now->metadata.uid == pod->metadata.uid;
+      }
+      if (!bound_here) {
+        cache_.Rollback(pod->metadata.uid, r->token);
+        json undo = {{"metadata", {{"annotations", json::object()}}}};
+        for (const auto& [k, v] : annotations) undo["metadata"]["annotations"][k] = nullptr;
+        Result<kube::Pod> now = client_->GetPod(ns, name);
+        if (now.ok() && now->spec.node_name.empty() && now->metadata.uid == pod->metadata.uid) {
+          Result<json> undone = client_->MergePatch(kube::kPods, ns, name, undo);
+          if (!undone.ok())
+            spdlog::warn("event=bind_undo_failed pod={} error={}", Value(key), Value(undone.status().message()));
+        }
+        return "binding pod " + key + " to node " + node + ": " + s.message();
+      }
+    }
+  }
+  cache_.Commit(pod->metadata.uid, r->token);
+  spdlog::info("event=bind pod={} node={} gpus={} units={} ms={}", Value(key), Value(node),
+               Value(ms::EncodeContainerGpus(r->containers)), req->PodUnits(), Ms(MsSince(t0)));
+  return "";
+}
+
+}  // namespace gpushare::scheduler

@@ -1,0 +1,76 @@
+// Extender: gpushare-scheduler's three verbs (filter, prioritize, bind) as functions from a
+// request body to an HTTP reply, independent of the HTTP server (scheduler/http_server.h).
+//
+//   Filter      keeps the nodes where every GPU container of the pod fits on one GPU (the
+//               placement engine decides which containers share a GPU); every other node gets
+//               a reason, under FailedAndUnresolvableNodes when no amount of preemption can
+//               help (no memory-share GPUs, a container larger than any GPU, not in the cache).
+//   Prioritize  scores the nodes 0..10 with the placement policy (GpuCache::Score).
+//   Bind        reserves the GPU(s) in the cache under its lock, merge-patches the pod's
+//               annotations (core/memshare.h BindAnnotations; the patch carries the pod's UID as
+//               a precondition), then creates the Binding. Any failure gives the reservation
+//               back (and removes the annotations again when the pod was not bound). A bind of
+//               a pod already booked on that node answers success without writing anything; a
+//               pod already bound by someone else is only annotated.
+//
+// Replies follow the wire rules of scheduler/wire.h: HTTP 400 with an Error for bodies that are
+// not a valid request, HTTP 200 with an Error for requests that cannot be served (cache not
+// synced, a pod whose gpu-mem request is invalid, no room at bind time). Nothing throws.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "kube/client.h"
+#include "kube/objects.h"
+#include "scheduler/cache.h"
+
+namespace gpushare::scheduler {
+
+struct HttpReply {
+  int code = 200;
+  std::string body;
+};
+
+struct ExtenderOptions {
+  // UnixNano now (the ASSUME_TIME written at bind). Default: the system clock.
+  std::function<int64_t()> now_ns;
+  // The pod as the informer last saw it ("namespace/name"), or null; the API is asked when it
+  // is missing or has another UID. Default: always ask the API.
+  std::function<std::shared_ptr<const kube::Pod>(const std::string& key)> pod_lookup;
+};
+
+struct ExtenderStats {
+  uint64_t filter = 0, filter_errors = 0;
+  uint64_t prioritize = 0, prioritize_errors = 0;
+  uint64_t bind = 0, bind_errors = 0, bind_idempotent = 0;
+  uint64_t bad_requests = 0;     // HTTP 400
+  uint64_t bind_ns_total = 0;    // time spent in successful binds
+};
+
+class Extender {
+ public:
+  Extender(GpuCache& cache, std::shared_ptr<kube::Client> client, ExtenderOptions options = {});
+
+  HttpReply Filter(std::string_view body);
+  HttpReply Prioritize(std::string_view body);
+  HttpReply Bind(std::string_view body);
+
+  ExtenderStats stats() const;
+
+ private:
+  // The bind itself; returns the Error text ("" on success).
+  std::string DoBind(const std::string& ns, const std::string& name, const std::string& uid, const std::string& node);
+
+  GpuCache& cache_;
+  std::shared_ptr<kube::Client> client_;
+  ExtenderOptions options_;
+  std::atomic<uint64_t> filter_{0}, filter_errors_{0}, prioritize_{0}, prioritize_errors_{0};
+  std::atomic<uint64_t> bind_{0}, bind_errors_{0}, bind_idempotent_{0}, bad_requests_{0}, bind_ns_{0};
+};
+
+}  // namespace gpushare::scheduler

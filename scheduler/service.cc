@@ -1,0 +1,237 @@
+#include "scheduler/service.h"
+
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+
+#include "deviceplugin/logfmt.h"
+#include "kube/config.h"
+
+namespace gpushare::scheduler {
+
+using logfmt::Value;
+
+namespace {
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+volatile std::sig_atomic_t g_stop = 0;
+void OnSignal(int) { g_stop = 1; }
+
+}  // namespace
+
+Status ConfigureSchedulerLogging(const std::string& level) {
+  spdlog::level::level_enum l = spdlog::level::from_str(level);
+  if (l == spdlog::level::off && level != "off")
+    return Status::InvalidArgument("--log-level: must be trace, debug, info, warn, error or off, got " + level);
+  auto logger = spdlog::get("gpushare");
+  if (!logger) logger = spdlog::stderr_logger_mt("gpushare");
+  logger->set_pattern("ts=%Y-%m-%dT%H:%M:%S.%e%z level=%l %v");
+  logger->set_level(l);
+  logger->flush_on(spdlog::level::trace);
+  spdlog::set_default_logger(logger);
+  return Status::Ok();
+}
+
+SchedulerService::SchedulerService(ServiceOptions options) : options_(std::move(options)) {}
+
+SchedulerService::~SchedulerService() { Stop(); }
+
+Status SchedulerService::Start() {
+  kube::LoadOptions lo;
+  lo.kubeconfig = options_.kubeconfig;
+  lo.context = options_.context;
+  Result<kube::ClientConfig> cfg = kube::LoadClientConfig(lo);
+  if (!cfg.ok()) return cfg.status().WithContext("Kubernetes client configuration");
+  for (const std::string& w : cfg->warnings) spdlog::warn("event=kube_config_warning detail={}", Value(w));
+  kube::ClientOptions co;
+  co.qps = options_.kube_qps;
+  co.burst = options_.kube_burst;
+  co.user_agent = "gpushare-scheduler/0.1";
+  co.request_timeout = std::chrono::milliseconds(10000);
+  Result<std::shared_ptr<kube::Client>> client = kube::Client::Create(*cfg, co);
+  if (!client.ok()) return client.status().WithContext("Kubernetes client");
+  client_ = *client;
+  spdlog::info("event=kube_client server={} source={}", Value(client_->config().server), Value(client_->config().source));
+
+  CacheOptions cache_options;
+  cache_options.unit = options_.unit;
+  cache_options.policy = options_.policy;
+  cache_options.log = [](const std::string& line) { spdlog::info("{}", line); };
+  cache_ = std::make_unique<GpuCache>(cache_options);
+
+  auto log = [](const std::string& line) { spdlog::warn("{}", line); };
+  kube::InformerOptions no;
+  no.log = log;
+  nodes_ = std::make_unique<kube::NodeInformer>(client_, no);
+  kube::InformerOptions po;
+  po.log = log;
+  // Finished pods hold nothing; when a pod finishes it leaves the selection (a DELETED event).
+  po.field_selector = "status.phase!=Succeeded,status.phase!=Failed";
+  pods_ = std::make_unique<kube::PodInformer>(client_, po);
+  GpuCache* cache = cache_.get();
+  nodes_->SetHandlers({[cache](const kube::Node& n) { cache->UpsertNode(n); },
+                       [cache](const kube::Node&, const kube::Node& n) { cache->UpsertNode(n); },
+                       [cache](const kube::Node& n) { cache->DeleteNode(n.metadata.name); },
+                       [this] { OnSynced(); }});
+  pods_->SetHandlers({[cache](const kube::Pod& p) { cache->UpsertPod(p); },
+                      [cache](const kube::Pod&, const kube::Pod& p) { cache->UpsertPod(p); },
+                      [cache](const kube::Pod& p) { cache->DeletePod(p); },
+                      [this] { OnSynced(); }});
+
+  kube::EventRecorderOptions eo;
+  eo.component = options_.event_component;
+  events_ = std::make_unique<kube::EventRecorder>(client_, eo);
+
+  ExtenderOptions xo;
+  kube::PodInformer* pods = pods_.get();
+  xo.pod_lookup = [pods](const std::string& key) { return pods->Get(key); };
+  extender_ = std::make_unique<Extender>(*cache_, client_, xo);
+  server_ = std::make_unique<HttpServer>(*extender_, options_.http, [this] { return readiness(); },
+                                         [this] { return Metrics(); });
+  GPUSHARE_RETURN_IF_ERROR(server_->Start());
+  spdlog::info("event=serving listen={}:{} prefix={} unit={} policy={} assume_timeout_ms={} max_body_bytes={}",
+               options_.http.host, server_->port(), Value(server_->url_prefix().empty() ? "/" : server_->url_prefix()),
+               std::string(memshare::MemoryUnitName(options_.unit)), Value(options_.policy),
+               options_.assume_timeout.count(), options_.http.max_body_bytes);
+  if (!options_.port_file.empty()) {
+    const std::string tmp = options_.port_file + ".tmp";
+    {
+      std::ofstream pf(tmp);
+      pf << server_->port() << "\n";
+      if (!pf) return Status::Unavailable("cannot write --port-file " + options_.port_file);
+    }
+    if (std::rename(tmp.c_str(), options_.port_file.c_str()) != 0)
+      return Status::Unavailable("cannot write --port-file " + options_.port_file);
+  }
+  GPUSHARE_RETURN_IF_ERROR(nodes_->Start());
+  GPUSHARE_RETURN_IF_ERROR(pods_->Start());
+  sweeper_ = std::thread([this] { SweepLoop(); });
+  return Status::Ok();
+}
+
+void SchedulerService::OnSynced() {
+  if (synced_informers_.fetch_add(1) + 1 < 2) return;
+  // Both informers have listed everything. Release what timed out while no scheduler watched,
+  // then start deciding.
+  Sweep();
+  cache_->SetSynced(true);
+  ready_.store(true);
+  const CacheStats s = cache_->stats();
+  spdlog::info("event=cache_synced nodes={} usable_gpus={} pods={} expired={} unassigned={}", s.nodes, s.usable_gpus,
+               s.pods, s.expired, s.unassigned);
+}
+
+Readiness SchedulerService::readiness() const {
+  if (ready_.load()) return {true, ""};
+  std::string why = "cache not synced (";
+  why += nodes_ && nodes_->HasSynced() ? "nodes listed" : "nodes not listed yet";
+  why += ", ";
+  why += pods_ && pods_->HasSynced() ? "pods listed" : "pods not listed yet";
+  if (nodes_ && !nodes_->stats().last_error.empty()) why += "; last error: " + nodes_->stats().last_error;
+  else if (pods_ && !pods_->stats().last_error.empty()) why += "; last error: " + pods_->stats().last_error;
+  return {false, why + ")"};
+}
+
+void SchedulerService::Sweep() {
+  const int64_t timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.assume_timeout).count();
+  for (const ExpiredPod& e : cache_->ExpireAssumed(NowNs(), timeout)) {
+    expired_total_.fetch_add(1);
+    const std::string msg = "GPU share assumed on node " + e.node + " (" + memshare::EncodeContainerGpus(e.gpus) +
+                            ", " + std::to_string(e.units) + " " + std::string(memshare::MemoryUnitName(options_.unit)) +
+                            ") was not confirmed by gpushare-node within " +
+                            std::to_string(options_.assume_timeout.count() / 1000) +
+                            "s and the pod is still Pending; gpushare-scheduler no longer reserves it";
+    spdlog::warn("event=assume_expired pod={} node={} gpus={} units={} age_s={} detail={}", Value(e.key),
+                 Value(e.node), Value(memshare::EncodeContainerGpus(e.gpus)), e.units, e.age_ns / 1000000000,
+                 Value(msg));
+    kube::ObjectReference ref;
+    ref.api_version = "v1";
+    ref.kind = "Pod";
+    const size_t slash = e.key.find('/');
+    ref.namespace_ = e.key.substr(0, slash);
+    ref.name = e.key.substr(slash + 1);
+    ref.uid = e.uid;
+    events_->Record(ref, "Warning", "GPUShareAssumeExpired", msg);
+  }
+}
+
+void SchedulerService::SweepLoop() {
+  std::unique_lock<std::mutex> l(mu_);
+  while (!stopping_) {
+    cv_.wait_for(l, options_.expiry_interval);
+    if (stopping_) break;
+    if (!ready_.load()) continue;
+    l.unlock();
+    Sweep();
+    l.lock();
+  }
+}
+
+std::string SchedulerService::Metrics() const {
+  const ExtenderStats x = extender_ ? extender_->stats() : ExtenderStats{};
+  const CacheStats c = cache_ ? cache_->stats() : CacheStats{};
+  std::string out;
+  auto line = [&out](const std::string& name, const std::string& labels, double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    out += name + (labels.empty() ? "" : "{" + labels + "}") + " " + buf + "\n";
+  };
+  out += "# TYPE gpushare_scheduler_requests_total counter\n";
+  line("gpushare_scheduler_requests_total", "verb=\"filter\"", static_cast<double>(x.filter));
+  line("gpushare_scheduler_requests_total", "verb=\"prioritize\"", static_cast<double>(x.prioritize));
+  line("gpushare_scheduler_requests_total", "verb=\"bind\"", static_cast<double>(x.bind));
+  out += "# TYPE gpushare_scheduler_errors_total counter\n";
+  line("gpushare_scheduler_errors_total", "verb=\"filter\"", static_cast<double>(x.filter_errors));
+  line("gpushare_scheduler_errors_total", "verb=\"prioritize\"", static_cast<double>(x.prioritize_errors));
+  line("gpushare_scheduler_errors_total", "verb=\"bind\"", static_cast<double>(x.bind_errors));
+  line("gpushare_scheduler_bad_requests_total", "", static_cast<double>(x.bad_requests));
+  line("gpushare_scheduler_bind_idempotent_total", "", static_cast<double>(x.bind_idempotent));
+  line("gpushare_scheduler_bind_seconds_total", "", static_cast<double>(x.bind_ns_total) / 1e9);
+  line("gpushare_scheduler_assume_expired_total", "", static_cast<double>(expired_total_.load()));
+  line("gpushare_scheduler_cache_nodes", "", c.nodes);
+  line("gpushare_scheduler_cache_usable_gpus", "", c.usable_gpus);
+  line("gpushare_scheduler_cache_pods", "", c.pods);
+  line("gpushare_scheduler_cache_reserved_pods", "", c.reserved);
+  line("gpushare_scheduler_cache_unassigned_pods", "", c.unassigned);
+  line("gpushare_scheduler_ready", "", ready_.load() ? 1 : 0);
+  return out;
+}
+
+void SchedulerService::Stop() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    if (stopping_) return;
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (sweeper_.joinable()) sweeper_.join();
+  if (server_) server_->Stop();
+  if (pods_) pods_->Stop();
+  if (nodes_) nodes_->Stop();
+  events_.reset();
+}
+
+int RunScheduler(ServiceOptions options) {
+  SchedulerService service(std::move(options));
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  Status s = service.Start();
+  if (!s.ok()) {
+    spdlog::error("event=start_failed error={}", Value(s.message()));
+    service.Stop();
+    return 1;
+  }
+  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  spdlog::info("event=stopping");
+  service.Stop();
+  return 0;
+}
+
+}  // namespace gpushare::scheduler

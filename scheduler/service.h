@@ -1,0 +1,88 @@
+// SchedulerService: gpushare-scheduler assembled: API client, informers on nodes and pods
+// feeding the GpuCache, the Extender behind the HTTP server, the assume-timeout sweeper and
+// the event recorder. cli/gpushare-scheduler only parses flags into ServiceOptions.
+//
+// Start order (docs/scheduler.md): the HTTP server listens first (so /healthz answers and
+// the extender verbs say "cache not synced" instead of timing out), then the informers list
+// nodes and pods; once both have synced, one assume-timeout sweep runs and only then does the
+// cache accept decisions and /readyz turn 200. A restart therefore rebuilds everything from
+// the API before it decides anything.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "core/memshare.h"
+#include "core/status.h"
+#include "kube/client.h"
+#include "kube/event_recorder.h"
+#include "kube/informer.h"
+#include "scheduler/cache.h"
+#include "scheduler/extender.h"
+#include "scheduler/http_server.h"
+
+namespace gpushare::scheduler {
+
+struct ServiceOptions {
+  std::string kubeconfig;  // --kubeconfig; empty: KUBECONFIG, in-cluster, ~/.kube/config
+  std::string context;
+  HttpServerOptions http;
+  std::string port_file;   // written (atomically) with the listening port once serving
+  memshare::MemoryUnit unit = memshare::MemoryUnit::kGiB;
+  std::string policy = "default";
+  std::chrono::milliseconds assume_timeout{std::chrono::minutes(5)};
+  std::chrono::milliseconds expiry_interval{std::chrono::seconds(10)};
+  double kube_qps = 500;   // two API calls per bind
+  int kube_burst = 1000;
+  std::string event_component = "gpushare-scheduler";
+};
+
+class SchedulerService {
+ public:
+  explicit SchedulerService(ServiceOptions options);
+  ~SchedulerService();
+  SchedulerService(const SchedulerService&) = delete;
+  SchedulerService& operator=(const SchedulerService&) = delete;
+
+  Status Start();
+  void Stop();
+
+  Readiness readiness() const;
+  int port() const { return server_ ? server_->port() : -1; }
+  GpuCache& cache() { return *cache_; }
+  std::string Metrics() const;
+
+ private:
+  void OnSynced();
+  void SweepLoop();
+  void Sweep();
+
+  ServiceOptions options_;
+  std::unique_ptr<GpuCache> cache_;
+  std::shared_ptr<kube::Client> client_;
+  std::unique_ptr<kube::NodeInformer> nodes_;
+  std::unique_ptr<kube::PodInformer> pods_;
+  std::unique_ptr<kube::EventRecorder> events_;
+  std::unique_ptr<Extender> extender_;
+  std::unique_ptr<HttpServer> server_;
+  std::atomic<int> synced_informers_{0};
+  std::atomic<bool> ready_{false};
+  std::atomic<uint64_t> expired_total_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  std::thread sweeper_;
+};
+
+// Configures the "gpushare" spdlog logger (key=value lines on stderr) at `level`.
+Status ConfigureSchedulerLogging(const std::string& level);
+
+// Runs the service until SIGINT/SIGTERM; returns the exit status (0, 1 on start failure).
+int RunScheduler(ServiceOptions options);
+
+}  // namespace gpushare::scheduler

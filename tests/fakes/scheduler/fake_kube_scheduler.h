@@ -1,0 +1,165 @@
+// FakeKubeScheduler: a double of kube-scheduler as an HTTP-extender client, written from
+// ../shared/reference/kubernetes-protocols.md §3 (and nothing else), for tests of
+// gpushare-scheduler and of the whole memory-share path.
+//
+// What it does like kube-scheduler, unpleasant parts included:
+//   - requests: always POST, Content-Type application/json, URL = urlPrefix with trailing
+//     slashes trimmed + "/" + verb; the exact JSON Go's encoding/json writes for the untagged
+//     extender types: capitalised keys in field order, `null` for unset fields (`"Nodes":null`
+//     with NodeNames in node-cache mode, `"NodeNames":null` with a full NodeList otherwise);
+//     embedded Pod and Node objects as the API's JSON without kind/apiVersion (informer objects);
+//     the whole call bounded by httpTimeout (0: 5 s);
+//   - replies: anything but HTTP 200, a transport error, undecodable JSON or a non-empty Error is
+//     an error (skipped for an ignorable extender, otherwise the scheduling attempt fails);
+//     keys are matched case-insensitively as Go does (a key spelled twice: the last one wins);
+//     in node-cache mode NodeNames is read if non-null, else Nodes; both null means every node
+//     was filtered out; a returned node that was not in the request is an error;
+//     FailedAndUnresolvableNodes wins over FailedNodes;
+//   - the interest test: an extender with managedResources sees only pods that name one of
+//     them in the requests or limits of a container or init container;
+//   - a cycle: in-tree filtering (NodeResourcesFit for extended resources, skipped for
+//     resources with ignoredByScheduler: true; a pod's request of a resource is
+//     max(sum over app containers, largest init container)), then the extenders' filters in
+//     order (ignorable ones last), each on the survivors of the previous; prioritize is skipped
+//     when one node is left, otherwise every interested extender's scores are added as
+//     Score x weight x 10 (not clamped; errors ignored); the highest total wins, ties at random
+//     (seeded); bind through the extender that has bindVerb (an error forgets the assumed pod,
+//     unless the pod turns out to be bound already; an ignorable binder falls through to the
+//     default binder), else a Binding via the API;
+//   - its own cache: pods it assumed count against node allocatable until the API shows them.
+//   - config validation: weight > 0 with a prioritizeVerb, at most one binder, managed
+//     resource names valid extended resource names and unique.
+// Preemption is not implemented.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/placement/rng.h"
+#include "core/status.h"
+#include "kube/client.h"
+
+namespace gpushare::fakes {
+
+struct ManagedResource {
+  std::string name;
+  bool ignored_by_scheduler = false;
+};
+
+// One entry of KubeSchedulerConfiguration `extenders:`.
+struct ExtenderConfig {
+  std::string url_prefix;  // "http://127.0.0.1:12345/gpushare-scheduler"
+  std::string filter_verb = "filter";
+  std::string prioritize_verb = "prioritize";
+  std::string bind_verb = "bind";
+  int64_t weight = 1;
+  bool node_cache_capable = true;
+  std::vector<ManagedResource> managed_resources;
+  std::chrono::milliseconds http_timeout{0};  // 0: 5 s
+  bool ignorable = false;
+};
+
+// The scheduler's own checks of the extenders list.
+Status ValidateExtenders(const std::vector<ExtenderConfig>& extenders);
+
+// The outcome of one extender's filter.
+struct FilterOutcome {
+  std::vector<std::string> feasible;                 // in the reply's order
+  std::map<std::string, std::string> failed;         // Unschedulable
+  std::map<std::string, std::string> unresolvable;   // UnschedulableAndUnresolvable
+};
+
+// One extender, as kube-scheduler's HTTPExtender talks to it.
+class ExtenderClient {
+ public:
+  explicit ExtenderClient(ExtenderConfig config);
+
+  const ExtenderConfig& config() const { return config_; }
+  bool IsInterested(const nlohmann::json& pod) const;
+  bool IsBinder() const { return !config_.bind_verb.empty(); }
+
+  // `nodes` are Node objects; in node-cache mode only their names are sent.
+  Result<FilterOutcome> Filter(const nlohmann::json& pod, const std::vector<nlohmann::json>& nodes) const;
+  // Raw scores by host, as replied.
+  Result<std::map<std::string, int64_t>> Prioritize(const nlohmann::json& pod,
+                                                    const std::vector<nlohmann::json>& nodes) const;
+  Status Bind(const nlohmann::json& pod, const std::string& node) const;
+
+  // The exact request bodies (for tests of the wire format).
+  static std::string FilterRequestBody(const nlohmann::json& pod, const std::vector<nlohmann::json>& nodes,
+                                       bool node_cache_capable);
+  static std::string BindRequestBody(const nlohmann::json& pod, const std::string& node);
+
+  // POSTs `body` to <urlPrefix>/<verb>; the reply body on HTTP 200, else an error.
+  Result<std::string> Post(const std::string& verb, const std::string& body) const;
+
+ private:
+  ExtenderConfig config_;
+  std::string scheme_host_port_;
+  std::string path_prefix_;
+};
+
+struct SchedulerOptions {
+  std::vector<ExtenderConfig> extenders;
+  uint64_t seed = 1;  // for ties between equally scored nodes
+};
+
+struct ScheduleResult {
+  enum class Kind { kBound, kUnschedulable, kError };
+  Kind kind = Kind::kError;
+  std::string node;     // kBound
+  // kUnschedulable: kube-scheduler's FitError text, "0/N nodes are available: 1 <reason>, ...";
+  // kError: the error.
+  std::string message;
+  std::map<std::string, std::string> node_reasons;  // why each node was refused
+  std::set<std::string> unresolvable;               // nodes refused as UnschedulableAndUnresolvable
+  std::map<std::string, int64_t> scores;            // total scores (when prioritize ran)
+  bool prioritize_called = false;
+
+  bool bound() const { return kind == Kind::kBound; }
+};
+
+class FakeKubeScheduler {
+ public:
+  // `api` reads nodes and pods (the scheduler's informers) and creates default Bindings.
+  FakeKubeScheduler(std::shared_ptr<kube::Client> api, SchedulerOptions options);
+
+  Status Validate() const { return ValidateExtenders(options_.extenders); }
+
+  // One scheduling cycle for the pod `namespace/name` (read from the API).
+  ScheduleResult ScheduleOne(const std::string& ns, const std::string& name);
+  // The same for a pod object already in hand.
+  ScheduleResult Schedule(const nlohmann::json& pod);
+
+  // Forgets pods it assumed (as a restarted kube-scheduler would).
+  void ForgetAssumed();
+
+ private:
+  Result<std::vector<nlohmann::json>> Nodes();
+  Result<std::vector<nlohmann::json>> Pods();
+
+  std::shared_ptr<kube::Client> api_;
+  SchedulerOptions options_;
+  std::vector<std::unique_ptr<ExtenderClient>> extenders_;  // ignorable ones last
+  std::mutex mu_;
+  placement::Rng rng_;
+  std::map<std::string, std::pair<std::string, nlohmann::json>> assumed_;  // uid -> (node, pod)
+};
+
+// A pod's request of `resource` as kube-scheduler computes it: max(sum of app containers,
+// largest init container), each container's request defaulting to its limit.
+int64_t PodResourceRequest(const nlohmann::json& pod, const std::string& resource);
+
+// Decodes a JSON object key case-insensitively, Go style (the last matching key wins).
+const nlohmann::ordered_json* GoField(const nlohmann::ordered_json& obj, const std::string& name);
+
+}  // namespace gpushare::fakes
