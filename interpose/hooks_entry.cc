@@ -254,37 +254,34 @@ bool NvmlLimit(nvmlDevice_t device, uint64_t* limit, uint64_t* used) {
   return true;
 }
 
+// Both memory-info ABIs: total = min(limit, physical), free = min(total - usage, physical free),
+// used = total - free (NVML's total = free + used); v2's `reserved` is 0 inside the limit.
+template <typename Mem>
+nvmlReturn_t ClampMemory(nvmlReturn_t r, nvmlDevice_t device, Mem* memory) {
+  uint64_t limit = 0, used = 0;
+  if (r != gpushare::nvml::NVML_SUCCESS || memory == nullptr || !Active() || !NvmlLimit(device, &limit, &used))
+    return r;
+  uint64_t total = Min(limit, memory->total);
+  uint64_t free_bytes = Min(SatSub(total, used), memory->free);
+  memory->total = total;
+  memory->free = free_bytes;
+  memory->used = total - free_bytes;
+  if constexpr (requires { memory->reserved; }) memory->reserved = 0;
+  return r;
+}
+
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetMemoryInfo(
     nvmlDevice_t device, nvmlMemory_t* memory) {
   auto real = GPUSHARE_REAL(nvmlDeviceGetMemoryInfo);
   if (real == nullptr) return gpushare::nvml::NVML_ERROR_UNINITIALIZED;
-  nvmlReturn_t r = real(device, memory);
-  uint64_t limit = 0, used = 0;
-  if (r != gpushare::nvml::NVML_SUCCESS || memory == nullptr || !Active() || !NvmlLimit(device, &limit, &used))
-    return r;
-  uint64_t total = Min(limit, memory->total);
-  uint64_t free_bytes = Min(SatSub(total, used), memory->free);
-  memory->total = total;
-  memory->free = free_bytes;
-  memory->used = total - free_bytes;
-  return r;
+  return ClampMemory(real(device, memory), device, memory);
 }
 
 extern "C" __attribute__((visibility("default"))) nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(
     nvmlDevice_t device, nvmlMemory_v2_t* memory) {
   auto real = GPUSHARE_REAL(nvmlDeviceGetMemoryInfo_v2);
   if (real == nullptr) return gpushare::nvml::NVML_ERROR_UNINITIALIZED;
-  nvmlReturn_t r = real(device, memory);
-  uint64_t limit = 0, used = 0;
-  if (r != gpushare::nvml::NVML_SUCCESS || memory == nullptr || !Active() || !NvmlLimit(device, &limit, &used))
-    return r;
-  uint64_t total = Min(limit, memory->total);
-  uint64_t free_bytes = Min(SatSub(total, used), memory->free);
-  memory->total = total;
-  memory->reserved = 0;  // inside the limit nothing is held back by the driver
-  memory->free = free_bytes;
-  memory->used = total - free_bytes;
-  return r;
+  return ClampMemory(real(device, memory), device, memory);
 }

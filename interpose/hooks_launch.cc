@@ -133,6 +133,19 @@ void AfterGraphLaunch() {
   if (CurrentContext(&ctx, &ordinal)) RefreshGraphMemory(ordinal);
 }
 
+// Graph launches: limited like kernels (keyed by the executable graph), and followed by a look
+// at the graph memory pool once graph allocations are possible.
+template <typename Fn>
+CUresult GraphLaunch(Fn real, CUgraphExec exec, CUstream s, bool per_thread) {
+  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  if (SmState() != 2 && !GraphMemoryPossible()) return real(exec, s);
+  CUresult r = SmState() == 2 ? LimitedLaunch(s, reinterpret_cast<uint64_t>(exec), per_thread,
+                                              [&]() { return real(exec, s); })
+                              : real(exec, s);
+  if (r == CUDA_SUCCESS) AfterGraphLaunch();
+  return r;
+}
+
 }  // namespace
 }  // namespace gpushare::interpose
 
@@ -189,25 +202,11 @@ __attribute__((visibility("default"))) CUresult cuLaunchCooperativeKernel_ptsz(
 }
 
 __attribute__((visibility("default"))) CUresult cuGraphLaunch(CUgraphExec exec, CUstream s) {
-  auto real = GPUSHARE_REAL(cuGraphLaunch);
-  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  if (SmState() != 2 && !GraphMemoryPossible()) return real(exec, s);
-  CUresult r = SmState() == 2 ? LimitedLaunch(s, reinterpret_cast<uint64_t>(exec), false,
-                                              [&]() { return real(exec, s); })
-                              : real(exec, s);
-  if (r == CUDA_SUCCESS) AfterGraphLaunch();
-  return r;
+  return GraphLaunch(GPUSHARE_REAL(cuGraphLaunch), exec, s, false);
 }
 
 __attribute__((visibility("default"))) CUresult cuGraphLaunch_ptsz(CUgraphExec exec, CUstream s) {
-  auto real = GPUSHARE_REAL(cuGraphLaunch_ptsz);
-  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
-  if (SmState() != 2 && !GraphMemoryPossible()) return real(exec, s);
-  CUresult r = SmState() == 2 ? LimitedLaunch(s, reinterpret_cast<uint64_t>(exec), true,
-                                              [&]() { return real(exec, s); })
-                              : real(exec, s);
-  if (r == CUDA_SUCCESS) AfterGraphLaunch();
-  return r;
+  return GraphLaunch(GPUSHARE_REAL(cuGraphLaunch_ptsz), exec, s, true);
 }
 
 }  // extern "C"

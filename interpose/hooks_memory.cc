@@ -475,52 +475,41 @@ GPUSHARE_EXPORT CUresult cuMemAllocManaged(CUdeviceptr* dptr, size_t bytes, unsi
                      "cuMemAllocManaged");
 }
 
-GPUSHARE_EXPORT CUresult cuArrayCreate_v2(CUarray* handle, const CUDA_ARRAY_DESCRIPTOR* desc) {
-  GPUSHARE_GET_REAL(cuArrayCreate_v2);
+namespace {
+// cuArrayCreate / cuArray3DCreate in both ABIs (the descriptor types differ, the policy not).
+template <typename Fn, typename Desc>
+CUresult CreateArray(Fn real, CUarray* handle, const Desc* desc, uint64_t depth, unsigned int flags,
+                     const char* api) {
   if (!Active() || desc == nullptr) return real(handle, desc);
   return CreateArrayLike([&] { return real(handle, desc); },
                          Real<CUresult (*)(CUDA_ARRAY_MEMORY_REQUIREMENTS*, CUarray, CUdevice)>(
                              kFn_cuArrayGetMemoryRequirements),
                          GPUSHARE_REAL(cuArrayDestroy), handle,
-                         ArrayEstimate(desc->Width, desc->Height, 1, desc->Format, desc->NumChannels),
-                         false, AllocKind::kArray, "cuArrayCreate");
+                         ArrayEstimate(desc->Width, desc->Height, depth, desc->Format, desc->NumChannels),
+                         (flags & (kArraySparse | kArrayDeferredMapping)) != 0, AllocKind::kArray, api);
+}
+}  // namespace
+
+GPUSHARE_EXPORT CUresult cuArrayCreate_v2(CUarray* handle, const CUDA_ARRAY_DESCRIPTOR* desc) {
+  GPUSHARE_GET_REAL(cuArrayCreate_v2);
+  return CreateArray(real, handle, desc, 1, 0, "cuArrayCreate");
 }
 
 GPUSHARE_EXPORT CUresult cuArrayCreate(CUarray* handle, const CUDA_ARRAY_DESCRIPTOR_v1* desc) {
   GPUSHARE_GET_REAL(cuArrayCreate);
-  if (!Active() || desc == nullptr) return real(handle, desc);
-  return CreateArrayLike([&] { return real(handle, desc); },
-                         Real<CUresult (*)(CUDA_ARRAY_MEMORY_REQUIREMENTS*, CUarray, CUdevice)>(
-                             kFn_cuArrayGetMemoryRequirements),
-                         GPUSHARE_REAL(cuArrayDestroy), handle,
-                         ArrayEstimate(desc->Width, desc->Height, 1, desc->Format, desc->NumChannels),
-                         false, AllocKind::kArray, "cuArrayCreate");
+  return CreateArray(real, handle, desc, 1, 0, "cuArrayCreate");
 }
 
 GPUSHARE_EXPORT CUresult cuArray3DCreate_v2(CUarray* handle, const CUDA_ARRAY3D_DESCRIPTOR* desc) {
   GPUSHARE_GET_REAL(cuArray3DCreate_v2);
-  if (!Active() || desc == nullptr) return real(handle, desc);
-  return CreateArrayLike([&] { return real(handle, desc); },
-                         Real<CUresult (*)(CUDA_ARRAY_MEMORY_REQUIREMENTS*, CUarray, CUdevice)>(
-                             kFn_cuArrayGetMemoryRequirements),
-                         GPUSHARE_REAL(cuArrayDestroy), handle,
-                         ArrayEstimate(desc->Width, desc->Height, desc->Depth, desc->Format,
-                                       desc->NumChannels),
-                         (desc->Flags & (kArraySparse | kArrayDeferredMapping)) != 0,
-                         AllocKind::kArray, "cuArray3DCreate");
+  return CreateArray(real, handle, desc, desc != nullptr ? desc->Depth : 1, desc != nullptr ? desc->Flags : 0,
+                     "cuArray3DCreate");
 }
 
 GPUSHARE_EXPORT CUresult cuArray3DCreate(CUarray* handle, const CUDA_ARRAY3D_DESCRIPTOR_v1* desc) {
   GPUSHARE_GET_REAL(cuArray3DCreate);
-  if (!Active() || desc == nullptr) return real(handle, desc);
-  return CreateArrayLike([&] { return real(handle, desc); },
-                         Real<CUresult (*)(CUDA_ARRAY_MEMORY_REQUIREMENTS*, CUarray, CUdevice)>(
-                             kFn_cuArrayGetMemoryRequirements),
-                         GPUSHARE_REAL(cuArrayDestroy), handle,
-                         ArrayEstimate(desc->Width, desc->Height, desc->Depth, desc->Format,
-                                       desc->NumChannels),
-                         (desc->Flags & (kArraySparse | kArrayDeferredMapping)) != 0,
-                         AllocKind::kArray, "cuArray3DCreate");
+  return CreateArray(real, handle, desc, desc != nullptr ? desc->Depth : 1, desc != nullptr ? desc->Flags : 0,
+                     "cuArray3DCreate");
 }
 
 GPUSHARE_EXPORT CUresult cuArrayDestroy(CUarray h) {

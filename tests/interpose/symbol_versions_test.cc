@@ -39,6 +39,20 @@ std::pair<int, int> Version(const std::string& v) {
   return {a, b};
 }
 
+std::set<std::string> Exports(const Elf& e) {
+  std::set<std::string> out;
+  for (int i = 0; i < e.eh()->e_shnum; ++i) {
+    const Elf64_Shdr* s = e.sh(i);
+    if (s->sh_type != SHT_DYNSYM) continue;
+    auto* sym = reinterpret_cast<const Elf64_Sym*>(e.bytes.data() + s->sh_offset);
+    size_t n = s->sh_size / sizeof(Elf64_Sym);
+    for (size_t k = 1; k < n; ++k)
+      if (sym[k].st_shndx != SHN_UNDEF && ELF64_ST_BIND(sym[k].st_info) != STB_LOCAL)
+        out.insert(e.str(static_cast<int>(s->sh_link), sym[k].st_name));
+  }
+  return out;
+}
+
 TEST(SymbolVersions, LoadsOnGlibc217WithoutACppRuntime) {
   Elf e;
   ASSERT_TRUE(Load(InterposerPath(), &e)) << InterposerPath();
@@ -63,14 +77,9 @@ TEST(SymbolVersions, LoadsOnGlibc217WithoutACppRuntime) {
         if (need->vn_next == 0) break;
         vn += need->vn_next;
       }
-    } else if (s->sh_type == SHT_DYNSYM) {
-      auto* sym = reinterpret_cast<const Elf64_Sym*>(e.bytes.data() + s->sh_offset);
-      size_t n = s->sh_size / sizeof(Elf64_Sym);
-      for (size_t k = 1; k < n; ++k)
-        if (sym[k].st_shndx != SHN_UNDEF && ELF64_ST_BIND(sym[k].st_info) != STB_LOCAL)
-          exported.insert(e.str(static_cast<int>(s->sh_link), sym[k].st_name));
     }
   }
+  exported = Exports(e);
   EXPECT_FALSE(versions.empty());
   for (const std::string& v : versions) {
     ASSERT_EQ(v.rfind("GLIBC_", 0), 0u) << "unexpected version dependency " << v;
@@ -89,6 +98,25 @@ TEST(SymbolVersions, LoadsOnGlibc217WithoutACppRuntime) {
     EXPECT_TRUE(s == "dlsym" || s.rfind("cu", 0) == 0 || s.rfind("nvmlDeviceGetMemoryInfo", 0) == 0) << s;
   EXPECT_EQ(exported.count("dlsym"), 1u);
   EXPECT_EQ(exported.count("cuGetProcAddress_v2"), 1u);
+}
+
+// The fake driver exports what the real one does: every name of the CUDA 13.0 stub (checked
+// against the stub itself where the toolkit is installed) plus the graphics-interop names the
+// stub omits, and its fakecuda_* control functions. Nothing else.
+TEST(FakeDriver, ExportsTheDriversSymbols) {
+  Elf fake;
+  ASSERT_TRUE(Load(FakesDir() + "/cuda/libcuda.so.1", &fake));
+  std::set<std::string> names;
+  for (const std::string& n : Exports(fake))
+    if (n.rfind("fakecuda_", 0) != 0) names.insert(n);
+  std::set<std::string> expected;
+#define GPUSHARE_CUDA_EXPORT(name) expected.insert(#name);
+#include "interpose/generated/libcuda_exports.inc"
+#undef GPUSHARE_CUDA_EXPORT
+  EXPECT_EQ(names, expected);
+  Elf stub;
+  if (!Load("/usr/local/cuda/lib64/stubs/libcuda.so", &stub)) GTEST_SKIP() << "SKIPPED: no CUDA toolkit stub";
+  for (const std::string& n : Exports(stub)) EXPECT_EQ(names.count(n), 1u) << n;
 }
 
 }  // namespace

@@ -738,6 +738,12 @@ CUresult GetProc(const char* symbol, void** pfn, int version, cuuint64_t flags, 
 }  // namespace
 
 #define EXPORT extern "C" __attribute__((visibility("default")))
+// An export that only counts the call and forwards (the ABI variants sharing one implementation).
+#define FAKE_FORWARD(name, params, call) \
+  EXPORT CUresult name params {          \
+    FAKE_ENTER(name);                    \
+    return call;                         \
+  }
 
 // ---- control API ---------------------------------------------------------------------------------
 EXPORT uint64_t fakecuda_physical_used(int dev) { return D().phys.Total(dev); }
@@ -817,14 +823,8 @@ static CUresult GetUuid(CUuuid* u, CUdevice dev) {
   memcpy(u->bytes, D().conf.dev[dev].uuid, 16);
   return CUDA_SUCCESS;
 }
-EXPORT CUresult cuDeviceGetUuid(CUuuid* u, CUdevice dev) {
-  FAKE_ENTER(cuDeviceGetUuid);
-  return GetUuid(u, dev);
-}
-EXPORT CUresult cuDeviceGetUuid_v2(CUuuid* u, CUdevice dev) {
-  FAKE_ENTER(cuDeviceGetUuid_v2);
-  return GetUuid(u, dev);
-}
+FAKE_FORWARD(cuDeviceGetUuid, (CUuuid* u, CUdevice dev), GetUuid(u, dev))
+FAKE_FORWARD(cuDeviceGetUuid_v2, (CUuuid* u, CUdevice dev), GetUuid(u, dev))
 EXPORT CUresult cuDeviceGetAttribute(int* v, int attr, CUdevice dev) {
   FAKE_ENTER(cuDeviceGetAttribute);
   if (v == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -862,15 +862,8 @@ EXPORT CUresult cuGetErrorName(CUresult e, const char** s) {
 }
 
 // ---- entry points --------------------------------------------------------------------------------
-EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, cuuint64_t flags,
-                                    CUdriverProcAddressQueryResult* status) {
-  FAKE_ENTER(cuGetProcAddress_v2);
-  return GetProc(symbol, pfn, version, flags, status);
-}
-EXPORT CUresult cuGetProcAddress(const char* symbol, void** pfn, int version, cuuint64_t flags) {
-  FAKE_ENTER(cuGetProcAddress);
-  return GetProc(symbol, pfn, version, flags, nullptr);
-}
+FAKE_FORWARD(cuGetProcAddress_v2, (const char* symbol, void** pfn, int version, cuuint64_t flags, CUdriverProcAddressQueryResult* status), GetProc(symbol, pfn, version, flags, status))
+FAKE_FORWARD(cuGetProcAddress, (const char* symbol, void** pfn, int version, cuuint64_t flags), GetProc(symbol, pfn, version, flags, nullptr))
 
 // ---- contexts ------------------------------------------------------------------------------------
 EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
@@ -889,46 +882,16 @@ EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
   *pctx = reinterpret_cast<CUcontext>(d.primary[dev]);
   return CUDA_SUCCESS;
 }
-EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
-  FAKE_ENTER(cuDevicePrimaryCtxRelease);
-  return ReleasePrimary(dev);
-}
-EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
-  FAKE_ENTER(cuDevicePrimaryCtxRelease_v2);
-  return ReleasePrimary(dev);
-}
-EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev) {
-  FAKE_ENTER(cuDevicePrimaryCtxReset);
-  return ResetPrimary(dev);
-}
-EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
-  FAKE_ENTER(cuDevicePrimaryCtxReset_v2);
-  return ResetPrimary(dev);
-}
-EXPORT CUresult cuCtxCreate(CUcontext* pctx, unsigned int, CUdevice dev) {
-  FAKE_ENTER(cuCtxCreate);
-  return CreateCtx(pctx, dev);
-}
-EXPORT CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int, CUdevice dev) {
-  FAKE_ENTER(cuCtxCreate_v2);
-  return CreateCtx(pctx, dev);
-}
-EXPORT CUresult cuCtxCreate_v3(CUcontext* pctx, void*, int, unsigned int, CUdevice dev) {
-  FAKE_ENTER(cuCtxCreate_v3);
-  return CreateCtx(pctx, dev);
-}
-EXPORT CUresult cuCtxCreate_v4(CUcontext* pctx, void*, unsigned int, CUdevice dev) {
-  FAKE_ENTER(cuCtxCreate_v4);
-  return CreateCtx(pctx, dev);
-}
-EXPORT CUresult cuCtxDestroy(CUcontext ctx) {
-  FAKE_ENTER(cuCtxDestroy);
-  return DestroyCtx(ctx);
-}
-EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
-  FAKE_ENTER(cuCtxDestroy_v2);
-  return DestroyCtx(ctx);
-}
+FAKE_FORWARD(cuDevicePrimaryCtxRelease, (CUdevice dev), ReleasePrimary(dev))
+FAKE_FORWARD(cuDevicePrimaryCtxRelease_v2, (CUdevice dev), ReleasePrimary(dev))
+FAKE_FORWARD(cuDevicePrimaryCtxReset, (CUdevice dev), ResetPrimary(dev))
+FAKE_FORWARD(cuDevicePrimaryCtxReset_v2, (CUdevice dev), ResetPrimary(dev))
+FAKE_FORWARD(cuCtxCreate, (CUcontext* pctx, unsigned int, CUdevice dev), CreateCtx(pctx, dev))
+FAKE_FORWARD(cuCtxCreate_v2, (CUcontext* pctx, unsigned int, CUdevice dev), CreateCtx(pctx, dev))
+FAKE_FORWARD(cuCtxCreate_v3, (CUcontext* pctx, void*, int, unsigned int, CUdevice dev), CreateCtx(pctx, dev))
+FAKE_FORWARD(cuCtxCreate_v4, (CUcontext* pctx, void*, unsigned int, CUdevice dev), CreateCtx(pctx, dev))
+FAKE_FORWARD(cuCtxDestroy, (CUcontext ctx), DestroyCtx(ctx))
+FAKE_FORWARD(cuCtxDestroy_v2, (CUcontext ctx), DestroyCtx(ctx))
 EXPORT CUresult cuCtxGetCurrent(CUcontext* pctx) {
   FAKE_ENTER(cuCtxGetCurrent);
   if (pctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -989,22 +952,10 @@ EXPORT CUresult cuCtxSynchronize_v2(CUcontext) {
 }
 
 // ---- linear memory -------------------------------------------------------------------------------
-EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytes) {
-  FAKE_ENTER(cuMemAlloc_v2);
-  return AllocLinear(dptr, bytes);
-}
-EXPORT CUresult cuMemAlloc(unsigned int* dptr, unsigned int bytes) {
-  FAKE_ENTER(cuMemAlloc);
-  return AllocLinear(dptr, bytes);
-}
-EXPORT CUresult cuMemFree_v2(CUdeviceptr p) {
-  FAKE_ENTER(cuMemFree_v2);
-  return FreeLinear(p);
-}
-EXPORT CUresult cuMemFree(unsigned int p) {
-  FAKE_ENTER(cuMemFree);
-  return FreeLinear(p);
-}
+FAKE_FORWARD(cuMemAlloc_v2, (CUdeviceptr* dptr, size_t bytes), AllocLinear(dptr, bytes))
+FAKE_FORWARD(cuMemAlloc, (unsigned int* dptr, unsigned int bytes), AllocLinear(dptr, bytes))
+FAKE_FORWARD(cuMemFree_v2, (CUdeviceptr p), FreeLinear(p))
+FAKE_FORWARD(cuMemFree, (unsigned int p), FreeLinear(p))
 EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t w, size_t h, unsigned int elem) {
   FAKE_ENTER(cuMemAllocPitch_v2);
   if (elem != 4 && elem != 8 && elem != 16) return CUDA_ERROR_INVALID_VALUE;
@@ -1100,10 +1051,7 @@ EXPORT CUresult cuArray3DCreate(CUarray* h, const CUDA_ARRAY3D_DESCRIPTOR_v1* de
   if (desc == nullptr) return CUDA_ERROR_INVALID_VALUE;
   return CreateArray(h, desc->Width, desc->Height, desc->Depth, desc->Format, desc->NumChannels, desc->Flags);
 }
-EXPORT CUresult cuArrayDestroy(CUarray h) {
-  FAKE_ENTER(cuArrayDestroy);
-  return DestroyHandle(h);
-}
+FAKE_FORWARD(cuArrayDestroy, (CUarray h), DestroyHandle(h))
 EXPORT CUresult cuArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS* req, CUarray h, CUdevice) {
   FAKE_ENTER(cuArrayGetMemoryRequirements);
   Driver& d = D();
@@ -1137,10 +1085,7 @@ EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray* h, const CUDA_ARRAY3D_D
   *h = reinterpret_cast<CUmipmappedArray>(key);
   return CUDA_SUCCESS;
 }
-EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray h) {
-  FAKE_ENTER(cuMipmappedArrayDestroy);
-  return DestroyHandle(h);
-}
+FAKE_FORWARD(cuMipmappedArrayDestroy, (CUmipmappedArray h), DestroyHandle(h))
 EXPORT CUresult cuMipmappedArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS* req,
                                                       CUmipmappedArray h, CUdevice) {
   FAKE_ENTER(cuMipmappedArrayGetMemoryRequirements);
@@ -1170,14 +1115,8 @@ static CUresult AllocAsyncImpl(CUdeviceptr* dptr, size_t bytes, CUmemoryPool poo
   }
   return PoolAlloc(d, p, dptr, bytes, c);
 }
-EXPORT CUresult cuMemAllocAsync(CUdeviceptr* dptr, size_t bytes, CUstream) {
-  FAKE_ENTER(cuMemAllocAsync);
-  return AllocAsyncImpl(dptr, bytes, nullptr);
-}
-EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUstream) {
-  FAKE_ENTER(cuMemAllocAsync_ptsz);
-  return AllocAsyncImpl(dptr, bytes, nullptr);
-}
+FAKE_FORWARD(cuMemAllocAsync, (CUdeviceptr* dptr, size_t bytes, CUstream), AllocAsyncImpl(dptr, bytes, nullptr))
+FAKE_FORWARD(cuMemAllocAsync_ptsz, (CUdeviceptr* dptr, size_t bytes, CUstream), AllocAsyncImpl(dptr, bytes, nullptr))
 EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream) {
   FAKE_ENTER(cuMemAllocFromPoolAsync);
   if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -1193,14 +1132,8 @@ static CUresult FreeAsyncImpl(CUdeviceptr p) {
   std::lock_guard<std::mutex> l(d.mu);
   return PoolFree(d, p);
 }
-EXPORT CUresult cuMemFreeAsync(CUdeviceptr p, CUstream) {
-  FAKE_ENTER(cuMemFreeAsync);
-  return FreeAsyncImpl(p);
-}
-EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr p, CUstream) {
-  FAKE_ENTER(cuMemFreeAsync_ptsz);
-  return FreeAsyncImpl(p);
-}
+FAKE_FORWARD(cuMemFreeAsync, (CUdeviceptr p, CUstream), FreeAsyncImpl(p))
+FAKE_FORWARD(cuMemFreeAsync_ptsz, (CUdeviceptr p, CUstream), FreeAsyncImpl(p))
 EXPORT CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) {
   FAKE_ENTER(cuMemPoolCreate);
   Driver& d = D();
@@ -1347,10 +1280,7 @@ EXPORT CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t align,
   *ptr = d.Va(size, std::max<uint64_t>(align, d.conf.granularity));
   return CUDA_SUCCESS;
 }
-EXPORT CUresult cuMemAddressFree(CUdeviceptr, size_t) {
-  FAKE_ENTER(cuMemAddressFree);
-  return CUDA_SUCCESS;
-}
+FAKE_FORWARD(cuMemAddressFree, (CUdeviceptr, size_t), CUDA_SUCCESS)
 EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                          unsigned long long flags) {
   FAKE_ENTER(cuMemMap);
@@ -1383,10 +1313,7 @@ EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
   }
   return CUDA_SUCCESS;
 }
-EXPORT CUresult cuMemSetAccess(CUdeviceptr, size_t, const CUmemAccessDesc*, size_t) {
-  FAKE_ENTER(cuMemSetAccess);
-  return CUDA_SUCCESS;
-}
+FAKE_FORWARD(cuMemSetAccess, (CUdeviceptr, size_t, const CUmemAccessDesc*, size_t), CUDA_SUCCESS)
 EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void* addr) {
   FAKE_ENTER(cuMemRetainAllocationHandle);
   Driver& d = D();
@@ -1473,14 +1400,8 @@ static CUresult OpenIpcImpl(CUdeviceptr* out, CUipcMemHandle h) {
   d.ptrs[*out] = PtrObj{ObjKind::kIpc, static_cast<int>(fields[2]), 0, fields[1], c, nullptr};
   return CUDA_SUCCESS;
 }
-EXPORT CUresult cuIpcOpenMemHandle(CUdeviceptr* out, CUipcMemHandle h, unsigned int) {
-  FAKE_ENTER(cuIpcOpenMemHandle);
-  return OpenIpcImpl(out, h);
-}
-EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* out, CUipcMemHandle h, unsigned int) {
-  FAKE_ENTER(cuIpcOpenMemHandle_v2);
-  return OpenIpcImpl(out, h);
-}
+FAKE_FORWARD(cuIpcOpenMemHandle, (CUdeviceptr* out, CUipcMemHandle h, unsigned int), OpenIpcImpl(out, h))
+FAKE_FORWARD(cuIpcOpenMemHandle_v2, (CUdeviceptr* out, CUipcMemHandle h, unsigned int), OpenIpcImpl(out, h))
 EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr p) {
   FAKE_ENTER(cuIpcCloseMemHandle);
   Driver& d = D();
@@ -1505,10 +1426,7 @@ EXPORT CUresult cuImportExternalMemory(CUexternalMemory* out, const CUDA_EXTERNA
   *out = reinterpret_cast<CUexternalMemory>(key);
   return CUDA_SUCCESS;
 }
-EXPORT CUresult cuDestroyExternalMemory(CUexternalMemory ext) {
-  FAKE_ENTER(cuDestroyExternalMemory);
-  return DestroyHandle(ext);
-}
+FAKE_FORWARD(cuDestroyExternalMemory, (CUexternalMemory ext), DestroyHandle(ext))
 
 // ---- streams, events, launches -------------------------------------------------------------------
 EXPORT CUresult cuStreamCreate(CUstream* s, unsigned int) {
@@ -1544,14 +1462,8 @@ static CUresult StreamSync(CUstream s) {
   SyncPointLocked(d);
   return CUDA_SUCCESS;
 }
-EXPORT CUresult cuStreamSynchronize(CUstream s) {
-  FAKE_ENTER(cuStreamSynchronize);
-  return StreamSync(s);
-}
-EXPORT CUresult cuStreamSynchronize_ptsz(CUstream s) {
-  FAKE_ENTER(cuStreamSynchronize_ptsz);
-  return StreamSync(s);
-}
+FAKE_FORWARD(cuStreamSynchronize, (CUstream s), StreamSync(s))
+FAKE_FORWARD(cuStreamSynchronize_ptsz, (CUstream s), StreamSync(s))
 EXPORT CUresult cuStreamBeginCapture_v2(CUstream s, int) {
   FAKE_ENTER(cuStreamBeginCapture_v2);
   Driver& d = D();
@@ -1574,14 +1486,8 @@ static CUresult IsCapturing(CUstream s, int* status) {
   *status = StreamOf(d, s).capturing ? 1 : CU_STREAM_CAPTURE_STATUS_NONE;
   return CUDA_SUCCESS;
 }
-EXPORT CUresult cuStreamIsCapturing(CUstream s, int* status) {
-  FAKE_ENTER(cuStreamIsCapturing);
-  return IsCapturing(s, status);
-}
-EXPORT CUresult cuStreamIsCapturing_ptsz(CUstream s, int* status) {
-  FAKE_ENTER(cuStreamIsCapturing_ptsz);
-  return IsCapturing(s, status);
-}
+FAKE_FORWARD(cuStreamIsCapturing, (CUstream s, int* status), IsCapturing(s, status))
+FAKE_FORWARD(cuStreamIsCapturing_ptsz, (CUstream s, int* status), IsCapturing(s, status))
 EXPORT CUresult cuEventCreate(CUevent* e, unsigned int) {
   FAKE_ENTER(cuEventCreate);
   if (e == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -1604,14 +1510,8 @@ static CUresult RecordImpl(CUevent e, CUstream s) {
   ev->recorded = true;
   return CUDA_SUCCESS;
 }
-EXPORT CUresult cuEventRecord(CUevent e, CUstream s) {
-  FAKE_ENTER(cuEventRecord);
-  return RecordImpl(e, s);
-}
-EXPORT CUresult cuEventRecord_ptsz(CUevent e, CUstream s) {
-  FAKE_ENTER(cuEventRecord_ptsz);
-  return RecordImpl(e, s);
-}
+FAKE_FORWARD(cuEventRecord, (CUevent e, CUstream s), RecordImpl(e, s))
+FAKE_FORWARD(cuEventRecord_ptsz, (CUevent e, CUstream s), RecordImpl(e, s))
 EXPORT CUresult cuEventQuery(CUevent e) {
   FAKE_ENTER(cuEventQuery);
   if (e == nullptr) return CUDA_ERROR_INVALID_HANDLE;
@@ -1642,14 +1542,8 @@ static CUresult ElapsedImpl(float* ms, CUevent a, CUevent b) {
   *ms = static_cast<float>(static_cast<double>(static_cast<int64_t>(eb->time - ea->time)) / 1e6);
   return CUDA_SUCCESS;
 }
-EXPORT CUresult cuEventElapsedTime(float* ms, CUevent a, CUevent b) {
-  FAKE_ENTER(cuEventElapsedTime);
-  return ElapsedImpl(ms, a, b);
-}
-EXPORT CUresult cuEventElapsedTime_v2(float* ms, CUevent a, CUevent b) {
-  FAKE_ENTER(cuEventElapsedTime_v2);
-  return ElapsedImpl(ms, a, b);
-}
+FAKE_FORWARD(cuEventElapsedTime, (float* ms, CUevent a, CUevent b), ElapsedImpl(ms, a, b))
+FAKE_FORWARD(cuEventElapsedTime_v2, (float* ms, CUevent a, CUevent b), ElapsedImpl(ms, a, b))
 EXPORT CUresult cuModuleGetFunction(CUfunction* f, void*, const char* name) {
   FAKE_ENTER(cuModuleGetFunction);
   if (f == nullptr || name == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -1658,16 +1552,8 @@ EXPORT CUresult cuModuleGetFunction(CUfunction* f, void*, const char* name) {
   *f = reinterpret_cast<CUfunction>(new Func{ns});
   return CUDA_SUCCESS;
 }
-EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                               unsigned, CUstream s, void**, void**) {
-  FAKE_ENTER(cuLaunchKernel);
-  return Launch(f, s);
-}
-EXPORT CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                                    unsigned, CUstream s, void**, void**) {
-  FAKE_ENTER(cuLaunchKernel_ptsz);
-  return Launch(f, s);
-}
+FAKE_FORWARD(cuLaunchKernel, (CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream s, void**, void**), Launch(f, s))
+FAKE_FORWARD(cuLaunchKernel_ptsz, (CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream s, void**, void**), Launch(f, s))
 EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig* cfg, CUfunction f, void**, void**) {
   FAKE_ENTER(cuLaunchKernelEx);
   if (cfg == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -1678,16 +1564,8 @@ EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* cfg, CUfunction f, v
   if (cfg == nullptr) return CUDA_ERROR_INVALID_VALUE;
   return Launch(f, cfg->hStream);
 }
-EXPORT CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned,
-                                          unsigned, unsigned, CUstream s, void**) {
-  FAKE_ENTER(cuLaunchCooperativeKernel);
-  return Launch(f, s);
-}
-EXPORT CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned,
-                                               unsigned, unsigned, CUstream s, void**) {
-  FAKE_ENTER(cuLaunchCooperativeKernel_ptsz);
-  return Launch(f, s);
-}
+FAKE_FORWARD(cuLaunchCooperativeKernel, (CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream s, void**), Launch(f, s))
+FAKE_FORWARD(cuLaunchCooperativeKernel_ptsz, (CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream s, void**), Launch(f, s))
 
 // ---- graphs --------------------------------------------------------------------------------------
 EXPORT CUresult cuGraphCreate(CUgraph* g, unsigned int) {
@@ -1739,14 +1617,8 @@ static CUresult GraphLaunchImpl(CUgraphExec e, CUstream s) {
   }
   return Launch(nullptr, s);
 }
-EXPORT CUresult cuGraphLaunch(CUgraphExec e, CUstream s) {
-  FAKE_ENTER(cuGraphLaunch);
-  return GraphLaunchImpl(e, s);
-}
-EXPORT CUresult cuGraphLaunch_ptsz(CUgraphExec e, CUstream s) {
-  FAKE_ENTER(cuGraphLaunch_ptsz);
-  return GraphLaunchImpl(e, s);
-}
+FAKE_FORWARD(cuGraphLaunch, (CUgraphExec e, CUstream s), GraphLaunchImpl(e, s))
+FAKE_FORWARD(cuGraphLaunch_ptsz, (CUgraphExec e, CUstream s), GraphLaunchImpl(e, s))
 EXPORT CUresult cuDeviceGetGraphMemAttribute(CUdevice dev, int attr, void* value) {
   FAKE_ENTER(cuDeviceGetGraphMemAttribute);
   Driver& d = D();
