@@ -1,0 +1,428 @@
+// GpuCache: truth sources, filter verdicts and reasons, scores, reservations, corrections,
+// releases and expiry, without HTTP.
+#include "scheduler/cache.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <thread>
+
+#include "kube/memshare_pod.h"
+#include "tests/scheduler/fixtures.h"
+
+namespace gpushare::scheduler {
+namespace {
+
+using namespace testing;
+using K = NodeVerdict::Kind;
+namespace ms = memshare;
+
+ms::PodRequest Req(const json& pod) { return *kube::PodMemRequest(DecodePodOrDie(pod)); }
+
+class CacheTest : public ::testing::Test {
+ protected:
+  CacheTest() {
+    CacheOptions o;
+    o.log = [this](const std::string& l) { log_ += l + "\n"; };
+    cache_ = std::make_unique<GpuCache>(o);
+    cache_->SetSynced(true);
+  }
+  void Node(const std::string& name, const std::vector<GpuSpec>& gpus, int max_clients = 48) {
+    cache_->UpsertNode(DecodeNodeOrDie(NodeJson(name, gpus, max_clients)));
+  }
+  // Reserves and commits as a successful bind would; returns the GPU of the first demand.
+  int Bind(const json& pod, const std::string& node, int64_t now = 1) {
+    kube::Pod p = DecodePodOrDie(pod);
+    Result<Reservation> r = cache_->Reserve(p, Req(pod), node, now);
+    if (!r.ok()) {
+      last_error_ = r.status().message();
+      return -1;
+    }
+    cache_->Commit(p.metadata.uid, r->token);
+    return r->demand_gpus[0];
+  }
+  // The pod as the API shows it after a bind: bound, annotated.
+  json Bound(json pod, const std::string& node, const ms::ContainerGpus& gpus, bool confirmed, int64_t assume = 1) {
+    pod["spec"]["nodeName"] = node;
+    ms::PodRequest req = Req(pod);
+    std::vector<int> demand;
+    for (const auto& c : req.DemandContainers()) demand.push_back(gpus.at(c));
+    auto a = ms::BindAnnotations(req, demand, 24, assume);
+    if (confirmed)
+      for (const auto& [k, v] : ms::ConfirmAnnotations(req, gpus)) a[k] = v;
+    for (const auto& [k, v] : a) pod["metadata"]["annotations"][k] = v;
+    return pod;
+  }
+  int64_t Used(const std::string& node, int gpu) {
+    for (const GpuState& g : cache_->NodeGpus(node))
+      if (g.index == gpu) return g.used;
+    return -1;
+  }
+  void ExpectNeverOverCommitted(const std::string& node) {
+    for (const GpuState& g : cache_->NodeGpus(node)) EXPECT_LE(g.used, g.capacity) << node << " GPU " << g.index;
+  }
+
+  std::unique_ptr<GpuCache> cache_;
+  std::string log_, last_error_;
+};
+
+TEST_F(CacheTest, SeedShape_64PodsFit8PerGpu_The65thIsRefusedWithTheReason) {
+  Node("gpu-1", Uniform(8, 24));
+  for (int i = 0; i < 64; ++i) ASSERT_GE(Bind(SimplePod("p" + std::to_string(i), 3), "gpu-1"), 0) << i << last_error_;
+  for (const GpuState& g : cache_->NodeGpus("gpu-1")) {
+    EXPECT_EQ(g.used, 24) << g.index;
+    EXPECT_EQ(g.clients, 8) << g.index;
+  }
+  const json extra = SimplePod("p64", 3);
+  std::vector<NodeVerdict> v = cache_->Filter(Req(extra), {"gpu-1"});
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].kind, K::kFailed);
+  EXPECT_NE(v[0].reason.find("no GPU has 3 GiB free for container main"), std::string::npos) << v[0].reason;
+  EXPECT_NE(v[0].reason.find("0:0/24"), std::string::npos) << v[0].reason;
+  EXPECT_EQ(Bind(extra, "gpu-1"), -1);
+  EXPECT_NE(last_error_.find("no GPU has 3 GiB free"), std::string::npos) << last_error_;
+  ExpectNeverOverCommitted("gpu-1");
+}
+
+TEST_F(CacheTest, PacksGpusBeforeSpreading) {
+  // The default policy (best fit in one node) fills a GPU before opening the next one.
+  Node("gpu-1", Uniform(8, 24));
+  for (int i = 0; i < 8; ++i) ASSERT_GE(Bind(SimplePod("p" + std::to_string(i), 3), "gpu-1"), 0);
+  int full = 0;
+  for (const GpuState& g : cache_->NodeGpus("gpu-1")) full += g.used == 24;
+  EXPECT_EQ(full, 1);
+}
+
+TEST_F(CacheTest, GpusOfDifferentSizes) {
+  Node("mixed", {{16}, {24}, {40}});
+  int placed = 0;
+  for (int i = 0; i < 10; ++i) placed += Bind(SimplePod("p" + std::to_string(i), 10), "mixed") >= 0;
+  EXPECT_EQ(placed, 1 + 2 + 4);
+  EXPECT_EQ(Used("mixed", 0), 10);
+  EXPECT_EQ(Used("mixed", 1), 20);
+  EXPECT_EQ(Used("mixed", 2), 40);
+  ExpectNeverOverCommitted("mixed");
+  // A 30 GiB container fits only the 40 GiB GPU: refused now (full), unresolvable elsewhere.
+  Node("small", {{16}, {24}});
+  std::vector<NodeVerdict> v = cache_->Filter(Req(SimplePod("big", 30)), {"mixed", "small"});
+  EXPECT_EQ(v[0].kind, K::kFailed);
+  EXPECT_EQ(v[1].kind, K::kUnresolvable);
+  EXPECT_NE(v[1].reason.find("container main asks 30 GiB, more than any GPU here has (largest: 24 GiB)"),
+            std::string::npos)
+      << v[1].reason;
+}
+
+TEST_F(CacheTest, UnresolvableNodesSayWhy) {
+  cache_->UpsertNode(DecodeNodeOrDie(json{{"metadata", {{"name", "plain"}}}}));
+  json broken = NodeJson("broken", Uniform(2, 24));
+  broken["metadata"]["annotations"]["gpushare.io/gpu-inventory"] = "{\"version\":1";
+  cache_->UpsertNode(DecodeNodeOrDie(broken));
+  cache_->UpsertNode(DecodeNodeOrDie(NodeJson("mib", Inventory(Uniform(2, 24576), 48, ms::MemoryUnit::kMiB))));
+  Node("sick", {{24, false}, {24, true, "time-slicing"}});
+  Node("ok", Uniform(1, 24));
+  std::vector<NodeVerdict> v = cache_->Filter(Req(SimplePod("p", 3)), {"plain", "broken", "mib", "sick", "nowhere", "ok"});
+  ASSERT_EQ(v.size(), 6u);
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(v[i].kind, K::kUnresolvable) << i << " " << v[i].reason;
+  EXPECT_NE(v[0].reason.find("no gpushare.io/gpu-inventory annotation"), std::string::npos) << v[0].reason;
+  EXPECT_NE(v[1].reason.find("unreadable"), std::string::npos) << v[1].reason;
+  EXPECT_NE(v[2].reason.find("MiB"), std::string::npos) << v[2].reason;
+  EXPECT_NE(v[3].reason.find("GPU 0 unhealthy, GPU 1 in mode time-slicing"), std::string::npos) << v[3].reason;
+  EXPECT_NE(v[4].reason.find("not in gpushare-scheduler's cache"), std::string::npos) << v[4].reason;
+  EXPECT_EQ(v[5].kind, K::kFits);
+  EXPECT_NE(log_.find("event=node_inventory_invalid node=broken"), std::string::npos) << log_;
+}
+
+TEST_F(CacheTest, MultiContainerPodsAndInitContainers) {
+  Node("n", Uniform(2, 24));
+  // Two 20 GiB containers cannot share a 24 GiB GPU: one per GPU.
+  const json two = PodJson("two", {{"a", 20}, {"sidecar", 0}, {"b", 20}}, "default", "u-two");
+  ASSERT_GE(Bind(two, "n"), 0) << last_error_;
+  ms::ContainerGpus g = cache_->PodGpus("u-two");
+  ASSERT_EQ(g.size(), 2u);
+  EXPECT_NE(g["a"], g["b"]);
+  // A third 20 GiB container does not fit anywhere now; on the empty node it would.
+  std::vector<NodeVerdict> v = cache_->Filter(Req(PodJson("three", {{"a", 2}, {"b", 2}, {"c", 4}})), {"n"});
+  EXPECT_EQ(v[0].kind, K::kFits);
+  v = cache_->Filter(Req(PodJson("big", {{"a", 20}, {"b", 20}, {"c", 20}})), {"n"});
+  EXPECT_EQ(v[0].kind, K::kUnresolvable) << v[0].reason;
+  EXPECT_NE(v[0].reason.find("cannot fit on this node's GPUs even when they are empty"), std::string::npos) << v[0].reason;
+  // Init containers run on the first app container's GPU and hold their units there.
+  Node("m", Uniform(1, 24));
+  const json with_init = PodJson("init", {{"setup", 10, true}, {"main", 2}}, "default", "u-init");
+  ASSERT_EQ(Bind(with_init, "m"), 0);
+  EXPECT_EQ(Used("m", 0), 10);
+  EXPECT_EQ(cache_->PodGpus("u-init"), (ms::ContainerGpus{{"main", 0}, {"setup", 0}}));
+}
+
+TEST_F(CacheTest, ClientCeilingPerGpu) {
+  Node("n", Uniform(2, 24), /*max_clients=*/2);
+  int placed = 0;
+  for (int i = 0; i < 6; ++i) placed += Bind(SimplePod("p" + std::to_string(i), 1), "n") >= 0;
+  EXPECT_EQ(placed, 4);
+  std::vector<NodeVerdict> v = cache_->Filter(Req(SimplePod("x", 1)), {"n"});
+  EXPECT_EQ(v[0].kind, K::kFailed);
+  EXPECT_NE(v[0].reason.find("already serve 2 containers each (maxClientsPerGpu)"), std::string::npos) << v[0].reason;
+}
+
+TEST_F(CacheTest, UsageFromAnnotationsConfirmedWinsAndCorrectsSwaps) {
+  Node("n", Uniform(2, 24));
+  // The scheduler assumed a on GPU 0 and b on GPU 1; the node agent found them swapped.
+  json a = Bound(SimplePod("a", 20), "n", {{"main", 0}}, false);
+  json b = Bound(SimplePod("b", 4), "n", {{"main", 1}}, false);
+  cache_->UpsertPod(DecodePodOrDie(a));
+  cache_->UpsertPod(DecodePodOrDie(b));
+  EXPECT_EQ(Used("n", 0), 20);
+  EXPECT_EQ(Used("n", 1), 4);
+  cache_->UpsertPod(DecodePodOrDie(Bound(SimplePod("a", 20), "n", {{"main", 1}}, true)));
+  cache_->UpsertPod(DecodePodOrDie(Bound(SimplePod("b", 4), "n", {{"main", 0}}, true)));
+  EXPECT_EQ(Used("n", 0), 4);
+  EXPECT_EQ(Used("n", 1), 20);
+  EXPECT_NE(log_.find("event=pod_assignment_changed pod=default/a"), std::string::npos) << log_;
+  // The engine follows: 20 GiB fits only on GPU 0 now.
+  EXPECT_EQ(Bind(SimplePod("c", 20), "n"), 0);
+  ExpectNeverOverCommitted("n");
+}
+
+TEST_F(CacheTest, AlibabaAnnotationsAndUnassignedPods) {
+  Node("n", Uniform(2, 24));
+  json ali = SimplePod("ali", 5);
+  ali["spec"]["nodeName"] = "n";
+  ali["metadata"]["annotations"] = {{"ALIYUN_COM_GPU_MEM_IDX", "1"}, {"ALIYUN_COM_GPU_MEM_ASSIGNED", "true"}};
+  cache_->UpsertPod(DecodePodOrDie(ali));
+  EXPECT_EQ(Used("n", 1), 5);
+  json bare = SimplePod("bare", 5);
+  bare["spec"]["nodeName"] = "n";
+  cache_->UpsertPod(DecodePodOrDie(bare));
+  cache_->UpsertPod(DecodePodOrDie(bare));
+  EXPECT_EQ(cache_->stats().unassigned, 1);
+  EXPECT_NE(log_.find("event=pod_unassigned pod=default/bare"), std::string::npos);
+  json junk = SimplePod("junk", 5);
+  junk["spec"]["nodeName"] = "n";
+  junk["metadata"]["annotations"] = {{"gpushare.io/gpu-mem-assumed", "{\"main\":99"}, {"ALIYUN_COM_GPU_MEM_IDX", "x"}};
+  cache_->UpsertPod(DecodePodOrDie(junk));
+  EXPECT_NE(log_.find("event=pod_annotation_unreadable pod=default/junk"), std::string::npos);
+  EXPECT_EQ(cache_->stats().pods, 1);
+  // Pods without gpu-mem, and unbound pods with stale annotations, count nothing.
+  json cpu = PodJson("cpu", {{"app", 0}}, "default", "u-cpu");
+  cpu["spec"]["nodeName"] = "n";
+  cache_->UpsertPod(DecodePodOrDie(cpu));
+  json stale = Bound(SimplePod("stale", 7), "n", {{"main", 0}}, false);
+  stale["spec"].erase("nodeName");
+  cache_->UpsertPod(DecodePodOrDie(stale));
+  EXPECT_EQ(Used("n", 0), 0);
+}
+
+TEST_F(CacheTest, FinishedAndDeletedPodsRelease) {
+  Node("n", Uniform(1, 24));
+  json a = Bound(SimplePod("a", 10), "n", {{"main", 0}}, true);
+  json b = Bound(SimplePod("b", 10), "n", {{"main", 0}}, true);
+  cache_->UpsertPod(DecodePodOrDie(a));
+  cache_->UpsertPod(DecodePodOrDie(b));
+  EXPECT_EQ(Used("n", 0), 20);
+  a["status"]["phase"] = "Succeeded";
+  cache_->UpsertPod(DecodePodOrDie(a));
+  EXPECT_EQ(Used("n", 0), 10);
+  cache_->DeletePod(DecodePodOrDie(b));
+  EXPECT_EQ(Used("n", 0), 0);
+  EXPECT_EQ(Bind(SimplePod("c", 24), "n"), 0);
+}
+
+TEST_F(CacheTest, ReserveIsIdempotentAndRefusesConflicts) {
+  Node("n", Uniform(2, 24));
+  Node("m", Uniform(2, 24));
+  const json p = SimplePod("p", 3);
+  const kube::Pod pod = DecodePodOrDie(p);
+  Result<Reservation> r = cache_->Reserve(pod, Req(p), "n", 5);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->already);
+  // While the first bind is in flight, a second one for the same pod is refused.
+  Result<Reservation> again = cache_->Reserve(pod, Req(p), "n", 6);
+  EXPECT_EQ(again.status().code(), StatusCode::kAborted);
+  cache_->Commit(pod.metadata.uid, r->token);
+  again = cache_->Reserve(pod, Req(p), "n", 6);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->already);
+  EXPECT_EQ(again->demand_gpus, r->demand_gpus);
+  EXPECT_EQ(Used("n", r->demand_gpus[0]), 3);  // booked once
+  Result<Reservation> other = cache_->Reserve(pod, Req(p), "m", 6);
+  EXPECT_EQ(other.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(other.status().message().find("already assigned to node n"), std::string::npos);
+}
+
+TEST_F(CacheTest, RollbackGivesBackUnlessTheApiShowsThePodBound) {
+  Node("n", Uniform(1, 24));
+  const json p = SimplePod("p", 20);
+  const kube::Pod pod = DecodePodOrDie(p);
+  Result<Reservation> r = cache_->Reserve(pod, Req(p), "n", 5);
+  ASSERT_TRUE(r.ok());
+  // An informer event from before the bind (not bound yet) keeps the reservation.
+  cache_->UpsertPod(pod);
+  EXPECT_EQ(Used("n", 0), 20);
+  cache_->Rollback(pod.metadata.uid, r->token);
+  EXPECT_EQ(Used("n", 0), 0);
+  // Reserve again; this time the API shows it bound before the (failed-looking) bind returns.
+  r = cache_->Reserve(pod, Req(p), "n", 6);
+  ASSERT_TRUE(r.ok());
+  cache_->UpsertPod(DecodePodOrDie(Bound(p, "n", r->containers, false, 6)));
+  cache_->Rollback(pod.metadata.uid, r->token);
+  EXPECT_EQ(Used("n", 0), 20);
+  // Unsynced caches decide nothing.
+  cache_->SetSynced(false);
+  EXPECT_EQ(cache_->Reserve(DecodePodOrDie(SimplePod("q", 1)), Req(SimplePod("q", 1)), "n", 7).status().code(),
+            StatusCode::kUnavailable);
+}
+
+TEST_F(CacheTest, ExpireAssumedReleasesOnlyPendingUnconfirmedPods) {
+  Node("n", Uniform(1, 24));
+  const int64_t t0 = 1000;
+  json assumed = Bound(SimplePod("assumed", 5), "n", {{"main", 0}}, false, t0);
+  json running = Bound(SimplePod("running", 5), "n", {{"main", 0}}, false, t0);
+  running["status"]["phase"] = "Running";
+  json confirmed = Bound(SimplePod("confirmed", 5), "n", {{"main", 0}}, true, t0);
+  for (const json& p : {assumed, running, confirmed}) cache_->UpsertPod(DecodePodOrDie(p));
+  ASSERT_GE(Bind(SimplePod("local", 5), "n", t0), 0);  // bound by us, annotations not seen yet
+  EXPECT_EQ(Used("n", 0), 20);
+  EXPECT_TRUE(cache_->ExpireAssumed(t0 + 99, 100).empty());
+  std::vector<ExpiredPod> e = cache_->ExpireAssumed(t0 + 100, 100);
+  ASSERT_EQ(e.size(), 2u);
+  EXPECT_EQ(Used("n", 0), 10);  // running + confirmed remain
+  for (const ExpiredPod& x : e) {
+    EXPECT_EQ(x.units, 5);
+    EXPECT_EQ(x.node, "n");
+    EXPECT_TRUE(x.key == "default/assumed" || x.key == "default/local") << x.key;
+  }
+  // The same assumed annotations again do not bring it back; a confirmation does.
+  cache_->UpsertPod(DecodePodOrDie(assumed));
+  EXPECT_EQ(Used("n", 0), 10);
+  EXPECT_EQ(cache_->stats().expired, 2);
+  cache_->UpsertPod(DecodePodOrDie(Bound(SimplePod("assumed", 5), "n", {{"main", 0}}, true, t0)));
+  EXPECT_EQ(Used("n", 0), 15);
+}
+
+TEST_F(CacheTest, ScoresAreZeroToTenWithOneWinner) {
+  Node("a", Uniform(2, 24));
+  Node("b", Uniform(2, 24));
+  Node("c", Uniform(1, 8));
+  Node("d", Uniform(1, 24));
+  ASSERT_GE(Bind(SimplePod("x", 20), "d"), 0);
+  ASSERT_GE(Bind(SimplePod("y", 4), "b"), 0);
+  std::vector<int64_t> s = cache_->Score(Req(SimplePod("p", 6)), {"a", "b", "c", "d", "ghost"});
+  ASSERT_EQ(s.size(), 5u);
+  int tens = 0;
+  for (int64_t v : s) {
+    EXPECT_GE(v, 0);
+    EXPECT_LE(v, 10);
+    tens += v == 10;
+  }
+  EXPECT_EQ(tens, 1);
+  EXPECT_EQ(s[3], 0);  // d cannot take 6 GiB
+  EXPECT_EQ(s[4], 0);
+}
+
+TEST_F(CacheTest, HealthFlipRebuildsAndKeepsUsage) {
+  Node("n", Uniform(2, 24));
+  ASSERT_EQ(Bind(SimplePod("p", 20), "n"), 0);
+  Node("n", {{24, false}, {24}});  // GPU 0 turns unhealthy
+  EXPECT_EQ(Used("n", 0), 20);     // its pod still holds it
+  EXPECT_EQ(Bind(SimplePod("q", 20), "n"), 1);
+  EXPECT_EQ(Bind(SimplePod("r", 4), "n"), 1);
+  EXPECT_EQ(Bind(SimplePod("s", 1), "n"), -1);  // GPU 0 is out of service
+  Node("n", Uniform(2, 24));                      // it recovers: 4 GiB free there
+  EXPECT_EQ(Bind(SimplePod("s", 1), "n"), 0);
+  EXPECT_GE(cache_->stats().rebuilds, 2u);
+  ExpectNeverOverCommitted("n");
+}
+
+TEST_F(CacheTest, OverFullTruthIsShownFullNeverCrashes) {
+  Node("n", Uniform(1, 24), 3);
+  for (int i = 0; i < 5; ++i)
+    cache_->UpsertPod(DecodePodOrDie(Bound(SimplePod("p" + std::to_string(i), 9), "n", {{"main", 0}}, true)));
+  EXPECT_EQ(Used("n", 0), 45);
+  std::vector<NodeVerdict> v = cache_->Filter(Req(SimplePod("q", 1)), {"n"});
+  EXPECT_EQ(v[0].kind, K::kFailed);
+  EXPECT_EQ(Bind(SimplePod("q", 1), "n"), -1);
+  for (int i = 0; i < 3; ++i) cache_->DeletePod(DecodePodOrDie(SimplePod("p" + std::to_string(i), 9)));
+  EXPECT_EQ(Used("n", 0), 18);
+  EXPECT_EQ(Bind(SimplePod("q", 6), "n"), 0);
+  EXPECT_EQ(Bind(SimplePod("r", 1), "n"), -1);  // 3 clients: the ceiling
+}
+
+TEST_F(CacheTest, ConcurrentReservationsNeverOverCommit) {
+  Node("n", Uniform(8, 24));
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 20; ++i) {
+        const json p = SimplePod("t" + std::to_string(t) + "-" + std::to_string(i), 3);
+        const kube::Pod pod = DecodePodOrDie(p);
+        Result<Reservation> r = cache_->Reserve(pod, Req(p), "n", 1);
+        if (!r.ok()) continue;
+        if (i % 5 == 0) {
+          cache_->Rollback(pod.metadata.uid, r->token);  // a failed bind
+        } else {
+          cache_->Commit(pod.metadata.uid, r->token);
+          ok.fetch_add(1);
+        }
+        (void)cache_->Filter(Req(p), {"n"});
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 64);
+  ExpectNeverOverCommitted("n");
+}
+
+// Random sequences of everything the informers and binds can do: the cache never books a GPU
+// over capacity, and whatever the filter says fits can be reserved.
+TEST_F(CacheTest, RandomSequencesKeepTheInvariants) {
+  std::mt19937 rng(7);
+  const std::vector<std::string> nodes = {"n0", "n1", "n2"};
+  for (const auto& n : nodes) Node(n, {{16}, {24}, {40}});
+  std::map<std::string, json> live;
+  for (int step = 0; step < 3000; ++step) {
+    const int op = static_cast<int>(rng() % 10);
+    const std::string name = "p" + std::to_string(rng() % 60);
+    const std::string node = nodes[rng() % nodes.size()];
+    if (op < 5) {
+      auto units = [&](int m) { return static_cast<int64_t>(1 + rng() % m); };
+      const json p = rng() % 3 == 0 ? PodJson(name, {{"a", units(12)}, {"q", 0}, {"b", units(12)}}, "default", "u-" + name)
+                                    : SimplePod(name, units(20));
+      if (live.count(name)) continue;
+      const bool fits = cache_->Filter(Req(p), {node})[0].kind == K::kFits;
+      const kube::Pod pod = DecodePodOrDie(p);
+      Result<Reservation> r = cache_->Reserve(pod, Req(p), node, step);
+      ASSERT_EQ(fits, r.ok()) << step << " " << (r.ok() ? "" : r.status().message());
+      if (!r.ok()) continue;
+      if (rng() % 4 == 0) {
+        cache_->Rollback(pod.metadata.uid, r->token);
+        continue;
+      }
+      cache_->Commit(pod.metadata.uid, r->token);
+      live[name] = Bound(p, node, r->containers, rng() % 2 == 0, step);
+      if (rng() % 2) cache_->UpsertPod(DecodePodOrDie(live[name]));
+    } else if (op < 7 && !live.empty()) {
+      auto it = live.begin();
+      std::advance(it, static_cast<long>(rng() % live.size()));
+      if (rng() % 2) {
+        cache_->DeletePod(DecodePodOrDie(it->second));
+      } else {
+        it->second["status"]["phase"] = "Failed";
+        cache_->UpsertPod(DecodePodOrDie(it->second));
+      }
+      live.erase(it);
+    } else if (op == 7) {
+      std::vector<GpuSpec> g = {{16, rng() % 4 != 0}, {24}, {40, true, rng() % 5 == 0 ? "mig" : "memory"}};
+      Node(node, g);
+    } else if (op == 8) {
+      (void)cache_->Score(Req(SimplePod("s", static_cast<int64_t>(1 + rng() % 16))), nodes);
+    } else {
+      (void)cache_->ExpireAssumed(step, 1000000);
+    }
+    for (const auto& n : nodes) ExpectNeverOverCommitted(n);
+    if (HasFailure()) return;
+  }
+}
+
+}  // namespace
+}  // namespace gpushare::scheduler

@@ -1,0 +1,136 @@
+// Test objects for gpushare-scheduler's tests: nodes with a gpushare.io/gpu-inventory
+// annotation (as gpushare-node in memory mode writes it), pods asking for aliyun.com/gpu-mem,
+// and the Knative seed workload's pods.
+#pragma once
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/memshare.h"
+#include "kube/objects.h"
+
+namespace gpushare::scheduler::testing {
+
+using json = nlohmann::json;
+
+struct GpuSpec {
+  int64_t units = 24;
+  bool healthy = true;
+  std::string mode = "memory";
+  std::string model = "NVIDIA A10";
+};
+
+inline memshare::NodeInventory Inventory(const std::vector<GpuSpec>& gpus, int max_clients = 48,
+                                         memshare::MemoryUnit unit = memshare::MemoryUnit::kGiB) {
+  memshare::NodeInventory inv;
+  inv.unit = unit;
+  inv.max_clients_per_gpu = max_clients;
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    memshare::InventoryGpu g;
+    g.index = static_cast<int>(i);
+    g.uuid = "GPU-" + std::to_string(1000 + i) + "-0000-0000-0000-000000000000";
+    g.model = gpus[i].model;
+    g.units = gpus[i].units;
+    g.memory_mib = gpus[i].units * memshare::UnitMiB(unit) + 300;
+    g.healthy = gpus[i].healthy;
+    g.mode = gpus[i].mode;
+    inv.gpus.push_back(g);
+  }
+  return inv;
+}
+
+inline std::vector<GpuSpec> Uniform(int n, int64_t units) { return std::vector<GpuSpec>(n, GpuSpec{units}); }
+
+// A Node object: the inventory annotation, allocatable aliyun.com/gpu-mem (the healthy units,
+// as kubelet would count them) and aliyun.com/gpu-count.
+inline json NodeJson(const std::string& name, const memshare::NodeInventory& inv) {
+  int64_t units = 0;
+  for (const auto& g : inv.gpus)
+    if (g.ServesMemoryShares()) units += g.units;
+  json n = {{"kind", "Node"},
+            {"metadata",
+             {{"name", name}, {"annotations", {{std::string(memshare::kInventoryAnnotation), memshare::EncodeInventory(inv)}}}}},
+            {"status",
+             {{"capacity", {{"aliyun.com/gpu-mem", std::to_string(units)}, {"aliyun.com/gpu-count", std::to_string(inv.gpus.size())}}},
+              {"allocatable", {{"aliyun.com/gpu-mem", std::to_string(units)}, {"aliyun.com/gpu-count", std::to_string(inv.gpus.size())}}},
+              {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
+  return n;
+}
+
+inline json NodeJson(const std::string& name, const std::vector<GpuSpec>& gpus, int max_clients = 48) {
+  return NodeJson(name, Inventory(gpus, max_clients));
+}
+
+struct ContainerSpec {
+  std::string name;
+  int64_t units = 0;  // 0: no aliyun.com/gpu-mem (a sidecar)
+  bool init = false;
+};
+
+// A Pending pod with the given containers (limits only, as Knative and most users write it).
+inline json PodJson(const std::string& name, const std::vector<ContainerSpec>& containers,
+                    const std::string& ns = "default", const std::string& uid = "") {
+  json c = json::array(), ic = json::array();
+  for (const ContainerSpec& s : containers) {
+    json one = {{"name", s.name}, {"image", "registry.example/" + s.name + ":1"}};
+    if (s.units > 0) one["resources"] = {{"limits", {{"aliyun.com/gpu-mem", std::to_string(s.units)}}}};
+    (s.init ? ic : c).push_back(one);
+  }
+  json p = {{"kind", "Pod"},
+            {"metadata", {{"name", name}, {"namespace", ns}}},
+            {"spec", {{"containers", c}}},
+            {"status", {{"phase", "Pending"}}}};
+  if (!ic.empty()) p["spec"]["initContainers"] = ic;
+  if (!uid.empty()) p["metadata"]["uid"] = uid;
+  return p;
+}
+
+inline json SimplePod(const std::string& name, int64_t units, const std::string& uid = "") {
+  return PodJson(name, {{"main", units}}, "default", uid.empty() ? "uid-" + name : uid);
+}
+
+inline kube::Node DecodeNodeOrDie(const json& j) { return *kube::DecodeNode(j); }
+inline kube::Pod DecodePodOrDie(const json& j) { return *kube::DecodePod(j); }
+
+inline std::string SeedManifestPath() {
+  return std::string(GPUSHARE_SHARED_DIR) + "/examples/seed-manifests/knative-gpu-mem-sharing.yaml";
+}
+
+// The pods Knative Serving creates for revision 1 of the seed Service: the Service's
+// containers as written (user-container with limits aliyun.com/gpu-mem: "3") plus the
+// queue-proxy sidecar Knative injects (CPU only). `units` is read from the manifest by the
+// caller. Knative names the pods <service>-00001-deployment-<replicaset hash>-<random>.
+inline json KnativePod(const std::string& service, const std::string& ns, int i, const std::string& container,
+                       const std::string& image, int64_t units) {
+  char suffix[16];
+  std::snprintf(suffix, sizeof suffix, "%05x", 0x1a2b3 + i * 7919);
+  json p = {{"kind", "Pod"},
+            {"metadata",
+             {{"name", service + "-00001-deployment-7d9f8c6b5-" + std::string(suffix)},
+              {"namespace", ns},
+              {"uid", "knative-uid-" + std::to_string(i)},
+              {"labels", {{"serving.knative.dev/service", service}, {"serving.knative.dev/revision", service + "-00001"}}},
+              {"annotations", {{"autoscaling.knative.dev/maxScale", "100"}, {"autoscaling.knative.dev/minScale", "0"}}}}},
+            {"spec",
+             {{"containers",
+               {{{"name", container},
+                 {"image", image},
+                 {"ports", {{{"containerPort", 6666}, {"name", "user-port"}, {"protocol", "TCP"}}}},
+                 {"resources", {{"limits", {{"aliyun.com/gpu-mem", std::to_string(units)}}},
+                                {"requests", {{"aliyun.com/gpu-mem", std::to_string(units)}}}}}},
+                {{"name", "queue-proxy"},
+                 {"image", "gcr.io/knative-releases/knative.dev/serving/cmd/queue:v1.12"},
+                 {"env", {{{"name", "CONTAINER_CONCURRENCY"}, {"value", "1"}}}},
+                 {"resources", {{"requests", {{"cpu", "25m"}}}}}}}},
+              {"schedulerName", "default-scheduler"}}},
+            {"status", {{"phase", "Pending"}}}};
+  return p;
+}
+
+}  // namespace gpushare::scheduler::testing
