@@ -56,6 +56,10 @@ class DefaultPolicy final : public Policy {
 
   NodeChoice Evaluate(NodeId n, const PodShape& pod) override {
     const NodeState& s = cluster_.node(n);
+    if (static_cast<size_t>(n) >= frag_.size()) {  // nodes added without OnNodesAdded()
+      frag_.resize(cluster_.num_nodes());
+      version_.resize(cluster_.num_nodes(), 0);
+    }
     if (version_[n] != s.version) {
       frag_[n] = NodeFragmentation(s, workload_);
       version_[n] = s.version;
