@@ -1,0 +1,250 @@
+// SchedulerService in-process against the API-server double, driven over HTTP by the
+// kube-scheduler double: readiness before sync, the bind protocol and its rollbacks under API
+// faults, idempotency, confirmations, the assume timeout with its Event.
+#include "scheduler/service.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include "tests/fakes/apiserver/fake_apiserver.h"
+#include "tests/fakes/scheduler/fake_kube_scheduler.h"
+#include "tests/kube/test_util.h"
+#include "tests/scheduler/fixtures.h"
+
+namespace gpushare::scheduler {
+namespace {
+
+using namespace testing;
+using fakes::ExtenderClient;
+using fakes::ExtenderConfig;
+using fakes::FakeApiServer;
+using fakes::Resource;
+using kube::testing::WaitUntil;
+namespace ms = memshare;
+
+class ServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(api_.Start().ok());
+    client_ = kube::testing::MakeClient(api_.url());
+    kubeconfig_ = tmp_.File("kubeconfig");
+    kube::testing::WriteFile(kubeconfig_, "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: " +
+                                              api_.url() +
+                                              "\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: c\n  context: {cluster: c, "
+                                              "user: u}\ncurrent-context: c\n");
+  }
+  void TearDown() override {
+    if (service_) service_->Stop();
+  }
+  void StartService(std::chrono::milliseconds assume_timeout = std::chrono::minutes(5)) {
+    ServiceOptions o;
+    o.kubeconfig = kubeconfig_;
+    o.http.host = "127.0.0.1";
+    o.http.port = 0;
+    o.http.url_prefix = "/gpushare-scheduler";
+    o.assume_timeout = assume_timeout;
+    o.expiry_interval = std::chrono::milliseconds(50);
+    service_ = std::make_unique<SchedulerService>(o);
+    ASSERT_TRUE(service_->Start().ok());
+    ExtenderConfig c;
+    c.url_prefix = "http://127.0.0.1:" + std::to_string(service_->port()) + "/gpushare-scheduler";
+    c.managed_resources = {{"aliyun.com/gpu-mem", false}};
+    ext_ = std::make_unique<ExtenderClient>(c);
+  }
+  bool WaitReady() {
+    return WaitUntil([&] { return service_->readiness().ready; });
+  }
+  json Pod(const std::string& name) { return *client_->Get(kube::kPods, "default", name); }
+  Status Bind(const std::string& name, const std::string& node) { return ext_->Bind(Pod(name), node); }
+  std::map<std::string, std::string> Annotations(const std::string& name) {
+    return client_->GetPod("default", name)->metadata.annotations;
+  }
+  int64_t Used(const std::string& node, int gpu) {
+    for (const GpuState& g : service_->cache().NodeGpus(node))
+      if (g.index == gpu) return g.used;
+    return -1;
+  }
+
+  FakeApiServer api_;
+  std::shared_ptr<kube::Client> client_;
+  kube::testing::TempDir tmp_;
+  std::string kubeconfig_;
+  std::unique_ptr<SchedulerService> service_;
+  std::unique_ptr<ExtenderClient> ext_;
+};
+
+TEST_F(ServiceTest, AnswersCacheNotSyncedUntilBothInformersListed) {
+  api_.Upsert(Resource::kNodes, NodeJson("n", Uniform(1, 24)));
+  api_.Upsert(Resource::kPods, SimplePod("p", 3));
+  fakes::Fault f;
+  f.count = 1000000;
+  f.http_code = 503;
+  f.method = "GET";
+  f.path_contains = "/api/v1/pods";  // the informer's list and watch, not GETs of one pod
+  api_.SetFaults({f});
+  StartService();
+  ASSERT_TRUE(WaitUntil([&] { return service_->cache().stats().nodes == 1; }));
+  Readiness r = service_->readiness();
+  EXPECT_FALSE(r.ready);
+  EXPECT_NE(r.reason.find("pods not listed yet"), std::string::npos) << r.reason;
+  httplib::Client http("127.0.0.1", service_->port());
+  httplib::Result ready = http.Get("/readyz");
+  ASSERT_TRUE(ready);
+  EXPECT_EQ(ready->status, 503);
+  EXPECT_NE(ready->body.find("not ready: cache not synced"), std::string::npos) << ready->body;
+  EXPECT_EQ(http.Get("/healthz")->status, 200);
+  Result<fakes::FilterOutcome> filter = ext_->Filter(Pod("p"), {NodeJson("n", Uniform(1, 24))});
+  ASSERT_FALSE(filter.ok());
+  EXPECT_NE(filter.status().message().find("cache not synced"), std::string::npos);
+  EXPECT_NE(Bind("p", "n").message().find("cache not synced"), std::string::npos);
+  EXPECT_TRUE(Annotations("p").empty());
+  api_.ClearFaults();
+  ASSERT_TRUE(WaitReady());
+  EXPECT_EQ(http.Get("/readyz")->status, 200);
+  EXPECT_TRUE(Bind("p", "n").ok());
+}
+
+TEST_F(ServiceTest, BindWritesTheContractThenTheBindingAndIsIdempotent) {
+  api_.Upsert(Resource::kNodes, NodeJson("n", Uniform(2, 24)));
+  api_.Upsert(Resource::kPods, PodJson("p", {{"user-container", 3}, {"queue-proxy", 0}}, "default", "uid-p"));
+  StartService();
+  ASSERT_TRUE(WaitReady());
+  const int64_t before = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::system_clock::now().time_since_epoch()).count();
+  ASSERT_TRUE(Bind("p", "n").ok());
+  kube::Pod p = *client_->GetPod("default", "p");
+  EXPECT_EQ(p.spec.node_name, "n");
+  const auto& a = p.metadata.annotations;
+  EXPECT_EQ(a.at("ALIYUN_COM_GPU_MEM_POD"), "3");
+  EXPECT_EQ(a.at("ALIYUN_COM_GPU_MEM_DEV"), "24");
+  EXPECT_EQ(a.at("ALIYUN_COM_GPU_MEM_ASSIGNED"), "false");
+  const std::string idx = a.at("ALIYUN_COM_GPU_MEM_IDX");
+  EXPECT_TRUE(idx == "0" || idx == "1") << idx;
+  EXPECT_EQ(a.at("gpushare.io/gpu-mem-assumed"), "{\"user-container\":" + idx + "}");
+  EXPECT_GE(*ms::DecodeAssumeTime(a.at("ALIYUN_COM_GPU_MEM_ASSUME_TIME")), before);
+  // The patch came before the binding.
+  std::vector<fakes::RecordedRequest> reqs = api_.requests();
+  int patch = -1, binding = -1;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    if (reqs[i].method == "PATCH" && reqs[i].path == "/api/v1/namespaces/default/pods/p") patch = static_cast<int>(i);
+    if (reqs[i].method == "POST" && reqs[i].path == "/api/v1/namespaces/default/pods/p/binding") binding = static_cast<int>(i);
+  }
+  ASSERT_GE(patch, 0);
+  EXPECT_GT(binding, patch);
+  EXPECT_EQ(reqs[patch].content_type, "application/merge-patch+json");
+  // A repeated bind (kube-scheduler retrying after a timeout) writes nothing.
+  api_.ClearRequests();
+  EXPECT_TRUE(Bind("p", "n").ok());
+  EXPECT_EQ(api_.CountRequests("PATCH", ""), 0u);
+  EXPECT_EQ(api_.CountRequests("POST", "/binding"), 0u);
+  // Another node for the same pod is refused, with the reason.
+  api_.Upsert(Resource::kNodes, NodeJson("m", Uniform(1, 24)));
+  Status other = Bind("p", "m");
+  EXPECT_NE(other.message().find("already bound to node n"), std::string::npos) << other.message();
+  EXPECT_EQ(Used("n", std::stoi(idx)), 3);
+}
+
+TEST_F(ServiceTest, ApiFailuresRollBackTheReservation) {
+  api_.Upsert(Resource::kNodes, NodeJson("n", Uniform(1, 24)));
+  api_.Upsert(Resource::kPods, SimplePod("a", 20));
+  api_.Upsert(Resource::kPods, SimplePod("b", 20));
+  StartService();
+  ASSERT_TRUE(WaitReady());
+  // The annotation patch fails: nothing is booked, nothing is bound.
+  fakes::Fault f;
+  f.method = "PATCH";
+  f.http_code = 500;
+  api_.SetFaults({f});
+  Status s = Bind("a", "n");
+  EXPECT_NE(s.message().find("writing the GPU assignment into pod default/a"), std::string::npos) << s.message();
+  EXPECT_EQ(Used("n", 0), 0);
+  EXPECT_TRUE(client_->GetPod("default", "a")->spec.node_name.empty());
+  // The binding fails: the annotations are removed again and the GPU given back.
+  f.method = "POST";
+  f.path_contains = "/binding";
+  api_.SetFaults({f});
+  s = Bind("a", "n");
+  EXPECT_NE(s.message().find("binding pod default/a to node n"), std::string::npos) << s.message();
+  EXPECT_EQ(Used("n", 0), 0);
+  EXPECT_EQ(Annotations("a").count("ALIYUN_COM_GPU_MEM_IDX"), 0u);
+  // The other pod gets the GPU; then the first one is refused for lack of room.
+  ASSERT_TRUE(Bind("b", "n").ok());
+  s = Bind("a", "n");
+  EXPECT_NE(s.message().find("no GPU has 20 GiB free"), std::string::npos) << s.message();
+  ASSERT_TRUE(WaitUntil([&] { return Used("n", 0) == 20; }));
+}
+
+TEST_F(ServiceTest, PodBoundBySomeoneElseIsOnlyAnnotated) {
+  api_.Upsert(Resource::kNodes, NodeJson("n", Uniform(1, 24)));
+  api_.Upsert(Resource::kPods, SimplePod("a", 10));
+  StartService();
+  ASSERT_TRUE(WaitReady());
+  // The pod was bound by another binder (e.g. an ignorable extender fell through).
+  ASSERT_TRUE(client_->Bind({"a", "default", "uid-a", "n", {}}).ok());
+  ASSERT_TRUE(WaitUntil([&] { return service_->cache().stats().unassigned == 1; }));
+  EXPECT_TRUE(Bind("a", "n").ok());  // annotated, no new Binding
+  EXPECT_EQ(Annotations("a").at("ALIYUN_COM_GPU_MEM_IDX"), "0");
+  ASSERT_TRUE(WaitUntil([&] { return Used("n", 0) == 10; }));
+}
+
+TEST_F(ServiceTest, FollowsTheNodeAgentsConfirmationAndReleasesDeletedPods) {
+  api_.Upsert(Resource::kNodes, NodeJson("n", Uniform(2, 24)));
+  api_.Upsert(Resource::kPods, SimplePod("a", 20));
+  StartService();
+  ASSERT_TRUE(WaitReady());
+  ASSERT_TRUE(Bind("a", "n").ok());
+  const int assumed = std::stoi(Annotations("a").at("ALIYUN_COM_GPU_MEM_IDX"));
+  const int real = 1 - assumed;
+  ms::PodRequest req = *ms::ComputePodRequest({{"main", false, 20, std::nullopt}});
+  kube::AnnotationChanges confirm;
+  for (const auto& [k, v] : ms::ConfirmAnnotations(req, {{"main", real}})) confirm[k] = v;
+  ASSERT_TRUE(client_->PatchPodAnnotations("default", "a", confirm).ok());
+  ASSERT_TRUE(WaitUntil([&] { return Used("n", real) == 20 && Used("n", assumed) == 0; }));
+  ASSERT_TRUE(client_->Delete(kube::kPods, "default", "a", {0, ""}).ok());
+  ASSERT_TRUE(WaitUntil([&] { return Used("n", real) == 0; }));
+}
+
+TEST_F(ServiceTest, AssumedButNeverConfirmedIsReleasedWithAnEvent) {
+  api_.Upsert(Resource::kNodes, NodeJson("n", Uniform(1, 24)));
+  api_.Upsert(Resource::kPods, SimplePod("a", 20));
+  api_.Upsert(Resource::kPods, SimplePod("b", 20));
+  StartService(std::chrono::milliseconds(300));
+  ASSERT_TRUE(WaitReady());
+  ASSERT_TRUE(Bind("a", "n").ok());
+  EXPECT_NE(Bind("b", "n").message().find("no GPU has 20 GiB free"), std::string::npos);
+  ASSERT_TRUE(WaitUntil([&] { return Used("n", 0) == 0; }));
+  ASSERT_TRUE(WaitUntil([&] {
+    for (const json& e : api_.List(Resource::kEvents))
+      if (e.value("reason", "") == "GPUShareAssumeExpired" && e["involvedObject"].value("name", "") == "a") return true;
+    return false;
+  }));
+  EXPECT_NE(service_->Metrics().find("gpushare_scheduler_assume_expired_total 1"), std::string::npos) << service_->Metrics();
+  EXPECT_TRUE(Bind("b", "n").ok());
+}
+
+TEST_F(ServiceTest, ChunkedBodiesAreCappedToo) {
+  StartService();
+  ASSERT_TRUE(WaitReady());
+  httplib::Client http("127.0.0.1", service_->port());
+  size_t sent = 0;
+  const std::string chunk(64 * 1024, ' ');
+  httplib::Result r = http.Post(
+      "/gpushare-scheduler/filter",
+      [&](size_t, httplib::DataSink& sink) {
+        if (sent >= (16u << 20)) {
+          sink.done();
+          return true;
+        }
+        sent += chunk.size();
+        return sink.write(chunk.data(), chunk.size());
+      },
+      "application/json");
+  if (r) {
+    EXPECT_EQ(r->status, 413);
+    EXPECT_NE(r->body.find("larger than 8388608 bytes"), std::string::npos) << r->body;
+  }  // else the server closed the connection while we were still sending: also a refusal
+  EXPECT_EQ(http.Get("/healthz")->status, 200);
+}
+
+}  // namespace
+}  // namespace gpushare::scheduler
