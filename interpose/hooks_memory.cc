@@ -630,9 +630,9 @@ GPUSHARE_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
   return r;
 }
 
-GPUSHARE_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice dev) {
-  GPUSHARE_GET_REAL(cuDeviceGetDefaultMemPool);
-  CUresult r = real(pool, dev);
+namespace {
+// A pool handed out by the driver: remember which device it belongs to.
+CUresult LearnPool(CUresult r, CUmemoryPool* pool, CUdevice dev) {
   if (r == CUDA_SUCCESS && pool != nullptr && Active()) {
     Target t;
     bool accounted = TargetForOrdinal(dev, &t);
@@ -642,18 +642,16 @@ GPUSHARE_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice 
   }
   return r;
 }
+}  // namespace
+
+GPUSHARE_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice dev) {
+  GPUSHARE_GET_REAL(cuDeviceGetDefaultMemPool);
+  return LearnPool(real(pool, dev), pool, dev);
+}
 
 GPUSHARE_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev) {
   GPUSHARE_GET_REAL(cuDeviceGetMemPool);
-  CUresult r = real(pool, dev);
-  if (r == CUDA_SUCCESS && pool != nullptr && Active()) {
-    Target t;
-    bool accounted = TargetForOrdinal(dev, &t);
-    LockLocal();
-    AddPool(*pool, dev, accounted ? t.dev() : -1);
-    UnlockLocal();
-  }
-  return r;
+  return LearnPool(real(pool, dev), pool, dev);
 }
 
 GPUSHARE_EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {

@@ -36,6 +36,20 @@ DeviceLimits Limit(uint64_t bytes) {
 
 int32_t Self() { return static_cast<int32_t>(getpid()); }
 
+// This process's view of a region file: attached, registered, with the test device (limit 1000).
+struct Member {
+  Region region;
+  int slot = -1;
+  int dev = -1;
+  bool Join(const std::string& path) {
+    char err[256];
+    if (!region.Attach(path.c_str(), err, sizeof(err))) return false;
+    slot = region.RegisterProcess(Self(), ProcStartTime(Self()));
+    dev = region.FindOrAddDevice(kUuid, Limit(1000));
+    return slot >= 0 && dev >= 0;
+  }
+};
+
 TEST(Region, ReservesUpToTheLimitExactly) {
   ScratchDir dir;
   Region r;
@@ -211,22 +225,19 @@ void ParkInCriticalSection() {
 TEST(Region, ProcessKilledInsideTheCriticalSectionBlocksNobody) {
   ScratchDir dir;
   std::string path = dir.File("region");
-  Region r;
-  char err[256];
-  ASSERT_TRUE(r.Attach(path.c_str(), err, sizeof(err))) << err;
-  int me = r.RegisterProcess(Self(), ProcStartTime(Self()));
-  int dev = r.FindOrAddDevice(kUuid, Limit(1000));
+  Member m;
+  ASSERT_TRUE(m.Join(path));
+  Region& r = m.region;
+  int me = m.slot, dev = m.dev;
   int parked[2];
   ASSERT_EQ(pipe(parked), 0);
   pid_t child = fork();
   if (child == 0) {
-    Region cr;
-    if (!cr.Attach(path.c_str(), err, sizeof(err))) _exit(3);
-    int slot = cr.RegisterProcess(Self(), ProcStartTime(Self()));
-    if (cr.Reserve(slot, dev, 700) != ReserveResult::kOk) _exit(4);
+    Member member;
+    if (!member.Join(path) || member.region.Reserve(member.slot, dev, 700) != ReserveResult::kOk) _exit(4);
     g_park_fd = parked[1];
     Region::test_hook_in_critical_section = &ParkInCriticalSection;
-    cr.Reserve(slot, dev, 100);  // parks holding the lock, mid-update
+    member.region.Reserve(member.slot, dev, 100);  // parks holding the lock, mid-update
     _exit(5);
   }
   char c;
@@ -250,19 +261,16 @@ TEST(Region, ProcessKilledInsideTheCriticalSectionBlocksNobody) {
 TEST(Region, DeadAndZombieProcessesAreReclaimedOnTheNextQuery) {
   ScratchDir dir;
   std::string path = dir.File("region");
-  Region r;
-  char err[256];
-  ASSERT_TRUE(r.Attach(path.c_str(), err, sizeof(err))) << err;
-  int me = r.RegisterProcess(Self(), ProcStartTime(Self()));
-  int dev = r.FindOrAddDevice(kUuid, Limit(1000));
+  Member m;
+  ASSERT_TRUE(m.Join(path));
+  Region& r = m.region;
+  int me = m.slot, dev = m.dev;
   int done[2];
   ASSERT_EQ(pipe(done), 0);
   pid_t killed = fork();
   if (killed == 0) {
-    Region cr;
-    cr.Attach(path.c_str(), err, sizeof(err));
-    int slot = cr.RegisterProcess(Self(), ProcStartTime(Self()));
-    cr.Reserve(slot, dev, 400);
+    Member child;
+    if (child.Join(path)) child.region.Reserve(child.slot, dev, 400);
     char c = 1;
     ssize_t ignored = write(done[1], &c, 1);
     (void)ignored;
@@ -271,10 +279,8 @@ TEST(Region, DeadAndZombieProcessesAreReclaimedOnTheNextQuery) {
   }
   pid_t zombie = fork();
   if (zombie == 0) {
-    Region cr;
-    cr.Attach(path.c_str(), err, sizeof(err));
-    int slot = cr.RegisterProcess(Self(), ProcStartTime(Self()));
-    cr.Reserve(slot, dev, 300);
+    Member child;
+    if (child.Join(path)) child.region.Reserve(child.slot, dev, 300);
     _exit(0);  // exits holding its charge; not reaped yet: a zombie
   }
   char c;

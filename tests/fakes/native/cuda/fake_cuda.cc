@@ -1052,8 +1052,7 @@ EXPORT CUresult cuArray3DCreate(CUarray* h, const CUDA_ARRAY3D_DESCRIPTOR_v1* de
   return CreateArray(h, desc->Width, desc->Height, desc->Depth, desc->Format, desc->NumChannels, desc->Flags);
 }
 FAKE_FORWARD(cuArrayDestroy, (CUarray h), DestroyHandle(h))
-EXPORT CUresult cuArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS* req, CUarray h, CUdevice) {
-  FAKE_ENTER(cuArrayGetMemoryRequirements);
+static CUresult MemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS* req, void* h) {
   Driver& d = D();
   if (req == nullptr) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard<std::mutex> l(d.mu);
@@ -1064,6 +1063,8 @@ EXPORT CUresult cuArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS* req
   req->alignment = 512;
   return CUDA_SUCCESS;
 }
+FAKE_FORWARD(cuArrayGetMemoryRequirements, (CUDA_ARRAY_MEMORY_REQUIREMENTS* req, CUarray h, CUdevice),
+             MemoryRequirements(req, h))
 EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray* h, const CUDA_ARRAY3D_DESCRIPTOR* desc,
                                        unsigned int levels) {
   FAKE_ENTER(cuMipmappedArrayCreate);
@@ -1086,19 +1087,8 @@ EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray* h, const CUDA_ARRAY3D_D
   return CUDA_SUCCESS;
 }
 FAKE_FORWARD(cuMipmappedArrayDestroy, (CUmipmappedArray h), DestroyHandle(h))
-EXPORT CUresult cuMipmappedArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS* req,
-                                                      CUmipmappedArray h, CUdevice) {
-  FAKE_ENTER(cuMipmappedArrayGetMemoryRequirements);
-  Driver& d = D();
-  if (req == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  std::lock_guard<std::mutex> l(d.mu);
-  auto it = d.handles.find(h);
-  if (it == d.handles.end()) return CUDA_ERROR_INVALID_HANDLE;
-  memset(req, 0, sizeof(*req));
-  req->size = it->second.bytes;
-  req->alignment = 512;
-  return CUDA_SUCCESS;
-}
+FAKE_FORWARD(cuMipmappedArrayGetMemoryRequirements,
+             (CUDA_ARRAY_MEMORY_REQUIREMENTS* req, CUmipmappedArray h, CUdevice), MemoryRequirements(req, h))
 
 // ---- stream-ordered allocation and pools ---------------------------------------------------------
 static CUresult AllocAsyncImpl(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool) {
