@@ -26,12 +26,9 @@ DynamicResult RunDynamic(const Workload& workload, const placement::TargetWorklo
   r.policy = policy_name;
   r.seed = seed;
   ClusterState cluster;
-  for (const auto& n : workload.nodes) {
-    auto id = cluster.AddNode(n);
-    if (!id.ok()) {
-      r.status = id.status();
-      return r;
-    }
+  if (Status st = AddNodes(workload, &cluster); !st.ok()) {
+    r.status = st;
+    return r;
   }
   const double capacity = static_cast<double>(std::max<int64_t>(1, cluster.gpu_capacity_total()));
   Rng rng(seed);
@@ -193,23 +190,9 @@ std::vector<DynamicResult> RunDynamicExperiment(const Workload& workload, const 
   for (const auto& p : policies)
     for (uint64_t s : seeds) work.emplace_back(p, s);
   std::vector<DynamicResult> results(work.size());
-  int threads = jobs > 0 ? jobs : static_cast<int>(std::thread::hardware_concurrency());
-  threads = std::max(1, std::min<int>(threads, static_cast<int>(work.size())));
-  std::atomic<size_t> next{0};
-  std::mutex mu;
-  int finished = 0;
-  auto worker = [&]() {
-    for (size_t i; (i = next.fetch_add(1)) < work.size();) {
-      results[i] = RunDynamic(workload, typical, work[i].first, work[i].second);
-      std::lock_guard<std::mutex> lock(mu);
-      ++finished;
-      if (progress) progress(finished, static_cast<int>(work.size()));
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
+  ParallelFor(
+      work.size(), jobs, [&](size_t i) { results[i] = RunDynamic(workload, typical, work[i].first, work[i].second); },
+      progress);
   return results;
 }
 

@@ -110,9 +110,38 @@ std::vector<CurvePoint> BinSamples(const std::vector<Sample>& samples, int64_t c
   return out;
 }
 
+Status AddNodes(const Workload& workload, ClusterState* cluster) {
+  for (const auto& n : workload.nodes) {
+    auto id = cluster->AddNode(n);
+    if (!id.ok()) return id.status();
+  }
+  return Status::Ok();
+}
+
+void ParallelFor(size_t count, int jobs, const std::function<void(size_t)>& work,
+                 const std::function<void(int, int)>& progress) {
+  int threads = jobs > 0 ? jobs : static_cast<int>(std::thread::hardware_concurrency());
+  threads = std::max(1, std::min<int>(threads, static_cast<int>(count)));
+  std::atomic<size_t> next{0};
+  std::mutex mu;
+  int finished = 0;
+  auto worker = [&]() {
+    for (size_t i; (i = next.fetch_add(1)) < count;) {
+      work(i);
+      std::lock_guard<std::mutex> lock(mu);
+      ++finished;
+      if (progress) progress(finished, static_cast<int>(count));
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+}
+
 placement::TargetWorkload TypicalWorkload(const Workload& workload, double popularity) {
   ClusterState cluster;
-  for (const auto& n : workload.nodes) (void)cluster.AddNode(n);
+  (void)AddNodes(workload, &cluster);  // an invalid node list fails later, in the run
   std::vector<placement::PodRequest> requests;
   requests.reserve(workload.pods.size());
   for (const auto& p : workload.pods) requests.push_back(p.request);
@@ -136,12 +165,9 @@ RunResult RunOneWith(const Workload& workload, const placement::TargetWorkload& 
   r.policy = policy_name;
   r.seed = seed;
   ClusterState cluster;
-  for (const auto& n : workload.nodes) {
-    auto id = cluster.AddNode(n);
-    if (!id.ok()) {
-      r.status = id.status();
-      return r;
-    }
+  if (Status st = AddNodes(workload, &cluster); !st.ok()) {
+    r.status = st;
+    return r;
   }
   const int64_t capacity = cluster.gpu_capacity_total();
   r.capacity = capacity;
@@ -223,25 +249,10 @@ std::vector<RunResult> RunExperiment(const Workload& workload, const ExperimentO
   for (const auto& p : options.policies)
     for (uint64_t s : options.seeds) jobs.push_back({p, s});
   std::vector<RunResult> results(jobs.size());
-  int threads = options.jobs > 0 ? options.jobs : static_cast<int>(std::thread::hardware_concurrency());
-  threads = std::max(1, std::min<int>(threads, static_cast<int>(jobs.size())));
-  std::atomic<size_t> next{0};
-  std::mutex mu;
-  int finished = 0;
-  auto worker = [&]() {
-    while (true) {
-      const size_t i = next.fetch_add(1);
-      if (i >= jobs.size()) return;
-      results[i] = RunOne(workload, typical, jobs[i].policy, jobs[i].seed, options.tune);
-      std::lock_guard<std::mutex> lock(mu);
-      ++finished;
-      if (options.progress) options.progress(finished, static_cast<int>(jobs.size()));
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
+  ParallelFor(
+      jobs.size(), options.jobs,
+      [&](size_t i) { results[i] = RunOne(workload, typical, jobs[i].policy, jobs[i].seed, options.tune); },
+      options.progress);
   return results;
 }
 

@@ -77,6 +77,14 @@ struct ExperimentOptions {
   std::function<void(int, int)> progress;
 };
 
+// Adds the workload's nodes to an empty cluster.
+Status AddNodes(const Workload& workload, placement::ClusterState* cluster);
+
+// Runs work(0..count-1) on `jobs` threads (0: one per hardware thread); progress(done, count)
+// is called serialised after each item.
+void ParallelFor(size_t count, int jobs, const std::function<void(size_t)>& work,
+                 const std::function<void(int, int)>& progress);
+
 // The target workload of a trace (typical pods), as FGD computes it.
 placement::TargetWorkload TypicalWorkload(const Workload& workload, double popularity);
 

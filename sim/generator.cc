@@ -151,10 +151,7 @@ struct PassResult {
 Result<PassResult> OnePass(const Workload& w, const std::vector<placement::PodRequest>& requests,
                            const std::string& policy_name, uint64_t seed) {
   placement::ClusterState cluster;
-  for (const auto& n : w.nodes) {
-    auto id = cluster.AddNode(n);
-    if (!id.ok()) return id.status();
-  }
+  GPUSHARE_RETURN_IF_ERROR(AddNodes(w, &cluster));
   Rng rng(seed);
   std::vector<int> order = ShuffledOrder(w.pods, rng);
   const std::vector<int64_t> ranks = TieRanks(w.nodes, rng);

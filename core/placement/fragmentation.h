@@ -65,4 +65,25 @@ double NodeFragmentation(const NodeState& node, const TargetWorkload& workload);
 // Sum of F_n(M) over all nodes.
 double ClusterFragmentation(const ClusterState& cluster, const TargetWorkload& workload);
 
+// F_n(M) per node, recomputed only when the node's version changed.
+class FragmentationCache {
+ public:
+  double Get(const ClusterState& cluster, NodeId n, const TargetWorkload& workload) {
+    if (static_cast<size_t>(n) >= value_.size()) {
+      value_.resize(cluster.num_nodes());
+      version_.resize(cluster.num_nodes(), 0);
+    }
+    const NodeState& s = cluster.node(n);
+    if (version_[n] != s.version) {
+      value_[n] = NodeFragmentation(s, workload);
+      version_[n] = s.version;
+    }
+    return value_[n];
+  }
+
+ private:
+  std::vector<double> value_;
+  std::vector<uint32_t> version_;
+};
+
 }  // namespace gpushare::placement

@@ -40,10 +40,7 @@ Normalisers ComputeNormalisers(const ClusterState& c, const PolicyOptions& o) {
 class BasePolicy : public Policy {
  public:
   BasePolicy(const ClusterState& c, const PolicyOptions& o) : cluster_(c), options_(o), norm_(ComputeNormalisers(c, o)) {}
-  void OnNodesAdded() override {
-    const Normalisers fresh = ComputeNormalisers(cluster_, options_);
-    norm_ = fresh;
-  }
+  void OnNodesAdded() override { norm_ = ComputeNormalisers(cluster_, options_); }
 
  protected:
   const NodeState& N(NodeId n) const { return cluster_.node(n); }
@@ -213,26 +210,11 @@ class BestFitPolicy final : public BasePolicy {
 // FGD: the steepest fragmentation descent, score = int(sigmoid(-delta / unit) * 100).
 class FgdPolicy final : public BasePolicy {
  public:
-  FgdPolicy(const ClusterState& c, const TargetWorkload& w, const PolicyOptions& o) : BasePolicy(c, o), workload_(w) {
-    OnNodesAdded();
-  }
+  FgdPolicy(const ClusterState& c, const TargetWorkload& w, const PolicyOptions& o) : BasePolicy(c, o), workload_(w) {}
   std::string_view name() const override { return "fgd"; }
-  void OnNodesAdded() override {
-    BasePolicy::OnNodesAdded();
-    frag_.resize(cluster_.num_nodes());
-    version_.resize(cluster_.num_nodes(), 0);
-  }
   NodeChoice Evaluate(NodeId n, const PodShape& pod) override {
     const NodeState& s = N(n);
-    if (static_cast<size_t>(n) >= frag_.size()) {  // nodes added without OnNodesAdded()
-      frag_.resize(cluster_.num_nodes());
-      version_.resize(cluster_.num_nodes(), 0);
-    }
-    if (version_[n] != s.version) {
-      frag_[n] = NodeFragmentation(s, workload_);
-      version_[n] = s.version;
-    }
-    const double before = frag_[n];
+    const double before = frag_.Get(cluster_, n, workload_);
     const double unit = static_cast<double>(options_.gpu_unit);
     NodeChoice best;
     bool have = false;
@@ -256,8 +238,7 @@ class FgdPolicy final : public BasePolicy {
 
  private:
   const TargetWorkload& workload_;
-  std::vector<double> frag_;
-  std::vector<uint32_t> version_;
+  FragmentationCache frag_;
 };
 
 }  // namespace

@@ -32,8 +32,6 @@ class DefaultPolicy final : public Policy {
   std::string_view name() const override { return "default"; }
 
   void OnNodesAdded() override {
-    frag_.resize(cluster_.num_nodes());
-    version_.resize(cluster_.num_nodes(), 0);
     if (rho_ <= 0 && cluster_.total_gpus() > 0)
       rho_ = static_cast<double>(cluster_.cpu_capacity_total()) / static_cast<double>(cluster_.total_gpus());
     // Model scarcity: the share of each model's capacity claimed by model-constrained pods,
@@ -56,14 +54,7 @@ class DefaultPolicy final : public Policy {
 
   NodeChoice Evaluate(NodeId n, const PodShape& pod) override {
     const NodeState& s = cluster_.node(n);
-    if (static_cast<size_t>(n) >= frag_.size()) {  // nodes added without OnNodesAdded()
-      frag_.resize(cluster_.num_nodes());
-      version_.resize(cluster_.num_nodes(), 0);
-    }
-    if (version_[n] != s.version) {
-      frag_[n] = NodeFragmentation(s, workload_);
-      version_[n] = s.version;
-    }
+    const double before = frag_.Get(cluster_, n, workload_);
     const double rho_scale = pod.cpu_only() ? tuning_.cpu_only_rho_scale : 1.0;
     const double risk_before = Risk(s, rho_scale);
     const double model_price = ModelPrice(s, pod);
@@ -91,7 +82,7 @@ class DefaultPolicy final : public Policy {
       const double cpu = Risk(after, rho_scale) - risk_before;
       const double model = amount / unit_ * model_price;
       const double loss = packing + tuning_.cpu_weight * cpu + tuning_.model_weight * model;
-      const double delta = NodeFragmentation(after, workload_) - frag_[n];
+      const double delta = NodeFragmentation(after, workload_) - before;
       Score sc;
       sc.value = -std::round(loss * 1e6) / 1e6;  // equal situations must tie exactly
       sc.tiebreak = static_cast<double>(static_cast<int64_t>(100.0 / (1.0 + std::exp(delta / unit_))));
@@ -150,8 +141,7 @@ class DefaultPolicy final : public Policy {
   std::map<int64_t, SharePrices> prices_;  // by GPU capacity
   double rho_ = 0;
   std::vector<double> pressure_;
-  std::vector<double> frag_;
-  std::vector<uint32_t> version_;
+  FragmentationCache frag_;
 };
 
 }  // namespace
