@@ -1,0 +1,411 @@
+// The real gpushare-scheduler binary against the real fake-apiserver binary, driven by the
+// kube-scheduler double (tests/fakes/scheduler, written from the extender description):
+// the seed Knative workload scaled to 100 pods, GPUs of different sizes, concurrent binds,
+// restarts in the middle of a burst, and bad requests.
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <yaml-cpp/yaml.h>
+
+#include <atomic>
+#include <deque>
+#include <filesystem>
+#include <thread>
+
+#include "core/memshare.h"
+#include "kube/memshare_pod.h"
+#include "tests/fakes/scheduler/fake_kube_scheduler.h"
+#include "tests/scheduler/fixtures.h"
+#include "tests/scheduler/processes.h"
+
+namespace gpushare::scheduler {
+namespace {
+
+using namespace testing;
+using fakes::ExtenderClient;
+using fakes::ExtenderConfig;
+using fakes::FakeKubeScheduler;
+using fakes::ScheduleResult;
+using kube::testing::WaitUntil;
+namespace ms = memshare;
+
+class IntegrationTest : public ::testing::Test {
+ public:
+  void SetUp() override {
+    api_ = std::make_unique<ApiServerProcess>(GPUSHARE_FAKE_APISERVER_BIN, tmp_.path());
+    ASSERT_TRUE(api_->ok());
+    client_ = kube::testing::MakeClient(api_->url(), {0, 1});
+    kubeconfig_ = WriteKubeconfig(tmp_.path(), api_->url());
+  }
+  void StartScheduler(int port = 0, std::vector<std::string> extra = {}) {
+    scheduler_ = std::make_unique<SchedulerProcess>(tmp_.path(), kubeconfig_, port, extra);
+    ASSERT_TRUE(scheduler_->ok()) << "gpushare-scheduler did not start";
+    ASSERT_TRUE(scheduler_->WaitReady());
+  }
+  ExtenderConfig Config(bool node_cache_capable = true, bool ignored_by_scheduler = false) const {
+    ExtenderConfig c;
+    c.url_prefix = scheduler_->url_prefix();
+    c.weight = 1;
+    c.node_cache_capable = node_cache_capable;
+    c.managed_resources = {{"aliyun.com/gpu-mem", ignored_by_scheduler}};
+    c.http_timeout = std::chrono::milliseconds(10000);
+    return c;
+  }
+  void AddNode(const json& node) { ASSERT_TRUE(client_->Create(kube::kNodes, "", node).ok()); }
+  void AddPod(const json& pod) {
+    Result<json> r = client_->Create(kube::kPods, pod["metadata"].value("namespace", "default"), pod);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+  }
+  // Units per (node, GPU) from the API's view of the bound pods, and the number of pods there;
+  // checks every bound GPU pod's annotations on the way.
+  std::map<std::pair<std::string, int>, std::pair<int64_t, int>> GpuUsageFromApi() {
+    std::map<std::pair<std::string, int>, std::pair<int64_t, int>> use;
+    Result<std::vector<kube::Pod>> pods = client_->ListPods("");
+    EXPECT_TRUE(pods.ok());
+    if (!pods.ok()) return use;
+    for (const kube::Pod& p : *pods) {
+      if (p.spec.node_name.empty()) continue;
+      ms::PodRequest req = *kube::PodMemRequest(p);
+      ms::PodAssignment a = ms::ResolveAssignment(p.metadata.annotations, req);
+      EXPECT_EQ(a.state, ms::AssignmentState::kAssumed) << p.metadata.name;
+      EXPECT_TRUE(a.problems.empty()) << p.metadata.name;
+      for (const auto& [g, u] : ms::GpuUsage(req, a.gpus)) {
+        use[{p.spec.node_name, g}].first += u.units;
+        use[{p.spec.node_name, g}].second += u.clients;
+      }
+    }
+    return use;
+  }
+  void ExpectWithinCapacity(const std::map<std::string, std::vector<int64_t>>& capacity) {
+    for (const auto& [key, v] : GpuUsageFromApi()) {
+      ASSERT_TRUE(capacity.count(key.first)) << key.first;
+      ASSERT_LT(static_cast<size_t>(key.second), capacity.at(key.first).size());
+      EXPECT_LE(v.first, capacity.at(key.first)[key.second]) << key.first << " GPU " << key.second;
+    }
+  }
+
+  kube::testing::TempDir tmp_;
+  std::unique_ptr<ApiServerProcess> api_;
+  std::shared_ptr<kube::Client> client_;
+  std::string kubeconfig_;
+  std::unique_ptr<SchedulerProcess> scheduler_;
+};
+
+// --- the seed workload -------------------------------------------------------------------------
+
+struct Seed {
+  std::string service, ns, container, image;
+  int64_t units = 0;
+  int max_scale = 0;
+  int container_concurrency = 0;
+};
+
+bool ReadSeed(Seed* s) {
+  if (!std::filesystem::exists(SeedManifestPath())) return false;
+  YAML::Node m = YAML::LoadFile(SeedManifestPath());
+  s->service = m["metadata"]["name"].as<std::string>();
+  s->ns = m["metadata"]["namespace"].as<std::string>("default");
+  YAML::Node tmpl = m["spec"]["template"];
+  s->max_scale = std::stoi(tmpl["metadata"]["annotations"]["autoscaling.knative.dev/maxScale"].as<std::string>());
+  s->container_concurrency = tmpl["spec"]["containerConcurrency"].as<int>();
+  YAML::Node c = tmpl["spec"]["containers"][0];
+  s->container = c["name"].as<std::string>();
+  s->image = c["image"].as<std::string>();
+  s->units = std::stoll(c["resources"]["limits"]["aliyun.com/gpu-mem"].as<std::string>());
+  return true;
+}
+
+// The seed Service at maxScale on 1 node x 8 GPUs x 24 GiB, scheduled one pod at a time as
+// kube-scheduler's queue does: 64 bind (8 per GPU), 36 stay Pending with the reason.
+void RunSeed(IntegrationTest* t, bool ignored_by_scheduler, const std::string& want_reason) {
+  Seed seed;
+  if (!ReadSeed(&seed)) GTEST_SKIP() << "SKIPPED: " << SeedManifestPath() << " absent";
+  ASSERT_EQ(seed.units, 3);
+  ASSERT_EQ(seed.max_scale, 100);
+  ASSERT_EQ(seed.container_concurrency, 1);
+  t->AddNode(NodeJson("gpu-node-1", Uniform(8, 24)));
+  std::vector<std::string> names;
+  for (int i = 0; i < seed.max_scale; ++i) {
+    json pod = KnativePod(seed.service, seed.ns, i, seed.container, seed.image, seed.units);
+    names.push_back(pod["metadata"]["name"]);
+    t->AddPod(pod);
+  }
+  FakeKubeScheduler sched(t->client_, {{t->Config(true, ignored_by_scheduler)}, 1});
+  ASSERT_TRUE(sched.Validate().ok());
+  int bound = 0, pending = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    ScheduleResult r = sched.ScheduleOne(seed.ns, names[i]);
+    ASSERT_NE(r.kind, ScheduleResult::Kind::kError) << names[i] << ": " << r.message;
+    if (r.bound()) {
+      ++bound;
+      EXPECT_EQ(r.node, "gpu-node-1");
+    } else {
+      ++pending;
+      EXPECT_NE(r.message.find(want_reason), std::string::npos) << r.message;
+      EXPECT_EQ(r.message.rfind("0/1 nodes are available: 1 ", 0), 0u) << r.message;
+    }
+    if (i % 16 == 15) t->ExpectWithinCapacity({{"gpu-node-1", std::vector<int64_t>(8, 24)}});
+  }
+  EXPECT_EQ(bound, 64);
+  EXPECT_EQ(pending, 36);
+  auto use = t->GpuUsageFromApi();
+  ASSERT_EQ(use.size(), 8u);
+  for (const auto& [key, v] : use) {
+    EXPECT_EQ(v.first, 24) << "GPU " << key.second;
+    EXPECT_EQ(v.second, 8) << "GPU " << key.second;
+  }
+  // What the node agent will read: Alibaba's keys and the per-container map (no queue-proxy).
+  const std::vector<kube::Pod> all = t->client_->ListPods(seed.ns).value_or({});
+  for (const kube::Pod& p : all) {
+    if (p.spec.node_name.empty()) {
+      EXPECT_EQ(p.metadata.annotations.count("ALIYUN_COM_GPU_MEM_IDX"), 0u) << p.metadata.name;
+      continue;
+    }
+    const auto& a = p.metadata.annotations;
+    EXPECT_EQ(a.at("ALIYUN_COM_GPU_MEM_POD"), "3");
+    EXPECT_EQ(a.at("ALIYUN_COM_GPU_MEM_DEV"), "24");
+    EXPECT_EQ(a.at("ALIYUN_COM_GPU_MEM_ASSIGNED"), "false");
+    EXPECT_TRUE(ms::DecodeAssumeTime(a.at("ALIYUN_COM_GPU_MEM_ASSUME_TIME")).has_value());
+    EXPECT_EQ(a.at("gpushare.io/gpu-mem-assumed"), "{\"user-container\":" + a.at("ALIYUN_COM_GPU_MEM_IDX") + "}");
+  }
+}
+
+TEST_F(IntegrationTest, SeedKnativeServiceAt100PodsWithTheDeployedConfig) {
+  // deploy/scheduler-config.yaml: ignoredByScheduler false, so kube-scheduler's own
+  // NodeResourcesFit refuses the node once its 192 units are taken.
+  StartScheduler();
+  RunSeed(this, false, "Insufficient aliyun.com/gpu-mem");
+}
+
+TEST_F(IntegrationTest, SeedKnativeServiceAt100PodsRefusedByTheExtender) {
+  // With ignoredByScheduler true the extender alone decides, and says why.
+  StartScheduler();
+  RunSeed(this, true, "no GPU has 3 GiB free for container user-container");
+}
+
+// --- GPUs of different sizes, and the full-NodeList mode ---------------------------------------
+
+TEST_F(IntegrationTest, GpusOfDifferentSizesInBothNodeCacheModes) {
+  StartScheduler();
+  AddNode(NodeJson("mixed", {{16}, {24}, {40}}));
+  AddNode(NodeJson("pair", Uniform(2, 24)));
+  for (int i = 0; i < 12; ++i) AddPod(SimplePod("p" + std::to_string(i), 10));
+  FakeKubeScheduler full(client_, {{Config(false, true)}, 3});
+  FakeKubeScheduler names(client_, {{Config(true, true)}, 3});
+  int bound = 0, prioritized = 0;
+  std::string last;
+  for (int i = 0; i < 12; ++i) {
+    ScheduleResult r = (i % 2 ? names : full).ScheduleOne("default", "p" + std::to_string(i));
+    ASSERT_NE(r.kind, ScheduleResult::Kind::kError) << r.message;
+    if (r.bound()) {
+      ++bound;
+      prioritized += r.prioritize_called;
+      if (r.prioritize_called) {
+        EXPECT_EQ(r.scores.size(), 2u);
+        EXPECT_EQ(std::max(r.scores["mixed"], r.scores["pair"]), 100);  // the extender's 10 x weight 1 x 10
+      }
+    } else {
+      last = r.message;
+    }
+  }
+  EXPECT_EQ(bound, 7 + 4);
+  EXPECT_GT(prioritized, 0);
+  EXPECT_NE(last.find("0/2 nodes are available: "), std::string::npos) << last;
+  EXPECT_NE(last.find("no GPU has 10 GiB free for container main"), std::string::npos) << last;
+  auto use = GpuUsageFromApi();
+  EXPECT_EQ(use[std::make_pair(std::string("mixed"), 0)].first, 10);
+  EXPECT_EQ(use[std::make_pair(std::string("mixed"), 1)].first, 20);
+  EXPECT_EQ(use[std::make_pair(std::string("mixed"), 2)].first, 40);
+  EXPECT_EQ(use[std::make_pair(std::string("pair"), 0)].first, 20);
+  EXPECT_EQ(use[std::make_pair(std::string("pair"), 1)].first, 20);
+  // A container larger than every GPU of a node: unresolvable there, with the sizes.
+  AddPod(SimplePod("huge", 30));
+  ExtenderClient ext(Config(true));
+  Result<fakes::FilterOutcome> f = ext.Filter(*client_->Get(kube::kPods, "default", "huge"),
+                                              {NodeJson("mixed", {{16}, {24}, {40}}), NodeJson("pair", Uniform(2, 24))});
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_NE(f->unresolvable.at("pair").find("asks 30 GiB, more than any GPU here has (largest: 24 GiB)"),
+            std::string::npos);
+  EXPECT_NE(f->failed.at("mixed").find("no GPU has 30 GiB free"), std::string::npos);
+}
+
+// --- concurrency -------------------------------------------------------------------------------
+
+TEST_F(IntegrationTest, ConcurrentBindsNeverOverCommit) {
+  StartScheduler();
+  AddNode(NodeJson("n", Uniform(8, 24)));
+  const int kPods = 100;
+  std::vector<json> pods;
+  for (int i = 0; i < kPods; ++i) {
+    AddPod(SimplePod("c" + std::to_string(i), 3));
+    pods.push_back(*client_->Get(kube::kPods, "default", "c" + std::to_string(i)));
+  }
+  ExtenderClient ext(Config(true));
+  std::atomic<int> next{0}, ok{0}, refused{0};
+  std::vector<std::string> other_errors;
+  std::mutex mu;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 16; ++t) {
+    threads.emplace_back([&] {
+      for (int i; (i = next.fetch_add(1)) < kPods;) {
+        Status s = ext.Bind(pods[i], "n");
+        if (s.ok()) {
+          ok.fetch_add(1);
+        } else if (s.message().find("no GPU has 3 GiB free") != std::string::npos) {
+          refused.fetch_add(1);
+        } else {
+          std::lock_guard<std::mutex> l(mu);
+          other_errors.push_back(s.message());
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_TRUE(other_errors.empty()) << other_errors.front();
+  EXPECT_EQ(ok.load(), 64);
+  EXPECT_EQ(refused.load(), kPods - 64);
+  ExpectWithinCapacity({{"n", std::vector<int64_t>(8, 24)}});
+  int bound = 0;
+  const std::vector<kube::Pod> all = client_->ListPods("default").value_or({});
+  for (const kube::Pod& p : all) bound += !p.spec.node_name.empty();
+  EXPECT_EQ(bound, 64);
+}
+
+// --- restarts ----------------------------------------------------------------------------------
+
+TEST_F(IntegrationTest, RestartsInTheMiddleOfABurstNeverDoubleAssign) {
+  StartScheduler();
+  const int port = scheduler_->port();
+  AddNode(NodeJson("a", Uniform(8, 24)));
+  AddNode(NodeJson("b", Uniform(8, 24)));
+  const int kPods = 150;
+  std::deque<std::string> queue;
+  for (int i = 0; i < kPods; ++i) {
+    AddPod(SimplePod("r" + std::to_string(i), 3));
+    queue.push_back("r" + std::to_string(i));
+  }
+  FakeKubeScheduler sched(client_, {{Config(true, true)}, 5});
+  std::atomic<int> bound{0};
+  std::atomic<bool> done{false};
+  // The restarter: SIGKILL after 40 binds, SIGTERM after 90 (each time a new process on the
+  // same port, which must rebuild its cache from the API before it answers).
+  std::thread restarter([&] {
+    for (int at : {40, 90}) {
+      while (bound.load() < at && !done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (done.load()) return;
+      if (at == 40) {
+        scheduler_->Kill();
+      } else {
+        EXPECT_EQ(scheduler_->Terminate(), 0);
+      }
+      scheduler_ = std::make_unique<SchedulerProcess>(tmp_.path(), kubeconfig_, port);
+    }
+  });
+  int pending = 0, errors = 0;
+  while (!queue.empty()) {
+    const std::string name = queue.front();
+    queue.pop_front();
+    ScheduleResult r = sched.ScheduleOne("default", name);
+    if (r.bound()) {
+      bound.fetch_add(1);
+    } else if (r.kind == ScheduleResult::Kind::kUnschedulable) {
+      ++pending;
+    } else {
+      ++errors;  // the extender was down or not synced: kube-scheduler retries later
+      queue.push_back(name);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      ASSERT_LT(errors, 5000) << r.message;
+    }
+  }
+  done.store(true);
+  restarter.join();
+  EXPECT_GT(errors, 0);  // the restarts did happen while pods were waiting
+  EXPECT_EQ(bound.load(), 128);
+  EXPECT_EQ(pending, kPods - 128);
+  auto use = GpuUsageFromApi();
+  for (const auto& [key, v] : use) {
+    EXPECT_EQ(v.first, 24) << key.first << " GPU " << key.second;
+    EXPECT_EQ(v.second, 8) << key.first << " GPU " << key.second;
+  }
+  EXPECT_EQ(use.size(), 16u);
+  ASSERT_TRUE(scheduler_->WaitReady());
+  ASSERT_TRUE(scheduler_->WaitForLog("event=cache_synced nodes=2 usable_gpus=16"));
+}
+
+TEST_F(IntegrationTest, NotReadyUntilTheApiServerAnswers) {
+  const int api_port = api_->port();
+  api_->Stop();
+  scheduler_ = std::make_unique<SchedulerProcess>(tmp_.path(), kubeconfig_, 0);
+  ASSERT_TRUE(scheduler_->ok());
+  httplib::Client http("127.0.0.1", scheduler_->port());
+  ASSERT_TRUE(WaitUntil([&] {
+    httplib::Result r = http.Get("/readyz");
+    return r && r->status == 503 && r->body.find("last error") != std::string::npos;
+  }));
+  EXPECT_EQ(http.Get("/healthz")->status, 200);
+  httplib::Result f = http.Post("/gpushare-scheduler/filter", R"({"Pod":{"metadata":{"name":"p"}},"NodeNames":["n"]})",
+                                "application/json");
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->status, 200);
+  EXPECT_NE(f->body.find("\"Error\":\"cache not synced"), std::string::npos) << f->body;
+  api_ = std::make_unique<ApiServerProcess>(GPUSHARE_FAKE_APISERVER_BIN, tmp_.path(), api_port);
+  ASSERT_TRUE(api_->ok());
+  EXPECT_TRUE(scheduler_->WaitReady());
+}
+
+// --- bad requests ------------------------------------------------------------------------------
+
+TEST_F(IntegrationTest, BadRequestsAreRefusedWithAReasonAndNeverCrash) {
+  StartScheduler();
+  AddNode(NodeJson("n", Uniform(1, 24)));
+  AddPod(SimplePod("p", 3));
+  httplib::Client http("127.0.0.1", scheduler_->port());
+  auto post = [&](const std::string& verb, const std::string& body, const std::string& type = "application/json") {
+    httplib::Result r = http.Post("/gpushare-scheduler/" + verb, body, type.c_str());
+    EXPECT_TRUE(r) << verb;
+    return r ? std::make_pair(r->status, r->body) : std::make_pair(0, std::string());
+  };
+  auto expect = [&](std::pair<int, std::string> got, int code, const std::string& text) {
+    EXPECT_EQ(got.first, code) << got.second;
+    EXPECT_NE(got.second.find(text), std::string::npos) << got.second;
+    EXPECT_FALSE(json::parse(got.second, nullptr, false).is_discarded()) << got.second;
+  };
+  expect(post("filter", "{\"Pod\":"), 400, "malformed JSON");
+  expect(post("filter", "[]"), 400, "must be a JSON object");
+  expect(post("filter", R"({"Pod":{"spec":{"containers":{}}},"NodeNames":["n"]})"), 400, "Pod");
+  expect(post("filter", R"({"Pod":{},"NodeNames":"n"})"), 400, "NodeNames: must be an array");
+  expect(post("filter", std::string(100000, '[')), 400, "nesting deeper than 64");
+  expect(post("filter", std::string(9u << 20, ' ')), 413, "larger than 8388608 bytes");
+  expect(post("filter", "{}", "text/plain"), 415, "Content-Type must be application/json");
+  expect(post("prioritize", "nope"), 400, "malformed JSON");
+  expect(post("bind", R"({"PodName":"p"})"), 400, "PodNamespace: missing");
+  expect(post("bind", R"({"PodName":"ghost","PodNamespace":"default","PodUID":"x","Node":"n"})"), 200,
+         "pod default/ghost not found");
+  expect(post("bind", R"({"PodName":"p","PodNamespace":"default","PodUID":"other","Node":"n"})"), 200,
+         "the pod was recreated");
+  // A pod whose gpu-mem request and limit differ (input that did not come through the API).
+  const json bad_pod = R"({"metadata":{"name":"x","namespace":"default"},"spec":{"containers":[{"name":"c",
+      "resources":{"limits":{"aliyun.com/gpu-mem":"3"},"requests":{"aliyun.com/gpu-mem":"2"}}}]}})"_json;
+  expect(post("filter", json{{"Pod", bad_pod}, {"Nodes", nullptr}, {"NodeNames", {"n"}}}.dump()), 200, "differs from limit");
+  // Lower-case keys, as Go would accept them.
+  expect(post("filter", json{{"pod", *client_->Get(kube::kPods, "default", "p")}, {"nodenames", {"n", "ghost"}}}.dump()),
+         200, R"("NodeNames":["n"])");
+  httplib::Result get = http.Get("/gpushare-scheduler/filter");
+  ASSERT_TRUE(get);
+  EXPECT_EQ(get->status, 405);
+  httplib::Result missing = http.Post("/gpushare-scheduler/preempt", "{}", "application/json");
+  ASSERT_TRUE(missing);
+  EXPECT_EQ(missing->status, 404);
+  EXPECT_NE(missing->body.find("served: /gpushare-scheduler/filter"), std::string::npos) << missing->body;
+  // Still serving, still answering correctly.
+  EXPECT_TRUE(scheduler_->Running());
+  EXPECT_EQ(http.Get("/healthz")->status, 200);
+  EXPECT_TRUE(ExtenderClient(Config(true)).Bind(*client_->Get(kube::kPods, "default", "p"), "n").ok());
+  httplib::Result metrics = http.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("gpushare_scheduler_bad_requests_total"), std::string::npos);
+  EXPECT_EQ(scheduler_->Terminate(), 0);
+  EXPECT_NE(scheduler_->Log().find("event=filter_bad_request"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpushare::scheduler

@@ -1,0 +1,132 @@
+// The real binaries as child processes, for integration tests: the API-server double
+// (`fake-apiserver`) and `gpushare-scheduler`, with port files, readiness waits and a
+// kubeconfig pointing at the API server. Also usable by the end-to-end tests of the node
+// agent's memory mode (start both binaries, then the node agent).
+#pragma once
+
+#include <httplib.h>
+#include <signal.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kube/client.h"
+#include "tests/cli/run_process.h"
+#include "tests/kube/test_util.h"
+
+namespace gpushare::scheduler::testing {
+
+inline std::string SchedulerBinary() { return std::string(GPUSHARE_BIN_DIR) + "/gpushare-scheduler"; }
+
+// Waits for a port file written atomically by the child; -1 when it does not appear.
+inline int WaitForPortFile(const std::string& path, gpushare::testing::Child* child) {
+  int port = -1;
+  kube::testing::WaitUntil([&] {
+    if (child != nullptr && child->Exited()) return true;
+    const std::string text = kube::testing::ReadFile(path);
+    if (text.empty()) return false;
+    port = std::atoi(text.c_str());
+    return port > 0;
+  });
+  return port;
+}
+
+// fake-apiserver on 127.0.0.1 (port 0: a free one).
+class ApiServerProcess {
+ public:
+  ApiServerProcess(const std::string& binary, const std::string& dir, int port = 0,
+                   const std::vector<std::string>& extra = {})
+      : port_file_(dir + "/apiserver.port." + std::to_string(counter_++)) {
+    std::vector<std::string> argv = {binary, "--listen", "127.0.0.1:" + std::to_string(port), "--port-file", port_file_};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    child_ = std::make_unique<gpushare::testing::Child>(argv);
+    port_ = WaitForPortFile(port_file_, child_.get());
+  }
+  ~ApiServerProcess() { Stop(); }
+  void Stop() {
+    if (!child_) return;
+    child_->Signal(SIGTERM);
+    child_->Wait();
+    child_.reset();
+  }
+  bool ok() const { return port_ > 0; }
+  int port() const { return port_; }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  static inline int counter_ = 0;
+  std::string port_file_;
+  std::unique_ptr<gpushare::testing::Child> child_;
+  int port_ = -1;
+};
+
+// A kubeconfig for an unauthenticated API server at `url`; returns its path.
+inline std::string WriteKubeconfig(const std::string& dir, const std::string& url) {
+  const std::string path = dir + "/kubeconfig";
+  kube::testing::WriteFile(path, "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: " + url +
+                                     "\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: c\n  context: {cluster: c, "
+                                     "user: u}\ncurrent-context: c\n");
+  return path;
+}
+
+// gpushare-scheduler --listen 127.0.0.1:PORT --url-prefix /gpushare-scheduler --kubeconfig F.
+class SchedulerProcess {
+ public:
+  SchedulerProcess(const std::string& dir, const std::string& kubeconfig, int port = 0,
+                   const std::vector<std::string>& extra = {})
+      : port_file_(dir + "/scheduler.port." + std::to_string(counter_++)) {
+    std::vector<std::string> argv = {SchedulerBinary(), "--listen", "127.0.0.1:" + std::to_string(port),
+                                     "--url-prefix", "/gpushare-scheduler", "--kubeconfig", kubeconfig,
+                                     "--port-file", port_file_, "--log-level", "info"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    child_ = std::make_unique<gpushare::testing::Child>(argv);
+    port_ = WaitForPortFile(port_file_, child_.get());
+  }
+  ~SchedulerProcess() {
+    if (child_) Kill();
+  }
+  bool ok() const { return port_ > 0; }
+  int port() const { return port_; }
+  std::string url_prefix() const { return "http://127.0.0.1:" + std::to_string(port_) + "/gpushare-scheduler"; }
+  // GET /readyz until 200.
+  bool WaitReady(std::chrono::milliseconds limit = std::chrono::milliseconds(30000)) const {
+    return kube::testing::WaitUntil(
+        [&] {
+          httplib::Client c("127.0.0.1", port_);
+          httplib::Result r = c.Get("/readyz");
+          return r && r->status == 200;
+        },
+        limit);
+  }
+  void Kill() {
+    child_->Signal(SIGKILL);
+    result_ = child_->Wait();
+    child_.reset();
+  }
+  // SIGTERM; returns the exit status.
+  int Terminate() {
+    child_->Signal(SIGTERM);
+    result_ = child_->Wait();
+    child_.reset();
+    return result_.exit_code;
+  }
+  bool Running() { return child_ && !child_->Exited(); }
+  // Waits until the running scheduler's log (stderr) contains `text`.
+  bool WaitForLog(const std::string& text, std::chrono::seconds limit = std::chrono::seconds(20)) {
+    return child_ && child_->WaitForStderr(text, limit);
+  }
+  // The whole log, once stopped.
+  const std::string& Log() const { return result_.err; }
+
+ private:
+  static inline int counter_ = 0;
+  std::string port_file_;
+  std::unique_ptr<gpushare::testing::Child> child_;
+  gpushare::testing::ProcessResult result_;
+  int port_ = -1;
+};
+
+}  // namespace gpushare::scheduler::testing
