@@ -41,6 +41,7 @@ const std::vector<std::string> kDeviceIdStrategies = {"uuid", "index"};
 const std::vector<std::string> kAllocationPolicies = {"distributed", "packed"};
 const std::vector<std::string> kDiscoveryStrategies = {"auto", "nvml"};
 const std::vector<std::string> kMemoryLimits = {"none", "evenSplit"};
+const std::vector<std::string> kMemoryUnits = {"GiB", "MiB"};
 
 const std::vector<Setting>& Settings() {
   static const std::vector<Setting> s = {
@@ -119,6 +120,15 @@ const std::vector<Setting>& Settings() {
       {{"stateDir", "gpushare.interposer.stateDir", "GPUSHARE_STATE_DIR", "--state-dir",
         "host directory for per-container accounting (default /var/lib/gpushare/containers)"},
        Kind::kPath},
+      {{"memoryResourceName", "gpushare.memoryShares.resourceName", "GPUSHARE_MEMORY_RESOURCE_NAME",
+        "--memory-resource-name", "resource of memory shares (default aliyun.com/gpu-mem)"},
+       Kind::kString},
+      {{"memoryUnit", "gpushare.memoryShares.unit", "GPUSHARE_MEMORY_UNIT", "--memory-unit",
+        "what one memory-share unit is: GiB or MiB (default GiB)"},
+       Kind::kEnum, kMemoryUnits},
+      {{"publishGpuCount", "gpushare.memoryShares.publishGpuCount", "GPUSHARE_PUBLISH_GPU_COUNT",
+        "--publish-gpu-count", "publish aliyun.com/gpu-count in the node's capacity (default true)"},
+       Kind::kBool},
   };
   return s;
 }
@@ -195,6 +205,8 @@ struct FileContents {
   bool fail_requests_greater_than_one = false;
   std::vector<RawEntry> entries;
   ImexConfig imex;
+  std::optional<DeviceSelector> memory_devices;  // gpushare.memoryShares.devices (nullopt = none)
+  YAML::Node memory_devices_node;
 };
 
 class FileReader {
@@ -523,18 +535,68 @@ class FileReader {
                 Plus(SettingKeys("gpushare"), {"timeSlicing", "health", "interposer", "memoryShares"}));
     if (!m.ok()) return;
     ReadSettings(m, "gpushare");
-    YAML::Node shares = m.Get("memoryShares");
-    if (shares.IsDefined()) {
-      p_->Add("gpushare.memoryShares",
-              "memory shares (aliyun.com/gpu-mem) are not supported by this version of "
-              "gpushare-node yet",
-              &shares);
-    }
     for (const char* section : {"timeSlicing", "health", "interposer"}) {
       const std::string path = std::string("gpushare.") + section;
       MapReader sub(m.Get(section), path, p_, SettingKeys(path));
       ReadSettings(sub, path);
     }
+    ReadMemoryShares(m.Get("memoryShares"));
+  }
+
+  void ReadMemoryShares(const YAML::Node& n) {
+    const std::string path = "gpushare.memoryShares";
+    MapReader m(n, path, p_, Plus(SettingKeys(path), {"devices"}));
+    if (!m.ok()) return;
+    ReadSettings(m, path);
+    YAML::Node d = m.Get("devices");
+    out_.memory_devices_node = d;
+    if (!d.IsDefined()) {
+      notes_->push_back(path + ".devices is not set: no GPU serves memory shares (set all, a count or a list)");
+      return;
+    }
+    const std::string dpath = path + ".devices";
+    const std::string expect = "must be \"all\", \"none\", a positive count, or a list of GPU indices (0) or GPU UUIDs (GPU-...)";
+    if (d.IsScalar()) {
+      if (!yaml::IsQuoted(d) && yaml::ScalarInt(d)) {
+        int64_t c = *yaml::ScalarInt(d);
+        if (c <= 0) {
+          p_->Add(dpath, "a count of GPUs must be > 0, got " + d.Scalar() + " (use none for no GPU)", &d);
+          return;
+        }
+        DeviceSelector sel;
+        sel.kind = DeviceSelector::Kind::kCount;
+        sel.count = static_cast<int>(std::min<int64_t>(c, 1 << 20));
+        out_.memory_devices = sel;
+        return;
+      }
+      if (d.Scalar() == "all") {
+        out_.memory_devices = DeviceSelector{};
+        return;
+      }
+      if (d.Scalar() == "none") return;
+      p_->Add(dpath, expect + ", got " + yaml::KindName(d), &d);
+      return;
+    }
+    if (!d.IsSequence()) {
+      p_->Add(dpath, expect + ", got " + yaml::KindName(d), &d);
+      return;
+    }
+    DeviceSelector sel;
+    sel.kind = DeviceSelector::Kind::kList;
+    for (size_t i = 0; i < d.size(); ++i) {
+      YAML::Node item = d[i];
+      const std::string ipath = dpath + "[" + std::to_string(i) + "]";
+      if (item.IsScalar() && (IsDigits(item.Scalar()) || IsGpuUuid(item.Scalar()))) {
+        sel.items.push_back(item.Scalar());
+      } else if (item.IsScalar() && IsDeviceRef(item.Scalar())) {
+        p_->Add(ipath, "memory shares need whole GPUs; a MIG device cannot serve them, got " + yaml::KindName(item),
+                &item);
+      } else {
+        p_->Add(ipath, "must be a GPU index (0) or a GPU UUID (GPU-...), got " + yaml::KindName(item), &item);
+      }
+    }
+    if (d.size() == 0) return;  // [] = none
+    out_.memory_devices = sel;
   }
 
   Problems* p_;
@@ -640,6 +702,7 @@ class Interpreter {
     else if (key == "mofedEnabled") c_->mofed_enabled = b;
     else if (key == "passDeviceSpecs") c_->plugin.pass_device_specs = b;
     else if (key == "healthEnabled") c_->gpushare.health_checks_enabled = b;
+    else if (key == "publishGpuCount") c_->gpushare.memory_shares.publish_gpu_count = b;
   }
 
   void SetEnum(const std::string& key, const std::string& v) {
@@ -651,6 +714,8 @@ class Interpreter {
     } else if (key == "sharedDevicesAllocationPolicy" || key == "allocationPolicy") {
       c_->gpushare.allocation_policy =
           v == "packed" ? AllocationPolicy::kPacked : AllocationPolicy::kDistributed;
+    } else if (key == "memoryUnit") {
+      c_->gpushare.memory_shares.unit = *memshare::ParseMemoryUnit(v);
     } else if (key == "memoryLimit") {
       c_->gpushare.replica_memory_limit =
           v == "evenSplit" ? ReplicaMemoryLimit::kEvenSplit : ReplicaMemoryLimit::kNone;
@@ -678,6 +743,13 @@ class Interpreter {
     } else if (key == "stateDir") {
       if (v.empty()) return bad("must not be empty");
       c_->gpushare.container_state_dir = v;
+    } else if (key == "memoryResourceName") {
+      std::string why = ExtendedResourceNameProblem(v);
+      if (!why.empty()) return bad("\"" + v + "\" is not a valid extended resource name: " + why);
+      if (ResourceDomain(v) == "nvidia.com") {
+        return bad("\"" + v + "\": the nvidia.com domain is kept for whole, time-sliced and MIG devices");
+      }
+      c_->gpushare.memory_shares.resource_name = v;
     }
   }
 
@@ -811,6 +883,22 @@ Result<LoadedNodeConfig> Load(const NodeConfigFlags& flags, const Environment& e
   }
   for (auto& e : file.entries) c.time_slicing.resources.push_back(e.resource);
   c.imex = file.imex;
+  c.gpushare.memory_shares.devices = file.memory_devices;
+  // A GPU serves one kind of share: memory shares and a time-slicing entry of nvidia.com/gpu
+  // overlap on every node when either side takes all GPUs.
+  if (file.memory_devices) {
+    for (const auto& e : file.entries) {
+      const auto& r = e.resource;
+      if (r.name != "nvidia.com/gpu") continue;
+      if (r.devices.kind == DeviceSelector::Kind::kAll ||
+          file.memory_devices->kind == DeviceSelector::Kind::kAll) {
+        problems.Add("gpushare.memoryShares.devices",
+                     "overlaps " + r.field_path + ", which time-slices nvidia.com/gpu (one of them selects "
+                     "all GPUs); a GPU serves one kind of share: give both explicit devices lists",
+                     file.memory_devices_node.IsDefined() ? &file.memory_devices_node : nullptr);
+      }
+    }
+  }
 
   if (!problems.empty()) return Status::InvalidArgument(problems.Joined());
   return out;

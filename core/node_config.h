@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "core/memshare.h"
+
 namespace gpushare {
 
 enum class MigStrategy { kNone, kSingle, kMixed };
@@ -57,6 +59,19 @@ enum class ReplicaMemoryLimit {
   kEvenSplit,   // each replica gets floor(device memory / replicas)
 };
 
+// gpushare.memoryShares: GPUs whose memory is advertised in units of one GPU's memory
+// (`aliyun.com/gpu-mem`, placed by gpushare-scheduler; docs/memory-shares.md). A GPU that serves
+// memory shares is neither whole nor time-sliced.
+struct MemoryShares {
+  // Which GPUs: nullopt (the default) = none. Items of a list are GPU indices or GPU UUIDs.
+  std::optional<DeviceSelector> devices;
+  std::string resource_name = std::string(memshare::kResourceName);
+  memshare::MemoryUnit unit = memshare::MemoryUnit::kGiB;
+  bool publish_gpu_count = true;  // aliyun.com/gpu-count in node capacity/allocatable
+
+  bool enabled() const { return devices.has_value(); }
+};
+
 // gpushare's own settings: the top-level `gpushare:` section of the config file.
 struct GpushareSettings {
   int max_clients_per_gpu = 48;  // ceiling on containers sharing one physical GPU
@@ -72,6 +87,8 @@ struct GpushareSettings {
   std::string interposer_host_dir;
   // Host directory under which per-container accounting directories are created.
   std::string container_state_dir = "/var/lib/gpushare/containers";
+
+  MemoryShares memory_shares;
 };
 
 struct PluginFlags {

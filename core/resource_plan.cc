@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "core/lines.h"
+#include "core/memshare.h"
 #include "core/resource_name.h"
 
 namespace gpushare {
@@ -15,6 +16,9 @@ namespace {
 
 constexpr std::string_view kGpuResource = "nvidia.com/gpu";
 constexpr std::string_view kMigPrefix = "nvidia.com/mig-";
+constexpr std::string_view kMemoryField = "gpushare.memoryShares";
+// BaseDevice::entry of a whole GPU that serves memory shares.
+constexpr int kMemoryEntry = -2;
 
 // A device before sharing is applied: a whole GPU or one MIG device, with the resource it is
 // advertised under when no sharing entry selects it.
@@ -222,6 +226,12 @@ void ApplySelectors(const TimeSlicing& ts, std::vector<BaseDevice>* devices,
         break;
     }
     for (BaseDevice* d : chosen) {
+      if (d->entry == kMemoryEntry) {
+        problems->push_back(path + ".devices: " + d->Describe() + " serves memory shares (" +
+                            std::string(kMemoryField) +
+                            ".devices); a GPU serves one kind of share, remove it from one of them");
+        continue;
+      }
       if (d->entry >= 0 && d->entry != static_cast<int>(i)) {
         problems->push_back(path + ".devices: " + d->Describe() + " is also selected by " +
                             EntryPath(ts.resources[d->entry], d->entry) +
@@ -242,7 +252,159 @@ struct NameSource {
   int replicas = 1;
 };
 
+// The GPUs gpushare.memoryShares.devices selects, in index order. `all` skips MIG-enabled GPUs
+// (with a note); naming one explicitly is a problem.
+std::vector<const Gpu*> SelectMemoryGpus(const Inventory& inv, const DeviceSelector& sel,
+                                         std::vector<std::string>* problems, std::vector<std::string>* notes) {
+  const std::string path = std::string(kMemoryField) + ".devices";
+  std::vector<const Gpu*> out;
+  auto mig_problem = [&](const std::string& where, const Gpu& g) {
+    problems->push_back(where + ": GPU " + std::to_string(g.index) + " (" + g.uuid +
+                        ") has MIG enabled; memory shares need a GPU without MIG");
+  };
+  switch (sel.kind) {
+    case DeviceSelector::Kind::kAll:
+      for (const Gpu& g : inv.gpus) {
+        if (g.mig_enabled) {
+          notes->push_back(path + ": GPU " + std::to_string(g.index) + " has MIG enabled and does not serve memory shares");
+          continue;
+        }
+        out.push_back(&g);
+      }
+      break;
+    case DeviceSelector::Kind::kCount:
+      if (sel.count <= 0 || static_cast<size_t>(sel.count) > inv.gpus.size()) {
+        problems->push_back(path + ": count " + std::to_string(sel.count) + " must be 1.." +
+                            std::to_string(inv.gpus.size()) + " (this node has " + std::to_string(inv.gpus.size()) +
+                            " GPUs)");
+        break;
+      }
+      for (int k = 0; k < sel.count; ++k) {
+        const Gpu& g = inv.gpus[k];
+        if (g.mig_enabled) mig_problem(path, g);
+        else out.push_back(&g);
+      }
+      break;
+    case DeviceSelector::Kind::kList:
+      for (size_t j = 0; j < sel.items.size(); ++j) {
+        const std::string& item = sel.items[j];
+        const std::string where = path + "[" + std::to_string(j) + "]";
+        const Gpu* g = IsUnsignedNumber(item) ? inv.FindByIndex(std::stoi(item)) : inv.FindByUuid(item);
+        if (g == nullptr) {
+          problems->push_back(where + ": \"" + item + "\" matches no GPU on this node");
+          continue;
+        }
+        if (g->mig_enabled) {
+          mig_problem(where, *g);
+          continue;
+        }
+        if (std::find(out.begin(), out.end(), g) == out.end()) out.push_back(g);
+      }
+      std::sort(out.begin(), out.end(), [](const Gpu* a, const Gpu* b) { return a->index < b->index; });
+      break;
+  }
+  return out;
+}
+
+// The memory-share resource: one device per unit of each selected GPU.
+PlannedResource BuildMemoryResource(const std::vector<const Gpu*>& gpus, const MemoryShares& ms,
+                                    std::vector<std::string>* notes) {
+  PlannedResource pr;
+  pr.name = ms.resource_name;
+  pr.socket_name = SocketNameForResource(pr.name);
+  pr.base_name = pr.name;
+  pr.source_field = std::string(kMemoryField);
+  pr.unit_mib = memshare::UnitMiB(ms.unit);
+  for (const Gpu* g : gpus) {
+    const int64_t units = memshare::UnitsForMemory(static_cast<int64_t>(g->memory_mib), ms.unit);
+    if (units <= 0) {
+      notes->push_back(std::string(kMemoryField) + ": GPU " + std::to_string(g->index) + " has " +
+                       std::to_string(g->memory_mib) + " MiB, less than one " +
+                       std::string(memshare::MemoryUnitName(ms.unit)) + "; it advertises no " + pr.name);
+      continue;
+    }
+    PlannedDevice base;
+    base.gpu_index = g->index;
+    base.gpu_uuid = g->uuid;
+    base.device_uuid = g->uuid;
+    base.device_index = std::to_string(g->index);
+    if (g->numa_node >= 0) base.numa_nodes.push_back(g->numa_node);
+    base.memory_mib = g->memory_mib;
+    base.memory_limit_mib = static_cast<uint64_t>(pr.unit_mib);
+    for (int64_t j = 0; j < units; ++j) {
+      PlannedDevice d = base;
+      d.id = memshare::UnitDeviceId(g->uuid, j);
+      d.replica = static_cast<int>(j);
+      pr.devices.push_back(std::move(d));
+    }
+  }
+  return pr;
+}
+
+// Protobuf wire sizes.
+int64_t VarintBytes(uint64_t v) {
+  int64_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    ++n;
+  }
+  return n;
+}
+int64_t LengthDelimited(int64_t len) { return 1 + VarintBytes(static_cast<uint64_t>(len)) + len; }
+
+std::string MiBText(int64_t bytes) {
+  const int64_t tenths = (bytes * 10 + (1 << 20) - 1) >> 20;
+  return std::to_string(tenths / 10) + "." + std::to_string(tenths % 10) + " MiB";
+}
+
+// One device's share of a ListAndWatchResponse (health "Unhealthy", as ListAndWatchBytes).
+int64_t DeviceBytes(int64_t id_len, int64_t numa) {
+  int64_t dev = LengthDelimited(9) + (id_len > 0 ? LengthDelimited(id_len) : 0);
+  if (numa >= 0) dev += LengthDelimited(LengthDelimited(numa == 0 ? 0 : 1 + VarintBytes(static_cast<uint64_t>(numa))));
+  return LengthDelimited(dev);
+}
+
+// ListAndWatchBytes of the memory-share resource, without building it.
+int64_t MemoryListBytes(const std::vector<const Gpu*>& gpus, memshare::MemoryUnit unit) {
+  int64_t total = 0;
+  for (const Gpu* g : gpus) {
+    const int64_t units = memshare::UnitsForMemory(static_cast<int64_t>(g->memory_mib), unit);
+    const int64_t prefix = static_cast<int64_t>(g->uuid.size() + memshare::kUnitIdSeparator.size());
+    for (int64_t digits = 1, lo = 0; lo < units; ++digits, lo = lo == 0 ? 10 : lo * 10) {
+      const int64_t hi = std::min<int64_t>(units, lo == 0 ? 10 : lo * 10);  // j in [lo, hi) has `digits` digits
+      total += (hi - lo) * DeviceBytes(prefix + digits, g->numa_node);
+    }
+  }
+  return total;
+}
+
+std::string SizeProblem(const std::string& field, const std::string& name, int64_t devices, int64_t bytes,
+                        bool mib_units) {
+  const int64_t per_device = std::max<int64_t>(1, bytes / std::max<int64_t>(1, devices));
+  std::string msg = field + ": " + std::to_string(devices) + " " + name + " devices need a ListAndWatch message of " +
+                    MiBText(bytes) + ", more than kubelet's 4 MiB gRPC limit (about " +
+                    std::to_string(kMaxListAndWatchBytes / per_device) + " devices fit)";
+  if (mib_units) msg += "; use unit GiB, or select fewer GPUs with " + std::string(kMemoryField) + ".devices";
+  return msg;
+}
+
 }  // namespace
+
+int64_t ListAndWatchBytes(const PlannedResource& resource) {
+  int64_t total = 0;
+  const int64_t health = LengthDelimited(static_cast<int64_t>(std::string_view("Unhealthy").size()));
+  for (const PlannedDevice& d : resource.devices) {
+    int64_t dev = health;
+    if (!d.id.empty()) dev += LengthDelimited(static_cast<int64_t>(d.id.size()));
+    if (!d.numa_nodes.empty()) {
+      int64_t topo = 0;
+      for (int64_t n : d.numa_nodes) topo += LengthDelimited(n == 0 ? 0 : 1 + VarintBytes(static_cast<uint64_t>(n)));
+      dev += LengthDelimited(topo);
+    }
+    total += LengthDelimited(dev);
+  }
+  return total;
+}
 
 const PlannedResource* ResourcePlan::Find(const std::string& name) const {
   for (const auto& r : resources) {
@@ -274,6 +436,16 @@ Result<ResourcePlan> BuildResourcePlan(const Inventory& inventory, const NodeCon
   std::vector<BaseDevice> devices;
   CollectBaseDevices(inventory, config.mig_strategy, &devices, &problems, &plan.notes);
 
+  // Memory shares take their GPUs out of the whole-GPU devices.
+  const MemoryShares& ms = config.gpushare.memory_shares;
+  std::vector<const Gpu*> memory_gpus;
+  if (ms.enabled()) memory_gpus = SelectMemoryGpus(inventory, *ms.devices, &problems, &plan.notes);
+  for (auto& d : devices) {
+    if (d.mig == nullptr && std::find(memory_gpus.begin(), memory_gpus.end(), d.gpu) != memory_gpus.end()) {
+      d.entry = kMemoryEntry;
+    }
+  }
+
   for (size_t i = 0; i < ts.resources.size(); ++i) {
     const auto& r = ts.resources[i];
     if (r.replicas < 2 || r.replicas > ceiling) {
@@ -288,6 +460,7 @@ Result<ResourcePlan> BuildResourcePlan(const Inventory& inventory, const NodeCon
   std::map<std::string, std::string> name_field;  // advertised name -> field for messages
   std::set<std::tuple<std::string, int, int>> reported;
   for (const auto& d : devices) {
+    if (d.entry == kMemoryEntry) continue;
     NameSource src;
     std::string name;
     std::string field;
@@ -336,6 +509,14 @@ Result<ResourcePlan> BuildResourcePlan(const Inventory& inventory, const NodeCon
     }
     problems.push_back(msg);
   }
+  if (!memory_gpus.empty()) {
+    auto it = sources.find(ms.resource_name);
+    if (it != sources.end()) {
+      problems.push_back(std::string(kMemoryField) + ".resourceName: " + ms.resource_name +
+                         " is also advertised by " + name_field[ms.resource_name] +
+                         "; memory shares need a resource name of their own");
+    }
+  }
   for (const auto& [name, src] : sources) {
     std::string why = ExtendedResourceNameProblem(name);
     if (!why.empty()) {
@@ -379,7 +560,21 @@ Result<ResourcePlan> BuildResourcePlan(const Inventory& inventory, const NodeCon
 
   // Build the resources.
   std::map<std::string, PlannedResource> by_name;
+  if (!memory_gpus.empty()) {
+    name_field[ms.resource_name] = std::string(kMemoryField) + ".resourceName";
+    // Sized before it is built: MiB units of large GPUs would be hundreds of thousands.
+    const int64_t bytes = MemoryListBytes(memory_gpus, ms.unit);
+    if (bytes > kMaxListAndWatchBytes) {
+      int64_t count = 0;
+      for (const Gpu* g : memory_gpus) count += memshare::UnitsForMemory(static_cast<int64_t>(g->memory_mib), ms.unit);
+      return Status::InvalidArgument(SizeProblem(std::string(kMemoryField) + ".unit", ms.resource_name, count, bytes,
+                                                 ms.unit == memshare::MemoryUnit::kMiB));
+    }
+    PlannedResource pr = BuildMemoryResource(memory_gpus, ms, &plan.notes);
+    if (!pr.devices.empty()) by_name[ms.resource_name] = std::move(pr);
+  }
   for (const auto& d : devices) {
+    if (d.entry == kMemoryEntry) continue;
     const ReplicatedResource* r = d.entry >= 0 ? &ts.resources[d.entry] : nullptr;
     const std::string name = r != nullptr ? AdvertisedName(*r, ts) : d.resource;
     PlannedResource& pr = by_name[name];
@@ -422,6 +617,10 @@ Result<ResourcePlan> BuildResourcePlan(const Inventory& inventory, const NodeCon
     if (!inserted) {
       problems.push_back(name_field[name] + ": " + name + " and " + it->second +
                          " would both be served on socket " + pr.socket_name);
+    }
+    const int64_t bytes = ListAndWatchBytes(pr);
+    if (bytes > kMaxListAndWatchBytes) {
+      problems.push_back(SizeProblem(name_field[name], name, static_cast<int64_t>(pr.devices.size()), bytes, false));
     }
     plan.resources.push_back(std::move(pr));
   }

@@ -42,7 +42,13 @@ struct PlannedResource {
   std::string source_field; // the config entry it comes from, e.g.
                             // "sharing.timeSlicing.resources[0]"; empty = not shared
   bool fail_requests_greater_than_one = false;
+  // Memory shares (gpushare.memoryShares): MiB per unit (1024 for GiB, 1 for MiB); 0 for every
+  // other resource. Each device is one unit "<GPU-uuid>-_-<j>" (core/memshare.h) whose
+  // memory_limit_mib is the unit size, so a container's limit is its units times the unit.
+  int64_t unit_mib = 0;
   std::vector<PlannedDevice> devices;
+
+  bool is_memory_shares() const { return unit_mib > 0; }
 };
 
 struct ResourcePlan {
@@ -58,6 +64,14 @@ struct ResourcePlan {
 // e.g. "sharing.timeSlicing.resources[2].devices: selector [7] matches no device on this node".
 // Returns kInvalidArgument with all problems joined by '\n' when anything is wrong.
 Result<ResourcePlan> BuildResourcePlan(const Inventory& inventory, const NodeConfig& config);
+
+// kubelet receives ListAndWatch with grpc-go's default limit of 4 MiB per message
+// (kubernetes-protocols.md section 1.9); the plan refuses a resource whose device list would not fit.
+inline constexpr int64_t kMaxListAndWatchBytes = int64_t{4} << 20;
+
+// The exact size in bytes of the ListAndWatchResponse that lists `resource`'s devices, every
+// one reported "Unhealthy" (the longer health string, so health changes never grow past it).
+int64_t ListAndWatchBytes(const PlannedResource& resource);
 
 // The socket file name for a resource: "gpushare-" + name with the domain removed and '/'
 // replaced, e.g. nvidia.com/gpu -> gpushare-gpu.sock, nvidia.com/mig-1g.10gb ->

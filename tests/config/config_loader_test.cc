@@ -396,9 +396,9 @@ INSTANTIATE_TEST_SUITE_P(
                     "gpushare.maxClients: unknown key (allowed here: maxClientsPerGpu, "
                     "allocationPolicy, timeSlicing, health, interposer, memoryShares) "
                     "(node.yaml:2:3)"},
-        InvalidCase{"MemorySharesNotYet", "gpushare:\n  memoryShares:\n    enabled: true\n",
-                    "gpushare.memoryShares: memory shares (aliyun.com/gpu-mem) are not supported "
-                    "by this version of gpushare-node yet (node.yaml:3:5)"},
+        InvalidCase{"MemorySharesUnknownKey", "gpushare:\n  memoryShares:\n    enabled: true\n",
+                    "gpushare.memoryShares.enabled: unknown key (allowed here: resourceName, unit, "
+                    "publishGpuCount, devices) (node.yaml:3:5)"},
         InvalidCase{"PolicyConflict",
                     "flags:\n  plugin:\n    sharedDevicesAllocationPolicy: packed\n"
                     "gpushare:\n  allocationPolicy: distributed\n",

@@ -1,0 +1,273 @@
+// See memshare_node.h.
+#include "core/memshare_node.h"
+
+#include <algorithm>
+#include <tuple>
+#include <unordered_map>
+
+namespace gpushare::memshare {
+namespace {
+
+std::string JoinGpuCounts(const std::map<int, int64_t>& per_gpu) {
+  std::string out;
+  for (const auto& [gpu, n] : per_gpu) {
+    if (!out.empty()) out += ", ";
+    out += "GPU " + std::to_string(gpu) + ": " + std::to_string(n) + (n == 1 ? " unit" : " units");
+  }
+  return out;
+}
+
+}  // namespace
+
+const PlannedResource* FindMemoryResource(const ResourcePlan& plan) {
+  for (const PlannedResource& r : plan.resources) {
+    if (r.is_memory_shares()) return &r;
+  }
+  return nullptr;
+}
+
+NodeInventory BuildNodeInventory(const Inventory& inventory, const NodeConfig& config, const ResourcePlan& plan) {
+  NodeInventory out;
+  out.unit = config.gpushare.memory_shares.unit;
+  out.max_clients_per_gpu = config.gpushare.max_clients_per_gpu;
+  const PlannedResource* mem = FindMemoryResource(plan);
+  for (const Gpu& g : inventory.gpus) {
+    InventoryGpu e;
+    e.index = g.index;
+    e.uuid = g.uuid;
+    e.model = g.product;
+    e.memory_mib = static_cast<int64_t>(g.memory_mib);
+    int64_t units = 0, healthy_units = 0;
+    if (mem != nullptr) {
+      for (const PlannedDevice& d : mem->devices) {
+        if (d.gpu_uuid != g.uuid) continue;
+        ++units;
+        healthy_units += d.healthy ? 1 : 0;
+      }
+    }
+    if (units > 0) {
+      e.units = units;
+      e.mode = std::string(kMemoryMode);
+      e.healthy = healthy_units == units;
+    } else {
+      bool any = false, shared = false, mig = false, healthy = true;
+      for (const PlannedResource& r : plan.resources) {
+        for (const PlannedDevice& d : r.devices) {
+          if (d.gpu_uuid != g.uuid) continue;
+          any = true;
+          shared = shared || d.replica >= 0;
+          mig = mig || d.is_mig;
+          healthy = healthy && d.healthy;
+        }
+      }
+      e.units = 0;
+      e.mode = std::string(mig ? kMigMode : shared ? kTimeSlicingMode : any ? kExclusiveMode : "unused");
+      e.healthy = healthy;
+    }
+    out.gpus.push_back(std::move(e));
+  }
+  std::sort(out.gpus.begin(), out.gpus.end(), [](const InventoryGpu& a, const InventoryGpu& b) { return a.index < b.index; });
+  return out;
+}
+
+GpuCount CountMemoryGpus(const NodeInventory& inventory) {
+  GpuCount c;
+  for (const InventoryGpu& g : inventory.gpus) {
+    if (g.mode != kMemoryMode || g.units <= 0) continue;
+    ++c.capacity;
+    if (g.healthy) ++c.allocatable;
+  }
+  return c;
+}
+
+std::vector<WaitingContainer> WaitingContainers(const std::string& pod_key, const PodRequest& request,
+                                                const PodAssignment& assignment,
+                                                const std::set<std::string>& allocated) {
+  std::vector<WaitingContainer> out;
+  if (assignment.state != AssignmentState::kAssumed) return out;
+  auto add = [&](const ContainerShare& c) {
+    if (allocated.count(c.name)) return;
+    auto it = assignment.gpus.find(c.name);
+    if (it == assignment.gpus.end()) return;
+    out.push_back({pod_key, c.name, c.units, it->second, assignment.assume_time.value_or(0)});
+  };
+  for (const ContainerShare& c : request.init) add(c);
+  for (const ContainerShare& c : request.app) add(c);
+  return out;
+}
+
+void SortWaiting(std::vector<WaitingContainer>* waiting) {
+  std::stable_sort(waiting->begin(), waiting->end(), [](const WaitingContainer& a, const WaitingContainer& b) {
+    return std::tie(a.assume_time, a.pod) < std::tie(b.assume_time, b.pod);
+  });
+}
+
+Result<UnitChoice> ChooseUnits(const PlannedResource& resource, const UnitQuery& q,
+                               const std::vector<WaitingContainer>& waiting) {
+  if (q.size < 1) {
+    return Status::InvalidArgument("resource " + resource.name + ": allocation_size must be at least 1, got " +
+                                   std::to_string(q.size));
+  }
+  std::unordered_map<std::string, const PlannedDevice*> by_id;
+  by_id.reserve(resource.devices.size());
+  for (const PlannedDevice& d : resource.devices) by_id.emplace(d.id, &d);
+
+  UnitChoice out;
+  std::set<std::string> must;
+  std::vector<int> must_gpus;
+  for (const std::string& id : q.must_include) {
+    auto it = by_id.find(id);
+    if (it == by_id.end() || !must.insert(id).second) continue;
+    out.ids.push_back(id);
+    must_gpus.push_back(it->second->gpu_index);
+  }
+  if (static_cast<int64_t>(out.ids.size()) > q.size) {
+    return Status::InvalidArgument("resource " + resource.name + ": must_include_deviceIDs has " +
+                                   std::to_string(out.ids.size()) + " devices, more than allocation_size " +
+                                   std::to_string(q.size));
+  }
+  const int64_t need = q.size - static_cast<int64_t>(out.ids.size());
+  std::map<int, std::vector<const PlannedDevice*>> free;  // GPU index -> free units
+  std::set<std::string> seen;
+  for (const std::string& id : q.available) {
+    auto it = by_id.find(id);
+    if (it == by_id.end() || must.count(id) || !seen.insert(id).second) continue;
+    free[it->second->gpu_index].push_back(it->second);
+  }
+  auto room = [&](int gpu) {
+    auto it = free.find(gpu);
+    return it == free.end() ? int64_t{0} : static_cast<int64_t>(it->second.size());
+  };
+  // The container this is most likely for: the oldest waiting one of this size (on the GPU
+  // of must_include, when there is one).
+  for (const WaitingContainer& w : waiting) {
+    if (w.units != q.size) continue;
+    if (!must_gpus.empty() && w.gpu != must_gpus.front()) continue;
+    out.steered = w;
+    break;
+  }
+  if (!must_gpus.empty()) {
+    out.gpu = must_gpus.front();
+    out.reason = "must_include";
+  } else if (out.steered && room(out.steered->gpu) >= need) {
+    out.gpu = out.steered->gpu;
+    out.reason = "assumed";
+  } else {
+    // Best fit: the GPU with the fewest free units that still has room.
+    int64_t best = -1;
+    for (const auto& [gpu, units] : free) {
+      const int64_t n = static_cast<int64_t>(units.size());
+      if (n >= need && (best < 0 || n < best)) {
+        best = n;
+        out.gpu = gpu;
+      }
+    }
+    out.reason = out.steered ? "assumed_gpu_full_best_fit" : "best_fit";
+    if (out.gpu < 0) {
+      for (const auto& [gpu, units] : free) {
+        if (out.gpu < 0 || static_cast<int64_t>(units.size()) > room(out.gpu)) out.gpu = gpu;
+      }
+      out.reason = "no_gpu_has_room";
+    }
+  }
+  if (need > 0 && out.gpu >= 0) {
+    std::vector<const PlannedDevice*>& units = free[out.gpu];
+    std::sort(units.begin(), units.end(), [](const PlannedDevice* a, const PlannedDevice* b) { return a->replica < b->replica; });
+    for (int64_t k = 0; k < need && k < static_cast<int64_t>(units.size()); ++k) out.ids.push_back(units[k]->id);
+  }
+  return out;
+}
+
+Result<UnitAllocation> CheckUnits(const PlannedResource& resource, const std::vector<const PlannedDevice*>& units) {
+  std::map<int, int64_t> per_gpu;
+  for (const PlannedDevice* d : units) per_gpu[d->gpu_index]++;
+  if (per_gpu.empty()) {
+    return Status::InvalidArgument("resource " + resource.name + ": container request has no units");
+  }
+  if (per_gpu.size() > 1) {
+    return Status::InvalidArgument(
+        "resource " + resource.name + ": the " + std::to_string(units.size()) + " units of this container span " +
+        std::to_string(per_gpu.size()) + " GPUs (" + JoinGpuCounts(per_gpu) +
+        "); a container's memory share must come from one GPU. No single GPU had " + std::to_string(units.size()) +
+        " free units, or kubelet did not follow GetPreferredAllocation's advice");
+  }
+  UnitAllocation a;
+  a.gpu = units.front()->gpu_index;
+  a.gpu_uuid = units.front()->gpu_uuid;
+  a.units = static_cast<int64_t>(units.size());
+  for (const PlannedDevice& d : resource.devices) a.gpu_units += d.gpu_uuid == a.gpu_uuid ? 1 : 0;
+  a.limit_mib = a.units * resource.unit_mib;
+  return a;
+}
+
+std::map<std::string, std::string> AllocationEnv(const UnitAllocation& a) {
+  return {
+      {std::string(kIdxKey), std::to_string(a.gpu)},
+      {std::string(kPodKey), std::to_string(a.units)},
+      {std::string(kContainerEnv), std::to_string(a.units)},
+      {std::string(kDevKey), std::to_string(a.gpu_units)},
+  };
+}
+
+ActualPlacement ActualGpus(const PodRequest& request, const std::vector<ObservedContainer>& observed,
+                           const Inventory& inventory) {
+  ActualPlacement out;
+  for (const ObservedContainer& c : observed) {
+    if (c.unit_ids.empty()) continue;
+    const ContainerShare* share = nullptr;
+    for (const ContainerShare& a : request.app) {
+      if (a.name == c.name) share = &a;
+    }
+    if (share == nullptr) {
+      out.problems.push_back("container \"" + c.name + "\" holds " + std::to_string(c.unit_ids.size()) +
+                             " units but its spec asks for none");
+      continue;
+    }
+    std::map<int, int64_t> per_gpu;
+    bool unknown = false;
+    for (const std::string& id : c.unit_ids) {
+      Result<UnitId> u = ParseUnitDeviceId(id);
+      const Gpu* g = u.ok() ? inventory.FindByUuid(u->gpu_uuid) : nullptr;
+      if (g == nullptr) {
+        out.problems.push_back("container \"" + c.name + "\": " +
+                               (u.ok() ? "device ID \"" + id + "\" names a GPU this node does not have"
+                                       : u.status().message()));
+        unknown = true;
+        continue;
+      }
+      per_gpu[g->index]++;
+    }
+    if (unknown) continue;
+    if (per_gpu.size() != 1) {
+      out.problems.push_back("container \"" + c.name + "\": units span GPUs (" + JoinGpuCounts(per_gpu) + ")");
+      continue;
+    }
+    if (static_cast<int64_t>(c.unit_ids.size()) != share->units) {
+      out.problems.push_back("container \"" + c.name + "\" holds " + std::to_string(c.unit_ids.size()) +
+                             " units, its spec asks for " + std::to_string(share->units));
+    }
+    out.gpus[c.name] = per_gpu.begin()->first;
+  }
+  out.complete = !request.app.empty();
+  for (const ContainerShare& a : request.app) out.complete = out.complete && out.gpus.count(a.name) > 0;
+  if (out.complete) {
+    const int first = out.gpus[request.app.front().name];
+    for (const ContainerShare& i : request.init) out.gpus[i.name] = first;
+  }
+  return out;
+}
+
+std::map<std::string, std::string> ReconcileChanges(const std::map<std::string, std::string>& annotations,
+                                                    const PodRequest& request, const ContainerGpus& actual,
+                                                    int64_t dev_units) {
+  std::map<std::string, std::string> want = ConfirmAnnotations(request, actual);
+  if (dev_units >= 0) want[std::string(kDevKey)] = std::to_string(dev_units);
+  std::map<std::string, std::string> out;
+  for (const auto& [k, v] : want) {
+    auto it = annotations.find(k);
+    if (it == annotations.end() || it->second != v) out[k] = v;
+  }
+  return out;
+}
+
+}  // namespace gpushare::memshare

@@ -1,0 +1,144 @@
+// The node side of memory shares (aliyun.com/gpu-mem), as pure functions: what gpushare-node
+// publishes, how it steers kubelet, what Allocate answers and what the reconciler writes.
+//
+// gpushare-node's memory mode (node/memshare_service.h) does the I/O around these:
+//   - BuildNodeInventory: the node annotation (core/memshare.h) from the GPUs and the plan, one
+//     entry per GPU with the mode it serves and its health;
+//   - ChooseUnits: GetPreferredAllocation's advice. Kubelet names no pod, so the advice is for
+//     the oldest pod the scheduler assumed on this node that still waits for a container of
+//     exactly this size: all units on that pod's GPU. Never units of two GPUs;
+//   - CheckUnits + AllocationEnv: Allocate derives GPU and limit from the unit IDs alone;
+//   - ActualGpus + ReconcileChanges: kubelet's PodResources records say which units each
+//     container really holds; that truth is written into the pod's annotations, replacing the
+//     scheduler's guess (identical pods admitted in another order than they were bound swap).
+// Nothing here keeps state: after an agent restart the same inputs give the same answers.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/inventory.h"
+#include "core/memshare.h"
+#include "core/node_config.h"
+#include "core/resource_plan.h"
+#include "core/status.h"
+
+namespace gpushare::memshare {
+
+// --- inventory annotation ------------------------------------------------------------------
+
+// Mode names of GPUs that do not serve memory shares.
+inline constexpr std::string_view kExclusiveMode = "exclusive";
+inline constexpr std::string_view kTimeSlicingMode = "time-slicing";
+inline constexpr std::string_view kMigMode = "mig";
+
+// One entry per GPU, in index order: its mode from the plan ("memory" when the memory-share
+// resource has units on it), its units, and its health (a memory GPU is Unhealthy when its
+// units are; any other GPU when any device on it is).
+NodeInventory BuildNodeInventory(const Inventory& inventory, const NodeConfig& config, const ResourcePlan& plan);
+
+// The memory-share resource of a plan, or null.
+const PlannedResource* FindMemoryResource(const ResourcePlan& plan);
+
+// aliyun.com/gpu-count: GPUs in memory mode (capacity) and the healthy ones among them.
+struct GpuCount {
+  int64_t capacity = 0;
+  int64_t allocatable = 0;
+};
+GpuCount CountMemoryGpus(const NodeInventory& inventory);
+
+// --- GetPreferredAllocation ----------------------------------------------------------------
+
+// A container of a pod the scheduler placed on this node that kubelet has not allocated yet.
+struct WaitingContainer {
+  std::string pod;        // "namespace/name"
+  std::string container;
+  int64_t units = 0;
+  int gpu = -1;           // the GPU index the scheduler assumed
+  int64_t assume_time = 0;  // ALIYUN_COM_GPU_MEM_ASSUME_TIME; the oldest pod goes first
+};
+
+// The waiting containers of one pod in the order kubelet allocates them: init containers,
+// then app containers, each in spec order. `allocated` names containers kubelet already gave
+// units (from PodResources, or steered a moment ago). Only assumed (not confirmed) pods wait.
+std::vector<WaitingContainer> WaitingContainers(const std::string& pod_key, const PodRequest& request,
+                                                const PodAssignment& assignment,
+                                                const std::set<std::string>& allocated);
+
+struct UnitQuery {
+  std::vector<std::string> available;     // free units plus must_include
+  std::vector<std::string> must_include;  // units already chosen (reused from init containers)
+  int64_t size = 0;                       // the container's total request
+};
+
+struct UnitChoice {
+  std::vector<std::string> ids;  // must_include first, then units of `gpu` by unit number
+  int gpu = -1;                  // the GPU index chosen, -1 when nothing fits
+  std::optional<WaitingContainer> steered;  // the container the advice is for, if any
+  std::string reason;            // for the log: "assumed", "must_include", "best_fit", ...
+};
+
+// `waiting` is sorted oldest first (SortWaiting). The GPU: that of must_include when given;
+// otherwise the GPU of the first waiting container of this size whose GPU has room; otherwise
+// the fullest GPU that still has room (best fit, keeps other GPUs free for larger shares).
+// Only units of that one GPU are chosen; when no GPU has `size` free units the answer is the
+// units of the GPU with the most free ones (kubelet fills the rest and Allocate refuses the
+// mix with a message that says why). kInvalidArgument for a size below 1 or more must_include
+// than size. IDs the resource does not advertise are ignored.
+Result<UnitChoice> ChooseUnits(const PlannedResource& resource, const UnitQuery& query,
+                               const std::vector<WaitingContainer>& waiting);
+
+// Oldest assume time first, then pod key, then the order WaitingContainers gave.
+void SortWaiting(std::vector<WaitingContainer>* waiting);
+
+// --- Allocate ------------------------------------------------------------------------------
+
+struct UnitAllocation {
+  int gpu = -1;
+  std::string gpu_uuid;
+  int64_t units = 0;      // this container's units
+  int64_t gpu_units = 0;  // units the GPU advertises (ALIYUN_COM_GPU_MEM_DEV)
+  int64_t limit_mib = 0;  // units x unit size: the container's memory limit
+};
+
+// All units must be on one GPU of `resource`: kInvalidArgument naming the GPUs and their unit
+// counts when they are not (kubelet mixed GPUs because no single GPU had room).
+Result<UnitAllocation> CheckUnits(const PlannedResource& resource, const std::vector<const PlannedDevice*>& units);
+
+// ALIYUN_COM_GPU_MEM_IDX / _CONTAINER / _DEV / _POD for the container. Allocate sees one
+// container and no pod, so _POD is this container's units (the pod's total for the usual pod
+// with one GPU container; the pod annotation has the real total).
+std::map<std::string, std::string> AllocationEnv(const UnitAllocation& a);
+
+// --- reconciliation ------------------------------------------------------------------------
+
+// What kubelet's PodResources List says one container of a pod holds of the resource.
+struct ObservedContainer {
+  std::string name;
+  std::vector<std::string> unit_ids;
+};
+
+struct ActualPlacement {
+  ContainerGpus gpus;                  // every container of the request (init ones included)
+  bool complete = false;               // every app container with units was seen with units
+  std::vector<std::string> problems;   // unknown IDs, units that span GPUs, wrong counts
+};
+
+// Maps each observed container's unit IDs to the GPU they encode (by UUID, through the node's
+// GPUs, so it holds across reloads). Init containers are not listed by PodResources; they ran
+// on the GPU of the first app container with units (they are given that GPU).
+ActualPlacement ActualGpus(const PodRequest& request, const std::vector<ObservedContainer>& observed,
+                           const Inventory& inventory);
+
+// The annotation changes that make a pod's annotations say `actual` (memshare::ConfirmAnnotations,
+// plus ALIYUN_COM_GPU_MEM_DEV = `dev_units` of the real GPU when >= 0), only the keys whose
+// value differs; empty when the pod already tells the truth.
+std::map<std::string, std::string> ReconcileChanges(const std::map<std::string, std::string>& annotations,
+                                                    const PodRequest& request, const ContainerGpus& actual,
+                                                    int64_t dev_units = -1);
+
+}  // namespace gpushare::memshare

@@ -1,0 +1,280 @@
+// The node side of memory shares as pure functions (core/memshare_node.h): the inventory
+// annotation, GetPreferredAllocation's choice, Allocate's one-GPU check and environment, and
+// what the reconciler writes from PodResources records.
+#include "core/memshare_node.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tests/core/test_inventories.h"
+
+namespace gpushare::memshare {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using gpushare::testing::GpuUuid;
+
+Inventory Sized(std::vector<uint64_t> mib) {
+  Inventory inv;
+  for (size_t i = 0; i < mib.size(); ++i) inv.gpus.push_back(gpushare::testing::WholeGpu(static_cast<int>(i), mib[i]));
+  return inv;
+}
+
+ResourcePlan Plan(const Inventory& inv, const NodeConfig& c) {
+  auto p = BuildResourcePlan(inv, c);
+  EXPECT_TRUE(p.ok()) << p.status().ToString();
+  return p.ok() ? *p : ResourcePlan{};
+}
+
+NodeConfig MemoryOn(std::vector<std::string> gpus = {}) {
+  NodeConfig c;
+  DeviceSelector s;
+  if (!gpus.empty()) {
+    s.kind = DeviceSelector::Kind::kList;
+    s.items = gpus;
+  }
+  c.gpushare.memory_shares.devices = s;
+  return c;
+}
+
+std::vector<std::string> UnitsOf(int gpu, std::vector<int> js) {
+  std::vector<std::string> out;
+  for (int j : js) out.push_back(UnitDeviceId(GpuUuid(gpu), j));
+  return out;
+}
+
+std::vector<std::string> AllUnits(const PlannedResource& r) {
+  std::vector<std::string> out;
+  for (const auto& d : r.devices) out.push_back(d.id);
+  return out;
+}
+
+TEST(NodeInventory, ModesUnitsAndHealthPerGpu) {
+  Inventory inv = Sized({24576, 24576, 16160, 23028});
+  NodeConfig c = MemoryOn({"0", "1", "2"});
+  c.gpushare.max_clients_per_gpu = 20;
+  ResourcePlan p = Plan(inv, c);
+  // GPU 1 lost its health.
+  for (auto& r : p.resources)
+    for (auto& d : r.devices)
+      if (d.gpu_index == 1) d.healthy = false;
+  NodeInventory n = BuildNodeInventory(inv, c, p);
+  ASSERT_EQ(n.gpus.size(), 4u);
+  EXPECT_EQ(n.max_clients_per_gpu, 20);
+  EXPECT_EQ(n.unit, MemoryUnit::kGiB);
+  EXPECT_EQ(n.gpus[0].mode, "memory");
+  EXPECT_EQ(n.gpus[0].units, 24);
+  EXPECT_EQ(n.gpus[0].uuid, GpuUuid(0));
+  EXPECT_EQ(n.gpus[0].model, "NVIDIA A10");
+  EXPECT_EQ(n.gpus[0].memory_mib, 24576);
+  EXPECT_TRUE(n.gpus[0].healthy);
+  EXPECT_FALSE(n.gpus[1].healthy);
+  EXPECT_EQ(n.gpus[2].units, 15);
+  EXPECT_EQ(n.gpus[3].mode, "exclusive");
+  EXPECT_EQ(n.gpus[3].units, 0);
+  GpuCount count = CountMemoryGpus(n);
+  EXPECT_EQ(count.capacity, 3);
+  EXPECT_EQ(count.allocatable, 2);
+  // The encoding round-trips through the scheduler's decoder.
+  auto back = DecodeInventory(EncodeInventory(n));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->gpus.size(), 4u);
+  EXPECT_FALSE(back->gpus[1].ServesMemoryShares());
+  EXPECT_FALSE(back->gpus[3].ServesMemoryShares());
+  EXPECT_TRUE(back->gpus[2].ServesMemoryShares());
+}
+
+TEST(NodeInventory, TimeSlicedGpusAreMarked) {
+  Inventory inv = Sized({24576, 24576});
+  NodeConfig c = MemoryOn({"0"});
+  ReplicatedResource r;
+  r.name = "nvidia.com/gpu";
+  r.replicas = 4;
+  r.devices.kind = DeviceSelector::Kind::kList;
+  r.devices.items = {"1"};
+  r.field_path = "sharing.timeSlicing.resources[0]";
+  c.time_slicing.resources.push_back(r);
+  NodeInventory n = BuildNodeInventory(inv, c, Plan(inv, c));
+  EXPECT_EQ(n.gpus[0].mode, "memory");
+  EXPECT_EQ(n.gpus[1].mode, "time-slicing");
+}
+
+PodRequest Request(std::vector<ContainerShare> app, std::vector<ContainerShare> init = {}) {
+  PodRequest r;
+  r.app = std::move(app);
+  r.init = std::move(init);
+  return r;
+}
+
+PodAssignment Assumed(ContainerGpus gpus, int64_t t) {
+  PodAssignment a;
+  a.state = AssignmentState::kAssumed;
+  a.gpus = std::move(gpus);
+  a.assume_time = t;
+  return a;
+}
+
+TEST(WaitingContainers, KubeletOrderSkipsAllocatedAndConfirmed) {
+  PodRequest req = Request({{"a", 3}, {"b", 2}}, {{"setup", 4}});
+  auto w = WaitingContainers("ns/p", req, Assumed({{"a", 1}, {"b", 2}, {"setup", 1}}, 7), {"a"});
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[0].container, "setup");
+  EXPECT_EQ(w[0].units, 4);
+  EXPECT_EQ(w[0].gpu, 1);
+  EXPECT_EQ(w[1].container, "b");
+  EXPECT_EQ(w[1].gpu, 2);
+  EXPECT_EQ(w[1].assume_time, 7);
+  PodAssignment confirmed = Assumed({{"a", 1}}, 7);
+  confirmed.state = AssignmentState::kConfirmed;
+  EXPECT_TRUE(WaitingContainers("ns/p", Request({{"a", 3}}), confirmed, {}).empty());
+}
+
+class ChooseTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    inv_ = Sized({24576, 24576, 24576});
+    plan_ = Plan(inv_, MemoryOn());
+    res_ = FindMemoryResource(plan_);
+    ASSERT_NE(res_, nullptr);
+  }
+  Inventory inv_;
+  ResourcePlan plan_;
+  const PlannedResource* res_ = nullptr;
+};
+
+TEST_F(ChooseTest, OldestWaitingContainerOfThisSizeGetsUnitsOnItsGpu) {
+  std::vector<WaitingContainer> w = {{"ns/young", "c", 3, 0, 200}, {"ns/old", "c", 3, 2, 100}, {"ns/big", "c", 5, 1, 50}};
+  SortWaiting(&w);
+  EXPECT_EQ(w[0].pod, "ns/big");
+  auto c = ChooseUnits(*res_, {AllUnits(*res_), {}, 3}, w);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->gpu, 2);
+  EXPECT_EQ(c->reason, "assumed");
+  ASSERT_TRUE(c->steered.has_value());
+  EXPECT_EQ(c->steered->pod, "ns/old");
+  EXPECT_EQ(c->ids, UnitsOf(2, {0, 1, 2}));
+}
+
+TEST_F(ChooseTest, LowestFreeUnitsOfTheGpuAreTakenAndOnlyFromIt) {
+  std::vector<std::string> avail = AllUnits(*res_);
+  // GPU 1 units 0..20 are in use: 3 left.
+  avail.erase(std::remove_if(avail.begin(), avail.end(),
+                             [](const std::string& id) {
+                               auto u = ParseUnitDeviceId(id);
+                               return u->gpu_uuid == GpuUuid(1) && u->j <= 20;
+                             }),
+              avail.end());
+  auto c = ChooseUnits(*res_, {avail, {}, 3}, {{"ns/p", "c", 3, 1, 1}});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->ids, UnitsOf(1, {21, 22, 23}));
+  // 4 do not fit on GPU 1 any more: best fit elsewhere, never a mix.
+  c = ChooseUnits(*res_, {avail, {}, 4}, {{"ns/p", "c", 4, 1, 1}});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->reason, "assumed_gpu_full_best_fit");
+  EXPECT_EQ(c->gpu, 0);
+  EXPECT_EQ(c->ids, UnitsOf(0, {0, 1, 2, 3}));
+}
+
+TEST_F(ChooseTest, WithoutAWaitingPodBestFitPacks) {
+  std::vector<std::string> avail;
+  for (int j = 0; j < 24; ++j) avail.push_back(UnitDeviceId(GpuUuid(0), j));
+  for (int j = 10; j < 24; ++j) avail.push_back(UnitDeviceId(GpuUuid(1), j));  // 14 free
+  for (int j = 20; j < 24; ++j) avail.push_back(UnitDeviceId(GpuUuid(2), j));  // 4 free
+  auto c = ChooseUnits(*res_, {avail, {}, 3}, {});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->reason, "best_fit");
+  EXPECT_EQ(c->gpu, 2);
+  EXPECT_FALSE(c->steered.has_value());
+  c = ChooseUnits(*res_, {avail, {}, 30}, {});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->reason, "no_gpu_has_room");
+  EXPECT_EQ(c->gpu, 0);
+  EXPECT_EQ(c->ids.size(), 24u);  // kubelet fills the rest; Allocate will refuse the mix
+}
+
+TEST_F(ChooseTest, MustIncludeDecidesTheGpu) {
+  std::vector<std::string> avail = AllUnits(*res_);
+  auto c = ChooseUnits(*res_, {avail, UnitsOf(1, {5, 6}), 4}, {{"ns/p", "app", 4, 1, 1}});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->reason, "must_include");
+  EXPECT_EQ(c->ids, (std::vector<std::string>{UnitDeviceId(GpuUuid(1), 5), UnitDeviceId(GpuUuid(1), 6),
+                                              UnitDeviceId(GpuUuid(1), 0), UnitDeviceId(GpuUuid(1), 1)}));
+  ASSERT_TRUE(c->steered.has_value());
+  EXPECT_EQ(c->steered->container, "app");
+}
+
+TEST_F(ChooseTest, BadQueries) {
+  EXPECT_FALSE(ChooseUnits(*res_, {AllUnits(*res_), {}, 0}, {}).ok());
+  auto c = ChooseUnits(*res_, {AllUnits(*res_), UnitsOf(0, {0, 1, 2}), 2}, {});
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("more than allocation_size 2"));
+  // Unknown IDs are ignored.
+  c = ChooseUnits(*res_, {{"bogus", "GPU-x-_-1", UnitDeviceId(GpuUuid(0), 3)}, {}, 1}, {});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->ids, UnitsOf(0, {3}));
+}
+
+TEST_F(ChooseTest, CheckUnitsRefusesAMixAndDerivesTheLimit) {
+  std::vector<const PlannedDevice*> one, mix;
+  for (const auto& d : res_->devices) {
+    if (d.gpu_index == 2 && d.replica < 3) one.push_back(&d);
+    if (d.replica < 2 && d.gpu_index < 2) mix.push_back(&d);
+  }
+  auto a = CheckUnits(*res_, one);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->gpu, 2);
+  EXPECT_EQ(a->units, 3);
+  EXPECT_EQ(a->gpu_units, 24);
+  EXPECT_EQ(a->limit_mib, 3072);
+  auto env = AllocationEnv(*a);
+  EXPECT_EQ(env["ALIYUN_COM_GPU_MEM_IDX"], "2");
+  EXPECT_EQ(env["ALIYUN_COM_GPU_MEM_CONTAINER"], "3");
+  EXPECT_EQ(env["ALIYUN_COM_GPU_MEM_POD"], "3");
+  EXPECT_EQ(env["ALIYUN_COM_GPU_MEM_DEV"], "24");
+  auto bad = CheckUnits(*res_, mix);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("span 2 GPUs (GPU 0: 2 units, GPU 1: 2 units)"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("must come from one GPU"));
+}
+
+TEST(Reconcile, ActualGpusFromUnitIdsWithInitContainersOnTheFirstGpu) {
+  Inventory inv = Sized({24576, 24576});
+  PodRequest req = Request({{"main", 3}, {"side", 2}}, {{"setup", 4}});
+  auto a = ActualGpus(req, {{"main", UnitsOf(1, {0, 1, 2})}, {"side", UnitsOf(0, {7, 8})}, {"queue-proxy", {}}}, inv);
+  EXPECT_TRUE(a.complete);
+  EXPECT_TRUE(a.problems.empty());
+  EXPECT_EQ(a.gpus, (ContainerGpus{{"main", 1}, {"side", 0}, {"setup", 1}}));
+  // A container not seen yet: incomplete, nothing for the init container.
+  a = ActualGpus(req, {{"main", UnitsOf(1, {0, 1, 2})}}, inv);
+  EXPECT_FALSE(a.complete);
+  // Problems are reported, not fatal.
+  a = ActualGpus(Request({{"main", 3}}), {{"main", {UnitDeviceId("GPU-gone", 0), "junk"}}, {"other", UnitsOf(0, {1})}},
+                 inv);
+  EXPECT_FALSE(a.complete);
+  EXPECT_EQ(a.problems.size(), 3u);
+  a = ActualGpus(Request({{"main", 3}}), {{"main", {UnitDeviceId(GpuUuid(0), 0), UnitDeviceId(GpuUuid(1), 0)}}}, inv);
+  EXPECT_THAT(a.problems, ElementsAre(HasSubstr("units span GPUs")));
+}
+
+TEST(Reconcile, ChangesOnlyWhatIsNotTrueYet) {
+  PodRequest req = Request({{"user-container", 3}});
+  std::map<std::string, std::string> ann = BindAnnotations(req, {2}, 24, 1000);
+  // kubelet gave it GPU 5 (an identical pod took GPU 2).
+  auto changes = ReconcileChanges(ann, req, {{"user-container", 5}}, 24);
+  EXPECT_EQ(changes["ALIYUN_COM_GPU_MEM_ASSIGNED"], "true");
+  EXPECT_EQ(changes["ALIYUN_COM_GPU_MEM_IDX"], "5");
+  EXPECT_EQ(changes["gpushare.io/gpu-mem-confirmed"], "{\"user-container\":5}");
+  EXPECT_EQ(changes.count("ALIYUN_COM_GPU_MEM_DEV"), 0u);  // same size
+  for (const auto& [k, v] : changes) ann[k] = v;
+  EXPECT_TRUE(ReconcileChanges(ann, req, {{"user-container", 5}}, 24).empty());
+  PodAssignment a = ResolveAssignment(ann, req);
+  EXPECT_EQ(a.state, AssignmentState::kConfirmed);
+  EXPECT_EQ(a.gpus.at("user-container"), 5);
+  // A GPU of another size updates DEV.
+  EXPECT_EQ(ReconcileChanges(ann, req, {{"user-container", 5}}, 80)["ALIYUN_COM_GPU_MEM_DEV"], "80");
+}
+
+}  // namespace
+}  // namespace gpushare::memshare
