@@ -114,9 +114,33 @@ bool ReadSeed(Seed* s) {
   return true;
 }
 
+// The extender entry of deploy/kube-scheduler-config.yaml, pointed at the test's scheduler.
+ExtenderConfig DeployedConfig(const std::string& url_prefix) {
+  YAML::Node cfg = YAML::LoadFile(std::string(GPUSHARE_SOURCE_DIR) + "/deploy/kube-scheduler-config.yaml");
+  EXPECT_EQ(cfg["apiVersion"].as<std::string>(), "kubescheduler.config.k8s.io/v1");
+  EXPECT_EQ(cfg["kind"].as<std::string>(), "KubeSchedulerConfiguration");
+  YAML::Node e = cfg["extenders"][0];
+  ExtenderConfig c;
+  const std::string deployed = e["urlPrefix"].as<std::string>();
+  EXPECT_EQ(deployed.substr(deployed.rfind('/')), "/gpushare-scheduler");
+  c.url_prefix = url_prefix;
+  c.filter_verb = e["filterVerb"].as<std::string>();
+  c.prioritize_verb = e["prioritizeVerb"].as<std::string>();
+  c.bind_verb = e["bindVerb"].as<std::string>();
+  c.weight = e["weight"].as<int64_t>();
+  c.node_cache_capable = e["nodeCacheCapable"].as<bool>();
+  c.ignorable = e["ignorable"].as<bool>();
+  const std::string timeout = e["httpTimeout"].as<std::string>();
+  EXPECT_EQ(timeout.back(), 's');
+  c.http_timeout = std::chrono::seconds(std::stoi(timeout));
+  for (const YAML::Node& r : e["managedResources"])
+    c.managed_resources.push_back({r["name"].as<std::string>(), r["ignoredByScheduler"].as<bool>()});
+  return c;
+}
+
 // The seed Service at maxScale on 1 node x 8 GPUs x 24 GiB, scheduled one pod at a time as
 // kube-scheduler's queue does: 64 bind (8 per GPU), 36 stay Pending with the reason.
-void RunSeed(IntegrationTest* t, bool ignored_by_scheduler, const std::string& want_reason) {
+void RunSeed(IntegrationTest* t, const ExtenderConfig& config, const std::string& want_reason) {
   Seed seed;
   if (!ReadSeed(&seed)) GTEST_SKIP() << "SKIPPED: " << SeedManifestPath() << " absent";
   ASSERT_EQ(seed.units, 3);
@@ -129,7 +153,7 @@ void RunSeed(IntegrationTest* t, bool ignored_by_scheduler, const std::string& w
     names.push_back(pod["metadata"]["name"]);
     t->AddPod(pod);
   }
-  FakeKubeScheduler sched(t->client_, {{t->Config(true, ignored_by_scheduler)}, 1});
+  FakeKubeScheduler sched(t->client_, {{config}, 1});
   ASSERT_TRUE(sched.Validate().ok());
   int bound = 0, pending = 0;
   for (size_t i = 0; i < names.size(); ++i) {
@@ -170,16 +194,21 @@ void RunSeed(IntegrationTest* t, bool ignored_by_scheduler, const std::string& w
 }
 
 TEST_F(IntegrationTest, SeedKnativeServiceAt100PodsWithTheDeployedConfig) {
-  // deploy/scheduler-config.yaml: ignoredByScheduler false, so kube-scheduler's own
-  // NodeResourcesFit refuses the node once its 192 units are taken.
+  // deploy/kube-scheduler-config.yaml as shipped: ignoredByScheduler false, so kube-scheduler's
+  // own NodeResourcesFit refuses the node once its 192 units are taken.
   StartScheduler();
-  RunSeed(this, false, "Insufficient aliyun.com/gpu-mem");
+  ExtenderConfig deployed = DeployedConfig(scheduler_->url_prefix());
+  ASSERT_TRUE(fakes::ValidateExtenders({deployed}).ok());
+  ASSERT_EQ(deployed.managed_resources.size(), 1u);
+  EXPECT_FALSE(deployed.managed_resources[0].ignored_by_scheduler);
+  EXPECT_TRUE(deployed.node_cache_capable);
+  RunSeed(this, deployed, "Insufficient aliyun.com/gpu-mem");
 }
 
 TEST_F(IntegrationTest, SeedKnativeServiceAt100PodsRefusedByTheExtender) {
   // With ignoredByScheduler true the extender alone decides, and says why.
   StartScheduler();
-  RunSeed(this, true, "no GPU has 3 GiB free for container user-container");
+  RunSeed(this, Config(true, true), "no GPU has 3 GiB free for container user-container");
 }
 
 // --- GPUs of different sizes, and the full-NodeList mode ---------------------------------------
