@@ -8,16 +8,17 @@
 namespace gpushare::kube {
 namespace {
 
-Status Read(const StringMap& m, const std::string& path, std::optional<int64_t>* out) {
-  auto it = m.find(std::string(memshare::kResourceName));
+Status Read(const StringMap& m, const std::string& path, std::string_view resource, std::optional<int64_t>* out) {
+  auto it = m.find(std::string(resource));
   if (it == m.end()) return Status::Ok();
-  Result<int64_t> v = ParseWholeQuantity(it->second, path + "[" + std::string(memshare::kResourceName) + "]");
+  Result<int64_t> v = ParseWholeQuantity(it->second, path + "[" + std::string(resource) + "]");
   if (!v.ok()) return v.status();
   *out = *v;
   return Status::Ok();
 }
 
-Status Collect(const std::vector<Container>& list, bool init, std::vector<memshare::ContainerUnits>* out) {
+Status Collect(const std::vector<Container>& list, bool init, std::string_view resource,
+               std::vector<memshare::ContainerUnits>* out) {
   const std::string field = init ? "spec.initContainers" : "spec.containers";
   for (size_t i = 0; i < list.size(); ++i) {
     const Container& c = list[i];
@@ -25,8 +26,8 @@ Status Collect(const std::vector<Container>& list, bool init, std::vector<memsha
     u.name = c.name;
     u.init = init;
     const std::string path = field + "[" + std::to_string(i) + "].resources.";
-    GPUSHARE_RETURN_IF_ERROR(Read(c.resources.limits, path + "limits", &u.limit));
-    GPUSHARE_RETURN_IF_ERROR(Read(c.resources.requests, path + "requests", &u.request));
+    GPUSHARE_RETURN_IF_ERROR(Read(c.resources.limits, path + "limits", resource, &u.limit));
+    GPUSHARE_RETURN_IF_ERROR(Read(c.resources.requests, path + "requests", resource, &u.request));
     out->push_back(std::move(u));
   }
   return Status::Ok();
@@ -34,10 +35,12 @@ Status Collect(const std::vector<Container>& list, bool init, std::vector<memsha
 
 }  // namespace
 
-Result<memshare::PodRequest> PodMemRequest(const Pod& pod) {
+Result<memshare::PodRequest> PodMemRequest(const Pod& pod) { return PodMemRequest(pod, memshare::kResourceName); }
+
+Result<memshare::PodRequest> PodMemRequest(const Pod& pod, std::string_view resource) {
   std::vector<memshare::ContainerUnits> units;
-  Status s = Collect(pod.spec.init_containers, true, &units);
-  if (s.ok()) s = Collect(pod.spec.containers, false, &units);
+  Status s = Collect(pod.spec.init_containers, true, resource, &units);
+  if (s.ok()) s = Collect(pod.spec.containers, false, resource, &units);
   Result<memshare::PodRequest> r = s.ok() ? memshare::ComputePodRequest(units) : Result<memshare::PodRequest>(s);
   if (!r.ok()) return r.status().WithContext("pod " + pod.metadata.namespace_ + "/" + pod.metadata.name);
   return r;

@@ -6,6 +6,10 @@
 // gpushare-node alike, so both count a pod the same way.
 #pragma once
 
+#include <string_view>
+
+#include <string_view>
+
 #include "core/memshare.h"
 #include "core/status.h"
 #include "kube/objects.h"
@@ -14,6 +18,10 @@ namespace gpushare::kube {
 
 // Errors name the container and the field, e.g.
 // `pod ml/train-0: spec.containers[1].resources.limits[aliyun.com/gpu-mem]: must be a whole number, got "1.5"`.
-Result<memshare::PodRequest> PodMemRequest(const Pod& pod);
+// `resource` is the memory-share resource name (renamed with gpushare-node's
+// memoryShares.resourceName and gpushare-scheduler's --resource-name).
+Result<memshare::PodRequest> PodMemRequest(const Pod& pod, std::string_view resource = memshare::kResourceName);
+// The same for another resource name (gpushare.memoryShares.resourceName on the node).
+Result<memshare::PodRequest> PodMemRequest(const Pod& pod, std::string_view resource);
 
 }  // namespace gpushare::kube

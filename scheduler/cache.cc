@@ -273,7 +273,7 @@ void GpuCache::UpsertPod(const kube::Pod& pod) {
     RemovePod(uid);
     return;
   }
-  Result<ms::PodRequest> req = kube::PodMemRequest(pod);
+  Result<ms::PodRequest> req = kube::PodMemRequest(pod, options_.resource_name);
   if (!req.ok() || req->empty()) {
     if (!req.ok()) Log("event=pod_request_invalid pod=" + Value(key) + " error=" + Value(req.status().message()));
     RemovePod(uid);

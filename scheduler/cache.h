@@ -43,6 +43,7 @@ namespace gpushare::scheduler {
 
 struct CacheOptions {
   memshare::MemoryUnit unit = memshare::MemoryUnit::kGiB;  // the cluster's aliyun.com/gpu-mem unit
+  std::string resource_name = std::string(memshare::kResourceName);  // the memory-share resource
   std::string policy = "default";                          // placement policy (core/placement/policy.h)
   uint64_t seed = 1;                                       // for the `random` policy
   // One structured line per notable change (inventory changes, corrected or unreadable

@@ -47,7 +47,7 @@ struct Decoded {
   std::string error;  // a request that is well-formed but cannot be served
 };
 
-Result<Decoded> DecodeArgs(std::string_view body) {
+Result<Decoded> DecodeArgs(std::string_view body, std::string_view resource) {
   Result<json> j = ParseBody(body);
   if (!j.ok()) return j.status();
   Result<ExtenderArgs> a = DecodeExtenderArgs(*j);
@@ -57,7 +57,7 @@ Result<Decoded> DecodeArgs(std::string_view body) {
   Result<kube::Pod> pod = kube::DecodePod(d.args.pod);
   if (!pod.ok()) return pod.status().WithContext("Pod");
   d.pod = std::move(*pod);
-  Result<ms::PodRequest> req = kube::PodMemRequest(d.pod);
+  Result<ms::PodRequest> req = kube::PodMemRequest(d.pod, resource);
   if (req.ok()) {
     d.request = std::move(*req);
   } else {
@@ -101,7 +101,7 @@ HttpReply Extender::Filter(std::string_view body) {
   const auto t0 = std::chrono::steady_clock::now();
   filter_.fetch_add(1);
   FilterResult r;
-  Result<Decoded> d = DecodeArgs(body);
+  Result<Decoded> d = DecodeArgs(body, options_.resource_name);
   if (!d.ok()) {
     bad_requests_.fetch_add(1);
     filter_errors_.fetch_add(1);
@@ -161,7 +161,7 @@ HttpReply Extender::Filter(std::string_view body) {
 HttpReply Extender::Prioritize(std::string_view body) {
   const auto t0 = std::chrono::steady_clock::now();
   prioritize_.fetch_add(1);
-  Result<Decoded> d = DecodeArgs(body);
+  Result<Decoded> d = DecodeArgs(body, options_.resource_name);
   if (!d.ok()) {
     bad_requests_.fetch_add(1);
     prioritize_errors_.fetch_add(1);
@@ -230,7 +230,7 @@ std::string Extender::DoBind(const std::string& ns, const std::string& name, con
   if (!uid.empty() && pod->metadata.uid != uid)
     return "pod " + key + " has UID " + pod->metadata.uid + ", the bind is for UID " + uid + " (the pod was recreated)";
   if (pod->IsBeingDeleted()) return "pod " + key + " is being deleted";
-  Result<ms::PodRequest> req = kube::PodMemRequest(*pod);
+  Result<ms::PodRequest> req = kube::PodMemRequest(*pod, options_.resource_name);
   if (!req.ok()) return req.status().message();
   const std::string& bound_to = pod->spec.node_name;
   if (!bound_to.empty() && bound_to != node) return "pod " + key + " is already bound to node " + bound_to;

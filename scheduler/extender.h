@@ -25,6 +25,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/memshare.h"
 #include "kube/client.h"
 #include "kube/objects.h"
 #include "scheduler/cache.h"
@@ -37,6 +38,7 @@ struct HttpReply {
 };
 
 struct ExtenderOptions {
+  std::string resource_name = std::string(memshare::kResourceName);  // what pods ask for
   // UnixNano now (the ASSUME_TIME written at bind). Default: the system clock.
   std::function<int64_t()> now_ns;
   // The pod as the informer last saw it ("namespace/name"), or null; the API is asked when it

@@ -62,6 +62,7 @@ Status SchedulerService::Start() {
 
   CacheOptions cache_options;
   cache_options.unit = options_.unit;
+  cache_options.resource_name = options_.resource_name;
   cache_options.policy = options_.policy;
   cache_options.log = [](const std::string& line) { spdlog::info("{}", line); };
   cache_ = std::make_unique<GpuCache>(cache_options);
@@ -90,15 +91,16 @@ Status SchedulerService::Start() {
   events_ = std::make_unique<kube::EventRecorder>(client_, eo);
 
   ExtenderOptions xo;
+  xo.resource_name = options_.resource_name;
   kube::PodInformer* pods = pods_.get();
   xo.pod_lookup = [pods](const std::string& key) { return pods->Get(key); };
   extender_ = std::make_unique<Extender>(*cache_, client_, xo);
   server_ = std::make_unique<HttpServer>(*extender_, options_.http, [this] { return readiness(); },
                                          [this] { return Metrics(); });
   GPUSHARE_RETURN_IF_ERROR(server_->Start());
-  spdlog::info("event=serving listen={}:{} prefix={} unit={} policy={} assume_timeout_ms={} max_body_bytes={}",
+  spdlog::info("event=serving listen={}:{} prefix={} resource={} unit={} policy={} assume_timeout_ms={} max_body_bytes={}",
                options_.http.host, server_->port(), Value(server_->url_prefix().empty() ? "/" : server_->url_prefix()),
-               std::string(memshare::MemoryUnitName(options_.unit)), Value(options_.policy),
+               Value(options_.resource_name), std::string(memshare::MemoryUnitName(options_.unit)), Value(options_.policy),
                options_.assume_timeout.count(), options_.http.max_body_bytes);
   if (!options_.port_file.empty()) {
     const std::string tmp = options_.port_file + ".tmp";

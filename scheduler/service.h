@@ -34,6 +34,7 @@ struct ServiceOptions {
   HttpServerOptions http;
   std::string port_file;   // written (atomically) with the listening port once serving
   memshare::MemoryUnit unit = memshare::MemoryUnit::kGiB;
+  std::string resource_name = std::string(memshare::kResourceName);
   std::string policy = "default";
   std::chrono::milliseconds assume_timeout{std::chrono::minutes(5)};
   std::chrono::milliseconds expiry_interval{std::chrono::seconds(10)};

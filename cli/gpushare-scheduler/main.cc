@@ -1,7 +1,7 @@
 // gpushare-scheduler: the kube-scheduler HTTP extender for aliyun.com/gpu-mem memory shares.
 //
 //   gpushare-scheduler --listen ADDR:PORT --url-prefix PREFIX [--kubeconfig F] [--context C]
-//                      [--port-file F] [--memory-unit GiB|MiB] [--policy default]
+//                      [--port-file F] [--memory-unit GiB|MiB] [--resource-name R] [--policy default]
 //                      [--assume-timeout 5m] [--expiry-interval 10s] [--max-body-bytes N]
 //                      [--http-threads N] [--kube-api-qps Q] [--kube-api-burst B] [--log-level L]
 //
@@ -14,6 +14,7 @@
 
 #include "config/duration.h"
 #include "core/memshare.h"
+#include "core/resource_name.h"
 #include "scheduler/service.h"
 
 namespace {
@@ -54,6 +55,9 @@ int main(int argc, char** argv) {
   app.add_option("--port-file", o.port_file, "write the listening port to this file once serving");
   app.add_option("--memory-unit", unit, "what one aliyun.com/gpu-mem unit is: GiB or MiB (must match the nodes)")
       ->capture_default_str();
+  app.add_option("--resource-name", o.resource_name,
+                 "the memory-share resource pods ask for (gpushare-node's memoryShares.resourceName)")
+      ->capture_default_str();
   app.add_option("--policy", o.policy, "placement policy for prioritize and bind (default, fgd, bestfit, ...)")
       ->capture_default_str();
   app.add_option("--assume-timeout", assume_timeout,
@@ -84,6 +88,8 @@ int main(int argc, char** argv) {
   std::optional<int64_t> ei = ParseDurationMs(expiry_interval);
   if (!ei || *ei <= 0) return fail("--expiry-interval: want a positive duration like 10s, got \"" + expiry_interval + "\"");
   o.expiry_interval = std::chrono::milliseconds(*ei);
+  if (const std::string p = ExtendedResourceNameProblem(o.resource_name); !p.empty() || o.resource_name.find('/') == std::string::npos)
+    return fail("--resource-name: \"" + o.resource_name + "\" is not an extended resource name" + (p.empty() ? "" : ": " + p));
   if (o.http.max_body_bytes < 1024) return fail("--max-body-bytes: must be at least 1024");
   if (o.http.threads < 2 || o.http.threads > 1024) return fail("--http-threads: must be 2..1024");
   if (o.kube_burst < 1) return fail("--kube-api-burst: must be >= 1");

@@ -426,3 +426,28 @@ TEST_F(CacheTest, RandomSequencesKeepTheInvariants) {
 
 }  // namespace
 }  // namespace gpushare::scheduler
+
+namespace gpushare::scheduler {
+namespace {
+
+TEST(CacheRenamed, CountsTheConfiguredResourceOnly) {
+  CacheOptions o;
+  o.resource_name = "example.com/vram";
+  GpuCache cache(o);
+  cache.SetSynced(true);
+  cache.UpsertNode(testing::DecodeNodeOrDie(testing::NodeJson("n", testing::Uniform(1, 24))));
+  testing::json p = testing::SimplePod("p", 20);
+  p["spec"]["containers"][0]["resources"]["limits"] = {{"example.com/vram", "20"}};
+  p["spec"]["nodeName"] = "n";
+  p["metadata"]["annotations"] = {{"ALIYUN_COM_GPU_MEM_IDX", "0"}};
+  cache.UpsertPod(testing::DecodePodOrDie(p));
+  EXPECT_EQ(cache.NodeGpus("n")[0].used, 20);
+  testing::json q = testing::SimplePod("q", 20);  // asks for aliyun.com/gpu-mem: not ours
+  q["spec"]["nodeName"] = "n";
+  q["metadata"]["annotations"] = {{"ALIYUN_COM_GPU_MEM_IDX", "0"}};
+  cache.UpsertPod(testing::DecodePodOrDie(q));
+  EXPECT_EQ(cache.NodeGpus("n")[0].used, 20);
+}
+
+}  // namespace
+}  // namespace gpushare::scheduler
