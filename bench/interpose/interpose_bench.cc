@@ -1,5 +1,5 @@
 // Added cost of libgpushare-cuda.so per call, against the same call made on the fake driver
-// directly, in one process: the fake (libcuda.so.1 from LD_LIBRARY_PATH) and the interposer are dlopen'ed by
+// directly, in one process: the fake (build/fakes/cuda/libcuda.so.1) and the interposer are dlopen'ed by
 // path and its exported wrappers are called (they forward to the same fake functions).
 //
 //   interpose_bench                        Google Benchmark: alloc+free pairs with 10..100,000
@@ -66,7 +66,10 @@ void Setup() {
   setenv("CUDA_DEVICE_MEMORY_SHARED_CACHE", region, 1);
   setenv("CUDA_DEVICE_MEMORY_LIMIT", "4t", 1);
   setenv("GPUSHARE_CONTEXT_OVERHEAD", "0", 1);
-  void* fake = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
+  // By path, so no LD_LIBRARY_PATH is needed; the interposer's dlopen("libcuda.so.1") then finds
+  // it loaded (same SONAME).
+  std::string fake_path = std::string(GPUSHARE_FAKES_DIR) + "/cuda/libcuda.so.1";
+  void* fake = dlopen(fake_path.c_str(), RTLD_NOW | RTLD_GLOBAL);
   std::string lib = std::string(GPUSHARE_LIB_DIR) + "/libgpushare-cuda.so";
   void* ip = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (fake == nullptr || ip == nullptr) {
