@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
+#include <random>
 #include <set>
 
 namespace gpushare::fakes {
@@ -83,6 +85,123 @@ struct FakeKubelet::Entry {
   std::shared_ptr<Client> client;  // current client, null when disconnected
 };
 
+struct FakeKubelet::PodRecord {
+  std::string ns, name, uid;
+  std::vector<std::string> app_containers;  // spec order, for List
+  bool active = true;
+  std::vector<AllocationRecord> records;
+  std::map<std::string, int64_t> numa;  // "<resource>\n<id>" -> NUMA node (-1: none)
+};
+
+// Kubelet's PodResources server: a token bucket in front of every call (DefaultQPS 100,
+// DefaultBurstTokens 10), then the allocation records.
+class FakeKubelet::Lister final : public ::v1::PodResourcesLister::Service {
+ public:
+  explicit Lister(FakeKubelet* k) : k_(k), tokens_(k->opts_.pod_resources_burst), last_(Clock::now()) {}
+
+  grpc::Status List(grpc::ServerContext*, const ::v1::ListPodResourcesRequest*,
+                    ::v1::ListPodResourcesResponse* resp) override {
+    if (!Allow()) return Limited();
+    std::lock_guard<std::mutex> lock(k_->mu_);
+    for (const PodRecord& p : k_->pods_) Fill(p, resp->add_pod_resources());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetAllocatableResources(grpc::ServerContext*, const ::v1::AllocatableResourcesRequest*,
+                                       ::v1::AllocatableResourcesResponse* resp) override {
+    if (!Allow()) return Limited();
+    std::lock_guard<std::mutex> lock(k_->mu_);
+    std::vector<std::pair<std::string, const FakeDevice*>> devs;
+    for (const auto& [name, e] : k_->entries_) {
+      for (const FakeDevice& d : e.view.devices) {
+        if (d.health == "Healthy") devs.emplace_back(name, &d);
+      }
+    }
+    Shuffle(&devs);
+    for (const auto& [name, d] : devs) {
+      ::v1::ContainerDevices* cd = resp->add_devices();
+      cd->set_resource_name(name);
+      cd->add_device_ids(d->id);
+      for (int64_t n : d->numa_nodes) cd->mutable_topology()->add_nodes()->set_id(n);
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Get(grpc::ServerContext*, const ::v1::GetPodResourcesRequest* req,
+                   ::v1::GetPodResourcesResponse* resp) override {
+    if (!Allow()) return Limited();
+    std::lock_guard<std::mutex> lock(k_->mu_);
+    for (const PodRecord& p : k_->pods_) {
+      if (p.ns == req->pod_namespace() && p.name == req->pod_name()) {
+        Fill(p, resp->mutable_pod_resources());
+        return grpc::Status::OK;
+      }
+    }
+    // kubelet returns a plain error (gRPC code Unknown) for a missing pod.
+    return grpc::Status(grpc::StatusCode::UNKNOWN,
+                        "pod " + req->pod_name() + " not found in namespace " + req->pod_namespace());
+  }
+
+  uint64_t calls() const { return calls_.load(); }
+  uint64_t limited() const { return limited_.load(); }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  bool Allow() {
+    std::lock_guard<std::mutex> lock(mu_);
+    Clock::time_point now = Clock::now();
+    double burst = k_->opts_.pod_resources_burst;
+    tokens_ = std::min(burst, tokens_ + std::chrono::duration<double>(now - last_).count() * k_->opts_.pod_resources_qps);
+    last_ = now;
+    if (tokens_ < 1) {
+      limited_++;
+      return false;
+    }
+    tokens_ -= 1;
+    calls_++;
+    return true;
+  }
+  static grpc::Status Limited() { return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "rejected by rate limit"); }
+
+  template <typename T>
+  void Shuffle(std::vector<T>* v) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::shuffle(v->begin(), v->end(), rng_);
+  }
+
+  // One pod: its app containers in spec order, each device-plugin device as its own
+  // ContainerDevices entry (in random order), with its NUMA node as topology.
+  void Fill(const PodRecord& p, ::v1::PodResources* out) {
+    out->set_name(p.name);
+    out->set_namespace_(p.ns);
+    for (const std::string& c : p.app_containers) {
+      ::v1::ContainerResources* cr = out->add_containers();
+      cr->set_name(c);
+      std::vector<std::pair<std::string, std::string>> devs;  // resource, id
+      for (const AllocationRecord& r : p.records) {
+        if (r.container != c || r.init) continue;
+        for (const std::string& id : r.device_ids) devs.emplace_back(r.resource, id);
+      }
+      Shuffle(&devs);
+      for (const auto& [res, id] : devs) {
+        ::v1::ContainerDevices* cd = cr->add_devices();
+        cd->set_resource_name(res);
+        cd->add_device_ids(id);
+        auto n = p.numa.find(res + "\n" + id);
+        if (n != p.numa.end() && n->second >= 0) cd->mutable_topology()->add_nodes()->set_id(n->second);
+      }
+    }
+  }
+
+  FakeKubelet* k_;
+  std::mutex mu_;
+  double tokens_;
+  Clock::time_point last_;
+  std::mt19937_64 rng_{k_->opts_.seed};
+  std::atomic<uint64_t> calls_{0}, limited_{0};
+};
+
 class FakeKubelet::Registrar final : public pb::Registration::Service {
  public:
   explicit Registrar(FakeKubelet* k) : k_(k) {}
@@ -131,6 +250,18 @@ Status FakeKubelet::Start() {
   builder.RegisterService(registrar_.get());
   server_ = builder.BuildAndStart();
   if (!server_) return Status::Unavailable("fake kubelet: cannot serve " + kubelet_socket());
+  if (!opts_.pod_resources_socket.empty()) {
+    std::filesystem::create_directories(std::filesystem::path(opts_.pod_resources_socket).parent_path(), ec);
+    ::unlink(opts_.pod_resources_socket.c_str());
+    if (!lister_) lister_ = std::make_unique<Lister>(this);
+    grpc::ServerBuilder pr;
+    pr.AddListeningPort("unix:" + opts_.pod_resources_socket, grpc::InsecureServerCredentials());
+    pr.RegisterService(lister_.get());
+    pod_resources_server_ = pr.BuildAndStart();
+    if (!pod_resources_server_) {
+      return Status::Unavailable("fake kubelet: cannot serve PodResources on " + opts_.pod_resources_socket);
+    }
+  }
   std::lock_guard<std::mutex> lock(mu_);
   started_ = std::chrono::steady_clock::now();
   changed_.notify_all();
@@ -142,6 +273,12 @@ void FakeKubelet::Stop() {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
     server_->Wait();
     server_.reset();
+  }
+  if (pod_resources_server_) {
+    pod_resources_server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    pod_resources_server_->Wait();
+    pod_resources_server_.reset();
+    ::unlink(opts_.pod_resources_socket.c_str());
   }
   std::vector<std::shared_ptr<Client>> clients;
   {
@@ -333,29 +470,72 @@ bool FakeKubelet::WaitForAllocatable(const std::string& name, int allocatable,
       timeout);
 }
 
+FakeKubelet::PodRecord* FakeKubelet::PodLocked(const std::string& uid) {
+  for (PodRecord& p : pods_) {
+    if (p.uid == uid) return &p;
+  }
+  return nullptr;
+}
+
 std::vector<std::string> FakeKubelet::InUse(const std::string& resource) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> out;
-  for (const auto& [c, by_res] : allocations_) {
-    auto it = by_res.find(resource);
-    if (it != by_res.end()) out.insert(out.end(), it->second.begin(), it->second.end());
+  for (const PodRecord& p : pods_) {
+    for (const AllocationRecord& r : p.records) {
+      if (r.resource == resource) out.insert(out.end(), r.device_ids.begin(), r.device_ids.end());
+    }
   }
   std::sort(out.begin(), out.end());
   return out;
 }
 
 Admission FakeKubelet::Admit(const std::string& container, const std::string& resource, int count) {
+  // A container key "pod/container" of the older single-container API: a pod of its own.
+  const std::string uid = "single:" + container;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (PodLocked(uid) == nullptr) {
+      PodRecord p;
+      size_t slash = container.find('/');
+      p.ns = "default";
+      p.name = slash == std::string::npos ? container : container.substr(0, slash);
+      p.uid = uid;
+      p.app_containers.push_back(slash == std::string::npos ? container : container.substr(slash + 1));
+      pods_.push_back(std::move(p));
+    }
+  }
+  size_t slash = container.find('/');
+  std::vector<std::string> none;
+  Admission a = AllocateContainer(uid, slash == std::string::npos ? container : container.substr(slash + 1), resource,
+                                  count, &none);
+  if (!a.admitted) {
+    std::lock_guard<std::mutex> lock(mu_);
+    PodRecord* p = PodLocked(uid);
+    if (p != nullptr && p->records.empty()) {
+      pods_.erase(pods_.begin() + (p - pods_.data()));
+    }
+  }
+  return a;
+}
+
+Admission FakeKubelet::AllocateContainer(const std::string& pod_uid, const std::string& container,
+                                         const std::string& resource, int count, std::vector<std::string>* reusable) {
   Admission out;
   std::shared_ptr<Client> client;
   std::vector<std::string> available;
-  std::vector<std::string> must_include;  // no init containers to reuse from in this double
+  std::vector<std::string> chosen;  // reused devices first: must_include
+  std::map<std::string, int64_t> numa_of;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto existing = allocations_.find(container);
-    if (existing != allocations_.end() && existing->second.count(resource)) {
-      out.admitted = true;
-      out.device_ids = existing->second[resource];
-      return out;
+    PodRecord* pod = PodLocked(pod_uid);
+    if (pod != nullptr) {
+      for (const AllocationRecord& r : pod->records) {
+        if (r.container == container && r.resource == resource) {  // kubelet step 2
+          out.admitted = true;
+          out.device_ids = r.device_ids;
+          return out;
+        }
+      }
     }
     auto it = entries_.find(resource);
     if (it == entries_.end() || it->second.view.registrations == 0) {
@@ -370,37 +550,52 @@ Admission FakeKubelet::Admit(const std::string& container, const std::string& re
     }
     client = e.client;
     std::set<std::string> in_use;
-    for (const auto& [c, by_res] : allocations_) {
-      auto r = by_res.find(resource);
-      if (r != by_res.end()) in_use.insert(r->second.begin(), r->second.end());
+    for (const PodRecord& p : pods_) {
+      for (const AllocationRecord& r : p.records) {
+        if (r.resource == resource) in_use.insert(r.device_ids.begin(), r.device_ids.end());
+      }
     }
     int healthy = 0;
+    std::set<std::string> healthy_ids;
     for (const FakeDevice& d : e.view.devices) {
+      numa_of[d.id] = d.numa_nodes.empty() ? -1 : d.numa_nodes.front();
       if (d.health != "Healthy") continue;
       ++healthy;
+      healthy_ids.insert(d.id);
       if (!in_use.count(d.id)) available.push_back(d.id);
     }
     if (healthy == 0) {
       out.error = "no healthy devices present; cannot allocate unhealthy devices " + resource;
       return out;
     }
-    if (static_cast<int>(available.size()) < count) {
+    // Step 4: devices of the pod's init containers first, in sorted order.
+    std::sort(reusable->begin(), reusable->end());
+    for (const std::string& id : *reusable) {
+      if (static_cast<int>(chosen.size()) >= count) break;
+      chosen.push_back(id);
+    }
+    const int needed = count - static_cast<int>(chosen.size());
+    if (needed > 0 && static_cast<int>(available.size()) < needed) {
       out.error = "requested number of devices unavailable for " + resource + ". Requested: " +
-                  std::to_string(count) + ", Available: " + std::to_string(available.size());
+                  std::to_string(needed) + ", Available: " + std::to_string(available.size());
       return out;
     }
+    if (needed == 0) available.clear();
   }
+  out.must_include = chosen;
 
-  std::vector<std::string> chosen = must_include;
   std::set<std::string> avail_set(available.begin(), available.end());
-  if (client->stub && CurrentClient(resource) == client) {
+  if (!available.empty() && client->stub && CurrentClient(resource) == client) {
     auto r = Resource(resource);
     if (r && r->options.get_preferred_allocation_available()) {
       pb::PreferredAllocationRequest req;
       pb::ContainerPreferredAllocationRequest* c = req.add_container_requests();
-      for (const std::string& id : available) c->add_available_deviceids(id);
-      for (const std::string& id : must_include) c->add_must_include_deviceids(id);
-      c->set_allocation_size(count);
+      std::vector<std::string> pool = available;
+      pool.insert(pool.end(), chosen.begin(), chosen.end());
+      std::sort(pool.begin(), pool.end());
+      for (const std::string& id : pool) c->add_available_deviceids(id);
+      for (const std::string& id : chosen) c->add_must_include_deviceids(id);
+      c->set_allocation_size(count);  // the container's total request, not the remainder
       pb::PreferredAllocationResponse resp;
       grpc::ClientContext ctx;  // no deadline, as kubelet
       grpc::Status s = client->stub->GetPreferredAllocation(&ctx, req, &resp);
@@ -413,7 +608,9 @@ Admission FakeKubelet::Admit(const std::string& container, const std::string& re
         for (const std::string& id : resp.container_responses(0).deviceids()) out.preferred.push_back(id);
       }
       // Advice only: intersect with what is available, never exceed the request.
-      for (const std::string& id : out.preferred) {
+      std::vector<std::string> advice = out.preferred;
+      std::sort(advice.begin(), advice.end());
+      for (const std::string& id : advice) {
         if (static_cast<int>(chosen.size()) >= count) break;
         if (avail_set.count(id) && std::find(chosen.begin(), chosen.end(), id) == chosen.end()) {
           chosen.push_back(id);
@@ -433,6 +630,7 @@ Admission FakeKubelet::Admit(const std::string& container, const std::string& re
   pb::AllocateResponse resp;
   grpc::ClientContext ctx;  // no deadline, as kubelet
   grpc::Status s = client->stub->Allocate(&ctx, req, &resp);
+  out.allocate_called = true;
   if (!s.ok()) {
     out.error = "allocate failed: " + s.error_message();
     return out;
@@ -445,13 +643,115 @@ Admission FakeKubelet::Admit(const std::string& container, const std::string& re
   out.device_ids = chosen;
   out.response = resp.container_responses(0);
   std::lock_guard<std::mutex> lock(mu_);
-  allocations_[container][resource] = chosen;
+  PodRecord* pod = PodLocked(pod_uid);
+  if (pod == nullptr) return out;  // removed meanwhile
+  AllocationRecord rec;
+  rec.pod_namespace = pod->ns;
+  rec.pod_name = pod->name;
+  rec.pod_uid = pod->uid;
+  rec.container = container;
+  rec.resource = resource;
+  rec.device_ids = chosen;
+  rec.response = out.response;
+  for (const std::string& id : chosen) pod->numa[resource + "\n" + id] = numa_of.count(id) ? numa_of[id] : -1;
+  pod->records.push_back(std::move(rec));
   return out;
+}
+
+const Admission* PodAdmission::Find(const std::string& container, const std::string& resource) const {
+  for (const Step& s : steps) {
+    if (s.container == container && s.resource == resource) return &s.admission;
+  }
+  return nullptr;
+}
+
+PodAdmission FakeKubelet::AdmitPod(const FakePod& pod) {
+  PodAdmission out;
+  const std::string uid = pod.uid.empty() ? pod.namespace_ + "/" + pod.name : pod.uid;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (PodLocked(uid) == nullptr) {
+      PodRecord p;
+      p.ns = pod.namespace_;
+      p.name = pod.name;
+      p.uid = uid;
+      for (const FakeContainer& c : pod.containers) p.app_containers.push_back(c.name);
+      pods_.push_back(std::move(p));
+    }
+  }
+  std::map<std::string, std::vector<std::string>> reuse;  // resource -> init devices to reuse
+  auto run = [&](const FakeContainer& c, bool init) {
+    for (const auto& [resource, count] : c.resources) {
+      if (count <= 0) continue;
+      Admission a = AllocateContainer(uid, c.name, resource, count, &reuse[resource]);
+      out.steps.push_back({c.name, init, resource, a});
+      if (!a.admitted) {
+        out.error = "UnexpectedAdmissionError: container " + c.name + ": " + a.error;
+        return false;
+      }
+      std::vector<std::string>& pool = reuse[resource];
+      if (init) {  // addContainerAllocatedResources
+        for (const std::string& id : a.device_ids) {
+          if (std::find(pool.begin(), pool.end(), id) == pool.end()) pool.push_back(id);
+        }
+      } else {  // removeContainerAllocatedResources
+        for (const std::string& id : a.device_ids) pool.erase(std::remove(pool.begin(), pool.end(), id), pool.end());
+      }
+    }
+    return true;
+  };
+  bool ok = true;
+  for (const FakeContainer& c : pod.init_containers) {
+    if (!(ok = run(c, true))) break;
+  }
+  if (ok) {
+    for (const FakeContainer& c : pod.containers) {
+      if (!(ok = run(c, false))) break;
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  PodRecord* p = PodLocked(uid);
+  if (p != nullptr) {
+    for (AllocationRecord& r : p->records) {
+      for (const FakeContainer& c : pod.init_containers) r.init = r.init || c.name == r.container;
+    }
+  }
+  if (!ok) {
+    // The pod is rejected (phase Failed): it is no longer active, its devices are freed.
+    if (p != nullptr) pods_.erase(pods_.begin() + (p - pods_.data()));
+    return out;
+  }
+  out.admitted = true;
+  return out;
+}
+
+bool FakeKubelet::RemovePod(const std::string& ns, const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < pods_.size(); ++i) {
+    if (pods_[i].ns == ns && pods_[i].name == name) {
+      pods_.erase(pods_.begin() + i);
+      return true;
+    }
+  }
+  return false;
 }
 
 void FakeKubelet::Release(const std::string& container) {
   std::lock_guard<std::mutex> lock(mu_);
-  allocations_.erase(container);
+  const std::string uid = "single:" + container;
+  for (size_t i = 0; i < pods_.size(); ++i) {
+    if (pods_[i].uid == uid) {
+      pods_.erase(pods_.begin() + i);
+      return;
+    }
+  }
+}
+
+std::vector<AllocationRecord> FakeKubelet::Allocations() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<AllocationRecord> out;
+  for (const PodRecord& p : pods_) out.insert(out.end(), p.records.begin(), p.records.end());
+  return out;
 }
 
 grpc::Status FakeKubelet::PreStartContainer(const std::string& container, const std::string& resource) {
@@ -461,11 +761,15 @@ grpc::Status FakeKubelet::PreStartContainer(const std::string& container, const 
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!entries_[resource].view.options.pre_start_required()) return grpc::Status::OK;
-    auto it = allocations_.find(container);
-    if (it == allocations_.end() || !it->second.count(resource)) {
-      return grpc::Status(grpc::StatusCode::NOT_FOUND, "no devices allocated to " + container);
+    const PodRecord* pod = PodLocked("single:" + container);
+    const AllocationRecord* rec = nullptr;
+    if (pod != nullptr) {
+      for (const AllocationRecord& r : pod->records) {
+        if (r.resource == resource) rec = &r;
+      }
     }
-    for (const std::string& id : it->second[resource]) req.add_devices_ids(id);
+    if (rec == nullptr) return grpc::Status(grpc::StatusCode::NOT_FOUND, "no devices allocated to " + container);
+    for (const std::string& id : rec->device_ids) req.add_devices_ids(id);
   }
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
@@ -488,6 +792,9 @@ grpc::Status FakeKubelet::RawPreferred(const std::string& resource, const pb::Pr
   grpc::ClientContext ctx;
   return client->stub->GetPreferredAllocation(&ctx, req, resp);
 }
+
+uint64_t FakeKubelet::pod_resources_calls() const { return lister_ ? lister_->calls() : 0; }
+uint64_t FakeKubelet::pod_resources_rate_limited() const { return lister_ ? lister_->limited() : 0; }
 
 bool FakeKubelet::DropStream(const std::string& resource) {
   std::shared_ptr<Client> client = CurrentClient(resource);

@@ -23,10 +23,25 @@
 //     already chosen, allocation_size = the total request; the advice is intersected with
 //     what is available and any shortfall filled by the double itself; then Allocate with
 //     exactly one ContainerAllocateRequest. An error or an empty reply fails admission;
+//   - AdmitPod(): a whole pod, as kubelet's device manager admits it (section 1.7): init
+//     containers first, then app containers, each in spec order, one Admit per container and
+//     resource; devices of (non-restartable) init containers are reused by the later
+//     containers of the pod (taken first, before GetPreferredAllocation, which then gets them
+//     as must_include), and a failure rejects the pod (UnexpectedAdmissionError) and frees what
+//     it held. Tests choose the order in which pods are admitted and what each container asks;
+//   - PodResources v1 (section 2) on its own socket (Options::pod_resources_socket): List
+//     reports every admitted pod with its app containers in spec order (containers without
+//     devices included, regular init containers not), each with kubelet's allocation records:
+//     one ContainerDevices per device-plugin device ID (with its NUMA node as topology),
+//     in no particular order (shuffled, like Go's map iteration), never the CDI devices;
+//     GetAllocatableResources reports the healthy devices the same way; Get reports one pod or
+//     fails with "pod <name> not found in namespace <ns>". The server rate-limits like kubelet
+//     (100 requests/s, burst 10): beyond that RESOURCE_EXHAUSTED "rejected by rate limit";
 //   - Restart(): what a kubelet restart looks like to plugins: streams die with the process,
 //     every socket in the directory is deleted, a new kubelet.sock is served, and
 //     registrations are forgotten (resources stay known with zero capacity, as restored from
-//     the checkpoint, until their plugin registers again).
+//     the checkpoint, until their plugin registers again). Allocations survive (the
+//     checkpoint); the PodResources socket is served again.
 #pragma once
 
 #include <chrono>
@@ -43,6 +58,7 @@
 
 #include "core/status.h"
 #include "proto/deviceplugin/v1beta1/api.grpc.pb.h"
+#include "proto/podresources/v1/api.grpc.pb.h"
 
 namespace grpc {
 class Server;
@@ -54,6 +70,37 @@ struct FakeKubeletOptions {
   std::string plugin_dir;  // the device plugin directory (a temporary one in tests)
   std::chrono::milliseconds dial_timeout{10000};  // kubelet's blocking connect-back dial
   bool model_stream_end_race = true;
+  // PodResources v1: full path of its unix socket; empty = not served.
+  std::string pod_resources_socket;
+  double pod_resources_qps = 100;  // kubelet's DefaultQPS
+  int pod_resources_burst = 10;    // kubelet's DefaultBurstTokens
+  uint64_t seed = 1;               // order of ContainerDevices entries
+};
+
+// One container of a pod given to AdmitPod: the extended resources it asks for (its limits).
+struct FakeContainer {
+  std::string name;
+  std::map<std::string, int> resources;  // resource name -> device count
+};
+
+struct FakePod {
+  std::string namespace_ = "default";
+  std::string name;
+  std::string uid;  // empty: "<namespace>/<name>"
+  std::vector<FakeContainer> init_containers;
+  std::vector<FakeContainer> containers;
+};
+
+// What kubelet recorded for one container and resource (its checkpoint entry).
+struct AllocationRecord {
+  std::string pod_namespace;
+  std::string pod_name;
+  std::string pod_uid;
+  std::string container;
+  bool init = false;
+  std::string resource;
+  std::vector<std::string> device_ids;
+  v1beta1::ContainerAllocateResponse response;  // empty when the devices were all reused
 };
 
 struct FakeDevice {
@@ -92,8 +139,25 @@ struct Admission {
   std::string error;                      // why admission failed (UnexpectedAdmissionError)
   std::vector<std::string> device_ids;    // what kubelet allocated
   bool preferred_called = false;
+  bool allocate_called = false;
+  std::vector<std::string> must_include;  // devices reused from init containers
   std::vector<std::string> preferred;     // the plugin's advice, as returned
   v1beta1::ContainerAllocateResponse response;  // element 0 of the Allocate reply
+};
+
+// The outcome of admitting a pod: every container and resource that was allocated, in the
+// order kubelet did it, up to the first failure.
+struct PodAdmission {
+  bool admitted = false;
+  std::string error;  // "UnexpectedAdmissionError: <container>: <why>"
+  struct Step {
+    std::string container;
+    bool init = false;
+    std::string resource;
+    Admission admission;
+  };
+  std::vector<Step> steps;
+  const Admission* Find(const std::string& container, const std::string& resource) const;
 };
 
 class FakeKubelet {
@@ -132,6 +196,18 @@ class FakeKubelet {
   // Devices of `resource` in use by admitted containers.
   std::vector<std::string> InUse(const std::string& resource) const;
 
+  // Admits a whole pod (init containers first, reuse of their devices). A pod already admitted
+  // (same UID) gets its recorded devices back (kubelet step 2).
+  PodAdmission AdmitPod(const FakePod& pod);
+  // The pod is gone (deleted, or finished and cleaned up): its devices are free, List stops
+  // reporting it. False when no such pod was admitted.
+  bool RemovePod(const std::string& ns, const std::string& name);
+  // Every allocation record, in admission order.
+  std::vector<AllocationRecord> Allocations() const;
+  // PodResources calls served and refused by the rate limit.
+  uint64_t pod_resources_calls() const;
+  uint64_t pod_resources_rate_limited() const;
+
   // Calls PreStartContainer with the 30 s deadline kubelet uses (only if the options require
   // it; returns OK without a call otherwise).
   grpc::Status PreStartContainer(const std::string& container, const std::string& resource);
@@ -147,10 +223,18 @@ class FakeKubelet {
   bool DropStream(const std::string& resource);
 
   class Registrar;  // the Registration service; public only for the .cc
+  class Lister;     // the PodResourcesLister service; public only for the .cc
 
  private:
   struct Client;
   struct Entry;
+  struct PodRecord;
+
+  // One container's allocation of one resource: kubelet's devicesToAllocate + Allocate.
+  // `reusable` holds the pod's init-container devices that later containers take first.
+  Admission AllocateContainer(const std::string& pod_uid, const std::string& container, const std::string& resource,
+                              int count, std::vector<std::string>* reusable);
+  PodRecord* PodLocked(const std::string& uid);
 
   grpc::Status HandleRegister(const v1beta1::RegisterRequest& req);
   void RunClient(std::shared_ptr<Client> client);
@@ -167,9 +251,12 @@ class FakeKubelet {
   std::map<std::string, Entry> entries_;                 // by resource name
   std::vector<std::shared_ptr<Client>> clients_;         // every client ever made, joined on Stop
   std::vector<RegistrationEvent> log_;
-  std::map<std::string, std::map<std::string, std::vector<std::string>>> allocations_;  // container -> resource -> ids
+  std::vector<PodRecord> pods_;  // admitted pods, in admission order (the checkpoint)
   std::chrono::steady_clock::time_point started_{};
   uint64_t next_client_id_ = 1;
+
+  std::unique_ptr<Lister> lister_;
+  std::unique_ptr<grpc::Server> pod_resources_server_;
 };
 
 // Kubelet's check of a device plugin resource name: an extended resource name (domain-prefixed,
