@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 
@@ -473,46 +474,68 @@ class FileReader {
     return "must be nvidia.com/gpu or nvidia.com/mig-<profile> (e.g. nvidia.com/mig-1g.10gb)";
   }
 
-  void ReadDevices(const YAML::Node& n, const std::string& path, DeviceSelector* out) {
-    const std::string expect =
-        "must be \"all\", a positive count, or a list of GPU indices (0), MIG indices (0:1), "
-        "GPU UUIDs (GPU-...) or MIG UUIDs (MIG-...)";
-    if (!n.IsDefined()) return;  // default: all
+  // How a `devices` selector of one section is read.
+  struct SelectorRules {
+    std::string expect;         // "must be ..." for a scalar or another kind of node
+    std::string count_problem;  // "a count of devices must be > 0"
+    bool none_allowed = false;  // "none" and [] select nothing
+    std::string empty_problem;  // for [] when !none_allowed
+    std::function<std::string(const YAML::Node& item)> item_problem;  // "" = fine
+  };
+
+  // "all", a positive count or a list. nullopt: nothing selected, or a problem (recorded).
+  std::optional<DeviceSelector> ReadSelector(const YAML::Node& n, const std::string& path, const SelectorRules& r) {
+    DeviceSelector out;
     if (n.IsScalar()) {
       if (!yaml::IsQuoted(n) && yaml::ScalarInt(n)) {
         int64_t c = *yaml::ScalarInt(n);
         if (c <= 0) {
-          p_->Add(path, "a count of devices must be > 0, got " + n.Scalar(), &n);
-          return;
+          p_->Add(path, r.count_problem + ", got " + n.Scalar() + (r.none_allowed ? " (use none for no GPU)" : ""), &n);
+          return std::nullopt;
         }
-        out->kind = DeviceSelector::Kind::kCount;
-        out->count = static_cast<int>(std::min<int64_t>(c, 1 << 20));
-        return;
+        out.kind = DeviceSelector::Kind::kCount;
+        out.count = static_cast<int>(std::min<int64_t>(c, 1 << 20));
+        return out;
       }
-      if (n.Scalar() == "all") return;
-      p_->Add(path, expect + ", got " + yaml::KindName(n), &n);
-      return;
+      if (n.Scalar() == "all") return out;
+      if (r.none_allowed && n.Scalar() == "none") return std::nullopt;
+      p_->Add(path, r.expect + ", got " + yaml::KindName(n), &n);
+      return std::nullopt;
     }
     if (!n.IsSequence()) {
-      p_->Add(path, expect + ", got " + yaml::KindName(n), &n);
-      return;
+      p_->Add(path, r.expect + ", got " + yaml::KindName(n), &n);
+      return std::nullopt;
     }
     if (n.size() == 0) {
-      p_->Add(path, "an empty list selects nothing; omit devices (= all) or list devices", &n);
-      return;
+      if (!r.none_allowed) p_->Add(path, r.empty_problem, &n);
+      return std::nullopt;
     }
-    out->kind = DeviceSelector::Kind::kList;
+    out.kind = DeviceSelector::Kind::kList;
     for (size_t i = 0; i < n.size(); ++i) {
       YAML::Node item = n[i];
-      if (!item.IsScalar() || !IsDeviceRef(item.Scalar())) {
-        p_->Add(path + "[" + std::to_string(i) + "]",
-                "must be a GPU index (0), a MIG index (0:1), a GPU UUID (GPU-...) or a MIG UUID "
-                "(MIG-<uuid> or MIG-GPU-<uuid>/<gi>/<ci>), got " + yaml::KindName(item),
-                &item);
+      std::string why = r.item_problem(item);
+      if (!why.empty()) {
+        p_->Add(path + "[" + std::to_string(i) + "]", why + ", got " + yaml::KindName(item), &item);
         continue;
       }
-      out->items.push_back(item.Scalar());
+      out.items.push_back(item.Scalar());
     }
+    return out;
+  }
+
+  void ReadDevices(const YAML::Node& n, const std::string& path, DeviceSelector* out) {
+    if (!n.IsDefined()) return;  // default: all
+    SelectorRules r;
+    r.expect = "must be \"all\", a positive count, or a list of GPU indices (0), MIG indices (0:1), "
+               "GPU UUIDs (GPU-...) or MIG UUIDs (MIG-...)";
+    r.count_problem = "a count of devices must be > 0";
+    r.empty_problem = "an empty list selects nothing; omit devices (= all) or list devices";
+    r.item_problem = [](const YAML::Node& item) -> std::string {
+      if (item.IsScalar() && IsDeviceRef(item.Scalar())) return "";
+      return "must be a GPU index (0), a MIG index (0:1), a GPU UUID (GPU-...) or a MIG UUID "
+             "(MIG-<uuid> or MIG-GPU-<uuid>/<gi>/<ci>)";
+    };
+    if (auto sel = ReadSelector(n, path, r)) *out = *sel;
   }
 
   void ReadImex(const YAML::Node& n) {
@@ -554,49 +577,18 @@ class FileReader {
       notes_->push_back(path + ".devices is not set: no GPU serves memory shares (set all, a count or a list)");
       return;
     }
-    const std::string dpath = path + ".devices";
-    const std::string expect = "must be \"all\", \"none\", a positive count, or a list of GPU indices (0) or GPU UUIDs (GPU-...)";
-    if (d.IsScalar()) {
-      if (!yaml::IsQuoted(d) && yaml::ScalarInt(d)) {
-        int64_t c = *yaml::ScalarInt(d);
-        if (c <= 0) {
-          p_->Add(dpath, "a count of GPUs must be > 0, got " + d.Scalar() + " (use none for no GPU)", &d);
-          return;
-        }
-        DeviceSelector sel;
-        sel.kind = DeviceSelector::Kind::kCount;
-        sel.count = static_cast<int>(std::min<int64_t>(c, 1 << 20));
-        out_.memory_devices = sel;
-        return;
+    SelectorRules r;
+    r.expect = "must be \"all\", \"none\", a positive count, or a list of GPU indices (0) or GPU UUIDs (GPU-...)";
+    r.count_problem = "a count of GPUs must be > 0";
+    r.none_allowed = true;
+    r.item_problem = [](const YAML::Node& item) -> std::string {
+      if (item.IsScalar() && (IsDigits(item.Scalar()) || IsGpuUuid(item.Scalar()))) return "";
+      if (item.IsScalar() && IsDeviceRef(item.Scalar())) {
+        return "memory shares need whole GPUs; a MIG device cannot serve them";
       }
-      if (d.Scalar() == "all") {
-        out_.memory_devices = DeviceSelector{};
-        return;
-      }
-      if (d.Scalar() == "none") return;
-      p_->Add(dpath, expect + ", got " + yaml::KindName(d), &d);
-      return;
-    }
-    if (!d.IsSequence()) {
-      p_->Add(dpath, expect + ", got " + yaml::KindName(d), &d);
-      return;
-    }
-    DeviceSelector sel;
-    sel.kind = DeviceSelector::Kind::kList;
-    for (size_t i = 0; i < d.size(); ++i) {
-      YAML::Node item = d[i];
-      const std::string ipath = dpath + "[" + std::to_string(i) + "]";
-      if (item.IsScalar() && (IsDigits(item.Scalar()) || IsGpuUuid(item.Scalar()))) {
-        sel.items.push_back(item.Scalar());
-      } else if (item.IsScalar() && IsDeviceRef(item.Scalar())) {
-        p_->Add(ipath, "memory shares need whole GPUs; a MIG device cannot serve them, got " + yaml::KindName(item),
-                &item);
-      } else {
-        p_->Add(ipath, "must be a GPU index (0) or a GPU UUID (GPU-...), got " + yaml::KindName(item), &item);
-      }
-    }
-    if (d.size() == 0) return;  // [] = none
-    out_.memory_devices = sel;
+      return "must be a GPU index (0) or a GPU UUID (GPU-...)";
+    };
+    out_.memory_devices = ReadSelector(d, path + ".devices", r);
   }
 
   Problems* p_;

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -32,6 +33,11 @@ struct PreferredAllocationQuery {
   std::vector<std::string> must_include;
   int allocation_size = 0;
 };
+
+// A resource-specific replacement for PreferredAllocator (DevicePluginServerOptions::preferred):
+// memory shares steer kubelet to the GPU the scheduler chose. Same contract as Choose().
+using PreferredChooser =
+    std::function<Result<std::vector<std::string>>(const DeviceIndex& index, const PreferredAllocationQuery& q)>;
 
 class PreferredAllocator {
  public:

@@ -222,7 +222,8 @@ class DevicePluginServer::Impl final : public pb::DevicePlugin::Service {
       for (const pb::ContainerPreferredAllocationRequest& c : req->container_requests()) {
         PreferredAllocationQuery q{ToVector(c.available_deviceids()), ToVector(c.must_include_deviceids()),
                                    c.allocation_size()};
-        Result<std::vector<std::string>> chosen = preferred.Choose(s->index, q);
+        Result<std::vector<std::string>> chosen =
+            opts.preferred ? opts.preferred(s->index, q) : preferred.Choose(s->index, q);
         if (!chosen.ok()) {
           spdlog::warn("event=preferred_allocation_refused resource={} error={}", opts.resource.name,
                        Value(chosen.status().message()));

@@ -28,6 +28,7 @@
 #include "core/resource_plan.h"
 #include "core/status.h"
 #include "deviceplugin/allocation.h"
+#include "deviceplugin/preferred_allocation.h"
 
 namespace grpc {
 class Server;
@@ -49,6 +50,7 @@ struct DevicePluginServerOptions {
   ExtraEnv extra_env;                          // node-wide environment additions
   AllocationPolicy allocation_policy = AllocationPolicy::kDistributed;
   AllocationDecorator decorator;               // optional, run after the strategy's answer
+  PreferredChooser preferred;                  // optional, replaces the allocation policy
 
   // Called (from a gRPC thread; must not block) when the last ListAndWatch stream ends and the
   // server is not being stopped. `generation` is the value given here.

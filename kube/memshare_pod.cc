@@ -35,8 +35,6 @@ Status Collect(const std::vector<Container>& list, bool init, std::string_view r
 
 }  // namespace
 
-Result<memshare::PodRequest> PodMemRequest(const Pod& pod) { return PodMemRequest(pod, memshare::kResourceName); }
-
 Result<memshare::PodRequest> PodMemRequest(const Pod& pod, std::string_view resource) {
   std::vector<memshare::ContainerUnits> units;
   Status s = Collect(pod.spec.init_containers, true, resource, &units);

@@ -21,7 +21,5 @@ namespace gpushare::kube {
 // `resource` is the memory-share resource name (renamed with gpushare-node's
 // memoryShares.resourceName and gpushare-scheduler's --resource-name).
 Result<memshare::PodRequest> PodMemRequest(const Pod& pod, std::string_view resource = memshare::kResourceName);
-// The same for another resource name (gpushare.memoryShares.resourceName on the node).
-Result<memshare::PodRequest> PodMemRequest(const Pod& pod, std::string_view resource);
 
 }  // namespace gpushare::kube

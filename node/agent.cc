@@ -19,6 +19,7 @@
 
 #include "deviceplugin/logfmt.h"
 #include "deviceplugin/server.h"
+#include "node/memshare_service.h"
 
 namespace gpushare::node {
 namespace {
@@ -102,6 +103,7 @@ class Agent::Impl {
     if (!in.ok()) return in.status();
     Result<ResourcePlan> p = BuildResourcePlan(in->inventory, in->config);
     if (!p.ok()) return p.status();
+    GPUSHARE_RETURN_IF_ERROR(EnsureMemoryMode(*in, *p));
     Adopt(std::move(in).value(), std::move(p).value());
     return Status::Ok();
   }
@@ -142,6 +144,7 @@ class Agent::Impl {
     spdlog::info("event=shutdown reason={} resources={}", Value(stop_reason), slots.size());
     StopAll();
     feed.reset();
+    memory.reset();
     spdlog::info("event=exited status=0");
     return 0;
   }
@@ -163,6 +166,7 @@ class Agent::Impl {
   std::unique_ptr<HealthTracker> health;
   std::unique_ptr<HealthFeed> feed;
   deviceplugin::AllocationDecorator decorator;
+  std::unique_ptr<MemoryShareMode> memory;
   std::vector<Slot> slots;
   uint64_t next_generation = 1;
 
@@ -181,6 +185,22 @@ class Agent::Impl {
   bool reload_requested = false;
 
  private:
+  // Builds the memory-share mode the first time a plan needs it.
+  Status EnsureMemoryMode(const AgentInputs& in, const ResourcePlan& p) {
+    const bool wanted = std::any_of(p.resources.begin(), p.resources.end(),
+                                    [](const PlannedResource& r) { return r.is_memory_shares(); });
+    if (!wanted || memory) return Status::Ok();
+    if (!opts.memory_shares) {
+      spdlog::warn("event=memory_shares_unsteered reason={}",
+                   Value("no memory-share mode configured: GetPreferredAllocation picks the best-fit GPU"));
+      return Status::Ok();
+    }
+    Result<std::unique_ptr<MemoryShareMode>> m = opts.memory_shares(in);
+    if (!m.ok()) return m.status();
+    memory = std::move(m).value();
+    return Status::Ok();
+  }
+
   // Takes new inputs and plan: health tracker, decorator, one slot per resource.
   void Adopt(AgentInputs in, ResourcePlan p) {
     inputs = std::move(in);
@@ -190,6 +210,7 @@ class Agent::Impl {
     health->ApplyTo(&p);
     plan = std::move(p);
     decorator = opts.decorator ? opts.decorator(inputs) : nullptr;
+    if (memory) memory->Update(inputs, plan);
     slots.clear();
     for (const PlannedResource& r : plan.resources) {
       Slot s;
@@ -390,6 +411,15 @@ class Agent::Impl {
     o.extra_env = deviceplugin::ExtraEnv::FromConfig(inputs.config);
     o.allocation_policy = inputs.config.gpushare.allocation_policy;
     o.decorator = decorator;
+    if (s.resource.is_memory_shares()) {
+      // Units of one GPU only, steered by the memory-share mode when it runs.
+      o.preferred = memory ? memory->Preferred() : MemoryUnitsBestFit();
+      o.decorator = [first = memory ? memory->Decorator() : MemoryUnitsDecorator(), then = decorator](
+                        const deviceplugin::ResolvedRequest& r, deviceplugin::ContainerAllocation* a) -> Status {
+        GPUSHARE_RETURN_IF_ERROR(first(r, a));
+        return then ? then(r, a) : Status::Ok();
+      };
+    }
     o.generation = s.generation = next_generation++;
     o.on_stream_end = [this](uint64_t g) { Post([&] { ended_generations.push_back(g); }); };
     spdlog::info("event=serve resource={} reason={} attempt={}", s.resource.name, s.why, s.failures + 1);
@@ -443,6 +473,7 @@ class Agent::Impl {
                    t.mig_index, t.healthy ? "Healthy" : "Unhealthy", Value(t.reason));
     }
     health->ApplyTo(&plan);
+    if (memory) memory->Update(inputs, plan);
     for (Slot& s : slots) {
       const PlannedResource* r = plan.Find(s.resource.name);
       if (r == nullptr) continue;
@@ -467,6 +498,10 @@ class Agent::Impl {
     if (problem.ok()) {
       p = BuildResourcePlan(in->inventory, in->config);
       if (!p.ok()) problem = p.status();
+    }
+    if (problem.ok()) {
+      Status m = EnsureMemoryMode(*in, *p);
+      if (!m.ok()) spdlog::error("event=memory_shares_failed error={} action=serve_unsteered", Value(m.message()));
     }
     if (!problem.ok()) {
       for (const std::string& line : logfmt::Lines(problem.message())) {

@@ -10,6 +10,9 @@
 //     tens of milliseconds), retrying with backoff while kubelet is not there;
 //   - health: events from a HealthFeed go through core's HealthTracker; every transition is
 //     logged and pushed to kubelet through ListAndWatch; quiet-period recoveries are timed here;
+//   - memory shares: when the plan has a memory-share resource, a MemoryShareMode (built once by
+//     AgentOptions::memory_shares) steers its GetPreferredAllocation, adds to its Allocate and
+//     is told about every plan and health change (it publishes the node's GPU inventory);
 //   - SIGHUP reloads inventory and config; a bad new config keeps the old plan serving and logs
 //     one line per problem; SIGTERM/SIGINT stop every server, remove our sockets and make Run
 //     return 0. Signals arrive through a signalfd: no work happens in a signal handler.
@@ -28,6 +31,7 @@
 #include "core/resource_plan.h"
 #include "core/status.h"
 #include "deviceplugin/allocation.h"
+#include "deviceplugin/preferred_allocation.h"
 
 namespace gpushare::node {
 
@@ -56,12 +60,30 @@ using HealthFeedFactory =
 // environment and mounts are added); may return an empty function.
 using DecoratorFactory = std::function<deviceplugin::AllocationDecorator(const AgentInputs& inputs)>;
 
+// Memory shares (gpushare.memoryShares, node/memshare_service.h): what the agent needs from the
+// part that talks to the API server and to kubelet's PodResources API.
+class MemoryShareMode {
+ public:
+  virtual ~MemoryShareMode() = default;
+  // The current inputs and plan (health applied), after every load, reload and health change.
+  // Called on the agent thread; must not block.
+  virtual void Update(const AgentInputs& inputs, const ResourcePlan& plan) = 0;
+  // GetPreferredAllocation of the memory-share resource.
+  virtual deviceplugin::PreferredChooser Preferred() = 0;
+  // Allocate of the memory-share resource, run before the config's decorator.
+  virtual deviceplugin::AllocationDecorator Decorator() = 0;
+};
+// Built the first time a plan has a memory-share resource. An error stops Init (and is
+// logged on a reload, which then serves without memory mode).
+using MemoryShareFactory = std::function<Result<std::unique_ptr<MemoryShareMode>>(const AgentInputs& inputs)>;
+
 struct AgentOptions {
   std::string plugin_dir = "/var/lib/kubelet/device-plugins";
   std::string kubelet_socket;  // empty = <plugin_dir>/kubelet.sock
   InputLoader load;            // required
   HealthFeedFactory health;    // optional
   DecoratorFactory decorator;  // optional
+  MemoryShareFactory memory_shares;  // optional; without it memory shares go by best fit (one GPU)
   bool handle_signals = true;  // block SIGTERM/SIGINT/SIGHUP and read them from a signalfd
 
   // Lifecycle timing. Reactions are event-driven; these only pace retries.

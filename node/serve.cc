@@ -68,6 +68,7 @@ void AddServeFlags(CLI::App& app, ServeFlags& flags) {
   app.add_option("--log-level", flags.log_level, "trace, debug, info, warn, error or off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
       ->capture_default_str();
+  AddMemoryShareFlags(app, flags.memory);
 }
 
 void BlockServeSignals() {
@@ -108,6 +109,7 @@ int Serve(ServeOptions options) {
   a.kubelet_socket = options.flags.kubelet_socket;
   a.load = std::move(options.load);
   a.decorator = std::move(options.decorator);
+  a.memory_shares = MemoryShareFactoryFromFlags(options.flags.memory);
   if (options.health_source) {
     a.health = [factory = std::move(options.health_source)](
                    const AgentInputs& in, HealthSink sink) -> Result<std::unique_ptr<HealthFeed>> {

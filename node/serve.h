@@ -1,7 +1,8 @@
 // Serve: the wiring of gpushare-node's serving mode, so that the main stays a flag parser.
 //
 // AddServeFlags registers the serving flags (--device-plugin-dir, --kubelet-socket,
-// --log-level); Serve builds an Agent (node/agent.h) from a loader and a health-source
+// --log-level, and memory mode's --node-name, --kubeconfig, --pod-resources-socket,
+// --reconcile-interval); Serve builds an Agent (node/agent.h) from a loader and a health-source
 // factory, runs it and returns the process exit status: 0 after SIGTERM/SIGINT, 2 when the
 // inputs are invalid (every problem printed, one per line), 1 for anything else.
 // MakeHealthFeed adapts a gpu/ HealthEventSource (NVML or the events file) to the agent's
@@ -15,6 +16,7 @@
 #include "core/status.h"
 #include "gpu/health_events.h"
 #include "node/agent.h"
+#include "node/memshare_service.h"
 
 namespace CLI {
 class App;
@@ -26,6 +28,7 @@ struct ServeFlags {
   std::string plugin_dir = "/var/lib/kubelet/device-plugins";
   std::string kubelet_socket;  // empty = <plugin_dir>/kubelet.sock
   std::string log_level = "info";
+  MemoryShareFlags memory;     // --node-name, --kubeconfig, --pod-resources-socket, ...
 };
 
 void AddServeFlags(CLI::App& app, ServeFlags& flags);

@@ -1,0 +1,81 @@
+// MemoryShareService: gpushare-node's memory mode (gpushare.memoryShares, aliyun.com/gpu-mem).
+//
+// The pure decisions are in core/memshare_node.h; this part does the I/O around them:
+//   - publishes the node's GPUs as the node annotation gpushare.io/gpu-inventory (merge patch)
+//     and aliyun.com/gpu-count in the node's status capacity/allocatable, again whenever the
+//     plan or a GPU's health changes, and whenever the Node object stops saying it (a node
+//     informer on metadata.name=<node>);
+//   - GetPreferredAllocation: the oldest pod the scheduler assumed on this node that still
+//     waits for a container of this size (a pod informer on spec.nodeName=<node>; one fresh
+//     list from the API when the cache has no such pod yet) gets all units on its GPU;
+//   - Allocate: refuses units of several GPUs, adds ALIYUN_COM_GPU_MEM_IDX/_POD/_CONTAINER/_DEV
+//     (the memory limit itself comes from the units through the interposer contract) and asks
+//     for a reconcile;
+//   - the reconciler: kubelet's PodResources List (periodically, and shortly after every
+//     Allocate; client-side paced, and backing off when kubelet's rate limit refuses) says
+//     which units each container holds; every pod whose annotations say otherwise is patched
+//     with the truth (ALIYUN_COM_GPU_MEM_ASSIGNED=true, the real GPU, the confirmed map).
+// State that matters lives in the API (annotations) and in kubelet (PodResources): after a
+// restart the first reconcile rebuilds everything. The only memory-only state is a hint of
+// which containers were steered a moment ago and are not yet visible in PodResources.
+// Logs: event=memshare_* key=value lines.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+#include "node/agent.h"
+
+namespace CLI {
+class App;
+}
+
+namespace gpushare::kube {
+class Client;
+}
+
+namespace gpushare::node {
+
+inline constexpr const char* kDefaultPodResourcesSocket = "/var/lib/kubelet/pod-resources/kubelet.sock";
+
+struct MemoryShareOptions {
+  std::string node_name;                    // required
+  std::shared_ptr<kube::Client> client;     // required
+  std::string pod_resources_socket = kDefaultPodResourcesSocket;
+  std::chrono::milliseconds reconcile_interval{10000};  // periodic PodResources List
+  std::chrono::milliseconds after_allocate{50};         // a List this long after an Allocate
+  std::chrono::milliseconds min_list_interval{50};      // pacing (kubelet allows 100/s, burst 10)
+  std::chrono::milliseconds sync_wait{5000};  // GetPreferredAllocation waits for the pod cache
+  std::chrono::milliseconds hint_ttl{60000};  // a steered container not seen in PodResources
+  std::chrono::milliseconds rpc_timeout{5000};  // PodResources calls
+};
+
+// The parts of memory mode that need no API: Allocate's one-GPU check and environment (with
+// `on_allocate`, if set, called after each success), and GetPreferredAllocation by best fit
+// (units of one GPU, the fullest that has room). The agent uses them for a memory-share
+// resource whenever no MemoryShareMode runs, so a container never gets units of two GPUs.
+deviceplugin::AllocationDecorator MemoryUnitsDecorator(std::function<void()> on_allocate = nullptr);
+deviceplugin::PreferredChooser MemoryUnitsBestFit();
+
+// Starts the informers and the worker thread. Errors: options missing (kInvalidArgument).
+Result<std::unique_ptr<MemoryShareMode>> StartMemoryShares(MemoryShareOptions options);
+
+// The flags of memory mode (registered by node::AddServeFlags).
+struct MemoryShareFlags {
+  std::string node_name;   // --node-name, $NODE_NAME
+  std::string kubeconfig;  // --kubeconfig ($KUBECONFIG, then in-cluster, then ~/.kube/config)
+  std::string pod_resources_socket = kDefaultPodResourcesSocket;  // --pod-resources-socket
+  std::string reconcile_interval = "10s";                         // --reconcile-interval
+};
+
+void AddMemoryShareFlags(CLI::App& app, MemoryShareFlags& flags);
+
+// For AgentOptions::memory_shares: checks the flags, loads the API client configuration and
+// starts the service. kInvalidArgument (exit 2) for a missing node name, a bad duration or an
+// unusable kubeconfig.
+MemoryShareFactory MemoryShareFactoryFromFlags(const MemoryShareFlags& flags);
+
+}  // namespace gpushare::node
