@@ -11,6 +11,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
 
 #include "core/memshare.h"
 #include "kube/objects.h"
@@ -100,6 +101,30 @@ inline kube::Pod DecodePodOrDie(const json& j) { return *kube::DecodePod(j); }
 
 inline std::string SeedManifestPath() {
   return std::string(GPUSHARE_SHARED_DIR) + "/examples/seed-manifests/knative-gpu-mem-sharing.yaml";
+}
+
+// What the seed Knative Service asks for, read from the manifest (tests that call it link
+// yaml-cpp). False when the manifest is absent.
+struct SeedService {
+  std::string service, ns, container, image;
+  int64_t units = 0;
+  int max_scale = 0;
+  int container_concurrency = 0;
+};
+
+inline bool ReadSeedService(SeedService* s) {
+  if (!std::filesystem::exists(SeedManifestPath())) return false;
+  YAML::Node m = YAML::LoadFile(SeedManifestPath());
+  s->service = m["metadata"]["name"].as<std::string>();
+  s->ns = m["metadata"]["namespace"].as<std::string>("default");
+  YAML::Node t = m["spec"]["template"];
+  s->max_scale = std::stoi(t["metadata"]["annotations"]["autoscaling.knative.dev/maxScale"].as<std::string>());
+  s->container_concurrency = t["spec"]["containerConcurrency"].as<int>();
+  YAML::Node c = t["spec"]["containers"][0];
+  s->container = c["name"].as<std::string>();
+  s->image = c["image"].as<std::string>();
+  s->units = std::stoll(c["resources"]["limits"]["aliyun.com/gpu-mem"].as<std::string>());
+  return true;
 }
 
 // The pods Knative Serving creates for revision 1 of the seed Service: the Service's
