@@ -118,14 +118,19 @@ bool GpuCache::synced() const {
   return synced_;
 }
 
+GpuCache::NodeRec* GpuCache::FindNode(std::string_view name) const {
+  auto it = node_index_.find(name);
+  return it == node_index_.end() ? nullptr : it->second;
+}
+
 GpuCache::NodeRec& GpuCache::NodeFor(const std::string& name) {
-  auto it = nodes_.find(name);
-  if (it != nodes_.end()) return *it->second;
+  if (NodeRec* n = FindNode(name)) return *n;
   auto rec = std::make_unique<NodeRec>();
   rec->name = name;
   rec->problem = "node not seen by the node informer";
   NodeRec& r = *rec;
   nodes_.emplace(name, std::move(rec));
+  node_index_.emplace(std::string_view(r.name), &r);
   return r;
 }
 
@@ -201,9 +206,9 @@ void GpuCache::UpsertNode(const kube::Node& node) {
 
 void GpuCache::DeleteNode(const std::string& name) {
   std::lock_guard<std::mutex> l(mu_);
-  auto it = nodes_.find(name);
-  if (it == nodes_.end()) return;
-  NodeRec& n = *it->second;
+  NodeRec* found = FindNode(name);
+  if (found == nullptr) return;
+  NodeRec& n = *found;
   n.exists = false;
   n.has_inventory = false;
   n.inventory_text.clear();
@@ -502,9 +507,10 @@ NodeVerdict GpuCache::Check(const NodeRec& n, const ms::PodRequest& request, con
   if (!n.exists) return {K::kUnresolvable, "node is not in gpushare-scheduler's cache (not seen by its node informer)"};
   if (!n.has_inventory || n.slots.empty() || n.eid < 0) return {K::kUnresolvable, n.problem};
   const pl::NodeState& s = cluster_.node(n.eid);
+  if (pl::CheckFit(s, shape) == pl::Rejection::kNone) return {K::kFits, {}};
+  // Why not, in words (the slow path: only refused nodes get here).
   const std::vector<int64_t> demands = request.Demands();
   const std::vector<std::string> owners = request.DemandContainers();
-  if (pl::CheckFit(s, shape) == pl::Rejection::kNone) return {K::kFits, ""};
   int64_t largest_cap = 0;
   for (int g = 0; g < s.num_gpus; ++g) largest_cap = std::max(largest_cap, s.gpu_capacity[g]);
   std::string free_list;
@@ -538,13 +544,13 @@ std::vector<NodeVerdict> GpuCache::Filter(const ms::PodRequest& request, const s
   EnsureEngine();
   Result<pl::ShapeId> shape = Shape(request);
   for (size_t i = 0; i < names.size(); ++i) {
-    auto it = nodes_.find(names[i]);
-    if (it == nodes_.end()) {
+    const NodeRec* n = FindNode(names[i]);
+    if (n == nullptr) {
       out[i] = {NodeVerdict::Kind::kUnresolvable, "node is not in gpushare-scheduler's cache (not seen by its node informer)"};
     } else if (!shape.ok()) {
       out[i] = {NodeVerdict::Kind::kUnresolvable, shape.status().message()};
     } else {
-      out[i] = Check(*it->second, request, engine_->shape(*shape));
+      out[i] = Check(*n, request, engine_->shape(*shape));
     }
   }
   return out;
@@ -558,10 +564,12 @@ std::vector<int64_t> GpuCache::Score(const ms::PodRequest& request, const std::v
   if (!shape.ok()) return out;
   std::vector<pl::NodeId> ids;
   std::vector<size_t> where;
+  ids.reserve(names.size());
+  where.reserve(names.size());
   for (size_t i = 0; i < names.size(); ++i) {
-    auto it = nodes_.find(names[i]);
-    if (it == nodes_.end() || it->second->eid < 0 || !it->second->has_inventory) continue;
-    ids.push_back(it->second->eid);
+    const NodeRec* n = FindNode(names[i]);
+    if (n == nullptr || n->eid < 0 || !n->has_inventory) continue;
+    ids.push_back(n->eid);
     where.push_back(i);
   }
   const std::vector<pl::Verdict> verdicts = engine_->Evaluate(*shape, ids);
@@ -626,12 +634,11 @@ Result<Reservation> GpuCache::Reserve(const kube::Pod& pod, const ms::PodRequest
     return r;
   }
   EnsureEngine();
-  auto nit = nodes_.find(node);
-  if (nit == nodes_.end() || nit->second->eid < 0)
+  NodeRec* found = FindNode(node);
+  if (found == nullptr || found->eid < 0)
     return Status::FailedPrecondition("node " + node + ": " +
-                                      (nit == nodes_.end() ? std::string("not in gpushare-scheduler's cache")
-                                                           : nit->second->problem));
-  NodeRec& n = *nit->second;
+                                      (found == nullptr ? std::string("not in gpushare-scheduler's cache") : found->problem));
+  NodeRec& n = *found;
   Result<pl::ShapeId> shape = Shape(request);
   if (!shape.ok()) return shape.status();
   const NodeVerdict v = Check(n, request, engine_->shape(*shape));
@@ -724,9 +731,9 @@ std::vector<ExpiredPod> GpuCache::ExpireAssumed(int64_t now_ns, int64_t timeout_
 std::vector<GpuState> GpuCache::NodeGpus(const std::string& node) const {
   std::lock_guard<std::mutex> l(mu_);
   std::vector<GpuState> out;
-  auto it = nodes_.find(node);
-  if (it == nodes_.end()) return out;
-  const NodeRec& n = *it->second;
+  const NodeRec* found = FindNode(node);
+  if (found == nullptr) return out;
+  const NodeRec& n = *found;
   for (const auto& g : n.inv.gpus) {
     GpuState s;
     s.index = g.index;

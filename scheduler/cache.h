@@ -28,6 +28,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -163,6 +164,8 @@ class GpuCache {
   mutable std::mutex mu_;
   bool synced_ = false;
   std::map<std::string, std::unique_ptr<NodeRec>> nodes_;  // by name (ordered: deterministic rebuilds)
+  std::unordered_map<std::string_view, NodeRec*> node_index_;  // the same, for lookups
+  NodeRec* FindNode(std::string_view name) const;
   std::unordered_map<std::string, std::unique_ptr<PodRec>> pods_;  // by UID
   std::unordered_map<std::string, std::string> unassigned_;       // UID -> node, not counted
   uint64_t next_token_ = 1;

@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <set>
+#include <string_view>
+#include <unordered_set>
 
 #include "core/memshare.h"
 #include "deviceplugin/logfmt.h"
@@ -48,9 +50,7 @@ struct Decoded {
 };
 
 Result<Decoded> DecodeArgs(std::string_view body, std::string_view resource) {
-  Result<json> j = ParseBody(body);
-  if (!j.ok()) return j.status();
-  Result<ExtenderArgs> a = DecodeExtenderArgs(*j);
+  Result<ExtenderArgs> a = ParseExtenderArgs(body);
   if (!a.ok()) return a.status();
   Decoded d;
   d.args = std::move(*a);
@@ -123,14 +123,17 @@ HttpReply Extender::Filter(std::string_view body) {
     spdlog::info("event=filter_refused pod={} error=\"cache not synced\"", Value(key));
     return {200, EncodeFilterResult(r)};
   }
-  const std::vector<std::string> names = d->args.CandidateNames();
+  std::vector<std::string> listed;
+  if (!d->args.node_names) listed = d->args.CandidateNames();
+  std::vector<std::string>& names = d->args.node_names ? *d->args.node_names : listed;
   std::vector<NodeVerdict> verdicts;
   if (d->request.empty()) {
     verdicts.assign(names.size(), NodeVerdict{});  // nothing to check: every node passes
   } else {
     verdicts = cache_.Filter(d->request, names);
   }
-  std::set<std::string> seen;
+  std::unordered_set<std::string_view> seen(names.size() * 2);
+  r.node_names.reserve(names.size());
   for (size_t i = 0; i < names.size(); ++i) {
     if (!seen.insert(names[i]).second) continue;
     switch (verdicts[i].kind) {
@@ -138,7 +141,7 @@ HttpReply Extender::Filter(std::string_view body) {
         if (r.names_mode) {
           r.node_names.push_back(names[i]);
         } else {
-          r.nodes.push_back((*d->args.nodes)[i]);
+          r.nodes.push_back(std::move((*d->args.nodes)[i]));
         }
         break;
       case NodeVerdict::Kind::kFailed: r.failed[names[i]] = verdicts[i].reason; break;
@@ -176,12 +179,14 @@ HttpReply Extender::Prioritize(std::string_view body) {
     prioritize_errors_.fetch_add(1);
     return {503, EncodeError(kNotSynced)};
   }
-  const std::vector<std::string> names = d->args.CandidateNames();
+  std::vector<std::string> listed;
+  if (!d->args.node_names) listed = d->args.CandidateNames();
+  const std::vector<std::string>& names = d->args.node_names ? *d->args.node_names : listed;
   std::vector<int64_t> scores(names.size(), 0);
   if (!d->request.empty()) scores = cache_.Score(d->request, names);
   std::vector<HostPriority> out;
   out.reserve(names.size());
-  std::set<std::string> seen;
+  std::unordered_set<std::string_view> seen(names.size() * 2);
   for (size_t i = 0; i < names.size(); ++i)
     if (seen.insert(names[i]).second) out.push_back({names[i], scores[i]});
   spdlog::debug("event=prioritize pod={} nodes={} ms={}", Value(PodKey(d->pod)), names.size(), Ms(MsSince(t0)));

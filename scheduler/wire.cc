@@ -1,6 +1,7 @@
 #include "scheduler/wire.h"
 
 #include <cctype>
+#include <memory>
 
 namespace gpushare::scheduler {
 namespace {
@@ -8,6 +9,27 @@ namespace {
 using json = nlohmann::json;
 
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+// Appends `s` as a JSON string. `s` comes from a parsed request (valid UTF-8) or from our own
+// messages; only the characters JSON requires are escaped.
+void AppendString(std::string* out, std::string_view s) {
+  static const char* hex = "0123456789abcdef";
+  out->push_back('"');
+  for (char c : s) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out->push_back('\\');
+      out->push_back(c);
+    } else if (u < 0x20) {
+      out->append("\\u00");
+      out->push_back(hex[u >> 4]);
+      out->push_back(hex[u & 15]);
+    } else {
+      out->push_back(c);
+    }
+  }
+  out->push_back('"');
+}
 
 // Go's encoding/json folds keys with bytes.EqualFold semantics: ASCII case plus the two
 // non-ASCII runes that fold to ASCII letters, KELVIN SIGN (k) and LATIN SMALL LETTER LONG S (s).
@@ -126,49 +148,210 @@ std::vector<std::string> ExtenderArgs::CandidateNames() const {
   return out;
 }
 
-Result<ExtenderArgs> DecodeExtenderArgs(const json& body) {
-  ExtenderArgs a;
-  Result<const json*> pod = FindField(body, "Pod");
-  if (!pod.ok()) return pod.status();
-  if (*pod == nullptr || (*pod)->is_null()) return Status::InvalidArgument("Pod: missing or null");
-  if (!(*pod)->is_object()) return WrongType("Pod", "an object", **pod);
-  a.pod = **pod;
-  Result<const json*> names = FindField(body, "NodeNames");
-  if (!names.ok()) return names.status();
-  if (*names != nullptr && !(*names)->is_null()) {
-    if (!(*names)->is_array()) return WrongType("NodeNames", "an array of strings or null", **names);
-    std::vector<std::string> v;
-    v.reserve((*names)->size());
-    for (size_t i = 0; i < (*names)->size(); ++i) {
-      const json& e = (**names)[i];
-      if (!e.is_string()) return WrongType("NodeNames[" + std::to_string(i) + "]", "a string", e);
-      v.push_back(e.get<std::string>());
+namespace {
+
+Status DecodeNodes(json&& list, ExtenderArgs* a) {
+  if (list.is_null()) return Status::Ok();
+  if (!list.is_object()) return WrongType("Nodes", "a NodeList object or null", list);
+  std::vector<json> items;
+  auto it = list.find("items");
+  if (it != list.end() && !it->is_null()) {
+    if (!it->is_array()) return WrongType("Nodes.items", "an array", *it);
+    items.reserve(it->size());
+    for (size_t i = 0; i < it->size(); ++i) {
+      json& n = (*it)[i];
+      const std::string path = "Nodes.items[" + std::to_string(i) + "]";
+      if (!n.is_object()) return WrongType(path, "a Node object", n);
+      auto meta = n.find("metadata");
+      if (meta == n.end() || !meta->is_object()) return Status::InvalidArgument(path + ".metadata: missing");
+      auto name = meta->find("name");
+      if (name == meta->end() || !name->is_string() || name->get<std::string>().empty())
+        return Status::InvalidArgument(path + ".metadata.name: missing or not a string");
+      items.push_back(std::move(n));
     }
-    a.node_names = std::move(v);
   }
-  Result<const json*> nodes = FindField(body, "Nodes");
-  if (!nodes.ok()) return nodes.status();
-  if (*nodes != nullptr && !(*nodes)->is_null()) {
-    if (!(*nodes)->is_object()) return WrongType("Nodes", "a NodeList object or null", **nodes);
-    std::vector<json> items;
-    auto it = (*nodes)->find("items");
-    if (it != (*nodes)->end() && !it->is_null()) {
-      if (!it->is_array()) return WrongType("Nodes.items", "an array", *it);
-      items.reserve(it->size());
-      for (size_t i = 0; i < it->size(); ++i) {
-        const json& n = (*it)[i];
-        const std::string path = "Nodes.items[" + std::to_string(i) + "]";
-        if (!n.is_object()) return WrongType(path, "a Node object", n);
-        auto meta = n.find("metadata");
-        if (meta == n.end() || !meta->is_object()) return Status::InvalidArgument(path + ".metadata: missing");
-        auto name = meta->find("name");
-        if (name == meta->end() || !name->is_string() || name->get<std::string>().empty())
-          return Status::InvalidArgument(path + ".metadata.name: missing or not a string");
-        items.push_back(n);
+  a->nodes = std::move(items);
+  return Status::Ok();
+}
+
+// SAX handler for ExtenderArgs: builds the Pod and Nodes values with nlohmann's DOM builder,
+// collects NodeNames directly, skips everything else.
+class ArgsSax {
+ public:
+  using Dom = nlohmann::detail::json_sax_dom_parser<json>;
+  enum class Field { kNone, kPod, kNodes, kNames, kSkip };
+
+  explicit ArgsSax(int max_depth) : max_depth_(max_depth) {}
+
+  bool null() { return Scalar(json(nullptr)); }
+  bool boolean(bool v) { return Scalar(json(v)); }
+  bool number_integer(json::number_integer_t v) { return Scalar(json(v)); }
+  bool number_unsigned(json::number_unsigned_t v) { return Scalar(json(v)); }
+  bool number_float(json::number_float_t v, const std::string&) { return Scalar(json(v)); }
+  bool string(std::string& v) {
+    if (depth_ == 2 && field_ == Field::kNames && in_names_) {
+      names_.push_back(std::move(v));
+      return true;
+    }
+    return Scalar(json(std::move(v)));
+  }
+  bool binary(json::binary_t&) { return Fail("unexpected binary value"); }
+
+  bool start_object(std::size_t n) { return Open(true, n); }
+  bool start_array(std::size_t n) { return Open(false, n); }
+  bool end_object() { return Close(true); }
+  bool end_array() { return Close(false); }
+
+  bool key(std::string& k) {
+    if (dom_) return dom_->key(k);
+    if (depth_ != 1) return true;  // inside a skipped value
+    const std::string folded = FoldKey(k);
+    Field f = Field::kSkip;
+    if (folded == "pod") f = Field::kPod;
+    if (folded == "nodes") f = Field::kNodes;
+    if (folded == "nodenames") f = Field::kNames;
+    if (f != Field::kSkip) {
+      std::string& first = seen_[static_cast<int>(f)];
+      if (!first.empty())
+        return Fail("field " + std::string(f == Field::kPod ? "Pod" : f == Field::kNodes ? "Nodes" : "NodeNames") +
+                    " appears twice (as \"" + first + "\" and \"" + k + "\")");
+      first = k;
+    }
+    field_ = f;
+    return true;
+  }
+
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) {
+    return Fail(std::string("malformed JSON: ") + e.what());
+  }
+
+  Status Finish(ExtenderArgs* a) {
+    if (!error_.empty()) return Status::InvalidArgument(error_);
+    if (!root_object_) return Status::InvalidArgument("request body: must be a JSON object, got " + root_type_);
+    if (seen_[static_cast<int>(Field::kPod)].empty() || pod_.is_null()) return Status::InvalidArgument("Pod: missing or null");
+    if (!pod_.is_object()) return WrongType("Pod", "an object", pod_);
+    a->pod = std::move(pod_);
+    if (have_names_) a->node_names = std::move(names_);
+    return DecodeNodes(std::move(nodes_), a);
+  }
+
+ private:
+  bool Fail(std::string why) {
+    if (error_.empty()) error_ = std::move(why);
+    return false;
+  }
+  // A scalar: the root (an error), a field's value, or part of a built or skipped value.
+  bool Scalar(json v) {
+    if (depth_ == 0) {
+      root_type_ = std::string(TypeName(v));
+      return true;
+    }
+    if (dom_) return Forward(std::move(v));
+    if (depth_ != 1) {
+      if (field_ == Field::kNames && in_names_ && depth_ == 2)
+        return Fail("NodeNames[" + std::to_string(names_.size()) + "]: must be a string, got " + std::string(TypeName(v)));
+      return true;
+    }
+    switch (field_) {
+      case Field::kPod: pod_ = std::move(v); break;
+      case Field::kNodes: nodes_ = std::move(v); break;
+      case Field::kNames:
+        if (!v.is_null()) return WrongTypeFail("NodeNames", "an array of strings or null", v);
+        break;
+      default: break;
+    }
+    field_ = Field::kNone;
+    return true;
+  }
+  bool WrongTypeFail(std::string_view f, std::string_view want, const json& got) {
+    return Fail(WrongType(f, want, got).message());
+  }
+  bool Forward(json v) {
+    switch (v.type()) {
+      case json::value_t::null: return dom_->null();
+      case json::value_t::boolean: return dom_->boolean(v.get<bool>());
+      case json::value_t::number_integer: return dom_->number_integer(v.get<json::number_integer_t>());
+      case json::value_t::number_unsigned: return dom_->number_unsigned(v.get<json::number_unsigned_t>());
+      case json::value_t::number_float: return dom_->number_float(v.get<json::number_float_t>(), "");
+      default: return dom_->string(v.get_ref<std::string&>());
+    }
+  }
+  bool Open(bool object, std::size_t n) {
+    if (++depth_ > max_depth_)
+      return Fail("malformed JSON: nesting deeper than " + std::to_string(max_depth_) + " levels");
+    if (depth_ == 1) {
+      if (!object) {
+        root_type_ = "an array";
+        return Fail("request body: must be a JSON object, got an array");
       }
+      root_object_ = true;
+      return true;
     }
-    a.nodes = std::move(items);
+    if (dom_) return object ? dom_->start_object(n) : dom_->start_array(n);
+    if (depth_ == 2 && (field_ == Field::kPod || field_ == Field::kNodes)) {
+      built_ = json();
+      dom_ = std::make_unique<Dom>(built_, true);
+      return object ? dom_->start_object(n) : dom_->start_array(n);
+    }
+    if (depth_ == 2 && field_ == Field::kNames) {
+      if (object) return Fail("NodeNames: must be an array of strings or null, got an object");
+      in_names_ = true;
+      have_names_ = true;
+      return true;
+    }
+    if (depth_ == 3 && field_ == Field::kNames && in_names_)
+      return Fail("NodeNames[" + std::to_string(names_.size()) + "]: must be a string, got " +
+                  (object ? "an object" : "an array"));
+    return true;  // a skipped value
   }
+  bool Close(bool object) {
+    const int d = depth_--;
+    if (dom_) {
+      const bool ok = object ? dom_->end_object() : dom_->end_array();
+      if (d == 2) {
+        dom_.reset();
+        (field_ == Field::kPod ? pod_ : nodes_) = std::move(built_);
+        field_ = Field::kNone;
+      }
+      return ok;
+    }
+    if (d == 2 && field_ == Field::kNames) {
+      in_names_ = false;
+      field_ = Field::kNone;
+    } else if (d == 2) {
+      field_ = Field::kNone;
+    }
+    return true;
+  }
+
+  int max_depth_;
+  int depth_ = 0;
+  bool root_object_ = false;
+  std::string root_type_ = "nothing";
+  Field field_ = Field::kNone;
+  std::string seen_[5];
+  std::unique_ptr<Dom> dom_;
+  json built_, pod_, nodes_;
+  std::vector<std::string> names_;
+  bool in_names_ = false, have_names_ = false;
+  std::string error_;
+};
+
+}  // namespace
+
+Result<ExtenderArgs> ParseExtenderArgs(std::string_view body, int max_depth) {
+  if (body.empty()) return Status::InvalidArgument("malformed JSON: empty body");
+  ArgsSax sax(max_depth);
+  bool ok = false;
+  try {
+    ok = json::sax_parse(body.begin(), body.end(), &sax, json::input_format_t::json, true);
+  } catch (const json::exception& e) {
+    return Status::InvalidArgument(std::string("malformed JSON: ") + e.what());
+  }
+  ExtenderArgs a;
+  Status s = sax.Finish(&a);
+  if (!s.ok()) return s;
+  if (!ok) return Status::InvalidArgument("malformed JSON");
   return a;
 }
 
@@ -179,7 +362,13 @@ std::string EncodeFilterResult(const FilterResult& r) {
            Dump(json(r.error)) + "}";
   std::string out = "{\"Nodes\":";
   if (r.names_mode) {
-    out += "null,\"NodeNames\":" + Dump(json(r.node_names));
+    out.reserve(out.size() + r.node_names.size() * 24);
+    out += "null,\"NodeNames\":[";
+    for (size_t i = 0; i < r.node_names.size(); ++i) {
+      if (i) out += ',';
+      AppendString(&out, r.node_names[i]);
+    }
+    out += ']';
   } else {
     out += "{\"metadata\":{},\"items\":[";
     for (size_t i = 0; i < r.nodes.size(); ++i) out += (i ? "," : "") + Dump(r.nodes[i]);
@@ -192,9 +381,15 @@ std::string EncodeFilterResult(const FilterResult& r) {
 
 std::string EncodeHostPriorities(const std::vector<HostPriority>& list) {
   std::string out = "[";
-  for (size_t i = 0; i < list.size(); ++i)
-    out += std::string(i ? "," : "") + "{\"Host\":" + Dump(json(list[i].host)) + ",\"Score\":" +
-           std::to_string(list[i].score) + "}";
+  out.reserve(list.size() * 40 + 2);
+  for (size_t i = 0; i < list.size(); ++i) {
+    if (i) out += ',';
+    out += "{\"Host\":";
+    AppendString(&out, list[i].host);
+    out += ",\"Score\":";
+    out += std::to_string(list[i].score);
+    out += '}';
+  }
   return out + "]";
 }
 

@@ -47,7 +47,10 @@ struct ExtenderArgs {
   // The candidate names in request order (from NodeNames, or Nodes.items[].metadata.name).
   std::vector<std::string> CandidateNames() const;
 };
-Result<ExtenderArgs> DecodeExtenderArgs(const nlohmann::json& body);
+// Parses and decodes a request body in one pass (a SAX parser: the Pod and Nodes become JSON
+// objects, NodeNames goes straight into strings, unknown keys are skipped unbuilt), with the
+// same depth limit and errors as ParseBody.
+Result<ExtenderArgs> ParseExtenderArgs(std::string_view body, int max_depth = kMaxJsonDepth);
 
 // ExtenderFilterResult.
 struct FilterResult {

@@ -402,7 +402,8 @@ TEST_F(IntegrationTest, BadRequestsAreRefusedWithAReasonAndNeverCrash) {
   expect(post("filter", "[]"), 400, "must be a JSON object");
   expect(post("filter", R"({"Pod":{"spec":{"containers":{}}},"NodeNames":["n"]})"), 400, "Pod");
   expect(post("filter", R"({"Pod":{},"NodeNames":"n"})"), 400, "NodeNames: must be an array");
-  expect(post("filter", std::string(100000, '[')), 400, "nesting deeper than 64");
+  expect(post("filter", "{\"Pod\":" + std::string(100000, '[')), 400, "nesting deeper than 64");
+  expect(post("bind", "{\"PodName\":" + std::string(100000, '{')), 400, "nesting deeper than 64");
   expect(post("filter", std::string(9u << 20, ' ')), 413, "larger than 8388608 bytes");
   expect(post("filter", "{}", "text/plain"), 415, "Content-Type must be application/json");
   expect(post("prioritize", "nope"), 400, "malformed JSON");

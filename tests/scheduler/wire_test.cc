@@ -13,11 +13,7 @@ const char* kCacheModeRequest =
     R"({"Pod":{"metadata":{"name":"p","namespace":"ml","uid":"u1"},"spec":{"containers":[{"name":"main"}]}},)"
     R"("Nodes":null,"NodeNames":["a","b"]})";
 
-Result<ExtenderArgs> Args(std::string_view body) {
-  Result<json> j = ParseBody(body);
-  if (!j.ok()) return j.status();
-  return DecodeExtenderArgs(*j);
-}
+Result<ExtenderArgs> Args(std::string_view body) { return ParseExtenderArgs(body); }
 
 TEST(Wire, CacheModeRequest) {
   Result<ExtenderArgs> a = Args(kCacheModeRequest);
@@ -95,6 +91,14 @@ TEST(Wire, HostileNestingIsRefusedBeforeParsing) {
   Result<json> j = ParseBody(deep);
   ASSERT_FALSE(j.ok());
   EXPECT_NE(j.status().message().find("nesting deeper than 64"), std::string::npos);
+  const std::string deep_pod = "{\"Pod\":" + std::string(100000, '[');
+  Result<ExtenderArgs> a = Args(deep_pod);
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("nesting deeper than 64"), std::string::npos) << a.status().message();
+  // Unknown keys are skipped, whatever they hold (within the depth limit).
+  a = Args(R"({"Extra":{"a":[1,2,{"b":null}],"NodeNames":"not this one"},"Pod":{},"NodeNames":["n"],"more":[["x"]]})");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->CandidateNames(), (std::vector<std::string>{"n"}));
   // Brackets inside strings do not count; escaped quotes do not end a string.
   std::string s = R"({"Pod":{"metadata":{"name":"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\"[[["}}})";
   EXPECT_TRUE(ParseBody(s).ok()) << ParseBody(s).status().ToString();

@@ -215,6 +215,7 @@ Result<std::string> ExtenderClient::Post(const std::string& verb, const std::str
   cli.set_connection_timeout(sec, usec);
   cli.set_read_timeout(sec, usec);
   cli.set_write_timeout(sec, usec);
+  cli.set_tcp_nodelay(true);  // Go's net package sets TCP_NODELAY on every connection
   const std::string path = path_prefix_ + "/" + verb;
   httplib::Result r = cli.Post(path, body, "application/json");
   if (!r) return Status::Unavailable("POST " + scheme_host_port_ + path + ": " + httplib::to_string(r.error()));
