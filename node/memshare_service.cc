@@ -313,9 +313,12 @@ class Service final : public MemoryShareMode {
     for (const auto& [key, containers] : observed) {
       std::shared_ptr<const kube::Pod> pod = pods_->Get(key);
       if (!pod) {
-        retry_soon = true;  // kubelet knows it, our cache not yet
+        // kubelet knows it and our cache not yet, or it was deleted and kubelet is still
+        // tearing it down: look again soon, but only for a while.
+        if (++unseen_[key] <= kMaxQuickRetries) retry_soon = true;
         continue;
       }
+      unseen_.erase(key);
       Result<ms::PodRequest> req = kube::PodMemRequest(*pod, resource);
       if (!req.ok()) {
         Once("request:" + key, "event=memshare_pod_unreadable pod=" + key + " error=" + Value(req.status().message()));
@@ -362,6 +365,9 @@ class Service final : public MemoryShareMode {
     // PodResources now shows (or that are too old: the admission failed).
     for (auto it = written_.begin(); it != written_.end();) {
       it = observed.count(it->first) ? std::next(it) : written_.erase(it);
+    }
+    for (auto it = unseen_.begin(); it != unseen_.end();) {
+      it = observed.count(it->first) ? std::next(it) : unseen_.erase(it);
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -441,6 +447,8 @@ class Service final : public MemoryShareMode {
   Clock::time_point last_list_{};
   int64_t list_backoff_ms_ = 0;
   std::map<std::string, Written> written_;
+  std::map<std::string, int> unseen_;  // pods in PodResources the cache does not have, by rounds
+  static constexpr int kMaxQuickRetries = 10;
   std::set<std::string> logged_;
   bool ready_logged_ = false;
 

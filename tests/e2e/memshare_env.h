@@ -183,7 +183,8 @@ class MemShareEnv {
     ASSERT_TRUE(p.ok());
     Result<ms::PodRequest> req = kube::PodMemRequest(*p);
     ASSERT_TRUE(req.ok());
-    const ms::InventoryGpu* g = Inventory().FindByIndex(demand_gpus.at(0));
+    const ms::NodeInventory inv = Inventory();
+    const ms::InventoryGpu* g = inv.FindByIndex(demand_gpus.at(0));
     for (const auto& [k, v] : ms::BindAnnotations(*req, demand_gpus, g ? g->units : 0, t)) pod["metadata"]["annotations"][k] = v;
     Result<json> r = client_->Create(kube::kPods, pod["metadata"].value("namespace", "default"), pod);
     ASSERT_TRUE(r.ok()) << r.status().ToString();

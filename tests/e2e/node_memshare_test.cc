@@ -59,15 +59,22 @@ TEST(NodeMemoryShares, PublishesTheInventoryAndGpuCountAndKeepsThemTrue) {
     EXPECT_EQ(inv.gpus[i].mode, "memory");
     EXPECT_TRUE(inv.gpus[i].healthy);
   }
+  // The count follows the annotation (a second patch, of nodes/status).
+  ASSERT_TRUE(WaitUntil([&] {
+    auto n = env.api()->GetNode(spec.name);
+    return n.ok() && n->status.capacity["aliyun.com/gpu-count"] == "3";
+  })) << env.AgentLog();
   auto node = env.api()->GetNode(spec.name);
   ASSERT_TRUE(node.ok());
-  EXPECT_EQ(node->status.capacity["aliyun.com/gpu-count"], "3");
   EXPECT_EQ(node->status.allocatable["aliyun.com/gpu-count"], "3");
   EXPECT_EQ(node->status.capacity["cpu"], "64");  // a merge patch: kubelet's fields stay
 
   // A GPU goes bad: the annotation and the count follow, kubelet loses its 15 units.
   { std::ofstream(events, std::ios::app) << "xid=79 uuid=" << GpuUuidFor(1) << "\n"; }
-  ASSERT_TRUE(WaitUntil([&] { return !env.Inventory().gpus.at(1).healthy; })) << env.AgentLog();
+  ASSERT_TRUE(WaitUntil([&] {
+    ms::NodeInventory now = env.Inventory();
+    return now.gpus.size() == 3 && !now.gpus[1].healthy;
+  })) << env.AgentLog();
   EXPECT_TRUE(env.kubelet().WaitForAllocatable(kMem, 24 + 80, std::chrono::seconds(20)));
   ASSERT_TRUE(WaitUntil([&] {
     auto n = env.api()->GetNode(spec.name);
@@ -77,7 +84,9 @@ TEST(NodeMemoryShares, PublishesTheInventoryAndGpuCountAndKeepsThemTrue) {
   // Someone removes the annotation: it comes back.
   ASSERT_TRUE(env.api()->PatchNodeAnnotations(spec.name, {{std::string(ms::kInventoryAnnotation), std::nullopt}}).ok());
   ASSERT_TRUE(WaitUntil([&] { return env.Inventory().gpus.size() == 3; })) << env.AgentLog();
-  EXPECT_FALSE(env.Inventory().gpus.at(1).healthy);
+  ms::NodeInventory back = env.Inventory();
+  ASSERT_EQ(back.gpus.size(), 3u);
+  EXPECT_FALSE(back.gpus[1].healthy);
 }
 
 TEST(NodeMemoryShares, SteersToTheAssumedGpuAndConfirms) {
