@@ -5,9 +5,12 @@
 // order), pods with several containers and sidecars, agent restarts, kubelet's rate limit,
 // and bad requests.
 #include <gmock/gmock.h>
+#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <functional>
+#include <thread>
 
 #include "tests/e2e/memshare_env.h"
 #include "tests/scheduler/fixtures.h"
@@ -80,6 +83,14 @@ TEST(NodeMemoryShares, PublishesTheInventoryAndGpuCountAndKeepsThemTrue) {
     auto n = env.api()->GetNode(spec.name);
     return n.ok() && n->status.allocatable["aliyun.com/gpu-count"] == "2" && n->status.capacity["aliyun.com/gpu-count"] == "3";
   }));
+
+  // Units of the Unhealthy GPU are refused.
+  v1beta1::AllocateRequest req;
+  req.add_container_requests()->add_devices_ids(GpuUuidFor(1) + "-_-0");
+  v1beta1::AllocateResponse resp;
+  grpc::Status bad = env.kubelet().RawAllocate(kMem, req, &resp);
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(bad.error_message(), HasSubstr("Unhealthy"));
 
   // Someone removes the annotation: it comes back.
   ASSERT_TRUE(env.api()->PatchNodeAnnotations(spec.name, {{std::string(ms::kInventoryAnnotation), std::nullopt}}).ok());
@@ -284,6 +295,74 @@ TEST(NodeMemoryShares, BadRequestsAreRefusedWithAReason) {
   ASSERT_TRUE(env.WaitTruthful()) << env.Untruthful().front() << env.AgentLog();
   EXPECT_TRUE(env.agent()->Running());
   env.UnitsPerGpu();
+}
+
+// The kubelet double's PodResources service itself, as the agent sees it (kubernetes-protocols.md §2).
+TEST(NodeMemoryShares, TheKubeletDoubleReportsPodResourcesAsKubeletDoes) {
+  NodeSpec spec;
+  spec.gpu_mib = {4096, 4096};
+  spec.kubelet.pod_resources_qps = 20;  // so that the burst below is refused on any machine
+  spec.kubelet.pod_resources_burst = 3;
+  MemShareEnv env(spec);
+  env.Start();
+  env.AddBoundPod(PodJson("kn", {{"setup", 2, true}, {"user-container", 2}, {"queue-proxy", 0}}, "default", "uid-kn"), {1},
+                  1);
+  ASSERT_TRUE(env.Admit("default", "kn").admitted);
+  auto channel = grpc::CreateChannel("unix:" + env.dir() + "/pr/kubelet.sock", grpc::InsecureChannelCredentials());
+  auto stub = ::v1::PodResourcesLister::NewStub(channel);
+  // A client waits when kubelet's limiter refuses (the agent shares the budget).
+  auto call = [](const std::function<grpc::Status(grpc::ClientContext*)>& f) {
+    for (;;) {
+      grpc::ClientContext ctx;
+      grpc::Status s = f(&ctx);
+      if (s.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED) return s;
+      std::this_thread::sleep_for(std::chrono::milliseconds(60));
+    }
+  };
+  ::v1::ListPodResourcesResponse list;
+  ASSERT_TRUE(call([&](grpc::ClientContext* c) { return stub->List(c, {}, &list); }).ok());
+  ASSERT_EQ(list.pod_resources_size(), 1);
+  const auto& pod = list.pod_resources(0);
+  EXPECT_EQ(pod.name(), "kn");
+  EXPECT_EQ(pod.namespace_(), "default");
+  ASSERT_EQ(pod.containers_size(), 2);  // app containers in spec order; the init container is not listed
+  EXPECT_EQ(pod.containers(0).name(), "user-container");
+  EXPECT_EQ(pod.containers(1).name(), "queue-proxy");
+  EXPECT_EQ(pod.containers(1).devices_size(), 0);
+  ASSERT_EQ(pod.containers(0).devices_size(), 2);  // one entry per device
+  for (const auto& d : pod.containers(0).devices()) {
+    EXPECT_EQ(d.resource_name(), kMem);
+    ASSERT_EQ(d.device_ids_size(), 1);
+    EXPECT_EQ(env.GpuOf(d.device_ids(0)), 1);
+    ASSERT_EQ(d.topology().nodes_size(), 1);
+    EXPECT_EQ(d.topology().nodes(0).id(), 1);  // GPU 1's NUMA node
+  }
+  ::v1::AllocatableResourcesResponse alloc;
+  ASSERT_TRUE(call([&](grpc::ClientContext* c) { return stub->GetAllocatableResources(c, {}, &alloc); }).ok());
+  EXPECT_EQ(alloc.devices_size(), 8);  // healthy devices, allocated ones included
+  ::v1::GetPodResourcesRequest get;
+  get.set_pod_name("ghost");
+  get.set_pod_namespace("default");
+  ::v1::GetPodResourcesResponse got;
+  grpc::Status s = call([&](grpc::ClientContext* c) { return stub->Get(c, get, &got); });
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNKNOWN);
+  EXPECT_EQ(s.error_message(), "pod ghost not found in namespace default");
+  get.set_pod_name("kn");
+  ASSERT_TRUE(call([&](grpc::ClientContext* c) { return stub->Get(c, get, &got); }).ok());
+  EXPECT_EQ(got.pod_resources().containers(0).devices_size(), 2);
+  // Beyond the burst: kubelet's rate limit.
+  int limited = 0;
+  for (int i = 0; i < 10; ++i) {
+    grpc::ClientContext ctx;
+    ::v1::ListPodResourcesResponse r;
+    grpc::Status s = stub->List(&ctx, {}, &r);
+    if (s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+      EXPECT_EQ(s.error_message(), "rejected by rate limit");
+      ++limited;
+    }
+  }
+  EXPECT_GT(limited, 0);
+  EXPECT_GT(env.kubelet().pod_resources_rate_limited(), 0u);
 }
 
 TEST(NodeMemoryShares, StartupProblemsExitWithTheFlagNamed) {

@@ -9,6 +9,7 @@
 
 #include "core/memshare.h"
 #include "node/agent.h"
+#include "proto/deviceplugin/v1beta1/api.pb.h"
 #include "tests/deviceplugin/fixtures.h"
 #include "tests/fakes/kubelet/fake_kubelet.h"
 
@@ -135,6 +136,29 @@ TEST_F(MemoryAgentTest, AFailingModeStopsInit) {
   Status s = agent.Init();
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("--node-name"));
+}
+
+// The plan's size guard counts exactly what the device plugin server sends.
+TEST(ListAndWatchBytes, EqualsTheSerializedMessage) {
+  Inventory inv = Gpus(3);
+  inv.gpus[0].memory_mib = 24 * 1024;
+  inv.gpus[1].numa_node = 0;
+  inv.gpus[2].numa_node = 300;  // a multi-byte varint
+  NodeConfig c;
+  c.gpushare.memory_shares.devices = DeviceSelector{};
+  c.gpushare.memory_shares.unit = memshare::MemoryUnit::kMiB;
+  Result<ResourcePlan> plan = BuildResourcePlan(inv, c);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const PlannedResource& r = plan->resources.at(0);
+  v1beta1::ListAndWatchResponse msg;
+  for (const PlannedDevice& d : r.devices) {
+    v1beta1::Device* out = msg.add_devices();
+    out->set_id(d.id);
+    out->set_health("Unhealthy");
+    for (int64_t n : d.numa_nodes) out->mutable_topology()->add_nodes()->set_id(n);
+  }
+  EXPECT_EQ(static_cast<int64_t>(msg.ByteSizeLong()), ListAndWatchBytes(r));
+  EXPECT_EQ(r.devices.size(), (24u + 8u + 8u) * 1024u);
 }
 
 }  // namespace
