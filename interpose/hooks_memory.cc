@@ -60,6 +60,17 @@ bool Untrack(AllocKind kind, uint64_t key, AllocEntry* out) {
   return found;
 }
 
+// Records an allocation charged to the target's device and context.
+void TrackCharged(uint64_t key, AllocKind kind, const Target& t, uint64_t bytes) {
+  AllocEntry e;
+  e.key = key;
+  e.kind = kind;
+  e.dev = t.dev();
+  e.bytes = bytes;
+  e.ctx = reinterpret_cast<uint64_t>(t.ctx);
+  Track(e);
+}
+
 // The driver freed it (or tore the context down): release the charge. Otherwise keep tracking.
 void FinishFree(CUresult r, bool had, const AllocEntry& e) {
   if (!had) return;
@@ -114,13 +125,7 @@ CUresult AllocLinear(Fn real, Ptr* dptr, Size bytes, const char* api) {
     Unreserve(t.dev(), fp);
     return r;
   }
-  AllocEntry e;
-  e.key = static_cast<uint64_t>(*dptr);
-  e.kind = AllocKind::kLinear;
-  e.dev = t.dev();
-  e.bytes = fp;
-  e.ctx = reinterpret_cast<uint64_t>(t.ctx);
-  Track(e);
+  TrackCharged(static_cast<uint64_t>(*dptr), AllocKind::kLinear, t, fp);
   return r;
 }
 
@@ -159,13 +164,7 @@ CUresult AllocPitch(Fn real, FreeFn free_fn, Ptr* dptr, Size* pitch, Size width,
     Unreserve(t.dev(), estimate);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  AllocEntry e;
-  e.key = static_cast<uint64_t>(*dptr);
-  e.kind = AllocKind::kLinear;
-  e.dev = t.dev();
-  e.bytes = actual;
-  e.ctx = reinterpret_cast<uint64_t>(t.ctx);
-  Track(e);
+  TrackCharged(static_cast<uint64_t>(*dptr), AllocKind::kLinear, t, actual);
   return r;
 }
 
@@ -219,13 +218,7 @@ CUresult CreateArrayLike(Create create, Query query, Destroy destroy, Handle* ha
     Unreserve(t.dev(), estimate);
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  AllocEntry e;
-  e.key = reinterpret_cast<uint64_t>(*handle);
-  e.kind = kind;
-  e.dev = t.dev();
-  e.bytes = actual;
-  e.ctx = reinterpret_cast<uint64_t>(t.ctx);
-  Track(e);
+  TrackCharged(reinterpret_cast<uint64_t>(*handle), kind, t, actual);
   return r;
 }
 
@@ -673,13 +666,7 @@ GPUSHARE_EXPORT CUresult cuMemPoolImportPointer(CUdeviceptr* out, CUmemoryPool p
   if (!CurrentTarget(&t) || range == nullptr || range(&base, &size, *out) != CUDA_SUCCESS) return r;
   uint64_t fp = LinearFootprint(size, t.info->granularity);
   ForceCharge(t.dev(), fp);  // the exporter already holds it; counted here by policy
-  AllocEntry e;
-  e.key = *out;
-  e.kind = AllocKind::kIpc;
-  e.dev = t.dev();
-  e.bytes = fp;
-  e.ctx = reinterpret_cast<uint64_t>(t.ctx);
-  Track(e);
+  TrackCharged(*out, AllocKind::kIpc, t, fp);
   return r;
 }
 
@@ -883,13 +870,7 @@ CUresult OpenIpc(Fn real, CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned in
     *pdptr = 0;
     return CUDA_ERROR_OUT_OF_MEMORY;
   }
-  AllocEntry e;
-  e.key = *pdptr;
-  e.kind = AllocKind::kIpc;
-  e.dev = t.dev();
-  e.bytes = fp;
-  e.ctx = reinterpret_cast<uint64_t>(t.ctx);
-  Track(e);
+  TrackCharged(*pdptr, AllocKind::kIpc, t, fp);
   return r;
 }
 
@@ -931,13 +912,7 @@ GPUSHARE_EXPORT CUresult cuImportExternalMemory(CUexternalMemory* out,
     Unreserve(t.dev(), fp);
     return r;
   }
-  AllocEntry e;
-  e.key = reinterpret_cast<uint64_t>(*out);
-  e.kind = AllocKind::kExternal;
-  e.dev = t.dev();
-  e.bytes = fp;
-  e.ctx = reinterpret_cast<uint64_t>(t.ctx);
-  Track(e);
+  TrackCharged(reinterpret_cast<uint64_t>(*out), AllocKind::kExternal, t, fp);
   return r;
 }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <string_view>
+#include <unordered_set>
 
 #include "deviceplugin/logfmt.h"
 #include "kube/memshare_pod.h"
@@ -28,6 +30,7 @@ struct GpuCache::NodeRec {
   std::vector<int> slots;
   pl::NodeId eid = -1;
   std::vector<pl::PlacementId> bookings;
+  uint64_t visit = 0;  // GpuCache::visit_ when last seen in a request
 
   bool Usable(const ms::InventoryGpu& g) const { return g.ServesMemoryShares(); }
   int SlotOf(int index) const {
@@ -157,7 +160,7 @@ void GpuCache::UpsertNode(const kube::Node& node) {
     n.problem = "annotation " + std::string(ms::kInventoryAnnotation) + " is unreadable: " + inv.status().message();
     Log("event=node_inventory_invalid node=" + Value(n.name) + " error=" + Value(inv.status().message()));
   } else if (inv->unit != options_.unit) {
-    n.problem = "node counts aliyun.com/gpu-mem in " + std::string(ms::MemoryUnitName(inv->unit)) +
+    n.problem = "node counts " + options_.resource_name + " in " + std::string(ms::MemoryUnitName(inv->unit)) +
                 ", gpushare-scheduler in " + std::string(ms::MemoryUnitName(options_.unit)) +
                 " (--memory-unit must match every node)";
     Log("event=node_unit_mismatch node=" + Value(n.name) + " node_unit=" + std::string(ms::MemoryUnitName(inv->unit)));
@@ -300,7 +303,7 @@ void GpuCache::UpsertPod(const kube::Pod& pod) {
       RemovePod(uid);
       if (unassigned_.emplace(uid, pod.spec.node_name).second)
         Log("event=pod_unassigned pod=" + Value(key) + " node=" + Value(pod.spec.node_name) +
-          " detail=\"bound with aliyun.com/gpu-mem but no GPU assignment; not counted on any GPU\"");
+          " detail=\"bound with " + options_.resource_name + " but no GPU assignment; not counted on any GPU\"");
     }
     return;
   }
@@ -543,13 +546,20 @@ std::vector<NodeVerdict> GpuCache::Filter(const ms::PodRequest& request, const s
   std::vector<NodeVerdict> out(names.size());
   EnsureEngine();
   Result<pl::ShapeId> shape = Shape(request);
+  const uint64_t visit = ++visit_;
+  std::unordered_set<std::string_view> unknown;  // names not in the cache, for their repeats
   for (size_t i = 0; i < names.size(); ++i) {
-    const NodeRec* n = FindNode(names[i]);
+    NodeRec* n = FindNode(names[i]);
     if (n == nullptr) {
       out[i] = {NodeVerdict::Kind::kUnresolvable, "node is not in gpushare-scheduler's cache (not seen by its node informer)"};
+      out[i].repeat = !unknown.insert(names[i]).second;
+    } else if (n->visit == visit) {
+      out[i].repeat = true;
     } else if (!shape.ok()) {
+      n->visit = visit;
       out[i] = {NodeVerdict::Kind::kUnresolvable, shape.status().message()};
     } else {
+      n->visit = visit;
       out[i] = Check(*n, request, engine_->shape(*shape));
     }
   }
@@ -566,8 +576,15 @@ std::vector<int64_t> GpuCache::Score(const ms::PodRequest& request, const std::v
   std::vector<size_t> where;
   ids.reserve(names.size());
   where.reserve(names.size());
+  const uint64_t visit = ++visit_;
+  std::unordered_set<std::string_view> unknown;  // names not in the cache, for their repeats
   for (size_t i = 0; i < names.size(); ++i) {
-    const NodeRec* n = FindNode(names[i]);
+    NodeRec* n = FindNode(names[i]);
+    if (n != nullptr ? n->visit == visit : !unknown.insert(names[i]).second) {
+      out[i] = -1;
+      continue;
+    }
+    if (n != nullptr) n->visit = visit;
     if (n == nullptr || n->eid < 0 || !n->has_inventory) continue;
     ids.push_back(n->eid);
     where.push_back(i);

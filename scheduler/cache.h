@@ -56,7 +56,8 @@ struct CacheOptions {
 struct NodeVerdict {
   enum class Kind { kFits, kFailed, kUnresolvable };
   Kind kind = Kind::kFits;
-  std::string reason;  // empty when it fits
+  std::string reason;      // empty when it fits
+  bool repeat = false;     // the name appeared earlier in the same request
 };
 
 // A bind's booking, made under the lock before the API calls.
@@ -116,10 +117,10 @@ class GpuCache {
   bool synced() const;
 
   // --- decisions ---
-  // One verdict per node, in order.
+  // One verdict per node, in order (a name listed twice is marked `repeat` the second time).
   std::vector<NodeVerdict> Filter(const memshare::PodRequest& request, const std::vector<std::string>& nodes);
-  // Scores 0..10 per node, in order (0 for nodes that cannot take the pod). The node the
-  // engine would choose gets 10 and no other node does.
+  // Scores 0..10 per node, in order (0 for nodes that cannot take the pod, -1 for a name listed
+  // a second time). The node the engine would choose gets 10 and no other node does.
   std::vector<int64_t> Score(const memshare::PodRequest& request, const std::vector<std::string>& nodes);
   // Books `pod` on `node`: chooses the GPU(s) and records the reservation. Idempotent for a pod
   // already booked on that node (Reservation::already). Errors: kResourceExhausted (no room;
@@ -169,6 +170,7 @@ class GpuCache {
   std::unordered_map<std::string, std::unique_ptr<PodRec>> pods_;  // by UID
   std::unordered_map<std::string, std::string> unassigned_;       // UID -> node, not counted
   uint64_t next_token_ = 1;
+  uint64_t visit_ = 0;  // marks nodes seen in the current request (repeats)
 
   // The engine's view.
   placement::ClusterState cluster_;

@@ -129,13 +129,14 @@ HttpReply Extender::Filter(std::string_view body) {
   std::vector<NodeVerdict> verdicts;
   if (d->request.empty()) {
     verdicts.assign(names.size(), NodeVerdict{});  // nothing to check: every node passes
+    std::unordered_set<std::string_view> seen;
+    for (size_t i = 0; i < names.size(); ++i) verdicts[i].repeat = !seen.insert(names[i]).second;
   } else {
     verdicts = cache_.Filter(d->request, names);
   }
-  std::unordered_set<std::string_view> seen(names.size() * 2);
   r.node_names.reserve(names.size());
   for (size_t i = 0; i < names.size(); ++i) {
-    if (!seen.insert(names[i]).second) continue;
+    if (verdicts[i].repeat) continue;
     switch (verdicts[i].kind) {
       case NodeVerdict::Kind::kFits:
         if (r.names_mode) {
@@ -186,9 +187,11 @@ HttpReply Extender::Prioritize(std::string_view body) {
   if (!d->request.empty()) scores = cache_.Score(d->request, names);
   std::vector<HostPriority> out;
   out.reserve(names.size());
-  std::unordered_set<std::string_view> seen(names.size() * 2);
-  for (size_t i = 0; i < names.size(); ++i)
-    if (seen.insert(names[i]).second) out.push_back({names[i], scores[i]});
+  std::unordered_set<std::string_view> seen;  // only for pods without a GPU request
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (d->request.empty() ? !seen.insert(names[i]).second : scores[i] < 0) continue;
+    out.push_back({names[i], scores[i]});
+  }
   spdlog::debug("event=prioritize pod={} nodes={} ms={}", Value(PodKey(d->pod)), names.size(), Ms(MsSince(t0)));
   return {200, EncodeHostPriorities(out)};
 }

@@ -15,7 +15,10 @@
 //
 // Replies follow the wire rules of scheduler/wire.h: HTTP 400 with an Error for bodies that are
 // not a valid request, HTTP 200 with an Error for requests that cannot be served (cache not
-// synced, a pod whose gpu-mem request is invalid, no room at bind time). Nothing throws.
+// synced, a pod whose gpu-mem request is invalid, no room at bind time). Prioritize's reply
+// (HostPriorityList) has no Error field, so there those two cases are HTTP 400 (invalid request)
+// and HTTP 503 (cache not synced), which kube-scheduler treats as a failed extender call.
+// Nothing throws.
 #pragma once
 
 #include <atomic>

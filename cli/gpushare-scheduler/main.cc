@@ -9,11 +9,13 @@
 // docs/scheduler.md). Exit status: 0 after SIGINT/SIGTERM, 1 when it cannot start, 2 for bad
 // flags.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <string>
 
 #include "config/duration.h"
 #include "core/memshare.h"
+#include "core/placement/policy.h"
 #include "core/resource_name.h"
 #include "scheduler/service.h"
 
@@ -72,7 +74,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--kube-api-burst", o.kube_burst, "burst of the client-side rate limit")->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);  // prints help (rc 0) or the problem
+    return rc == 0 ? 0 : kExitInvalid;
+  }
 
   auto fail = [](const std::string& m) {
     std::fprintf(stderr, "gpushare-scheduler: %s\n", m.c_str());
@@ -93,6 +100,15 @@ int main(int argc, char** argv) {
   if (o.http.max_body_bytes < 1024) return fail("--max-body-bytes: must be at least 1024");
   if (o.http.threads < 2 || o.http.threads > 1024) return fail("--http-threads: must be 2..1024");
   if (o.kube_burst < 1) return fail("--kube-api-burst: must be >= 1");
+  if (!(o.kube_qps > 0)) return fail("--kube-api-qps: must be > 0");
+  {
+    const std::vector<std::string>& names = placement::PolicyNames();
+    if (std::find(names.begin(), names.end(), o.policy) == names.end()) {
+      std::string known;
+      for (const std::string& n : names) known += (known.empty() ? "" : ", ") + n;
+      return fail("--policy: unknown policy \"" + o.policy + "\" (known: " + known + ")");
+    }
+  }
   Status logging = scheduler::ConfigureSchedulerLogging(log_level);
   if (!logging.ok()) return fail(logging.message());
   return scheduler::RunScheduler(std::move(o));

@@ -451,3 +451,35 @@ TEST(CacheRenamed, CountsTheConfiguredResourceOnly) {
 
 }  // namespace
 }  // namespace gpushare::scheduler
+
+namespace gpushare::scheduler {
+namespace {
+
+TEST(CacheRepeats, ANameListedTwiceIsAnsweredOnce) {
+  GpuCache cache;
+  cache.SetSynced(true);
+  cache.UpsertNode(testing::DecodeNodeOrDie(testing::NodeJson("a", testing::Uniform(1, 24))));
+  cache.UpsertNode(testing::DecodeNodeOrDie(testing::NodeJson("b", testing::Uniform(1, 24))));
+  const memshare::PodRequest req = *kube::PodMemRequest(testing::DecodePodOrDie(testing::SimplePod("p", 3)));
+  std::vector<NodeVerdict> v = cache.Filter(req, {"a", "b", "a", "ghost", "b"});
+  EXPECT_FALSE(v[0].repeat);
+  EXPECT_FALSE(v[1].repeat);
+  EXPECT_TRUE(v[2].repeat);
+  EXPECT_FALSE(v[3].repeat);
+  EXPECT_TRUE(v[4].repeat);
+  std::vector<NodeVerdict> g = cache.Filter(req, {"ghost", "ghost"});
+  EXPECT_FALSE(g[0].repeat);
+  EXPECT_TRUE(g[1].repeat);
+  std::vector<int64_t> gs = cache.Score(req, {"ghost", "a", "ghost"});
+  EXPECT_EQ(gs[0], 0);
+  EXPECT_EQ(gs[2], -1);
+  std::vector<int64_t> s = cache.Score(req, {"a", "a", "b"});
+  EXPECT_GE(s[0], 0);
+  EXPECT_EQ(s[1], -1);
+  EXPECT_GE(s[2], 0);
+  // The next request starts afresh.
+  EXPECT_FALSE(cache.Filter(req, {"a"})[0].repeat);
+}
+
+}  // namespace
+}  // namespace gpushare::scheduler

@@ -92,28 +92,6 @@ class IntegrationTest : public ::testing::Test {
 
 // --- the seed workload -------------------------------------------------------------------------
 
-struct Seed {
-  std::string service, ns, container, image;
-  int64_t units = 0;
-  int max_scale = 0;
-  int container_concurrency = 0;
-};
-
-bool ReadSeed(Seed* s) {
-  if (!std::filesystem::exists(SeedManifestPath())) return false;
-  YAML::Node m = YAML::LoadFile(SeedManifestPath());
-  s->service = m["metadata"]["name"].as<std::string>();
-  s->ns = m["metadata"]["namespace"].as<std::string>("default");
-  YAML::Node tmpl = m["spec"]["template"];
-  s->max_scale = std::stoi(tmpl["metadata"]["annotations"]["autoscaling.knative.dev/maxScale"].as<std::string>());
-  s->container_concurrency = tmpl["spec"]["containerConcurrency"].as<int>();
-  YAML::Node c = tmpl["spec"]["containers"][0];
-  s->container = c["name"].as<std::string>();
-  s->image = c["image"].as<std::string>();
-  s->units = std::stoll(c["resources"]["limits"]["aliyun.com/gpu-mem"].as<std::string>());
-  return true;
-}
-
 // The extender entry of deploy/kube-scheduler-config.yaml, pointed at the test's scheduler.
 ExtenderConfig DeployedConfig(const std::string& url_prefix) {
   YAML::Node cfg = YAML::LoadFile(std::string(GPUSHARE_SOURCE_DIR) + "/deploy/kube-scheduler-config.yaml");
@@ -141,8 +119,8 @@ ExtenderConfig DeployedConfig(const std::string& url_prefix) {
 // The seed Service at maxScale on 1 node x 8 GPUs x 24 GiB, scheduled one pod at a time as
 // kube-scheduler's queue does: 64 bind (8 per GPU), 36 stay Pending with the reason.
 void RunSeed(IntegrationTest* t, const ExtenderConfig& config, const std::string& want_reason) {
-  Seed seed;
-  if (!ReadSeed(&seed)) GTEST_SKIP() << "SKIPPED: " << SeedManifestPath() << " absent";
+  SeedService seed;
+  if (!ReadSeedService(&seed)) GTEST_SKIP() << "SKIPPED: " << SeedManifestPath() << " absent";
   ASSERT_EQ(seed.units, 3);
   ASSERT_EQ(seed.max_scale, 100);
   ASSERT_EQ(seed.container_concurrency, 1);
@@ -435,6 +413,31 @@ TEST_F(IntegrationTest, BadRequestsAreRefusedWithAReasonAndNeverCrash) {
   EXPECT_NE(metrics->body.find("gpushare_scheduler_bad_requests_total"), std::string::npos);
   EXPECT_EQ(scheduler_->Terminate(), 0);
   EXPECT_NE(scheduler_->Log().find("event=filter_bad_request"), std::string::npos);
+}
+
+
+// Every flag problem exits 2 with a line that names the flag, before anything starts.
+TEST(SchedulerFlags, BadFlagsExit2NamingTheFlag) {
+  struct Case {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {{"--listen", "nowhere"}, "--listen: want ADDR:PORT"},
+      {{"--memory-unit", "GB"}, "--memory-unit: must be GiB or MiB"},
+      {{"--policy", "fdg"}, "--policy: unknown policy \"fdg\""},
+      {{"--kube-api-qps", "0"}, "--kube-api-qps: must be > 0"},
+      {{"--assume-timeout", "soon"}, "--assume-timeout"},
+      {{"--http-threads", "many"}, "--http-threads"},
+      {{"--no-such-flag"}, "--no-such-flag"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> argv = {SchedulerBinary()};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    gpushare::testing::ProcessResult r = gpushare::testing::RunProcess(argv, {});
+    EXPECT_EQ(r.exit_code, 2) << c.args[0] << ": " << r.err;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args[0] << ": " << r.err;
+  }
 }
 
 }  // namespace
