@@ -337,9 +337,175 @@ class ArgsSax {
   std::string error_;
 };
 
+// The fast path for what kube-scheduler really sends: an object whose keys are plain ASCII,
+// NodeNames an array of plain ASCII strings (node names are DNS names). It scans the top level
+// itself, reads NodeNames without a JSON lexer, and hands every other value's text to
+// nlohmann's parser, which validates it. It answers only for a request it decodes completely;
+// anything else (escapes, non-ASCII, malformed or unusual input, too deep, a decoding error)
+// returns false and the SAX path decides, with its messages.
+class FastArgs {
+ public:
+  FastArgs(std::string_view body, int max_depth) : p_(body.data()), end_(body.data() + body.size()), max_depth_(max_depth) {}
+
+  bool Decode(ExtenderArgs* a) {
+    Ws();
+    if (!Eat('{')) return false;
+    json pod, nodes;
+    std::vector<std::string> names;
+    bool have_pod = false, have_nodes = false, have_names_key = false, have_names = false;
+    Ws();
+    if (Peek() == '}') return false;  // no Pod
+    for (;;) {
+      Ws();
+      std::string_view key;
+      if (!PlainString(&key)) return false;
+      Ws();
+      if (!Eat(':')) return false;
+      Ws();
+      const std::string folded = FoldKey(key);
+      if (folded == "nodenames") {
+        if (have_names_key) return false;
+        have_names_key = true;
+        if (Peek() == 'n') {
+          if (!Literal("null")) return false;
+        } else {
+          if (!Names(&names)) return false;
+          have_names = true;
+        }
+      } else {
+        const char* start = p_;
+        if (!SkipValue()) return false;
+        const std::string_view text(start, static_cast<size_t>(p_ - start));
+        if (folded == "pod" || folded == "nodes") {
+          bool& seen = folded == "pod" ? have_pod : have_nodes;
+          if (seen) return false;
+          seen = true;
+          json v = json::parse(text, nullptr, false);
+          if (v.is_discarded()) return false;
+          (folded == "pod" ? pod : nodes) = std::move(v);
+        } else if (!json::accept(text)) {
+          return false;
+        }
+      }
+      Ws();
+      if (Eat(',')) continue;
+      if (Eat('}')) break;
+      return false;
+    }
+    Ws();
+    if (p_ != end_ || !have_pod || !pod.is_object()) return false;
+    ExtenderArgs out;
+    out.pod = std::move(pod);
+    if (have_names) out.node_names = std::move(names);
+    if (!DecodeNodes(std::move(nodes), &out).ok()) return false;
+    *a = std::move(out);
+    return true;
+  }
+
+ private:
+  char Peek() const { return p_ < end_ ? *p_ : '\0'; }
+  bool Eat(char c) {
+    if (Peek() != c) return false;
+    ++p_;
+    return true;
+  }
+  void Ws() {
+    while (p_ < end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
+  }
+  bool Literal(std::string_view word) {
+    if (static_cast<size_t>(end_ - p_) < word.size() || std::string_view(p_, word.size()) != word) return false;
+    p_ += word.size();
+    return true;
+  }
+  // "..." of printable ASCII without escapes.
+  bool PlainString(std::string_view* out) {
+    if (!Eat('"')) return false;
+    const char* s = p_;
+    while (p_ < end_) {
+      const unsigned char c = static_cast<unsigned char>(*p_);
+      if (c == '"') {
+        *out = std::string_view(s, static_cast<size_t>(p_ - s));
+        ++p_;
+        return true;
+      }
+      if (c < 0x20 || c >= 0x80 || c == '\\') return false;
+      ++p_;
+    }
+    return false;
+  }
+  bool Names(std::vector<std::string>* names) {
+    if (!Eat('[')) return false;
+    if (2 > max_depth_) return false;
+    Ws();
+    if (Eat(']')) return true;
+    for (;;) {
+      Ws();
+      std::string_view n;
+      if (!PlainString(&n)) return false;
+      names->emplace_back(n);
+      Ws();
+      if (Eat(',')) continue;
+      return Eat(']');
+    }
+  }
+  // Moves past one value, counting nesting as the SAX path does (the body's object is level 1).
+  // Only finds the value's end; its text is validated by nlohmann afterwards.
+  bool SkipValue() {
+    int depth = 1;
+    if (p_ >= end_) return false;
+    if (*p_ != '{' && *p_ != '[') {
+      if (*p_ == '"') return SkipString();
+      while (p_ < end_ && *p_ != ',' && *p_ != '}' && *p_ != ']' && *p_ != ' ' && *p_ != '\n' && *p_ != '\r' &&
+             *p_ != '\t')
+        ++p_;
+      return true;
+    }
+    do {
+      const char c = *p_;
+      if (c == '"') {
+        if (!SkipString()) return false;
+        continue;
+      }
+      if (c == '{' || c == '[') {
+        if (++depth > max_depth_) return false;
+      } else if (c == '}' || c == ']') {
+        --depth;
+      }
+      ++p_;
+    } while (depth > 1 && p_ < end_);
+    return depth == 1;
+  }
+  bool SkipString() {
+    ++p_;  // the opening quote
+    while (p_ < end_) {
+      const char c = *p_++;
+      if (c == '\\') {
+        if (p_ >= end_) return false;
+        ++p_;
+      } else if (c == '"') {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  const char* p_;
+  const char* end_;
+  int max_depth_;
+};
+
 }  // namespace
 
 Result<ExtenderArgs> ParseExtenderArgs(std::string_view body, int max_depth) {
+  if (body.empty()) return Status::InvalidArgument("malformed JSON: empty body");
+  {
+    ExtenderArgs fast;
+    if (FastArgs(body, max_depth).Decode(&fast)) return fast;
+  }
+  return ParseExtenderArgsGeneral(body, max_depth);
+}
+
+Result<ExtenderArgs> ParseExtenderArgsGeneral(std::string_view body, int max_depth) {
   if (body.empty()) return Status::InvalidArgument("malformed JSON: empty body");
   ArgsSax sax(max_depth);
   bool ok = false;

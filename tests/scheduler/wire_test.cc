@@ -113,6 +113,63 @@ TEST(Wire, EveryTruncationFailsCleanly) {
   for (size_t n = 0; n < body.size(); ++n) EXPECT_FALSE(Args(body.substr(0, n)).ok()) << n;
 }
 
+// The fast path (plain ASCII requests) and the general SAX path must agree on every body: the
+// same result for what decodes, the same error for what does not.
+void ExpectSamePaths(const std::string& body) {
+  Result<ExtenderArgs> fast = ParseExtenderArgs(body);
+  Result<ExtenderArgs> general = ParseExtenderArgsGeneral(body);
+  ASSERT_EQ(fast.ok(), general.ok()) << body << "\nfast: " << fast.status().ToString()
+                                     << "\ngeneral: " << general.status().ToString();
+  if (!fast.ok()) {
+    EXPECT_EQ(fast.status().message(), general.status().message()) << body;
+    return;
+  }
+  EXPECT_EQ(fast->pod, general->pod) << body;
+  EXPECT_EQ(fast->node_names, general->node_names) << body;
+  EXPECT_EQ(fast->nodes.has_value(), general->nodes.has_value()) << body;
+  if (fast->nodes && general->nodes) {
+    EXPECT_EQ(*fast->nodes, *general->nodes) << body;
+  }
+}
+
+TEST(Wire, FastAndGeneralPathsAgreeOnEveryMutation) {
+  const std::vector<std::string> seeds = {
+      kCacheModeRequest,
+      R"({"Pod":{"metadata":{"name":"p"}},"Nodes":{"metadata":{},"items":[{"metadata":{"name":"a"}}]},"NodeNames":null})",
+      R"( { "pod" : { "a" : [ 1 , -2.5e3 , true , null , "s\"q" ] } , "X" : [ [ ] ] , "nodenames" : [ "n-1" , "n.2" ] } )",
+      R"({"Pod":{},"NodeNames":[],"Nodes":null,"Extra":"\u00e9"})",
+  };
+  const char subs[] = {'{', '}', '[', ']', '"', ',', ':', '\\', 'x', '0', ' ', '\x01', '\xc3', 'n'};
+  size_t bodies = 0;
+  for (const std::string& seed : seeds) {
+    ExpectSamePaths(seed);
+    for (size_t i = 0; i < seed.size(); ++i) {
+      std::string del = seed;
+      del.erase(i, 1);
+      ExpectSamePaths(del);
+      ++bodies;
+      for (char c : subs) {
+        std::string m = seed;
+        m[i] = c;
+        ExpectSamePaths(m);
+        std::string ins = seed;
+        ins.insert(i, 1, c);
+        ExpectSamePaths(ins);
+        bodies += 2;
+      }
+    }
+  }
+  EXPECT_GT(bodies, 5000u);
+  // Depth: the limit holds on the fast path too.
+  std::string deep = "{\"Pod\":{},\"X\":";
+  deep += std::string(64, '[') + std::string(64, ']') + "}";  // the body's object is level 1
+  ExpectSamePaths(deep);
+  EXPECT_FALSE(ParseExtenderArgs(deep).ok());
+  std::string fits = "{\"Pod\":{},\"X\":" + std::string(63, '[') + std::string(63, ']') + "}";
+  ExpectSamePaths(fits);
+  EXPECT_TRUE(ParseExtenderArgs(fits).ok());
+}
+
 TEST(Wire, FilterResultIsWhatGoWouldWrite) {
   FilterResult r;
   r.node_names = {"a", "c"};
