@@ -592,6 +592,8 @@ Result<ResourcePlan> BuildResourcePlan(const Inventory& inventory, const NodeCon
     if (d.gpu->numa_node >= 0) base.numa_nodes.push_back(d.gpu->numa_node);
     base.is_mig = d.mig != nullptr;
     base.mig_index = d.mig != nullptr ? d.mig->index : -1;
+    base.mig_gi = d.mig != nullptr ? d.mig->gpu_instance_id : -1;
+    base.mig_ci = d.mig != nullptr ? d.mig->compute_instance_id : -1;
     base.device_uuid = d.Uuid();
     base.device_index = std::to_string(d.gpu->index);
     if (d.mig != nullptr) base.device_index += ":" + std::to_string(d.mig->index);

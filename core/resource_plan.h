@@ -27,6 +27,8 @@ struct PlannedDevice {
   std::string gpu_uuid;     // its UUID
   bool is_mig = false;
   int mig_index = -1;       // j of "i:j" when is_mig
+  int mig_gi = -1;          // GPU instance ID when is_mig (nvidia-caps access)
+  int mig_ci = -1;          // compute instance ID when is_mig
   std::string device_uuid;  // the GPU or MIG UUID a container is given
   std::string device_index; // "i" or "i:j": the index form a container is given
   int replica = -1;         // n of "::n", -1 when not replicated

@@ -2,6 +2,8 @@
 
 #include <sys/stat.h>
 
+#include <fstream>
+#include <sstream>
 #include <set>
 
 namespace gpushare::deviceplugin {
@@ -140,7 +142,31 @@ HostDeviceNodes ProbeHostDeviceNodes(const std::string& dev_root) {
   n.nvidia_uvm = IsCharDevice(HostPath(dev_root, "/dev/nvidia-uvm"));
   n.nvidia_uvm_tools = IsCharDevice(HostPath(dev_root, "/dev/nvidia-uvm-tools"));
   n.nvidia_modeset = IsCharDevice(HostPath(dev_root, "/dev/nvidia-modeset"));
+  for (const std::string& path :
+       {HostPath(dev_root, "/proc/driver/nvidia-caps/mig-minors"), std::string("/proc/driver/nvidia-caps/mig-minors")}) {
+    std::ifstream in(path);
+    if (!in) continue;
+    std::stringstream text;
+    text << in.rdbuf();
+    n.mig_minors = ParseMigMinors(text.str());
+    n.mig_minors_source = path;
+    break;
+  }
   return n;
+}
+
+std::map<std::string, int> ParseMigMinors(const std::string& text) {
+  std::map<std::string, int> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream l(line);
+    std::string name, minor, extra;
+    if (!(l >> name >> minor) || (l >> extra)) continue;
+    if (minor.empty() || minor.size() > 9 || minor.find_first_not_of("0123456789") != std::string::npos) continue;
+    out[name] = std::stoi(minor);
+  }
+  return out;
 }
 
 std::vector<std::string> VisibleDeviceNames(const ResolvedRequest& request, DeviceIdStrategy strategy) {
@@ -208,6 +234,24 @@ ContainerAllocation BuildContainerAllocation(const ResolvedRequest& request, con
     add(nodes.nvidia_uvm, "/dev/nvidia-uvm");
     add(nodes.nvidia_uvm_tools, "/dev/nvidia-uvm-tools");
     add(nodes.nvidia_modeset, "/dev/nvidia-modeset");
+    // MIG devices: the capability nodes of their GPU instance and compute instance.
+    std::set<std::string> caps;
+    for (const PlannedDevice* d : request.devices) {
+      if (!d->is_mig) continue;
+      const std::string gi = "gpu" + std::to_string(d->gpu_index) + "/gi" + std::to_string(d->mig_gi);
+      for (const std::string& key : {gi + "/access", gi + "/ci" + std::to_string(d->mig_ci) + "/access"}) {
+        auto m = nodes.mig_minors.find(key);
+        if (m == nodes.mig_minors.end()) {
+          a.problem = "passDeviceSpecs: no nvidia-caps minor for " + key + " of MIG device " + d->device_uuid +
+                      (nodes.mig_minors_source.empty()
+                           ? std::string(" (/proc/driver/nvidia-caps/mig-minors is not readable)")
+                           : " in " + nodes.mig_minors_source);
+          return a;
+        }
+        const std::string p = "/dev/nvidia-caps/nvidia-cap" + std::to_string(m->second);
+        if (caps.insert(p).second) a.device_nodes.push_back({p, HostPath(flags.nvidia_dev_root, p), "rw"});
+      }
+    }
   }
   return a;
 }

@@ -48,6 +48,9 @@ struct ContainerAllocation {
   std::vector<DeviceNodeSpec> device_nodes;
   std::map<std::string, std::string> annotations;
   std::vector<std::string> cdi_devices;  // fully qualified CDI names
+  // Why the container cannot be given its devices (e.g. a MIG device whose nvidia-caps minors
+  // are unknown with passDeviceSpecs); Allocate refuses with it. Empty = fine.
+  std::string problem;
 };
 
 // The checked request of one container: its devices, in the order kubelet sent them.
@@ -99,10 +102,20 @@ struct HostDeviceNodes {
   bool nvidia_uvm = false;
   bool nvidia_uvm_tools = false;
   bool nvidia_modeset = false;
+  // The driver's MIG capability minors ("gpu0/gi1/access" -> 12, "gpu0/gi1/ci0/access" -> 13),
+  // from /proc/driver/nvidia-caps/mig-minors; a MIG device's container needs
+  // /dev/nvidia-caps/nvidia-cap<minor> for its GPU instance and its compute instance.
+  std::map<std::string, int> mig_minors;
+  std::string mig_minors_source;  // the file they were read from ("" when none was readable)
 };
 
-// Checks <dev_root>/dev/nvidiactl, nvidia-uvm, nvidia-uvm-tools and nvidia-modeset.
+// Checks <dev_root>/dev/nvidiactl, nvidia-uvm, nvidia-uvm-tools and nvidia-modeset, and reads
+// the MIG capability minors from <dev_root>/proc/driver/nvidia-caps/mig-minors, else from
+// /proc/driver/nvidia-caps/mig-minors (the kernel's, as NVIDIA's plugin reads it).
 HostDeviceNodes ProbeHostDeviceNodes(const std::string& dev_root);
+
+// Parses the text of mig-minors: lines "<name> <minor>"; malformed lines are skipped.
+std::map<std::string, int> ParseMigMinors(const std::string& text);
 
 // Node-wide additions to every container's environment (NVIDIA's flags.gdrcopyEnabled,
 // gdsEnabled, mofedEnabled -> NVIDIA_GDRCOPY/NVIDIA_GDS/NVIDIA_MOFED=enabled; imex.channelIDs

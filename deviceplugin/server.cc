@@ -256,6 +256,11 @@ class DevicePluginServer::Impl final : public pb::DevicePlugin::Service {
           return ToGrpc(r.status());
         }
         ContainerAllocation a = BuildContainerAllocation(*r, opts.plugin, nodes, opts.extra_env);
+        if (!a.problem.empty()) {
+          spdlog::warn("event=allocate_refused resource={} devices={} error={}", opts.resource.name,
+                       Value(Summary(ids)), Value(a.problem));
+          return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, a.problem);
+        }
         if (opts.decorator) {
           Status st = opts.decorator(*r, &a);
           if (!st.ok()) {

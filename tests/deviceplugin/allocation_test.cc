@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 #include <fstream>
 
 #include "tests/deviceplugin/fixtures.h"
@@ -110,6 +111,39 @@ TEST(BuildContainerAllocationTest, IndexStrategyForGpusAndMig) {
   EXPECT_EQ(BuildContainerAllocation(MustResolve(midx, {MigUuid(0, 4) + "::2"}), flags, {})
                 .envs.at("NVIDIA_VISIBLE_DEVICES"),
             "0:4");
+}
+
+TEST(BuildContainerAllocationTest, MigDeviceSpecsCarryTheCapabilityNodes) {
+  PluginFlags flags;
+  flags.pass_device_specs = true;
+  flags.nvidia_dev_root = "/host";
+  PlannedResource mig = MakeMigResource(1, 7, 3);
+  DeviceIndex midx(mig);
+  HostDeviceNodes nodes;
+  nodes.nvidiactl = true;
+  nodes.mig_minors = ParseMigMinors(
+      "config 1\nmonitor 2\ngpu0/gi8/access 111\ngpu0/gi8/ci0/access 112\n"
+      "gpu0/gi9/access 120\ngpu0/gi9/ci0/access 121\nbroken line here\ngpu0/gi10/access x\n");
+  EXPECT_EQ(nodes.mig_minors.size(), 6u);  // the two malformed lines are skipped
+  nodes.mig_minors_source = "/proc/driver/nvidia-caps/mig-minors";
+  // Two replicas of MIG device 1 (GI 8) and one of MIG device 2 (GI 9).
+  ContainerAllocation a = BuildContainerAllocation(
+      MustResolve(midx, {MigUuid(0, 1) + "::0", MigUuid(0, 1) + "::2", MigUuid(0, 2) + "::1"}), flags, nodes);
+  EXPECT_TRUE(a.problem.empty()) << a.problem;
+  std::map<std::string, std::string> specs;
+  for (const DeviceNodeSpec& d : a.device_nodes) specs[d.container_path] = d.host_path;
+  EXPECT_EQ(specs.size(), 6u);  // nvidia0, nvidiactl, 4 caps (each once)
+  EXPECT_EQ(specs.at("/dev/nvidia-caps/nvidia-cap111"), "/host/dev/nvidia-caps/nvidia-cap111");
+  EXPECT_EQ(specs.count("/dev/nvidia-caps/nvidia-cap112"), 1u);
+  EXPECT_EQ(specs.count("/dev/nvidia-caps/nvidia-cap120"), 1u);
+  EXPECT_EQ(specs.count("/dev/nvidia-caps/nvidia-cap121"), 1u);
+  // A MIG device the driver lists no minors for: refused with the key and the file.
+  ContainerAllocation missing = BuildContainerAllocation(MustResolve(midx, {MigUuid(0, 5) + "::0"}), flags, nodes);
+  EXPECT_NE(missing.problem.find("gpu0/gi12/access"), std::string::npos) << missing.problem;
+  EXPECT_NE(missing.problem.find("/proc/driver/nvidia-caps/mig-minors"), std::string::npos);
+  // Without passDeviceSpecs nothing is needed.
+  flags.pass_device_specs = false;
+  EXPECT_TRUE(BuildContainerAllocation(MustResolve(midx, {MigUuid(0, 5) + "::0"}), flags, {}).problem.empty());
 }
 
 TEST(BuildContainerAllocationTest, VolumeMounts) {

@@ -81,6 +81,8 @@ inline PlannedResource MakeMigResource(int gpus, int instances, int replicas,
         d.gpu_uuid = GpuUuid(g);
         d.is_mig = true;
         d.mig_index = j;
+        d.mig_gi = 7 + j;  // as NVIDIA numbers 1g.10gb instances on an 80 GB GPU: GI 7..13, CI 0
+        d.mig_ci = 0;
         d.device_uuid = MigUuid(g, j);
         d.device_index = std::to_string(g) + ":" + std::to_string(j);
         d.replica = replicas > 1 ? n : -1;

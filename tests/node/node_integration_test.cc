@@ -184,6 +184,49 @@ TEST_F(NodeIntegrationTest, AllocateMigIndexStrategy) {
   EXPECT_EQ(v.rfind("0:", 0), 0u) << v;
 }
 
+TEST_F(NodeIntegrationTest, MigDeviceSpecsCarryTheCapabilityNodesOrAreRefused) {
+  std::string dev_root = dir_.Sub("root");
+  std::filesystem::create_directories(dev_root + "/dev/nvidia-caps");
+  std::filesystem::create_directories(dev_root + "/proc/driver/nvidia-caps");
+  for (std::string n : {"nvidiactl", "nvidia-uvm", "nvidia0"}) std::ofstream(dev_root + "/dev/" + n) << "";
+  // The driver's minors for the first six instances (GI 7..12, CI 0); GI 13 is left out.
+  std::string minors = "config 1\nmonitor 2\n";
+  for (int gi = 7; gi <= 12; ++gi)
+    minors += "gpu0/gi" + std::to_string(gi) + "/access " + std::to_string(100 + 2 * gi) + "\ngpu0/gi" +
+              std::to_string(gi) + "/ci0/access " + std::to_string(101 + 2 * gi) + "\n";
+  std::ofstream(dev_root + "/proc/driver/nvidia-caps/mig-minors") << minors;
+  StartAgent(Example("inventory/h100-80gb-mig-1g.10gb.yaml"),
+             WriteFile("c.yaml",
+                       "version: v1\nflags:\n  migStrategy: mixed\n  plugin:\n    passDeviceSpecs: true\n"),
+             {"--dev-root", dev_root});
+  ExpectCounts({{"nvidia.com/mig-1g.10gb", 7}});
+  // Whole MIG devices: six get their two capability nodes each; the seventh is refused every
+  // time kubelet offers it (a failed Allocate leaves the device free, so it comes up again).
+  int granted = 0, refused = 0;
+  for (int i = 0; i < 12 && granted < 6; ++i) {
+    auto a = kubelet_->Admit("p/c" + std::to_string(i), "nvidia.com/mig-1g.10gb", 1);
+    if (!a.admitted) {
+      ++refused;
+      EXPECT_NE(a.error.find("gpu0/gi13/access"), std::string::npos) << a.error;
+      continue;
+    }
+    ++granted;
+    int caps = 0;
+    for (const auto& d : a.response.devices()) {
+      if (d.container_path().rfind("/dev/nvidia-caps/nvidia-cap", 0) == 0) {
+        ++caps;
+        EXPECT_EQ(d.host_path(), dev_root + d.container_path());
+      }
+    }
+    EXPECT_EQ(caps, 2) << a.device_ids[0];
+  }
+  EXPECT_EQ(granted, 6);
+  EXPECT_GE(refused, 1);
+  auto last = kubelet_->Admit("p/last", "nvidia.com/mig-1g.10gb", 1);
+  EXPECT_FALSE(last.admitted);
+  EXPECT_NE(last.error.find("no nvidia-caps minor for gpu0/gi13/access"), std::string::npos) << last.error;
+}
+
 TEST_F(NodeIntegrationTest, AllocateVolumeMounts) {
   StartAgent(Example("inventory/8x-a10.yaml"), WriteFile("c.yaml", A10Config("    deviceListStrategy: volume-mounts\n")));
   ExpectCounts({{"nvidia.com/gpu", 80}});
