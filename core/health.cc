@@ -24,6 +24,21 @@ HealthTracker::HealthTracker(const Inventory& inventory, HealthOptions options)
   }
 }
 
+int HealthTracker::CarryOver(const HealthTracker& previous) {
+  if (!options_.enabled) return 0;
+  int carried = 0;
+  for (Unit& u : units_) {
+    auto it = previous.by_uuid_.find(u.uuid);
+    if (it == previous.by_uuid_.end()) continue;
+    const Unit& old = previous.units_[it->second];
+    u.unhealthy = old.unhealthy;
+    u.sticky = old.sticky;
+    u.last_error_ms = old.last_error_ms;
+    carried += u.unhealthy ? 1 : 0;
+  }
+  return carried;
+}
+
 bool HealthTracker::Effective(const Unit& u) const {
   if (u.unhealthy) return false;
   if (u.parent.empty()) return true;

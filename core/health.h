@@ -67,6 +67,12 @@ class HealthTracker {
   // Unhealthy, or when the event is ignored; then *ignored says why, if given).
   std::vector<HealthTransition> OnEvent(const HealthEvent& event, std::string* ignored = nullptr);
 
+  // Takes over what `previous` (the tracker of the config before a reload) knew about the units
+  // both have: Unhealthy devices stay Unhealthy, with their last error time, so a reload never
+  // hands out a GPU that is failing. Nothing is taken over when health checks are disabled.
+  // Returns how many units were carried over Unhealthy.
+  int CarryOver(const HealthTracker& previous);
+
   // Brings back devices whose quiet period has passed by `now_ms`.
   std::vector<HealthTransition> Advance(int64_t now_ms);
 

@@ -206,7 +206,12 @@ class Agent::Impl {
     inputs = std::move(in);
     for (const std::string& n : inputs.notes) spdlog::info("event=config_note note={}", Value(n));
     for (const std::string& n : p.notes) spdlog::info("event=plan_note note={}", Value(n));
-    health = std::make_unique<HealthTracker>(inputs.inventory, HealthOptionsFromSettings(inputs.config.gpushare));
+    auto tracker = std::make_unique<HealthTracker>(inputs.inventory, HealthOptionsFromSettings(inputs.config.gpushare));
+    if (health) {
+      const int carried = tracker->CarryOver(*health);
+      if (carried > 0) spdlog::info("event=health_carried_over unhealthy_units={}", carried);
+    }
+    health = std::move(tracker);
     health->ApplyTo(&p);
     plan = std::move(p);
     decorator = opts.decorator ? opts.decorator(inputs) : nullptr;

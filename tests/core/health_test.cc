@@ -203,3 +203,37 @@ TEST(Health, UnknownDeviceAndDisabledChecksAreIgnored) {
 
 }  // namespace
 }  // namespace gpushare
+
+namespace gpushare {
+namespace {
+
+TEST(Health, ReloadCarriesUnhealthyDevicesOver) {
+  HealthTracker before(Node(), Options(60'000));
+  ASSERT_EQ(before.OnEvent(Xid(GpuUuid(0), 48, 1'000)).size(), 1u);
+  ASSERT_FALSE(before.OnEvent(Xid(MigUuid(1, 2), 94, 2'000)).empty());
+  // The new config: another quiet period; a GPU that is gone is simply not carried.
+  Inventory smaller = Node();
+  HealthTracker after(smaller, Options(120'000));
+  EXPECT_EQ(after.CarryOver(before), 2);
+  EXPECT_FALSE(after.IsHealthy(GpuUuid(0)));
+  EXPECT_FALSE(after.IsHealthy(MigUuid(1, 2)));
+  EXPECT_TRUE(after.IsHealthy(MigUuid(1, 0)));
+  ResourcePlan p = PlanFor(smaller, MigStrategy::kMixed, 2);
+  after.ApplyTo(&p);
+  for (const PlannedResource& r : p.resources)
+    for (const PlannedDevice& d : r.devices)
+      EXPECT_EQ(d.healthy, d.device_uuid != GpuUuid(0) && d.device_uuid != MigUuid(1, 2)) << d.id;
+  // The recovery clock runs from the last error, with the new quiet period.
+  EXPECT_EQ(after.NextRecoveryMs(), 121'000);
+  EXPECT_EQ(after.Advance(121'000).size(), 1u);
+  EXPECT_EQ(after.Advance(122'000).size(), 1u);
+  // Health checks disabled by the reload: everything is Healthy.
+  HealthOptions off = Options();
+  off.enabled = false;
+  HealthTracker disabled(Node(), off);
+  EXPECT_EQ(disabled.CarryOver(before), 0);
+  EXPECT_TRUE(disabled.IsHealthy(GpuUuid(0)));
+}
+
+}  // namespace
+}  // namespace gpushare

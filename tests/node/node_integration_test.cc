@@ -401,6 +401,25 @@ TEST_F(NodeIntegrationTest, InjectedXidMakesDevicesUnhealthyAndTheyRecover) {
   EXPECT_TRUE(agent_->WaitForLog("state=Healthy", kWait));
 }
 
+TEST_F(NodeIntegrationTest, ReloadKeepsAFailingGpuUnhealthy) {
+  std::string events = WriteFile("events", "");
+  const std::string health = "gpushare:\n  health:\n    recoverAfter: 1h\n";
+  std::string config = WriteFile("c.yaml", A10Config("    deviceListStrategy: envvar\n") + health);
+  StartAgent(Example("inventory/8x-a10.yaml"), config, {"--health-events", events});
+  ExpectCounts({{"nvidia.com/gpu", 80}});
+  std::string gpu = BaseId(kubelet_->Resource("nvidia.com/gpu")->devices[0].id);
+  std::ofstream(events, std::ios::app) << "xid=79 uuid=" << gpu << "\n";
+  ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 70, kWait));
+  // A new config (5 replicas): the failing GPU's 5 replicas come back Unhealthy.
+  WriteFile("c.yaml", A10Config("    deviceListStrategy: envvar\n", 5) + health);
+  agent_->Signal(SIGHUP);
+  ASSERT_TRUE(agent_->WaitForLog("event=health_carried_over unhealthy_units=1", kWait));
+  ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 35, kWait, 2));
+  auto r = kubelet_->Resource("nvidia.com/gpu");
+  EXPECT_EQ(r->capacity, 40);
+  for (const auto& d : r->devices) EXPECT_EQ(d.health == "Unhealthy", BaseId(d.id) == gpu) << d.id;
+}
+
 TEST_F(NodeIntegrationTest, SighupWithBadConfigKeepsServing) {
   std::string config = WriteFile("c.yaml", A10Config("    deviceListStrategy: envvar\n"));
   StartAgent(Example("inventory/8x-a10.yaml"), config);
