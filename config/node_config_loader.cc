@@ -42,6 +42,8 @@ const std::vector<std::string> kDeviceIdStrategies = {"uuid", "index"};
 const std::vector<std::string> kAllocationPolicies = {"distributed", "packed"};
 const std::vector<std::string> kDiscoveryStrategies = {"auto", "nvml"};
 const std::vector<std::string> kMemoryLimits = {"none", "evenSplit"};
+const std::vector<std::string> kComputeLimits = {"none", "evenSplit"};
+const std::vector<std::string> kMemoryComputeLimits = {"none", "proportional"};
 const std::vector<std::string> kMemoryUnits = {"GiB", "MiB"};
 
 const std::vector<Setting>& Settings() {
@@ -106,6 +108,10 @@ const std::vector<Setting>& Settings() {
         "--time-slicing-memory-limit",
         "per-replica memory limit: none or evenSplit (device memory / replicas)"},
        Kind::kEnum, kMemoryLimits},
+      {{"computeLimit", "gpushare.timeSlicing.computeLimit", "GPUSHARE_TIME_SLICING_COMPUTE_LIMIT",
+        "--time-slicing-compute-limit",
+        "per-replica SM limit: none or evenSplit (100% / replicas), enforced by the in-container library"},
+       Kind::kEnum, kComputeLimits},
       {{"healthEnabled", "gpushare.health.enabled", "GPUSHARE_HEALTH_ENABLED", "--health-checks",
         "watch XID events and mark devices Unhealthy (default true)"},
        Kind::kBool},
@@ -130,6 +136,10 @@ const std::vector<Setting>& Settings() {
       {{"publishGpuCount", "gpushare.memoryShares.publishGpuCount", "GPUSHARE_PUBLISH_GPU_COUNT",
         "--publish-gpu-count", "publish aliyun.com/gpu-count in the node's capacity (default true)"},
        Kind::kBool},
+      {{"memoryComputeLimit", "gpushare.memoryShares.computeLimit", "GPUSHARE_MEMORY_COMPUTE_LIMIT",
+        "--memory-compute-limit",
+        "SM limit of a memory share: none or proportional (the share's fraction of the GPU's memory)"},
+       Kind::kEnum, kMemoryComputeLimits},
   };
   return s;
 }
@@ -711,6 +721,12 @@ class Interpreter {
     } else if (key == "memoryLimit") {
       c_->gpushare.replica_memory_limit =
           v == "evenSplit" ? ReplicaMemoryLimit::kEvenSplit : ReplicaMemoryLimit::kNone;
+    } else if (key == "computeLimit") {
+      c_->gpushare.replica_compute_limit =
+          v == "evenSplit" ? ReplicaComputeLimit::kEvenSplit : ReplicaComputeLimit::kNone;
+    } else if (key == "memoryComputeLimit") {
+      c_->gpushare.memory_shares.compute_limit =
+          v == "proportional" ? MemoryComputeLimit::kProportional : MemoryComputeLimit::kNone;
     }
   }
 

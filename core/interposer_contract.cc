@@ -2,6 +2,7 @@
 // tests/interpose/interposer_contract_test.cc feeds this output through that parser.
 #include "core/interposer_contract.h"
 
+#include <algorithm>
 #include <sstream>
 
 namespace gpushare {
@@ -17,7 +18,8 @@ std::string Join(const std::string& dir, const std::string& name) {
 
 std::vector<InterposerDevice> InterposerDevicesFor(const std::vector<const PlannedDevice*>& devices) {
   std::vector<InterposerDevice> out;
-  std::vector<bool> all_limited;
+  std::vector<bool> all_limited, all_shared;
+  std::vector<uint64_t> share_ppm;
   for (const PlannedDevice* d : devices) {
     if (d == nullptr) continue;
     size_t i = 0;
@@ -25,12 +27,22 @@ std::vector<InterposerDevice> InterposerDevicesFor(const std::vector<const Plann
     if (i == out.size()) {
       out.push_back(InterposerDevice{d->device_uuid, 0, 0});
       all_limited.push_back(true);
+      all_shared.push_back(true);
+      share_ppm.push_back(0);
     }
     if (d->memory_limit_mib == 0) all_limited[i] = false;
     out[i].memory_limit_mib += d->memory_limit_mib;
+    if (d->sm_share_ppm == 0) all_shared[i] = false;
+    share_ppm[i] += d->sm_share_ppm;
   }
-  for (size_t i = 0; i < out.size(); ++i)
+  for (size_t i = 0; i < out.size(); ++i) {
     if (!all_limited[i]) out[i].memory_limit_mib = 0;
+    // Whole percent rounded down, at least 1. All of a device (up to the rounding of
+    // 1e6/replicas: every replica of it) is no limit.
+    const uint64_t pct = share_ppm[i] / 10'000u;
+    const bool whole = share_ppm[i] >= 999'000u;
+    out[i].sm_limit_percent = !all_shared[i] || whole ? 0 : static_cast<uint32_t>(std::max<uint64_t>(1, pct));
+  }
   return out;
 }
 

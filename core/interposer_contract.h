@@ -42,7 +42,9 @@ struct InterposerDevice {
   uint32_t sm_limit_percent = 0;  // 0 (or 100) = none
 };
 
-// The container's GPUs, in the order of its device list, with summed limits.
+// The container's GPUs, in the order of its device list, with summed limits: memory limits add
+// up (none if one device has none), and so do SM shares (PlannedDevice::sm_share_ppm), as a
+// whole percent rounded down, at least 1, and none for the whole device or a device without one.
 std::vector<InterposerDevice> InterposerDevicesFor(const std::vector<const PlannedDevice*>& devices);
 
 struct InterposerMount {

@@ -59,6 +59,18 @@ enum class ReplicaMemoryLimit {
   kEvenSplit,   // each replica gets floor(device memory / replicas)
 };
 
+// How a replica's compute share is derived (gpushare.timeSlicing.computeLimit).
+enum class ReplicaComputeLimit {
+  kNone,        // replicas are not SM-limited
+  kEvenSplit,   // each replica gets floor(100% / replicas) of the device's SMs (at least 1%)
+};
+
+// How a memory share's compute share is derived (gpushare.memoryShares.computeLimit).
+enum class MemoryComputeLimit {
+  kNone,          // memory shares are not SM-limited
+  kProportional,  // a container gets the fraction of the SMs that its units are of the memory
+};
+
 // gpushare.memoryShares: GPUs whose memory is advertised in units of one GPU's memory
 // (`aliyun.com/gpu-mem`, placed by gpushare-scheduler; docs/memory-shares.md). A GPU that serves
 // memory shares is neither whole nor time-sliced.
@@ -68,6 +80,7 @@ struct MemoryShares {
   std::string resource_name = std::string(memshare::kResourceName);
   memshare::MemoryUnit unit = memshare::MemoryUnit::kGiB;
   bool publish_gpu_count = true;  // aliyun.com/gpu-count in node capacity/allocatable
+  MemoryComputeLimit compute_limit = MemoryComputeLimit::kNone;
 
   bool enabled() const { return devices.has_value(); }
 };
@@ -77,6 +90,7 @@ struct GpushareSettings {
   int max_clients_per_gpu = 48;  // ceiling on containers sharing one physical GPU
   AllocationPolicy allocation_policy = AllocationPolicy::kDistributed;
   ReplicaMemoryLimit replica_memory_limit = ReplicaMemoryLimit::kNone;
+  ReplicaComputeLimit replica_compute_limit = ReplicaComputeLimit::kNone;
 
   // Health (XID) handling.
   bool health_checks_enabled = true;

@@ -331,6 +331,8 @@ PlannedResource BuildMemoryResource(const std::vector<const Gpu*>& gpus, const M
     if (g->numa_node >= 0) base.numa_nodes.push_back(g->numa_node);
     base.memory_mib = g->memory_mib;
     base.memory_limit_mib = static_cast<uint64_t>(pr.unit_mib);
+    if (ms.compute_limit == MemoryComputeLimit::kProportional && g->memory_mib > 0)
+      base.sm_share_ppm = static_cast<uint32_t>(static_cast<uint64_t>(pr.unit_mib) * 1'000'000u / g->memory_mib);
     for (int64_t j = 0; j < units; ++j) {
       PlannedDevice d = base;
       d.id = memshare::UnitDeviceId(g->uuid, j);
@@ -606,6 +608,9 @@ Result<ResourcePlan> BuildResourcePlan(const Inventory& inventory, const NodeCon
     if (config.gpushare.replica_memory_limit == ReplicaMemoryLimit::kEvenSplit) {
       base.memory_limit_mib = base.memory_mib / static_cast<uint64_t>(r->replicas);
     }
+    if (config.gpushare.replica_compute_limit == ReplicaComputeLimit::kEvenSplit) {
+      base.sm_share_ppm = 1'000'000u / static_cast<uint32_t>(r->replicas);
+    }
     for (int n = 0; n < r->replicas; ++n) {
       PlannedDevice rep = base;
       rep.replica = n;
@@ -628,6 +633,21 @@ Result<ResourcePlan> BuildResourcePlan(const Inventory& inventory, const NodeCon
   }
   if (!problems.empty()) {
     return Status::InvalidArgument(JoinLines(problems));
+  }
+  if (config.gpushare.interposer_host_dir.empty()) {
+    bool memory = false, compute = false;
+    for (const PlannedResource& r : plan.resources) {
+      for (const PlannedDevice& d : r.devices) {
+        memory = memory || d.memory_limit_mib != 0;
+        compute = compute || d.sm_share_ppm != 0;
+      }
+    }
+    if (memory || compute) {
+      plan.notes.push_back(std::string("gpushare.interposer.hostDir is not set: the ") +
+                           (memory && compute ? "memory and compute" : memory ? "memory" : "compute") +
+                           " limits of this plan are advertised but not enforced in containers "
+                           "(set it to the host directory holding libgpushare-cuda.so)");
+    }
   }
   return plan;
 }

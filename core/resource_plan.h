@@ -34,6 +34,9 @@ struct PlannedDevice {
   int replica = -1;         // n of "::n", -1 when not replicated
   uint64_t memory_mib = 0;  // memory of the underlying GPU or MIG device
   uint64_t memory_limit_mib = 0;  // per-container limit for the interposer, 0 = none
+  // This device's share of its GPU's (or MIG device's) SMs, in millionths, for the interposer's
+  // SM limit: a container's limit is the sum over its devices of one GPU. 0 = no SM limit.
+  uint32_t sm_share_ppm = 0;
 };
 
 struct PlannedResource {

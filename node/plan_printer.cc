@@ -74,7 +74,8 @@ json ResourceJson(const PlannedResource& r) {
                {"deviceUuid", d.device_uuid},
                {"deviceIndex", d.device_index},
                {"memoryMiB", d.memory_mib},
-               {"memoryLimitMiB", d.memory_limit_mib}};
+               {"memoryLimitMiB", d.memory_limit_mib},
+               {"smSharePpm", d.sm_share_ppm}};
     if (d.is_mig) dj["migIndex"] = d.mig_index;
     if (d.replica >= 0) dj["replica"] = d.replica;
     devices.push_back(std::move(dj));

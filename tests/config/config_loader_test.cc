@@ -184,6 +184,7 @@ gpushare:
   allocationPolicy: packed
   timeSlicing:
     memoryLimit: evenSplit
+    computeLimit: evenSplit
   health:
     enabled: true
     ignoredXids: [13, 31, 94]
@@ -208,6 +209,9 @@ gpushare:
   EXPECT_EQ(c.plugin.cdi_annotation_prefix, "cdi.example.com/");
   EXPECT_EQ(c.plugin.nvidia_ctk_path, "/usr/local/bin/nvidia-ctk");
   EXPECT_EQ(c.gpushare.allocation_policy, AllocationPolicy::kPacked);
+  EXPECT_EQ(c.gpushare.replica_memory_limit, ReplicaMemoryLimit::kEvenSplit);
+  EXPECT_EQ(c.gpushare.replica_compute_limit, ReplicaComputeLimit::kEvenSplit);
+  EXPECT_EQ(c.gpushare.memory_shares.compute_limit, MemoryComputeLimit::kNone);
   EXPECT_EQ(c.imex.channel_ids, (std::vector<int>{0}));
   EXPECT_TRUE(c.imex.required);
   EXPECT_TRUE(c.time_slicing.fail_requests_greater_than_one);
@@ -384,6 +388,12 @@ INSTANTIATE_TEST_SUITE_P(
         InvalidCase{"MemoryLimit", "gpushare:\n  timeSlicing:\n    memoryLimit: even\n",
                     "gpushare.timeSlicing.memoryLimit: must be none or evenSplit, got \"even\" "
                     "(node.yaml:3:18)"},
+        InvalidCase{"ComputeLimit", "gpushare:\n  timeSlicing:\n    computeLimit: half\n",
+                    "gpushare.timeSlicing.computeLimit: must be none or evenSplit, got \"half\" "
+                    "(node.yaml:3:19)"},
+        InvalidCase{"MemoryComputeLimit", "gpushare:\n  memoryShares:\n    computeLimit: evenSplit\n",
+                    "gpushare.memoryShares.computeLimit: must be none or proportional, got \"evenSplit\" "
+                    "(node.yaml:3:19)"},
         InvalidCase{"BadDuration", "gpushare:\n  health:\n    recoverAfter: 5 min\n",
                     "gpushare.health.recoverAfter: must be a duration like 30s, 5m or 1h (0 = "
                     "never), got \"5 min\" (node.yaml:3:19)"},
@@ -398,7 +408,7 @@ INSTANTIATE_TEST_SUITE_P(
                     "(node.yaml:2:3)"},
         InvalidCase{"MemorySharesUnknownKey", "gpushare:\n  memoryShares:\n    enabled: true\n",
                     "gpushare.memoryShares.enabled: unknown key (allowed here: resourceName, unit, "
-                    "publishGpuCount, devices) (node.yaml:3:5)"},
+                    "publishGpuCount, computeLimit, devices) (node.yaml:3:5)"},
         InvalidCase{"PolicyConflict",
                     "flags:\n  plugin:\n    sharedDevicesAllocationPolicy: packed\n"
                     "gpushare:\n  allocationPolicy: distributed\n",

@@ -209,3 +209,28 @@ TEST(MemorySharePlan, TinyGpuAdvertisesNothingWithANote) {
 
 }  // namespace
 }  // namespace gpushare
+
+namespace gpushare {
+namespace {
+
+TEST(MemorySharePlan, ProportionalComputeShareFollowsTheUnitsShareOfMemory) {
+  NodeConfig c = MemoryConfig();
+  auto off = BuildResourcePlan(Sized({24576}), c);
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(off->resources[0].devices[0].sm_share_ppm, 0u) << "off unless configured";
+  c.gpushare.memory_shares.compute_limit = MemoryComputeLimit::kProportional;
+  auto plan = BuildResourcePlan(Sized({24576, 81920}), c);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  for (const PlannedDevice& d : plan->resources[0].devices)
+    EXPECT_EQ(d.sm_share_ppm, d.gpu_index == 0 ? 1'000'000u / 24 : 1'000'000u / 80) << d.id;
+  // Without the library's host directory the limits would not be enforced: a note says so.
+  bool noted = false;
+  for (const std::string& n : plan->notes) noted = noted || n.find("gpushare.interposer.hostDir is not set") != std::string::npos;
+  EXPECT_TRUE(noted);
+  c.gpushare.interposer_host_dir = "/opt/gpushare";
+  plan = BuildResourcePlan(Sized({24576}), c);
+  for (const std::string& n : plan->notes) EXPECT_EQ(n.find("hostDir"), std::string::npos) << n;
+}
+
+}  // namespace
+}  // namespace gpushare

@@ -492,3 +492,30 @@ TEST(SocketName, Forms) {
 
 }  // namespace
 }  // namespace gpushare
+
+namespace gpushare {
+namespace {
+
+TEST(ResourcePlan, EvenSplitComputeLimitPerReplica) {
+  NodeConfig c;
+  c.time_slicing.resources.push_back(Entry("nvidia.com/gpu", 4, 0));
+  auto off = BuildResourcePlan(testing::EightA10(), c);
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(off->resources[0].devices[0].sm_share_ppm, 0u) << "off unless configured";
+  c.gpushare.replica_compute_limit = ReplicaComputeLimit::kEvenSplit;
+  auto plan = BuildResourcePlan(testing::EightA10(), c);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  for (const PlannedDevice& d : plan->resources[0].devices) EXPECT_EQ(d.sm_share_ppm, 250'000u) << d.id;
+  bool noted = false;
+  for (const std::string& n : plan->notes) noted = noted || n.find("compute limits of this plan are advertised but not enforced") != std::string::npos;
+  EXPECT_TRUE(noted);
+  // Whole GPUs get no share.
+  NodeConfig whole;
+  whole.gpushare.replica_compute_limit = ReplicaComputeLimit::kEvenSplit;
+  auto w = BuildResourcePlan(testing::EightA10(), whole);
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(w->resources[0].devices[0].sm_share_ppm, 0u);
+}
+
+}  // namespace
+}  // namespace gpushare

@@ -122,6 +122,27 @@ TEST(NodeMemoryShares, SteersToTheAssumedGpuAndConfirms) {
   EXPECT_THAT(env.AgentLog(), HasSubstr("event=memshare_preferred size=3 gpu=5 reason=assumed pod=default/p container=main"));
 }
 
+TEST(NodeMemoryShares, ProportionalComputeLimitFollowsTheShareOfMemory) {
+  NodeSpec spec;
+  spec.gpu_mib = {24576, 81920};
+  spec.memory_shares = "    devices: all\n    computeLimit: proportional\n";
+  MemShareEnv env(spec);
+  env.Start();
+  env.AddBoundPod(SimplePod("small", 3), {0}, 100);
+  env.AddBoundPod(SimplePod("big", 20), {1}, 101);
+  for (const char* pod : {"small", "big"}) {
+    fakes::PodAdmission a = env.Admit("default", pod);
+    ASSERT_TRUE(a.admitted) << a.error << env.AgentLog();
+  }
+  std::map<std::string, std::string> sm;
+  for (const auto& r : env.kubelet().Allocations()) {
+    const auto& e = r.response.envs();
+    sm[r.pod_name] = e.count("CUDA_DEVICE_SM_LIMIT_0") ? e.at("CUDA_DEVICE_SM_LIMIT_0") : "<unset>";
+  }
+  EXPECT_EQ(sm["small"], "12");  // 3 of 24 GiB: 12.5% rounded down
+  EXPECT_EQ(sm["big"], "25");    // 20 of 80 GiB
+}
+
 TEST(NodeMemoryShares, IdenticalPodsAdmittedInTheOppositeOrderEndUpTrue) {
   MemShareEnv env;
   env.Start();

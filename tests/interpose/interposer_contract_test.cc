@@ -41,6 +41,25 @@ TEST(InterposerContract, ReplicasOfOneGpuAddUpAndUnlimitedStaysUnlimited) {
   EXPECT_EQ(InterposerDevicesFor({&a0, &mixed})[0].memory_limit_mib, 0u) << "one unlimited device: unlimited";
 }
 
+TEST(InterposerContract, ComputeSharesAddUpToWholePercents) {
+  PlannedDevice a0 = Replica(kA, 0, 0), a1 = Replica(kA, 1, 0), a2 = Replica(kA, 2, 0), b = Replica(kB, 0, 0);
+  a0.sm_share_ppm = a1.sm_share_ppm = a2.sm_share_ppm = 1'000'000 / 3;  // evenSplit, 3 replicas
+  auto devs = InterposerDevicesFor({&a0, &b});
+  EXPECT_EQ(devs[0].sm_limit_percent, 33u);
+  EXPECT_EQ(devs[1].sm_limit_percent, 0u) << "no share: no SM limit";
+  EXPECT_EQ(InterposerDevicesFor({&a0, &a1})[0].sm_limit_percent, 66u);
+  EXPECT_EQ(InterposerDevicesFor({&a0, &a1, &a2})[0].sm_limit_percent, 0u) << "all of it is no limit";
+  PlannedDevice tiny = Replica(kA, 3, 0);
+  tiny.sm_share_ppm = 1'000'000 / 1024;  // one MiB unit of a 1 GiB GPU
+  EXPECT_EQ(InterposerDevicesFor({&tiny})[0].sm_limit_percent, 1u) << "never rounded down to none";
+  PlannedDevice unshared = Replica(kA, 4, 0);
+  EXPECT_EQ(InterposerDevicesFor({&a0, &unshared})[0].sm_limit_percent, 0u) << "one unlimited device: unlimited";
+  // Through the contract: the HAMi-compatible variable.
+  Result<InterposerSetup> s = BuildInterposerSetup(InterposerDevicesFor({&a0}), {"/opt/gpushare", "/var/lib/c-2", 320});
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->envs.at("CUDA_DEVICE_SM_LIMIT_0"), "33");
+}
+
 TEST(InterposerContract, EnvironmentMountsAndConfigRoundTripThroughTheLibrary) {
   std::vector<InterposerDevice> devs = {{kA, 4096, 0}, {kB, 1024, 30}};
   InterposerOptions o{"/opt/gpushare", "/var/lib/gpushare/containers/c-1", 320};
