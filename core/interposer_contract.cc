@@ -17,31 +17,31 @@ std::string Join(const std::string& dir, const std::string& name) {
 }  // namespace
 
 std::vector<InterposerDevice> InterposerDevicesFor(const std::vector<const PlannedDevice*>& devices) {
-  std::vector<InterposerDevice> out;
-  std::vector<bool> all_limited, all_shared;
-  std::vector<uint64_t> share_ppm;
+  // Per underlying device: the sums, and whether every one of its planned devices had a limit.
+  struct Sum {
+    std::string uuid;
+    uint64_t memory_mib = 0, share_ppm = 0;
+    bool all_limited = true, all_shared = true;
+  };
+  std::vector<Sum> sums;
   for (const PlannedDevice* d : devices) {
     if (d == nullptr) continue;
     size_t i = 0;
-    while (i < out.size() && out[i].uuid != d->device_uuid) ++i;
-    if (i == out.size()) {
-      out.push_back(InterposerDevice{d->device_uuid, 0, 0});
-      all_limited.push_back(true);
-      all_shared.push_back(true);
-      share_ppm.push_back(0);
-    }
-    if (d->memory_limit_mib == 0) all_limited[i] = false;
-    out[i].memory_limit_mib += d->memory_limit_mib;
-    if (d->sm_share_ppm == 0) all_shared[i] = false;
-    share_ppm[i] += d->sm_share_ppm;
+    while (i < sums.size() && sums[i].uuid != d->device_uuid) ++i;
+    if (i == sums.size()) sums.push_back(Sum{d->device_uuid});
+    Sum& s = sums[i];
+    s.memory_mib += d->memory_limit_mib;
+    s.share_ppm += d->sm_share_ppm;
+    s.all_limited = s.all_limited && d->memory_limit_mib != 0;
+    s.all_shared = s.all_shared && d->sm_share_ppm != 0;
   }
-  for (size_t i = 0; i < out.size(); ++i) {
-    if (!all_limited[i]) out[i].memory_limit_mib = 0;
-    // Whole percent rounded down, at least 1. All of a device (up to the rounding of
+  std::vector<InterposerDevice> out;
+  for (const Sum& s : sums) {
+    // SM limit: whole percent rounded down, at least 1. All of a device (up to the rounding of
     // 1e6/replicas: every replica of it) is no limit.
-    const uint64_t pct = share_ppm[i] / 10'000u;
-    const bool whole = share_ppm[i] >= 999'000u;
-    out[i].sm_limit_percent = !all_shared[i] || whole ? 0 : static_cast<uint32_t>(std::max<uint64_t>(1, pct));
+    const bool whole = s.share_ppm >= 999'000u;
+    const uint32_t pct = static_cast<uint32_t>(std::max<uint64_t>(1, s.share_ppm / 10'000u));
+    out.push_back(InterposerDevice{s.uuid, s.all_limited ? s.memory_mib : 0, s.all_shared && !whole ? pct : 0});
   }
   return out;
 }

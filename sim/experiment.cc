@@ -335,11 +335,9 @@ Result<std::vector<std::string>> ParsePolicies(std::string_view text) {
     size_t comma = text.find(',', start);
     if (comma == std::string_view::npos) comma = text.size();
     std::string item(text.substr(start, comma - start));
-    if (std::find(known.begin(), known.end(), item) == known.end()) {
-      std::string list;
-      for (const auto& k : known) list += (list.empty() ? "" : ",") + k;
-      return Status::InvalidArgument("--policy: unknown policy '" + item + "' (known: " + list + ", or all)");
-    }
+    if (!placement::IsPolicyName(item))
+      return Status::InvalidArgument("--policy: unknown policy '" + item + "' (known: " +
+                                     placement::JoinedPolicyNames(",") + ", or all)");
     if (std::find(out.begin(), out.end(), item) == out.end()) out.push_back(item);
     start = comma + 1;
   }

@@ -9,7 +9,6 @@
 // docs/scheduler.md). Exit status: 0 after SIGINT/SIGTERM, 1 when it cannot start, 2 for bad
 // flags.
 #include <CLI/CLI.hpp>
-#include <algorithm>
 #include <cstdio>
 #include <string>
 
@@ -101,14 +100,8 @@ int main(int argc, char** argv) {
   if (o.http.threads < 2 || o.http.threads > 1024) return fail("--http-threads: must be 2..1024");
   if (o.kube_burst < 1) return fail("--kube-api-burst: must be >= 1");
   if (!(o.kube_qps > 0)) return fail("--kube-api-qps: must be > 0");
-  {
-    const std::vector<std::string>& names = placement::PolicyNames();
-    if (std::find(names.begin(), names.end(), o.policy) == names.end()) {
-      std::string known;
-      for (const std::string& n : names) known += (known.empty() ? "" : ", ") + n;
-      return fail("--policy: unknown policy \"" + o.policy + "\" (known: " + known + ")");
-    }
-  }
+  if (!placement::IsPolicyName(o.policy))
+    return fail("--policy: unknown policy \"" + o.policy + "\" (known: " + placement::JoinedPolicyNames() + ")");
   Status logging = scheduler::ConfigureSchedulerLogging(log_level);
   if (!logging.ok()) return fail(logging.message());
   return scheduler::RunScheduler(std::move(o));

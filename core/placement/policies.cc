@@ -253,6 +253,21 @@ const std::vector<std::string>& PolicyNames() {
   return names;
 }
 
+bool IsPolicyName(std::string_view name) {
+  for (const std::string& n : PolicyNames())
+    if (n == name) return true;
+  return false;
+}
+
+std::string JoinedPolicyNames(std::string_view separator) {
+  std::string out;
+  for (const std::string& n : PolicyNames()) {
+    if (!out.empty()) out += separator;
+    out += n;
+  }
+  return out;
+}
+
 Result<std::unique_ptr<Policy>> MakePolicy(std::string_view name, const ClusterState& cluster,
                                            const TargetWorkload& workload, const PolicyOptions& options,
                                            Rng* rng) {
@@ -267,9 +282,7 @@ Result<std::unique_ptr<Policy>> MakePolicy(std::string_view name, const ClusterS
   if (name == "bestfit") return std::unique_ptr<Policy>(new BestFitPolicy(cluster, options));
   if (name == "fgd") return std::unique_ptr<Policy>(new FgdPolicy(cluster, workload, options));
   if (name == "default") return MakeDefaultPolicy(cluster, workload, options);
-  std::string known;
-  for (const auto& n : PolicyNames()) known += (known.empty() ? "" : ", ") + n;
-  return Status::InvalidArgument("unknown policy '" + std::string(name) + "' (known: " + known + ")");
+  return Status::InvalidArgument("unknown policy '" + std::string(name) + "' (known: " + JoinedPolicyNames() + ")");
 }
 
 }  // namespace gpushare::placement

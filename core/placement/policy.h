@@ -76,6 +76,9 @@ class Policy {
 
 // The names MakePolicy accepts, in the order the simulator reports them.
 const std::vector<std::string>& PolicyNames();
+// Whether `name` is one of them; the names joined for messages ("random, dotprod, ...").
+bool IsPolicyName(std::string_view name);
+std::string JoinedPolicyNames(std::string_view separator = ", ");
 
 // `cluster`, `workload` and `rng` must outlive the policy. `workload` is the target workload
 // of fgd and default (the distribution of past pods); `rng` drives random's choices.
