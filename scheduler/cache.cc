@@ -16,9 +16,14 @@ namespace ms = memshare;
 namespace pl = placement;
 
 struct GpuCache::NodeRec {
+  // What filter and prioritize read for every listed node comes first, in one cache line.
   std::string name;
+  pl::NodeId eid = -1;
   bool exists = false;        // the Node object is known
   bool has_inventory = false;
+  uint64_t visit = 0;  // GpuCache::visit_ when last seen in a request
+  // The engine's view: usable GPUs only, slot -> GPU index.
+  std::vector<int> slots;
   std::string problem;        // why the node cannot take shares (when !has_inventory or no GPU)
   std::string inventory_text; // the annotation as last decoded
   ms::NodeInventory inv;
@@ -26,11 +31,7 @@ struct GpuCache::NodeRec {
   std::map<int, int64_t> used;
   std::map<int, int> clients;
   std::set<std::string> pods;
-  // The engine's view: usable GPUs only, slot -> GPU index.
-  std::vector<int> slots;
-  pl::NodeId eid = -1;
   std::vector<pl::PlacementId> bookings;
-  uint64_t visit = 0;  // GpuCache::visit_ when last seen in a request
 
   bool Usable(const ms::InventoryGpu& g) const { return g.ServesMemoryShares(); }
   int SlotOf(int index) const {
@@ -122,8 +123,7 @@ bool GpuCache::synced() const {
 }
 
 GpuCache::NodeRec* GpuCache::FindNode(std::string_view name) const {
-  auto it = node_index_.find(name);
-  return it == node_index_.end() ? nullptr : it->second;
+  return node_index_.Find(name);
 }
 
 GpuCache::NodeRec& GpuCache::NodeFor(const std::string& name) {
@@ -133,7 +133,7 @@ GpuCache::NodeRec& GpuCache::NodeFor(const std::string& name) {
   rec->problem = "node not seen by the node informer";
   NodeRec& r = *rec;
   nodes_.emplace(name, std::move(rec));
-  node_index_.emplace(std::string_view(r.name), &r);
+  node_index_.Insert(&r);
   return r;
 }
 
@@ -615,7 +615,7 @@ std::vector<int64_t> GpuCache::Score(const ms::PodRequest& request, const std::v
     out[where[k]] = std::clamp<int64_t>(std::lround(f * 10.0), 0, 10);
   }
   // The engine's own choice (its tie rank breaks ties) is the only 10.
-  const pl::Decision d = engine_->Choose(*shape, ids);
+  const pl::Decision d = engine_->ChooseEvaluated(*shape, verdicts);
   for (size_t k = 0; k < ids.size(); ++k) {
     if (ids[k] == d.node) {
       out[where[k]] = 10;

@@ -39,6 +39,7 @@
 #include "core/placement/rng.h"
 #include "core/status.h"
 #include "kube/objects.h"
+#include "scheduler/name_index.h"
 
 namespace gpushare::scheduler {
 
@@ -165,7 +166,7 @@ class GpuCache {
   mutable std::mutex mu_;
   bool synced_ = false;
   std::map<std::string, std::unique_ptr<NodeRec>> nodes_;  // by name (ordered: deterministic rebuilds)
-  std::unordered_map<std::string_view, NodeRec*> node_index_;  // the same, for lookups
+  NameIndex<NodeRec> node_index_;  // the same, for the hot path's lookups
   NodeRec* FindNode(std::string_view name) const;
   std::unordered_map<std::string, std::unique_ptr<PodRec>> pods_;  // by UID
   std::unordered_map<std::string, std::string> unassigned_;       // UID -> node, not counted

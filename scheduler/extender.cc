@@ -140,7 +140,7 @@ HttpReply Extender::Filter(std::string_view body) {
     switch (verdicts[i].kind) {
       case NodeVerdict::Kind::kFits:
         if (r.names_mode) {
-          r.node_names.push_back(names[i]);
+          r.node_names.push_back(std::move(names[i]));  // each index is read once
         } else {
           r.nodes.push_back(std::move((*d->args.nodes)[i]));
         }
@@ -182,15 +182,18 @@ HttpReply Extender::Prioritize(std::string_view body) {
   }
   std::vector<std::string> listed;
   if (!d->args.node_names) listed = d->args.CandidateNames();
-  const std::vector<std::string>& names = d->args.node_names ? *d->args.node_names : listed;
+  std::vector<std::string>& names = d->args.node_names ? *d->args.node_names : listed;
   std::vector<int64_t> scores(names.size(), 0);
   if (!d->request.empty()) scores = cache_.Score(d->request, names);
   std::vector<HostPriority> out;
   out.reserve(names.size());
   std::unordered_set<std::string_view> seen;  // only for pods without a GPU request
   for (size_t i = 0; i < names.size(); ++i) {
-    if (d->request.empty() ? !seen.insert(names[i]).second : scores[i] < 0) continue;
-    out.push_back({names[i], scores[i]});
+    if (d->request.empty()) {
+      if (seen.insert(names[i]).second) out.push_back({names[i], 0});  // `seen` views the names
+    } else if (scores[i] >= 0) {
+      out.push_back({std::move(names[i]), scores[i]});  // each index is read once
+    }
   }
   spdlog::debug("event=prioritize pod={} nodes={} ms={}", Value(PodKey(d->pod)), names.size(), Ms(MsSince(t0)));
   return {200, EncodeHostPriorities(out)};

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 
 #include "deviceplugin/logfmt.h"
 #include "scheduler/wire.h"
@@ -105,6 +106,11 @@ Status HttpServer::Start() {
         std::string body;
         bool too_big = false;
         const size_t limit = options_.max_body_bytes;
+        // One allocation for the announced length (78 KB at 5,000 nodes), never beyond the cap.
+        if (req.has_header("Content-Length")) {
+          const unsigned long long announced = std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10);
+          body.reserve(static_cast<size_t>(std::min<unsigned long long>(announced, limit)));
+        }
         const bool read = reader([&](const char* data, size_t n) {
           if (body.size() + n > limit) {
             too_big = true;

@@ -1,6 +1,8 @@
 #include "scheduler/wire.h"
 
+#include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <memory>
 
 namespace gpushare::scheduler {
@@ -15,19 +17,22 @@ std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 void AppendString(std::string* out, std::string_view s) {
   static const char* hex = "0123456789abcdef";
   out->push_back('"');
-  for (char c : s) {
-    const unsigned char u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
+  size_t run = 0;  // start of the characters not yet copied (copied in bulk: names rarely escape)
+  for (size_t i = 0; i < s.size(); ++i) {
+    const unsigned char u = static_cast<unsigned char>(s[i]);
+    if (u >= 0x20 && u != '"' && u != '\\') continue;
+    out->append(s.data() + run, i - run);
+    run = i + 1;
+    if (u == '"' || u == '\\') {
       out->push_back('\\');
-      out->push_back(c);
-    } else if (u < 0x20) {
+      out->push_back(static_cast<char>(u));
+    } else {
       out->append("\\u00");
       out->push_back(hex[u >> 4]);
       out->push_back(hex[u & 15]);
-    } else {
-      out->push_back(c);
     }
   }
+  out->append(s.data() + run, s.size() - run);
   out->push_back('"');
 }
 
@@ -438,6 +443,10 @@ class FastArgs {
     if (2 > max_depth_) return false;
     Ws();
     if (Eat(']')) return true;
+    // One allocation: a name with ',' or ']' in it only makes this an estimate.
+    const void* close = std::memchr(p_, ']', static_cast<size_t>(end_ - p_));
+    const char* stop = close ? static_cast<const char*>(close) : end_;
+    names->reserve(static_cast<size_t>(std::count(static_cast<const char*>(p_), stop, ',')) + 1);
     for (;;) {
       Ws();
       std::string_view n;

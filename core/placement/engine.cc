@@ -100,6 +100,38 @@ std::vector<Verdict> PlacementEngine::Evaluate(ShapeId pod, const std::vector<No
   return out;
 }
 
+namespace {
+
+// Offers node `n` with `choice` to the decision: the best score wins, the smallest tie rank
+// breaks ties (`best_rank` is the current winner's).
+void Consider(Decision& d, NodeId n, const NodeChoice& choice, int64_t rank, int64_t& best_rank) {
+  if (d.node < 0 || Better(choice.score, d.choice.score)) {
+    d.node = n;
+    d.choice = choice;
+    d.tied = 1;
+    best_rank = rank;
+  } else if (SameScore(choice.score, d.choice.score)) {
+    ++d.tied;
+    if (rank < best_rank) {
+      d.node = n;
+      d.choice = choice;
+      best_rank = rank;
+    }
+  }
+}
+
+}  // namespace
+
+void PlacementEngine::PickAmongFeasible(ShapeId pod, Decision& d) {
+  if (feasible_.empty()) return;
+  const int idx = policy_.Pick(feasible_);
+  if (idx >= 0 && idx < static_cast<int>(feasible_.size())) {
+    d.node = feasible_[idx];
+    d.choice = policy_.Evaluate(d.node, shapes_[pod]);
+    d.tied = 1;
+  }
+}
+
 template <typename NodeList>
 Decision PlacementEngine::ChooseAmong(ShapeId pod, const NodeList& nodes, int count) {
   Decision d;
@@ -129,49 +161,39 @@ Decision PlacementEngine::ChooseAmong(ShapeId pod, const NodeList& nodes, int co
       choices.push_back(c);
       continue;
     }
-    const int64_t rank = cluster_.tie_rank(n);
-    if (d.node < 0 || Better(c.score, d.choice.score)) {
-      d.node = n;
-      d.choice = c;
-      d.tied = 1;
-      best_rank = rank;
-    } else if (SameScore(c.score, d.choice.score)) {
-      ++d.tied;
-      if (rank < best_rank) {
-        d.node = n;
-        d.choice = c;
-        best_rank = rank;
-      }
-    }
+    Consider(d, n, c, cluster_.tie_rank(n), best_rank);
   }
-  if (picks && !feasible_.empty()) {
-    const int idx = policy_.Pick(feasible_);
-    if (idx >= 0 && idx < static_cast<int>(feasible_.size())) {
-      d.node = feasible_[idx];
-      d.choice = policy_.Evaluate(d.node, shape);
-      d.tied = 1;
-    }
+  if (picks) {
+    PickAmongFeasible(pod, d);
   } else if (normalizes && !feasible_.empty()) {
     policy_.Normalize(scores_);
     for (size_t i = 0; i < feasible_.size(); ++i) {
-      const int64_t rank = cluster_.tie_rank(feasible_[i]);
-      if (d.node < 0 || Better(scores_[i], d.choice.score)) {
-        d.node = feasible_[i];
-        d.choice = choices[i];
-        d.choice.score = scores_[i];
-        d.tied = 1;
-        best_rank = rank;
-      } else if (SameScore(scores_[i], d.choice.score)) {
-        ++d.tied;
-        if (rank < best_rank) {
-          d.node = feasible_[i];
-          d.choice = choices[i];
-          d.choice.score = scores_[i];
-          best_rank = rank;
-        }
-      }
+      choices[i].score = scores_[i];
+      Consider(d, feasible_[i], choices[i], cluster_.tie_rank(feasible_[i]), best_rank);
     }
   }
+  return d;
+}
+
+Decision PlacementEngine::ChooseEvaluated(ShapeId pod, const std::vector<Verdict>& verdicts) {
+  Decision d;
+  const bool picks = policy_.picks();
+  feasible_.clear();
+  int64_t best_rank = 0;
+  for (const Verdict& v : verdicts) {
+    if (v.rejection == Rejection::kUnknownNode) continue;  // Choose drops such candidates
+    if (v.rejection != Rejection::kNone) {
+      ++d.rejected[static_cast<int>(v.rejection)];
+      continue;
+    }
+    ++d.feasible;
+    if (picks) {
+      feasible_.push_back(v.node);
+    } else {
+      Consider(d, v.node, v.choice, cluster_.tie_rank(v.node), best_rank);  // scores already normalised
+    }
+  }
+  if (picks) PickAmongFeasible(pod, d);
   return d;
 }
 

@@ -66,6 +66,11 @@ class PlacementEngine {
   // The winner over all nodes, or over the candidates.
   Decision Choose(ShapeId pod);
   Decision Choose(ShapeId pod, const std::vector<NodeId>& candidates);
+  // The same Decision as Choose(pod, candidates), from the verdicts Evaluate(pod, candidates)
+  // has just returned (nothing changed in between), without checking and scoring every
+  // candidate a second time. A policy that picks at random picks among the feasible verdicts
+  // (from its stream as Evaluate left it, so not the node Choose would have drawn).
+  Decision ChooseEvaluated(ShapeId pod, const std::vector<Verdict>& verdicts);
 
   // Books the pod where a Choose() put it (or on an explicit node and GPUs).
   Result<PlacementId> Commit(ShapeId pod, const Decision& decision);
@@ -92,6 +97,7 @@ class PlacementEngine {
   };
   template <typename NodeList>
   Decision ChooseAmong(ShapeId pod, const NodeList& nodes, int count);
+  void PickAmongFeasible(ShapeId pod, Decision& d);  // for policies that pick: from feasible_
   const NodeChoice& Cached(ShapeId pod, NodeId node);
   void Changed(NodeId node);
 
