@@ -16,12 +16,11 @@ namespace ms = memshare;
 namespace pl = placement;
 
 struct GpuCache::NodeRec {
-  // What filter and prioritize read for every listed node comes first, in one cache line.
   std::string name;
+  int32_t id = -1;            // in node_index_, by_id_ and hot_
   pl::NodeId eid = -1;
   bool exists = false;        // the Node object is known
   bool has_inventory = false;
-  uint64_t visit = 0;  // GpuCache::visit_ when last seen in a request
   // The engine's view: usable GPUs only, slot -> GPU index.
   std::vector<int> slots;
   std::string problem;        // why the node cannot take shares (when !has_inventory or no GPU)
@@ -123,7 +122,12 @@ bool GpuCache::synced() const {
 }
 
 GpuCache::NodeRec* GpuCache::FindNode(std::string_view name) const {
-  return node_index_.Find(name);
+  const int32_t id = node_index_.Find(name);
+  return id == NameIndex::kNone ? nullptr : by_id_[static_cast<size_t>(id)];
+}
+
+void GpuCache::RefreshHot(const NodeRec& n) {
+  hot_[static_cast<size_t>(n.id)].eid = n.exists && n.has_inventory && !n.slots.empty() ? n.eid : -1;
 }
 
 GpuCache::NodeRec& GpuCache::NodeFor(const std::string& name) {
@@ -131,9 +135,11 @@ GpuCache::NodeRec& GpuCache::NodeFor(const std::string& name) {
   auto rec = std::make_unique<NodeRec>();
   rec->name = name;
   rec->problem = "node not seen by the node informer";
+  rec->id = node_index_.Insert(name);
   NodeRec& r = *rec;
+  by_id_.push_back(&r);
+  hot_.push_back(NodeHot{});
   nodes_.emplace(name, std::move(rec));
-  node_index_.Insert(&r);
   return r;
 }
 
@@ -142,6 +148,11 @@ GpuCache::NodeRec& GpuCache::NodeFor(const std::string& name) {
 void GpuCache::UpsertNode(const kube::Node& node) {
   std::lock_guard<std::mutex> l(mu_);
   NodeRec& n = NodeFor(node.metadata.name);
+  struct RefreshOnReturn {
+    GpuCache* cache;
+    const NodeRec& node;
+    ~RefreshOnReturn() { cache->RefreshHot(node); }
+  } refresh{this, n};
   const bool was_new = !n.exists;
   n.exists = true;
   auto it = node.metadata.annotations.find(std::string(ms::kInventoryAnnotation));
@@ -217,6 +228,7 @@ void GpuCache::DeleteNode(const std::string& name) {
   n.inventory_text.clear();
   n.slots.clear();
   n.problem = "node was deleted";
+  RefreshHot(n);
   if (n.eid >= 0) rebuild_ = true;
   to_add_.erase(std::remove(to_add_.begin(), to_add_.end(), &n), to_add_.end());
   Log("event=node_deleted node=" + Value(name) + " pods=" + std::to_string(n.pods.size()));
@@ -376,9 +388,11 @@ void GpuCache::AddToEngine(NodeRec& n) {
     n.has_inventory = false;
     n.problem = "cannot be modelled: " + id.status().message();
     Log("event=node_model_failed node=" + Value(n.name) + " error=" + Value(id.status().message()));
+    RefreshHot(n);
     return;
   }
   n.eid = *id;
+  RefreshHot(n);
   n.bookings.clear();
   dirty_.insert(&n);
 }
@@ -467,6 +481,7 @@ void GpuCache::Rebuild() {
     n->eid = -1;
     n->bookings.clear();
     AddToEngine(*n);
+    RefreshHot(*n);
   }
   RefreshPolicy();
   for (auto& [name, n] : nodes_) Resync(*n);
@@ -541,32 +556,37 @@ NodeVerdict GpuCache::Check(const NodeRec& n, const ms::PodRequest& request, con
 
 // --- decisions ---------------------------------------------------------------------------------
 
-std::vector<NodeVerdict> GpuCache::Filter(const ms::PodRequest& request, const std::vector<std::string>& names) {
+std::vector<NodeVerdict> GpuCache::Filter(const ms::PodRequest& request, const std::vector<std::string_view>& names) {
   std::lock_guard<std::mutex> l(mu_);
   std::vector<NodeVerdict> out(names.size());
   EnsureEngine();
   Result<pl::ShapeId> shape = Shape(request);
+  const pl::PodShape* fast = shape.ok() ? &engine_->shape(*shape) : nullptr;
   const uint64_t visit = ++visit_;
   std::unordered_set<std::string_view> unknown;  // names not in the cache, for their repeats
   for (size_t i = 0; i < names.size(); ++i) {
-    NodeRec* n = FindNode(names[i]);
-    if (n == nullptr) {
+    const int32_t id = node_index_.Find(names[i]);
+    if (id == NameIndex::kNone) {
       out[i] = {NodeVerdict::Kind::kUnresolvable, "node is not in gpushare-scheduler's cache (not seen by its node informer)"};
       out[i].repeat = !unknown.insert(names[i]).second;
-    } else if (n->visit == visit) {
-      out[i].repeat = true;
-    } else if (!shape.ok()) {
-      n->visit = visit;
-      out[i] = {NodeVerdict::Kind::kUnresolvable, shape.status().message()};
-    } else {
-      n->visit = visit;
-      out[i] = Check(*n, request, engine_->shape(*shape));
+      continue;
     }
+    NodeHot& h = hot_[static_cast<size_t>(id)];
+    if (h.visit == visit) {
+      out[i].repeat = true;
+      continue;
+    }
+    h.visit = visit;
+    if (fast == nullptr) {
+      out[i] = {NodeVerdict::Kind::kUnresolvable, shape.status().message()};
+    } else if (h.eid < 0 || pl::CheckFit(cluster_.node(h.eid), *fast) != pl::Rejection::kNone) {
+      out[i] = Check(*by_id_[static_cast<size_t>(id)], request, *fast);  // the reason, in words
+    }  // else: it fits (the verdict's default)
   }
   return out;
 }
 
-std::vector<int64_t> GpuCache::Score(const ms::PodRequest& request, const std::vector<std::string>& names) {
+std::vector<int64_t> GpuCache::Score(const ms::PodRequest& request, const std::vector<std::string_view>& names) {
   std::lock_guard<std::mutex> l(mu_);
   std::vector<int64_t> out(names.size(), 0);
   EnsureEngine();
@@ -579,14 +599,16 @@ std::vector<int64_t> GpuCache::Score(const ms::PodRequest& request, const std::v
   const uint64_t visit = ++visit_;
   std::unordered_set<std::string_view> unknown;  // names not in the cache, for their repeats
   for (size_t i = 0; i < names.size(); ++i) {
-    NodeRec* n = FindNode(names[i]);
-    if (n != nullptr ? n->visit == visit : !unknown.insert(names[i]).second) {
+    const int32_t id = node_index_.Find(names[i]);
+    NodeHot* h = id == NameIndex::kNone ? nullptr : &hot_[static_cast<size_t>(id)];
+    if (h != nullptr ? h->visit == visit : !unknown.insert(names[i]).second) {
       out[i] = -1;
       continue;
     }
-    if (n != nullptr) n->visit = visit;
-    if (n == nullptr || n->eid < 0 || !n->has_inventory) continue;
-    ids.push_back(n->eid);
+    if (h == nullptr) continue;
+    h->visit = visit;
+    if (h->eid < 0) continue;  // cannot take the pod: 0
+    ids.push_back(h->eid);
     where.push_back(i);
   }
   const std::vector<pl::Verdict> verdicts = engine_->Evaluate(*shape, ids);

@@ -119,10 +119,10 @@ class GpuCache {
 
   // --- decisions ---
   // One verdict per node, in order (a name listed twice is marked `repeat` the second time).
-  std::vector<NodeVerdict> Filter(const memshare::PodRequest& request, const std::vector<std::string>& nodes);
+  std::vector<NodeVerdict> Filter(const memshare::PodRequest& request, const std::vector<std::string_view>& nodes);
   // Scores 0..10 per node, in order (0 for nodes that cannot take the pod, -1 for a name listed
   // a second time). The node the engine would choose gets 10 and no other node does.
-  std::vector<int64_t> Score(const memshare::PodRequest& request, const std::vector<std::string>& nodes);
+  std::vector<int64_t> Score(const memshare::PodRequest& request, const std::vector<std::string_view>& nodes);
   // Books `pod` on `node`: chooses the GPU(s) and records the reservation. Idempotent for a pod
   // already booked on that node (Reservation::already). Errors: kResourceExhausted (no room;
   // the reason says why), kFailedPrecondition (booked on another node, node unusable),
@@ -166,8 +166,17 @@ class GpuCache {
   mutable std::mutex mu_;
   bool synced_ = false;
   std::map<std::string, std::unique_ptr<NodeRec>> nodes_;  // by name (ordered: deterministic rebuilds)
-  NameIndex<NodeRec> node_index_;  // the same, for the hot path's lookups
+  // The hot path (filter and prioritize read one node per listed name): names to dense ids,
+  // and per id the record and the little a verdict needs, packed (5,000 nodes: 80 KiB).
+  struct NodeHot {
+    placement::NodeId eid = -1;  // the engine's node when it can take shares (exists, inventory, GPUs), else -1
+    uint64_t visit = 0;          // visit_ when last listed in a request (repeats)
+  };
+  NameIndex node_index_;
+  std::vector<NodeRec*> by_id_;
+  std::vector<NodeHot> hot_;
   NodeRec* FindNode(std::string_view name) const;
+  void RefreshHot(const NodeRec& n);
   std::unordered_map<std::string, std::unique_ptr<PodRec>> pods_;  // by UID
   std::unordered_map<std::string, std::string> unassigned_;       // UID -> node, not counted
   uint64_t next_token_ = 1;

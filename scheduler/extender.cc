@@ -123,9 +123,9 @@ HttpReply Extender::Filter(std::string_view body) {
     spdlog::info("event=filter_refused pod={} error=\"cache not synced\"", Value(key));
     return {200, EncodeFilterResult(r)};
   }
-  std::vector<std::string> listed;
+  std::vector<std::string_view> listed;
   if (!d->args.node_names) listed = d->args.CandidateNames();
-  std::vector<std::string>& names = d->args.node_names ? *d->args.node_names : listed;
+  const std::vector<std::string_view>& names = d->args.node_names ? *d->args.node_names : listed;
   std::vector<NodeVerdict> verdicts;
   if (d->request.empty()) {
     verdicts.assign(names.size(), NodeVerdict{});  // nothing to check: every node passes
@@ -140,13 +140,13 @@ HttpReply Extender::Filter(std::string_view body) {
     switch (verdicts[i].kind) {
       case NodeVerdict::Kind::kFits:
         if (r.names_mode) {
-          r.node_names.push_back(std::move(names[i]));  // each index is read once
+          r.node_names.push_back(names[i]);
         } else {
           r.nodes.push_back(std::move((*d->args.nodes)[i]));
         }
         break;
-      case NodeVerdict::Kind::kFailed: r.failed[names[i]] = verdicts[i].reason; break;
-      case NodeVerdict::Kind::kUnresolvable: r.unresolvable[names[i]] = verdicts[i].reason; break;
+      case NodeVerdict::Kind::kFailed: r.failed[std::string(names[i])] = verdicts[i].reason; break;
+      case NodeVerdict::Kind::kUnresolvable: r.unresolvable[std::string(names[i])] = verdicts[i].reason; break;
     }
   }
   const size_t passed = r.names_mode ? r.node_names.size() : r.nodes.size();
@@ -180,9 +180,9 @@ HttpReply Extender::Prioritize(std::string_view body) {
     prioritize_errors_.fetch_add(1);
     return {503, EncodeError(kNotSynced)};
   }
-  std::vector<std::string> listed;
+  std::vector<std::string_view> listed;
   if (!d->args.node_names) listed = d->args.CandidateNames();
-  std::vector<std::string>& names = d->args.node_names ? *d->args.node_names : listed;
+  const std::vector<std::string_view>& names = d->args.node_names ? *d->args.node_names : listed;
   std::vector<int64_t> scores(names.size(), 0);
   if (!d->request.empty()) scores = cache_.Score(d->request, names);
   std::vector<HostPriority> out;
@@ -190,9 +190,9 @@ HttpReply Extender::Prioritize(std::string_view body) {
   std::unordered_set<std::string_view> seen;  // only for pods without a GPU request
   for (size_t i = 0; i < names.size(); ++i) {
     if (d->request.empty()) {
-      if (seen.insert(names[i]).second) out.push_back({names[i], 0});  // `seen` views the names
+      if (seen.insert(names[i]).second) out.push_back({names[i], 0});
     } else if (scores[i] >= 0) {
-      out.push_back({std::move(names[i]), scores[i]});  // each index is read once
+      out.push_back({names[i], scores[i]});
     }
   }
   spdlog::debug("event=prioritize pod={} nodes={} ms={}", Value(PodKey(d->pod)), names.size(), Ms(MsSince(t0)));

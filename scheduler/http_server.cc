@@ -69,6 +69,18 @@ Status HttpServer::Start() {
   s.set_read_timeout(options_.read_timeout_seconds, 0);
   s.set_write_timeout(options_.read_timeout_seconds, 0);
 
+  // Replies are never compressed. kube-scheduler's Go transport sends `Accept-Encoding: gzip`
+  // on every request, and Debian's cpp-httplib (built with zlib and brotli) would then gzip
+  // every application/json reply: about 0.7 ms of CPU per 78 KB filter reply at 5,000 nodes,
+  // more than the whole decision, to save microseconds of loopback or in-cluster transfer.
+  // httplib decides from the request's Accept-Encoding alone, so the header is dropped before
+  // routing (identity is always acceptable, RFC 9110 §12.5.3). The Request is httplib's own
+  // non-const object, handed to the handler as const.
+  s.set_pre_routing_handler([](const httplib::Request& req, httplib::Response&) {
+    const_cast<httplib::Request&>(req).headers.erase("Accept-Encoding");
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+
   const std::string served = prefix_ + "/filter, " + prefix_ + "/prioritize, " + prefix_ + "/bind, /healthz, /readyz, /metrics";
   const size_t limit = options_.max_body_bytes;
   s.set_error_handler(httplib::Server::HandlerWithResponse([served, limit](const httplib::Request& req,

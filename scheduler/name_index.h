@@ -1,70 +1,111 @@
-// NameIndex: the scheduler cache's lookup from a node name to its record, on the hot path of
-// every filter and prioritize (one lookup per listed node: 5,000 per request at 5,000 nodes).
+// NameIndex: node name -> dense id (0, 1, 2, ... in insertion order), the scheduler cache's
+// lookup on the hot path of every filter and prioritize: one lookup per listed node, 5,000 per
+// request at 5,000 nodes, with names of about 40 characters (EKS and GKE node names).
 //
-// A flat, insert-only table with linear probing, at most half full. Each slot keeps the full
-// 64-bit hash next to the record pointer, so a probe reads one contiguous array (16 bytes a
-// slot: 256 KiB for 5,000 nodes, inside L2) and compares a name only when the hashes agree. The
-// name compared is the record's own (`T::name`), which the caller reads next anyway, so a hit
-// costs one probe and the record it returns. Records are owned elsewhere and must outlive the
-// index; names must not change while indexed. Records are never removed (the cache keeps a
-// deleted node's record, marked deleted, for the pods still pointing at it).
+// Layout, chosen for that loop (each part stays in L2 at 5,000 nodes):
+//   - slots: open addressing with linear probing, at most half full; a slot is 8 bytes (32
+//     bits of the hash and the id + 1), so 16,384 slots are 128 KiB;
+//   - entries, by id: where the name lies in the arena (8 bytes each);
+//   - arena: every name back to back (about 40 bytes a node).
+// A lookup hashes the name, probes the slots, and compares bytes only when 32 hash bits agree,
+// against the contiguous arena: never against a std::string on the heap (a name longer than 15
+// characters lives behind a pointer, and following it costs a cache miss per listed node).
+// Insert-only: the cache keeps a deleted node's record for the pods that still point at it.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <functional>
+#include <cstring>
+#include <string>
 #include <string_view>
 #include <vector>
 
 namespace gpushare::scheduler {
 
-template <class T>
 class NameIndex {
  public:
-  // The record named `name`, or nullptr.
-  T* Find(std::string_view name) const {
-    if (slots_.empty()) return nullptr;
+  static constexpr int32_t kNone = -1;
+
+  // The id of `name`, or kNone.
+  int32_t Find(std::string_view name) const {
+    if (slots_.empty()) return kNone;
     const uint64_t h = Hash(name);
+    const uint32_t tag = static_cast<uint32_t>(h >> 32);
     for (size_t i = h & mask_;; i = (i + 1) & mask_) {
-      const Slot& s = slots_[i];
-      if (s.value == nullptr) return nullptr;
-      if (s.hash == h && std::string_view(s.value->name) == name) return s.value;
+      const Slot s = slots_[i];
+      if (s.id_plus_one == 0) return kNone;
+      if (s.tag == tag && Matches(s.id_plus_one - 1, name)) return static_cast<int32_t>(s.id_plus_one - 1);
     }
   }
-  // Adds `value` under `value->name`; a name already present keeps its first record.
-  void Insert(T* value) {
-    if ((size_ + 1) * 2 > slots_.size()) Grow();
-    if (Place(Hash(value->name), value)) ++size_;
+  // The id of `name`, added with the next id (== size() before the call) when absent.
+  int32_t Insert(std::string_view name) {
+    if (const int32_t id = Find(name); id != kNone) return id;
+    if ((entries_.size() + 1) * 2 > slots_.size()) Grow();
+    const uint32_t id = static_cast<uint32_t>(entries_.size());
+    entries_.push_back({static_cast<uint32_t>(arena_.size()), static_cast<uint32_t>(name.size())});
+    arena_.append(name);
+    Place(Hash(name), id);
+    return static_cast<int32_t>(id);
   }
-  size_t size() const { return size_; }
+  std::string_view name(int32_t id) const {
+    const Entry& e = entries_[static_cast<size_t>(id)];
+    return std::string_view(arena_.data() + e.offset, e.length);
+  }
+  size_t size() const { return entries_.size(); }
+
+  // 8 bytes a step, each folded in with a 64x64->128-bit multiply (the product's halves xored,
+  // as wyhash and xxh3 mix): about half the time of std::hash on 40-character names. Names
+  // come from the API server (nodes), not from the requests that look them up, so the table
+  // needs no keyed hash against flooding.
+  static uint64_t Hash(std::string_view s) {
+    const char* p = s.data();
+    size_t n = s.size();
+    uint64_t h = 0xC2B2AE3D27D4EB4Full ^ n;
+    for (; n >= 8; p += 8, n -= 8) {
+      uint64_t w;
+      std::memcpy(&w, p, 8);
+      h = Mix(h ^ w) + 0x165667B19E3779F9ull;
+    }
+    if (n > 0) {
+      uint64_t w = 0;
+      std::memcpy(&w, p, n);
+      h = Mix(h ^ w ^ 0xD6E8FEB86659FD93ull);
+    }
+    return Mix(h ^ (h >> 32));
+  }
 
  private:
   struct Slot {
-    uint64_t hash = 0;
-    T* value = nullptr;
+    uint32_t tag = 0;          // the hash's upper 32 bits
+    uint32_t id_plus_one = 0;  // 0: empty
   };
-  static uint64_t Hash(std::string_view s) { return std::hash<std::string_view>{}(s); }
-  bool Place(uint64_t h, T* value) {
-    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
-      Slot& s = slots_[i];
-      if (s.value == nullptr) {
-        s = {h, value};
-        return true;
-      }
-      if (s.hash == h && s.value->name == value->name) return false;
-    }
+  struct Entry {
+    uint32_t offset;  // of the name in arena_
+    uint32_t length;
+  };
+  static uint64_t Mix(uint64_t x) {
+    const unsigned __int128 m = static_cast<unsigned __int128>(x) * 0x9E3779B97F4A7C15ull;
+    return static_cast<uint64_t>(m) ^ static_cast<uint64_t>(m >> 64);
+  }
+  bool Matches(uint32_t id, std::string_view name) const {
+    const Entry& e = entries_[id];
+    return e.length == name.size() && (name.empty() || std::memcmp(arena_.data() + e.offset, name.data(), name.size()) == 0);
+  }
+  void Place(uint64_t h, uint32_t id) {
+    size_t i = h & mask_;
+    while (slots_[i].id_plus_one != 0) i = (i + 1) & mask_;
+    slots_[i] = {static_cast<uint32_t>(h >> 32), id + 1};
   }
   void Grow() {
-    std::vector<Slot> old = std::move(slots_);
-    slots_.assign(old.empty() ? 64 : old.size() * 2, Slot{});
+    slots_.assign(slots_.empty() ? 64 : slots_.size() * 2, Slot{});
     mask_ = slots_.size() - 1;
-    for (const Slot& s : old)
-      if (s.value != nullptr) Place(s.hash, s.value);
+    for (uint32_t id = 0; id < entries_.size(); ++id) Place(Hash(name(static_cast<int32_t>(id))), id);
   }
 
   std::vector<Slot> slots_;
+  std::vector<Entry> entries_;  // by id
+  std::string arena_;           // every name, back to back
   size_t mask_ = 0;
-  size_t size_ = 0;
 };
 
 }  // namespace gpushare::scheduler

@@ -5,6 +5,10 @@
 #include <cstring>
 #include <memory>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace gpushare::scheduler {
 namespace {
 
@@ -12,18 +16,44 @@ using json = nlohmann::json;
 
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
+// The first byte in [p, end) that a JSON string cannot carry as it is: '"', '\\', a control
+// character, or a non-ASCII byte; `end` when there is none. Node names are plain ASCII, so the
+// scan is the whole cost of reading and writing them: 16 bytes at a time where SSE2 exists.
+const char* FindSpecial(const char* p, const char* end) {
+#if defined(__SSE2__)
+  const __m128i quote = _mm_set1_epi8('"');
+  const __m128i backslash = _mm_set1_epi8('\\');
+  const __m128i space = _mm_set1_epi8(0x20);
+  for (; end - p >= 16; p += 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    // Signed compare: bytes 0x80..0xff are negative, so "< 0x20" also catches non-ASCII.
+    const __m128i hit = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
+                                     _mm_cmplt_epi8(v, space));
+    if (const int bits = _mm_movemask_epi8(hit)) return p + __builtin_ctz(static_cast<unsigned>(bits));
+  }
+#endif
+  for (; p < end; ++p) {
+    const unsigned char c = static_cast<unsigned char>(*p);
+    if (c == '"' || c == '\\' || c < 0x20 || c >= 0x80) return p;
+  }
+  return end;
+}
+
 // Appends `s` as a JSON string. `s` comes from a parsed request (valid UTF-8) or from our own
-// messages; only the characters JSON requires are escaped.
+// messages; only the characters JSON requires are escaped (non-ASCII bytes are copied).
 void AppendString(std::string* out, std::string_view s) {
   static const char* hex = "0123456789abcdef";
   out->push_back('"');
-  size_t run = 0;  // start of the characters not yet copied (copied in bulk: names rarely escape)
-  for (size_t i = 0; i < s.size(); ++i) {
-    const unsigned char u = static_cast<unsigned char>(s[i]);
-    if (u >= 0x20 && u != '"' && u != '\\') continue;
-    out->append(s.data() + run, i - run);
-    run = i + 1;
-    if (u == '"' || u == '\\') {
+  const char* p = s.data();
+  const char* const end = p + s.size();
+  for (;;) {
+    const char* q = FindSpecial(p, end);
+    out->append(p, static_cast<size_t>(q - p));  // in bulk: names rarely need escapes
+    if (q == end) break;
+    const unsigned char u = static_cast<unsigned char>(*q);
+    if (u >= 0x80) {
+      out->push_back(*q);
+    } else if (u == '"' || u == '\\') {
       out->push_back('\\');
       out->push_back(static_cast<char>(u));
     } else {
@@ -31,8 +61,8 @@ void AppendString(std::string* out, std::string_view s) {
       out->push_back(hex[u >> 4]);
       out->push_back(hex[u & 15]);
     }
+    p = q + 1;
   }
-  out->append(s.data() + run, s.size() - run);
   out->push_back('"');
 }
 
@@ -144,11 +174,12 @@ Result<const json*> FindField(const json& obj, std::string_view name) {
   return found;
 }
 
-std::vector<std::string> ExtenderArgs::CandidateNames() const {
+std::vector<std::string_view> ExtenderArgs::CandidateNames() const {
   if (node_names) return *node_names;
-  std::vector<std::string> out;
+  std::vector<std::string_view> out;
   if (nodes) {
-    for (const json& n : *nodes) out.push_back(n["metadata"]["name"].get<std::string>());
+    out.reserve(nodes->size());
+    for (const json& n : *nodes) out.push_back(n["metadata"]["name"].get_ref<const std::string&>());
   }
   return out;
 }
@@ -236,7 +267,12 @@ class ArgsSax {
     if (seen_[static_cast<int>(Field::kPod)].empty() || pod_.is_null()) return Status::InvalidArgument("Pod: missing or null");
     if (!pod_.is_object()) return WrongType("Pod", "an object", pod_);
     a->pod = std::move(pod_);
-    if (have_names_) a->node_names = std::move(names_);
+    if (have_names_) {
+      // Views are taken only now: the strings no longer move (a moved vector keeps its buffer).
+      auto owned = std::make_unique<std::vector<std::string>>(std::move(names_));
+      a->node_names.emplace(owned->begin(), owned->end());
+      a->unescaped_names = std::move(owned);
+    }
     return DecodeNodes(std::move(nodes_), a);
   }
 
@@ -356,7 +392,7 @@ class FastArgs {
     Ws();
     if (!Eat('{')) return false;
     json pod, nodes;
-    std::vector<std::string> names;
+    std::vector<std::string_view> names;
     bool have_pod = false, have_nodes = false, have_names_key = false, have_names = false;
     Ws();
     if (Peek() == '}') return false;  // no Pod
@@ -425,33 +461,22 @@ class FastArgs {
   // "..." of printable ASCII without escapes.
   bool PlainString(std::string_view* out) {
     if (!Eat('"')) return false;
-    const char* s = p_;
-    while (p_ < end_) {
-      const unsigned char c = static_cast<unsigned char>(*p_);
-      if (c == '"') {
-        *out = std::string_view(s, static_cast<size_t>(p_ - s));
-        ++p_;
-        return true;
-      }
-      if (c < 0x20 || c >= 0x80 || c == '\\') return false;
-      ++p_;
-    }
-    return false;
+    const char* close = FindSpecial(p_, end_);
+    if (close == end_ || *close != '"') return false;
+    *out = std::string_view(p_, static_cast<size_t>(close - p_));
+    p_ = close + 1;
+    return true;
   }
-  bool Names(std::vector<std::string>* names) {
+  bool Names(std::vector<std::string_view>* names) {
     if (!Eat('[')) return false;
     if (2 > max_depth_) return false;
     Ws();
     if (Eat(']')) return true;
-    // One allocation: a name with ',' or ']' in it only makes this an estimate.
-    const void* close = std::memchr(p_, ']', static_cast<size_t>(end_ - p_));
-    const char* stop = close ? static_cast<const char*>(close) : end_;
-    names->reserve(static_cast<size_t>(std::count(static_cast<const char*>(p_), stop, ',')) + 1);
     for (;;) {
       Ws();
       std::string_view n;
       if (!PlainString(&n)) return false;
-      names->emplace_back(n);
+      names->push_back(n);  // a view into the body
       Ws();
       if (Eat(',')) continue;
       return Eat(']');

@@ -415,7 +415,7 @@ TEST_F(CacheTest, RandomSequencesKeepTheInvariants) {
       std::vector<GpuSpec> g = {{16, rng() % 4 != 0}, {24}, {40, true, rng() % 5 == 0 ? "mig" : "memory"}};
       Node(node, g);
     } else if (op == 8) {
-      (void)cache_->Score(Req(SimplePod("s", static_cast<int64_t>(1 + rng() % 16))), nodes);
+      (void)cache_->Score(Req(SimplePod("s", static_cast<int64_t>(1 + rng() % 16))), {nodes.begin(), nodes.end()});
     } else {
       (void)cache_->ExpireAssumed(step, 1000000);
     }

@@ -20,7 +20,7 @@ TEST(Wire, CacheModeRequest) {
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   EXPECT_TRUE(a->names_mode());
   EXPECT_FALSE(a->nodes.has_value());
-  EXPECT_EQ(a->CandidateNames(), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(a->CandidateNames(), (std::vector<std::string_view>{"a", "b"}));
   EXPECT_EQ(a->pod["metadata"]["name"], "p");
 }
 
@@ -30,7 +30,7 @@ TEST(Wire, FullNodeListRequest) {
       R"({"metadata":{"name":"b"}}]},"NodeNames":null})");
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   EXPECT_FALSE(a->names_mode());
-  EXPECT_EQ(a->CandidateNames(), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(a->CandidateNames(), (std::vector<std::string_view>{"a", "b"}));
   EXPECT_TRUE((*a->nodes)[0].contains("status"));
 }
 
@@ -40,7 +40,7 @@ TEST(Wire, KeysAreCaseInsensitiveLikeGo) {
                            R"({"pOd":{},"NodeNameſ":["x"]})" /* U+017F folds to s */}) {
     Result<ExtenderArgs> a = Args(body);
     ASSERT_TRUE(a.ok()) << body << ": " << a.status().ToString();
-    EXPECT_EQ(a->CandidateNames(), (std::vector<std::string>{"x"})) << body;
+    EXPECT_EQ(a->CandidateNames(), (std::vector<std::string_view>{"x"})) << body;
   }
   Result<ExtenderArgs> dup = Args(R"({"Pod":{},"pod":{},"NodeNames":[]})");
   ASSERT_FALSE(dup.ok());
@@ -98,7 +98,7 @@ TEST(Wire, HostileNestingIsRefusedBeforeParsing) {
   // Unknown keys are skipped, whatever they hold (within the depth limit).
   a = Args(R"({"Extra":{"a":[1,2,{"b":null}],"NodeNames":"not this one"},"Pod":{},"NodeNames":["n"],"more":[["x"]]})");
   ASSERT_TRUE(a.ok()) << a.status().ToString();
-  EXPECT_EQ(a->CandidateNames(), (std::vector<std::string>{"n"}));
+  EXPECT_EQ(a->CandidateNames(), (std::vector<std::string_view>{"n"}));
   // Brackets inside strings do not count; escaped quotes do not end a string.
   std::string s = R"({"Pod":{"metadata":{"name":"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\"[[["}}})";
   EXPECT_TRUE(ParseBody(s).ok()) << ParseBody(s).status().ToString();
