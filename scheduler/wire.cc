@@ -24,12 +24,21 @@ const char* FindSpecial(const char* p, const char* end) {
   const __m128i quote = _mm_set1_epi8('"');
   const __m128i backslash = _mm_set1_epi8('\\');
   const __m128i space = _mm_set1_epi8(0x20);
-  for (; end - p >= 16; p += 16) {
-    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    // Signed compare: bytes 0x80..0xff are negative, so "< 0x20" also catches non-ASCII.
-    const __m128i hit = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
-                                     _mm_cmplt_epi8(v, space));
-    if (const int bits = _mm_movemask_epi8(hit)) return p + __builtin_ctz(static_cast<unsigned>(bits));
+  // Signed compare: bytes 0x80..0xff are negative, so "< 0x20" also catches non-ASCII.
+  auto hits = [&](const char* at) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at));
+    return static_cast<unsigned>(_mm_movemask_epi8(_mm_or_si128(
+        _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)), _mm_cmplt_epi8(v, space))));
+  };
+  if (end - p >= 16) {
+    for (; end - p >= 16; p += 16)
+      if (const unsigned bits = hits(p)) return p + __builtin_ctz(bits);
+    if (p == end) return end;
+    // The last 1..15 bytes: the 16 that end at `end` (already inside the range), minus those
+    // before p.
+    const char* q = end - 16;
+    const unsigned bits = hits(q) & (0xFFFFu << (p - q));
+    return bits ? q + __builtin_ctz(bits) : end;
   }
 #endif
   for (; p < end; ++p) {

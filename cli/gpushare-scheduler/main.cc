@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-body-bytes", o.http.max_body_bytes, "largest request body accepted (larger: HTTP 413)")
       ->capture_default_str();
-  app.add_option("--http-threads", o.http.threads, "concurrent HTTP requests")->capture_default_str();
+  app.add_option("--http-threads", o.http.threads, "HTTP connections served at once (more wait; idle ones are given up for them)")->capture_default_str();
   app.add_option("--kube-api-qps", o.kube_qps, "client-side rate limit towards the API server (a bind takes 2 calls)")
       ->capture_default_str();
   app.add_option("--kube-api-burst", o.kube_burst, "burst of the client-side rate limit")->capture_default_str();

@@ -217,7 +217,10 @@ Result<std::string> ExtenderClient::Post(const std::string& verb, const std::str
   cli.set_write_timeout(sec, usec);
   cli.set_tcp_nodelay(true);  // Go's net package sets TCP_NODELAY on every connection
   const std::string path = path_prefix_ + "/" + verb;
-  httplib::Result r = cli.Post(path, body, "application/json");
+  // As Go's http.Transport writes it: its User-Agent, and "Accept-Encoding: gzip", which the
+  // transport adds by itself and then undoes (a gzip reply is inflated before decoding).
+  const httplib::Headers headers = {{"User-Agent", "Go-http-client/1.1"}, {"Accept-Encoding", "gzip"}};
+  httplib::Result r = cli.Post(path, headers, body, "application/json");
   if (!r) return Status::Unavailable("POST " + scheme_host_port_ + path + ": " + httplib::to_string(r.error()));
   if (r->status != 200)
     return Status::Unavailable("POST " + path + ": HTTP " + std::to_string(r->status) + ": " + r->body.substr(0, 300));

@@ -3,10 +3,12 @@
 // gpushare-scheduler and of the whole memory-share path.
 //
 // What it does like kube-scheduler, unpleasant parts included:
-//   - requests: always POST, Content-Type application/json, URL = urlPrefix with trailing
-//     slashes trimmed + "/" + verb; the exact JSON Go's encoding/json writes for the untagged
-//     extender types: capitalised keys in field order, `null` for unset fields (`"Nodes":null`
-//     with NodeNames in node-cache mode, `"NodeNames":null` with a full NodeList otherwise);
+//   - requests: always POST, Content-Type application/json, User-Agent Go-http-client/1.1,
+//     Accept-Encoding: gzip (added by Go's transport, which inflates a gzip reply), URL =
+//     urlPrefix with trailing slashes trimmed + "/" + verb; the exact JSON Go's encoding/json
+//     writes for the untagged extender types: capitalised keys in field order, `null` for
+//     unset fields (`"Nodes":null` with NodeNames in node-cache mode, `"NodeNames":null` with
+//     a full NodeList otherwise);
 //     embedded Pod and Node objects as the API's JSON without kind/apiVersion (informer objects);
 //     the whole call bounded by httpTimeout (0: 5 s);
 //   - replies: anything but HTTP 200, a transport error, undecodable JSON or a non-empty Error is

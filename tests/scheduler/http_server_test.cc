@@ -1,0 +1,330 @@
+// gpushare-scheduler's HTTP/1.1 server over real sockets, with raw clients that send exactly
+// the bytes under test: keep-alive and pipelining, what Go's client sends (Accept-Encoding:
+// gzip, never answered compressed), curl's "Expect: 100-continue", bodies over the limit
+// (answered 413 and still readable), stalled and idle connections (never holding every
+// worker), HTTP/1.0, HEAD, malformed requests, and a prompt Stop().
+#include "scheduler/http_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "scheduler/cache.h"
+#include "scheduler/extender.h"
+
+namespace gpushare::scheduler {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// One raw TCP connection to the server.
+class Raw {
+ public:
+  explicit Raw(int port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  }
+  ~Raw() { ::close(fd_); }
+  bool connected() const { return connected_; }
+  bool Send(std::string_view s) {
+    while (!s.empty()) {
+      const ssize_t n = ::send(fd_, s.data(), s.size(), MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      s.remove_prefix(static_cast<size_t>(n));
+    }
+    return true;
+  }
+  struct Response {
+    int status = 0;  // 0: none (closed or timed out)
+    std::string head;
+    std::string body;
+  };
+  // Reads one response (Content-Length framed); HEAD responses have no body.
+  Response Read(bool head_only = false, int timeout_ms = 5000) {
+    Response r;
+    size_t end;
+    while ((end = buf_.find("\r\n\r\n")) == std::string::npos)
+      if (!Fill(timeout_ms)) return r;
+    r.head = buf_.substr(0, end + 2);
+    r.status = std::atoi(r.head.c_str() + 9);
+    size_t length = 0;
+    const size_t cl = r.head.find("Content-Length: ");
+    if (cl != std::string::npos && !head_only && r.status != 100) length = std::strtoull(r.head.c_str() + cl + 16, nullptr, 10);
+    while (buf_.size() < end + 4 + length)
+      if (!Fill(timeout_ms)) return Response{};
+    r.body = buf_.substr(end + 4, length);
+    buf_.erase(0, end + 4 + length);
+    return r;
+  }
+  // True when the server closed the connection (EOF) within the timeout.
+  bool Closed(int timeout_ms = 5000) {
+    for (;;) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, timeout_ms) <= 0) return false;
+      char c[4096];
+      const ssize_t n = ::recv(fd_, c, sizeof c, 0);
+      if (n <= 0) return true;
+      buf_.append(c, static_cast<size_t>(n));
+    }
+  }
+
+ private:
+  bool Fill(int timeout_ms) {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, timeout_ms) <= 0) return false;
+    char c[65536];
+    const ssize_t n = ::recv(fd_, c, sizeof c, 0);
+    if (n <= 0) return false;
+    buf_.append(c, static_cast<size_t>(n));
+    return true;
+  }
+  int fd_ = -1;
+  bool connected_ = false;
+  std::string buf_;
+};
+
+class HttpServerTest : public ::testing::Test {
+ protected:
+  void Start(int threads = 4, int read_timeout = 2, int keep_alive = 30, size_t max_body = 1 << 20) {
+    cache_.SetSynced(true);
+    HttpServerOptions o;
+    o.host = "127.0.0.1";
+    o.port = 0;
+    o.threads = threads;
+    o.read_timeout_seconds = read_timeout;
+    o.keep_alive_seconds = keep_alive;
+    o.max_body_bytes = max_body;
+    server_ = std::make_unique<HttpServer>(extender_, o, [] { return Readiness{false, "informers syncing"}; },
+                                           [] { return std::string("m 1\n"); });
+    ASSERT_TRUE(server_->Start().ok());
+  }
+  void TearDown() override {
+    if (server_) server_->Stop();
+  }
+  static std::string Post(std::string_view path, std::string_view body, std::string_view extra = "") {
+    return "POST " + std::string(path) + " HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: Go-http-client/1.1\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\nContent-Type: application/json\r\n" + std::string(extra) + "\r\n" +
+           std::string(body);
+  }
+
+  GpuCache cache_;
+  Extender extender_{cache_, nullptr};
+  std::unique_ptr<HttpServer> server_;
+};
+
+const char* kFilter = R"({"Pod":{"metadata":{"name":"p","namespace":"d","uid":"u"},"spec":{"containers":[{"name":"c",)"
+                      R"("resources":{"limits":{"aliyun.com/gpu-mem":"3"}}}]}},"Nodes":null,"NodeNames":["ghost"]})";
+
+TEST_F(HttpServerTest, GoClientRequestsAreAnsweredUncompressedOnOneConnection) {
+  Start();
+  Raw c(server_->port());
+  ASSERT_TRUE(c.connected());
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(c.Send(Post("/gpushare-scheduler/filter", kFilter, "Accept-Encoding: gzip\r\n")));
+    Raw::Response r = c.Read();
+    ASSERT_EQ(r.status, 200) << r.head << r.body;
+    EXPECT_EQ(r.head.find("Content-Encoding"), std::string::npos) << r.head;
+    EXPECT_NE(r.head.find("Content-Type: application/json\r\n"), std::string::npos) << r.head;
+    EXPECT_NE(r.head.find("Date: "), std::string::npos) << r.head;
+    EXPECT_EQ(r.head.find("Connection: close"), std::string::npos) << r.head;
+    EXPECT_NE(r.body.find("\"FailedAndUnresolvableNodes\":{\"ghost\""), std::string::npos) << r.body;
+  }
+}
+
+TEST_F(HttpServerTest, PipelinedRequestsAreAnsweredInOrder) {
+  Start();
+  Raw c(server_->port());
+  ASSERT_TRUE(c.Send("GET /healthz HTTP/1.1\r\nHost: h\r\n\r\nGET /readyz HTTP/1.1\r\nHost: h\r\n\r\n" +
+                     Post("/gpushare-scheduler/prioritize", kFilter) + "GET /metrics HTTP/1.1\r\nHost: h\r\n\r\n"));
+  Raw::Response a = c.Read(), b = c.Read(), p = c.Read(), m = c.Read();
+  EXPECT_EQ(a.status, 200);
+  EXPECT_EQ(a.body, "ok\n");
+  EXPECT_EQ(b.status, 503);
+  EXPECT_EQ(b.body, "not ready: informers syncing\n");
+  EXPECT_EQ(p.status, 200);
+  EXPECT_EQ(p.body, R"([{"Host":"ghost","Score":0}])");  // unknown to the cache: the lowest score
+  EXPECT_EQ(m.status, 200);
+  EXPECT_NE(m.head.find("text/plain; version=0.0.4"), std::string::npos);
+}
+
+TEST_F(HttpServerTest, ChunkedBodiesAndExpectContinue) {
+  Start();
+  Raw c(server_->port());
+  const std::string body = kFilter;
+  std::string chunked = "POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n"
+                        "Content-Type: application/json\r\n\r\n";
+  for (size_t i = 0; i < body.size(); i += 10) {
+    const std::string piece = body.substr(i, 10);
+    char size[16];
+    std::snprintf(size, sizeof size, "%zx", piece.size());
+    chunked += std::string(size) + "\r\n" + piece + "\r\n";
+  }
+  ASSERT_TRUE(c.Send(chunked + "0\r\n\r\n"));
+  Raw::Response r = c.Read();
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find("ghost"), std::string::npos) << r.body;
+  // curl: headers first, the body only after "100 Continue".
+  const std::string head = "POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
+                           "Expect: 100-continue\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n";
+  ASSERT_TRUE(c.Send(head));
+  Raw::Response cont = c.Read();
+  EXPECT_EQ(cont.status, 100);
+  ASSERT_TRUE(c.Send(body));
+  EXPECT_EQ(c.Read().status, 200);
+}
+
+TEST_F(HttpServerTest, BodiesOverTheLimitGet413AndTheClientCanReadIt) {
+  Start(4, 2, 30, 4096);
+  {
+    Raw c(server_->port());
+    // The client writes the whole body before it reads (as cpp-httplib and many clients do):
+    // the server drains it after answering, so the answer is not lost to a reset.
+    ASSERT_TRUE(c.Send(Post("/gpushare-scheduler/filter", std::string(1 << 20, ' '))));
+    Raw::Response r = c.Read();
+    EXPECT_EQ(r.status, 413);
+    EXPECT_NE(r.body.find("larger than 4096 bytes (--max-body-bytes)"), std::string::npos) << r.body;
+    EXPECT_NE(r.head.find("Connection: close"), std::string::npos);
+  }
+  {
+    // With "Expect: 100-continue" the client has not sent the body: answered at once, no wait.
+    Raw c(server_->port());
+    const auto t0 = Clock::now();
+    ASSERT_TRUE(c.Send("POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\nContent-Length: 999999\r\n"
+                       "Expect: 100-continue\r\n\r\n"));
+    EXPECT_EQ(c.Read().status, 413);
+    EXPECT_TRUE(c.Closed());
+    EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(1500));
+  }
+  {
+    Raw c(server_->port());
+    std::string chunked = "POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n";
+    for (int i = 0; i < 20; ++i) chunked += "400\r\n" + std::string(1024, ' ') + "\r\n";
+    ASSERT_TRUE(c.Send(chunked + "0\r\n\r\n"));
+    EXPECT_EQ(c.Read().status, 413);
+  }
+  Raw after(server_->port());
+  ASSERT_TRUE(after.Send("GET /healthz HTTP/1.1\r\nHost: h\r\n\r\n"));
+  EXPECT_EQ(after.Read().status, 200);
+}
+
+TEST_F(HttpServerTest, MalformedRequestsGetAReasonAndTheConnectionCloses) {
+  Start();
+  struct Case {
+    std::string bytes;
+    int status;
+    std::string words;
+  };
+  const std::vector<Case> cases = {
+      {"GARBAGE\r\n\r\n", 400, "request line"},
+      {"POST /gpushare-scheduler/filter HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}", 400, "Host"},
+      {"POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400, "chunk"},
+      {"GET / HTTP/1.1\r\nHost: h\r\nX: " + std::string(70000, 'a') + "\r\n\r\n", 431, "larger than 65536"},
+      {"GET / HTTP/3.0\r\nHost: h\r\n\r\n", 505, "HTTP/1.x"},
+  };
+  for (const Case& k : cases) {
+    Raw c(server_->port());
+    ASSERT_TRUE(c.Send(k.bytes));
+    Raw::Response r = c.Read();
+    EXPECT_EQ(r.status, k.status) << k.bytes.substr(0, 60);
+    EXPECT_NE(r.body.find(k.words), std::string::npos) << r.body;
+    EXPECT_TRUE(c.Closed()) << k.bytes.substr(0, 60);
+  }
+  // Routing refusals keep the connection: 404 lists what is served, 405 says Allow, 415.
+  Raw c(server_->port());
+  ASSERT_TRUE(c.Send(Post("/gpushare-scheduler/preempt", "{}")));
+  Raw::Response nf = c.Read();
+  EXPECT_EQ(nf.status, 404);
+  EXPECT_NE(nf.body.find("served: /gpushare-scheduler/filter"), std::string::npos) << nf.body;
+  ASSERT_TRUE(c.Send("GET /gpushare-scheduler/bind HTTP/1.1\r\nHost: h\r\n\r\n"));
+  Raw::Response na = c.Read();
+  EXPECT_EQ(na.status, 405);
+  EXPECT_NE(na.head.find("Allow: POST"), std::string::npos);
+  ASSERT_TRUE(c.Send("POST /gpushare-scheduler/bind HTTP/1.1\r\nHost: h\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\n{}"));
+  EXPECT_EQ(c.Read().status, 415);
+  ASSERT_TRUE(c.Send(Post("/gpushare-scheduler/filter", "{\"Pod\":")));
+  Raw::Response bad = c.Read();
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("malformed JSON"), std::string::npos);
+}
+
+TEST_F(HttpServerTest, Http10AndHead) {
+  Start();
+  Raw c(server_->port());
+  ASSERT_TRUE(c.Send("HEAD /healthz HTTP/1.1\r\nHost: h\r\n\r\n"));
+  Raw::Response h = c.Read(/*head_only=*/true);
+  EXPECT_EQ(h.status, 200);
+  EXPECT_NE(h.head.find("Content-Length: 3"), std::string::npos);
+  ASSERT_TRUE(c.Send("GET /healthz HTTP/1.0\r\n\r\n"));
+  Raw::Response r = c.Read();
+  EXPECT_EQ(r.body, "ok\n");
+  EXPECT_NE(r.head.find("Connection: close"), std::string::npos);
+  EXPECT_TRUE(c.Closed());
+}
+
+TEST_F(HttpServerTest, StalledAndIdleConnectionsNeverHoldEveryWorker) {
+  Start(/*threads=*/2, /*read_timeout=*/1, /*keep_alive=*/30);
+  // A client that stops in the middle of its headers is cut off after the read timeout.
+  Raw stalled(server_->port());
+  ASSERT_TRUE(stalled.Send("POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\nContent-Le"));
+  // Two idle keep-alive connections (each had one request) and then a third client: the
+  // workers give the idle ones up for it.
+  Raw idle1(server_->port()), idle2(server_->port());
+  for (Raw* r : {&idle1, &idle2}) {
+    ASSERT_TRUE(r->Send("GET /healthz HTTP/1.1\r\nHost: h\r\n\r\n"));
+    ASSERT_EQ(r->Read().status, 200);
+  }
+  const auto t0 = Clock::now();
+  Raw third(server_->port());
+  ASSERT_TRUE(third.Send("GET /healthz HTTP/1.1\r\nHost: h\r\n\r\n"));
+  EXPECT_EQ(third.Read(false, 5000).status, 200);
+  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(3000));
+  EXPECT_TRUE(stalled.Closed(4000));  // read timeout: 1 s
+  // A body that stops short is cut off too.
+  Raw short_body(server_->port());
+  ASSERT_TRUE(short_body.Send("POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\nContent-Length: 100\r\n\r\n{"));
+  EXPECT_TRUE(short_body.Closed(4000));
+}
+
+TEST_F(HttpServerTest, StopIsPromptWithConnectionsOpen) {
+  Start(2, 30, 60);
+  Raw a(server_->port()), b(server_->port()), queued(server_->port());
+  ASSERT_TRUE(a.Send("GET /healthz HTTP/1.1\r\nHost: h\r\n\r\n"));
+  ASSERT_EQ(a.Read().status, 200);
+  ASSERT_TRUE(b.Send("POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\nContent-Length: 100\r\n\r\n{"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const auto t0 = Clock::now();
+  server_->Stop();
+  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(2000));
+  EXPECT_TRUE(a.Closed(1000));
+  server_.reset();
+}
+
+TEST_F(HttpServerTest, ListenErrorsNameTheAddress) {
+  Start();
+  HttpServerOptions o;
+  o.host = "127.0.0.1";
+  o.port = server_->port();  // taken
+  HttpServer second(extender_, o, nullptr);
+  const Status s = second.Start();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("127.0.0.1:" + std::to_string(server_->port())), std::string::npos) << s.message();
+  o.host = "no-such-host.invalid";
+  o.port = 0;
+  HttpServer third(extender_, o, nullptr);
+  EXPECT_FALSE(third.Start().ok());
+}
+
+}  // namespace
+}  // namespace gpushare::scheduler
