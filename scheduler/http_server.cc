@@ -106,8 +106,16 @@ class Connection {
   }
   // Reads one request: its head, then its body (after "100 Continue" when asked for).
   Read ReadRequest(http::RequestHead* head, std::string* body, http::Refusal* refusal) {
+    size_t scanned = 0;  // bytes after start_ known to hold no end of head
     for (;;) {
-      http::HeadResult h = http::ParseRequestHead(std::string_view(in_).substr(start_), limits_);
+      // The parser runs only once the head may be complete (or too long): a head that trickles
+      // in a byte at a time must not be parsed again for every byte.
+      const std::string_view pending = std::string_view(in_).substr(start_);
+      if (!MayEndHead(pending, &scanned) && pending.size() <= limits_.max_head_bytes) {
+        if (!Fill()) return Read::kGone;
+        continue;
+      }
+      http::HeadResult h = http::ParseRequestHead(pending, limits_);
       if (h.kind == http::HeadResult::Kind::kDone) {
         start_ += h.consumed;
         *head = std::move(h.head);
@@ -117,7 +125,7 @@ class Connection {
         *refusal = std::move(h.refusal);
         return Read::kRefused;
       }
-      if (!Fill()) return Read::kGone;
+      if (!Fill()) return Read::kGone;  // (leading blank lines only; scanned moves past them)
     }
     body->clear();
     if (!head->chunked && head->content_length > limits_.max_body_bytes) {
@@ -187,6 +195,25 @@ class Connection {
   }
 
  private:
+  // Whether `buf` holds an empty line ("\n\n" or "\n\r\n") at or after *scanned; moves
+  // *scanned past what cannot start one.
+  static bool MayEndHead(std::string_view buf, size_t* scanned) {
+    for (size_t i = *scanned; i < buf.size(); ++i) {
+      const void* nl = std::memchr(buf.data() + i, '\n', buf.size() - i);
+      if (nl == nullptr) break;
+      i = static_cast<size_t>(static_cast<const char*>(nl) - buf.data());
+      if (i + 1 >= buf.size() || (buf[i + 1] == '\r' && i + 2 >= buf.size())) {
+        *scanned = i;  // undecided until more arrives
+        return false;
+      }
+      if (buf[i + 1] == '\n' || (buf[i + 1] == '\r' && buf[i + 2] == '\n')) {
+        *scanned = i + 1;  // if the parser still wants more (leading blank lines), go on from here
+        return true;
+      }
+    }
+    *scanned = buf.size();
+    return false;
+  }
   // Reads what has arrived (blocking until something has, up to the read timeout).
   // (Heads are bounded by the parser's limit and chunked bodies are consumed as they arrive, so
   // the buffer stays small.)

@@ -143,6 +143,19 @@ TEST_F(HttpServerTest, GoClientRequestsAreAnsweredUncompressedOnOneConnection) {
   }
 }
 
+TEST_F(HttpServerTest, ARequestArrivingAByteAtATime) {
+  Start();
+  Raw c(server_->port());
+  const std::string request = "\r\n" + Post("/gpushare-scheduler/filter", kFilter);
+  for (char ch : request) {
+    ASSERT_TRUE(c.Send(std::string(1, ch)));
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  Raw::Response r = c.Read();
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find("ghost"), std::string::npos) << r.body;
+}
+
 TEST_F(HttpServerTest, PipelinedRequestsAreAnsweredInOrder) {
   Start();
   Raw c(server_->port());
