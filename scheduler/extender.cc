@@ -142,6 +142,8 @@ HttpReply Extender::Filter(std::string_view body) {
         if (r.names_mode) {
           r.node_names.push_back(names[i]);
         } else {
+          // names[i] views this Node's name; moving the JSON value keeps its object (and the
+          // name) where it is, so later reads of names[i] stay valid.
           r.nodes.push_back(std::move((*d->args.nodes)[i]));
         }
         break;

@@ -67,6 +67,11 @@ std::string DateValue() {
 
 using http::Reply;
 
+// The words of every 413, whichever way the body was too large.
+std::string BodyTooLarge(size_t limit) {
+  return "request body larger than " + std::to_string(limit) + " bytes (--max-body-bytes)";
+}
+
 Reply JsonReply(int status, std::string body) {
   Reply r;
   r.status = status;
@@ -129,7 +134,7 @@ class Connection {
     }
     body->clear();
     if (!head->chunked && head->content_length > limits_.max_body_bytes) {
-      *refusal = {413, "request body larger than " + std::to_string(limits_.max_body_bytes) + " bytes", true};
+      *refusal = {413, BodyTooLarge(limits_.max_body_bytes), true};
       drain_ = !head->expect_continue;  // the client sends the body unless it waits for "100 Continue"
       return Read::kRefused;
     }
@@ -163,6 +168,7 @@ class Connection {
       if (s == http::ChunkedDecoder::State::kError) {
         *refusal = decoder.refusal();
         drain_ = refusal->status == 413;
+        if (drain_) refusal->reason = BodyTooLarge(limits_.max_body_bytes);
         return Read::kRefused;
       }
       if (!Fill()) {
@@ -432,7 +438,6 @@ void HttpServer::Stop() {
 
 void HttpServer::Serve(int fd, const std::function<bool()>& others_waiting) {
   Connection c(fd, options_);
-  const size_t limit = options_.max_body_bytes;
   const std::string served = prefix_ + "/filter, " + prefix_ + "/prioritize, " + prefix_ + "/bind, /healthz, /readyz, /metrics";
   auto stopping = [this] {
     std::lock_guard<std::mutex> l(impl_->mu);
@@ -446,11 +451,9 @@ void HttpServer::Serve(int fd, const std::function<bool()>& others_waiting) {
     const Connection::Read read = c.ReadRequest(&head, &body, &refusal);
     if (read == Connection::Read::kGone) return;
     if (read == Connection::Read::kRefused) {
-      std::string why = refusal.reason;
-      if (refusal.status == 413) why = "request body larger than " + std::to_string(limit) + " bytes (--max-body-bytes)";
       spdlog::warn("event=http_refused method={} path={} status={} error={}", Value(head.method), Value(head.path),
-                   refusal.status, Value(why));
-      (void)c.Send(Refused(refusal.status, why, true), false);
+                   refusal.status, Value(refusal.reason));
+      (void)c.Send(Refused(refusal.status, refusal.reason, true), false);
       c.DrainAfterRefusal();
       return;
     }

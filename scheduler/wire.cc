@@ -1,8 +1,6 @@
 #include "scheduler/wire.h"
 
-#include <algorithm>
 #include <cctype>
-#include <cstring>
 #include <memory>
 
 #if defined(__SSE2__)

@@ -70,26 +70,25 @@ class Raw {
   }
   // True when the server closed the connection (EOF) within the timeout.
   bool Closed(int timeout_ms = 5000) {
-    for (;;) {
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, timeout_ms) <= 0) return false;
-      char c[4096];
-      const ssize_t n = ::recv(fd_, c, sizeof c, 0);
-      if (n <= 0) return true;
-      buf_.append(c, static_cast<size_t>(n));
+    Got g;
+    while ((g = Receive(timeout_ms)) == Got::kData) {
     }
+    return g == Got::kClosed;
   }
 
  private:
-  bool Fill(int timeout_ms) {
+  enum class Got { kData, kClosed, kTimeout };
+  // Appends what arrives within the timeout to buf_.
+  Got Receive(int timeout_ms) {
     pollfd p{fd_, POLLIN, 0};
-    if (::poll(&p, 1, timeout_ms) <= 0) return false;
+    if (::poll(&p, 1, timeout_ms) <= 0) return Got::kTimeout;
     char c[65536];
     const ssize_t n = ::recv(fd_, c, sizeof c, 0);
-    if (n <= 0) return false;
+    if (n <= 0) return Got::kClosed;
     buf_.append(c, static_cast<size_t>(n));
-    return true;
+    return Got::kData;
   }
+  bool Fill(int timeout_ms) { return Receive(timeout_ms) == Got::kData; }
   int fd_ = -1;
   bool connected_ = false;
   std::string buf_;
