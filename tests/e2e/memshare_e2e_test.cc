@@ -34,7 +34,10 @@ using scheduler::testing::SimplePod;
 // appear (in the API's order, which is not the binding order), one at a time.
 class KubeletLoop {
  public:
-  explicit KubeletLoop(MemShareEnv* env) : env_(env), thread_([this] { Run(); }) {}
+  // With a seed, each round admits the pods it found in a random order (kubelet's pod workers
+  // start in the order its watch delivers pods, and admission order is not the binding order).
+  explicit KubeletLoop(MemShareEnv* env, uint64_t seed = 0)
+      : env_(env), shuffle_(seed != 0), rng_(seed), thread_([this] { Run(); }) {}
   ~KubeletLoop() { Stop(); }
 
   void Stop() {
@@ -64,8 +67,12 @@ class KubeletLoop {
         busy_ = false;
         continue;
       }
-      Result<std::vector<kube::Pod>> pods = env_->api()->ListPods("", lo);
-      for (const kube::Pod& p : pods.value_or({})) {
+      Result<std::vector<kube::Pod>> listed = env_->api()->ListPods("", lo);
+      std::vector<kube::Pod> pods = listed.value_or({});
+      if (shuffle_) {
+        for (size_t i = pods.size(); i > 1; --i) std::swap(pods[i - 1], pods[rng_.Uniform(i)]);
+      }
+      for (const kube::Pod& p : pods) {
         if (stop_ || paused_) break;
         if (done_.count(p.metadata.uid) || p.status.phase != "Pending") continue;
         done_.insert(p.metadata.uid);
@@ -84,6 +91,8 @@ class KubeletLoop {
   }
 
   MemShareEnv* env_;
+  const bool shuffle_;
+  placement::Rng rng_;
   std::atomic<bool> stop_{false}, paused_{false}, busy_{false};
   std::atomic<int> admitted_{0}, rejected_{0};
   std::set<std::string> done_;
@@ -406,6 +415,145 @@ TEST_F(MemShareE2E, AgentRestartedAllocationsStayIntact) {
   for (const auto& [g, n] : env_->UnitsPerGpu()) EXPECT_EQ(n, 24) << "GPU " << g;
   ExpectEveryAllocateAnswer();
 }
+
+// (g) -------------------------------------------------------------------------------------------
+// The adversarial burst: the seed's 3 GiB pods, 100 of them, onto 8 GPUs of 22 GiB (7 pods
+// each, 56 in all, 1 GiB left over per GPU), with kube-scheduler's asynchronous binds (4 in
+// flight, random delays, so Bindings land in another order than the scheduling cycles ran),
+// kubelet admitting in a random order, and, in half the runs, the scheduler killed and the
+// agent killed and restarted in the middle. No pod may be refused at admission; no GPU may
+// hold more than its memory; once everything settled, exactly 56 pods run and the rest are
+// Pending with the extender's reason. Runs: $GPUSHARE_BURST_RUNS (default 4), seeds 1..N
+// (or $GPUSHARE_BURST_SEED for one); docs/reliability.md has the 50-run figures.
+class ConcurrentBindBurst : public MemShareE2E, public ::testing::WithParamInterface<bool> {
+ protected:
+  struct Outcome {
+    int bound = 0, unschedulable = 0, bind_errors = 0, admitted = 0, rejected = 0, corrected = 0;
+    std::vector<std::string> errors;
+  };
+
+  Outcome Run(uint64_t seed, bool restarts) {
+    Outcome out;
+    NodeSpec spec;
+    spec.gpu_mib = std::vector<uint64_t>(8, 22u * 1024);
+    Begin(spec);
+    if (HasFatalFailure()) return out;
+    const int port = scheduler_->port();
+    std::deque<std::string> queue;
+    for (int i = 0; i < 100; ++i) {
+      queue.push_back("burst-" + std::to_string(i));
+      AddPod(SimplePod(queue.back(), 3));
+    }
+    fakes::SchedulerOptions so{{Extender()}, seed};
+    so.max_binds_in_flight = 4;
+    so.bind_jitter = std::chrono::microseconds(3000);
+    FakeKubeScheduler sched(env_->api(), so);
+    KubeletLoop kubelet(env_.get(), seed);
+    placement::Rng rng(seed * 7919);
+    const int kill_scheduler_at = restarts ? 10 + static_cast<int>(rng.Uniform(40)) : -1;
+    const int restart_agent_at = restarts ? 10 + static_cast<int>(rng.Uniform(40)) : -1;
+    std::mutex mu;
+    std::deque<std::string> retry;
+    std::set<std::string> unschedulable;
+    int cycles = 0;
+    auto done = [&](const std::string& name) {
+      return [&, name](const ScheduleResult& r) {
+        std::lock_guard<std::mutex> l(mu);
+        if (r.bound()) {
+          ++out.bound;
+        } else if (r.kind == ScheduleResult::Kind::kUnschedulable) {
+          unschedulable.insert(name);
+          MarkUnschedulable("default", name, r.message);
+        } else {
+          ++out.bind_errors;  // the extender was away or refused: kube-scheduler retries
+          retry.push_back(name);
+        }
+      };
+    };
+    auto schedule_pass = [&] {
+      while (true) {
+        std::string name;
+        {
+          std::lock_guard<std::mutex> l(mu);
+          if (queue.empty()) std::swap(queue, retry);
+          if (queue.empty()) break;
+          name = queue.front();
+          queue.pop_front();
+        }
+        ++cycles;
+        if (cycles == kill_scheduler_at) {
+          scheduler_->Kill();  // binds in flight fail or land; nothing is flushed
+          scheduler_ = std::make_unique<SchedulerProcess>(env_->dir(), env_->kubeconfig(), port);
+        }
+        if (cycles == restart_agent_at) {
+          kubelet.Pause();  // kubelet cannot admit for the resource while the plugin is away
+          env_->StopAgent(SIGKILL);
+          env_->StartAgent();
+          env_->WaitServing();
+          kubelet.Resume();
+        }
+        Result<json> pod = env_->api()->Get(kube::kPods, "default", name);
+        if (!pod.ok() || !(*pod)["spec"].value("nodeName", "").empty()) continue;
+        sched.ScheduleAsync(*pod, done(name));
+        if (out.bind_errors > 2000) break;  // cannot happen unless the scheduler never comes back
+        std::this_thread::sleep_for(std::chrono::microseconds(rng.Uniform(2000)));
+      }
+      sched.WaitBinds();
+    };
+    schedule_pass();
+    EXPECT_LE(out.bind_errors, 2000) << "gpushare-scheduler never came back";
+    // Everything bound is admitted and confirmed; then kube-scheduler retries the
+    // unschedulable pods (it does on cluster events): the count must come out exact.
+    EXPECT_TRUE(WaitUntil([&] { return kubelet.admitted() + kubelet.rejected() >= out.bound; }));
+    EXPECT_TRUE(env_->WaitTruthful()) << env_->Untruthful().front();
+    {
+      std::lock_guard<std::mutex> l(mu);
+      for (const std::string& n : unschedulable) queue.push_back(n);
+      unschedulable.clear();
+    }
+    schedule_pass();
+    EXPECT_TRUE(WaitUntil([&] { return kubelet.admitted() + kubelet.rejected() >= out.bound; }));
+    kubelet.Stop();
+    out.admitted = kubelet.admitted();
+    out.rejected = kubelet.rejected();
+    out.errors = kubelet.errors();
+    out.unschedulable = static_cast<int>(unschedulable.size());
+    EXPECT_TRUE(env_->WaitTruthful()) << env_->Untruthful().front();
+    for (const auto& [g, n] : env_->UnitsPerGpu()) EXPECT_LE(n, 22) << "GPU " << g;
+    AnnotatedUsage();
+    out.corrected = static_cast<int>(MemShareEnv::Count(env_->AgentLog(), "corrected=true"));
+    return out;
+  }
+};
+
+TEST_P(ConcurrentBindBurst, NoPodRefusedAtAdmission) {
+  const bool restarts = GetParam();
+  std::vector<uint64_t> seeds;
+  if (const char* one = std::getenv("GPUSHARE_BURST_SEED")) {
+    seeds.push_back(std::strtoull(one, nullptr, 10));
+  } else {
+    const char* runs = std::getenv("GPUSHARE_BURST_RUNS");
+    const int n = runs ? std::max(1, std::atoi(runs)) : 2;
+    for (int i = 1; i <= n; ++i) seeds.push_back(static_cast<uint64_t>(i) + (restarts ? 1000 : 0));
+  }
+  for (uint64_t seed : seeds) {
+    SCOPED_TRACE("seed " + std::to_string(seed) + (restarts ? " with restarts" : ""));
+    Outcome o = Run(seed, restarts);
+    std::cout << "[ burst    ] seed=" << seed << " restarts=" << restarts << " bound=" << o.bound
+              << " admitted=" << o.admitted << " refused=" << o.rejected << " unschedulable=" << o.unschedulable
+              << " bind_errors=" << o.bind_errors << " corrected=" << o.corrected << "\n";
+    EXPECT_EQ(o.rejected, 0) << (o.errors.empty() ? "" : o.errors.front());
+    EXPECT_EQ(o.bound, 56);
+    EXPECT_EQ(o.admitted, 56);
+    EXPECT_EQ(o.unschedulable, 44);
+    if (HasFailure()) return;
+    scheduler_.reset();
+    env_.reset();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Binds, ConcurrentBindBurst, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "WithRestarts" : "NoRestarts"; });
 
 // (f) -------------------------------------------------------------------------------------------
 TEST_F(MemShareE2E, BadRequestsToBothBinaries) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <future>
+#include <thread>
 
 #include "core/resource_name.h"
 #include "kube/quantity.h"
@@ -385,9 +386,8 @@ ScheduleResult FakeKubeScheduler::ScheduleOne(const std::string& ns, const std::
   return Schedule(*pod);
 }
 
-ScheduleResult FakeKubeScheduler::Schedule(const json& pod_in) {
+ScheduleResult FakeKubeScheduler::Cycle(const json& pod) {
   ScheduleResult res;
-  const json pod = InformerObject(pod_in);
   const std::string uid = Str(pod, "metadata", "uid");
   Result<std::vector<json>> nodes = Nodes();
   Result<std::vector<json>> pods = nodes.ok() ? Pods() : Result<std::vector<json>>(nodes.status());
@@ -515,6 +515,14 @@ ScheduleResult FakeKubeScheduler::Schedule(const json& pod_in) {
     std::lock_guard<std::mutex> l(mu_);
     assumed_[uid] = {chosen, pod};
   }
+  res.kind = ScheduleResult::Kind::kBound;
+  res.node = chosen;
+  return res;
+}
+
+ScheduleResult FakeKubeScheduler::Bind(const json& pod, ScheduleResult res) {
+  const std::string uid = Str(pod, "metadata", "uid");
+  const std::string chosen = res.node;
   const ExtenderClient* binder = nullptr;
   for (const auto& e : extenders_)
     if (e->IsBinder() && e->IsInterested(pod)) binder = e.get();
@@ -533,13 +541,55 @@ ScheduleResult FakeKubeScheduler::Schedule(const json& pod_in) {
       std::lock_guard<std::mutex> l(mu_);
       assumed_.erase(uid);
       res.kind = ScheduleResult::Kind::kError;
+      res.node.clear();
       res.message = "binding rejected: " + bound.message();
       return res;
     }
   }
-  res.kind = ScheduleResult::Kind::kBound;
-  res.node = chosen;
   return res;
 }
+
+ScheduleResult FakeKubeScheduler::Schedule(const json& pod_in) {
+  const json pod = InformerObject(pod_in);
+  ScheduleResult res = Cycle(pod);
+  return res.bound() ? Bind(pod, std::move(res)) : res;
+}
+
+void FakeKubeScheduler::ScheduleAsync(const json& pod_in, std::function<void(const ScheduleResult&)> done) {
+  const json pod = InformerObject(pod_in);
+  ScheduleResult res = Cycle(pod);
+  if (!res.bound()) {
+    done(res);
+    return;
+  }
+  std::unique_lock<std::mutex> l(bind_mu_);
+  bind_cv_.wait(l, [&] { return binds_in_flight_ < std::max(1, options_.max_binds_in_flight); });
+  ++binds_in_flight_;
+  int64_t delay_us = 0;
+  if (options_.bind_jitter.count() > 0) {
+    std::lock_guard<std::mutex> r(mu_);
+    delay_us = static_cast<int64_t>(rng_.Uniform(static_cast<uint64_t>(options_.bind_jitter.count()) + 1));
+  }
+  bind_threads_.emplace_back([this, pod, res = std::move(res), done = std::move(done), delay_us]() mutable {
+    if (delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+    ScheduleResult r = Bind(pod, std::move(res));
+    done(r);
+    std::lock_guard<std::mutex> l(bind_mu_);
+    --binds_in_flight_;
+    bind_cv_.notify_all();
+  });
+}
+
+void FakeKubeScheduler::WaitBinds() {
+  std::vector<std::thread> threads;
+  {
+    std::unique_lock<std::mutex> l(bind_mu_);
+    bind_cv_.wait(l, [&] { return binds_in_flight_ == 0; });
+    threads.swap(bind_threads_);
+  }
+  for (std::thread& t : threads) t.join();
+}
+
+FakeKubeScheduler::~FakeKubeScheduler() { WaitBinds(); }
 
 }  // namespace gpushare::fakes

@@ -35,13 +35,16 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -113,6 +116,12 @@ class ExtenderClient {
 struct SchedulerOptions {
   std::vector<ExtenderConfig> extenders;
   uint64_t seed = 1;  // for ties between equally scored nodes
+  // ScheduleAsync: kube-scheduler binds in a goroutine per pod, so binds overlap each other
+  // and the next scheduling cycles. At most this many at once here (kube-scheduler has no
+  // limit), each started after a random delay of up to `bind_jitter` (goroutine and network
+  // timing), so Bindings land in another order than the scheduling cycles ran.
+  int max_binds_in_flight = 4;
+  std::chrono::microseconds bind_jitter{0};
 };
 
 struct ScheduleResult {
@@ -137,10 +146,19 @@ class FakeKubeScheduler {
 
   Status Validate() const { return ValidateExtenders(options_.extenders); }
 
-  // One scheduling cycle for the pod `namespace/name` (read from the API).
+  ~FakeKubeScheduler();
+
+  // One scheduling cycle for the pod `namespace/name` (read from the API), then its bind.
   ScheduleResult ScheduleOne(const std::string& ns, const std::string& name);
   // The same for a pod object already in hand.
   ScheduleResult Schedule(const nlohmann::json& pod);
+  // The scheduling cycle now (the pod is assumed in this scheduler's cache when a node was
+  // chosen); the bind on a thread of its own, as kube-scheduler's binding cycle. `done` gets
+  // the outcome (from the bind's thread, or at once when no node was chosen). Blocks while
+  // max_binds_in_flight binds are running.
+  void ScheduleAsync(const nlohmann::json& pod, std::function<void(const ScheduleResult&)> done);
+  // Waits for every bind started by ScheduleAsync.
+  void WaitBinds();
 
   // Forgets pods it assumed (as a restarted kube-scheduler would).
   void ForgetAssumed();
@@ -148,6 +166,10 @@ class FakeKubeScheduler {
  private:
   Result<std::vector<nlohmann::json>> Nodes();
   Result<std::vector<nlohmann::json>> Pods();
+  // The scheduling cycle: filters, scores, assumes; kBound here means "node chosen".
+  ScheduleResult Cycle(const nlohmann::json& pod);
+  // The binding cycle for a pod Cycle() placed.
+  ScheduleResult Bind(const nlohmann::json& pod, ScheduleResult chosen);
 
   std::shared_ptr<kube::Client> api_;
   SchedulerOptions options_;
@@ -155,6 +177,10 @@ class FakeKubeScheduler {
   std::mutex mu_;
   placement::Rng rng_;
   std::map<std::string, std::pair<std::string, nlohmann::json>> assumed_;  // uid -> (node, pod)
+  std::mutex bind_mu_;
+  std::condition_variable bind_cv_;
+  int binds_in_flight_ = 0;
+  std::vector<std::thread> bind_threads_;
 };
 
 // A pod's request of `resource` as kube-scheduler computes it: max(sum of app containers,
