@@ -682,6 +682,14 @@ PodAssignment ResolveAssignment(const std::map<std::string, std::string>& annota
     }
     gpus[c->name] = *g;
   }
+  out.planned = gpus;
+  if (assumed) {
+    out.has_plan = true;
+    for (auto& [c, g] : out.planned) {
+      auto it = assumed->find(c);
+      if (it != assumed->end()) g = it->second;
+    }
+  }
   out.gpus = std::move(gpus);
   const std::string* assigned = get(kAssignedKey);
   out.state = (confirmed || (assigned && *assigned == "true")) ? AssignmentState::kConfirmed : AssignmentState::kAssumed;

@@ -207,6 +207,11 @@ std::string_view AssignmentStateName(AssignmentState s);
 struct PodAssignment {
   AssignmentState state = AssignmentState::kNone;
   ContainerGpus gpus;                // every container of the request, when state != kNone
+  // Where the scheduler placed the containers: gpushare.io/gpu-mem-assumed when readable (the
+  // node agent never rewrites it), else the same as `gpus` (pods written by Alibaba's extender
+  // or bound around the extender). Every container of the request, when state != kNone.
+  ContainerGpus planned;
+  bool has_plan = false;             // gpushare.io/gpu-mem-assumed was readable
   std::optional<int64_t> assume_time;  // ALIYUN_COM_GPU_MEM_ASSUME_TIME
   std::vector<std::string> problems;   // unreadable annotations that were skipped
 };

@@ -2,6 +2,7 @@
 #include "core/memshare_node.h"
 
 #include <algorithm>
+#include <functional>
 #include <tuple>
 #include <unordered_map>
 
@@ -80,30 +81,7 @@ GpuCount CountMemoryGpus(const NodeInventory& inventory) {
   return c;
 }
 
-std::vector<WaitingContainer> WaitingContainers(const std::string& pod_key, const PodRequest& request,
-                                                const PodAssignment& assignment,
-                                                const std::set<std::string>& allocated) {
-  std::vector<WaitingContainer> out;
-  if (assignment.state != AssignmentState::kAssumed) return out;
-  auto add = [&](const ContainerShare& c) {
-    if (allocated.count(c.name)) return;
-    auto it = assignment.gpus.find(c.name);
-    if (it == assignment.gpus.end()) return;
-    out.push_back({pod_key, c.name, c.units, it->second, assignment.assume_time.value_or(0)});
-  };
-  for (const ContainerShare& c : request.init) add(c);
-  for (const ContainerShare& c : request.app) add(c);
-  return out;
-}
-
-void SortWaiting(std::vector<WaitingContainer>* waiting) {
-  std::stable_sort(waiting->begin(), waiting->end(), [](const WaitingContainer& a, const WaitingContainer& b) {
-    return std::tie(a.assume_time, a.pod) < std::tie(b.assume_time, b.pod);
-  });
-}
-
-Result<UnitChoice> ChooseUnits(const PlannedResource& resource, const UnitQuery& q,
-                               const std::vector<WaitingContainer>& waiting) {
+Result<UnitChoice> ChooseUnits(const PlannedResource& resource, const UnitQuery& q, const SlotLedger& ledger) {
   if (q.size < 1) {
     return Status::InvalidArgument("resource " + resource.name + ": allocation_size must be at least 1, got " +
                                    std::to_string(q.size));
@@ -138,31 +116,65 @@ Result<UnitChoice> ChooseUnits(const PlannedResource& resource, const UnitQuery&
     auto it = free.find(gpu);
     return it == free.end() ? int64_t{0} : static_cast<int64_t>(it->second.size());
   };
-  // The container this is most likely for: the oldest waiting one of this size (on the GPU
-  // of must_include, when there is one).
-  for (const WaitingContainer& w : waiting) {
-    if (w.units != q.size) continue;
-    if (!must_gpus.empty() && w.gpu != must_gpus.front()) continue;
-    out.steered = w;
-    break;
-  }
+  // The fullest GPU among those `ok` accepts (best fit: keeps the emptier GPUs for larger shares).
+  auto fullest = [&](const std::function<bool(int gpu, int64_t room)>& ok) {
+    int best = -1;
+    for (const auto& [gpu, units] : free) {
+      const int64_t n = static_cast<int64_t>(units.size());
+      if (ok(gpu, n) && (best < 0 || n < room(best))) best = gpu;
+    }
+    return best;
+  };
+  auto use_slot = [&](const SlotKey& key, int gpu, const char* reason) {
+    out.gpu = gpu;
+    out.key = key;
+    out.reason = reason;
+  };
   if (!must_gpus.empty()) {
     out.gpu = must_gpus.front();
     out.reason = "must_include";
-  } else if (out.steered && room(out.steered->gpu) >= need) {
-    out.gpu = out.steered->gpu;
-    out.reason = "assumed";
   } else {
-    // Best fit: the GPU with the fewest free units that still has room.
-    int64_t best = -1;
-    for (const auto& [gpu, units] : free) {
-      const int64_t n = static_cast<int64_t>(units.size());
-      if (n >= need && (best < 0 || n < best)) {
-        best = n;
-        out.gpu = gpu;
+    // A first request: an open slot of a key that asks this size first.
+    for (const PendingSlot& p : ledger.pending) {
+      if (p.key.fresh != q.size) continue;
+      out.matched_pending = true;
+      if (ledger.Open(p.key, p.gpu) > 0 && room(p.gpu) >= p.key.demand) {
+        out.steered = p;
+        use_slot(p.key, p.gpu, "planned");
+        break;
+      }
+      const int g = fullest([&](int gpu, int64_t n) { return n >= p.key.demand && ledger.Vacated(p.key, gpu) > 0; });
+      if (g >= 0) {
+        out.steered = p;
+        use_slot(p.key, g, "swapped");
+        break;
       }
     }
-    out.reason = out.steered ? "assumed_gpu_full_best_fit" : "best_fit";
+    // What the request will hold in the end: the demand of the pending slots that ask this size
+    // first (one demand per first size on a node: memshare::FreshConflict), else its size.
+    SlotKey want{q.size, q.size};
+    for (const PendingSlot& p : ledger.pending) {
+      if (p.key.fresh == q.size) want = p.key;
+    }
+    if (out.gpu < 0) {
+      for (const auto& [kg, n] : ledger.open) {
+        const auto& [key, gpu] = kg;
+        if (key != want || n <= 0 || room(gpu) < key.demand) continue;
+        if (out.gpu < 0 || room(gpu) < room(out.gpu)) use_slot(key, gpu, "open_slot");
+      }
+    }
+    if (out.gpu < 0) {
+      out.gpu = fullest([&](int gpu, int64_t n) { return n - ledger.PromisedUnits(gpu) >= want.demand; });
+      out.reason = "unpromised_best_fit";
+    }
+    if (out.gpu < 0) {
+      out.gpu = fullest([&](int, int64_t n) { return n >= want.demand; });
+      out.reason = "best_fit";
+    }
+    if (out.gpu < 0) {
+      out.gpu = fullest([&](int, int64_t n) { return n >= need; });
+      out.reason = "best_fit";
+    }
     if (out.gpu < 0) {
       for (const auto& [gpu, units] : free) {
         if (out.gpu < 0 || static_cast<int64_t>(units.size()) > room(out.gpu)) out.gpu = gpu;

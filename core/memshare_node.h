@@ -5,8 +5,8 @@
 //   - BuildNodeInventory: the node annotation (core/memshare.h) from the GPUs and the plan, one
 //     entry per GPU with the mode it serves and its health;
 //   - ChooseUnits: GetPreferredAllocation's advice. Kubelet names no pod, so the advice is for
-//     the oldest pod the scheduler assumed on this node that still waits for a container of
-//     exactly this size: all units on that pod's GPU. Never units of two GPUs;
+//     a slot (core/memshare_ledger.h): a GPU with an open slot of this size, all units there,
+//     so what kubelet holds per GPU never leaves the scheduler's plan. Never units of two GPUs;
 //   - CheckUnits + AllocationEnv: Allocate derives GPU and limit from the unit IDs alone;
 //   - ActualGpus + ReconcileChanges: kubelet's PodResources records say which units each
 //     container really holds; that truth is written into the pod's annotations, replacing the
@@ -23,6 +23,7 @@
 
 #include "core/inventory.h"
 #include "core/memshare.h"
+#include "core/memshare_ledger.h"
 #include "core/node_config.h"
 #include "core/resource_plan.h"
 #include "core/status.h"
@@ -53,22 +54,6 @@ GpuCount CountMemoryGpus(const NodeInventory& inventory);
 
 // --- GetPreferredAllocation ----------------------------------------------------------------
 
-// A container of a pod the scheduler placed on this node that kubelet has not allocated yet.
-struct WaitingContainer {
-  std::string pod;        // "namespace/name"
-  std::string container;
-  int64_t units = 0;
-  int gpu = -1;           // the GPU index the scheduler assumed
-  int64_t assume_time = 0;  // ALIYUN_COM_GPU_MEM_ASSUME_TIME; the oldest pod goes first
-};
-
-// The waiting containers of one pod in the order kubelet allocates them: init containers,
-// then app containers, each in spec order. `allocated` names containers kubelet already gave
-// units (from PodResources, or steered a moment ago). Only assumed (not confirmed) pods wait.
-std::vector<WaitingContainer> WaitingContainers(const std::string& pod_key, const PodRequest& request,
-                                                const PodAssignment& assignment,
-                                                const std::set<std::string>& allocated);
-
 struct UnitQuery {
   std::vector<std::string> available;     // free units plus must_include
   std::vector<std::string> must_include;  // units already chosen (reused from init containers)
@@ -78,22 +63,28 @@ struct UnitQuery {
 struct UnitChoice {
   std::vector<std::string> ids;  // must_include first, then units of `gpu` by unit number
   int gpu = -1;                  // the GPU index chosen, -1 when nothing fits
-  std::optional<WaitingContainer> steered;  // the container the advice is for, if any
-  std::string reason;            // for the log: "assumed", "must_include", "best_fit", ...
+  std::optional<PendingSlot> steered;  // the pending slot the advice most likely serves, if any
+  std::optional<SlotKey> key;          // the key of the open slot the advice uses
+  bool matched_pending = false;  // a pending slot asks this size first (else the caller may
+                                 // look for pods its cache has not seen yet)
+  std::string reason;            // for the log: "planned", "swapped", "must_include", ...
 };
 
-// `waiting` is sorted oldest first (SortWaiting). The GPU: that of must_include when given;
-// otherwise the GPU of the first waiting container of this size whose GPU has room; otherwise
-// the fullest GPU that still has room (best fit, keeps other GPUs free for larger shares).
-// Only units of that one GPU are chosen; when no GPU has `size` free units the answer is the
-// units of the GPU with the most free ones (kubelet fills the rest and Allocate refuses the
-// mix with a message that says why). kInvalidArgument for a size below 1 or more must_include
-// than size. IDs the resource does not advertise are ignored.
-Result<UnitChoice> ChooseUnits(const PlannedResource& resource, const UnitQuery& query,
-                               const std::vector<WaitingContainer>& waiting);
-
-// Oldest assume time first, then pod key, then the order WaitingContainers gave.
-void SortWaiting(std::vector<WaitingContainer>* waiting);
+// GetPreferredAllocation's advice: units of one GPU, never of two.
+//   - must_include (units reused from an init container): the rest from that GPU;
+//   - otherwise, a first request of `size` units goes to a GPU with an open slot whose key asks
+//     `size` first and with room for the slot's whole demand: for the oldest pending slot of
+//     this size, its own GPU if that still has an open slot of its key ("planned"), else the
+//     fullest GPU with a slot of that key vacated by a swap ("swapped"); then any open slot of
+//     this size ("open_slot");
+//   - no open slot fits (a pod placed around the scheduler): the fullest GPU whose free units
+//     beyond the open slots' promises have room ("unpromised_best_fit"), else the fullest with
+//     room ("best_fit"); when no GPU has `size` free units, the units of the GPU with the most
+//     free ones (kubelet fills the rest and Allocate refuses the mix with a message that says
+//     why: "no_gpu_has_room").
+// Units within a GPU are taken lowest number first. kInvalidArgument for a size below 1 or
+// more must_include than size. IDs the resource does not advertise are ignored.
+Result<UnitChoice> ChooseUnits(const PlannedResource& resource, const UnitQuery& query, const SlotLedger& ledger);
 
 // --- Allocate ------------------------------------------------------------------------------
 
@@ -115,12 +106,6 @@ Result<UnitAllocation> CheckUnits(const PlannedResource& resource, const std::ve
 std::map<std::string, std::string> AllocationEnv(const UnitAllocation& a);
 
 // --- reconciliation ------------------------------------------------------------------------
-
-// What kubelet's PodResources List says one container of a pod holds of the resource.
-struct ObservedContainer {
-  std::string name;
-  std::vector<std::string> unit_ids;
-};
 
 struct ActualPlacement {
   ContainerGpus gpus;                  // every container of the request (init ones included)

@@ -35,8 +35,6 @@ std::string Summary(const std::vector<std::string>& ids) {
   return s;
 }
 
-bool Active(const kube::Pod& p) { return !p.IsTerminal() && !p.IsBeingDeleted(); }
-
 class Service final : public MemoryShareMode {
  public:
   explicit Service(MemoryShareOptions o) : opts_(std::move(o)) {}
@@ -47,6 +45,7 @@ class Service final : public MemoryShareMode {
       stop_ = true;
     }
     cv_.notify_all();
+    listed_cv_.notify_all();
     if (worker_.joinable()) worker_.join();
     if (pods_) pods_->Stop();
     if (nodes_) nodes_->Stop();
@@ -59,6 +58,8 @@ class Service final : public MemoryShareMode {
     pods_ = std::make_unique<kube::PodInformer>(opts_.client, po);
     kube::InformerHandlers<kube::Pod> ph;
     ph.on_synced = [this] { Wake(); };
+    // A pod gone: a pod held off its plan may be free to move (MovePlans).
+    ph.on_delete = [this](const kube::Pod&) { ReconcileSoon(); };
     pods_->SetHandlers(std::move(ph));
 
     kube::InformerOptions no;
@@ -104,14 +105,11 @@ class Service final : public MemoryShareMode {
   }
 
   deviceplugin::AllocationDecorator Decorator() override {
-    return MemoryUnitsDecorator([this] { AfterAllocate(); });
+    return MemoryUnitsDecorator(
+        [this](const ms::UnitAllocation& a, const std::vector<std::string>& ids) { AfterAllocate(a, ids); });
   }
 
  private:
-  struct Hint {
-    std::string container;
-    Clock::time_point at;
-  };
   struct Written {
     std::string resource_version;  // of the pod before our patch
     std::map<std::string, std::string> changes;
@@ -120,79 +118,98 @@ class Service final : public MemoryShareMode {
   void Wake() { cv_.notify_all(); }
 
   // ---- GetPreferredAllocation -------------------------------------------------------------
-  // The waiting containers of the given pods, oldest first.
-  std::vector<ms::WaitingContainer> Waiting(const std::vector<std::shared_ptr<const kube::Pod>>& pods) {
-    std::vector<ms::WaitingContainer> out;
-    std::string resource;
-    std::map<std::string, std::set<std::string>> taken;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      resource = resource_name_;
-      taken = allocated_;
-      for (const auto& [pod, hints] : hints_) {
-        for (const Hint& h : hints) taken[pod].insert(h.container);
+  // The slots of this node: the plans of the pods bound here (not finished; pods being deleted
+  // still hold their units) minus what kubelet holds.
+  ms::SlotLedger Ledger(const std::vector<std::shared_ptr<const kube::Pod>>& pods) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<ms::PlannedPod> plans;
+    std::set<std::string> foreign;
+    for (const auto& p : pods) {
+      if (!p || p->IsTerminal() || p->spec.node_name != opts_.node_name) continue;
+      Result<ms::PodRequest> req = kube::PodMemRequest(*p, resource_name_);
+      if (!req.ok() || req->empty()) continue;
+      std::optional<ms::PlannedPod> plan =
+          ms::PlanOf(p->Key(), *req, ms::ResolveAssignment(p->metadata.annotations, *req));
+      if (plan) {
+        plans.push_back(std::move(*plan));
+      } else {
+        foreign.insert(p->Key());
       }
     }
-    for (const auto& p : pods) {
-      if (!p || !Active(*p) || p->spec.node_name != opts_.node_name) continue;
-      Result<ms::PodRequest> req = kube::PodMemRequest(*p, resource);
-      if (!req.ok() || req->empty()) continue;
-      ms::PodAssignment a = ms::ResolveAssignment(p->metadata.annotations, *req);
-      const std::string key = p->Key();
-      std::vector<ms::WaitingContainer> w = ms::WaitingContainers(key, *req, a, taken[key]);
-      out.insert(out.end(), w.begin(), w.end());
-    }
-    ms::SortWaiting(&out);
-    return out;
+    return holdings_.Ledger(plans, foreign, inventory_);
   }
 
   Result<std::vector<std::string>> Choose(const PlannedResource& resource,
                                           const deviceplugin::PreferredAllocationQuery& q) {
-    if (!pods_->HasSynced() && !pods_->WaitForSync(opts_.sync_wait)) {
-      spdlog::warn("event=memshare_cache_not_synced action=best_fit waited_ms={}", opts_.sync_wait.count());
+    if (!WaitListed()) {
+      spdlog::warn("event=memshare_pod_resources_not_listed action=best_fit waited_ms={}", opts_.sync_wait.count());
     }
-    std::vector<ms::WaitingContainer> waiting = Waiting(pods_->List());
-    auto has_size = [&] {
-      return std::any_of(waiting.begin(), waiting.end(),
-                         [&](const ms::WaitingContainer& w) { return w.units == q.allocation_size; });
-    };
-    if (!has_size()) {
-      // The pod kubelet admits may be newer than our cache: ask the API once.
-      kube::ListOptions lo;
-      lo.field_selector = "spec.nodeName=" + opts_.node_name;
-      Result<std::vector<kube::Pod>> fresh = opts_.client->ListPods("", lo);
-      if (fresh.ok()) {
-        std::vector<std::shared_ptr<const kube::Pod>> list;
-        for (kube::Pod& p : *fresh) list.push_back(std::make_shared<const kube::Pod>(std::move(p)));
-        waiting = Waiting(list);
-      } else {
-        spdlog::warn("event=memshare_list_pods_failed error={}", Value(fresh.status().message()));
+    const ms::UnitQuery uq{q.available, q.must_include, q.allocation_size};
+    if (!q.must_include.empty()) return Answer(q, ms::ChooseUnits(resource, uq, {}));  // the GPU is decided
+    // A first request: the plans of the pods bound here as the API has them now (a pod deleted
+    // or bound a moment ago must not be missed); the informer's copy when the API cannot answer.
+    kube::ListOptions lo;
+    lo.field_selector = "spec.nodeName=" + opts_.node_name;
+    Result<std::vector<kube::Pod>> fresh = opts_.client->ListPods("", lo);
+    std::vector<std::shared_ptr<const kube::Pod>> pods;
+    if (fresh.ok()) {
+      for (kube::Pod& p : *fresh) pods.push_back(std::make_shared<const kube::Pod>(std::move(p)));
+    } else {
+      spdlog::warn("event=memshare_list_pods_failed action=use_cache error={}", Value(fresh.status().message()));
+      if (!pods_->HasSynced() && !pods_->WaitForSync(opts_.sync_wait)) {
+        spdlog::warn("event=memshare_cache_not_synced action=best_fit waited_ms={}", opts_.sync_wait.count());
       }
+      pods = pods_->List();
     }
-    ms::UnitQuery uq{q.available, q.must_include, q.allocation_size};
-    Result<ms::UnitChoice> c = ms::ChooseUnits(resource, uq, waiting);
+    return Answer(q, ms::ChooseUnits(resource, uq, Ledger(pods)));
+  }
+
+  Result<std::vector<std::string>> Answer(const deviceplugin::PreferredAllocationQuery& q, Result<ms::UnitChoice> c) {
     if (!c.ok()) return c.status();
-    std::string pod = "-", container = "-";
-    if (c->steered) {
-      pod = c->steered->pod;
-      container = c->steered->container;
+    {
       std::lock_guard<std::mutex> lock(mu_);
-      hints_[pod].push_back({container, Clock::now()});
+      holdings_.Advised(c->gpu, c->key, q.allocation_size, !q.must_include.empty());
     }
-    spdlog::info("event=memshare_preferred size={} gpu={} reason={} pod={} container={} must_include={} chosen={}",
-                 q.allocation_size, c->gpu, c->reason, Value(pod), Value(container), q.must_include.size(),
-                 Value(Summary(c->ids)));
+    const std::string pod = c->steered ? c->steered->pod : "-";
+    const std::string container = c->steered ? c->steered->container : "-";
+    const bool promise_kept = c->key.has_value() || !q.must_include.empty() || !c->matched_pending;
+    auto level = promise_kept ? spdlog::level::info : spdlog::level::warn;
+    spdlog::log(level, "event=memshare_preferred size={} gpu={} reason={} pod={} container={} must_include={} chosen={}",
+                q.allocation_size, c->gpu, c->reason, Value(pod), Value(container), q.must_include.size(),
+                Value(Summary(c->ids)));
     return c->ids;
   }
 
+  // GetPreferredAllocation needs kubelet's holdings: after a start, the first List.
+  bool WaitListed() {
+    std::unique_lock<std::mutex> lock(mu_);
+    reconcile_at_ = std::min(reconcile_at_, Clock::now());
+    cv_.notify_all();
+    return listed_cv_.wait_for(lock, opts_.sync_wait, [&] { return holdings_.listed() || stop_; }) &&
+           holdings_.listed();
+  }
+
   // ---- Allocate -----------------------------------------------------------------------------
-  void AfterAllocate() {
+  // Kubelet gave these units to a container: held from now on, before any List shows them.
+  void AfterAllocate(const ms::UnitAllocation& a, const std::vector<std::string>& ids) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      holdings_.Allocated(ids, a.gpu, NowMs());
+    }
+    ReconcileSoon();
+  }
+
+  void ReconcileSoon() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       const Clock::time_point at = Clock::now() + opts_.after_allocate;
       if (at < reconcile_at_) reconcile_at_ = at;
     }
     cv_.notify_all();
+  }
+
+  static int64_t NowMs() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch()).count();
   }
 
   // ---- node annotation --------------------------------------------------------------------
@@ -263,6 +280,7 @@ class Service final : public MemoryShareMode {
     if (!pods_->HasSynced()) return now + std::chrono::milliseconds(100);
     if (now < last_list_ + opts_.min_list_interval) return last_list_ + opts_.min_list_interval;
     last_list_ = now;
+    const int64_t list_started_ms = NowMs();
     ::v1::ListPodResourcesRequest req;
     ::v1::ListPodResourcesResponse resp;
     grpc::ClientContext ctx;
@@ -290,7 +308,6 @@ class Service final : public MemoryShareMode {
     }
     // pod key -> its containers' units of our resource (entries of one resource merged).
     std::map<std::string, std::vector<ms::ObservedContainer>> observed;
-    std::map<std::string, std::set<std::string>> allocated;
     for (const ::v1::PodResources& p : resp.pod_resources()) {
       const std::string key = p.namespace_() + "/" + p.name();
       std::vector<ms::ObservedContainer> cs;
@@ -302,14 +319,19 @@ class Service final : public MemoryShareMode {
         }
         if (oc.unit_ids.empty()) continue;
         std::sort(oc.unit_ids.begin(), oc.unit_ids.end());
-        allocated[key].insert(oc.name);
         cs.push_back(std::move(oc));
       }
       if (!cs.empty()) observed[key] = std::move(cs);
     }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      holdings_.Listed(observed, list_started_ms, kUnlistedGraceMs);
+    }
+    listed_cv_.notify_all();
 
     bool retry_soon = false;
     int patched = 0, confirmed = 0;
+    std::set<std::string> off_plan;  // confirmed pods held somewhere else than planned
     for (const auto& [key, containers] : observed) {
       std::shared_ptr<const kube::Pod> pod = pods_->Get(key);
       if (!pod) {
@@ -338,7 +360,11 @@ class Service final : public MemoryShareMode {
       }
       std::map<std::string, std::string> changes =
           ms::ReconcileChanges(pod->metadata.annotations, *req, actual.gpus, dev);
-      if (changes.empty()) continue;
+      if (changes.empty()) {
+        const ms::PodAssignment now = ms::ResolveAssignment(pod->metadata.annotations, *req);
+        if (now.has_plan && now.planned != now.gpus) off_plan.insert(key);
+        continue;
+      }
       auto w = written_.find(key);
       if (w != written_.end() && w->second.changes == changes &&
           w->second.resource_version == pod->metadata.resource_version) {
@@ -361,8 +387,8 @@ class Service final : public MemoryShareMode {
                    Value(before.state == ms::AssignmentState::kNone ? std::string("-") : ms::EncodeContainerGpus(before.gpus)),
                    moved ? "true" : "false");
     }
-    // Forget what no longer matters: written entries of pods that are gone, hints that
-    // PodResources now shows (or that are too old: the admission failed).
+    if (!off_plan.empty() && MovePlans(off_plan)) retry_soon = true;
+    // Forget what no longer matters: written entries of pods that are gone.
     for (auto it = written_.begin(); it != written_.end();) {
       it = observed.count(it->first) ? std::next(it) : written_.erase(it);
     }
@@ -371,16 +397,7 @@ class Service final : public MemoryShareMode {
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
-      allocated_ = allocated;
-      for (auto it = hints_.begin(); it != hints_.end();) {
-        std::vector<Hint>& hs = it->second;
-        const std::set<std::string>& seen = allocated[it->first];
-        hs.erase(std::remove_if(hs.begin(), hs.end(),
-                                [&](const Hint& h) { return seen.count(h.container) || now - h.at > opts_.hint_ttl; }),
-                 hs.end());
-        if (!hs.empty()) retry_soon = true;
-        it = hs.empty() ? hints_.erase(it) : std::next(it);
-      }
+      if (holdings_.unlisted() > 0) retry_soon = true;  // until a List shows them
     }
     if (patched > 0 || !ready_logged_) {
       spdlog::info("event=memshare_reconciled pods={} confirmed={} patched={}", observed.size(), confirmed, patched);
@@ -390,6 +407,61 @@ class Service final : public MemoryShareMode {
       spdlog::info("event=memshare_ready node={}", opts_.node_name);
     }
     return Clock::now() + (retry_soon ? std::chrono::milliseconds(200) : opts_.reconcile_interval);
+  }
+
+  // Confirmed pods held off their plan (their swap partner is gone, or they were steered
+  // around a full GPU) whose planned slot no pending pod needs: the plan follows the pod
+  // (memshare::Rebase), so that neither binary keeps counting the empty slot. Decided from the
+  // API's current pods (a pod bound a moment ago may need the slot). Returns whether to look
+  // again soon (a patch failed).
+  bool MovePlans(const std::set<std::string>& candidates) {
+    kube::ListOptions lo;
+    lo.field_selector = "spec.nodeName=" + opts_.node_name;
+    Result<std::vector<kube::Pod>> fresh = opts_.client->ListPods("", lo);
+    if (!fresh.ok()) {
+      spdlog::warn("event=memshare_list_pods_failed action=keep_plans error={}", Value(fresh.status().message()));
+      return true;
+    }
+    std::vector<ms::PlannedPod> plans;
+    std::set<std::string> foreign;
+    std::string resource;
+    Inventory inventory;
+    std::vector<ms::HeldSlot> held;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      resource = resource_name_;
+      inventory = inventory_;
+      for (const kube::Pod& p : *fresh) {
+        if (p.IsTerminal()) continue;
+        Result<ms::PodRequest> req = kube::PodMemRequest(p, resource);
+        if (!req.ok() || req->empty()) continue;
+        std::optional<ms::PlannedPod> plan = ms::PlanOf(p.Key(), *req, ms::ResolveAssignment(p.metadata.annotations, *req));
+        if (plan) {
+          plans.push_back(std::move(*plan));
+        } else {
+          foreign.insert(p.Key());
+        }
+      }
+      held = holdings_.Held(plans, foreign, inventory);
+    }
+    bool retry = false;
+    for (ms::PlannedPod& plan : plans) {
+      if (!candidates.count(plan.key)) continue;
+      std::optional<ms::ContainerGpus> moved = ms::Rebase(plan, held, ms::BuildLedger(plans, held));
+      if (!moved) continue;
+      const std::string ns = plan.key.substr(0, plan.key.find('/')), name = plan.key.substr(plan.key.find('/') + 1);
+      Result<kube::Pod> r = opts_.client->PatchPodAnnotations(
+          ns, name, {{std::string(ms::kAssumedAnnotation), ms::EncodeContainerGpus(*moved)}});
+      if (!r.ok()) {
+        spdlog::warn("event=memshare_plan_move_failed pod={} error={}", plan.key, Value(r.status().message()));
+        retry = true;
+        continue;
+      }
+      spdlog::info("event=memshare_plan_moved pod={} from={} to={}", plan.key, Value(ms::EncodeContainerGpus(plan.planned)),
+                   Value(ms::EncodeContainerGpus(*moved)));
+      plan.planned = *moved;  // the next decision sees it
+    }
+    return retry;
   }
 
   void Once(const std::string& key, const std::string& line) {
@@ -440,8 +512,11 @@ class Service final : public MemoryShareMode {
   int64_t publish_backoff_ms_ = 0;
   Clock::time_point publish_retry_at_{};
   Clock::time_point reconcile_at_ = Clock::now();
-  std::map<std::string, std::set<std::string>> allocated_;  // pod key -> containers with units
-  std::map<std::string, std::vector<Hint>> hints_;          // pod key -> steered containers
+  // What kubelet holds: its last PodResources List and the allocations it made since.
+  ms::KubeletHoldings holdings_;
+  std::condition_variable listed_cv_;  // the first List after the start
+  // An allocation a List does not show this long after it is taken as failed.
+  static constexpr int64_t kUnlistedGraceMs = 2000;
 
   // Worker thread only.
   Clock::time_point last_list_{};
@@ -457,7 +532,8 @@ class Service final : public MemoryShareMode {
 
 }  // namespace
 
-deviceplugin::AllocationDecorator MemoryUnitsDecorator(std::function<void()> on_allocate) {
+deviceplugin::AllocationDecorator MemoryUnitsDecorator(
+    std::function<void(const ms::UnitAllocation&, const std::vector<std::string>& ids)> on_allocate) {
   return [on_allocate](const deviceplugin::ResolvedRequest& r, deviceplugin::ContainerAllocation* a) -> Status {
     if (r.resource == nullptr || !r.resource->is_memory_shares()) return Status::Ok();
     Result<ms::UnitAllocation> u = ms::CheckUnits(*r.resource, r.devices);
@@ -465,7 +541,11 @@ deviceplugin::AllocationDecorator MemoryUnitsDecorator(std::function<void()> on_
     for (const auto& [k, v] : ms::AllocationEnv(*u)) a->envs[k] = v;
     spdlog::info("event=memshare_allocate gpu={} uuid={} units={} gpu_units={} limit_mib={}", u->gpu, u->gpu_uuid,
                  u->units, u->gpu_units, u->limit_mib);
-    if (on_allocate) on_allocate();
+    if (on_allocate) {
+      std::vector<std::string> ids;
+      for (const PlannedDevice* d : r.devices) ids.push_back(d->id);
+      on_allocate(*u, ids);
+    }
     return Status::Ok();
   };
 }
@@ -473,7 +553,7 @@ deviceplugin::AllocationDecorator MemoryUnitsDecorator(std::function<void()> on_
 deviceplugin::PreferredChooser MemoryUnitsBestFit() {
   return [](const deviceplugin::DeviceIndex& index,
             const deviceplugin::PreferredAllocationQuery& q) -> Result<std::vector<std::string>> {
-    Result<ms::UnitChoice> c = ms::ChooseUnits(index.resource(), {q.available, q.must_include, q.allocation_size}, {});
+    Result<ms::UnitChoice> c = ms::ChooseUnits(index.resource(), {q.available, q.must_include, q.allocation_size}, ms::SlotLedger{});
     if (!c.ok()) return c.status();
     return c->ids;
   };

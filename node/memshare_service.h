@@ -5,19 +5,20 @@
 //     and aliyun.com/gpu-count in the node's status capacity/allocatable, again whenever the
 //     plan or a GPU's health changes, and whenever the Node object stops saying it (a node
 //     informer on metadata.name=<node>);
-//   - GetPreferredAllocation: the oldest pod the scheduler assumed on this node that still
-//     waits for a container of this size (a pod informer on spec.nodeName=<node>; one fresh
-//     list from the API when the cache has no such pod yet) gets all units on its GPU;
+//   - GetPreferredAllocation: a GPU with an open slot of the request's size (core/memshare_ledger.h:
+//     the plans of the pods bound here, from a pod informer on spec.nodeName=<node>, minus what
+//     kubelet holds; one fresh list from the API when no pending pod asks that size), so that
+//     whatever order kubelet admits identical pods in, the GPUs fill as the scheduler planned;
 //   - Allocate: refuses units of several GPUs, adds ALIYUN_COM_GPU_MEM_IDX/_POD/_CONTAINER/_DEV
-//     (the memory limit itself comes from the units through the interposer contract) and asks
-//     for a reconcile;
+//     (the memory limit itself comes from the units through the interposer contract), records
+//     the units as held and asks for a reconcile;
 //   - the reconciler: kubelet's PodResources List (periodically, and shortly after every
 //     Allocate; client-side paced, and backing off when kubelet's rate limit refuses) says
 //     which units each container holds; every pod whose annotations say otherwise is patched
 //     with the truth (ALIYUN_COM_GPU_MEM_ASSIGNED=true, the real GPU, the confirmed map).
 // State that matters lives in the API (annotations) and in kubelet (PodResources): after a
-// restart the first reconcile rebuilds everything. The only memory-only state is a hint of
-// which containers were steered a moment ago and are not yet visible in PodResources.
+// restart the first List rebuilds everything, and GetPreferredAllocation waits for it. The only
+// memory-only state is the allocations kubelet made since the last List.
 // Logs: event=memshare_* key=value lines.
 #pragma once
 
@@ -25,7 +26,9 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "core/memshare_node.h"
 #include "core/status.h"
 #include "node/agent.h"
 
@@ -49,7 +52,6 @@ struct MemoryShareOptions {
   std::chrono::milliseconds after_allocate{50};         // a List this long after an Allocate
   std::chrono::milliseconds min_list_interval{50};      // pacing (kubelet allows 100/s, burst 10)
   std::chrono::milliseconds sync_wait{5000};  // GetPreferredAllocation waits for the pod cache
-  std::chrono::milliseconds hint_ttl{60000};  // a steered container not seen in PodResources
   std::chrono::milliseconds rpc_timeout{5000};  // PodResources calls
 };
 
@@ -57,7 +59,9 @@ struct MemoryShareOptions {
 // `on_allocate`, if set, called after each success), and GetPreferredAllocation by best fit
 // (units of one GPU, the fullest that has room). The agent uses them for a memory-share
 // resource whenever no MemoryShareMode runs, so a container never gets units of two GPUs.
-deviceplugin::AllocationDecorator MemoryUnitsDecorator(std::function<void()> on_allocate = nullptr);
+deviceplugin::AllocationDecorator MemoryUnitsDecorator(
+    std::function<void(const memshare::UnitAllocation& allocation, const std::vector<std::string>& unit_ids)>
+        on_allocate = nullptr);
 deviceplugin::PreferredChooser MemoryUnitsBestFit();
 
 // Starts the informers and the worker thread. Errors: options missing (kInvalidArgument).

@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "deviceplugin/logfmt.h"
+#include "core/memshare_ledger.h"
 #include "kube/memshare_pod.h"
 
 namespace gpushare::scheduler {
@@ -26,7 +27,23 @@ struct GpuCache::NodeRec {
   std::string problem;        // why the node cannot take shares (when !has_inventory or no GPU)
   std::string inventory_text; // the annotation as last decoded
   ms::NodeInventory inv;
-  // Authoritative usage per GPU index, and the pods holding it.
+  // Usage per GPU index: every counted pod where the scheduler placed it (plan), and where its
+  // annotations say it is (current); the slots of pods not yet confirmed by the agent (pending)
+  // by key. `used`/`clients` are what decisions count (memshare::EffectiveUsage of the two).
+  std::map<int, ms::GpuUse> plan, current;
+  int pending = 0;
+  std::map<ms::SlotKey, int> pending_keys;
+  int odd_pending = 0;  // pending slots whose first request is smaller than their demand
+  // Slots kept counted after their pods were released (memshare::ReleaseNeedsGuard), or the
+  // whole node held back after a start, until the pods in `waiting` are confirmed or gone.
+  struct Guard {
+    std::map<int, ms::GpuUse> hold;
+    bool whole_node = false;
+    std::set<std::string> waiting;  // pod UIDs
+    int64_t since_ns = 0;           // whole_node: the first sweep after the start
+  };
+  std::vector<Guard> guards;
+  int held_back = 0;  // whole-node guards
   std::map<int, int64_t> used;
   std::map<int, int> clients;
   std::set<std::string> pods;
@@ -45,10 +62,14 @@ struct GpuCache::PodRec {
   std::string uid, key, node;
   ms::PodRequest request;
   std::vector<int64_t> demands;
-  ms::ContainerGpus gpus;
-  std::map<int, ms::GpuUse> use;  // what is counted on `node` (empty when nothing is)
+  ms::ContainerGpus gpus;          // where the annotations say the containers are
+  ms::ContainerGpus planned;       // where the scheduler placed them
+  std::map<int, ms::GpuUse> use;       // counted on `node` at `gpus` (empty when nothing is)
+  std::map<int, ms::GpuUse> plan_use;  // counted on `node` at `planned`
+  std::vector<ms::SlotKey> keys;       // per demand
   bool counted = false;
   State state = State::kAssumed;
+  bool Pending() const;  // placed, not yet confirmed by the node agent
   int64_t assume_ns = 0;
   bool pending = true;  // phase Pending (or not yet set)
   uint64_t token = 0;
@@ -113,6 +134,24 @@ void GpuCache::Log(const std::string& line) const {
 
 void GpuCache::SetSynced(bool synced) {
   std::lock_guard<std::mutex> l(mu_);
+  if (synced && !synced_ && !ever_synced_ && options_.restart_hold_ns > 0) {
+    // A start forgets the pods released while this process was away: on each node, no new
+    // shares until the pods pending there now are confirmed or gone (one of them may sit in a
+    // released pod's slot).
+    for (auto& [name, n] : nodes_) {
+      NodeRec::Guard g;
+      g.whole_node = true;
+      for (const std::string& uid : n->pods) {
+        auto p = pods_.find(uid);
+        if (p != pods_.end() && p->second->Pending()) g.waiting.insert(uid);
+      }
+      if (g.waiting.empty()) continue;
+      Log("event=node_held_back node=" + Value(name) + " waiting_for=" + std::to_string(g.waiting.size()));
+      n->guards.push_back(std::move(g));
+      ++n->held_back;
+    }
+    ever_synced_ = true;
+  }
   synced_ = synced;
 }
 
@@ -200,6 +239,7 @@ void GpuCache::UpsertNode(const kube::Node& node) {
         " usable=" + std::to_string(n.slots.size()) + " unit=" + std::string(ms::MemoryUnitName(n.inv.unit)) +
         " max_clients=" + std::to_string(n.inv.max_clients_per_gpu) + (skipped.empty() ? "" : " skipped=" + Value(skipped)));
   }
+  Recount(n);  // capacities may have changed
   // The engine's node must change shape: capacities, usable GPUs, model or ceiling.
   bool same = had && n.has_inventory && old_slots == n.slots &&
               old_inv.max_clients_per_gpu == n.inv.max_clients_per_gpu;
@@ -236,28 +276,62 @@ void GpuCache::DeleteNode(const std::string& name) {
 
 // --- pods --------------------------------------------------------------------------------------
 
+namespace {
+
+void AddTo(std::map<int, ms::GpuUse>& total, const std::map<int, ms::GpuUse>& use, int sign) {
+  for (const auto& [g, u] : use) {
+    ms::GpuUse& t = total[g];
+    t.units += sign * u.units;
+    t.clients += sign * u.clients;
+    if (t.units == 0 && t.clients == 0) total.erase(g);
+  }
+}
+
+}  // namespace
+
+bool GpuCache::PodRec::Pending() const { return state != State::kConfirmed && state != State::kExpired; }
+
+void GpuCache::CountPod(NodeRec& n, const PodRec& p, int sign) {
+  AddTo(n.current, p.use, sign);
+  AddTo(n.plan, p.plan_use, sign);
+  if (p.Pending()) {
+    n.pending += sign;
+    for (const ms::SlotKey& k : p.keys) {
+      if ((n.pending_keys[k] += sign) == 0) n.pending_keys.erase(k);
+      if (k.odd()) n.odd_pending += sign;
+    }
+  }
+  Recount(n);
+}
+
+void GpuCache::Recount(NodeRec& n) {
+  std::map<int, int64_t> capacity;
+  for (int idx : n.slots) {
+    if (const ms::InventoryGpu* g = n.inv.FindByIndex(idx)) capacity[idx] = g->units;
+  }
+  n.used.clear();
+  n.clients.clear();
+  for (const auto& [g, u] : ms::EffectiveUsage(n.plan, n.current, capacity)) {
+    if (u.units != 0) n.used[g] = u.units;
+    if (u.clients != 0) n.clients[g] = u.clients;
+  }
+  if (n.eid >= 0) dirty_.insert(&n);
+}
+
 void GpuCache::AddUse(PodRec& p) {
   if (p.counted || p.use.empty()) return;
   NodeRec& n = NodeFor(p.node);
-  for (const auto& [g, u] : p.use) {
-    n.used[g] += u.units;
-    n.clients[g] += u.clients;
-  }
+  CountPod(n, p, +1);
   n.pods.insert(p.uid);
   p.counted = true;
-  if (n.eid >= 0) dirty_.insert(&n);
 }
 
 void GpuCache::RemoveUse(PodRec& p) {
   if (!p.counted) return;
   NodeRec& n = NodeFor(p.node);
-  for (const auto& [g, u] : p.use) {
-    if ((n.used[g] -= u.units) == 0) n.used.erase(g);
-    if ((n.clients[g] -= u.clients) == 0) n.clients.erase(g);
-  }
+  CountPod(n, p, -1);
   n.pods.erase(p.uid);
   p.counted = false;
-  if (n.eid >= 0) dirty_.insert(&n);
 }
 
 void GpuCache::SetPodShape(PodRec& p, bool counted) {
@@ -273,13 +347,68 @@ void GpuCache::SetPodShape(PodRec& p, bool counted) {
   if (live > 2 * workload_pods_ + 8 || 2 * live + 8 < workload_pods_) workload_stale_ = true;
 }
 
-void GpuCache::RemovePod(const std::string& uid) {
+void GpuCache::RemovePod(const std::string& uid, bool released) {
   unassigned_.erase(uid);
   auto it = pods_.find(uid);
   if (it == pods_.end()) return;
-  RemoveUse(*it->second);
-  SetPodShape(*it->second, false);
+  PodRec& p = *it->second;
+  NodeRec* n = p.counted ? &NodeFor(p.node) : nullptr;
+  if (n != nullptr && released) GuardRelease(*n, p);
+  RemoveUse(p);
+  SetPodShape(p, false);
   pods_.erase(it);
+  if (n != nullptr) SettleGuards(*n);
+}
+
+// A released pod whose last known state is not "confirmed where it was planned": kubelet may
+// have put another pod into its planned slot (a swap) that the API shows only once the agent
+// confirms that pod. The slot stays counted until the pods pending now are confirmed or gone.
+void GpuCache::GuardRelease(NodeRec& n, const PodRec& p) {
+  ms::PodAssignment last;
+  last.state = p.state == PodRec::State::kConfirmed ? ms::AssignmentState::kConfirmed : ms::AssignmentState::kAssumed;
+  last.gpus = p.gpus;
+  last.planned = p.planned;
+  if (!ms::ReleaseNeedsGuard(last) || p.plan_use.empty()) return;
+  NodeRec::Guard g;
+  g.hold = p.plan_use;
+  for (const std::string& other : n.pods) {
+    auto o = pods_.find(other);
+    if (other != p.uid && o != pods_.end() && o->second->Pending()) g.waiting.insert(other);
+  }
+  if (g.waiting.empty()) return;
+  AddTo(n.plan, g.hold, +1);
+  AddTo(n.current, g.hold, +1);
+  Log("event=slot_guarded node=" + Value(n.name) + " pod=" + Value(p.key) + " gpus=" + Value(GpuList(p.planned)) +
+      " waiting_for=" + std::to_string(g.waiting.size()));
+  n.guards.push_back(std::move(g));
+  Recount(n);
+}
+
+// Drops from the guards the pods that are confirmed or gone, and the guards nobody is left in.
+void GpuCache::SettleGuards(NodeRec& n) {
+  if (n.guards.empty()) return;
+  bool changed = false;
+  for (auto g = n.guards.begin(); g != n.guards.end();) {
+    for (auto w = g->waiting.begin(); w != g->waiting.end();) {
+      auto p = pods_.find(*w);
+      const bool waits = p != pods_.end() && p->second->counted && p->second->node == n.name && p->second->Pending();
+      w = waits ? std::next(w) : g->waiting.erase(w);
+    }
+    if (!g->waiting.empty()) {
+      ++g;
+      continue;
+    }
+    if (g->whole_node) {
+      --n.held_back;
+      Log("event=node_released node=" + Value(n.name));
+    } else {
+      AddTo(n.plan, g->hold, -1);
+      AddTo(n.current, g->hold, -1);
+    }
+    g = n.guards.erase(g);
+    changed = true;
+  }
+  if (changed) Recount(n);
 }
 
 void GpuCache::UpsertPod(const kube::Pod& pod) {
@@ -290,7 +419,7 @@ void GpuCache::UpsertPod(const kube::Pod& pod) {
   PodRec* rec = it == pods_.end() ? nullptr : it->second.get();
   if (pod.IsTerminal()) {
     if (rec) Log("event=pod_released pod=" + Value(key) + " reason=" + pod.status.phase + " node=" + Value(rec->node));
-    RemovePod(uid);
+    RemovePod(uid, /*released=*/true);
     return;
   }
   Result<ms::PodRequest> req = kube::PodMemRequest(pod, options_.resource_name);
@@ -333,7 +462,9 @@ void GpuCache::UpsertPod(const kube::Pod& pod) {
   }
   const PodRec::State state =
       a.state == ms::AssignmentState::kConfirmed ? PodRec::State::kConfirmed : PodRec::State::kAssumed;
-  if (rec && rec->counted && rec->node == pod.spec.node_name && rec->gpus == a.gpus && rec->state == state) return;
+  if (rec && rec->counted && rec->node == pod.spec.node_name && rec->gpus == a.gpus && rec->planned == a.planned &&
+      rec->state == state)
+    return;
   if (rec && rec->gpus != a.gpus && !rec->gpus.empty())
     Log("event=pod_assignment_changed pod=" + Value(key) + " node=" + Value(pod.spec.node_name) + " from=" +
         Value(GpuList(rec->gpus)) + " to=" + Value(GpuList(a.gpus)) + " state=" +
@@ -353,14 +484,20 @@ void GpuCache::UpsertPod(const kube::Pod& pod) {
   rec->request = *req;
   rec->demands = req->Demands();
   rec->gpus = a.gpus;
+  rec->planned = a.planned;
+  rec->keys = ms::SlotKeys(*req);
   rec->use.clear();
+  rec->plan_use.clear();
   for (const auto& [g, u] : ms::GpuUsage(*req, a.gpus))
     if (node.has_inventory ? node.inv.FindByIndex(g) != nullptr : true) rec->use[g] = u;
+  for (const auto& [g, u] : ms::GpuUsage(*req, a.planned))
+    if (node.has_inventory ? node.inv.FindByIndex(g) != nullptr : true) rec->plan_use[g] = u;
   rec->state = state;
   if (a.assume_time) rec->assume_ns = *a.assume_time;
   rec->token = 0;
   AddUse(*rec);
   SetPodShape(*rec, true);
+  SettleGuards(NodeFor(rec->node));
 }
 
 void GpuCache::DeletePod(const kube::Pod& last_known) {
@@ -368,7 +505,7 @@ void GpuCache::DeletePod(const kube::Pod& last_known) {
   auto it = pods_.find(last_known.metadata.uid);
   if (it != pods_.end())
     Log("event=pod_released pod=" + Value(it->second->key) + " reason=deleted node=" + Value(it->second->node));
-  RemovePod(last_known.metadata.uid);
+  RemovePod(last_known.metadata.uid, /*released=*/true);
 }
 
 // --- the engine's view -------------------------------------------------------------------------
@@ -524,8 +661,9 @@ NodeVerdict GpuCache::Check(const NodeRec& n, const ms::PodRequest& request, con
   const ms::MemoryUnit unit = options_.unit;
   if (!n.exists) return {K::kUnresolvable, "node is not in gpushare-scheduler's cache (not seen by its node informer)"};
   if (!n.has_inventory || n.slots.empty() || n.eid < 0) return {K::kUnresolvable, n.problem};
+  if (n.held_back > 0) return HeldBack(n);
   const pl::NodeState& s = cluster_.node(n.eid);
-  if (pl::CheckFit(s, shape) == pl::Rejection::kNone) return {K::kFits, {}};
+  if (pl::CheckFit(s, shape) == pl::Rejection::kNone) return Clash(n, request);
   // Why not, in words (the slow path: only refused nodes get here).
   const std::vector<int64_t> demands = request.Demands();
   const std::vector<std::string> owners = request.DemandContainers();
@@ -554,6 +692,23 @@ NodeVerdict GpuCache::Check(const NodeRec& n, const ms::PodRequest& request, con
   return {K::kFailed, "the pod's containers (" + DemandList(demands, unit) + ") do not fit on the GPUs' free memory" + free_text};
 }
 
+NodeVerdict GpuCache::HeldBack(const NodeRec& n) const {
+  size_t waiting = 0;
+  for (const NodeRec::Guard& g : n.guards)
+    if (g.whole_node) waiting += g.waiting.size();
+  return {NodeVerdict::Kind::kFailed, "gpushare-scheduler started recently and takes no new shares here until the " +
+                                          std::to_string(waiting) + " pods bound here before its start are admitted and confirmed by gpushare-node"};
+}
+
+NodeVerdict GpuCache::Clash(const NodeRec& n, const ms::PodRequest& request) const {
+  if (n.pending == 0) return {};
+  const std::vector<ms::SlotKey> keys = ms::SlotKeys(request);
+  if (n.odd_pending == 0 && std::none_of(keys.begin(), keys.end(), [](const ms::SlotKey& k) { return k.odd(); })) return {};
+  std::optional<std::string> why = ms::FreshConflict(keys, n.pending_keys, options_.unit);
+  if (!why) return {};
+  return {NodeVerdict::Kind::kFailed, *why};
+}
+
 // --- decisions ---------------------------------------------------------------------------------
 
 std::vector<NodeVerdict> GpuCache::Filter(const ms::PodRequest& request, const std::vector<std::string_view>& names) {
@@ -563,6 +718,8 @@ std::vector<NodeVerdict> GpuCache::Filter(const ms::PodRequest& request, const s
   Result<pl::ShapeId> shape = Shape(request);
   const pl::PodShape* fast = shape.ok() ? &engine_->shape(*shape) : nullptr;
   const uint64_t visit = ++visit_;
+  const std::vector<ms::SlotKey> keys = ms::SlotKeys(request);
+  const bool odd = std::any_of(keys.begin(), keys.end(), [](const ms::SlotKey& k) { return k.odd(); });
   std::unordered_set<std::string_view> unknown;  // names not in the cache, for their repeats
   for (size_t i = 0; i < names.size(); ++i) {
     const int32_t id = node_index_.Find(names[i]);
@@ -581,6 +738,10 @@ std::vector<NodeVerdict> GpuCache::Filter(const ms::PodRequest& request, const s
       out[i] = {NodeVerdict::Kind::kUnresolvable, shape.status().message()};
     } else if (h.eid < 0 || pl::CheckFit(cluster_.node(h.eid), *fast) != pl::Rejection::kNone) {
       out[i] = Check(*by_id_[static_cast<size_t>(id)], request, *fast);  // the reason, in words
+    } else if (const NodeRec* n = by_id_[static_cast<size_t>(id)]; n->held_back > 0) {
+      out[i] = HeldBack(*n);
+    } else if (n->odd_pending > 0 || odd) {
+      out[i] = Clash(*n, request);
     }  // else: it fits (the verdict's default)
   }
   return out;
@@ -720,7 +881,10 @@ Result<Reservation> GpuCache::Reserve(const kube::Pod& pod, const ms::PodRequest
   rec->request = request;
   rec->demands = demands;
   rec->gpus = r.containers;
+  rec->planned = r.containers;
   rec->use = use;
+  rec->plan_use = use;
+  rec->keys = ms::SlotKeys(request);
   rec->state = PodRec::State::kReserved;
   rec->assume_ns = now_ns;
   rec->token = r.token;
@@ -748,6 +912,16 @@ void GpuCache::Rollback(const std::string& pod_uid, uint64_t token) {
 std::vector<ExpiredPod> GpuCache::ExpireAssumed(int64_t now_ns, int64_t timeout_ns) {
   std::lock_guard<std::mutex> l(mu_);
   std::vector<ExpiredPod> out;
+  for (auto& [name, n] : nodes_) {
+    for (NodeRec::Guard& g : n->guards) {
+      if (!g.whole_node) continue;
+      if (g.since_ns == 0) g.since_ns = now_ns;
+      if (now_ns - g.since_ns < options_.restart_hold_ns) continue;
+      Log("event=node_hold_timed_out node=" + Value(name) + " still_pending=" + std::to_string(g.waiting.size()));
+      g.waiting.clear();
+    }
+    SettleGuards(*n);
+  }
   for (auto& [uid, p] : pods_) {
     if (p->state != PodRec::State::kAssumed && p->state != PodRec::State::kBound) continue;
     if (!p->pending || now_ns - p->assume_ns < timeout_ns) continue;
@@ -760,6 +934,7 @@ std::vector<ExpiredPod> GpuCache::ExpireAssumed(int64_t now_ns, int64_t timeout_
     e.age_ns = now_ns - p->assume_ns;
     RemoveUse(*p);
     p->state = PodRec::State::kExpired;
+    SettleGuards(NodeFor(p->node));
     out.push_back(std::move(e));
   }
   return out;

@@ -48,6 +48,11 @@ struct CacheOptions {
   std::string resource_name = std::string(memshare::kResourceName);  // the memory-share resource
   std::string policy = "default";                          // placement policy (core/placement/policy.h)
   uint64_t seed = 1;                                       // for the `random` policy
+  // After the cache first syncs, each node with pending pods (placed, not yet confirmed by the
+  // node agent) takes no new shares until they are confirmed or gone, or for this long at most
+  // (counted from the first ExpireAssumed sweep); 0: no hold. Why: a restart forgets the pods
+  // released while the process was away, and a pending pod may sit in such a pod's slot.
+  int64_t restart_hold_ns = 30'000'000'000;
   // One structured line per notable change (inventory changes, corrected or unreadable
   // annotations, releases). Default: dropped.
   std::function<void(const std::string& line)> log;
@@ -150,9 +155,15 @@ class GpuCache {
 
   void Log(const std::string& line) const;
   NodeRec& NodeFor(const std::string& name);
-  void RemovePod(const std::string& uid);
+  // `released`: the pod is gone or finished (rather than not counted any more).
+  void RemovePod(const std::string& uid, bool released = false);
+  void GuardRelease(NodeRec& n, const PodRec& p);
+  void SettleGuards(NodeRec& n);
+  NodeVerdict HeldBack(const NodeRec& n) const;
   void AddUse(PodRec& p);
   void RemoveUse(PodRec& p);
+  void CountPod(NodeRec& n, const PodRec& p, int sign);
+  void Recount(NodeRec& n);
   void SetPodShape(PodRec& p, bool counted);
   void EnsureEngine();
   void Rebuild();
@@ -161,10 +172,13 @@ class GpuCache {
   void Resync(NodeRec& n);
   Result<placement::ShapeId> Shape(const memshare::PodRequest& request);
   NodeVerdict Check(const NodeRec& n, const memshare::PodRequest& request, const placement::PodShape& shape) const;
+  // kFailed when the pod's slot keys clash with the node's pending ones (memshare::FreshConflict).
+  NodeVerdict Clash(const NodeRec& n, const memshare::PodRequest& request) const;
 
   CacheOptions options_;
   mutable std::mutex mu_;
   bool synced_ = false;
+  bool ever_synced_ = false;
   std::map<std::string, std::unique_ptr<NodeRec>> nodes_;  // by name (ordered: deterministic rebuilds)
   // The hot path (filter and prioritize read one node per listed name): names to dense ids,
   // and per id the record and the little a verdict needs, packed (5,000 nodes: 80 KiB).

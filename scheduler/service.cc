@@ -64,6 +64,7 @@ Status SchedulerService::Start() {
   cache_options.unit = options_.unit;
   cache_options.resource_name = options_.resource_name;
   cache_options.policy = options_.policy;
+  cache_options.restart_hold_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.restart_hold).count();
   cache_options.log = [](const std::string& line) { spdlog::info("{}", line); };
   cache_ = std::make_unique<GpuCache>(cache_options);
 

@@ -38,6 +38,9 @@ struct ServiceOptions {
   std::string policy = "default";
   std::chrono::milliseconds assume_timeout{std::chrono::minutes(5)};
   std::chrono::milliseconds expiry_interval{std::chrono::seconds(10)};
+  // After the start, nodes with pods bound before it take no new shares until those pods are
+  // confirmed by gpushare-node, or this long (0: not at all). See GpuCache.
+  std::chrono::milliseconds restart_hold{std::chrono::seconds(30)};
   double kube_qps = 500;   // two API calls per bind
   int kube_burst = 1000;
   std::string event_component = "gpushare-scheduler";

@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
   CLI::App app{"gpushare-scheduler: kube-scheduler extender for aliyun.com/gpu-mem memory shares"};
   scheduler::ServiceOptions o;
   std::string listen = "0.0.0.0:12345", unit = "GiB", assume_timeout = "5m", expiry_interval = "10s";
+  std::string restart_hold = "30s";
   std::string log_level = "info";
   o.http.url_prefix = "/gpushare-scheduler";
   app.add_option("--listen", listen, "ADDR:PORT to serve on (port 0 picks a free one; see --port-file)")
@@ -65,6 +66,10 @@ int main(int argc, char** argv) {
                  "release a pod assumed at bind but not confirmed by gpushare-node (and still Pending) after this long")
       ->capture_default_str();
   app.add_option("--expiry-interval", expiry_interval, "how often assumed pods are checked against --assume-timeout")
+      ->capture_default_str();
+  app.add_option("--restart-hold", restart_hold,
+                 "after a start, nodes with pods bound before it take no new shares until gpushare-node confirmed "
+                 "those pods, or this long (0s: no hold)")
       ->capture_default_str();
   app.add_option("--max-body-bytes", o.http.max_body_bytes, "largest request body accepted (larger: HTTP 413)")
       ->capture_default_str();
@@ -94,6 +99,9 @@ int main(int argc, char** argv) {
   std::optional<int64_t> ei = ParseDurationMs(expiry_interval);
   if (!ei || *ei <= 0) return fail("--expiry-interval: want a positive duration like 10s, got \"" + expiry_interval + "\"");
   o.expiry_interval = std::chrono::milliseconds(*ei);
+  std::optional<int64_t> rh = ParseDurationMs(restart_hold);
+  if (!rh || *rh < 0) return fail("--restart-hold: want a duration like 30s (0s: no hold), got \"" + restart_hold + "\"");
+  o.restart_hold = std::chrono::milliseconds(*rh);
   if (const std::string p = ExtendedResourceNameProblem(o.resource_name); !p.empty() || o.resource_name.find('/') == std::string::npos)
     return fail("--resource-name: \"" + o.resource_name + "\" is not an extended resource name" + (p.empty() ? "" : ": " + p));
   if (o.http.max_body_bytes < 1024) return fail("--max-body-bytes: must be at least 1024");

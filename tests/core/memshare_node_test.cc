@@ -107,27 +107,9 @@ PodRequest Request(std::vector<ContainerShare> app, std::vector<ContainerShare> 
   return r;
 }
 
-PodAssignment Assumed(ContainerGpus gpus, int64_t t) {
-  PodAssignment a;
-  a.state = AssignmentState::kAssumed;
-  a.gpus = std::move(gpus);
-  a.assume_time = t;
-  return a;
-}
-
-TEST(WaitingContainers, KubeletOrderSkipsAllocatedAndConfirmed) {
-  PodRequest req = Request({{"a", 3}, {"b", 2}}, {{"setup", 4}});
-  auto w = WaitingContainers("ns/p", req, Assumed({{"a", 1}, {"b", 2}, {"setup", 1}}, 7), {"a"});
-  ASSERT_EQ(w.size(), 2u);
-  EXPECT_EQ(w[0].container, "setup");
-  EXPECT_EQ(w[0].units, 4);
-  EXPECT_EQ(w[0].gpu, 1);
-  EXPECT_EQ(w[1].container, "b");
-  EXPECT_EQ(w[1].gpu, 2);
-  EXPECT_EQ(w[1].assume_time, 7);
-  PodAssignment confirmed = Assumed({{"a", 1}}, 7);
-  confirmed.state = AssignmentState::kConfirmed;
-  EXPECT_TRUE(WaitingContainers("ns/p", Request({{"a", 3}}), confirmed, {}).empty());
+// A pod of one container `c` of `units`, planned on `gpu`.
+PlannedPod Planned(const std::string& key, int64_t units, int gpu, int64_t t) {
+  return {key, Request({{"c", units}}), {{"c", gpu}}, t};
 }
 
 class ChooseTest : public ::testing::Test {
@@ -143,17 +125,37 @@ class ChooseTest : public ::testing::Test {
   const PlannedResource* res_ = nullptr;
 };
 
-TEST_F(ChooseTest, OldestWaitingContainerOfThisSizeGetsUnitsOnItsGpu) {
-  std::vector<WaitingContainer> w = {{"ns/young", "c", 3, 0, 200}, {"ns/old", "c", 3, 2, 100}, {"ns/big", "c", 5, 1, 50}};
-  SortWaiting(&w);
-  EXPECT_EQ(w[0].pod, "ns/big");
-  auto c = ChooseUnits(*res_, {AllUnits(*res_), {}, 3}, w);
+TEST_F(ChooseTest, OldestPendingSlotOfThisSizeGetsUnitsOnItsGpu) {
+  SlotLedger l = BuildLedger({Planned("ns/young", 3, 0, 200), Planned("ns/old", 3, 2, 100), Planned("ns/big", 5, 1, 50)}, {});
+  EXPECT_EQ(l.pending.front().pod, "ns/big");
+  auto c = ChooseUnits(*res_, {AllUnits(*res_), {}, 3}, l);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->gpu, 2);
-  EXPECT_EQ(c->reason, "assumed");
+  EXPECT_EQ(c->reason, "planned");
+  EXPECT_TRUE(c->matched_pending);
   ASSERT_TRUE(c->steered.has_value());
   EXPECT_EQ(c->steered->pod, "ns/old");
+  EXPECT_EQ(c->key, (SlotKey{3, 3}));
   EXPECT_EQ(c->ids, UnitsOf(2, {0, 1, 2}));
+}
+
+// Kubelet admitted X (planned on GPU 1) into W's slot on GPU 0. W's turn: its own GPU has no
+// open slot any more, X's vacated slot on GPU 1 has.
+TEST_F(ChooseTest, ADisplacedPodTakesTheSlotItsSwapPartnerVacated) {
+  std::vector<PlannedPod> plans = {Planned("ns/w", 3, 0, 100), Planned("ns/x", 3, 1, 200), Planned("ns/z", 3, 2, 300)};
+  SlotLedger l = BuildLedger(plans, {{{3, 3}, 0, "ns/x", 0}});
+  EXPECT_EQ(l.Open({3, 3}, 0), 0);
+  EXPECT_EQ(l.Vacated({3, 3}, 1), 1);
+  auto c = ChooseUnits(*res_, {AllUnits(*res_), {}, 3}, l);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->reason, "swapped");
+  EXPECT_EQ(c->gpu, 1);
+  EXPECT_EQ(c->steered->pod, "ns/w");
+  // The same while the allocation is not listed yet (held by an unknown pod).
+  l = BuildLedger(plans, {{{3, 3}, 0, "", -1}});
+  c = ChooseUnits(*res_, {AllUnits(*res_), {}, 3}, l);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->gpu, 1);
 }
 
 TEST_F(ChooseTest, LowestFreeUnitsOfTheGpuAreTakenAndOnlyFromIt) {
@@ -165,27 +167,35 @@ TEST_F(ChooseTest, LowestFreeUnitsOfTheGpuAreTakenAndOnlyFromIt) {
                                return u->gpu_uuid == GpuUuid(1) && u->j <= 20;
                              }),
               avail.end());
-  auto c = ChooseUnits(*res_, {avail, {}, 3}, {{"ns/p", "c", 3, 1, 1}});
+  auto c = ChooseUnits(*res_, {avail, {}, 3}, BuildLedger({Planned("ns/p", 3, 1, 1)}, {}));
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->ids, UnitsOf(1, {21, 22, 23}));
   // 4 do not fit on GPU 1 any more: best fit elsewhere, never a mix.
-  c = ChooseUnits(*res_, {avail, {}, 4}, {{"ns/p", "c", 4, 1, 1}});
+  c = ChooseUnits(*res_, {avail, {}, 4}, BuildLedger({Planned("ns/p", 4, 1, 1)}, {}));
   ASSERT_TRUE(c.ok());
-  EXPECT_EQ(c->reason, "assumed_gpu_full_best_fit");
+  EXPECT_EQ(c->reason, "unpromised_best_fit");
+  EXPECT_FALSE(c->key.has_value());
   EXPECT_EQ(c->gpu, 0);
   EXPECT_EQ(c->ids, UnitsOf(0, {0, 1, 2, 3}));
 }
 
-TEST_F(ChooseTest, WithoutAWaitingPodBestFitPacks) {
+TEST_F(ChooseTest, WithoutAPlanBestFitPacksAndKeepsPromises) {
   std::vector<std::string> avail;
   for (int j = 0; j < 24; ++j) avail.push_back(UnitDeviceId(GpuUuid(0), j));
   for (int j = 10; j < 24; ++j) avail.push_back(UnitDeviceId(GpuUuid(1), j));  // 14 free
   for (int j = 20; j < 24; ++j) avail.push_back(UnitDeviceId(GpuUuid(2), j));  // 4 free
   auto c = ChooseUnits(*res_, {avail, {}, 3}, {});
   ASSERT_TRUE(c.ok());
-  EXPECT_EQ(c->reason, "best_fit");
+  EXPECT_EQ(c->reason, "unpromised_best_fit");
   EXPECT_EQ(c->gpu, 2);
   EXPECT_FALSE(c->steered.has_value());
+  EXPECT_FALSE(c->matched_pending);
+  // GPU 2's 4 free units are promised to a pending 4-unit pod: a 3-unit pod nobody planned
+  // goes to GPU 1.
+  c = ChooseUnits(*res_, {avail, {}, 3}, BuildLedger({Planned("ns/four", 4, 2, 1)}, {}));
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->reason, "unpromised_best_fit");
+  EXPECT_EQ(c->gpu, 1);
   c = ChooseUnits(*res_, {avail, {}, 30}, {});
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->reason, "no_gpu_has_room");
@@ -193,15 +203,25 @@ TEST_F(ChooseTest, WithoutAWaitingPodBestFitPacks) {
   EXPECT_EQ(c->ids.size(), 24u);  // kubelet fills the rest; Allocate will refuse the mix
 }
 
+TEST_F(ChooseTest, AnOddSlotNeedsRoomForItsWholeDemand) {
+  // init 2 GiB then app 3 GiB: kubelet asks 2 first; GPU 2 has only 2 free.
+  std::vector<std::string> avail = UnitsOf(2, {22, 23});
+  for (int j = 0; j < 24; ++j) avail.push_back(UnitDeviceId(GpuUuid(0), j));
+  PlannedPod p{"ns/odd", Request({{"app", 3}}, {{"init", 2}}), {{"app", 2}, {"init", 2}}, 1};
+  SlotLedger l = BuildLedger({p}, {});
+  EXPECT_EQ(l.pending.front().key, (SlotKey{2, 3}));
+  auto c = ChooseUnits(*res_, {avail, {}, 2}, l);
+  ASSERT_TRUE(c.ok());
+  EXPECT_NE(c->gpu, 2);
+}
+
 TEST_F(ChooseTest, MustIncludeDecidesTheGpu) {
   std::vector<std::string> avail = AllUnits(*res_);
-  auto c = ChooseUnits(*res_, {avail, UnitsOf(1, {5, 6}), 4}, {{"ns/p", "app", 4, 1, 1}});
+  auto c = ChooseUnits(*res_, {avail, UnitsOf(1, {5, 6}), 4}, BuildLedger({Planned("ns/p", 4, 2, 1)}, {}));
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->reason, "must_include");
   EXPECT_EQ(c->ids, (std::vector<std::string>{UnitDeviceId(GpuUuid(1), 5), UnitDeviceId(GpuUuid(1), 6),
                                               UnitDeviceId(GpuUuid(1), 0), UnitDeviceId(GpuUuid(1), 1)}));
-  ASSERT_TRUE(c->steered.has_value());
-  EXPECT_EQ(c->steered->container, "app");
 }
 
 TEST_F(ChooseTest, BadQueries) {

@@ -183,6 +183,109 @@ TEST_F(CacheTest, UsageFromAnnotationsConfirmedWinsAndCorrectsSwaps) {
   ExpectNeverOverCommitted("n");
 }
 
+// Issue 10, step 3: X (planned on GPU 1) was admitted into W's slot on GPU 0 and confirmed
+// there while W still says GPU 0. Counting the annotations alone shows GPU 0 over-full and a
+// free slot on GPU 1 that W is about to take: a bind in that window over-booked the node.
+TEST_F(CacheTest, ASwapInFlightLeavesNoRoomForAnotherPod) {
+  Node("n", Uniform(2, 22));
+  for (int g = 0; g < 2; ++g) {
+    for (int i = 0; i < 7; ++i) {
+      const std::string name = "g" + std::to_string(g) + "-" + std::to_string(i);
+      cache_->UpsertPod(DecodePodOrDie(Bound(SimplePod(name, 3), "n", {{"main", g}}, false)));
+    }
+  }
+  EXPECT_EQ(Used("n", 0), 21);
+  EXPECT_EQ(Used("n", 1), 21);
+  // X = g1-0 confirmed on GPU 0; its assumed map still says GPU 1.
+  json x = Bound(SimplePod("g1-0", 3), "n", {{"main", 1}}, false);
+  for (const auto& [k, v] : ms::ConfirmAnnotations(Req(x), {{"main", 0}})) x["metadata"]["annotations"][k] = v;
+  cache_->UpsertPod(DecodePodOrDie(x));
+  EXPECT_EQ(Used("n", 1), 21) << "W will take X's slot on GPU 1";
+  EXPECT_GE(Used("n", 0), 22);
+  std::vector<NodeVerdict> v = cache_->Filter(Req(SimplePod("y", 3)), {"n"});
+  EXPECT_EQ(v[0].kind, K::kFailed) << "a 15th pod of 3 GiB does not fit on 2 x 22 GiB";
+  EXPECT_EQ(Bind(SimplePod("y", 3), "n"), -1);
+}
+
+// W (planned on 0) and X (planned on 1) were swapped by kubelet; W is deleted before the agent
+// confirmed X on GPU 0. The API then says nothing about GPU 0's units: W's slot stays counted
+// until X is confirmed.
+TEST_F(CacheTest, AReleasedSlotStaysCountedWhileASwapIntoItIsUnconfirmed) {
+  Node("n", Uniform(2, 4));
+  json w = Bound(SimplePod("w", 3), "n", {{"main", 0}}, false);
+  json x = Bound(SimplePod("x", 3), "n", {{"main", 1}}, false);
+  cache_->UpsertPod(DecodePodOrDie(w));
+  cache_->UpsertPod(DecodePodOrDie(x));
+  cache_->DeletePod(DecodePodOrDie(w));
+  EXPECT_EQ(Used("n", 0), 3) << log_;
+  EXPECT_NE(log_.find("event=slot_guarded node=n pod=default/w"), std::string::npos) << log_;
+  EXPECT_EQ(Bind(SimplePod("y", 3), "n"), -1) << "GPU 0 may hold X";
+  // X confirmed on GPU 0: counted there, and on GPU 1 until the agent moves its plan.
+  for (const auto& [k, v] : ms::ConfirmAnnotations(Req(x), {{"main", 0}})) x["metadata"]["annotations"][k] = v;
+  cache_->UpsertPod(DecodePodOrDie(x));
+  EXPECT_EQ(Used("n", 0), 3);
+  EXPECT_EQ(Used("n", 1), 3);
+  x["metadata"]["annotations"][std::string(ms::kAssumedAnnotation)] = ms::EncodeContainerGpus({{"main", 0}});
+  cache_->UpsertPod(DecodePodOrDie(x));
+  EXPECT_EQ(Used("n", 1), 0);
+  EXPECT_EQ(Bind(SimplePod("y", 3), "n"), 1);
+  // A pod confirmed where it was planned leaves nothing behind.
+  json y = Bound(SimplePod("y", 3), "n", {{"main", 1}}, true);
+  cache_->UpsertPod(DecodePodOrDie(y));
+  cache_->DeletePod(DecodePodOrDie(y));
+  EXPECT_EQ(Used("n", 1), 0);
+}
+
+TEST(CacheStart, NodesWithPendingPodsWaitForTheirConfirmation) {
+  CacheOptions o;
+  o.restart_hold_ns = 30'000'000'000;
+  std::string log;
+  o.log = [&](const std::string& l) { log += l + "\n"; };
+  GpuCache cache(o);
+  cache.UpsertNode(DecodeNodeOrDie(NodeJson("busy", Uniform(2, 24))));
+  cache.UpsertNode(DecodeNodeOrDie(NodeJson("idle", Uniform(2, 24))));
+  json a = SimplePod("a", 3);
+  a["spec"]["nodeName"] = "busy";
+  ms::PodRequest req = Req(a);
+  for (const auto& [k, v] : ms::BindAnnotations(req, {0}, 24, 1)) a["metadata"]["annotations"][k] = v;
+  cache.UpsertPod(DecodePodOrDie(a));
+  cache.SetSynced(true);
+  std::vector<NodeVerdict> v = cache.Filter(Req(SimplePod("b", 3)), {"busy", "idle"});
+  EXPECT_EQ(v[0].kind, K::kFailed);
+  EXPECT_NE(v[0].reason.find("started recently"), std::string::npos) << v[0].reason;
+  EXPECT_EQ(v[1].kind, K::kFits);
+  for (const auto& [k, val] : ms::ConfirmAnnotations(req, {{"main", 0}})) a["metadata"]["annotations"][k] = val;
+  cache.UpsertPod(DecodePodOrDie(a));
+  EXPECT_EQ(cache.Filter(Req(SimplePod("b", 3)), {"busy"})[0].kind, K::kFits) << log;
+  // The hold also ends after restart_hold_ns, counted from the first sweep.
+  GpuCache other(o);
+  other.UpsertNode(DecodeNodeOrDie(NodeJson("busy", Uniform(2, 24))));
+  json stuck = a;
+  stuck["metadata"]["annotations"].erase(std::string(ms::kConfirmedAnnotation));
+  stuck["metadata"]["annotations"][std::string(ms::kAssignedKey)] = "false";
+  other.UpsertPod(DecodePodOrDie(stuck));
+  other.SetSynced(true);
+  other.ExpireAssumed(1'000'000'000, int64_t{1} << 62);
+  EXPECT_EQ(other.Filter(Req(SimplePod("b", 3)), {"busy"})[0].kind, K::kFailed);
+  other.ExpireAssumed(31'000'000'000, int64_t{1} << 62);
+  EXPECT_EQ(other.Filter(Req(SimplePod("b", 3)), {"busy"})[0].kind, K::kFits);
+}
+
+TEST_F(CacheTest, PodsWhoseFirstRequestsLookAlikeWaitForEachOther) {
+  Node("n", Uniform(2, 24));
+  // Pending: init container of 2 GiB, then the app container's 3 (kubelet asks 2 first).
+  json odd = PodJson("odd", {{"setup", 2, true}, {"main", 3}}, "default", "u-odd");
+  cache_->UpsertPod(DecodePodOrDie(Bound(odd, "n", {{"main", 0}, {"setup", 0}}, false)));
+  std::vector<NodeVerdict> v = cache_->Filter(Req(SimplePod("two", 2)), {"n"});
+  EXPECT_EQ(v[0].kind, K::kFailed);
+  EXPECT_NE(v[0].reason.find("look the same to gpushare-node"), std::string::npos) << v[0].reason;
+  EXPECT_EQ(Bind(SimplePod("two", 2), "n"), -1);
+  EXPECT_EQ(cache_->Filter(Req(SimplePod("three", 3)), {"n"})[0].kind, K::kFits);
+  // Once confirmed, nothing to confuse.
+  cache_->UpsertPod(DecodePodOrDie(Bound(odd, "n", {{"main", 0}, {"setup", 0}}, true)));
+  EXPECT_EQ(cache_->Filter(Req(SimplePod("two", 2)), {"n"})[0].kind, K::kFits);
+}
+
 TEST_F(CacheTest, AlibabaAnnotationsAndUnassignedPods) {
   Node("n", Uniform(2, 24));
   json ali = SimplePod("ali", 5);
