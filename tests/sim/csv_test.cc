@@ -1,6 +1,14 @@
 #include "sim/csv.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <future>
 
 #include "sim/trace.h"
 
@@ -39,6 +47,51 @@ TEST(CsvTest, TypedFieldsReportTheirPosition) {
   EXPECT_FALSE(f->OptionalInt(rows[3], 1, "v", 0, 100)->has_value());
   EXPECT_EQ(*f->Int(rows[4], 1, "v", 0, 2000), 1000);  // pandas writes integral floats
   EXPECT_EQ(f->Column("missing").status().message(), "p.csv:1:1: missing column 'missing' (header: n,v)");
+}
+
+// Trace files follow the rules of every input file (config/file_read.h): a regular file (a
+// FIFO is refused without blocking) of at most kMaxTraceFileBytes.
+TEST(CsvTest, OnlyRegularFilesWithinTheLimitAreRead) {
+  const std::string dir = ::testing::TempDir() + "/csv_bounds_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  EXPECT_EQ(CsvFile::Read(dir, "pod list CSV", "pods.csv").status().message(),
+            "cannot read pod list CSV " + dir + ": it is a directory (name the file inside it, e.g. " + dir +
+                "/pods.csv)");
+  EXPECT_EQ(CsvFile::Read("/dev/zero", "pod list CSV").status().message(),
+            "cannot read pod list CSV /dev/zero: it is a character device, not a regular file");
+  const std::string fifo = dir + "/fifo.csv";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto done = std::async(std::launch::async, [&] { return CsvFile::Read(fifo, "node list CSV"); });
+  const bool answered = done.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  if (!answered) {
+    int w = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+    if (w >= 0) ::close(w);
+  }
+  ASSERT_TRUE(answered) << "reading a FIFO blocked";
+  EXPECT_EQ(done.get().status().message(),
+            "cannot read node list CSV " + fifo + ": it is a FIFO (named pipe), not a regular file");
+  // A sparse file past the limit: refused from its size, nothing read.
+  const std::string big = dir + "/big.csv";
+  int fd = ::open(big.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, kMaxTraceFileBytes + 1), 0);
+  ::close(fd);
+  EXPECT_EQ(LoadPodCsv(big).status().message(),
+            "cannot read pod list CSV " + big + ": 67108865 bytes (64.0 MiB), more than the limit of 67108864 "
+            "bytes (64 MiB)");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CsvTest, ControlBytesAreEscapedInMessages) {
+  auto f = CsvFile::Parse("p.csv", std::string("n,v\nx,t\0o\x1b\n", 11));
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->Int(f->rows()[0], 1, "v", 0, 100).status().message(),
+            "p.csv:2:3: v: expected an integer, got 't\\0o\\x1b'");
+  EXPECT_EQ(CsvFile::Parse("h.csv", std::string("a,\0\n", 4))->header()[1], std::string(1, '\0'));
+  EXPECT_EQ(ParsePodCsv("p.csv", std::string("name,cpu_milli,memory_mib,num_gpu,gpu_milli\na\x07,1,1,1,100\na\x07,1,1,1,100\n", 70))
+                .status()
+                .message(),
+            "p.csv:3:1: name: duplicate pod 'a\\x07' (first on line 2)");
 }
 
 const char kNodes[] =
