@@ -28,7 +28,7 @@ namespace gpushare::yaml {
 // about 520 bytes per value, so a 1 MiB list of one-digit items would take 270 MiB once read;
 // documents are counted from the parser's events before the tree is built, and the largest tree
 // accepted is about 10 MiB (docs/benchmarks.md has the figures). Real configs have a few hundred
-// values; an inventory of 64 GPUs with seven MIG devices each has about 8,500.
+// values; an inventory of 64 GPUs with seven MIG devices each has about 8,100.
 inline constexpr size_t kMaxYamlValues = 20000;
 
 // Where a node is, as " (source:line:column)", or "" when unknown.

@@ -5,6 +5,15 @@
 #include "core/lines.h"
 
 namespace gpushare {
+namespace {
+
+// "... and 3 more problems (23 in all)", "... and 1 more note (21 in all)"; `what` is plural.
+std::string MoreLine(size_t more, size_t total, std::string what) {
+  if (more == 1 && !what.empty() && what.back() == 's') what.pop_back();
+  return "... and " + std::to_string(more) + " more " + what + " (" + std::to_string(total) + " in all)";
+}
+
+}  // namespace
 
 std::string EscapeControlBytes(std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
@@ -60,10 +69,7 @@ std::vector<std::string> ProblemList::Shown() const {
 
 std::string ProblemList::Joined() const {
   std::vector<std::string> lines = Shown();
-  if (total_ > lines.size()) {
-    lines.push_back("... and " + std::to_string(total_ - lines.size()) + " more problems (" +
-                    std::to_string(total_) + " in all)");
-  }
+  if (total_ > lines.size()) lines.push_back(MoreLine(total_ - lines.size(), total_, "problems"));
   return JoinLines(lines);
 }
 
@@ -71,8 +77,7 @@ std::vector<std::string> CapLines(std::vector<std::string> lines, const std::str
   if (lines.size() <= shown) return lines;
   const size_t total = lines.size();
   lines.resize(shown);
-  lines.push_back("... and " + std::to_string(total - shown) + " more " + what + " (" + std::to_string(total) +
-                  " in all)");
+  lines.push_back(MoreLine(total - shown, total, what));
   return lines;
 }
 

@@ -19,9 +19,10 @@
 
 namespace gpushare::sim {
 
-// The largest trace file read: 64 MiB, about 800,000 pods (the published Alibaba 2023 pod list
-// has 8,152 in 0.6 MB). Reading takes at most about 20 bytes of memory per byte of file.
-inline constexpr int64_t kMaxTraceFileBytes = int64_t{64} << 20;
+// The largest trace file read: 32 MiB, about 400,000 pods (the published Alibaba 2023 pod lists
+// have 8,152 in 0.3 to 0.7 MB). Reading takes about 8 bytes of memory per byte of a trace, 22 for
+// rows of one-character fields (docs/benchmarks.md): at most about 700 MiB.
+inline constexpr int64_t kMaxTraceFileBytes = int64_t{32} << 20;
 
 // kInvalidArgument with `message`'s control bytes escaped: the messages of trace files.
 Status CsvError(std::string_view message);

@@ -77,8 +77,8 @@ TEST(CsvTest, OnlyRegularFilesWithinTheLimitAreRead) {
   ASSERT_EQ(::ftruncate(fd, kMaxTraceFileBytes + 1), 0);
   ::close(fd);
   EXPECT_EQ(LoadPodCsv(big).status().message(),
-            "cannot read pod list CSV " + big + ": 67108865 bytes (64.0 MiB), more than the limit of 67108864 "
-            "bytes (64 MiB)");
+            "cannot read pod list CSV " + big + ": 33554433 bytes (32.0 MiB), more than the limit of 33554432 "
+            "bytes (32 MiB)");
   std::filesystem::remove_all(dir);
 }
 
