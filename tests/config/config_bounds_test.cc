@@ -9,16 +9,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <chrono>
-#include <filesystem>
-#include <fstream>
-#include <future>
-#include <regex>
-
 #include "config/file_read.h"
 #include "config/node_config_loader.h"
 #include "config/yaml_reader.h"
 #include "core/lines.h"
+#include "tests/config/input_files.h"
 
 namespace gpushare {
 namespace {
@@ -30,20 +25,10 @@ using ::testing::StartsWith;
 
 class ConfigBounds : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = ::testing::TempDir() + "/config_bounds_" + std::to_string(::getpid()) + "_" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string Write(const std::string& name, const std::string& text) { return scratch_.Write(name, text); }
 
-  std::string Write(const std::string& name, const std::string& text) {
-    std::string p = dir_ + "/" + name;
-    std::ofstream(p, std::ios::binary) << text;
-    return p;
-  }
-
-  std::string dir_;
+  testing::ScratchDir scratch_;
+  const std::string dir_ = scratch_.path();
 };
 
 std::string OverlappingEntries(int n) {
@@ -114,19 +99,12 @@ TEST_F(ConfigBounds, DirectoryIsRefusedNotTakenForDefaults) {
 
 // A FIFO must be refused at once, not read (which would block until a writer comes).
 TEST_F(ConfigBounds, FifoIsRefusedWithoutBlocking) {
-  const std::string fifo = dir_ + "/fifo.yaml";
-  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  auto done = std::async(std::launch::async, [&] { return ValidateConfigFile(fifo); });
-  const bool answered = done.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
-  if (!answered) {
-    // Release the reader so that the test can end: a writer that goes away gives it EOF.
-    int w = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
-    if (w >= 0) ::close(w);
-  }
-  ASSERT_TRUE(answered) << "reading a FIFO blocked";
-  auto r = done.get();
-  ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.status().message(), AllOf(HasSubstr(fifo), HasSubstr("FIFO")));
+  const std::string fifo = scratch_.Fifo("fifo.yaml");
+  ASSERT_FALSE(fifo.empty());
+  auto r = testing::ReadFifoWithin(fifo, [&] { return ValidateConfigFile(fifo); });
+  ASSERT_TRUE(r.has_value()) << "reading a FIFO blocked";
+  ASSERT_FALSE(r->ok());
+  EXPECT_THAT(r->status().message(), AllOf(HasSubstr(fifo), HasSubstr("FIFO")));
 }
 
 TEST_F(ConfigBounds, DeviceIsRefused) {

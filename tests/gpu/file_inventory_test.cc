@@ -1,18 +1,11 @@
 #include "gpu/file_inventory.h"
 
-#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <chrono>
-#include <filesystem>
-#include <fstream>
-#include <future>
 
 #include "core/lines.h"
 #include "core/resource_plan.h"
+#include "tests/config/input_files.h"
 
 namespace gpushare {
 namespace {
@@ -247,18 +240,9 @@ TEST(FileInventory, UnreadableFile) {
 // at most 1 MiB and 20,000 YAML values, problems capped at 20 with a count of the rest.
 class InventoryBounds : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = ::testing::TempDir() + "/inventory_bounds_" + std::to_string(::getpid()) + "_" +
-           ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string Write(const std::string& name, const std::string& text) {
-    std::string p = dir_ + "/" + name;
-    std::ofstream(p, std::ios::binary) << text;
-    return p;
-  }
-  std::string dir_;
+  std::string Write(const std::string& name, const std::string& text) { return scratch_.Write(name, text); }
+  testing::ScratchDir scratch_;
+  const std::string dir_ = scratch_.path();
 };
 
 TEST_F(InventoryBounds, DirectoryFifoAndDeviceAreRefused) {
@@ -268,16 +252,11 @@ TEST_F(InventoryBounds, DirectoryFifoAndDeviceAreRefused) {
                                       ": it is a directory (name the file inside it, e.g. " + dir_ +
                                       "/inventory.yaml)");
   EXPECT_THAT(LoadInventoryFile("/dev/zero").status().message(), HasSubstr("it is a character device"));
-  const std::string fifo = dir_ + "/fifo";
-  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  auto done = std::async(std::launch::async, [&] { return LoadInventoryFile(fifo); });
-  const bool answered = done.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
-  if (!answered) {
-    int w = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
-    if (w >= 0) ::close(w);
-  }
-  ASSERT_TRUE(answered) << "reading a FIFO blocked";
-  EXPECT_THAT(done.get().status().message(), HasSubstr("it is a FIFO"));
+  const std::string fifo = scratch_.Fifo("fifo");
+  ASSERT_FALSE(fifo.empty());
+  auto f = testing::ReadFifoWithin(fifo, [&] { return LoadInventoryFile(fifo); });
+  ASSERT_TRUE(f.has_value()) << "reading a FIFO blocked";
+  EXPECT_THAT(f->status().message(), HasSubstr("it is a FIFO"));
 }
 
 TEST_F(InventoryBounds, FileOverTheLimitIsRefused) {

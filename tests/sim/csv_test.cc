@@ -2,15 +2,10 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <chrono>
-#include <filesystem>
-#include <fstream>
-#include <future>
-
 #include "sim/trace.h"
+#include "tests/config/input_files.h"
 
 namespace gpushare::sim {
 namespace {
@@ -52,23 +47,18 @@ TEST(CsvTest, TypedFieldsReportTheirPosition) {
 // Trace files follow the rules of every input file (config/file_read.h): a regular file (a
 // FIFO is refused without blocking) of at most kMaxTraceFileBytes.
 TEST(CsvTest, OnlyRegularFilesWithinTheLimitAreRead) {
-  const std::string dir = ::testing::TempDir() + "/csv_bounds_" + std::to_string(::getpid());
-  std::filesystem::create_directories(dir);
+  const gpushare::testing::ScratchDir scratch;
+  const std::string& dir = scratch.path();
   EXPECT_EQ(CsvFile::Read(dir, "pod list CSV", "pods.csv").status().message(),
             "cannot read pod list CSV " + dir + ": it is a directory (name the file inside it, e.g. " + dir +
                 "/pods.csv)");
   EXPECT_EQ(CsvFile::Read("/dev/zero", "pod list CSV").status().message(),
             "cannot read pod list CSV /dev/zero: it is a character device, not a regular file");
-  const std::string fifo = dir + "/fifo.csv";
-  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  auto done = std::async(std::launch::async, [&] { return CsvFile::Read(fifo, "node list CSV"); });
-  const bool answered = done.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
-  if (!answered) {
-    int w = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
-    if (w >= 0) ::close(w);
-  }
-  ASSERT_TRUE(answered) << "reading a FIFO blocked";
-  EXPECT_EQ(done.get().status().message(),
+  const std::string fifo = scratch.Fifo("fifo.csv");
+  ASSERT_FALSE(fifo.empty());
+  auto r = gpushare::testing::ReadFifoWithin(fifo, [&] { return CsvFile::Read(fifo, "node list CSV"); });
+  ASSERT_TRUE(r.has_value()) << "reading a FIFO blocked";
+  EXPECT_EQ(r->status().message(),
             "cannot read node list CSV " + fifo + ": it is a FIFO (named pipe), not a regular file");
   // A sparse file past the limit: refused from its size, nothing read.
   const std::string big = dir + "/big.csv";
@@ -79,7 +69,6 @@ TEST(CsvTest, OnlyRegularFilesWithinTheLimitAreRead) {
   EXPECT_EQ(LoadPodCsv(big).status().message(),
             "cannot read pod list CSV " + big + ": 33554433 bytes (32.0 MiB), more than the limit of 33554432 "
             "bytes (32 MiB)");
-  std::filesystem::remove_all(dir);
 }
 
 TEST(CsvTest, ControlBytesAreEscapedInMessages) {
