@@ -55,7 +55,7 @@ CLI::Validator NumberIn(double min, double max, std::string note) {
 }
 
 CLI::Validator DurationIn(int64_t min_ms, std::string min_text, int64_t max_ms, std::string max_text) {
-  const std::string allowed = "must be a duration from " + min_text + " to " + max_text + ", like 10s";
+  const std::string allowed = "must be a positive duration from " + min_text + " to " + max_text + ", like 10s";
   return CLI::Validator(
       [=](std::string& s) -> std::string {
         auto ms = ParseDurationMs(s);

@@ -109,11 +109,11 @@ TEST(GpushareNodeCommand, NumericFlagsAreRangeChecked) {
            {{"--print-resources", "--inventory", inv, "--recover-after", "-5m"},
             "--recover-after: must be a duration like 30s, 5m or 1h (0 = never), got \"-5m\""},
            {{"--inventory", inv, "--reconcile-interval", "-5"},
-            "--reconcile-interval: must be a duration from 100ms to 24h, like 10s, got -5"},
+            "--reconcile-interval: must be a positive duration from 100ms to 24h, like 10s, got -5"},
            {{"--inventory", inv, "--reconcile-interval", "0s"},
-            "--reconcile-interval: must be a duration from 100ms to 24h, like 10s, got 0s"},
+            "--reconcile-interval: must be a positive duration from 100ms to 24h, like 10s, got 0s"},
            {{"--inventory", inv, "--reconcile-interval", "1000h"},
-            "--reconcile-interval: must be a duration from 100ms to 24h, like 10s, got 1000h"},
+            "--reconcile-interval: must be a positive duration from 100ms to 24h, like 10s, got 1000h"},
        }) {
     ExpectRefused(kNode, c);
   }
