@@ -8,6 +8,7 @@
 
 #include "core/lines.h"
 #include "tests/cli/run_process.h"
+#include "tests/config/input_files.h"
 
 namespace gpushare {
 namespace {
@@ -94,7 +95,7 @@ TEST(GpushareCommand, SimulateTraceFilesMustBeRegularFiles) {
   std::filesystem::remove_all(dir);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("cannot read node list CSV " + dir + ": it is a directory"));
-  EXPECT_LT(r.max_rss_kib, 64 * 1024);
+  EXPECT_LT(r.max_rss_kib, testing::kInputMemoryBoundKib);
 }
 
 TEST(GpushareNodeCommand, NumericFlagsAreRangeChecked) {

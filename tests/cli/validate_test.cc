@@ -10,6 +10,7 @@
 
 #include "core/lines.h"
 #include "tests/cli/run_process.h"
+#include "tests/config/input_files.h"
 
 namespace gpushare {
 namespace {
@@ -92,7 +93,7 @@ TEST(Validate, EnvironmentIsNotApplied) {
 // Memory of a refused or capped input stays near the process's own size (a few MiB); the
 // figure is printed for docs/benchmarks.md. Before the limits, the 1,000-entry file below
 // printed 499,500 lines with a peak of 504 MB, and a 10 MB file took 711 MB and 103 s.
-constexpr long kBoundedRssKib = 64 * 1024;
+constexpr long kBoundedRssKib = testing::kInputMemoryBoundKib;
 
 std::string OverlappingEntries(int n) {
   std::string s = "version: v1\nsharing:\n  timeSlicing:\n    resources:\n";

@@ -1,6 +1,7 @@
 // Helpers for the tests of the input readers (config, inventory, trace CSVs): a scratch
-// directory per test, and reading a FIFO with a liveness bound that unblocks the reader should
-// it wait for a writer (so that a failing test ends instead of hanging).
+// directory per test, reading a FIFO with a liveness bound that unblocks the reader should it
+// wait for a writer (so that a failing test ends instead of hanging), and the bound on a
+// process's peak memory that hostile inputs must stay under.
 #pragma once
 
 #include <fcntl.h>
@@ -17,6 +18,23 @@
 #include <gtest/gtest.h>
 
 namespace gpushare::testing {
+
+// The peak resident set (KiB) a gpushare binary may reach while it refuses or checks a hostile
+// input: well under the agent's 128 MiB DaemonSet limit (the agent serves in about 23 MiB and
+// peaks at 35 MiB with the largest config it accepts). Under AddressSanitizer the process starts
+// at about 128 MiB and freed memory is held in quarantine, so the bound there only catches
+// growth with the input (the unbounded readers took 0.5 to 24 GB).
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr long kInputMemoryBoundKib = 512 * 1024;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr long kInputMemoryBoundKib = 512 * 1024;
+#else
+inline constexpr long kInputMemoryBoundKib = 64 * 1024;
+#endif
+#else
+inline constexpr long kInputMemoryBoundKib = 64 * 1024;
+#endif
 
 // A directory of its own for the running test, removed at the end.
 class ScratchDir {

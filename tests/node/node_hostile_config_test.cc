@@ -16,6 +16,7 @@
 
 #include "tests/deviceplugin/fixtures.h"
 #include "tests/fakes/kubelet/fake_kubelet.h"
+#include "tests/config/input_files.h"
 #include "tests/node/agent_process.h"
 
 namespace gpushare {
@@ -27,8 +28,8 @@ using testing::TempDir;
 using namespace std::chrono_literals;
 
 constexpr auto kWait = 20s;
-// Well under the DaemonSet's 128 MiB: the agent itself takes about 20 MiB.
-constexpr long kBoundKib = 64 * 1024;
+// Well under the DaemonSet's 128 MiB: the agent itself takes about 23 MiB.
+constexpr long kBoundKib = testing::kInputMemoryBoundKib;
 
 // VmRSS or VmHWM of a process, in KiB (-1 when unreadable).
 long StatusKib(pid_t pid, const std::string& field) {
