@@ -12,11 +12,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <sstream>
 
+#include "tests/config/input_files.h"
 #include "tests/deviceplugin/fixtures.h"
 #include "tests/fakes/kubelet/fake_kubelet.h"
-#include "tests/config/input_files.h"
 #include "tests/node/agent_process.h"
 
 namespace gpushare {
