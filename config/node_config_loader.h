@@ -4,13 +4,20 @@
 // The file is accepted as NVIDIA's plugin accepts it (docs/configuration.md lists every key);
 // gpushare differs where it documents so: `devices` and `rename` of sharing entries are
 // honoured, replicas have a per-GPU ceiling (gpushare.maxClientsPerGpu, default 48), and
-// sharing.mps is refused. Validation is total: every problem is reported, one line each,
-// naming the field path (or the environment variable / flag) and what would be accepted, e.g.
+// sharing.mps is refused. Validation is total: every problem is found and counted, and listed
+// one line each (the first 20, then a count of the rest), naming the field path (or the
+// environment variable / flag) and what would be accepted, e.g.
 //   sharing.timeSlicing.resources[0].replicas: must be 2..48, got 60 (node.yaml:9:17)
 // Mains register the flags with AddNodeConfigFlags and pass the process environment in, so
 // the whole precedence chain is testable without touching the real environment.
+// Bounds (docs/configuration.md): the file must be a regular file (a directory, e.g. a ConfigMap
+// mount given instead of the file in it, is an error, never "all defaults") of at most 1 MiB
+// (kMaxConfigFileBytes, the most a ConfigMap holds) and 20,000 YAML values, so the memory of a
+// load is bounded (about 10 MiB at most), and so is its time (0.07 s for the worst file accepted
+// on a 2-core VM, docs/benchmarks.md).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -23,6 +30,9 @@ class App;
 }
 
 namespace gpushare {
+
+// The largest config file read: 1 MiB, the most a Kubernetes ConfigMap can hold.
+inline constexpr int64_t kMaxConfigFileBytes = int64_t{1} << 20;
 
 // Values given on the command line, keyed by setting (see kNodeConfigSettings in the .cc and
 // docs/configuration.md): e.g. {"migStrategy": "mixed"}. Only flags actually given are present.
@@ -42,12 +52,14 @@ using Environment = std::map<std::string, std::string>;
 // The process environment (for mains; tests pass their own).
 Environment ProcessEnvironment();
 
-// What loading produced besides the config: where it came from and notes for the log (keys
-// accepted but ignored, e.g. flags.gfd.*).
+// What loading produced besides the config: where it came from, notes for the log (keys
+// accepted but ignored, e.g. flags.gfd.*) and warnings (valid, but probably not what was meant:
+// a file without any setting).
 struct LoadedNodeConfig {
   NodeConfig config;
   std::string config_path;          // the file read, empty = none
   std::vector<std::string> notes;
+  std::vector<std::string> warnings;
 };
 
 // Reads the file named by flags.config_file or $CONFIG_FILE (none = defaults), applies the

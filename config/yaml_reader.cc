@@ -1,10 +1,12 @@
 #include "config/yaml_reader.h"
 
-#include "core/lines.h"
+#include <yaml-cpp/eventhandler.h>
+#include <yaml-cpp/parser.h>
 
 #include <algorithm>
 #include <charconv>
 #include <map>
+#include <sstream>
 
 namespace gpushare::yaml {
 
@@ -18,31 +20,84 @@ std::string Location(const std::string& source, const YAML::Node& node) {
 
 void Problems::Add(const std::string& path, const std::string& message, const YAML::Node* at) {
   std::string line = path.empty() ? message : path + ": " + message;
-  int ln = kNoLine, col = 0;
+  uint64_t order = ProblemList::kUnordered;
   if (at != nullptr) {
     line += Location(source_, *at);
-    if (at->IsDefined() && !at->Mark().is_null()) {
-      ln = at->Mark().line;
-      col = at->Mark().column;
+    if (at->IsDefined() && !at->Mark().is_null() && at->Mark().line >= 0) {
+      order = (static_cast<uint64_t>(at->Mark().line) << 32) | static_cast<uint32_t>(at->Mark().column);
     }
   }
-  entries_.push_back({ln, col, std::move(line)});
+  list_.Add(line, order);
 }
 
-std::string Problems::Joined() const {
-  std::vector<Entry> sorted = entries_;
-  std::stable_sort(sorted.begin(), sorted.end(), [](const Entry& a, const Entry& b) {
-    return a.line != b.line ? a.line < b.line : a.column < b.column;
-  });
-  std::vector<std::string> lines;
-  for (const auto& e : sorted) lines.push_back(e.text);
-  return JoinLines(lines);
+namespace {
+
+// Counts the values of the first document from the parser's events, without building nodes.
+class ValueCounter : public YAML::EventHandler {
+ public:
+  struct TooMany {};
+  explicit ValueCounter(size_t max) : max_(max) {}
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override { Count(); }
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override { Count(); }
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override { Count(); }
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    Count();
+  }
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    Count();
+  }
+  void OnMapEnd() override {}
+
+ private:
+  void Count() {
+    if (++count_ > max_) throw TooMany{};
+  }
+  size_t max_;
+  size_t count_ = 0;
+};
+
+// The first byte YAML does not allow in a stream (c-printable: tab, LF, CR and no other C0
+// control byte, no DEL), as "line:column: ...", or "".
+std::string ControlByteProblem(const std::string& text) {
+  int line = 1;
+  size_t line_start = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c == '\n') {
+      ++line;
+      line_start = i + 1;
+      continue;
+    }
+    if ((c >= 0x20 && c != 0x7f) || c == '\t' || c == '\r') continue;
+    return std::to_string(line) + ":" + std::to_string(i - line_start + 1) + ": control byte " +
+           EscapeControlBytes(std::string_view(&text[i], 1)) +
+           " is not allowed in YAML (write it as an escape in a double-quoted string)";
+  }
+  return "";
 }
 
-YAML::Node ParseDocument(const std::string& text, Problems* problems) {
+}  // namespace
+
+YAML::Node ParseDocument(const std::string& text, Problems* problems, size_t max_values) {
+  if (std::string where = ControlByteProblem(text); !where.empty()) {
+    problems->AddLine(problems->source() + ":" + where);
+    return YAML::Node(YAML::NodeType::Undefined);
+  }
   try {
-    YAML::Node n = YAML::Load(text);
-    return n;
+    {
+      std::istringstream in(text);
+      YAML::Parser parser(in);
+      ValueCounter counter(max_values);
+      parser.HandleNextDocument(counter);
+    }
+    return YAML::Load(text);
+  } catch (const ValueCounter::TooMany&) {
+    problems->AddLine(problems->source() + ": more than " + std::to_string(max_values) +
+                      " YAML values (scalars, lists and mappings); refused before it is read into memory");
+    return YAML::Node(YAML::NodeType::Undefined);
   } catch (const YAML::Exception& e) {
     std::string where;
     if (!e.mark.is_null()) {

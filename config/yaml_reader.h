@@ -5,7 +5,9 @@
 // problem is one line that starts with the field path and names what would be accepted,
 // followed by where it is in the file when yaml-cpp knows it, e.g.
 //   sharing.timeSlicing.resources[0].replicas: must be 2..48, got 60 (config.yaml:7:17)
-// Unknown keys are problems at every level, listing the keys that are allowed there.
+// Unknown keys are problems at every level, listing the keys that are allowed there. At most 20
+// problems are listed, in file order, then "... and K more problems (N in all)"
+// (core/problem_list.h), and control bytes in them are escaped.
 // Scalars are typed as YAML 1.1 (and Go's yaml) type them: a quoted "10" is a string, not an
 // integer, and yes/no/on/off are booleans.
 #pragma once
@@ -18,7 +20,16 @@
 #include <string>
 #include <vector>
 
+#include "core/problem_list.h"
+
 namespace gpushare::yaml {
+
+// The most values (scalars, lists, mappings and aliases) a document may have. yaml-cpp keeps
+// about 520 bytes per value, so a 1 MiB list of one-digit items would take 270 MiB once read;
+// documents are counted from the parser's events before the tree is built, and the largest tree
+// accepted is about 10 MiB (docs/benchmarks.md has the figures). Real configs have a few hundred
+// values; an inventory of 64 GPUs with seven MIG devices each has about 8,100.
+inline constexpr size_t kMaxYamlValues = 20000;
 
 // Where a node is, as " (source:line:column)", or "" when unknown.
 std::string Location(const std::string& source, const YAML::Node& node);
@@ -28,27 +39,25 @@ class Problems {
   explicit Problems(std::string source) : source_(std::move(source)) {}
   // Records "<path>: <message>[ (source:line:col)]".
   void Add(const std::string& path, const std::string& message, const YAML::Node* at = nullptr);
-  void AddLine(std::string line) { entries_.push_back({kNoLine, 0, std::move(line)}); }
-  bool empty() const { return entries_.empty(); }
+  void AddLine(const std::string& line) { list_.Add(line); }
+  bool empty() const { return list_.empty(); }
   const std::string& source() const { return source_; }
-  // All problems joined by '\n', those with a position in file order first, then the rest
-  // (environment variables, flags, cross-checks) in the order they were found.
-  std::string Joined() const;
+  // The problems joined by '\n', those with a position in file order first, then the rest
+  // (environment variables, flags, cross-checks) in the order they were found; at most 20,
+  // then a count of the rest.
+  std::string Joined() const { return list_.Joined(); }
 
  private:
-  static constexpr int kNoLine = 1 << 30;
-  struct Entry {
-    int line;
-    int column;
-    std::string text;
-  };
   std::string source_;
-  std::vector<Entry> entries_;
+  ProblemList list_;
 };
 
-// Parses a document; YAML syntax errors are recorded with their position. Returns a null node
-// (IsNull) for an empty document, and an undefined node (!IsDefined) after a syntax error.
-YAML::Node ParseDocument(const std::string& text, Problems* problems);
+// Parses the first document; YAML syntax errors are recorded with their position, and so is
+// a raw control byte (YAML allows only tab, LF and CR; a NUL inside a key once cut the message
+// off). A document with more than `max_values` values is refused before its tree is built.
+// Returns a null node (IsNull) for an empty document, and an undefined node (!IsDefined) after
+// a problem.
+YAML::Node ParseDocument(const std::string& text, Problems* problems, size_t max_values = kMaxYamlValues);
 
 // A scalar's kind, as YAML 1.1 types a plain (unquoted) scalar.
 bool IsQuoted(const YAML::Node& n);

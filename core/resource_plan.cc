@@ -1,13 +1,15 @@
 #include "core/resource_plan.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <set>
 #include <string_view>
 #include <tuple>
+#include <unordered_map>
 
-#include "core/lines.h"
 #include "core/memshare.h"
+#include "core/problem_list.h"
 #include "core/resource_name.h"
 
 namespace gpushare {
@@ -58,7 +60,7 @@ std::string JoinInts(const std::vector<int>& v) {
 
 // Lists the devices each MIG strategy advertises before sharing is applied.
 void CollectBaseDevices(const Inventory& inv, MigStrategy strategy, std::vector<BaseDevice>* out,
-                        std::vector<std::string>* problems, std::vector<std::string>* notes) {
+                        ProblemList* problems, std::vector<std::string>* notes) {
   if (strategy == MigStrategy::kSingle) {
     std::vector<int> mig_gpus, plain_gpus;
     for (const auto& g : inv.gpus) (g.mig_enabled ? mig_gpus : plain_gpus).push_back(g.index);
@@ -128,32 +130,58 @@ bool IsUnsignedNumber(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-// Whether a `devices` list item names this base device. GPU indices and GPU UUIDs also select
-// the MIG devices of that GPU (a gpushare extension: it lets one entry share "the MIG GPU").
-bool SelectorItemMatches(const std::string& item, const BaseDevice& d) {
-  if (IsUnsignedNumber(item)) return d.gpu->index == std::stoi(item);
-  size_t colon = item.find(':');
+// The lookup key of a `devices` list item, or "" for an item that names no device. GPU indices
+// and GPU UUIDs also select the MIG devices of that GPU (a gpushare extension: it lets one entry
+// share "the MIG GPU"). The first character keeps the kinds apart.
+std::string SelectorKey(const std::string& item) {
+  if (IsUnsignedNumber(item)) return "#" + std::to_string(std::stoi(item));
+  const size_t colon = item.find(':');
   if (colon != std::string::npos && IsUnsignedNumber(item.substr(0, colon)) &&
       IsUnsignedNumber(item.substr(colon + 1))) {
-    return d.mig != nullptr && d.gpu->index == std::stoi(item.substr(0, colon)) &&
-           d.mig->index == std::stoi(item.substr(colon + 1));
+    return "@" + std::to_string(std::stoi(item.substr(0, colon))) + ":" +
+           std::to_string(std::stoi(item.substr(colon + 1)));
   }
-  if (item.rfind("GPU-", 0) == 0) return d.gpu->uuid == item;
+  if (item.rfind("GPU-", 0) == 0) return "g" + item;
   if (item.rfind("MIG-GPU-", 0) == 0) {
     // MIG-GPU-<uuid>/<gi>/<ci>
-    if (d.mig == nullptr) return false;
-    std::string rest = item.substr(4);
-    size_t s1 = rest.find('/');
-    size_t s2 = s1 == std::string::npos ? s1 : rest.find('/', s1 + 1);
-    if (s2 == std::string::npos) return false;
-    std::string gi = rest.substr(s1 + 1, s2 - s1 - 1), ci = rest.substr(s2 + 1);
-    if (!IsUnsignedNumber(gi) || !IsUnsignedNumber(ci)) return false;
-    return rest.substr(0, s1) == d.gpu->uuid && std::stoi(gi) == d.mig->gpu_instance_id &&
-           std::stoi(ci) == d.mig->compute_instance_id;
+    const std::string rest = item.substr(4);
+    const size_t s1 = rest.find('/');
+    const size_t s2 = s1 == std::string::npos ? s1 : rest.find('/', s1 + 1);
+    if (s2 == std::string::npos) return "";
+    const std::string gi = rest.substr(s1 + 1, s2 - s1 - 1), ci = rest.substr(s2 + 1);
+    if (!IsUnsignedNumber(gi) || !IsUnsignedNumber(ci)) return "";
+    return "c" + rest.substr(0, s1) + "/" + std::to_string(std::stoi(gi)) + "/" + std::to_string(std::stoi(ci));
   }
-  if (item.rfind("MIG-", 0) == 0) return d.mig != nullptr && d.mig->uuid == item;
-  return false;
+  if (item.rfind("MIG-", 0) == 0) return "m" + item;
+  return "";
 }
+
+// Which base devices each `devices` item names, by lookup: an item is never compared with the
+// devices one by one, so long lists on large nodes stay linear.
+class SelectorIndex {
+ public:
+  explicit SelectorIndex(std::vector<BaseDevice>& devices) {
+    for (BaseDevice& d : devices) {
+      by_key_["#" + std::to_string(d.gpu->index)].push_back(&d);
+      by_key_["g" + d.gpu->uuid].push_back(&d);
+      if (d.mig == nullptr) continue;
+      by_key_["@" + std::to_string(d.gpu->index) + ":" + std::to_string(d.mig->index)].push_back(&d);
+      by_key_["c" + d.gpu->uuid + "/" + std::to_string(d.mig->gpu_instance_id) + "/" +
+              std::to_string(d.mig->compute_instance_id)]
+          .push_back(&d);
+      by_key_["m" + d.mig->uuid].push_back(&d);
+    }
+  }
+  // The devices `item` names, in device order.
+  const std::vector<BaseDevice*>& Find(const std::string& item) const {
+    static const std::vector<BaseDevice*> kNone;
+    auto it = by_key_.find(SelectorKey(item));
+    return it == by_key_.end() ? kNone : it->second;
+  }
+
+ private:
+  std::unordered_map<std::string, std::vector<BaseDevice*>> by_key_;
+};
 
 std::string AdvertisedName(const ReplicatedResource& r, const TimeSlicing& ts) {
   if (!r.rename.empty()) return r.rename;
@@ -175,15 +203,16 @@ std::string NameField(const ReplicatedResource& r, size_t i, const TimeSlicing& 
 
 // Applies each sharing entry's `devices` selector; records problems for selectors that match
 // nothing and for devices selected twice.
-void ApplySelectors(const TimeSlicing& ts, std::vector<BaseDevice>* devices,
-                    std::vector<std::string>* problems, std::vector<std::string>* notes) {
+void ApplySelectors(const TimeSlicing& ts, std::vector<BaseDevice>* devices, ProblemList* problems,
+                    std::vector<std::string>* notes) {
+  const SelectorIndex index(*devices);
+  std::unordered_map<std::string, std::vector<BaseDevice*>> by_resource;
+  for (auto& d : *devices) by_resource[d.resource].push_back(&d);
+  std::vector<size_t> chosen_by(devices->size(), SIZE_MAX);  // the entry that last chose each device
   for (size_t i = 0; i < ts.resources.size(); ++i) {
     const ReplicatedResource& r = ts.resources[i];
     const std::string path = EntryPath(r, i);
-    std::vector<BaseDevice*> candidates;
-    for (auto& d : *devices) {
-      if (d.resource == r.name) candidates.push_back(&d);
-    }
+    const std::vector<BaseDevice*>& candidates = by_resource[r.name];
     std::vector<BaseDevice*> chosen;
     switch (r.devices.kind) {
       case DeviceSelector::Kind::kAll:
@@ -206,20 +235,22 @@ void ApplySelectors(const TimeSlicing& ts, std::vector<BaseDevice>* devices,
       case DeviceSelector::Kind::kList:
         for (size_t j = 0; j < r.devices.items.size(); ++j) {
           const std::string& item = r.devices.items[j];
+          const std::vector<BaseDevice*>& named = index.Find(item);
           bool matched = false;
-          for (BaseDevice* d : candidates) {
-            if (!SelectorItemMatches(item, *d)) continue;
+          for (BaseDevice* d : named) {
+            if (d->resource != r.name) continue;
             matched = true;
-            if (std::find(chosen.begin(), chosen.end(), d) == chosen.end()) chosen.push_back(d);
+            size_t& by = chosen_by[static_cast<size_t>(d - devices->data())];
+            if (by != i) {
+              by = i;
+              chosen.push_back(d);
+            }
           }
           if (matched) continue;
           std::string msg = path + ".devices[" + std::to_string(j) + "]: \"" + item +
                             "\" matches no " + r.name + " device on this node";
-          for (const auto& other : *devices) {
-            if (SelectorItemMatches(item, other)) {
-              msg += " (" + other.Describe() + " is advertised as " + other.resource + ")";
-              break;
-            }
+          if (!named.empty()) {
+            msg += " (" + named.front()->Describe() + " is advertised as " + named.front()->resource + ")";
           }
           problems->push_back(msg);
         }
@@ -254,8 +285,8 @@ struct NameSource {
 
 // The GPUs gpushare.memoryShares.devices selects, in index order. `all` skips MIG-enabled GPUs
 // (with a note); naming one explicitly is a problem.
-std::vector<const Gpu*> SelectMemoryGpus(const Inventory& inv, const DeviceSelector& sel,
-                                         std::vector<std::string>* problems, std::vector<std::string>* notes) {
+std::vector<const Gpu*> SelectMemoryGpus(const Inventory& inv, const DeviceSelector& sel, ProblemList* problems,
+                                         std::vector<std::string>* notes) {
   const std::string path = std::string(kMemoryField) + ".devices";
   std::vector<const Gpu*> out;
   auto mig_problem = [&](const std::string& where, const Gpu& g) {
@@ -298,9 +329,10 @@ std::vector<const Gpu*> SelectMemoryGpus(const Inventory& inv, const DeviceSelec
           mig_problem(where, *g);
           continue;
         }
-        if (std::find(out.begin(), out.end(), g) == out.end()) out.push_back(g);
+        out.push_back(g);
       }
       std::sort(out.begin(), out.end(), [](const Gpu* a, const Gpu* b) { return a->index < b->index; });
+      out.erase(std::unique(out.begin(), out.end()), out.end());
       break;
   }
   return out;
@@ -430,7 +462,7 @@ std::string SocketNameForResource(const std::string& resource_name) {
 }
 
 Result<ResourcePlan> BuildResourcePlan(const Inventory& inventory, const NodeConfig& config) {
-  std::vector<std::string> problems;
+  ProblemList problems;
   ResourcePlan plan;
   const TimeSlicing& ts = config.time_slicing;
   const int ceiling = config.gpushare.max_clients_per_gpu;
@@ -557,7 +589,7 @@ Result<ResourcePlan> BuildResourcePlan(const Inventory& inventory, const NodeCon
   }
 
   if (!problems.empty()) {
-    return Status::InvalidArgument(JoinLines(problems));
+    return Status::InvalidArgument(problems.Joined());
   }
 
   // Build the resources.
@@ -632,7 +664,7 @@ Result<ResourcePlan> BuildResourcePlan(const Inventory& inventory, const NodeCon
     plan.resources.push_back(std::move(pr));
   }
   if (!problems.empty()) {
-    return Status::InvalidArgument(JoinLines(problems));
+    return Status::InvalidArgument(problems.Joined());
   }
   if (config.gpushare.interposer_host_dir.empty()) {
     bool memory = false, compute = false;
@@ -649,6 +681,7 @@ Result<ResourcePlan> BuildResourcePlan(const Inventory& inventory, const NodeCon
                            "(set it to the host directory holding libgpushare-cuda.so)");
     }
   }
+  plan.notes = CapLines(std::move(plan.notes), "notes");
   return plan;
 }
 

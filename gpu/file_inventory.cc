@@ -1,13 +1,10 @@
 #include "gpu/file_inventory.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 
+#include "config/file_read.h"
 #include "config/yaml_reader.h"
 
 namespace gpushare {
@@ -290,6 +287,10 @@ class InventoryReader {
 }  // namespace
 
 Result<Inventory> ParseInventoryYaml(const std::string& text, const std::string& source_name) {
+  if (static_cast<int64_t>(text.size()) > kMaxInventoryFileBytes) {
+    return Status::InvalidArgument("cannot read inventory file " + source_name + ": " +
+                                   OverLimit(static_cast<int64_t>(text.size()), kMaxInventoryFileBytes));
+  }
   Problems problems(source_name);
   YAML::Node doc = yaml::ParseDocument(text, &problems);
   Inventory inv;
@@ -303,14 +304,9 @@ Result<Inventory> ParseInventoryYaml(const std::string& text, const std::string&
 }
 
 Result<Inventory> LoadInventoryFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return Status::InvalidArgument("--inventory: cannot read " + path + ": " +
-                                   std::strerror(errno));
-  }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ParseInventoryYaml(ss.str(), path);
+  auto text = ReadInputFile(path, {"inventory file", kMaxInventoryFileBytes, "inventory.yaml"});
+  if (!text.ok()) return Status::InvalidArgument("--inventory: " + text.status().message());
+  return ParseInventoryYaml(*text, path);
 }
 
 namespace {

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "config/flag_checks.h"
 #include "deviceplugin/logfmt.h"
 
 namespace gpushare::node {
@@ -69,6 +70,11 @@ void AddServeFlags(CLI::App& app, ServeFlags& flags) {
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}))
       ->capture_default_str();
   AddMemoryShareFlags(app, flags.memory);
+  // Checked when the flags are parsed, whether or not memory shares are configured: from 100ms
+  // (the PodResources API is not polled in a hot loop) to a day.
+  if (CLI::Option* o = app.get_option_no_throw("--reconcile-interval")) {
+    o->check(DurationIn(100, "100ms", 24 * 3600 * 1000, "24h"));
+  }
 }
 
 void BlockServeSignals() {

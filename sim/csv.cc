@@ -1,10 +1,14 @@
 #include "sim/csv.h"
 
 #include <charconv>
-#include <fstream>
-#include <sstream>
+
+#include "config/file_read.h"
+#include "core/problem_list.h"
 
 namespace gpushare::sim {
+
+Status CsvError(std::string_view message) { return Status::InvalidArgument(EscapeControlBytes(message)); }
+
 namespace {
 
 std::string Trim(std::string_view s) {
@@ -80,11 +84,11 @@ Result<CsvFile> CsvFile::Parse(std::string path, std::string_view content) {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (Trim(line).empty()) continue;
     const std::string err = SplitLine(line, &fields);
-    if (!err.empty()) return Status::InvalidArgument(f.path_ + ":" + std::to_string(line_no) + ":" + err);
+    if (!err.empty()) return CsvError(f.path_ + ":" + std::to_string(line_no) + ":" + err);
     if (!have_header) {
       for (const auto& h : fields) {
         if (h.text.empty())
-          return Status::InvalidArgument(f.path_ + ":" + std::to_string(line_no) + ":" +
+          return CsvError(f.path_ + ":" + std::to_string(line_no) + ":" +
                                          std::to_string(h.column) + ": empty column name in the header");
         f.header_.push_back(h.text);
       }
@@ -93,7 +97,7 @@ Result<CsvFile> CsvFile::Parse(std::string path, std::string_view content) {
       continue;
     }
     if (fields.size() > f.header_.size())
-      return Status::InvalidArgument(f.path_ + ":" + std::to_string(line_no) + ":" +
+      return CsvError(f.path_ + ":" + std::to_string(line_no) + ":" +
                                      std::to_string(fields[f.header_.size()].column) + ": " +
                                      std::to_string(fields.size()) + " fields, the header has " +
                                      std::to_string(f.header_.size()));
@@ -102,17 +106,14 @@ Result<CsvFile> CsvFile::Parse(std::string path, std::string_view content) {
     row.fields = fields;
     f.rows_.push_back(std::move(row));
   }
-  if (!have_header) return Status::InvalidArgument(f.path_ + ":1:1: empty file (no header line)");
+  if (!have_header) return CsvError(f.path_ + ":1:1: empty file (no header line)");
   return f;
 }
 
-Result<CsvFile> CsvFile::Read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::NotFound(path + ": cannot open for reading");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return Status::Unavailable(path + ": read error");
-  return Parse(path, ss.str());
+Result<CsvFile> CsvFile::Read(const std::string& path, std::string_view what, std::string_view example_name) {
+  auto text = ReadInputFile(path, {what, kMaxTraceFileBytes, example_name});
+  if (!text.ok()) return text.status();
+  return Parse(path, *text);
 }
 
 int CsvFile::FindColumn(std::string_view name) const {
@@ -126,7 +127,7 @@ Result<int> CsvFile::Column(std::string_view name) const {
   if (c < 0) {
     std::string have;
     for (const auto& h : header_) have += (have.empty() ? "" : ",") + h;
-    return Status::InvalidArgument(path_ + ":" + std::to_string(header_line_) + ":1: missing column '" +
+    return CsvError(path_ + ":" + std::to_string(header_line_) + ":1: missing column '" +
                                    std::string(name) + "' (header: " + have + ")");
   }
   return c;
@@ -145,7 +146,7 @@ std::string CsvFile::Where(const CsvRow& row, int column) const {
 Result<std::string> CsvFile::String(const CsvRow& row, int column, std::string_view name, bool required) const {
   std::string v = column < static_cast<int>(row.fields.size()) ? row.fields[column].text : std::string();
   if (required && v.empty())
-    return Status::InvalidArgument(Where(row, column) + ": " + std::string(name) + ": must not be empty");
+    return CsvError(Where(row, column) + ": " + std::string(name) + ": must not be empty");
   return v;
 }
 
@@ -160,12 +161,12 @@ Result<std::optional<int64_t>> CsvFile::OptionalInt(const CsvRow& row, int colum
     double d = 0;
     auto [p2, e2] = std::from_chars(v.data(), v.data() + v.size(), d);
     if (e2 != std::errc() || p2 != v.data() + v.size() || d != static_cast<double>(static_cast<int64_t>(d)))
-      return Status::InvalidArgument(Where(row, column) + ": " + std::string(name) +
+      return CsvError(Where(row, column) + ": " + std::string(name) +
                                      ": expected an integer, got '" + v + "'");
     out = static_cast<int64_t>(d);
   }
   if (out < min || out > max)
-    return Status::InvalidArgument(Where(row, column) + ": " + std::string(name) + ": must be in " +
+    return CsvError(Where(row, column) + ": " + std::string(name) + ": must be in " +
                                    std::to_string(min) + ".." + std::to_string(max) + ", got " + v);
   return std::optional<int64_t>(out);
 }
@@ -174,7 +175,7 @@ Result<int64_t> CsvFile::Int(const CsvRow& row, int column, std::string_view nam
   Result<std::optional<int64_t>> v = OptionalInt(row, column, name, min, max);
   if (!v.ok()) return v.status();
   if (!v->has_value())
-    return Status::InvalidArgument(Where(row, column) + ": " + std::string(name) + ": must not be empty");
+    return CsvError(Where(row, column) + ": " + std::string(name) + ": must not be empty");
   return **v;
 }
 

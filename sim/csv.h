@@ -4,7 +4,9 @@
 // from other tools. A malformed row must be reported with file, line and column
 // ("pods.csv:17:23: num_gpu: expected an integer, got 'two'"), never dropped silently, so every
 // field keeps its line and column. Quoted fields ("a,b", "say ""hi""") and CRLF line ends are
-// accepted; a quoted field may not span lines.
+// accepted; a quoted field may not span lines. Messages have their control bytes escaped
+// ("got 't\0o'"), and files are read as every input file is (config/file_read.h): a regular
+// file of at most kMaxTraceFileBytes, refused from its type or size before anything is read.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +18,14 @@
 #include "core/status.h"
 
 namespace gpushare::sim {
+
+// The largest trace file read: 32 MiB, about 400,000 pods (the published Alibaba 2023 pod lists
+// have 8,152 in 0.3 to 0.7 MB). Reading takes about 8 bytes of memory per byte of a trace, 22 for
+// rows of one-character fields (docs/benchmarks.md): at most about 700 MiB.
+inline constexpr int64_t kMaxTraceFileBytes = int64_t{32} << 20;
+
+// kInvalidArgument with `message`'s control bytes escaped: the messages of trace files.
+Status CsvError(std::string_view message);
 
 struct CsvField {
   std::string text;
@@ -31,7 +41,10 @@ class CsvFile {
  public:
   // Parses `content`; `path` is only used in messages. The first non-empty line is the header.
   static Result<CsvFile> Parse(std::string path, std::string_view content);
-  static Result<CsvFile> Read(const std::string& path);
+  // `what` names the file in messages ("pod list CSV"); `example_name` is suggested when a
+  // directory is given ("pods.csv").
+  static Result<CsvFile> Read(const std::string& path, std::string_view what = "CSV file",
+                              std::string_view example_name = "file.csv");
 
   const std::string& path() const { return path_; }
   const std::vector<std::string>& header() const { return header_; }

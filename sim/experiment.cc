@@ -8,8 +8,10 @@
 #include <mutex>
 #include <numeric>
 #include <thread>
+#include <unordered_set>
 
 #include "core/placement/engine.h"
+#include "core/problem_list.h"
 #include "core/placement/policy.h"
 
 namespace gpushare::sim {
@@ -297,7 +299,6 @@ std::vector<SummaryPoint> Summarize(const std::vector<RunResult>& runs) {
 namespace gpushare::sim {
 
 Result<std::vector<uint64_t>> ParseSeeds(std::string_view text) {
-  std::vector<uint64_t> out;
   auto parse = [](std::string_view s, uint64_t* v) {
     if (s.empty() || s.size() > 19) return false;
     uint64_t x = 0;
@@ -308,6 +309,9 @@ Result<std::vector<uint64_t>> ParseSeeds(std::string_view text) {
     *v = x;
     return true;
   };
+  // The ranges first, counted before any is expanded.
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  uint64_t asked = 0;  // saturates: at most 19-digit bounds, so one range never overflows
   size_t start = 0;
   while (start <= text.size()) {
     size_t comma = text.find(',', start);
@@ -317,12 +321,22 @@ Result<std::vector<uint64_t>> ParseSeeds(std::string_view text) {
     uint64_t a = 0, b = 0;
     bool ok = dash == std::string_view::npos ? parse(item, &a) && parse(item, &b)
                                              : parse(item.substr(0, dash), &a) && parse(item.substr(dash + 1), &b);
-    if (!ok || b < a || b - a > 100000)
-      return Status::InvalidArgument("--seeds: bad item '" + std::string(item) + "' (expected N, N-M or a comma list)");
-    for (uint64_t s = a; s <= b; ++s)
-      if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+    if (!ok || b < a)
+      return Status::InvalidArgument("--seeds: bad item '" + EscapeControlBytes(item) +
+                                     "' (expected N, N-M or a comma list)");
+    asked = b - a + 1 > UINT64_MAX - asked ? UINT64_MAX : asked + (b - a + 1);
+    ranges.emplace_back(a, b);
     start = comma + 1;
   }
+  if (asked > kMaxSeeds) {
+    return Status::InvalidArgument("--seeds: at most " + std::to_string(kMaxSeeds) + " seeds, got " +
+                                   std::to_string(asked));
+  }
+  std::vector<uint64_t> out;
+  std::unordered_set<uint64_t> seen;
+  for (const auto& [a, b] : ranges)
+    for (uint64_t s = a; s <= b; ++s)
+      if (seen.insert(s).second) out.push_back(s);
   return out;
 }
 
@@ -336,7 +350,7 @@ Result<std::vector<std::string>> ParsePolicies(std::string_view text) {
     if (comma == std::string_view::npos) comma = text.size();
     std::string item(text.substr(start, comma - start));
     if (!placement::IsPolicyName(item))
-      return Status::InvalidArgument("--policy: unknown policy '" + item + "' (known: " +
+      return Status::InvalidArgument("--policy: unknown policy '" + EscapeControlBytes(item) + "' (known: " +
                                      placement::JoinedPolicyNames(",") + ", or all)");
     if (std::find(out.begin(), out.end(), item) == out.end()) out.push_back(item);
     start = comma + 1;

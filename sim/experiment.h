@@ -118,7 +118,12 @@ double Median(std::vector<double> v);
 }  // namespace gpushare::sim
 
 namespace gpushare::sim {
-// "42-51", "1,2,7-9": seeds in the given order, duplicates removed.
+// The ranges of `gpushare simulate`'s numeric flags: --seeds (how many), --tune, --jobs.
+inline constexpr uint64_t kMaxSeeds = 1000;
+inline constexpr double kMaxTune = 10;
+inline constexpr int kMaxJobs = 1024;
+
+// "42-51", "1,2,7-9": seeds in the given order, duplicates removed; at most kMaxSeeds asked for.
 Result<std::vector<uint64_t>> ParseSeeds(std::string_view text);
 // "fgd,default" or "all": known policy names (placement::PolicyNames()).
 Result<std::vector<std::string>> ParsePolicies(std::string_view text);

@@ -25,7 +25,7 @@ Result<std::vector<placement::NodeSpec>> NodesFrom(const CsvFile& f) {
     if (!name.ok()) return name.status();
     n.name = *name;
     if (auto [it, fresh] = seen.emplace(n.name, row.line); !fresh)
-      return Status::InvalidArgument(f.Where(row, *sn) + ": sn: duplicate node '" + n.name + "' (first on line " +
+      return CsvError(f.Where(row, *sn) + ": sn: duplicate node '" + n.name + "' (first on line " +
                                      std::to_string(it->second) + ")");
     auto c = f.Int(row, *cpu, "cpu_milli", 0, kMaxInt);
     if (!c.ok()) return c.status();
@@ -40,11 +40,11 @@ Result<std::vector<placement::NodeSpec>> NodesFrom(const CsvFile& f) {
     n.gpu_model = *md;
     if (n.gpu_model == "nan") n.gpu_model.clear();  // pandas' rendering of an empty cell
     if (*g > 0 && n.gpu_model.empty())
-      return Status::InvalidArgument(f.Where(row, *model) + ": model: a node with GPUs needs a GPU model");
+      return CsvError(f.Where(row, *model) + ": model: a node with GPUs needs a GPU model");
     n.gpu_capacity.assign(static_cast<size_t>(*g), kMilliPerGpu);
     nodes.push_back(std::move(n));
   }
-  if (nodes.empty()) return Status::InvalidArgument(f.path() + ": no nodes");
+  if (nodes.empty()) return CsvError(f.path() + ": no nodes");
   return nodes;
 }
 
@@ -68,7 +68,7 @@ Result<std::vector<TracePod>> PodsFrom(const CsvFile& f) {
     if (!nm.ok()) return nm.status();
     p.name = *nm;
     if (auto [it, fresh] = seen.emplace(p.name, row.line); !fresh)
-      return Status::InvalidArgument(f.Where(row, *name) + ": name: duplicate pod '" + p.name + "' (first on line " +
+      return CsvError(f.Where(row, *name) + ": name: duplicate pod '" + p.name + "' (first on line " +
                                      std::to_string(it->second) + ")");
     auto c = f.Int(row, *cpu, "cpu_milli", 0, kMaxInt);
     if (!c.ok()) return c.status();
@@ -79,13 +79,13 @@ Result<std::vector<TracePod>> PodsFrom(const CsvFile& f) {
     auto g = f.Int(row, *milli, "gpu_milli", 0, kMilliPerGpu);
     if (!g.ok()) return g.status();
     if (*n == 0 && *g != 0)
-      return Status::InvalidArgument(f.Where(row, *milli) + ": gpu_milli: must be 0 when num_gpu is 0, got " +
+      return CsvError(f.Where(row, *milli) + ": gpu_milli: must be 0 when num_gpu is 0, got " +
                                      std::to_string(*g));
     if (*n > 0 && *g == 0)
-      return Status::InvalidArgument(f.Where(row, *milli) + ": gpu_milli: must be > 0 when num_gpu is " +
+      return CsvError(f.Where(row, *milli) + ": gpu_milli: must be > 0 when num_gpu is " +
                                      std::to_string(*n));
     if (*n > 1 && *g < kMilliPerGpu)
-      return Status::InvalidArgument(f.Where(row, *milli) + ": gpu_milli: a share below 1000 needs num_gpu = 1, got " +
+      return CsvError(f.Where(row, *milli) + ": gpu_milli: a share below 1000 needs num_gpu = 1, got " +
                                      std::to_string(*n) + " GPUs x " + std::to_string(*g));
     if (spec >= 0) {
       auto s = f.String(row, spec, "gpu_spec", false);
@@ -107,7 +107,7 @@ Result<std::vector<TracePod>> PodsFrom(const CsvFile& f) {
     p.request = placement::MakePodRequest(*c, *m, p.num_gpu, p.gpu_milli, p.gpu_spec, kMilliPerGpu);
     pods.push_back(std::move(p));
   }
-  if (pods.empty()) return Status::InvalidArgument(f.path() + ": no pods");
+  if (pods.empty()) return CsvError(f.path() + ": no pods");
   return pods;
 }
 
@@ -133,13 +133,13 @@ Result<std::vector<TracePod>> ParsePodCsv(const std::string& path, std::string_v
 }
 
 Result<std::vector<placement::NodeSpec>> LoadNodeCsv(const std::string& path) {
-  auto f = CsvFile::Read(path);
+  auto f = CsvFile::Read(path, "node list CSV", "nodes.csv");
   if (!f.ok()) return f.status();
   return NodesFrom(*f);
 }
 
 Result<std::vector<TracePod>> LoadPodCsv(const std::string& path) {
-  auto f = CsvFile::Read(path);
+  auto f = CsvFile::Read(path, "pod list CSV", "pods.csv");
   if (!f.ok()) return f.status();
   return PodsFrom(*f);
 }

@@ -93,7 +93,16 @@ bool LoadInputs(const MainOptions& o, const Environment& env, Inputs* out, LoadF
   return true;
 }
 
+// The config's notes for the agent's log, with its warnings (a file without settings) first.
+std::vector<std::string> ConfigNotes(const LoadedNodeConfig& c) {
+  std::vector<std::string> notes;
+  for (const auto& w : c.warnings) notes.push_back("warning: " + w);
+  notes.insert(notes.end(), c.notes.begin(), c.notes.end());
+  return notes;
+}
+
 int PrintResources(const MainOptions& o, const Inputs& in) {
+  for (const auto& w : in.config.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   node::PlanPrintInput p;
   p.inventory = &in.inventory;
   p.config = &in.config.config;
@@ -128,13 +137,12 @@ int RunServe(const MainOptions& o, const Inputs& in) {
   s.load = [&o, &in, first]() -> Result<node::AgentInputs> {
     if (*first) {
       *first = false;
-      return node::AgentInputs{in.inventory, in.config.config, in.config.notes};
+      return node::AgentInputs{in.inventory, in.config.config, ConfigNotes(in.config)};
     }
     Inputs fresh;
     LoadFailure fail;
     if (!LoadInputs(o, ProcessEnvironment(), &fresh, &fail)) return fail.status;
-    return node::AgentInputs{std::move(fresh.inventory), std::move(fresh.config.config),
-                             std::move(fresh.config.notes)};
+    return node::AgentInputs{std::move(fresh.inventory), std::move(fresh.config.config), ConfigNotes(fresh.config)};
   };
   s.health_source = [&o](const node::AgentInputs& a) -> Result<std::unique_ptr<HealthEventSource>> {
     if (!o.health_events_file.empty()) return MakeEventsFileSource(o.health_events_file);

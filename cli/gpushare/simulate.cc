@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cli/gpushare/command.h"
+#include "config/flag_checks.h"
 #include "sim/experiment.h"
 #include "sim/simulate.h"
 
@@ -25,12 +26,16 @@ GPUSHARE_COMMAND(
       app.add_option("--pods", f->o.pods_path, "Pod list CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec,...])");
       app.add_option("--policy", f->policies, "Comma-separated policies, or all")->capture_default_str();
       app.add_option("--seeds", f->seeds, "Seeds: N, N-M or a comma list")->capture_default_str();
-      app.add_option("--tune", f->o.tune, "Inflate the workload to this multiple of GPU capacity")->capture_default_str();
+      app.add_option("--tune", f->o.tune, "Inflate the workload to this multiple of GPU capacity (0: no inflation)")
+          ->check(gpushare::NumberIn(0, gpushare::sim::kMaxTune, "0: no inflation"))
+          ->capture_default_str();
       app.add_option("--out", f->o.out_dir, "Directory for curves.csv, summary.csv and plot.svg")->capture_default_str();
       app.add_option("--mode", f->o.mode, "static (the reference protocol) or dynamic (creation/deletion times)")
           ->check(CLI::IsMember({"static", "dynamic"}))
           ->capture_default_str();
-      app.add_option("--jobs", f->o.jobs, "Parallel runs (0: one per CPU)")->capture_default_str();
+      app.add_option("--jobs", f->o.jobs, "Parallel runs (0: one per CPU)")
+          ->check(gpushare::IntegerIn(0, gpushare::sim::kMaxJobs, "0: one per CPU"))
+          ->capture_default_str();
       app.add_flag("--quiet", f->o.quiet, "No progress line");
       return [f]() {
         auto policies = gpushare::sim::ParsePolicies(f->policies);

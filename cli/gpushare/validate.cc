@@ -1,6 +1,7 @@
 // gpushare validate FILE [--inventory INVENTORY]: checks a sharing config file offline.
-// Prints one line per problem (field path, what is allowed, file:line:col) and exits 2, or
-// "FILE: valid" with any notes and exits 0. With --inventory it also builds the resource plan
+// Prints one line per problem (field path, what is allowed, file:line:col; at most 20, then a
+// count of the rest) and exits 2, or "FILE: valid" with any warnings (a file without settings)
+// and notes and exits 0. With --inventory it also builds the resource plan
 // for that node, so selectors, collisions and the per-GPU ceiling are checked too; the plan's
 // resources are listed on success. Flags and environment variables are not applied: the file
 // is checked as written.
@@ -54,6 +55,7 @@ int RunValidate(const ValidateArgs& a) {
   std::printf("%s: valid%s\n", a.file.c_str(),
               a.inventory.empty() ? "" : (" for " + a.inventory).c_str());
   std::fputs(summary.c_str(), stdout);
+  for (const auto& w : loaded->warnings) std::printf("warning: %s\n", w.c_str());
   for (const auto& n : notes) std::printf("note: %s\n", n.c_str());
   return 0;
 }

@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -23,6 +24,8 @@ namespace gpushare::testing {
 struct ProcessResult {
   int exit_code = -1;  // -1 when killed by a signal
   std::string out, err;
+  long max_rss_kib = 0;  // the child's peak resident set (getrusage ru_maxrss), when waited for
+  double seconds = 0;    // from start to exit
 };
 
 inline std::string ReadAll(const std::string& path) {
@@ -52,6 +55,7 @@ class Child {
     }
     std::vector<std::string> envs;
     for (const auto& [k, v] : merged) envs.push_back(k + "=" + v);
+    start_ = std::chrono::steady_clock::now();
     pid_ = ::fork();
     if (pid_ == 0) {
       int out = ::open(out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -82,8 +86,9 @@ class Child {
     while (std::chrono::steady_clock::now() < until) {
       if (ReadAll(err_path_).find(text) != std::string::npos) return true;
       int status = 0;
-      if (!reaped_ && ::waitpid(pid_, &status, WNOHANG) == pid_) {
+      if (!reaped_ && ::wait4(pid_, &status, WNOHANG, &usage_) == pid_) {
         reaped_ = true;
+        end_ = std::chrono::steady_clock::now();
         status_ = status;
         return ReadAll(err_path_).find(text) != std::string::npos;
       }
@@ -95,8 +100,9 @@ class Child {
   bool Exited() {
     if (reaped_) return true;
     int status = 0;
-    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+    if (::wait4(pid_, &status, WNOHANG, &usage_) == pid_) {
       reaped_ = true;
+      end_ = std::chrono::steady_clock::now();
       status_ = status;
     }
     return reaped_;
@@ -106,10 +112,13 @@ class Child {
 
   ProcessResult Wait() {
     if (!reaped_) {
-      ::waitpid(pid_, &status_, 0);
+      ::wait4(pid_, &status_, 0, &usage_);
       reaped_ = true;
+      end_ = std::chrono::steady_clock::now();
     }
     ProcessResult r;
+    r.max_rss_kib = usage_.ru_maxrss;
+    r.seconds = std::chrono::duration<double>(end_ - start_).count();
     r.exit_code = WIFEXITED(status_) ? WEXITSTATUS(status_) : -1;
     r.out = ReadAll(out_path_);
     r.err = ReadAll(err_path_);
@@ -120,6 +129,8 @@ class Child {
   pid_t pid_ = -1;
   bool reaped_ = false;
   int status_ = 0;
+  struct rusage usage_ {};
+  std::chrono::steady_clock::time_point start_, end_;
   std::string out_path_, err_path_;
 };
 

@@ -5,6 +5,7 @@
 
 #include "core/lines.h"
 #include "core/resource_plan.h"
+#include "tests/config/input_files.h"
 
 namespace gpushare {
 namespace {
@@ -229,10 +230,66 @@ TEST(FileInventory, ReportsEveryProblem) {
 TEST(FileInventory, UnreadableFile) {
   auto r = LoadInventoryFile("/nonexistent/inv.yaml");
   ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.status().message(), HasSubstr("--inventory: cannot read /nonexistent/inv.yaml"));
+  EXPECT_THAT(r.status().message(), HasSubstr("cannot read inventory file /nonexistent/inv.yaml"));
   auto src = MakeFileInventorySource("/nonexistent/inv.yaml");
   EXPECT_FALSE(src->Load().ok());
   EXPECT_THAT(src->Describe(), HasSubstr("/nonexistent/inv.yaml"));
+}
+
+// The inventory file follows the config file's rules (config/file_read.h): a regular file of
+// at most 1 MiB and 20,000 YAML values, problems capped at 20 with a count of the rest.
+class InventoryBounds : public ::testing::Test {
+ protected:
+  std::string Write(const std::string& name, const std::string& text) { return scratch_.Write(name, text); }
+  testing::ScratchDir scratch_;
+  const std::string dir_ = scratch_.path();
+};
+
+TEST_F(InventoryBounds, DirectoryFifoAndDeviceAreRefused) {
+  auto r = LoadInventoryFile(dir_);
+  ASSERT_FALSE(r.ok()) << "a directory was read as an inventory";
+  EXPECT_EQ(r.status().message(), "--inventory: cannot read inventory file " + dir_ +
+                                      ": it is a directory (name the file inside it, e.g. " + dir_ +
+                                      "/inventory.yaml)");
+  EXPECT_THAT(LoadInventoryFile("/dev/zero").status().message(), HasSubstr("it is a character device"));
+  const std::string fifo = scratch_.Fifo("fifo");
+  ASSERT_FALSE(fifo.empty());
+  auto f = testing::ReadFifoWithin(fifo, [&] { return LoadInventoryFile(fifo); });
+  ASSERT_TRUE(f.has_value()) << "reading a FIFO blocked";
+  EXPECT_THAT(f->status().message(), HasSubstr("it is a FIFO"));
+}
+
+TEST_F(InventoryBounds, FileOverTheLimitIsRefused) {
+  const std::string path = Write("big.yaml", std::string(kMaxInventoryFileBytes + 1, '#'));
+  auto r = LoadInventoryFile(path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "--inventory: cannot read inventory file " + path +
+                                      ": 1048577 bytes (1.0 MiB), more than the limit of 1048576 bytes (1 MiB)");
+}
+
+TEST_F(InventoryBounds, TooManyValuesAndTooManyProblems) {
+  std::string s = "gpus: [";
+  for (int i = 0; i < 60000; ++i) s += "1,";
+  s += "1]\n";
+  auto r = ParseInventoryYaml(s, "inv.yaml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("inv.yaml: more than 20000 YAML values"));
+  // 2,000 GPUs that are not mappings: 2,000 problems, 20 listed.
+  s = "gpus: [";
+  for (int i = 0; i < 2000; ++i) s += "x,";
+  s += "x]\n";
+  r = ParseInventoryYaml(s, "inv.yaml");
+  ASSERT_FALSE(r.ok());
+  auto lines = SplitLines(r.status().message());
+  ASSERT_EQ(lines.size(), 21u);
+  EXPECT_EQ(lines[20], "... and 1981 more problems (2001 in all)");
+}
+
+TEST_F(InventoryBounds, ControlBytesAreEscapedInMessages) {
+  auto lines = Problems("gpus:\n- index: 0\n  uuid: \"GPU-\\0\\x07\"\n  product: A\n  memoryMiB: 1\n"
+                        "  computeCapability: \"8.6\"\n");
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0], "gpus[0].uuid: must be GPU-<8-4-4-4-12 hex digits>, got \"GPU-\\0\\x07\" (inv.yaml:3:9)");
 }
 
 TEST(InitFailure, FollowsFailOnInitError) {

@@ -1,8 +1,11 @@
 #include "sim/csv.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "sim/trace.h"
+#include "tests/config/input_files.h"
 
 namespace gpushare::sim {
 namespace {
@@ -39,6 +42,45 @@ TEST(CsvTest, TypedFieldsReportTheirPosition) {
   EXPECT_FALSE(f->OptionalInt(rows[3], 1, "v", 0, 100)->has_value());
   EXPECT_EQ(*f->Int(rows[4], 1, "v", 0, 2000), 1000);  // pandas writes integral floats
   EXPECT_EQ(f->Column("missing").status().message(), "p.csv:1:1: missing column 'missing' (header: n,v)");
+}
+
+// Trace files follow the rules of every input file (config/file_read.h): a regular file (a
+// FIFO is refused without blocking) of at most kMaxTraceFileBytes.
+TEST(CsvTest, OnlyRegularFilesWithinTheLimitAreRead) {
+  const gpushare::testing::ScratchDir scratch;
+  const std::string& dir = scratch.path();
+  EXPECT_EQ(CsvFile::Read(dir, "pod list CSV", "pods.csv").status().message(),
+            "cannot read pod list CSV " + dir + ": it is a directory (name the file inside it, e.g. " + dir +
+                "/pods.csv)");
+  EXPECT_EQ(CsvFile::Read("/dev/zero", "pod list CSV").status().message(),
+            "cannot read pod list CSV /dev/zero: it is a character device, not a regular file");
+  const std::string fifo = scratch.Fifo("fifo.csv");
+  ASSERT_FALSE(fifo.empty());
+  auto r = gpushare::testing::ReadFifoWithin(fifo, [&] { return CsvFile::Read(fifo, "node list CSV"); });
+  ASSERT_TRUE(r.has_value()) << "reading a FIFO blocked";
+  EXPECT_EQ(r->status().message(),
+            "cannot read node list CSV " + fifo + ": it is a FIFO (named pipe), not a regular file");
+  // A sparse file past the limit: refused from its size, nothing read.
+  const std::string big = dir + "/big.csv";
+  int fd = ::open(big.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::ftruncate(fd, kMaxTraceFileBytes + 1), 0);
+  ::close(fd);
+  EXPECT_EQ(LoadPodCsv(big).status().message(),
+            "cannot read pod list CSV " + big + ": 33554433 bytes (32.0 MiB), more than the limit of 33554432 "
+            "bytes (32 MiB)");
+}
+
+TEST(CsvTest, ControlBytesAreEscapedInMessages) {
+  auto f = CsvFile::Parse("p.csv", std::string("n,v\nx,t\0o\x1b\n", 11));
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->Int(f->rows()[0], 1, "v", 0, 100).status().message(),
+            "p.csv:2:3: v: expected an integer, got 't\\0o\\x1b'");
+  EXPECT_EQ(CsvFile::Parse("h.csv", std::string("a,\0\n", 4))->header()[1], std::string(1, '\0'));
+  EXPECT_EQ(ParsePodCsv("p.csv", std::string("name,cpu_milli,memory_mib,num_gpu,gpu_milli\na\x07,1,1,1,100\na\x07,1,1,1,100\n", 70))
+                .status()
+                .message(),
+            "p.csv:3:1: name: duplicate pod 'a\\x07' (first on line 2)");
 }
 
 const char kNodes[] =
