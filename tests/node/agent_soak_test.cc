@@ -36,12 +36,7 @@ using testing::AgentProcess;
 using testing::TempDir;
 using namespace std::chrono_literals;
 
-std::string Example(const std::string& rel) { return std::string(GPUSHARE_SOURCE_DIR) + "/examples/" + rel; }
-
-const std::map<std::string, int> kMixed = {{"nvidia.com/gpu", 1},
-                                           {"nvidia.com/gpu.shared", 20},
-                                           {"nvidia.com/mig-3g.40gb", 3},
-                                           {"nvidia.com/mig-2g.20gb", 6}};
+const std::map<std::string, int>& kMixed = testing::MixedExampleCounts();
 #if defined(__SANITIZE_ADDRESS__)
 constexpr bool kSanitized = true;
 #elif defined(__has_feature)
@@ -108,7 +103,8 @@ TEST(AgentSoakTest, RestartsAndTrafficLeaveMemoryDescriptorsAndThreadsFlat) {
   ko.plugin_dir = plugin_dir;
   FakeKubelet kubelet(ko);
   ASSERT_TRUE(kubelet.Start().ok());
-  AgentProcess agent({"--inventory", Example("inventory/mixed.yaml"), "--config", Example("config/mixed.yaml"),
+  AgentProcess agent({"--inventory", testing::ExamplePath("inventory/mixed.yaml"), "--config",
+                      testing::ExamplePath("config/mixed.yaml"),
                       "--device-plugin-dir", plugin_dir, "--health-events", events, "--recover-after", "1s",
                       "--log-level", "warn"},
                      dir.Sub("agent.log"));
@@ -147,7 +143,9 @@ TEST(AgentSoakTest, RestartsAndTrafficLeaveMemoryDescriptorsAndThreadsFlat) {
       fakes::Admission a = kubelet.Admit(container, res, 1);
       if (a.admitted) {
         admitted++;
-        if (a.response.envs().count("NVIDIA_VISIBLE_DEVICES") == 0) problem(res + ": Allocate without NVIDIA_VISIBLE_DEVICES");
+        if (a.response.envs().count("NVIDIA_VISIBLE_DEVICES") == 0) {
+          problem(res + ": Allocate without NVIDIA_VISIBLE_DEVICES");
+        }
         held.push_back(container);
       } else {
         refused++;  // not registered at this moment (a restart), or no device free
@@ -184,6 +182,7 @@ TEST(AgentSoakTest, RestartsAndTrafficLeaveMemoryDescriptorsAndThreadsFlat) {
   // Flat after the warm-up: the last third against the middle third.
   ASSERT_GE(samples.size(), 12u);
   const size_t third = samples.size() / 3;
+  std::vector<Sample> warm(samples.begin(), samples.begin() + third);
   std::vector<Sample> mid(samples.begin() + third, samples.begin() + 2 * third);
   std::vector<Sample> last(samples.begin() + 2 * third, samples.end());
   auto rss = [](const Sample& s) { return s.rss_kb; };
@@ -191,7 +190,7 @@ TEST(AgentSoakTest, RestartsAndTrafficLeaveMemoryDescriptorsAndThreadsFlat) {
   auto threads = [](const Sample& s) { return s.threads; };
   std::cout << "soak " << seconds << " s: " << restarts << " kubelet restarts, " << admitted << " admissions ("
             << refused << " refused while re-registering), " << xids << " XIDs\n"
-            << "  rss kB median: warm-up " << Median(Column(std::vector<Sample>(samples.begin(), samples.begin() + third), rss))
+            << "  rss kB median: warm-up " << Median(Column(warm, rss))
             << ", middle " << Median(Column(mid, rss)) << ", last " << Median(Column(last, rss)) << "\n"
             << "  fds max: middle " << Max(Column(mid, fds)) << ", last " << Max(Column(last, fds))
             << "; threads max: middle " << Max(Column(mid, threads)) << ", last " << Max(Column(last, threads))

@@ -45,8 +45,6 @@ using namespace std::chrono_literals;
 constexpr auto kBound = 2s;    // the requirement
 constexpr auto kGiveUp = 30s;  // a stalled restart is measured, not waited for forever
 
-std::string Example(const std::string& rel) { return std::string(GPUSHARE_SOURCE_DIR) + "/examples/" + rel; }
-
 int EnvInt(const char* name, int fallback) {
   const char* v = std::getenv(name);
   return v && *v ? std::atoi(v) : fallback;
@@ -61,12 +59,7 @@ double Percentile(const std::vector<double>& sorted, double p) {
   return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
 }
 
-// The resources of examples/{inventory,config}/mixed.yaml: a whole GPU, time-sliced replicas and
-// two MIG profiles with replicas.
-const std::map<std::string, int> kMixed = {{"nvidia.com/gpu", 1},
-                                           {"nvidia.com/gpu.shared", 20},
-                                           {"nvidia.com/mig-3g.40gb", 3},
-                                           {"nvidia.com/mig-2g.20gb", 6}};
+const std::map<std::string, int>& kMixed = testing::MixedExampleCounts();
 
 class KubeletRestartTest : public ::testing::Test {
  protected:
@@ -79,9 +72,9 @@ class KubeletRestartTest : public ::testing::Test {
     ASSERT_TRUE(kubelet_->Start().ok());
     const char* keep = std::getenv("GPUSHARE_AGENT_LOG");
     agent_ = std::make_unique<AgentProcess>(
-        std::vector<std::string>{"--inventory", Example("inventory/mixed.yaml"), "--config",
-                                 Example("config/mixed.yaml"), "--device-plugin-dir", plugin_dir_, "--log-level",
-                                 "info"},
+        std::vector<std::string>{"--inventory", testing::ExamplePath("inventory/mixed.yaml"), "--config",
+                                 testing::ExamplePath("config/mixed.yaml"), "--device-plugin-dir", plugin_dir_,
+                                 "--log-level", "info"},
         keep && *keep ? std::string(keep) : dir_.Sub("agent.log"));
     ASSERT_TRUE(agent_->started());
     ASSERT_TRUE(kubelet_->WaitFor([&] { return AllReadySince(kubelet_->last_start()).has_value(); }, kGiveUp))
@@ -150,7 +143,8 @@ class KubeletRestartTest : public ::testing::Test {
 
 TEST_F(KubeletRestartTest, RandomIntervals) {
   const int restarts = EnvInt("GPUSHARE_RESTARTS", 60);
-  const unsigned seed = static_cast<unsigned>(EnvInt("GPUSHARE_RESTART_SEED", static_cast<int>(std::random_device{}())));
+  const unsigned seed =
+      static_cast<unsigned>(EnvInt("GPUSHARE_RESTART_SEED", static_cast<int>(std::random_device{}())));
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int> interval_ms(50, 500);
   std::cout << "restarts=" << restarts << " seed=" << seed << " (GPUSHARE_RESTART_SEED repeats the intervals)\n";
