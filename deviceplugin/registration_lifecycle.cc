@@ -122,12 +122,12 @@ std::vector<LifecycleAction> RegistrationLifecycle::Poll(int64_t now) {
   return out;
 }
 
-int64_t RegistrationLifecycle::NextWakeMs() const {
+int64_t RegistrationLifecycle::NextWakeMs(int64_t now) const {
   int64_t next = kNever;
   for (const Slot& s : slots_) {
-    if (!s.cancel.empty()) return std::numeric_limits<int64_t>::min();
+    if (!s.cancel.empty()) return now;
     if (s.stepping) continue;
-    if (s.reserve || (s.serving && !s.registered && !s.in_flight)) next = std::min(next, s.due_ms);
+    if (s.reserve || (s.serving && !s.registered && !s.in_flight)) next = std::min(next, std::max(now, s.due_ms));
   }
   return next;
 }

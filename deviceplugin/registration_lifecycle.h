@@ -86,8 +86,9 @@ class RegistrationLifecycle {
   // The steps due at `now`, at most one per slot besides a cancellation. Call again after
   // reporting Stopped()/Served(): a stop is followed by a serve, a serve by a Register.
   std::vector<LifecycleAction> Poll(int64_t now);
-  // When the next step is due (kNever: nothing pending until an event or an outcome).
-  int64_t NextWakeMs() const;
+  // When the next step is due: `now` when one is due already, kNever when nothing is pending
+  // until an event or an outcome.
+  int64_t NextWakeMs(int64_t now) const;
 
   // ---- observations -----------------------------------------------------------------------
   size_t size() const { return slots_.size(); }

@@ -482,7 +482,10 @@ class Agent::Impl {
         return;
       }
       case deviceplugin::LifecycleStep::kRegister: {
-        if (!s.server) return;  // cannot happen: the lifecycle registers only what serves
+        if (!s.server) {  // cannot happen: the lifecycle registers only what serves
+          lifecycle.RegisterDone(a.slot, a.attempt, false, NowMs());
+          return;
+        }
         const uint64_t generation = s.generation, attempt = a.attempt;
         s.server->StartRegister([this, generation, attempt](const Status& st) {
           Post([&] { register_outcomes.push_back({generation, attempt, st}); });
@@ -525,7 +528,7 @@ class Agent::Impl {
   }
 
   int64_t NextWakeMs(int64_t now) const {
-    int64_t next = std::min(now + kCheckIntervalMs, lifecycle.NextWakeMs());
+    int64_t next = std::min(now + kCheckIntervalMs, lifecycle.NextWakeMs(now));
     if (auto r = health->NextRecoveryMs()) next = std::min(next, *r);
     if (watch_retry_ms >= 0) next = std::min(next, watch_retry_ms);
     return next;

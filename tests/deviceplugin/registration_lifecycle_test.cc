@@ -38,7 +38,8 @@ TEST(RegistrationLifecycleTest, StartServesEverySlotThenRegistersThemAllAtOnce) 
   RegistrationLifecycle lc;
   lc.Reset(3, 1000, "start");
   EXPECT_TRUE(lc.Poll(999).empty());
-  EXPECT_EQ(lc.NextWakeMs(), 1000);
+  EXPECT_EQ(lc.NextWakeMs(999), 1000);
+  EXPECT_EQ(lc.NextWakeMs(1005), 1005) << "overdue: now";
   EXPECT_EQ(Steps(lc.Poll(1000)), (std::vector<Step>{Step::kServe, Step::kServe, Step::kServe}));
   EXPECT_TRUE(lc.Poll(1000).empty()) << "a serve is handed out once, until its outcome";
   for (size_t i = 0; i < 3; ++i) lc.Served(i, true, 1001);
@@ -51,7 +52,7 @@ TEST(RegistrationLifecycleTest, StartServesEverySlotThenRegistersThemAllAtOnce) 
   EXPECT_TRUE(lc.Poll(5000).empty()) << "one Register per slot at a time";
   for (const LifecycleAction& a : regs) EXPECT_TRUE(lc.RegisterDone(a.slot, a.attempt, true, 1003));
   EXPECT_TRUE(lc.all_registered());
-  EXPECT_EQ(lc.NextWakeMs(), RegistrationLifecycle::kNever);
+  EXPECT_EQ(lc.NextWakeMs(1003), RegistrationLifecycle::kNever);
 }
 
 TEST(RegistrationLifecycleTest, ASlowRegisterHoldsUpNoOtherSlot) {
@@ -88,7 +89,7 @@ TEST(RegistrationLifecycleTest, LostSocketCancelsTheRegisterAtOnceAndServesAgain
   // The cancelled attempt's outcome (whatever it says) is stale.
   EXPECT_FALSE(lc.RegisterDone(0, att[0], true, 101));
   EXPECT_FALSE(lc.registered(0));
-  EXPECT_EQ(lc.NextWakeMs(), 120);
+  EXPECT_EQ(lc.NextWakeMs(101), 120);
   a = lc.Poll(120);
   ASSERT_EQ(Steps(a), (std::vector<Step>{Step::kStop}));
   EXPECT_EQ(a[0].reason, "socket_removed");
@@ -131,7 +132,7 @@ TEST(RegistrationLifecycleTest, TheDebounceIsBounded) {
     lc.StreamEnded(0, t);
     EXPECT_TRUE(lc.Poll(t).empty()) << t;
   }
-  EXPECT_EQ(lc.NextWakeMs(), 1100);
+  EXPECT_EQ(lc.NextWakeMs(1090), 1100);
   lc.StreamEnded(0, 1095);
   EXPECT_EQ(Steps(lc.Poll(1100)), (std::vector<Step>{Step::kStop}));
 }
@@ -145,7 +146,7 @@ TEST(RegistrationLifecycleTest, SettleAfterStoppingAServerWithOpenStreams) {
   ASSERT_EQ(Steps(lc.Poll(120)), (std::vector<Step>{Step::kStop}));
   lc.Stopped(0, true, 120);
   EXPECT_TRUE(lc.Poll(219).empty());
-  EXPECT_EQ(lc.NextWakeMs(), 220);
+  EXPECT_EQ(lc.NextWakeMs(120), 220);
   EXPECT_EQ(Steps(lc.Poll(220)), (std::vector<Step>{Step::kServe}));
 }
 
