@@ -7,9 +7,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 
 #include "deviceplugin/logfmt.h"
 #include "deviceplugin/preferred_allocation.h"
@@ -117,7 +119,26 @@ uint64_t InodeOf(const std::string& path) {
   return static_cast<uint64_t>(st.st_ino);
 }
 
+// Channel arguments for a connection of its own: gRPC shares subchannels (and their reconnect
+// backoff) between channels to the same address; a fresh attempt must not inherit the backoff
+// of an earlier one that found no socket.
+grpc::ChannelArguments OwnConnection() {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return args;
+}
+
 }  // namespace
+
+// One Register call in flight (or finished, not yet destroyed).
+struct DevicePluginServer::RegisterCall {
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<pb::Registration::Stub> stub;
+  grpc::ClientContext ctx;
+  pb::RegisterRequest req;
+  pb::Empty resp;
+  bool finished = false;  // guarded by reg_mu_; then only the owner touches it
+};
 
 class DevicePluginServer::Impl final : public pb::DevicePlugin::Service {
  public:
@@ -344,13 +365,29 @@ Result<std::unique_ptr<DevicePluginServer>> DevicePluginServer::Start(DevicePlug
     return Status::Unavailable("device plugin " + name + ": cannot serve on " + path);
   }
   self->socket_inode_ = InodeOf(path);
-
-  // Prove the server answers before telling kubelet about it.
-  auto channel = grpc::CreateChannel("unix:" + path, grpc::InsecureChannelCredentials());
-  if (!channel->WaitForConnected(std::chrono::system_clock::now() + self_dial_timeout)) {
+  if (self->socket_inode_ == 0) {  // deleted between bind and here
     self->Stop();
-    return Status::Unavailable("device plugin " + name + ": self-dial of " + path + " failed within " +
-                               std::to_string(self_dial_timeout.count()) + " ms");
+    return Status::Unavailable("device plugin " + name + ": " + path +
+                               " was removed while the server started (kubelet restarting?)");
+  }
+
+  // Prove the server answers before telling kubelet about it. A socket deleted meanwhile
+  // (kubelet starting: it deletes every socket) fails at once instead of after the timeout.
+  auto channel = grpc::CreateCustomChannel("unix:" + path, grpc::InsecureChannelCredentials(), OwnConnection());
+  const auto deadline = std::chrono::system_clock::now() + self_dial_timeout;
+  for (;;) {
+    auto now = std::chrono::system_clock::now();
+    if (channel->WaitForConnected(std::min(deadline, now + std::chrono::milliseconds(20)))) break;
+    if (InodeOf(path) != self->socket_inode_) {
+      self->Stop();
+      return Status::Unavailable("device plugin " + name + ": " + path +
+                                 " was removed while the server started (kubelet restarting?)");
+    }
+    if (now >= deadline) {
+      self->Stop();
+      return Status::Unavailable("device plugin " + name + ": self-dial of " + path + " failed within " +
+                                 std::to_string(self_dial_timeout.count()) + " ms");
+    }
   }
   spdlog::info("event=serving resource={} socket={} devices={} healthy={}", name, path,
                self->device_count(), self->healthy_count());
@@ -359,30 +396,84 @@ Result<std::unique_ptr<DevicePluginServer>> DevicePluginServer::Start(DevicePlug
 
 DevicePluginServer::~DevicePluginServer() { Stop(); }
 
-Status DevicePluginServer::Register() {
-  const DevicePluginServerOptions& o = impl_->opts;
-  std::string kubelet = o.kubelet_socket.empty() ? o.plugin_dir + "/" + kKubeletSocketName : o.kubelet_socket;
-  pb::RegisterRequest req;
-  req.set_version(kApiVersion);
-  req.set_endpoint(o.resource.socket_name);
-  req.set_resource_name(o.resource.name);
-  req.mutable_options()->set_pre_start_required(false);
-  req.mutable_options()->set_get_preferred_allocation_available(true);
-
-  auto channel = grpc::CreateChannel("unix:" + kubelet, grpc::InsecureChannelCredentials());
-  auto stub = pb::Registration::NewStub(channel);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + o.register_timeout);
-  pb::Empty empty;
-  grpc::Status s = stub->Register(&ctx, req, &empty);
-  if (!s.ok()) {
-    return Status(s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ? StatusCode::kDeadlineExceeded
-                                                                        : StatusCode::kUnavailable,
-                  "register " + o.resource.name + " with " + kubelet + ": " + s.error_message());
+void DevicePluginServer::ReapRegisters(std::unique_lock<std::mutex>& lock) {
+  // Finished calls are destroyed here, on the owner's thread, never inside their own callback
+  // (gRPC does not allow a call's context and channel to go away from within it).
+  std::vector<std::unique_ptr<RegisterCall>> done;
+  for (auto& c : registering_) {
+    if (c->finished) done.push_back(std::move(c));
   }
-  spdlog::info("event=registered resource={} endpoint={} kubelet={}", o.resource.name,
-               o.resource.socket_name, kubelet);
-  return Status::Ok();
+  registering_.erase(std::remove(registering_.begin(), registering_.end(), nullptr), registering_.end());
+  lock.unlock();
+  done.clear();
+  lock.lock();
+}
+
+void DevicePluginServer::StartRegister(std::function<void(const Status&)> done) {
+  const DevicePluginServerOptions& o = impl_->opts;
+  const std::string kubelet = o.kubelet_socket.empty() ? o.plugin_dir + "/" + kKubeletSocketName : o.kubelet_socket;
+  auto owned = std::make_unique<RegisterCall>();
+  RegisterCall* call = owned.get();
+  call->req.set_version(kApiVersion);
+  call->req.set_endpoint(o.resource.socket_name);
+  call->req.set_resource_name(o.resource.name);
+  call->req.mutable_options()->set_pre_start_required(false);
+  call->req.mutable_options()->set_get_preferred_allocation_available(true);
+  call->channel = grpc::CreateCustomChannel("unix:" + kubelet, grpc::InsecureChannelCredentials(), OwnConnection());
+  call->stub = pb::Registration::NewStub(call->channel);
+  call->ctx.set_deadline(std::chrono::system_clock::now() + o.register_timeout);
+  bool stopping;
+  {
+    std::unique_lock<std::mutex> lock(reg_mu_);
+    ReapRegisters(lock);
+    stopping = stopped_registering_;
+    if (!stopping) registering_.push_back(std::move(owned));
+  }
+  if (stopping) {
+    done(Status::Aborted("register " + o.resource.name + ": the server is stopping"));
+    return;
+  }
+  const std::string resource = o.resource.name;
+  const std::string endpoint = o.resource.socket_name;
+  call->stub->async()->Register(
+      &call->ctx, &call->req, &call->resp,
+      [this, call, done = std::move(done), resource, endpoint, kubelet](grpc::Status s) {
+        Status st;
+        if (s.ok()) {
+          spdlog::info("event=registered resource={} endpoint={} kubelet={}", resource, endpoint, kubelet);
+        } else {
+          StatusCode code = s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ? StatusCode::kDeadlineExceeded
+                            : s.error_code() == grpc::StatusCode::CANCELLED      ? StatusCode::kAborted
+                                                                                 : StatusCode::kUnavailable;
+          st = Status(code, "register " + resource + " with " + kubelet + ": " + s.error_message());
+        }
+        done(st);
+        // Last: Stop() may destroy this server once every call has finished.
+        std::lock_guard<std::mutex> lock(reg_mu_);
+        call->finished = true;
+        reg_cv_.notify_all();
+      });
+}
+
+void DevicePluginServer::CancelRegister() {
+  std::lock_guard<std::mutex> lock(reg_mu_);
+  for (auto& c : registering_) {
+    if (!c->finished) c->ctx.TryCancel();
+  }
+}
+
+Status DevicePluginServer::Register() {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::optional<Status> result;
+  StartRegister([&](const Status& st) {
+    std::lock_guard<std::mutex> lock(mu);
+    result = st;
+    cv.notify_all();
+  });
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return result.has_value(); });
+  return *result;
 }
 
 bool DevicePluginServer::SetHealth(const std::map<std::string, bool>& healthy_by_id) {
@@ -393,6 +484,18 @@ void DevicePluginServer::Stop() {
   std::lock_guard<std::mutex> lock(stop_mu_);
   if (stopped_ || !impl_) return;
   stopped_ = true;
+  {
+    // No new Register; the ones in flight are cancelled and their callbacks waited for.
+    std::unique_lock<std::mutex> reg(reg_mu_);
+    stopped_registering_ = true;
+    for (auto& c : registering_) {
+      if (!c->finished) c->ctx.TryCancel();
+    }
+    reg_cv_.wait(reg, [&] {
+      return std::all_of(registering_.begin(), registering_.end(), [](const auto& c) { return c->finished; });
+    });
+    ReapRegisters(reg);
+  }
   impl_->BeginStop();
   if (server_) {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));

@@ -2,10 +2,13 @@
 //
 // Life of a server, as kubelet expects it (reference: kubernetes-protocols.md section 1.5):
 //   1. Start(): remove a stale socket file, serve DevicePlugin on <dir>/<socket_name>, and prove
-//      it is up with a blocking self-dial;
-//   2. Register(): call Registration/Register on kubelet.sock with the bare socket file name as
-//      endpoint. Kubelet dials back and calls GetDevicePluginOptions *inside* Register, so
-//      Register holds no lock the handlers need and runs on the caller's thread;
+//      it is up with a self-dial (given up at once if the socket is deleted meanwhile: kubelet
+//      restarting);
+//   2. StartRegister(): call Registration/Register on kubelet.sock with the bare socket file
+//      name as endpoint, without waiting: kubelet dials back and calls GetDevicePluginOptions
+//      *inside* Register, for up to 10 s when our socket is gone, so the caller must never be
+//      held up by it. The outcome arrives through a callback; CancelRegister() abandons the
+//      call (the owner does when it learns the socket is gone). Register() is the blocking form;
 //   3. kubelet opens ListAndWatch: the full device list is sent at once and again after every
 //      change (SetHealth). When the last open stream ends while the server is not being
 //      stopped, `on_stream_end` is called: kubelet never reopens a stream by itself, so the
@@ -23,6 +26,7 @@
 #include <mutex>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "core/node_config.h"
 #include "core/resource_plan.h"
@@ -57,9 +61,12 @@ struct DevicePluginServerOptions {
   std::function<void(uint64_t generation)> on_stream_end;
   uint64_t generation = 0;
 
-  std::chrono::milliseconds self_dial_timeout{5000};
-  // Longer than kubelet's 10 s connect-back dial, so a slow connect-back is not cut short.
-  std::chrono::milliseconds register_timeout{15000};
+  // Our own socket answers within milliseconds; a socket deleted meanwhile fails at once.
+  std::chrono::milliseconds self_dial_timeout{1000};
+  // A backstop only: a Register whose socket is lost is cancelled by the owner long before.
+  // Shorter than kubelet's 10 s connect-back dial, so a dial-back that cannot succeed is never
+  // waited out; a kubelet that has connected back answers within milliseconds.
+  std::chrono::milliseconds register_timeout{5000};
   int max_threads = 8;  // gRPC sync-server threads: one per open stream plus unary calls
 };
 
@@ -72,15 +79,23 @@ class DevicePluginServer {
   DevicePluginServer(const DevicePluginServer&) = delete;
   DevicePluginServer& operator=(const DevicePluginServer&) = delete;
 
-  // Registers with kubelet. Blocks up to register_timeout; call without holding locks the
-  // caller's other code needs (kubelet calls back into this server meanwhile).
+  // Starts Register with kubelet and returns at once. `done` is called exactly once, from a
+  // gRPC thread, with the outcome (kAborted when cancelled, kDeadlineExceeded after
+  // register_timeout, kUnavailable otherwise); it must not block, nor call Stop(). Several
+  // calls may be in flight.
+  void StartRegister(std::function<void(const Status&)> done);
+  // Cancels every Register in flight (their `done` still comes, with an error). Does not wait.
+  void CancelRegister();
+  // StartRegister and wait for the outcome; call without holding locks the caller's other code
+  // needs (kubelet calls back into this server meanwhile).
   Status Register();
 
   // Sets the health of devices by ID (IDs not named keep their current health) and pushes a new
   // list to open streams when anything changed. Returns whether anything changed.
   bool SetHealth(const std::map<std::string, bool>& healthy_by_id);
 
-  // Ends streams, shuts the server down and removes the socket file if it is still ours.
+  // Cancels Registers in flight and waits for their callbacks, ends streams, shuts the server
+  // down and removes the socket file if it is still ours.
   void Stop();
 
   const std::string& resource_name() const;
@@ -104,6 +119,13 @@ class DevicePluginServer {
   uint64_t socket_inode_ = 0;
   std::mutex stop_mu_;
   bool stopped_ = false;
+
+  struct RegisterCall;
+  void ReapRegisters(std::unique_lock<std::mutex>& lock);
+  std::mutex reg_mu_;
+  std::condition_variable reg_cv_;
+  std::vector<std::unique_ptr<RegisterCall>> registering_;  // guarded by reg_mu_
+  bool stopped_registering_ = false;        // guarded by reg_mu_
 };
 
 }  // namespace gpushare::deviceplugin

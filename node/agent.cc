@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "deviceplugin/logfmt.h"
+#include "deviceplugin/registration_lifecycle.h"
 #include "deviceplugin/server.h"
 #include "node/memshare_service.h"
 
@@ -39,6 +40,24 @@ uint64_t InodeOf(const std::string& path) {
   return static_cast<uint64_t>(st.st_ino);
 }
 
+// Which file is at a path (inode numbers are reused at once on some file systems, so the
+// change time is part of it); all zero when there is none.
+struct FileId {
+  uint64_t dev = 0, ino = 0;
+  int64_t ctime_ns = 0;
+  bool operator==(const FileId&) const = default;
+};
+
+FileId IdOf(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0) return {};
+  return {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
+          static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec};
+}
+
+// How often the loop checks the sockets by itself: the fallback when an inotify event is lost.
+constexpr int64_t kCheckIntervalMs = 500;
+
 std::string DirOf(const std::string& path) {
   std::filesystem::path p(path);
   std::string d = p.parent_path().string();
@@ -53,24 +72,37 @@ std::string Canonical(const std::string& path) {
   return ec ? path : c.string();
 }
 
-// One planned resource and the server that serves it.
+// One planned resource and the server that serves it. When to serve and register is decided
+// by the RegistrationLifecycle (same index); the slot only holds what the decisions act on.
 struct Slot {
   PlannedResource resource;  // with current health
   std::unique_ptr<DevicePluginServer> server;
-  uint64_t generation = 0;
-  bool registered = false;
-  bool restart = true;        // stop (if serving), serve, register when next_attempt_ms passes
-  int64_t next_attempt_ms = 0;
-  int64_t backoff_ms = 0;
-  int failures = 0;
-  std::string why = "start";  // reason of the pending restart, for the log
+  uint64_t generation = 0;     // of `server`; outcomes of older servers are ignored
+  bool loss_reported = false;  // the lifecycle was told that this server's socket is gone
 };
+
+// The outcome of a Register, posted from a gRPC thread.
+struct RegisterOutcome {
+  uint64_t generation = 0;
+  uint64_t attempt = 0;
+  Status status;
+};
+
+deviceplugin::LifecycleTiming TimingOf(const AgentOptions& o) {
+  deviceplugin::LifecycleTiming t;
+  t.debounce_ms = o.debounce.count();
+  t.max_debounce_ms = 5 * o.debounce.count();
+  t.settle_ms = o.settle.count();
+  t.min_backoff_ms = o.min_backoff.count();
+  t.max_backoff_ms = o.max_backoff.count();
+  return t;
+}
 
 }  // namespace
 
 class Agent::Impl {
  public:
-  explicit Impl(AgentOptions o) : opts(std::move(o)) {
+  explicit Impl(AgentOptions o) : opts(std::move(o)), lifecycle(TimingOf(opts)) {
     kubelet_socket = opts.kubelet_socket.empty() ? opts.plugin_dir + "/" + deviceplugin::kKubeletSocketName
                                                  : opts.kubelet_socket;
   }
@@ -104,7 +136,7 @@ class Agent::Impl {
     Result<ResourcePlan> p = BuildResourcePlan(in->inventory, in->config);
     if (!p.ok()) return p.status();
     GPUSHARE_RETURN_IF_ERROR(EnsureMemoryMode(*in, *p));
-    Adopt(std::move(in).value(), std::move(p).value());
+    Adopt(std::move(in).value(), std::move(p).value(), NowMs(), "start");
     return Status::Ok();
   }
 
@@ -115,6 +147,7 @@ class Agent::Impl {
       spdlog::warn("event=plugin_dir_missing dir={} error={}", opts.plugin_dir, Value(ec.message()));
     }
     AddWatches();
+    kubelet_id = IdOf(kubelet_socket);
     StartFeed();
     spdlog::info("event=agent_started plugin_dir={} kubelet_socket={} resources={}", opts.plugin_dir,
                  kubelet_socket, slots.size());
@@ -124,7 +157,8 @@ class Agent::Impl {
       ApplyHealth(health->Advance(now));
       Reconcile(now);
       if (DrainPosted()) break;
-      int timeout = static_cast<int>(std::clamp<int64_t>(NextWakeMs(NowMs()) - NowMs(), 0, 1000));
+      const int64_t wake_now = NowMs();
+      int timeout = static_cast<int>(std::clamp<int64_t>(NextWakeMs(wake_now) - wake_now, 0, kCheckIntervalMs));
       pollfd fds[3];
       int n = 0;
       if (signal_fd >= 0) fds[n++] = {signal_fd, POLLIN, 0};
@@ -168,7 +202,9 @@ class Agent::Impl {
   deviceplugin::AllocationDecorator decorator;
   std::unique_ptr<MemoryShareMode> memory;
   std::vector<Slot> slots;
+  deviceplugin::RegistrationLifecycle lifecycle;
   uint64_t next_generation = 1;
+  FileId kubelet_id;  // the kubelet.sock last seen
 
   int signal_fd = -1;
   int inotify_fd = -1;
@@ -180,6 +216,7 @@ class Agent::Impl {
 
   std::mutex mu;  // guards the posted events below
   std::vector<uint64_t> ended_generations;
+  std::vector<RegisterOutcome> register_outcomes;
   std::vector<HealthEvent> health_events;
   bool stop_requested = false;
   bool reload_requested = false;
@@ -201,8 +238,9 @@ class Agent::Impl {
     return Status::Ok();
   }
 
-  // Takes new inputs and plan: health tracker, decorator, one slot per resource.
-  void Adopt(AgentInputs in, ResourcePlan p) {
+  // Takes new inputs and plan: health tracker, decorator, one slot per resource, each to be
+  // served at `first_serve_ms` (after a settle when a reload stopped servers with streams).
+  void Adopt(AgentInputs in, ResourcePlan p, int64_t first_serve_ms, const char* reason) {
     inputs = std::move(in);
     for (const std::string& n : inputs.notes) spdlog::info("event=config_note note={}", Value(n));
     for (const std::string& n : p.notes) spdlog::info("event=plan_note note={}", Value(n));
@@ -224,6 +262,7 @@ class Agent::Impl {
       spdlog::info("event=planned resource={} devices={} replicas={} socket={}", r.name, r.devices.size(),
                    r.replicas, r.socket_name);
     }
+    lifecycle.Reset(slots.size(), first_serve_ms, reason);
     if (slots.empty()) {
       spdlog::warn("event=no_resources inventory={} reason={}", Value(inputs.inventory.source),
                    Value("the plan advertises nothing; serving no device plugin until a reload"));
@@ -245,24 +284,29 @@ class Agent::Impl {
     feed = std::move(f).value();
   }
 
-  void StopAll() {
+  // Stops every server (Registers in flight are cancelled); returns whether any had streams.
+  bool StopAll() {
+    bool had_streams = false;
     for (Slot& s : slots) {
       if (!s.server) continue;
+      had_streams = had_streams || s.server->open_streams() > 0;
       s.server->Stop();  // removes our socket
       s.server.reset();
-      s.registered = false;
     }
+    return had_streams;
   }
 
   // ---- events ---------------------------------------------------------------------------
   // Applies posted events. Returns true when the agent should stop.
   bool DrainPosted() {
     std::vector<uint64_t> ended;
+    std::vector<RegisterOutcome> outcomes;
     std::vector<HealthEvent> events;
     bool stop, reload;
     {
       std::lock_guard<std::mutex> lock(mu);
       ended.swap(ended_generations);
+      outcomes.swap(register_outcomes);
       events.swap(health_events);
       stop = stop_requested;
       reload = reload_requested;
@@ -270,13 +314,19 @@ class Agent::Impl {
     }
     if (stop) return true;
     int64_t now = NowMs();
-    for (uint64_t g : ended) {
-      for (Slot& s : slots) {
-        if (s.server && s.generation == g && !s.restart) {
-          spdlog::warn("event=stream_ended resource={} action=reregister", s.resource.name);
-          ScheduleRestart(s, now + opts.debounce.count(), "list_and_watch_ended");
-        }
+    for (const RegisterOutcome& o : outcomes) {
+      const size_t i = SlotOf(o.generation);
+      if (i == slots.size() || !lifecycle.RegisterDone(i, o.attempt, o.status.ok(), now)) continue;  // stale
+      if (!o.status.ok()) {
+        spdlog::warn("event=register_failed resource={} attempt={} retry_ms={} error={}", slots[i].resource.name,
+                     lifecycle.failures(i), lifecycle.backoff_ms(i), Value(o.status.message()));
       }
+    }
+    for (uint64_t g : ended) {
+      const size_t i = SlotOf(g);
+      if (i == slots.size() || !lifecycle.serving(i) || lifecycle.reserve_pending(i)) continue;
+      spdlog::warn("event=stream_ended resource={} action=reregister", slots[i].resource.name);
+      lifecycle.StreamEnded(i, now);
     }
     for (HealthEvent& ev : events) {
       ev.time_ms = now;  // the tracker's clock is ours
@@ -347,28 +397,28 @@ class Agent::Impl {
         if ((ev->mask & (IN_CREATE | IN_MOVED_TO)) && in_kubelet_dir && name == BaseOf(kubelet_socket)) {
           KubeletRestarted(now, "kubelet_socket_created");
         }
-        // A deletion of one of our sockets only wakes the loop: Reconcile compares the file
+        // A deletion of one of our sockets only wakes the loop: CheckFiles compares the file
         // with the inode our server created, so our own unlinks (stopping a server, removing
-        // a stale socket) never trigger a restart.
+        // a stale socket) are never mistaken for a loss.
       }
     }
   }
 
   void KubeletRestarted(int64_t now, const char* why) {
     spdlog::info("event=kubelet_restart_detected reason={} socket={}", why, kubelet_socket);
-    for (Slot& s : slots) {
-      s.backoff_ms = 0;
-      ScheduleRestart(s, now + opts.debounce.count(), why);
-    }
+    kubelet_id = IdOf(kubelet_socket);  // the fallback check must not report it again
+    lifecycle.KubeletStarted(now, why);
   }
 
-  void ScheduleRestart(Slot& s, int64_t at, const std::string& why) {
-    if (!s.restart || at < s.next_attempt_ms) s.next_attempt_ms = at;
-    if (!s.restart) s.why = why;
-    s.restart = true;
+  size_t SlotOf(uint64_t generation) const {
+    for (size_t i = 0; i < slots.size(); ++i) {
+      if (slots[i].server && slots[i].generation == generation) return i;
+    }
+    return slots.size();
   }
 
   // ---- lifecycle ------------------------------------------------------------------------
+  // Reports what changed on disk, then carries out every step the lifecycle says is due.
   void Reconcile(int64_t now) {
     if (watch_retry_ms >= 0 && now >= watch_retry_ms) {
       std::error_code ec;
@@ -376,38 +426,80 @@ class Agent::Impl {
       AddWatches();
       if (watch_retry_ms < 0) KubeletRestarted(now, "plugin_dir_recreated");
     }
-    // Our socket gone (kubelet deleted it) is detected by state, not only by events.
-    for (Slot& s : slots) {
-      if (s.server && !s.restart && InodeOf(s.server->socket_path()) != s.server->socket_inode()) {
-        // The debounce lets a kubelet restart (sockets deleted, then kubelet.sock created)
-        // finish before we serve again.
-        ScheduleRestart(s, now + opts.debounce.count(), "socket_removed");
-      }
-    }
-    std::vector<Slot*> due;
-    for (Slot& s : slots) {
-      if (s.restart && now >= s.next_attempt_ms) due.push_back(&s);
-    }
-    if (!due.empty()) {
-      // Stop first, then serve and register: a late end of an old stream must not hit the
-      // new registration (kubelet issues #121994/#127803).
-      bool had_streams = false;
-      for (Slot* s : due) {
-        if (!s->server) continue;
-        had_streams = had_streams || s->server->open_streams() > 0;
-        s->server->Stop();
-        s->server.reset();
-        s->registered = false;
-      }
-      if (had_streams) std::this_thread::sleep_for(opts.settle);
-      for (Slot* s : due) StartSlot(*s);
-    }
-    for (Slot& s : slots) {
-      if (s.server && !s.registered && !s.restart && NowMs() >= s.next_attempt_ms) TryRegister(s);
+    CheckFiles(now);
+    for (int round = 0; round < 8; ++round) {  // a stop is followed by a serve, a serve by a Register
+      std::vector<deviceplugin::LifecycleAction> actions = lifecycle.Poll(NowMs());
+      if (actions.empty()) break;
+      for (const deviceplugin::LifecycleAction& a : actions) Execute(a);
     }
   }
 
-  void StartSlot(Slot& s) {
+  // By state, not only by events: our sockets gone or replaced, kubelet.sock replaced. Inotify
+  // reports both at once; this is the fallback when an event is lost.
+  void CheckFiles(int64_t now) {
+    FileId k = IdOf(kubelet_socket);
+    if (!(k == kubelet_id)) {
+      kubelet_id = k;
+      if (k.ino != 0) KubeletRestarted(now, "kubelet_socket_replaced");
+    }
+    for (size_t i = 0; i < slots.size(); ++i) {
+      Slot& s = slots[i];
+      if (!s.server || s.loss_reported || InodeOf(s.server->socket_path()) == s.server->socket_inode()) continue;
+      s.loss_reported = true;
+      spdlog::info("event=socket_lost resource={} socket={} action=serve_again", s.resource.name,
+                   s.server->socket_path());
+      lifecycle.SocketLost(i, now);
+    }
+  }
+
+  void Execute(const deviceplugin::LifecycleAction& a) {
+    Slot& s = slots[a.slot];
+    switch (a.step) {
+      case deviceplugin::LifecycleStep::kCancelRegister:
+        if (s.server) {
+          spdlog::info("event=register_cancelled resource={} attempt={}", s.resource.name, a.attempt);
+          s.server->CancelRegister();
+        }
+        return;
+      case deviceplugin::LifecycleStep::kStop: {
+        const bool had_streams = s.server && s.server->open_streams() > 0;
+        if (s.server) {
+          // Stop first, then serve and register: a late end of an old stream must not hit the
+          // new registration (kubelet issues #121994/#127803).
+          s.server->Stop();
+          s.server.reset();
+        }
+        lifecycle.Stopped(a.slot, had_streams, NowMs());
+        return;
+      }
+      case deviceplugin::LifecycleStep::kServe: {
+        Status st = Serve(s, a.reason);
+        lifecycle.Served(a.slot, st.ok(), NowMs());
+        if (!st.ok()) {
+          spdlog::warn("event=serve_failed resource={} attempt={} retry_ms={} error={}", s.resource.name,
+                       lifecycle.failures(a.slot), lifecycle.backoff_ms(a.slot), Value(st.message()));
+        }
+        return;
+      }
+      case deviceplugin::LifecycleStep::kRegister: {
+        if (!s.server) {  // cannot happen: the lifecycle registers only what serves
+          lifecycle.RegisterDone(a.slot, a.attempt, false, NowMs());
+          return;
+        }
+        const uint64_t generation = s.generation, attempt = a.attempt;
+        s.server->StartRegister([this, generation, attempt](const Status& st) {
+          Post([&] { register_outcomes.push_back({generation, attempt, st}); });
+        });
+        return;
+      }
+    }
+  }
+
+  Status Serve(Slot& s, const std::string& reason) {
+    if (s.server) {
+      s.server->Stop();
+      s.server.reset();
+    }
     deviceplugin::DevicePluginServerOptions o;
     o.plugin_dir = opts.plugin_dir;
     o.kubelet_socket = kubelet_socket;
@@ -427,44 +519,16 @@ class Agent::Impl {
     }
     o.generation = s.generation = next_generation++;
     o.on_stream_end = [this](uint64_t g) { Post([&] { ended_generations.push_back(g); }); };
-    spdlog::info("event=serve resource={} reason={} attempt={}", s.resource.name, s.why, s.failures + 1);
+    spdlog::info("event=serve resource={} reason={}", s.resource.name, reason);
     auto server = DevicePluginServer::Start(std::move(o));
-    s.restart = false;
-    if (!server.ok()) {
-      Backoff(s, "serve_failed", server.status().message());
-      s.restart = true;
-      return;
-    }
+    if (!server.ok()) return server.status();
     s.server = std::move(server).value();
-    TryRegister(s);
-  }
-
-  void TryRegister(Slot& s) {
-    Status st = s.server->Register();
-    if (!st.ok()) {
-      Backoff(s, "register_failed", st.message());
-      return;
-    }
-    s.registered = true;
-    s.failures = 0;
-    s.backoff_ms = 0;
-    s.why = "-";
-  }
-
-  void Backoff(Slot& s, const char* what, const std::string& error) {
-    s.failures++;
-    s.registered = false;
-    s.backoff_ms = s.backoff_ms == 0 ? opts.min_backoff.count() : std::min<int64_t>(s.backoff_ms * 2, opts.max_backoff.count());
-    s.next_attempt_ms = NowMs() + s.backoff_ms;
-    spdlog::warn("event={} resource={} attempt={} retry_ms={} error={}", what, s.resource.name, s.failures,
-                 s.backoff_ms, Value(error));
+    s.loss_reported = false;
+    return Status::Ok();
   }
 
   int64_t NextWakeMs(int64_t now) const {
-    int64_t next = now + 1000;  // also a periodic check of our sockets
-    for (const Slot& s : slots) {
-      if (s.restart || (s.server && !s.registered)) next = std::min(next, s.next_attempt_ms);
-    }
+    int64_t next = std::min(now + kCheckIntervalMs, lifecycle.NextWakeMs(now));
     if (auto r = health->NextRecoveryMs()) next = std::min(next, *r);
     if (watch_retry_ms >= 0) next = std::min(next, watch_retry_ms);
     return next;
@@ -516,17 +580,10 @@ class Agent::Impl {
       return;
     }
     spdlog::info("event=reload_accepted resources={}", p->resources.size());
-    bool had_streams = false;
-    for (Slot& s : slots) {
-      if (!s.server) continue;
-      had_streams = had_streams || s.server->open_streams() > 0;
-      s.server->Stop();
-      s.server.reset();
-    }
-    if (had_streams) std::this_thread::sleep_for(opts.settle);
+    // Stop before serving the new plan; with streams open, settle first (see Execute).
+    const bool had_streams = StopAll();
     std::vector<std::string> old_gpus = GpuUuids(inputs.inventory);
-    Adopt(std::move(in).value(), std::move(p).value());
-    for (Slot& s : slots) s.why = "reload";
+    Adopt(std::move(in).value(), std::move(p).value(), NowMs() + (had_streams ? opts.settle.count() : 0), "reload");
     // The feed keeps running across reloads of the same GPUs (an events file is not replayed,
     // NVML registrations stay); a different set of GPUs gets a new feed.
     if (GpuUuids(inputs.inventory) != old_gpus || !feed) StartFeed();

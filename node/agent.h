@@ -2,12 +2,17 @@
 //
 // It turns (inventory, config) into a resource plan (core/resource_plan.h), serves one kubelet
 // device plugin per planned resource (deviceplugin/server.h) and keeps them registered:
-//   - plan -> servers -> Register with kubelet.sock;
+//   - plan -> servers -> Register with kubelet.sock. Registrations run concurrently and never
+//     block the agent's thread (kubelet dials the plugin back inside Register, for up to 10 s
+//     when the socket is gone); when to serve, serve again and register is decided by a pure
+//     state machine (deviceplugin/registration_lifecycle.h) that the loop drives;
 //   - kubelet restart: kubelet deletes every socket in the device plugin directory and creates
 //     a new kubelet.sock. An inotify watch on the directory sees kubelet.sock being created and
-//     our own sockets disappearing; a ListAndWatch stream that ends is reported by the server.
-//     Either way the affected servers are stopped, served again and re-registered (within
-//     tens of milliseconds), retrying with backoff while kubelet is not there;
+//     our own sockets disappearing (a check of both every 500 ms is the fallback); a
+//     ListAndWatch stream that ends is reported by the server. A Register in flight for a
+//     socket that is gone is cancelled at once; the affected servers are stopped, served again
+//     and re-registered (within tens of milliseconds; the promise is 2 s, docs/node-agent.md),
+//     retrying with backoff while kubelet is not there;
 //   - health: events from a HealthFeed go through core's HealthTracker; every transition is
 //     logged and pushed to kubelet through ListAndWatch; quiet-period recoveries are timed here;
 //   - memory shares: when the plan has a memory-share resource, a MemoryShareMode (built once by
@@ -16,7 +21,8 @@
 //   - SIGHUP reloads inventory and config; a bad new config keeps the old plan serving and logs
 //     one line per problem; SIGTERM/SIGINT stop every server, remove our sockets and make Run
 //     return 0. Signals arrive through a signalfd: no work happens in a signal handler.
-// All lifecycle work runs on the thread that calls Run(); gRPC threads only post events.
+// All lifecycle work runs on the thread that calls Run(); gRPC threads only post events
+// (stream ends, Register outcomes).
 #pragma once
 
 #include <chrono>
@@ -86,8 +92,9 @@ struct AgentOptions {
   MemoryShareFactory memory_shares;  // optional; without it memory shares go by best fit (one GPU)
   bool handle_signals = true;  // block SIGTERM/SIGINT/SIGHUP and read them from a signalfd
 
-  // Lifecycle timing. Reactions are event-driven; these only pace retries.
-  std::chrono::milliseconds debounce{20};        // coalesces a burst of directory events
+  // Lifecycle timing (deviceplugin::LifecycleTiming). Reactions are event-driven; these only
+  // coalesce bursts and pace retries.
+  std::chrono::milliseconds debounce{20};        // coalesces a burst of directory events (x5 at most)
   std::chrono::milliseconds settle{100};         // after stopping a server with open streams
   std::chrono::milliseconds min_backoff{200};    // registration retries...
   std::chrono::milliseconds max_backoff{5000};   // ...double up to this

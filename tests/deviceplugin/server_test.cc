@@ -3,6 +3,7 @@
 
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -12,6 +13,8 @@
 #include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <future>
+#include <thread>
 
 #include "proto/deviceplugin/v1beta1/api.grpc.pb.h"
 #include "tests/deviceplugin/fixtures.h"
@@ -329,6 +332,145 @@ TEST_F(ServerTest, KubeletDoubleValidatesRegistrations) {
   v1beta1::Empty e;
   s = qstub->Register(&ctx, r, &e);
   EXPECT_NE(s.error_message().find("failed to dial"), std::string::npos) << s.error_message();
+}
+
+// ---- Register without blocking ------------------------------------------------------------
+
+// A Register whose socket kubelet cannot dial back (it was deleted): kubelet dials for 10 s.
+TEST_F(ServerTest, RegisterInFlightIsCancelledWhenAsked) {
+  auto server = StartServer(MakeGpuResource(1, 1));
+  ASSERT_TRUE(server);
+  ::unlink(server->socket_path().c_str());
+  std::promise<Status> outcome;
+  server->StartRegister([&](const Status& st) { outcome.set_value(st); });
+  ASSERT_TRUE(kubelet_->WaitFor([&] { return kubelet_->registrations_in_flight() == 1; }, kWait));
+  server->CancelRegister();
+  auto f = outcome.get_future();
+  ASSERT_EQ(f.wait_for(kWait), std::future_status::ready) << "a cancelled Register answers at once";
+  Status st = f.get();
+  EXPECT_EQ(st.code(), StatusCode::kAborted) << st.ToString();
+  EXPECT_NE(st.message().find("register nvidia.com/gpu"), std::string::npos) << st.message();
+}
+
+TEST_F(ServerTest, StopCancelsRegistersAndWaitsForTheirCallbacks) {
+  auto server = StartServer(MakeGpuResource(1, 1));
+  ASSERT_TRUE(server);
+  ::unlink(server->socket_path().c_str());
+  std::atomic<int> called{0};
+  server->StartRegister([&](const Status&) { called++; });
+  server->StartRegister([&](const Status&) { called++; });
+  ASSERT_TRUE(kubelet_->WaitFor([&] { return kubelet_->registrations_in_flight() == 2; }, kWait));
+  server->Stop();
+  EXPECT_EQ(called.load(), 2) << "Stop returns after every callback ran";
+  Status late;
+  server->StartRegister([&](const Status& st) { late = st; });
+  EXPECT_EQ(late.code(), StatusCode::kAborted) << "a stopped server does not register";
+}
+
+TEST_F(ServerTest, RegistersRunSideBySide) {
+  auto slow = StartServer(MakeGpuResource(1, 1));
+  auto fast = StartServer(MakeMigResource(1, 2, 1));
+  ASSERT_TRUE(slow && fast);
+  ::unlink(slow->socket_path().c_str());  // its Register hangs in kubelet's dial-back
+  std::promise<Status> slow_outcome;
+  slow->StartRegister([&](const Status& st) { slow_outcome.set_value(st); });
+  ASSERT_TRUE(kubelet_->WaitFor([&] { return kubelet_->registrations_in_flight() == 1; }, kWait));
+  EXPECT_TRUE(fast->Register().ok()) << "one Register never waits for another";
+  EXPECT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/mig-1g.10gb", 2, kWait));
+  slow->CancelRegister();
+  EXPECT_FALSE(slow_outcome.get_future().get().ok());
+}
+
+// ---- the double's connect-back, as kubelet does it ---------------------------------------
+
+v1beta1::RegisterRequest RegisterFor(const std::string& endpoint) {
+  v1beta1::RegisterRequest r;
+  r.set_version("v1beta1");
+  r.set_resource_name("nvidia.com/gpu");
+  r.set_endpoint(endpoint);
+  return r;
+}
+
+grpc::Status RawRegister(const std::string& kubelet_socket, const std::string& endpoint,
+                         std::chrono::milliseconds deadline = std::chrono::seconds(30)) {
+  auto stub = v1beta1::Registration::NewStub(
+      grpc::CreateChannel("unix:" + kubelet_socket, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + deadline);
+  v1beta1::Empty e;
+  return stub->Register(&ctx, RegisterFor(endpoint), &e);
+}
+
+TEST_F(ServerTest, KubeletDoubleRestartAbandonsDialsInProgress) {
+  grpc::Status s;
+  std::thread caller([&] { s = RawRegister(kubelet_->kubelet_socket(), "nobody.sock"); });
+  ASSERT_TRUE(kubelet_->WaitFor([&] { return kubelet_->registrations_in_flight() == 1; }, kWait));
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(kubelet_->Restart().ok());
+  caller.join();
+  // A restart is a process death: the call ends, the 10 s dial is not waited out (a generous
+  // liveness bound, not a timing measurement).
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_FALSE(s.ok());
+  EXPECT_EQ(kubelet_->registrations_in_flight(), 0);
+  EXPECT_FALSE(kubelet_->Resource("nvidia.com/gpu").has_value()) << "nothing registered by a dead kubelet";
+}
+
+TEST_F(ServerTest, KubeletDoubleDialBackFindsASocketThatComesBack) {
+  PlannedResource res = MakeGpuResource(1, 2);
+  grpc::Status s;
+  std::thread caller([&] { s = RawRegister(kubelet_->kubelet_socket(), res.socket_name); });
+  ASSERT_TRUE(kubelet_->WaitFor([&] { return kubelet_->registrations_in_flight() == 1; }, kWait));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the first dial found nothing
+  auto server = StartServer(res);
+  ASSERT_TRUE(server);
+  caller.join();
+  EXPECT_TRUE(s.ok()) << s.error_message() << ": found at gRPC's next connection attempt, within the 10 s";
+  EXPECT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 2, kWait));
+}
+
+TEST_F(ServerTest, KubeletDoubleDialOutlivesTheCallerUnlessItFollowsIt) {
+  for (bool follows : {false, true}) {
+    SCOPED_TRACE(follows ? "dial_follows_caller" : "dial outlives the caller");
+    gpushare::fakes::FakeKubeletOptions o;
+    o.plugin_dir = dir_.Sub(follows ? "f" : "o");
+    o.dial_follows_caller = follows;
+    FakeKubelet k(o);
+    ASSERT_TRUE(k.Start().ok());
+    PlannedResource res = MakeGpuResource(1, 2);
+    grpc::Status s = RawRegister(k.kubelet_socket(), res.socket_name, std::chrono::milliseconds(200));
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+    if (follows) {
+      EXPECT_TRUE(k.WaitFor([&] { return k.registrations_in_flight() == 0; }, kWait)) << "the dial ends with the call";
+      continue;
+    }
+    EXPECT_EQ(k.registrations_in_flight(), 1) << "kubelet keeps dialing after the plugin gave up";
+    DevicePluginServerOptions so;
+    so.plugin_dir = o.plugin_dir;
+    so.resource = res;
+    auto server = DevicePluginServer::Start(std::move(so));
+    ASSERT_TRUE(server.ok());
+    EXPECT_TRUE(k.WaitForAllocatable("nvidia.com/gpu", 2, kWait)) << "and registers late when the socket comes";
+  }
+}
+
+TEST_F(ServerTest, KubeletDoubleCleansBeforeItListens) {
+  auto server = StartServer(MakeGpuResource(1, 1));
+  ASSERT_TRUE(server);
+  int fd = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+  ASSERT_GE(::inotify_add_watch(fd, dir_.path().c_str(), IN_CREATE | IN_DELETE), 0);
+  ASSERT_TRUE(kubelet_->Restart().ok());
+  std::vector<std::string> seen;
+  alignas(inotify_event) char buf[4096];
+  ssize_t len = ::read(fd, buf, sizeof(buf));
+  for (char* q = buf; len > 0 && q < buf + len;) {
+    auto* ev = reinterpret_cast<inotify_event*>(q);
+    q += sizeof(inotify_event) + ev->len;
+    seen.push_back(std::string(ev->mask & IN_CREATE ? "+" : "-") + ev->name);
+  }
+  ::close(fd);
+  // Stop removes kubelet.sock; Start deletes our socket, then kubelet.sock appears.
+  EXPECT_EQ(seen, (std::vector<std::string>{"-kubelet.sock", "-gpushare-gpu.sock", "+kubelet.sock"}));
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -22,6 +23,19 @@ extern char** environ;
 namespace gpushare::testing {
 
 inline std::string NodeBinary() { return std::string(GPUSHARE_BIN_DIR) + "/gpushare-node"; }
+
+// A file under examples/ of the source tree.
+inline std::string ExamplePath(const std::string& rel) { return std::string(GPUSHARE_SOURCE_DIR) + "/examples/" + rel; }
+
+// What gpushare-node advertises for examples/inventory/mixed.yaml with examples/config/mixed.yaml:
+// a whole GPU, time-sliced replicas and two MIG profiles with replicas (4 resources).
+inline const std::map<std::string, int>& MixedExampleCounts() {
+  static const std::map<std::string, int> counts = {{"nvidia.com/gpu", 1},
+                                                    {"nvidia.com/gpu.shared", 20},
+                                                    {"nvidia.com/mig-3g.40gb", 3},
+                                                    {"nvidia.com/mig-2g.20gb", 6}};
+  return counts;
+}
 
 class AgentProcess {
  public:

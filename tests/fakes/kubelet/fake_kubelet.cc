@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <set>
@@ -205,23 +207,37 @@ class FakeKubelet::Lister final : public ::v1::PodResourcesLister::Service {
 class FakeKubelet::Registrar final : public pb::Registration::Service {
  public:
   explicit Registrar(FakeKubelet* k) : k_(k) {}
-  grpc::Status Register(grpc::ServerContext*, const pb::RegisterRequest* req, pb::Empty*) override {
-    return k_->HandleRegister(*req);
+  grpc::Status Register(grpc::ServerContext* call, const pb::RegisterRequest* req, pb::Empty*) override {
+    return k_->HandleRegister(call, *req);
   }
 
  private:
   FakeKubelet* k_;
 };
 
-FakeKubelet::FakeKubelet(FakeKubeletOptions options) : opts_(std::move(options)) {}
+FakeKubelet::FakeKubelet(FakeKubeletOptions options)
+    : opts_(std::move(options)), registrar_(std::make_unique<Registrar>(this)) {}
 
-FakeKubelet::~FakeKubelet() { Stop(); }
+FakeKubelet::~FakeKubelet() {
+  Stop();
+  if (staged_) {
+    staged_->Shutdown(std::chrono::system_clock::now());
+    staged_->Wait();
+    staged_.reset();
+    ::unlink(StagingPath().c_str());
+  }
+}
 
 std::string FakeKubelet::kubelet_socket() const { return opts_.plugin_dir + "/" + kKubeletSock; }
 
 std::chrono::steady_clock::time_point FakeKubelet::last_start() const {
   std::lock_guard<std::mutex> lock(mu_);
   return started_;
+}
+
+int FakeKubelet::registrations_in_flight() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return in_flight_;
 }
 
 void FakeKubelet::DeleteSockets() {
@@ -238,18 +254,50 @@ void FakeKubelet::DeleteSockets() {
   for (const std::string& p : victims) ::unlink(p.c_str());
 }
 
-Status FakeKubelet::Start() {
+std::string FakeKubelet::StagingPath() const {
+  // Beside the directory, on the same file system (for link()), out of the directory's watch.
+  std::filesystem::path dir = std::filesystem::path(opts_.plugin_dir).lexically_normal();
+  if (!dir.has_filename()) dir = dir.parent_path();  // a trailing slash
+  return (dir.parent_path() / ("." + dir.filename().string() + "-kubelet-next.sock")).string();
+}
+
+Status FakeKubelet::Stage() {
+  if (staged_) return Status::Ok();
   std::error_code ec;
   std::filesystem::create_directories(opts_.plugin_dir, ec);
   if (ec) return Status::Unavailable("fake kubelet: cannot create " + opts_.plugin_dir + ": " + ec.message());
-  ::chmod(opts_.plugin_dir.c_str(), 0750);
-  DeleteSockets();
-  registrar_ = std::make_unique<Registrar>(this);
+  const std::string staging = StagingPath();
+  ::unlink(staging.c_str());
   grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix:" + kubelet_socket(), grpc::InsecureServerCredentials());
+  builder.AddListeningPort("unix:" + staging, grpc::InsecureServerCredentials());
   builder.RegisterService(registrar_.get());
-  server_ = builder.BuildAndStart();
-  if (!server_) return Status::Unavailable("fake kubelet: cannot serve " + kubelet_socket());
+  staged_ = builder.BuildAndStart();
+  if (!staged_) return Status::Unavailable("fake kubelet: cannot serve " + staging);
+  return Status::Ok();
+}
+
+Status FakeKubelet::Start() {
+  if (server_) return Status::FailedPrecondition("fake kubelet: already started");
+  GPUSHARE_RETURN_IF_ERROR(Stage());
+  ::chmod(opts_.plugin_dir.c_str(), 0750);
+  // kubelet's order: clean the directory, then listen on kubelet.sock. The server was built
+  // beforehand, so kubelet.sock appears right after the cleanup, as net.Listen makes it.
+  DeleteSockets();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    started_ = std::chrono::steady_clock::now();
+    serving_ = true;
+  }
+  const std::string staging = StagingPath();
+  if (::link(staging.c_str(), kubelet_socket().c_str()) != 0) {
+    std::string why = std::strerror(errno);
+    std::lock_guard<std::mutex> lock(mu_);
+    serving_ = false;
+    return Status::Unavailable("fake kubelet: cannot create " + kubelet_socket() + ": " + why);
+  }
+  ::unlink(staging.c_str());
+  server_ = std::move(staged_);
+  std::error_code ec;
   if (!opts_.pod_resources_socket.empty()) {
     std::filesystem::create_directories(std::filesystem::path(opts_.pod_resources_socket).parent_path(), ec);
     ::unlink(opts_.pod_resources_socket.c_str());
@@ -263,16 +311,24 @@ Status FakeKubelet::Start() {
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
-  started_ = std::chrono::steady_clock::now();
   changed_.notify_all();
   return Status::Ok();
 }
 
 void FakeKubelet::Stop() {
+  // The process dies: handlers stop dialing, their calls to plugins are cut, and every call
+  // in flight ends at once for the plugins (no grace period).
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    serving_ = false;
+    for (grpc::ClientContext* c : pending_calls_) c->TryCancel();
+    changed_.notify_all();
+  }
   if (server_) {
-    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    server_->Shutdown(std::chrono::system_clock::now());
     server_->Wait();
     server_.reset();
+    ::unlink(kubelet_socket().c_str());  // Go's unix listener removes its file when closed
   }
   if (pod_resources_server_) {
     pod_resources_server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
@@ -303,17 +359,45 @@ void FakeKubelet::Stop() {
 
 Status FakeKubelet::Restart() {
   Stop();
-  return Start();
+  return Start();  // builds the new instance's server, then cleans and listens
 }
 
-grpc::Status FakeKubelet::HandleRegister(const pb::RegisterRequest& req) {
+bool FakeKubelet::DialBack(grpc::ServerContext* call, grpc::Channel* channel) {
+  // One blocking dial bounded by dial_timeout. It is waited for in short slices only so that
+  // it can be abandoned when this instance stops; the channel keeps its own connection
+  // attempts and backoff across the slices, as one long wait would.
+  const auto deadline = std::chrono::system_clock::now() + opts_.dial_timeout;
+  for (;;) {
+    auto now = std::chrono::system_clock::now();
+    if (now >= deadline) return false;
+    if (channel->WaitForConnected(std::min(deadline, now + std::chrono::milliseconds(20)))) return true;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!serving_) return false;
+    if (opts_.dial_follows_caller && call->IsCancelled()) return false;
+  }
+}
+
+grpc::Status FakeKubelet::HandleRegister(grpc::ServerContext* call, const pb::RegisterRequest& req) {
   RegistrationEvent ev;
   ev.resource_name = req.resource_name();
   ev.endpoint = req.endpoint();
   ev.version = req.version();
   ev.at = std::chrono::steady_clock::now();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++in_flight_;
+  }
+  struct Done {
+    FakeKubelet* k;
+    ~Done() {
+      std::lock_guard<std::mutex> lock(k->mu_);
+      --k->in_flight_;
+      k->changed_.notify_all();
+    }
+  } done{this};
   auto refuse = [&](grpc::StatusCode code, std::string msg) {
     ev.error = msg;
+    ev.answered = std::chrono::steady_clock::now();
     std::lock_guard<std::mutex> lock(mu_);
     log_.push_back(ev);
     changed_.notify_all();
@@ -329,20 +413,34 @@ grpc::Status FakeKubelet::HandleRegister(const pb::RegisterRequest& req) {
     return refuse(grpc::StatusCode::UNKNOWN, "the ResourceName \"" + req.resource_name() + "\" is invalid");
   }
 
-  // Connect back, inside the handler: a plain path join, blocking dial with a deadline.
+  // Connect back, inside the handler: a plain path join, a blocking dial with a deadline, on a
+  // connection of its own (Go's grpc.Dial shares nothing with other dials).
   auto client = std::make_shared<Client>();
   client->resource = req.resource_name();
   std::string path = opts_.plugin_dir + "/" + req.endpoint();
-  client->channel = grpc::CreateChannel("unix:" + path, grpc::InsecureChannelCredentials());
-  if (!client->channel->WaitForConnected(std::chrono::system_clock::now() + opts_.dial_timeout)) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  client->channel = grpc::CreateCustomChannel("unix:" + path, grpc::InsecureChannelCredentials(), args);
+  if (!DialBack(call, client->channel.get())) {
     return refuse(grpc::StatusCode::UNKNOWN, "failed to dial device plugin at " + path);
   }
   client->stub = pb::DevicePlugin::NewStub(client->channel);
   pb::DevicePluginOptions options;
   {
-    grpc::ClientContext ctx;  // no deadline, as kubelet
+    grpc::ClientContext ctx;  // no deadline, as kubelet; cut only when this instance stops
+    bool alive;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      alive = serving_;
+      if (alive) pending_calls_.push_back(&ctx);
+    }
+    if (!alive) return refuse(grpc::StatusCode::UNAVAILABLE, "kubelet stopped");
     pb::Empty empty;
     grpc::Status s = client->stub->GetDevicePluginOptions(&ctx, empty, &options);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      pending_calls_.erase(std::remove(pending_calls_.begin(), pending_calls_.end(), &ctx), pending_calls_.end());
+    }
     if (!s.ok()) {
       return refuse(grpc::StatusCode::UNKNOWN, "failed to get device plugin options: " + s.error_message());
     }
@@ -350,6 +448,12 @@ grpc::Status FakeKubelet::HandleRegister(const pb::RegisterRequest& req) {
 
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (!serving_) {  // the process died meanwhile: nothing is remembered
+      ev.error = "kubelet stopped";
+      ev.answered = std::chrono::steady_clock::now();
+      log_.push_back(ev);
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, ev.error);
+    }
     client->id = next_client_id_++;
     Entry& e = entries_[req.resource_name()];
     e.view.name = req.resource_name();
@@ -360,9 +464,11 @@ grpc::Status FakeKubelet::HandleRegister(const pb::RegisterRequest& req) {
     e.view.registrations++;
     e.view.list_updates = 0;
     e.view.last_registered = ev.at;
+    e.view.ready_at = {};
     e.client = client;  // replaces any previous client of this name
     clients_.push_back(client);
     ev.accepted = true;
+    ev.answered = std::chrono::steady_clock::now();
     log_.push_back(ev);
     // The reader is started under the lock so Stop() always finds it joinable.
     client->reader = std::thread([this, client] { RunClient(client); });
@@ -402,7 +508,7 @@ void FakeKubelet::RunClient(std::shared_ptr<Client> client) {
       for (const pb::NUMANode& n : d.topology().nodes()) fd.numa_nodes.push_back(n.id());
       e.view.devices.push_back(std::move(fd));
     }
-    e.view.list_updates++;
+    if (e.view.list_updates++ == 0) e.view.ready_at = std::chrono::steady_clock::now();
     RecountLocked(e);
     changed_.notify_all();
   }

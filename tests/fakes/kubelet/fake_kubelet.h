@@ -7,10 +7,21 @@
 //     checkpoint, other files and sub-directories alone), serves Registration on kubelet.sock
 //     with a default gRPC server;
 //   - Register: checks the version (must be "v1beta1"), then the resource name (an extended
-//     resource name), then dials <dir>/<endpoint> back INSIDE the handler with a blocking 10 s
-//     dial, calls GetDevicePluginOptions (no deadline) and only then answers; afterwards a
-//     background reader opens ListAndWatch (no deadline, no retry). RegisterRequest.options is
-//     ignored. A second registration of a name replaces the first client;
+//     resource name), then dials <dir>/<endpoint> back INSIDE the handler with a blocking dial
+//     bounded by 10 s (Options::dial_timeout), calls GetDevicePluginOptions (no deadline) and
+//     only then answers: an error if the dial or the call failed. Afterwards a background reader
+//     opens ListAndWatch (no deadline, no retry). RegisterRequest.options is ignored. A second
+//     registration of a name replaces the first client. Registrations are served concurrently
+//     (a handler per call, as Go's gRPC server does). The dial is kubelet's: a connection of
+//     its own (no sharing with other channels of this process), and a socket that is missing
+//     is retried with gRPC's connection backoff (about 1 s, then x1.6; grpc-go and gRPC C++
+//     have the same defaults), so a socket that comes back within the timeout is found at the
+//     next retry, one that does not fails the Register after the full timeout. Which context
+//     bounds the dial differs between kubelet releases: some dial with a fresh 10 s context,
+//     so the dial (and the registration, if it succeeds late) goes on after the plugin gave up
+//     its call; newer ones derive it from the Register call, so a plugin that cancels its call
+//     ends the dial. Options::dial_follows_caller chooses (default: the first, the harder one
+//     for a plugin);
 //   - every ListAndWatch message replaces the resource's device set; capacity = all devices,
 //     allocatable = devices whose health is exactly "Healthy";
 //   - when a stream ends, all of that resource's devices become unhealthy and the endpoint is
@@ -37,8 +48,9 @@
 //     GetAllocatableResources reports the healthy devices the same way; Get reports one pod or
 //     fails with "pod <name> not found in namespace <ns>". The server rate-limits like kubelet
 //     (100 requests/s, burst 10): beyond that RESOURCE_EXHAUSTED "rejected by rate limit";
-//   - Restart(): what a kubelet restart looks like to plugins: streams die with the process,
-//     every socket in the directory is deleted, a new kubelet.sock is served, and
+//   - Restart(): what a kubelet restart looks like to plugins: the process dies (streams and
+//     in-flight Register calls end at once, dials in progress are abandoned), the new process
+//     deletes every socket in the directory, then serves a new kubelet.sock, and
 //     registrations are forgotten (resources stay known with zero capacity, as restored from
 //     the checkpoint, until their plugin registers again). Allocations survive (the
 //     checkpoint); the PodResources socket is served again.
@@ -69,6 +81,9 @@ namespace gpushare::fakes {
 struct FakeKubeletOptions {
   std::string plugin_dir;  // the device plugin directory (a temporary one in tests)
   std::chrono::milliseconds dial_timeout{10000};  // kubelet's blocking connect-back dial
+  // false: the dial goes on for dial_timeout after the plugin cancelled its Register (and a
+  // late success still registers); true: cancelling the Register ends the dial.
+  bool dial_follows_caller = false;
   bool model_stream_end_race = true;
   // PodResources v1: full path of its unix socket; empty = not served.
   std::string pod_resources_socket;
@@ -121,7 +136,10 @@ struct FakeResource {
   int allocatable = 0;
   v1beta1::DevicePluginOptions options;
   std::vector<FakeDevice> devices;  // sorted by ID
-  std::chrono::steady_clock::time_point last_registered{};
+  std::chrono::steady_clock::time_point last_registered{};  // when the accepted Register came in
+  // When the first ListAndWatch message of the current registration arrived (the resource is
+  // usable from then on); zero until it has.
+  std::chrono::steady_clock::time_point ready_at{};
 };
 
 struct RegistrationEvent {
@@ -130,7 +148,8 @@ struct RegistrationEvent {
   std::string version;
   bool accepted = false;
   std::string error;  // why it was refused
-  std::chrono::steady_clock::time_point at{};
+  std::chrono::steady_clock::time_point at{};        // when the call came in
+  std::chrono::steady_clock::time_point answered{};  // when the handler answered
 };
 
 // The outcome of admitting one container.
@@ -168,14 +187,26 @@ class FakeKubelet {
   FakeKubelet(const FakeKubelet&) = delete;
   FakeKubelet& operator=(const FakeKubelet&) = delete;
 
+  // Cleans the directory (every socket but its own) and serves kubelet.sock. The gRPC server
+  // is built first (by Stage(), unless already staged), so that kubelet.sock appears right
+  // after the cleanup, as kubelet's net.Listen makes it.
   Status Start();
-  // Stops serving and drops every client, as if kubelet died (gRPC removes kubelet.sock).
+  // Builds the next instance's Registration server out of sight (beside the directory), as a
+  // kubelet process that is starting up; Start() then only cleans and makes kubelet.sock
+  // appear. Lets a test choose the moment a restarted kubelet comes back to within
+  // microseconds.
+  Status Stage();
+  // Stops serving and drops every client, as if kubelet died; kubelet.sock is removed (as
+  // Go's listener does when it closes).
   void Stop();
   // Stop(), then Start(): sockets deleted, new kubelet.sock, registrations forgotten.
   Status Restart();
 
   std::string kubelet_socket() const;
+  // When the current instance started serving kubelet.sock.
   std::chrono::steady_clock::time_point last_start() const;
+  // Register calls being handled right now (dialing back or asking for options).
+  int registrations_in_flight() const;
 
   // Observations.
   std::optional<FakeResource> Resource(const std::string& name) const;
@@ -236,15 +267,21 @@ class FakeKubelet {
                               int count, std::vector<std::string>* reusable);
   PodRecord* PodLocked(const std::string& uid);
 
-  grpc::Status HandleRegister(const v1beta1::RegisterRequest& req);
+  grpc::Status HandleRegister(grpc::ServerContext* call, const v1beta1::RegisterRequest& req);
+  // The connect-back: true once connected; false after the timeout, when this instance stops,
+  // or (dial_follows_caller) when the plugin cancelled its call.
+  bool DialBack(grpc::ServerContext* call, grpc::Channel* channel);
   void RunClient(std::shared_ptr<Client> client);
   std::shared_ptr<Client> CurrentClient(const std::string& resource) const;
   void RecountLocked(Entry& e);
   void DeleteSockets();
 
+  std::string StagingPath() const;
+
   const FakeKubeletOptions opts_;
   std::unique_ptr<Registrar> registrar_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<grpc::Server> staged_;  // the next instance's server, not yet visible
 
   mutable std::mutex mu_;
   mutable std::condition_variable changed_;
@@ -254,6 +291,9 @@ class FakeKubelet {
   std::vector<PodRecord> pods_;  // admitted pods, in admission order (the checkpoint)
   std::chrono::steady_clock::time_point started_{};
   uint64_t next_client_id_ = 1;
+  bool serving_ = false;   // this instance is alive (false from the start of Stop)
+  int in_flight_ = 0;      // Register handlers running
+  std::vector<grpc::ClientContext*> pending_calls_;  // handlers' calls to plugins, cancelled by Stop
 
   std::unique_ptr<Lister> lister_;
   std::unique_ptr<grpc::Server> pod_resources_server_;
