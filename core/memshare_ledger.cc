@@ -178,24 +178,50 @@ SlotLedger BuildLedger(const std::vector<PlannedPod>& plans, const std::vector<H
   return out;
 }
 
-std::optional<ContainerGpus> Rebase(const PlannedPod& pod, const std::vector<HeldSlot>& held, const SlotLedger& ledger) {
-  const std::vector<SlotKey> keys = SlotKeys(pod.request);
-  const std::vector<std::string> owners = pod.request.DemandContainers();
-  ContainerGpus plan = pod.planned;
-  bool moved = false;
-  for (const HeldSlot& h : held) {
-    if (h.pod != pod.key || h.demand < 0 || static_cast<size_t>(h.demand) >= owners.size()) continue;
-    const auto i = static_cast<size_t>(h.demand);
-    auto planned = pod.planned.find(owners[i]);
-    if (planned == pod.planned.end() || planned->second == h.gpu) continue;
-    if (ledger.Open(keys[i], planned->second) <= 0 || ledger.Open(keys[i], h.gpu) >= 0) continue;
-    plan[owners[i]] = h.gpu;
-    if (i == 0)
-      for (const ContainerShare& c : pod.request.init) plan[c.name] = h.gpu;
-    moved = true;
+std::map<std::string, ContainerGpus> SettledPlanMoves(const std::vector<CountedPod>& pods, bool settled) {
+  std::map<std::string, ContainerGpus> out;
+  if (!settled) return out;
+  struct Demand {
+    const CountedPod* pod;
+    size_t index;
+    SlotKey key;
+    int planned, current;
+  };
+  std::set<SlotKey> pending_keys;
+  std::vector<Demand> demands;
+  for (const CountedPod& p : pods) {
+    const std::vector<SlotKey> keys = SlotKeys(p.request);
+    const std::vector<std::string> owners = p.request.DemandContainers();
+    for (size_t i = 0; i < keys.size() && i < owners.size(); ++i) {
+      if (!p.confirmed) {
+        pending_keys.insert(keys[i]);
+        continue;
+      }
+      auto pl = p.planned.find(owners[i]);
+      auto cu = p.current.find(owners[i]);
+      if (pl == p.planned.end() || cu == p.current.end()) continue;
+      demands.push_back({&p, i, keys[i], pl->second, cu->second});
+    }
   }
-  if (!moved) return std::nullopt;
-  return plan;
+  std::map<std::pair<SlotKey, int>, int64_t> open;  // planned minus held, confirmed demands only
+  for (const Demand& d : demands) {
+    ++open[{d.key, d.planned}];
+    --open[{d.key, d.current}];
+  }
+  // Only moves into a GPU over-held now, and no more of them than it is over-held: then any of
+  // them, made in any order, keeps every GPU's count at or above what it holds. A chain of swaps
+  // unwinds over successive calls (a move can leave its planned GPU over-held in turn).
+  const std::map<std::pair<SlotKey, int>, int64_t> before = open;
+  for (Demand& d : demands) {
+    if (pending_keys.count(d.key) || d.planned == d.current) continue;
+    if (before.at({d.key, d.current}) >= 0 || open[{d.key, d.current}] >= 0) continue;
+    ContainerGpus& plan = out.try_emplace(d.pod->key, d.pod->planned).first->second;
+    plan[d.pod->request.DemandContainers()[d.index]] = d.current;
+    if (d.index == 0)
+      for (const ContainerShare& c : d.pod->request.init) plan[c.name] = d.current;
+    ++open[{d.key, d.current}];
+  }
+  return out;
 }
 
 // --- allocations not yet listed ----------------------------------------------------------------

@@ -69,7 +69,8 @@ std::string SlotKeyText(const SlotKey& key, MemoryUnit unit);
 // (every pod at the GPUs the scheduler placed it, gpushare.io/gpu-mem-assumed) and `current`
 // (confirmed pods where the agent says they are, the others where they were placed). Each GPU
 // counts the larger of the two, units and clients apart: a slot stays counted where it was
-// planned until the agent moves the plan (Rebase), and a pod counts where it really is. When
+// planned until the scheduler moves the plan (SettledPlanMoves), and a pod counts where it
+// really is. When
 // that leaves the node with fewer units counted than either sum has (a GPU counted beyond its
 // `capacity`), the difference is charged to the node's other GPUs, most free first, so the node
 // never shows more free units in total than it has. GPUs missing from `capacity` are counted
@@ -152,13 +153,25 @@ struct SlotLedger {
 // `pending`.
 SlotLedger BuildLedger(const std::vector<PlannedPod>& plans, const std::vector<HeldSlot>& held);
 
-// The plan a pod held off its plan should have instead: for each demand kubelet holds on a GPU
-// other than the planned one, where the ledger (built from the API's current pods) shows the
-// planned GPU with an open slot of the demand's key and the held GPU over-held in that key, the
-// demand's containers (init containers with the first) are planned where they are. nullopt when
-// nothing moves. Moving the plan leaves every pending slot its open slot: it only cancels an
-// open slot nobody needs against an over-held one.
-std::optional<ContainerGpus> Rebase(const PlannedPod& pod, const std::vector<HeldSlot>& held, const SlotLedger& ledger);
+// A pod the scheduler counts on a node, as its annotations (or its own bind) say.
+struct CountedPod {
+  std::string key;  // namespace/name
+  PodRequest request;
+  ContainerGpus planned;  // PodAssignment::planned
+  ContainerGpus current;  // PodAssignment::gpus
+  bool confirmed = false;
+};
+
+// Plan moves the scheduler makes on one node: a confirmed pod held off its plan (a swap whose
+// partner is gone, a pod steered around a full GPU) leaves an empty planned slot that both
+// binaries keep counting. For a key no pending pod of the node has (every pod with a demand of
+// that key confirmed), every open slot of that key is such an empty one: demands of that key
+// held on a GPU over-held in its key have their plans moved to where they are (their
+// containers, init containers with the first demand), as many as the GPU is over-held. Any
+// subset of the moves, made in any order, keeps every GPU counted at least as full as it is; a
+// chain of swaps unwinds over successive calls. Returns the new plans by pod key. Pods pending with a key keep every slot of that key as it is (one of them may need
+// it); `settled` false (a release guard or the hold after a start is up) moves nothing.
+std::map<std::string, ContainerGpus> SettledPlanMoves(const std::vector<CountedPod>& pods, bool settled);
 
 // Allocations kubelet made (Allocate calls) that its PodResources List may not show yet: kubelet
 // records a container's devices right after Allocate returns. Times are milliseconds of any

@@ -2,8 +2,6 @@
 #include "core/memshare_model.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <set>
 
 #include "core/memshare_node.h"
@@ -20,8 +18,9 @@ std::string GpuUuidOf(int g) { return "GPU-model-" + std::to_string(g); }
 }  // namespace
 
 std::string Event::Text() const {
-  static const char* names[] = {"reserve",  "annotate", "bind",       "scheduler_sees", "scheduler_restart", "admit",
-                                "delete",   "agent_sees", "agent_list", "agent_confirm", "agent_restart"};
+  static const char* names[] = {"reserve",      "annotate",      "bind",         "scheduler_sees",
+                                "scheduler_restart", "scheduler_moves_plan", "admit", "delete",
+                                "agent_sees",   "agent_list",    "agent_confirm", "agent_restart"};
   std::string out = names[static_cast<int>(kind)];
   if (pod >= 0) out += " p" + std::to_string(pod);
   if (!demand_gpus.empty()) {
@@ -162,6 +161,23 @@ std::set<int> Model::PendingPods(int except) const {
   return out;
 }
 
+std::map<std::string, ContainerGpus> Model::SchedulerPlanMoves() const {
+  std::vector<CountedPod> counted;
+  for (size_t i = 0; i < pods_.size(); ++i) {
+    const Pod& p = pods_[i];
+    if (p.sched.seen && !p.sched.pod.exists) continue;
+    PodAssignment a;
+    if (p.sched.seen && p.sched.pod.bound) a = ResolveAssignment(p.sched.pod.annotations, p.request);
+    if (a.state != AssignmentState::kNone) {
+      counted.push_back({PodKey(static_cast<int>(i)), p.request, a.planned, a.gpus, a.state == AssignmentState::kConfirmed});
+    } else if (p.bind.stage != Stage::kNone) {
+      const ContainerGpus g = AssignContainers(p.request, p.bind.demand_gpus);
+      counted.push_back({PodKey(static_cast<int>(i)), p.request, g, g, false});
+    }
+  }
+  return SettledPlanMoves(counted, guards_.empty());
+}
+
 void Model::PruneGuards() {
   for (Guard& g : guards_) {
     for (auto it = g.waiting.begin(); it != g.waiting.end();)
@@ -173,7 +189,7 @@ void Model::PruneGuards() {
 
 bool Model::Fits(int pod, const std::vector<int>& demand_gpus, const Count& count) const {
   const Pod& p = pods_[static_cast<size_t>(pod)];
-  if (count.held_back && !config_.no_guards) return false;
+  if (count.held_back) return false;
   if (FreshConflict(SlotKeys(p.request), count.pending_keys, MemoryUnit::kGiB)) return false;
   for (const auto& [g, u] : GpuUsage(p.request, AssignContainers(p.request, demand_gpus))) {
     const int64_t have = count.used.count(g) ? count.used.at(g).units : 0;
@@ -275,13 +291,6 @@ std::optional<std::string> Model::Admit(int pod) {
       for (int u : free) free_ids.insert(UnitId(u));
       Result<UnitChoice> choice = ChooseUnits(resource_, q, AgentLedger(/*fresh_from_api=*/must.empty(), &free_ids));
       if (!choice.ok()) return "agent: GetPreferredAllocation failed: " + choice.status().message();
-      if (getenv("MODEL_DEBUG")) {
-        SlotLedger l = AgentLedger(must.empty(), &free_ids);
-        fprintf(stderr, "choose %s/%s size=%ld must=%zu -> gpu %d reason %s\n", PodKey(pod).c_str(), c->name.c_str(), (long)c->units, must.size(), choice->gpu, choice->reason.c_str());
-        for (auto& [kg, n] : l.open) fprintf(stderr, "  open (%ld,%ld)@%d = %ld\n", (long)kg.first.fresh, (long)kg.first.demand, kg.second, (long)n);
-        for (auto& ps : l.pending) fprintf(stderr, "  pending %s %s (%ld,%ld)@%d\n", ps.pod.c_str(), ps.container.c_str(), (long)ps.key.fresh, (long)ps.key.demand, ps.gpu);
-        fprintf(stderr, "  holdings %s\n", holdings_.Fingerprint().c_str());
-      }
       holdings_.Advised(choice->gpu, choice->key, c->units, !must.empty());
       for (const std::string& id : choice->ids) {
         if (static_cast<int64_t>(got.size()) == c->units) break;
@@ -320,7 +329,7 @@ std::optional<std::string> Model::Admit(int pod) {
   return std::nullopt;
 }
 
-std::optional<std::map<std::string, std::string>> Model::ConfirmChanges(int pod, std::optional<ApiFacts>* facts) const {
+std::optional<std::map<std::string, std::string>> Model::ConfirmChanges(int pod) const {
   const Pod& p = pods_[static_cast<size_t>(pod)];
   if (!p.agent.seen || !p.agent.pod.exists || !p.api.exists) return std::nullopt;
   auto it = holdings_.observed().find(PodKey(pod));
@@ -332,23 +341,6 @@ std::optional<std::map<std::string, std::string>> Model::ConfirmChanges(int pod,
   if (!owners.empty() && actual.gpus.count(owners[0]))
     dev = config_.gpu_units[static_cast<size_t>(actual.gpus.at(owners[0]))];
   std::map<std::string, std::string> changes = ReconcileChanges(p.agent.pod.annotations, p.request, actual.gpus, dev);
-  // Confirmed in the API: a pod off its plan whose planned slot nobody needs has its plan follow
-  // it (the agent decides this from the API's current pods).
-  if (changes.empty() && ReconcileChanges(p.api.annotations, p.request, actual.gpus, dev).empty()) {
-    if (!facts->has_value()) {
-      ApiFacts f;
-      std::set<std::string> foreign;
-      AgentPlans(true, &f.plans, &foreign);
-      f.held = holdings_.Held(f.plans, foreign, inventory_);
-      f.ledger = BuildLedger(f.plans, f.held);
-      *facts = std::move(f);
-    }
-    for (const PlannedPod& plan : (*facts)->plans) {
-      if (plan.key != PodKey(pod)) continue;
-      if (std::optional<ContainerGpus> moved = Rebase(plan, (*facts)->held, (*facts)->ledger))
-        changes[std::string(kAssumedAnnotation)] = EncodeContainerGpus(*moved);
-    }
-  }
   if (changes.empty()) return std::nullopt;
   // A patch that would change nothing in the API is not worth an event.
   bool differs = false;
@@ -365,7 +357,7 @@ std::optional<std::map<std::string, std::string>> Model::ConfirmChanges(int pod,
 std::vector<Event> Model::Enabled() const {
   std::vector<Event> out;
   const Count count = SchedulerCount();
-  std::optional<ApiFacts> facts;
+  const std::map<std::string, ContainerGpus> moves = SchedulerPlanMoves();
   for (size_t i = 0; i < pods_.size(); ++i) {
     const int pod = static_cast<int>(i);
     const Pod& p = pods_[i];
@@ -379,7 +371,8 @@ std::vector<Event> Model::Enabled() const {
     if (p.api.exists && p.api.bound && !p.kubelet.admitted) out.push_back({EventKind::kAdmit, pod, {}});
     if (p.api.exists && p.api.bound && deletions_ < config_.deletions) out.push_back({EventKind::kDelete, pod, {}});
     if (!Same(p.agent, p.api)) out.push_back({EventKind::kAgentSees, pod, {}});
-    if (p.kubelet.admitted && ConfirmChanges(pod, &facts)) out.push_back({EventKind::kAgentConfirm, pod, {}});
+    if (p.kubelet.admitted && ConfirmChanges(pod)) out.push_back({EventKind::kAgentConfirm, pod, {}});
+    if (moves.count(PodKey(pod))) out.push_back({EventKind::kSchedulerMovesPlan, pod, {}});
   }
   if (kubelet_changes_ != listed_changes_ || !holdings_.listed()) out.push_back({EventKind::kAgentList, -1, {}});
   if (scheduler_restarts_ < config_.scheduler_restarts) out.push_back({EventKind::kSchedulerRestart, -1, {}});
@@ -415,7 +408,7 @@ std::optional<std::string> Model::Step(const Event& e) {
       // A pod released without being confirmed where it was planned: another pod may hold its
       // planned slot without the API saying so yet. Its plan stays counted until the pods
       // pending now are confirmed or gone (memshare::ReleaseNeedsGuard).
-      if (!p->api.exists && p->sched.pod.exists && !config_.no_guards) {
+      if (!p->api.exists && p->sched.pod.exists) {
         PodAssignment a;
         if (p->sched.pod.bound) a = ResolveAssignment(p->sched.pod.annotations, p->request);
         if (a.state == AssignmentState::kNone && p->bind.stage != Stage::kNone) {  // its own bind
@@ -444,7 +437,7 @@ std::optional<std::string> Model::Step(const Event& e) {
       // What it knew of released pods is gone: no new shares on the node until the pods
       // pending now are confirmed or gone.
       Guard g{{}, true, PendingPods(-1)};
-      if (!g.waiting.empty() && !config_.no_guards) guards_.push_back(std::move(g));
+      if (!g.waiting.empty()) guards_.push_back(std::move(g));
       break;
     }
     case EventKind::kAdmit:
@@ -467,10 +460,19 @@ std::optional<std::string> Model::Step(const Event& e) {
       listed_changes_ = kubelet_changes_;
       break;
     case EventKind::kAgentConfirm: {
-      std::optional<ApiFacts> facts;
-      std::optional<std::map<std::string, std::string>> changes = ConfirmChanges(e.pod, &facts);
+      std::optional<std::map<std::string, std::string>> changes = ConfirmChanges(e.pod);
       if (!changes) break;
-      for (const auto& [k, v] : *changes) p->api.annotations[k] = v;
+      for (const auto& [k, v] : *changes) {
+        p->api.annotations[k] = v;
+      }
+      break;
+    }
+    case EventKind::kSchedulerMovesPlan: {
+      const std::map<std::string, ContainerGpus> moves = SchedulerPlanMoves();
+      auto m = moves.find(PodKey(e.pod));
+      if (m == moves.end()) break;
+      p->api.annotations[std::string(kAssumedAnnotation)] = EncodeContainerGpus(m->second);
+      p->sched = {true, p->api};  // the patch's answer
       break;
     }
     case EventKind::kAgentRestart:

@@ -8,7 +8,9 @@
 //     view, with memshare::EffectiveUsage and memshare::FreshConflict: any GPUs that view
 //     allows, a superset of what the placement engine picks), Annotate (the pod's annotations
 //     written), Bind (the Binding created), SchedulerSees (its informer delivers a pod's latest
-//     state), SchedulerRestart (in-flight binds lost, the cache rebuilt from the API);
+//     state), SchedulerRestart (in-flight binds lost, the cache rebuilt from the API),
+//     SchedulerMovesPlan (a confirmed pod's plan moved to where it is once nothing pending of
+//     its key needs its empty planned slot);
 //   - kubelet: Admit (a bound pod's containers allocated in kubelet's order, reusing init
 //     containers' units as kubelet does, each first request steered by the agent's
 //     GetPreferredAllocation answer, each Allocate checked by the agent: a refusal or a
@@ -53,8 +55,6 @@ struct Config {
   // The scheduler's count before issue 10's fix (annotations only: confirmed where confirmed,
   // planned elsewhere), to show that the checker finds the over-booking it caused.
   bool count_current_only = false;
-  // Without the scheduler's release and restart guards, to show what they are for.
-  bool no_guards = false;
 };
 
 enum class EventKind {
@@ -63,6 +63,7 @@ enum class EventKind {
   kBind,
   kSchedulerSees,
   kSchedulerRestart,
+  kSchedulerMovesPlan,
   kAdmit,
   kDelete,
   kAgentSees,
@@ -152,13 +153,9 @@ class Model {
   void PruneGuards();
   std::optional<std::string> Admit(int pod);
   std::map<std::string, std::vector<ObservedContainer>> PodResources() const;
-  // The agent's view of the API's current pods (computed once per state, when needed).
-  struct ApiFacts {
-    std::vector<PlannedPod> plans;
-    std::vector<HeldSlot> held;
-    SlotLedger ledger;
-  };
-  std::optional<std::map<std::string, std::string>> ConfirmChanges(int pod, std::optional<ApiFacts>* facts) const;
+  std::optional<std::map<std::string, std::string>> ConfirmChanges(int pod) const;
+  // The plan moves the scheduler would make now (memshare::SettledPlanMoves), by pod key.
+  std::map<std::string, ContainerGpus> SchedulerPlanMoves() const;
 
   // What never changes, shared by every copy of a model.
   struct Node {

@@ -58,8 +58,6 @@ class Service final : public MemoryShareMode {
     pods_ = std::make_unique<kube::PodInformer>(opts_.client, po);
     kube::InformerHandlers<kube::Pod> ph;
     ph.on_synced = [this] { Wake(); };
-    // A pod gone: a pod held off its plan may be free to move (MovePlans).
-    ph.on_delete = [this](const kube::Pod&) { ReconcileSoon(); };
     pods_->SetHandlers(std::move(ph));
 
     kube::InformerOptions no;
@@ -331,7 +329,6 @@ class Service final : public MemoryShareMode {
 
     bool retry_soon = false;
     int patched = 0, confirmed = 0;
-    std::set<std::string> off_plan;  // confirmed pods held somewhere else than planned
     for (const auto& [key, containers] : observed) {
       std::shared_ptr<const kube::Pod> pod = pods_->Get(key);
       if (!pod) {
@@ -360,11 +357,7 @@ class Service final : public MemoryShareMode {
       }
       std::map<std::string, std::string> changes =
           ms::ReconcileChanges(pod->metadata.annotations, *req, actual.gpus, dev);
-      if (changes.empty()) {
-        const ms::PodAssignment now = ms::ResolveAssignment(pod->metadata.annotations, *req);
-        if (now.has_plan && now.planned != now.gpus) off_plan.insert(key);
-        continue;
-      }
+      if (changes.empty()) continue;
       auto w = written_.find(key);
       if (w != written_.end() && w->second.changes == changes &&
           w->second.resource_version == pod->metadata.resource_version) {
@@ -387,7 +380,6 @@ class Service final : public MemoryShareMode {
                    Value(before.state == ms::AssignmentState::kNone ? std::string("-") : ms::EncodeContainerGpus(before.gpus)),
                    moved ? "true" : "false");
     }
-    if (!off_plan.empty() && MovePlans(off_plan)) retry_soon = true;
     // Forget what no longer matters: written entries of pods that are gone.
     for (auto it = written_.begin(); it != written_.end();) {
       it = observed.count(it->first) ? std::next(it) : written_.erase(it);
@@ -407,61 +399,6 @@ class Service final : public MemoryShareMode {
       spdlog::info("event=memshare_ready node={}", opts_.node_name);
     }
     return Clock::now() + (retry_soon ? std::chrono::milliseconds(200) : opts_.reconcile_interval);
-  }
-
-  // Confirmed pods held off their plan (their swap partner is gone, or they were steered
-  // around a full GPU) whose planned slot no pending pod needs: the plan follows the pod
-  // (memshare::Rebase), so that neither binary keeps counting the empty slot. Decided from the
-  // API's current pods (a pod bound a moment ago may need the slot). Returns whether to look
-  // again soon (a patch failed).
-  bool MovePlans(const std::set<std::string>& candidates) {
-    kube::ListOptions lo;
-    lo.field_selector = "spec.nodeName=" + opts_.node_name;
-    Result<std::vector<kube::Pod>> fresh = opts_.client->ListPods("", lo);
-    if (!fresh.ok()) {
-      spdlog::warn("event=memshare_list_pods_failed action=keep_plans error={}", Value(fresh.status().message()));
-      return true;
-    }
-    std::vector<ms::PlannedPod> plans;
-    std::set<std::string> foreign;
-    std::string resource;
-    Inventory inventory;
-    std::vector<ms::HeldSlot> held;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      resource = resource_name_;
-      inventory = inventory_;
-      for (const kube::Pod& p : *fresh) {
-        if (p.IsTerminal()) continue;
-        Result<ms::PodRequest> req = kube::PodMemRequest(p, resource);
-        if (!req.ok() || req->empty()) continue;
-        std::optional<ms::PlannedPod> plan = ms::PlanOf(p.Key(), *req, ms::ResolveAssignment(p.metadata.annotations, *req));
-        if (plan) {
-          plans.push_back(std::move(*plan));
-        } else {
-          foreign.insert(p.Key());
-        }
-      }
-      held = holdings_.Held(plans, foreign, inventory);
-    }
-    bool retry = false;
-    for (ms::PlannedPod& plan : plans) {
-      if (!candidates.count(plan.key)) continue;
-      std::optional<ms::ContainerGpus> moved = ms::Rebase(plan, held, ms::BuildLedger(plans, held));
-      if (!moved) continue;
-      const std::string ns = plan.key.substr(0, plan.key.find('/')), name = plan.key.substr(plan.key.find('/') + 1);
-      Result<kube::Pod> r = opts_.client->PatchPodAnnotations(
-          ns, name, {{std::string(ms::kAssumedAnnotation), ms::EncodeContainerGpus(*moved)}});
-      if (!r.ok()) {
-        spdlog::warn("event=memshare_plan_move_failed pod={} error={}", plan.key, Value(r.status().message()));
-        retry = true;
-        continue;
-      }
-      spdlog::info("event=memshare_plan_moved pod={} from={} to={}", plan.key, Value(ms::EncodeContainerGpus(plan.planned)),
-                   Value(ms::EncodeContainerGpus(*moved)));
-      plan.planned = *moved;  // the next decision sees it
-    }
-    return retry;
   }
 
   void Once(const std::string& key, const std::string& line) {

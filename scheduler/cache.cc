@@ -940,6 +940,36 @@ std::vector<ExpiredPod> GpuCache::ExpireAssumed(int64_t now_ns, int64_t timeout_
   return out;
 }
 
+std::vector<PlanMove> GpuCache::PlanMoves() {
+  std::lock_guard<std::mutex> l(mu_);
+  std::vector<PlanMove> out;
+  for (auto& [name, n] : nodes_) {
+    if (!n->guards.empty() || n->pods.empty()) continue;
+    std::vector<ms::CountedPod> counted;
+    std::map<std::string, PodRec*> by_key;
+    for (const std::string& uid : n->pods) {
+      auto it = pods_.find(uid);
+      if (it == pods_.end() || !it->second->counted) continue;
+      PodRec& p = *it->second;
+      counted.push_back({p.key, p.request, p.planned, p.gpus, p.state == PodRec::State::kConfirmed});
+      by_key[p.key] = &p;
+    }
+    for (auto& [key, plan] : ms::SettledPlanMoves(counted, true)) {
+      PodRec& p = *by_key.at(key);
+      out.push_back({key, p.uid, name, p.planned, plan});
+      RemoveUse(p);
+      p.planned = plan;
+      p.plan_use.clear();
+      for (const auto& [g, u] : ms::GpuUsage(p.request, plan))
+        if (n->inv.FindByIndex(g) != nullptr) p.plan_use[g] = u;
+      AddUse(p);
+      Log("event=plan_moved pod=" + Value(key) + " node=" + Value(name) + " from=" + Value(GpuList(out.back().from)) +
+          " to=" + Value(GpuList(plan)));
+    }
+  }
+  return out;
+}
+
 // --- introspection -----------------------------------------------------------------------------
 
 std::vector<GpuState> GpuCache::NodeGpus(const std::string& node) const {

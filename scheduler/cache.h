@@ -85,6 +85,14 @@ struct GpuState {
   bool usable = false;   // healthy and in memory mode
 };
 
+// A plan move (PlanMoves).
+struct PlanMove {
+  std::string key;  // namespace/name
+  std::string uid;
+  std::string node;
+  memshare::ContainerGpus from, to;
+};
+
 // A pod released by ExpireAssumed.
 struct ExpiredPod {
   std::string key;  // namespace/name
@@ -142,6 +150,11 @@ class GpuCache {
 
   // Releases pods assumed (not confirmed) for longer than `timeout_ns` that are still Pending.
   std::vector<ExpiredPod> ExpireAssumed(int64_t now_ns, int64_t timeout_ns);
+
+  // Plans to move (memshare::SettledPlanMoves): confirmed pods held off their plan whose
+  // planned slot nobody pending needs any more. The cache counts the new plans at once; the
+  // caller writes them (gpushare.io/gpu-mem-assumed), and the informer brings them back.
+  std::vector<PlanMove> PlanMoves();
 
   // --- introspection ---
   std::vector<GpuState> NodeGpus(const std::string& node) const;

@@ -123,8 +123,8 @@ void SchedulerService::OnSynced() {
   if (synced_informers_.fetch_add(1) + 1 < 2) return;
   // Both informers have listed everything. Release what timed out while no scheduler watched,
   // then start deciding.
+  cache_->SetSynced(true);  // first: the hold after a start is in place before any plan moves
   Sweep();
-  cache_->SetSynced(true);
   ready_.store(true);
   const CacheStats s = cache_->stats();
   spdlog::info("event=cache_synced nodes={} usable_gpus={} pods={} expired={} unassigned={}", s.nodes, s.usable_gpus,
@@ -143,6 +143,19 @@ Readiness SchedulerService::readiness() const {
 }
 
 void SchedulerService::Sweep() {
+  // Empty planned slots nobody needs any more (core/memshare_ledger.h): the cache stops counting
+  // them now; the pods' plans follow, so that gpushare-node stops offering them.
+  for (const PlanMove& m : cache_->PlanMoves()) {
+    const size_t slash = m.key.find('/');
+    Result<kube::Pod> r = client_->PatchPodAnnotations(
+        m.key.substr(0, slash), m.key.substr(slash + 1),
+        {{std::string(memshare::kAssumedAnnotation), memshare::EncodeContainerGpus(m.to)}});
+    if (r.ok()) {
+      spdlog::info("event=plan_written pod={} to={}", Value(m.key), Value(memshare::EncodeContainerGpus(m.to)));
+    } else {
+      spdlog::warn("event=plan_write_failed pod={} error={}", Value(m.key), Value(r.status().message()));
+    }
+  }
   const int64_t timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.assume_timeout).count();
   for (const ExpiredPod& e : cache_->ExpireAssumed(NowNs(), timeout)) {
     expired_total_.fetch_add(1);

@@ -57,7 +57,7 @@ TEST(EffectiveUsage, ASwapInFlightShowsNoRoom) {
 
 TEST(EffectiveUsage, APodOffItsPlanCountsInBothPlacesUntilThePlanMoves) {
   // Planned on 1, held on 0 (its swap partner is gone): the slot on 1 stays counted until the
-  // agent moves the plan (Rebase); a pending pod may still need it.
+  // scheduler moves the plan (SettledPlanMoves); a pending pod may still need it.
   auto u = EffectiveUsage({{1, {3, 1}}}, {{0, {3, 1}}}, {{0, 22}, {1, 22}});
   EXPECT_EQ(u[0].units, 3);
   EXPECT_EQ(u[1].units, 3);
@@ -137,16 +137,35 @@ TEST(Ledger, SlotsWhoseUnitsAreFreeAgainAreNotHeld) {
   EXPECT_EQ(h.Ledger(plans, {}, inv, &free).Open({3, 3}, 1), 1);  // kubelet says they are free
 }
 
-TEST(Ledger, APodOffItsPlanFollowsItWhenNobodyNeedsItsSlot) {
-  // X planned on 1 sits on 0 (its swap partner W, planned on 0, is gone).
-  PlannedPod x{"ns/x", Request({{"c", 3}}, {{"i", 1}}), {{"c", 1}, {"i", 1}}, 1};
-  std::vector<HeldSlot> held = {{{1, 3}, 0, "ns/x", 0, {}}};
-  auto moved = Rebase(x, held, BuildLedger({x}, held));
-  ASSERT_TRUE(moved.has_value());
-  EXPECT_EQ(*moved, (ContainerGpus{{"c", 0}, {"i", 0}}));
-  // While W is still pending (planned on 0), the slot on 1 is W's: nothing moves.
-  PlannedPod w{"ns/w", Request({{"c", 3}}, {{"i", 1}}), {{"c", 0}, {"i", 0}}, 2};
-  EXPECT_FALSE(Rebase(x, held, BuildLedger({x, w}, held)).has_value());
+TEST(SettledPlanMoves, APodOffItsPlanFollowsItWhenNobodyOfItsKeyIsPending) {
+  // X planned on 1 sits on 0: its swap partner (planned on 0, held on 1) is gone.
+  CountedPod x{"ns/x", Request({{"c", 3}}, {{"i", 1}}), {{"c", 1}, {"i", 1}}, {{"c", 0}, {"i", 0}}, true};
+  auto moves = SettledPlanMoves({x}, true);
+  ASSERT_EQ(moves.size(), 1u);
+  EXPECT_EQ(moves["ns/x"], (ContainerGpus{{"c", 0}, {"i", 0}}));
+  EXPECT_TRUE(SettledPlanMoves({x}, /*settled=*/false).empty());
+  // A swapped pair: both held where the other was planned; nothing is empty.
+  CountedPod w{"ns/w", Request({{"c", 3}}, {{"i", 1}}), {{"c", 0}, {"i", 0}}, {{"c", 1}, {"i", 1}}, true};
+  EXPECT_TRUE(SettledPlanMoves({x, w}, true).empty());
+  // A pod of the same key still pending (it may need the slot on 1): nothing moves.
+  CountedPod p{"ns/p", Request({{"c", 3}}, {{"i", 1}}), {{"c", 0}, {"i", 0}}, {{"c", 0}, {"i", 0}}, false};
+  EXPECT_TRUE(SettledPlanMoves({x, p}, true).empty());
+  // A pending pod of another key does not hold X back.
+  CountedPod q{"ns/q", Request({{"c", 5}}), {{"c", 0}}, {{"c", 0}}, false};
+  EXPECT_EQ(SettledPlanMoves({x, q}, true).size(), 1u);
+}
+
+TEST(SettledPlanMoves, AChainOfSwapsUnwinds) {
+  // X planned 1 held 0, Y planned 2 held 1: the slot on 2 is empty, GPU 0 over-held.
+  CountedPod x{"ns/x", Request({{"c", 3}}), {{"c", 1}}, {{"c", 0}}, true};
+  CountedPod y{"ns/y", Request({{"c", 3}}), {{"c", 2}}, {{"c", 1}}, true};
+  auto moves = SettledPlanMoves({y, x}, true);
+  ASSERT_EQ(moves.size(), 1u) << "Y's move is safe only once X's is made";
+  EXPECT_EQ(moves["ns/x"], (ContainerGpus{{"c", 0}}));
+  x.planned = moves["ns/x"];
+  moves = SettledPlanMoves({y, x}, true);
+  ASSERT_EQ(moves.size(), 1u);
+  EXPECT_EQ(moves["ns/y"], (ContainerGpus{{"c", 1}}));
 }
 
 TEST(RecentAllocations, ListedOrStaleEntriesGo) {

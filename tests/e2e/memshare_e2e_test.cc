@@ -108,8 +108,8 @@ class MemShareE2E : public ::testing::Test {
     env_->Start();
     StartScheduler();
   }
-  void StartScheduler(int port = 0) {
-    scheduler_ = std::make_unique<SchedulerProcess>(env_->dir(), env_->kubeconfig(), port);
+  void StartScheduler(int port = 0, const std::vector<std::string>& extra = {}) {
+    scheduler_ = std::make_unique<SchedulerProcess>(env_->dir(), env_->kubeconfig(), port, extra);
     ASSERT_TRUE(scheduler_->ok()) << "gpushare-scheduler did not start";
     ASSERT_TRUE(scheduler_->WaitReady());
   }
@@ -583,6 +583,42 @@ TEST_P(ConcurrentBindBurst, NoPodRefusedAtAdmission) {
 
 INSTANTIATE_TEST_SUITE_P(Binds, ConcurrentBindBurst, ::testing::Values(false, true),
                          [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "WithRestarts" : "NoRestarts"; });
+
+// (h) -------------------------------------------------------------------------------------------
+// A swapped pair, then one of them is deleted (Knative scaled down): the other sits where its
+// partner was planned and its own planned slot is empty. gpushare-scheduler gives the slot back
+// (the pod's plan moves to where it is) and the next pod gets it.
+TEST_F(MemShareE2E, AnEmptyPlannedSlotLeftByADeletedSwapPartnerIsGivenBack) {
+  NodeSpec spec;
+  spec.gpu_mib = {4096, 4096};  // one 3 GiB pod per GPU
+  env_ = std::make_unique<MemShareEnv>(spec);
+  env_->Start();
+  StartScheduler(0, {"--expiry-interval", "200ms"});
+  FakeKubeScheduler sched(env_->api(), {{Extender()}, 3});
+  for (const char* n : {"a", "b"}) {
+    AddPod(SimplePod(n, 3));
+    ASSERT_TRUE(sched.ScheduleOne("default", n).bound());
+  }
+  const std::string b_planned = env_->api()->GetPod("default", "b")->metadata.annotations.at("ALIYUN_COM_GPU_MEM_IDX");
+  ASSERT_TRUE(env_->Admit("default", "b").admitted);  // b into a's slot
+  ASSERT_TRUE(env_->Admit("default", "a").admitted);
+  ASSERT_TRUE(env_->WaitTruthful()) << env_->Untruthful().front();
+  const std::string b_real = env_->api()->GetPod("default", "b")->metadata.annotations.at("ALIYUN_COM_GPU_MEM_IDX");
+  ASSERT_NE(b_real, b_planned) << "kubelet admitted b first: the pods swap";
+  AddPod(SimplePod("c", 3));
+  EXPECT_EQ(sched.ScheduleOne("default", "c").kind, ScheduleResult::Kind::kUnschedulable);
+  ASSERT_TRUE(env_->api()->Delete(kube::kPods, "default", "a", {0, ""}).ok());
+  ASSERT_TRUE(env_->kubelet().RemovePod("default", "a"));
+  const std::string moved = "{\"main\":" + b_real + "}";
+  ASSERT_TRUE(WaitUntil([&] {
+    return env_->api()->GetPod("default", "b")->metadata.annotations.at(std::string(ms::kAssumedAnnotation)) == moved;
+  })) << "b's plan should follow it";
+  ScheduleResult r = sched.ScheduleOne("default", "c");
+  ASSERT_TRUE(r.bound()) << r.message;
+  ASSERT_TRUE(env_->Admit("default", "c").admitted);
+  ASSERT_TRUE(env_->WaitTruthful()) << env_->Untruthful().front();
+  EXPECT_EQ(env_->KubeletTruth()["default/c"]["main"], std::stoi(b_planned));
+}
 
 // (f) -------------------------------------------------------------------------------------------
 TEST_F(MemShareE2E, BadRequestsToBothBinaries) {

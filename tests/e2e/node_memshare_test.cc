@@ -163,26 +163,6 @@ TEST(NodeMemoryShares, IdenticalPodsAdmittedInTheOppositeOrderEndUpTrue) {
   env.UnitsPerGpu();
 }
 
-// The swapped pair of the previous test, then a is deleted (Knative scaled down): b sits on
-// GPU 0 where a was planned, and b's own planned slot on GPU 1 is needed by nobody. The agent
-// moves b's plan to where it is, so that neither binary keeps counting the empty slot.
-TEST(NodeMemoryShares, APodOffItsPlanHasItsPlanMovedWhenItsSwapPartnerIsGone) {
-  MemShareEnv env;
-  env.Start();
-  env.AddBoundPod(SimplePod("a", 3), {0}, 100);
-  env.AddBoundPod(SimplePod("b", 3), {1}, 200);
-  ASSERT_TRUE(env.Admit("default", "b").admitted);
-  ASSERT_TRUE(env.Admit("default", "a").admitted);
-  ASSERT_TRUE(env.WaitTruthful()) << env.Untruthful().front() << env.AgentLog();
-  EXPECT_EQ(Annotation(env, "b", "gpushare.io/gpu-mem-assumed"), "{\"main\":1}");  // a still needs nothing: both held
-  ASSERT_TRUE(env.api()->Delete(kube::kPods, "default", "a", {0, ""}).ok());
-  ASSERT_TRUE(env.kubelet().RemovePod("default", "a"));
-  ASSERT_TRUE(WaitUntil([&] { return Annotation(env, "b", "gpushare.io/gpu-mem-assumed") == "{\"main\":0}"; }))
-      << env.AgentLog();
-  EXPECT_THAT(env.AgentLog(), HasSubstr("event=memshare_plan_moved pod=default/b"));
-  EXPECT_EQ(Annotation(env, "b", "gpushare.io/gpu-mem-confirmed"), "{\"main\":0}");
-}
-
 TEST(NodeMemoryShares, SeveralContainersInitContainersAndSidecars) {
   MemShareEnv env;
   env.Start();

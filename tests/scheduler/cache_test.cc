@@ -236,6 +236,35 @@ TEST_F(CacheTest, AReleasedSlotStaysCountedWhileASwapIntoItIsUnconfirmed) {
   EXPECT_EQ(Used("n", 1), 0);
 }
 
+// A swapped pair, then one of them is deleted: the other sits where its partner was planned and
+// its own planned slot is empty. Once no pod of that size is pending, the plan moves.
+TEST_F(CacheTest, AnEmptyPlannedSlotIsGivenBackOnceNothingPendingNeedsIt) {
+  Node("n", Uniform(2, 4));
+  json w = Bound(SimplePod("w", 3), "n", {{"main", 0}}, false);
+  json x = Bound(SimplePod("x", 3), "n", {{"main", 1}}, false);
+  for (json* p : {&w, &x}) {
+    const int real = p == &w ? 1 : 0;
+    for (const auto& [k, v] : ms::ConfirmAnnotations(Req(*p), {{"main", real}})) (*p)["metadata"]["annotations"][k] = v;
+    cache_->UpsertPod(DecodePodOrDie(*p));
+  }
+  EXPECT_EQ(Used("n", 0), 3);
+  EXPECT_EQ(Used("n", 1), 3);
+  EXPECT_TRUE(cache_->PlanMoves().empty()) << "a swapped pair leaves nothing empty";
+  cache_->DeletePod(DecodePodOrDie(w));  // x stays on GPU 0, planned on 1
+  EXPECT_EQ(Used("n", 1), 3) << "the empty slot is still counted";
+  // A pending pod of the same size may need it: nothing moves.
+  json y = Bound(SimplePod("y", 3), "n", {{"main", 1}}, false);
+  cache_->UpsertPod(DecodePodOrDie(y));
+  EXPECT_TRUE(cache_->PlanMoves().empty());
+  cache_->DeletePod(DecodePodOrDie(y));
+  std::vector<PlanMove> moves = cache_->PlanMoves();
+  ASSERT_EQ(moves.size(), 1u) << log_;
+  EXPECT_EQ(moves[0].key, "default/x");
+  EXPECT_EQ(moves[0].to, (ms::ContainerGpus{{"main", 0}}));
+  EXPECT_EQ(Used("n", 1), 0);
+  EXPECT_EQ(Bind(SimplePod("z", 4), "n"), 1);
+}
+
 TEST(CacheStart, NodesWithPendingPodsWaitForTheirConfirmation) {
   CacheOptions o;
   o.restart_hold_ns = 30'000'000'000;
