@@ -94,6 +94,8 @@ Status SchedulerService::Start() {
   xo.resource_name = options_.resource_name;
   kube::PodInformer* pods = pods_.get();
   xo.pod_lookup = [pods](const std::string& key) { return pods->Get(key); };
+  kube::NodeInformer* nodes = nodes_.get();
+  xo.node_known = [nodes](const std::string& node) { return nodes->Get(node) != nullptr; };
   extender_ = std::make_unique<Extender>(*cache_, client_, xo);
   server_ = std::make_unique<HttpServer>(*extender_, options_.http, [this] { return readiness(); },
                                          [this] { return Metrics(); });
