@@ -9,13 +9,18 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <memory>
 #include <thread>
+#include <vector>
 
 #include "scheduler/cache.h"
 #include "scheduler/extender.h"
@@ -38,6 +43,7 @@ class Raw {
   }
   ~Raw() { ::close(fd_); }
   bool connected() const { return connected_; }
+  int fd() const { return fd_; }
   bool Send(std::string_view s) {
     while (!s.empty()) {
       const ssize_t n = ::send(fd_, s.data(), s.size(), MSG_NOSIGNAL);
@@ -336,6 +342,137 @@ TEST_F(HttpServerTest, ListenErrorsNameTheAddress) {
   o.port = 0;
   HttpServer third(extender_, o, nullptr);
   EXPECT_FALSE(third.Start().ok());
+}
+
+
+// Raises this process's soft RLIMIT_NOFILE to the hard limit; returns the soft limit now.
+rlim_t RaiseFdLimit() {
+  rlimit r{};
+  ::getrlimit(RLIMIT_NOFILE, &r);
+  r.rlim_cur = r.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &r);
+  ::getrlimit(RLIMIT_NOFILE, &r);
+  return r.rlim_cur;
+}
+
+// One real filter request on a new connection: the status (0: none within 10 s) and the time
+// from connect to the complete reply.
+std::pair<int, double> TimedFilter(int port) {
+  const auto t0 = Clock::now();
+  Raw c(port);
+  if (!c.connected()) return {0, 0};
+  const std::string req = "POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
+                          "Content-Length: " + std::to_string(std::string_view(kFilter).size()) + "\r\n\r\n" + kFilter;
+  if (!c.Send(req)) return {0, 0};
+  const int status = c.Read(false, 10000).status;
+  return {status, std::chrono::duration<double, std::milli>(Clock::now() - t0).count()};
+}
+
+// Slowloris (issue 10 §3): more connections than workers, each sending one more header line
+// every so often and never finishing its head. Real requests are answered meanwhile.
+TEST_F(HttpServerTest, SlowlorisConnectionsDoNotDelayRealRequests) {
+  Start(/*threads=*/16, /*read_timeout=*/30, /*keep_alive=*/60);
+  std::vector<std::unique_ptr<Raw>> slow;
+  for (int i = 0; i < 24; ++i) {
+    slow.push_back(std::make_unique<Raw>(server_->port()));
+    ASSERT_TRUE(slow.back()->connected());
+    ASSERT_TRUE(slow.back()->Send("POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\n"));
+  }
+  std::atomic<bool> done{false};
+  std::thread trickle([&] {
+    for (int line = 0; !done.load(); ++line) {
+      for (auto& c : slow) c->Send("X-Slow-" + std::to_string(line) + ": 1\r\n");
+      for (int i = 0; i < 10 && !done.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::vector<double> latencies;
+  for (int i = 0; i < 5; ++i) {
+    const auto [status, ms] = TimedFilter(server_->port());
+    EXPECT_EQ(status, 200) << "real request " << i << " not answered while 24 slowloris connections trickle";
+    latencies.push_back(ms);
+  }
+  done = true;
+  trickle.join();
+  for (double ms : latencies) {
+    std::printf("filter with 24 slowloris connections open: %.2f ms\n", ms);
+    EXPECT_LT(ms, 2000.0);  // a liveness bound; the figure itself is in docs/benchmarks.md
+  }
+}
+
+// 1,000+ idle connections (some fresh, some after a keep-alive request) do not delay a real one.
+TEST_F(HttpServerTest, ThousandsOfIdleConnectionsDoNotDelayRealRequests) {
+  const rlim_t limit = RaiseFdLimit();
+  const int idle_count = static_cast<int>(std::min<rlim_t>(1500, limit > 200 ? limit - 200 : 0));
+  if (idle_count < 1000) GTEST_SKIP() << "RLIMIT_NOFILE hard limit " << limit << " too low for 1,000 idle connections";
+  Start(/*threads=*/16, /*read_timeout=*/30, /*keep_alive=*/60);
+  // All opened at once, a tenth sending a request (they stay open after it: keep-alive); the
+  // real requests come right after, while the server still has all of them to look at.
+  std::vector<std::unique_ptr<Raw>> idle;
+  for (int i = 0; i < idle_count; ++i) {
+    idle.push_back(std::make_unique<Raw>(server_->port()));
+    ASSERT_TRUE(idle.back()->connected()) << i;
+    if (i % 10 == 0) {
+      ASSERT_TRUE(idle.back()->Send("GET /healthz HTTP/1.1\r\nHost: h\r\n\r\n"));
+    }
+  }
+  std::vector<double> latencies;
+  for (int i = 0; i < 5; ++i) {
+    const auto [status, ms] = TimedFilter(server_->port());
+    EXPECT_EQ(status, 200) << "real request " << i << " not answered with " << idle_count << " idle connections";
+    latencies.push_back(ms);
+  }
+  for (double ms : latencies) {
+    std::printf("filter with %d idle connections open: %.2f ms\n", idle_count, ms);
+    EXPECT_LT(ms, 2000.0);
+  }
+  for (int i = 0; i < idle_count; i += 10) EXPECT_EQ(idle[static_cast<size_t>(i)]->Read(false, 20000).status, 200) << i;
+}
+
+// The head deadline covers the whole head, not each read: a client that sends a byte every
+// 100 ms is answered 408 and closed soon after the deadline (1 s here).
+TEST_F(HttpServerTest, AHeadTrickledPastItsDeadlineGets408) {
+  Start(/*threads=*/4, /*read_timeout=*/1, /*keep_alive=*/30);
+  Raw c(server_->port());
+  const std::string head = "POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\nX-Long: " + std::string(200, 'a');
+  const auto t0 = Clock::now();
+  std::atomic<bool> stop{false};
+  std::thread trickle([&] {
+    for (size_t i = 0; i < head.size() && !stop.load(); ++i) {
+      if (!c.Send(std::string(1, head[i]))) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  Raw::Response r = c.Read(false, 6000);
+  stop = true;
+  trickle.join();
+  EXPECT_EQ(r.status, 408) << r.head << r.body;
+  EXPECT_NE(r.body.find("request head not received within"), std::string::npos) << r.body;
+  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(4000));
+  EXPECT_TRUE(c.Closed(2000));
+}
+
+// The same for a body: the head arrives, the body trickles a byte every 100 ms.
+TEST_F(HttpServerTest, ABodyTrickledPastItsDeadlineIsClosed) {
+  Start(/*threads=*/4, /*read_timeout=*/1, /*keep_alive=*/30);
+  Raw c(server_->port());
+  ASSERT_TRUE(c.Send("POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
+                     "Content-Length: 200\r\n\r\n"));
+  const auto t0 = Clock::now();
+  std::atomic<bool> stop{false};
+  std::thread trickle([&] {
+    for (int i = 0; i < 200 && !stop.load(); ++i) {
+      if (!c.Send(" ")) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  Raw::Response r = c.Read(false, 6000);
+  stop = true;
+  trickle.join();
+  EXPECT_EQ(r.status, 408) << r.head << r.body;
+  EXPECT_NE(r.body.find("request body not received within"), std::string::npos) << r.body;
+  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(4000));
+  EXPECT_TRUE(c.Closed(2000));
 }
 
 }  // namespace
