@@ -33,8 +33,10 @@ using Clock = std::chrono::steady_clock;
 // One raw TCP connection to the server.
 class Raw {
  public:
-  explicit Raw(int port) {
+  // `rcvbuf` > 0: a small receive buffer (set before connecting, so the window stays small).
+  explicit Raw(int port, int rcvbuf = 0) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (rcvbuf > 0) ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(static_cast<uint16_t>(port));
@@ -102,15 +104,23 @@ class Raw {
 
 class HttpServerTest : public ::testing::Test {
  protected:
-  void Start(int threads = 4, int read_timeout = 2, int keep_alive = 30, size_t max_body = 1 << 20) {
-    cache_.SetSynced(true);
+  static HttpServerOptions Options(int threads = 4, int read_timeout = 2, int keep_alive = 30,
+                                   size_t max_body = 1 << 20) {
     HttpServerOptions o;
     o.host = "127.0.0.1";
     o.port = 0;
     o.threads = threads;
-    o.read_timeout_seconds = read_timeout;
-    o.keep_alive_seconds = keep_alive;
+    o.header_timeout = std::chrono::seconds(read_timeout);
+    o.read_timeout = std::chrono::seconds(read_timeout);
+    o.idle_timeout = std::chrono::seconds(keep_alive);
     o.max_body_bytes = max_body;
+    return o;
+  }
+  void Start(int threads = 4, int read_timeout = 2, int keep_alive = 30, size_t max_body = 1 << 20) {
+    StartWith(Options(threads, read_timeout, keep_alive, max_body));
+  }
+  void StartWith(const HttpServerOptions& o) {
+    cache_.SetSynced(true);
     server_ = std::make_unique<HttpServer>(extender_, o, [] { return Readiness{false, "informers syncing"}; },
                                            [] { return std::string("m 1\n"); });
     ASSERT_TRUE(server_->Start().ok());
@@ -473,6 +483,85 @@ TEST_F(HttpServerTest, ABodyTrickledPastItsDeadlineIsClosed) {
   EXPECT_NE(r.body.find("request body not received within"), std::string::npos) << r.body;
   EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(4000));
   EXPECT_TRUE(c.Closed(2000));
+}
+
+
+// At the connection limit the oldest idle connection makes room for a new one; with none idle,
+// the oldest one still sending its head does.
+TEST_F(HttpServerTest, AtTheConnectionLimitTheOldestIdleConnectionGoesFirst) {
+  HttpServerOptions o = Options(4, 30, 60);
+  o.max_connections = 16;
+  StartWith(o);
+  std::vector<std::unique_ptr<Raw>> idle;
+  for (int i = 0; i < 16; ++i) {
+    idle.push_back(std::make_unique<Raw>(server_->port()));
+    ASSERT_TRUE(idle.back()->Send("GET /healthz HTTP/1.1\r\nHost: h\r\n\r\n"));
+    ASSERT_EQ(idle.back()->Read().status, 200);
+  }
+  EXPECT_EQ(TimedFilter(server_->port()).first, 200);
+  EXPECT_TRUE(idle[0]->Closed(2000));  // the oldest
+  ASSERT_TRUE(idle[15]->Send("GET /healthz HTTP/1.1\r\nHost: h\r\n\r\n"));
+  EXPECT_EQ(idle[15]->Read().status, 200);  // the newest is still served
+  idle.clear();
+  // Now 16 slow heads and no idle connection.
+  std::vector<std::unique_ptr<Raw>> slow;
+  for (int i = 0; i < 16; ++i) {
+    slow.push_back(std::make_unique<Raw>(server_->port()));
+    ASSERT_TRUE(slow.back()->Send("POST /gpushare-scheduler/filter HTTP/1.1\r\n"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(TimedFilter(server_->port()).first, 200);
+  EXPECT_TRUE(slow[0]->Closed(2000));
+  EXPECT_GE(server_->stats().evicted, 2u);
+}
+
+// Request bytes held at once are capped: the oldest unfinished request gives way, and a real
+// request is still answered.
+TEST_F(HttpServerTest, BufferedRequestBytesAreCappedOldestFirst) {
+  HttpServerOptions o = Options(4, 30, 60);
+  o.max_buffered_bytes = 256 * 1024;
+  StartWith(o);
+  std::vector<std::unique_ptr<Raw>> partial;
+  for (int i = 0; i < 4; ++i) {
+    partial.push_back(std::make_unique<Raw>(server_->port()));
+    ASSERT_TRUE(partial.back()->Send("POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\n"
+                                     "Content-Type: application/json\r\nContent-Length: 500000\r\n\r\n" +
+                                     std::string(100000, ' ')));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(TimedFilter(server_->port()).first, 200);
+  EXPECT_TRUE(partial[0]->Closed(2000));  // the oldest gave way
+  EXPECT_GE(server_->stats().evicted, 1u);
+}
+
+// A reply larger than the socket takes is finished by the I/O thread while the client is slow
+// to read, without holding a worker; one that is never read is dropped after the read timeout.
+TEST_F(HttpServerTest, LargeRepliesToSlowReadersHoldNoWorker) {
+  Start(/*threads=*/1, /*read_timeout=*/2, /*keep_alive=*/30, /*max_body=*/8u << 20);
+  std::string names;
+  for (int i = 0; i < 60000; ++i) names += std::string(i ? "," : "") + "\"ghost-node-" + std::to_string(i) + "\"";
+  const std::string body =
+      R"({"Pod":{"metadata":{"name":"p","namespace":"d","uid":"u"},"spec":{"containers":[{"name":"c",)"
+      R"("resources":{"limits":{"aliyun.com/gpu-mem":"3"}}}]}},"Nodes":null,"NodeNames":[)" + names + "]}";
+  // Small receive windows: the ~5 MB reply cannot all sit in the socket buffers (the sender's
+  // is at most net.ipv4.tcp_wmem's 4 MB here).
+  Raw slow(server_->port(), 4096);
+  ASSERT_TRUE(slow.Send(Post("/gpushare-scheduler/filter", body)));
+  Raw never(server_->port(), 4096);
+  ASSERT_TRUE(never.Send(Post("/gpushare-scheduler/filter", body)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // The only worker is free again: another request is answered at once.
+  EXPECT_EQ(TimedFilter(server_->port()).first, 200);
+  Raw::Response r = slow.Read(false, 5000);
+  EXPECT_EQ(r.status, 200);
+  EXPECT_GE(r.body.size(), 4u << 20);
+  EXPECT_NE(r.body.find("ghost-node-59999"), std::string::npos);
+  // The reply nobody reads is given up after the read timeout (2 s): the connection ends
+  // before its whole reply arrived.
+  std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+  Raw::Response cut = never.Read(false, 2000);
+  EXPECT_EQ(cut.status, 0) << "a reply of " << cut.body.size() << " bytes arrived whole";
+  EXPECT_GE(server_->stats().timeouts, 1u);
 }
 
 }  // namespace
