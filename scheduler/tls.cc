@@ -74,8 +74,14 @@ Result<SSL_CTX*> BuildContext(const TlsOptions& o) {
   if (std::string p = FileProblem(o.key_file); !p.empty()) return file_error("--tls-private-key-file", o.key_file, p);
   if (SSL_CTX_use_certificate_chain_file(ctx.get(), o.cert_file.c_str()) != 1)
     return file_error("--tls-cert-file", o.cert_file, "not a PEM certificate (" + OpenSslErrors() + ")");
-  if (SSL_CTX_use_PrivateKey_file(ctx.get(), o.key_file.c_str(), SSL_FILETYPE_PEM) != 1)
+  if (SSL_CTX_use_PrivateKey_file(ctx.get(), o.key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
+    const unsigned long e = ERR_peek_last_error();
+    if (ERR_GET_LIB(e) == ERR_LIB_X509 && ERR_GET_REASON(e) == X509_R_KEY_VALUES_MISMATCH) {
+      ERR_clear_error();
+      return file_error("--tls-private-key-file", o.key_file, "does not match the certificate in " + o.cert_file);
+    }
     return file_error("--tls-private-key-file", o.key_file, "not a PEM private key (" + OpenSslErrors() + ")");
+  }
   if (SSL_CTX_check_private_key(ctx.get()) != 1)
     return file_error("--tls-private-key-file", o.key_file, "does not match the certificate in " + o.cert_file);
   if (!o.client_ca_file.empty()) {

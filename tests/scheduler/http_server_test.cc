@@ -24,83 +24,16 @@
 
 #include "scheduler/cache.h"
 #include "scheduler/extender.h"
+#include "tests/kube/test_util.h"
+#include "tests/scheduler/raw_http.h"
 
 namespace gpushare::scheduler {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// One raw TCP connection to the server.
-class Raw {
- public:
-  // `rcvbuf` > 0: a small receive buffer (set before connecting, so the window stays small).
-  explicit Raw(int port, int rcvbuf = 0) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (rcvbuf > 0) ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  }
-  ~Raw() { ::close(fd_); }
-  bool connected() const { return connected_; }
-  int fd() const { return fd_; }
-  bool Send(std::string_view s) {
-    while (!s.empty()) {
-      const ssize_t n = ::send(fd_, s.data(), s.size(), MSG_NOSIGNAL);
-      if (n <= 0) return false;
-      s.remove_prefix(static_cast<size_t>(n));
-    }
-    return true;
-  }
-  struct Response {
-    int status = 0;  // 0: none (closed or timed out)
-    std::string head;
-    std::string body;
-  };
-  // Reads one response (Content-Length framed); HEAD responses have no body.
-  Response Read(bool head_only = false, int timeout_ms = 5000) {
-    Response r;
-    size_t end;
-    while ((end = buf_.find("\r\n\r\n")) == std::string::npos)
-      if (!Fill(timeout_ms)) return r;
-    r.head = buf_.substr(0, end + 2);
-    r.status = std::atoi(r.head.c_str() + 9);
-    size_t length = 0;
-    const size_t cl = r.head.find("Content-Length: ");
-    if (cl != std::string::npos && !head_only && r.status != 100) length = std::strtoull(r.head.c_str() + cl + 16, nullptr, 10);
-    while (buf_.size() < end + 4 + length)
-      if (!Fill(timeout_ms)) return Response{};
-    r.body = buf_.substr(end + 4, length);
-    buf_.erase(0, end + 4 + length);
-    return r;
-  }
-  // True when the server closed the connection (EOF) within the timeout.
-  bool Closed(int timeout_ms = 5000) {
-    Got g;
-    while ((g = Receive(timeout_ms)) == Got::kData) {
-    }
-    return g == Got::kClosed;
-  }
-
- private:
-  enum class Got { kData, kClosed, kTimeout };
-  // Appends what arrives within the timeout to buf_.
-  Got Receive(int timeout_ms) {
-    pollfd p{fd_, POLLIN, 0};
-    if (::poll(&p, 1, timeout_ms) <= 0) return Got::kTimeout;
-    char c[65536];
-    const ssize_t n = ::recv(fd_, c, sizeof c, 0);
-    if (n <= 0) return Got::kClosed;
-    buf_.append(c, static_cast<size_t>(n));
-    return Got::kData;
-  }
-  bool Fill(int timeout_ms) { return Receive(timeout_ms) == Got::kData; }
-  int fd_ = -1;
-  bool connected_ = false;
-  std::string buf_;
-};
+using testing::Raw;
+using testing::TlsClientOptions;
 
 class HttpServerTest : public ::testing::Test {
  protected:
@@ -562,6 +495,169 @@ TEST_F(HttpServerTest, LargeRepliesToSlowReadersHoldNoWorker) {
   Raw::Response cut = never.Read(false, 2000);
   EXPECT_EQ(cut.status, 0) << "a reply of " << cut.body.size() << " bytes arrived whole";
   EXPECT_GE(server_->stats().timeouts, 1u);
+}
+
+
+// --- TLS ---------------------------------------------------------------------------------------
+// Certificates are made at test time with the openssl command-line tool (tests/kube/test_util.h):
+// a CA with a server certificate for 127.0.0.1 and a client certificate, and a second, unrelated
+// set for the "wrong CA" cases and the rotation.
+
+class TlsServerTest : public HttpServerTest {
+ protected:
+  void SetUp() override {
+    a_ = kube::testing::MakeTls(dir_a_);
+    b_ = kube::testing::MakeTls(dir_b_);
+    if (!a_.ok || !b_.ok) GTEST_SKIP() << "SKIPPED: the openssl command-line tool is missing";
+    // The files the server reads, so that a test can replace them (rotation).
+    kube::testing::WriteFile(Serving("crt"), a_.Pem(a_.server_crt));
+    kube::testing::WriteFile(Serving("key"), a_.Pem(a_.server_key));
+  }
+  std::string Serving(const std::string& ext) const { return serving_.File("serving." + ext); }
+  void StartTls(const std::string& client_ca, int read_timeout = 2) {
+    HttpServerOptions o = Options(4, read_timeout, 30);
+    o.tls = {Serving("crt"), Serving("key"), client_ca};
+    StartWith(o);
+  }
+  // A client of set `t` (its CA checks the server, its certificate is presented).
+  static TlsClientOptions Client(const kube::testing::TlsMaterial& t, bool with_cert = true) {
+    TlsClientOptions c;
+    c.ca_file = t.ca_crt;
+    if (with_cert) {
+      c.cert_file = t.client_crt;
+      c.key_file = t.client_key;
+    }
+    return c;
+  }
+  // A filter request over TLS on a new connection: the status (0: none) and the handshake's
+  // error, if any.
+  std::pair<int, std::string> Filter(const TlsClientOptions& c) {
+    Raw r(server_->port());
+    const std::string error = r.StartTls(c);
+    if (!error.empty()) return {0, error};
+    if (!r.Send(Post("/gpushare-scheduler/filter", kFilter))) return {0, "send failed"};
+    return {r.Read().status, ""};
+  }
+
+  kube::testing::TempDir dir_a_, dir_b_, serving_;
+  kube::testing::TlsMaterial a_, b_;
+};
+
+TEST_F(TlsServerTest, MutualTlsNeedsAClientCertificateFromTheConfiguredCa) {
+  StartTls(a_.ca_crt);
+  EXPECT_EQ(Filter(Client(a_)).first, 200);
+  // Keep-alive works over TLS, pipelining too.
+  {
+    Raw c(server_->port());
+    ASSERT_EQ(c.StartTls(Client(a_)), "");
+    ASSERT_TRUE(c.Send("GET /healthz HTTP/1.1\r\nHost: h\r\n\r\nGET /readyz HTTP/1.1\r\nHost: h\r\n\r\n"));
+    EXPECT_EQ(c.Read().status, 200);
+    EXPECT_EQ(c.Read().status, 503);
+    ASSERT_TRUE(c.Send(Post("/gpushare-scheduler/filter", kFilter)));
+    EXPECT_EQ(c.Read().status, 200);
+  }
+  // No client certificate: refused (at the handshake, or with TLS 1.3 at the first read).
+  EXPECT_EQ(Filter(Client(a_, /*with_cert=*/false)).first, 0);
+  // A client certificate from another CA: refused.
+  TlsClientOptions other = Client(a_);
+  other.cert_file = b_.client_crt;
+  other.key_file = b_.client_key;
+  EXPECT_EQ(Filter(other).first, 0);
+  // The client does not trust the server's CA: its handshake fails.
+  const auto [status, error] = Filter(Client(b_));
+  EXPECT_EQ(status, 0);
+  EXPECT_NE(error.find("certificate verify failed"), std::string::npos) << error;
+  // Only TLS 1.2 and later.
+  TlsClientOptions old = Client(a_);
+  old.max_version = TLS1_1_VERSION;
+  EXPECT_EQ(Filter(old).first, 0);
+  EXPECT_GE(server_->stats().tls_handshake_errors, 3u);
+  // Still serving.
+  EXPECT_EQ(Filter(Client(a_)).first, 200);
+}
+
+TEST_F(TlsServerTest, WithoutAClientCaAnyClientMayConnect) {
+  StartTls("");
+  EXPECT_EQ(Filter(Client(a_, /*with_cert=*/false)).first, 200);
+  EXPECT_EQ(Filter(Client(a_)).first, 200);
+}
+
+TEST_F(TlsServerTest, PlainHttpToTheTlsPortIsRefusedInPlainWords) {
+  StartTls(a_.ca_crt);
+  Raw plain(server_->port());
+  ASSERT_TRUE(plain.Send(Post("/gpushare-scheduler/filter", kFilter)));
+  Raw::Response r = plain.Read();
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("client sent an HTTP request to an HTTPS server"), std::string::npos) << r.body;
+  EXPECT_TRUE(plain.Closed());
+  // Garbage that is neither: closed.
+  Raw garbage(server_->port());
+  ASSERT_TRUE(garbage.Send(std::string("\x01\x02\x03\x04garbage\r\n\r\n", 15)));
+  EXPECT_TRUE(garbage.Closed());
+  // TLS records that are garbage inside: closed.
+  Raw bad(server_->port());
+  ASSERT_TRUE(bad.Send(std::string("\x16\x03\x01\x00\x05hello", 10)));
+  EXPECT_TRUE(bad.Closed());
+  EXPECT_EQ(Filter(Client(a_)).first, 200);
+}
+
+// Handshakes that never finish hold no worker and no real request waits for them; they are
+// closed at the head deadline.
+TEST_F(TlsServerTest, StalledHandshakesDoNotDelayRealRequests) {
+  StartTls(a_.ca_crt, /*read_timeout=*/1);
+  std::vector<std::unique_ptr<Raw>> stalled;
+  for (int i = 0; i < 32; ++i) {
+    stalled.push_back(std::make_unique<Raw>(server_->port()));
+    if (i % 2 == 0) {
+      ASSERT_TRUE(stalled.back()->Send(std::string("\x16\x03\x01\x02\x00\x01", 6)));  // a ClientHello's first bytes
+    }
+  }
+  const auto t0 = Clock::now();
+  EXPECT_EQ(Filter(Client(a_)).first, 200);
+  std::printf("TLS filter with 32 stalled handshakes open: %.2f ms\n",
+              std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(2000));
+  for (auto& s : stalled) EXPECT_TRUE(s->Closed(4000));
+}
+
+// A rotated certificate is used for new connections without a restart; connections made
+// before keep working; files that do not load keep the previous certificate.
+TEST_F(TlsServerTest, CertificateFilesAreReloadedWhenTheyChange) {
+  StartTls("");
+  Raw before(server_->port());
+  ASSERT_EQ(before.StartTls(Client(a_, false)), "");
+  EXPECT_NE(Filter(Client(b_, false)).second, "");  // set b's CA does not trust the current one
+  // Rotate to set b's server certificate (as a Secret update does: new files, new inodes).
+  kube::testing::ReplaceFile(Serving("key"), b_.Pem(b_.server_key));
+  kube::testing::ReplaceFile(Serving("crt"), b_.Pem(b_.server_crt));
+  ASSERT_TRUE(kube::testing::WaitUntil([&] { return Filter(Client(b_, false)).first == 200; },
+                                       std::chrono::milliseconds(10000)));
+  EXPECT_NE(Filter(Client(a_, false)).second, "");
+  EXPECT_GE(server_->stats().tls_reloads, 1u);
+  ASSERT_TRUE(before.Send("GET /healthz HTTP/1.1\r\nHost: h\r\n\r\n"));
+  EXPECT_EQ(before.Read().status, 200);
+  // A broken certificate file: the previous certificate stays.
+  kube::testing::ReplaceFile(Serving("crt"), "not a certificate\n");
+  ASSERT_TRUE(kube::testing::WaitUntil([&] { return server_->stats().tls_reload_errors >= 1; },
+                                       std::chrono::milliseconds(10000)));
+  EXPECT_EQ(Filter(Client(b_, false)).first, 200);
+}
+
+TEST_F(TlsServerTest, StartRefusesFilesThatDoNotLoadNamingTheFlag) {
+  HttpServerOptions o = Options();
+  o.tls = {Serving("crt"), a_.client_key, ""};
+  HttpServer mismatched(extender_, o, nullptr);
+  const Status s = mismatched.Start();
+  EXPECT_NE(s.message().find("--tls-private-key-file " + a_.client_key + ": does not match the certificate"),
+            std::string::npos)
+      << s.message();
+  o.tls = {dir_a_.path(), Serving("key"), ""};
+  HttpServer directory(extender_, o, nullptr);
+  EXPECT_NE(directory.Start().message().find("--tls-cert-file " + dir_a_.path() + ": not a regular file"),
+            std::string::npos);
+  o.tls = {Serving("crt"), Serving("key"), Serving("key")};
+  HttpServer bad_ca(extender_, o, nullptr);
+  EXPECT_NE(bad_ca.Start().message().find("--client-ca-file"), std::string::npos);
 }
 
 }  // namespace
