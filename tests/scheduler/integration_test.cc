@@ -416,6 +416,81 @@ TEST_F(IntegrationTest, BadRequestsAreRefusedWithAReasonAndNeverCrash) {
 }
 
 
+// --- TLS ---------------------------------------------------------------------------------------
+
+// kube-scheduler's extender entry with enableHTTPS and tlsConfig, against the real binary with
+// --tls-cert-file, --tls-private-key-file and --client-ca-file (mutual TLS). Certificates are
+// made at test time (tests/kube/test_util.h): a CA with a server certificate for 127.0.0.1 and
+// kubernetes.default.svc and a client certificate, plus an unrelated CA.
+TEST_F(IntegrationTest, TheExtenderOverMutualTlsAsKubeSchedulerConfiguresIt) {
+  kube::testing::TlsMaterial tls = kube::testing::MakeTls(tmp_);
+  if (!tls.ok) GTEST_SKIP() << "SKIPPED: the openssl command-line tool is missing";
+  StartScheduler(0, {"--tls-cert-file", tls.server_crt, "--tls-private-key-file", tls.server_key, "--client-ca-file",
+                     tls.ca_crt, "--health-listen", "127.0.0.1:0"});
+  AddNode(NodeJson("n", Uniform(2, 24)));
+  for (int i = 0; i < 6; ++i) AddPod(SimplePod("p" + std::to_string(i), 4));
+  ExtenderConfig base = Config(true);
+  base.url_prefix = scheduler_->url_prefix("https");
+  base.enable_https = true;
+  auto schedule = [&](const ExtenderConfig& c, const std::string& pod) {
+    FakeKubeScheduler sched(client_, {{c}, 1});
+    EXPECT_TRUE(sched.Validate().ok()) << sched.Validate().message();
+    return sched.ScheduleOne("default", pod);
+  };
+  // Files, as tlsConfig.certFile/keyFile/caFile.
+  ExtenderConfig files = base;
+  files.tls_config = fakes::ExtenderTlsConfig{false, "", tls.client_crt, tls.client_key, tls.ca_crt, "", "", ""};
+  ScheduleResult r = schedule(files, "p0");
+  EXPECT_TRUE(r.bound()) << r.message;
+  // PEM bytes, as certData/keyData/caData.
+  ExtenderConfig data = base;
+  data.tls_config = fakes::ExtenderTlsConfig{false, "", "", "", "", tls.Pem(tls.client_crt), tls.Pem(tls.client_key),
+                                             tls.Pem(tls.ca_crt)};
+  r = schedule(data, "p1");
+  EXPECT_TRUE(r.bound()) << r.message;
+  // serverName: the name checked instead of the URL's host.
+  ExtenderConfig named = files;
+  named.tls_config->server_name = "kubernetes.default.svc";
+  r = schedule(named, "p2");
+  EXPECT_TRUE(r.bound()) << r.message;
+  named.tls_config->server_name = "gpushare-scheduler.example";
+  r = schedule(named, "p3");
+  EXPECT_EQ(r.kind, ScheduleResult::Kind::kError) << r.message;
+  // enableHTTPS without a CA: the server is not verified (as kube-scheduler does).
+  ExtenderConfig no_ca = files;
+  no_ca.tls_config->ca_file.clear();
+  r = schedule(no_ca, "p3");
+  EXPECT_TRUE(r.bound()) << r.message;
+  // Refused: no client certificate; a client that trusts another CA.
+  ExtenderConfig no_cert = files;
+  no_cert.tls_config->cert_file.clear();
+  no_cert.tls_config->key_file.clear();
+  r = schedule(no_cert, "p4");
+  EXPECT_EQ(r.kind, ScheduleResult::Kind::kError) << r.message;
+  ExtenderConfig wrong_ca = files;
+  wrong_ca.tls_config->ca_file = tls.other_ca_crt;
+  r = schedule(wrong_ca, "p4");
+  EXPECT_EQ(r.kind, ScheduleResult::Kind::kError);
+  EXPECT_NE(r.message.find("certificate"), std::string::npos) << r.message;
+  // Plain HTTP to the TLS port: refused, with words that say so.
+  ExtenderConfig plain = Config(true);
+  Result<std::string> p = ExtenderClient(plain).Post("filter", "{}");
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("client sent an HTTP request to an HTTPS server"), std::string::npos)
+      << p.status().message();
+  // A CA with insecure is refused by the configuration check, as kube-scheduler refuses it.
+  ExtenderConfig both = files;
+  both.tls_config->insecure = true;
+  FakeKubeScheduler invalid(client_, {{both}, 1});
+  EXPECT_NE(invalid.Validate().message().find("insecure flag is not allowed"), std::string::npos);
+  // Nothing was bound by the refused attempts.
+  EXPECT_TRUE(client_->GetPod("default", "p4")->spec.node_name.empty());
+  EXPECT_TRUE(scheduler_->Running());
+  EXPECT_EQ(scheduler_->Terminate(), 0);
+  EXPECT_NE(scheduler_->Log().find("event=tls_handshake_failed"), std::string::npos);
+  EXPECT_NE(scheduler_->Log().find("tls=on client_certs=required"), std::string::npos);
+}
+
 // Every flag problem exits 2 with a line that names the flag, before anything starts.
 TEST(SchedulerFlags, BadFlagsExit2NamingTheFlag) {
   struct Case {

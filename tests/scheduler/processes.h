@@ -7,6 +7,7 @@
 #include <httplib.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -82,20 +83,28 @@ class SchedulerProcess {
                                      "--url-prefix", "/gpushare-scheduler", "--kubeconfig", kubeconfig,
                                      "--port-file", port_file_, "--log-level", "info"};
     argv.insert(argv.end(), extra.begin(), extra.end());
+    // With --health-listen (e.g. when the extender speaks TLS) readiness is asked there.
+    const bool health = std::find(extra.begin(), extra.end(), "--health-listen") != extra.end();
+    const std::string health_file = port_file_ + ".health";
+    if (health) argv.insert(argv.end(), {"--health-port-file", health_file});
     child_ = std::make_unique<gpushare::testing::Child>(argv);
     port_ = WaitForPortFile(port_file_, child_.get());
+    if (health) health_port_ = WaitForPortFile(health_file, child_.get());
   }
   ~SchedulerProcess() {
     if (child_) Kill();
   }
   bool ok() const { return port_ > 0; }
   int port() const { return port_; }
-  std::string url_prefix() const { return "http://127.0.0.1:" + std::to_string(port_) + "/gpushare-scheduler"; }
-  // GET /readyz until 200.
+  int health_port() const { return health_port_; }
+  std::string url_prefix(const std::string& scheme = "http") const {
+    return scheme + "://127.0.0.1:" + std::to_string(port_) + "/gpushare-scheduler";
+  }
+  // GET /readyz until 200 (on the health listener when there is one).
   bool WaitReady(std::chrono::milliseconds limit = std::chrono::milliseconds(30000)) const {
     return kube::testing::WaitUntil(
         [&] {
-          httplib::Client c("127.0.0.1", port_);
+          httplib::Client c("127.0.0.1", health_port_ > 0 ? health_port_ : port_);
           httplib::Result r = c.Get("/readyz");
           return r && r->status == 200;
         },
@@ -127,6 +136,7 @@ class SchedulerProcess {
   std::unique_ptr<gpushare::testing::Child> child_;
   gpushare::testing::ProcessResult result_;
   int port_ = -1;
+  int health_port_ = -1;
 };
 
 }  // namespace gpushare::scheduler::testing
