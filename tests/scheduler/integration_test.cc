@@ -418,6 +418,10 @@ TEST_F(IntegrationTest, BadRequestsAreRefusedWithAReasonAndNeverCrash) {
 
 // --- TLS ---------------------------------------------------------------------------------------
 
+std::string BindingBody(const std::string& pod, const std::string& node) {
+  return json{{"PodName", pod}, {"PodNamespace", "default"}, {"PodUID", "uid-" + pod}, {"Node", node}}.dump();
+}
+
 // kube-scheduler's extender entry with enableHTTPS and tlsConfig, against the real binary with
 // --tls-cert-file, --tls-private-key-file and --client-ca-file (mutual TLS). Certificates are
 // made at test time (tests/kube/test_util.h): a CA with a server certificate for 127.0.0.1 and
@@ -483,12 +487,55 @@ TEST_F(IntegrationTest, TheExtenderOverMutualTlsAsKubeSchedulerConfiguresIt) {
   both.tls_config->insecure = true;
   FakeKubeScheduler invalid(client_, {{both}, 1});
   EXPECT_NE(invalid.Validate().message().find("insecure flag is not allowed"), std::string::npos);
+  // The health listener serves the probes and metrics, never a verb.
+  httplib::Client health("127.0.0.1", scheduler_->health_port());
+  httplib::Result h = health.Post("/gpushare-scheduler/bind", BindingBody("p4", "n"), "application/json");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 404);
+  EXPECT_EQ(health.Get("/readyz")->status, 200);
+  EXPECT_NE(health.Get("/metrics")->body.find("gpushare_scheduler_tls_handshake_errors_total"), std::string::npos);
   // Nothing was bound by the refused attempts.
   EXPECT_TRUE(client_->GetPod("default", "p4")->spec.node_name.empty());
   EXPECT_TRUE(scheduler_->Running());
   EXPECT_EQ(scheduler_->Terminate(), 0);
   EXPECT_NE(scheduler_->Log().find("event=tls_handshake_failed"), std::string::npos);
   EXPECT_NE(scheduler_->Log().find("tls=on client_certs=required"), std::string::npos);
+}
+
+// The plain manifests keep the extender on the node's loopback (issue 10 §2): no Service
+// exposes it, gpushare-scheduler listens on 127.0.0.1 in the host's network namespace beside
+// kube-scheduler, kube-scheduler calls that address and port, and the probes go to the health
+// listener, which is not on loopback (kubelet probes the node's address).
+TEST(DeployedManifests, KeepTheExtenderOnLoopback) {
+  const std::string dir = std::string(GPUSHARE_SOURCE_DIR) + "/deploy/";
+  std::string listen, health_listen, probe_port;
+  bool host_network = false;
+  for (const YAML::Node& doc : YAML::LoadAllFromFile(dir + "gpushare-scheduler.yaml")) {
+    const std::string kind = doc["kind"].as<std::string>("");
+    EXPECT_NE(kind, "Service") << "the extender must not be exposed by a Service";
+    if (kind != "DaemonSet" && kind != "Deployment") continue;
+    const YAML::Node spec = doc["spec"]["template"]["spec"];
+    host_network = spec["hostNetwork"].as<bool>(false);
+    const YAML::Node c = spec["containers"][0];
+    for (const YAML::Node& a : c["args"]) {
+      const std::string arg = a.as<std::string>();
+      if (arg.rfind("--listen=", 0) == 0) listen = arg.substr(9);
+      if (arg.rfind("--health-listen=", 0) == 0) health_listen = arg.substr(16);
+    }
+    for (const char* probe : {"readinessProbe", "livenessProbe"}) {
+      const std::string port = c[probe]["httpGet"]["port"].as<std::string>("");
+      for (const YAML::Node& p : c["ports"])
+        if (p["name"].as<std::string>("") == port) probe_port = p["containerPort"].as<std::string>();
+      EXPECT_FALSE(probe_port.empty()) << probe;
+    }
+  }
+  EXPECT_TRUE(host_network);
+  EXPECT_EQ(listen.rfind("127.0.0.1:", 0), 0u) << listen;
+  EXPECT_EQ(health_listen.substr(health_listen.rfind(':') + 1), probe_port) << health_listen;
+  EXPECT_EQ(health_listen.rfind("127.", 0), std::string::npos) << "kubelet cannot probe a loopback listener";
+  YAML::Node cfg = YAML::LoadFile(dir + "kube-scheduler-config.yaml");
+  const std::string url = cfg["extenders"][0]["urlPrefix"].as<std::string>();
+  EXPECT_EQ(url, "http://" + listen + "/gpushare-scheduler");
 }
 
 // Every flag problem exits 2 with a line that names the flag, before anything starts.
