@@ -8,6 +8,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
@@ -21,6 +22,7 @@
 #include <atomic>
 #include <cctype>
 #include <cerrno>
+#include <csignal>
 #include <condition_variable>
 #include <cstring>
 #include <ctime>
@@ -141,6 +143,16 @@ bool MayEndHead(std::string_view buf, size_t* scanned) {
   }
   *scanned = buf.size();
   return false;
+}
+
+// OpenSSL writes with write(2), which raises SIGPIPE when the peer has gone (plain sockets use
+// MSG_NOSIGNAL). The server's own threads block it, so such a write fails with EPIPE instead of
+// ending the process (the signal stays pending on the thread, harmlessly).
+void BlockSigpipe() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
 }
 
 // The outcome of one read, write or handshake step on a non-blocking connection.
@@ -798,6 +810,7 @@ struct HttpServer::Impl {
     }
   }
   void Run() {
+    BlockSigpipe();
     std::vector<epoll_event> events(kMaxEvents);
     while (!stopping.load()) {
       int timeout_ms = -1;
@@ -848,6 +861,7 @@ struct HttpServer::Impl {
 
   // --- workers --------------------------------------------------------------------------------
   void Work() {
+    BlockSigpipe();
     for (;;) {
       Conn* c;
       {

@@ -265,6 +265,7 @@ int RunScheduler(ServiceOptions options) {
       spdlog::warn("event=rlimit_nofile_unchanged error={}", Value(std::strerror(errno)));
   }
   SchedulerService service(std::move(options));
+  std::signal(SIGPIPE, SIG_IGN);  // a client that went away is an EPIPE, never the end of the process
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   Status s = service.Start();

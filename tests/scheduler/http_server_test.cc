@@ -32,6 +32,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+using testing::RaiseFdLimit;
 using testing::Raw;
 using testing::TlsClientOptions;
 
@@ -287,16 +288,6 @@ TEST_F(HttpServerTest, ListenErrorsNameTheAddress) {
   EXPECT_FALSE(third.Start().ok());
 }
 
-
-// Raises this process's soft RLIMIT_NOFILE to the hard limit; returns the soft limit now.
-rlim_t RaiseFdLimit() {
-  rlimit r{};
-  ::getrlimit(RLIMIT_NOFILE, &r);
-  r.rlim_cur = r.rlim_max;
-  ::setrlimit(RLIMIT_NOFILE, &r);
-  ::getrlimit(RLIMIT_NOFILE, &r);
-  return r.rlim_cur;
-}
 
 // One real filter request on a new connection: the status (0: none within 10 s) and the time
 // from connect to the complete reply.

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -123,6 +124,17 @@ class SchedulerProcess {
     return result_.exit_code;
   }
   bool Running() { return child_ && !child_->Exited(); }
+  // The process id, found as the process whose command line names this instance's port file.
+  pid_t pid() const {
+    for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+      const std::string name = e.path().filename().string();
+      if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::string cmdline = kube::testing::ReadFile(e.path().string() + "/cmdline");
+      std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+      if (cmdline.find(" " + port_file_ + " ") != std::string::npos) return static_cast<pid_t>(std::stol(name));
+    }
+    return -1;
+  }
   // Waits until the running scheduler's log (stderr) contains `text`.
   bool WaitForLog(const std::string& text, std::chrono::seconds limit = std::chrono::seconds(20)) {
     return child_ && child_->WaitForStderr(text, limit);

@@ -9,15 +9,28 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <string>
 #include <string_view>
 
 namespace gpushare::scheduler::testing {
+
+// Raises this process's soft RLIMIT_NOFILE to the hard limit (for tests that open many
+// sockets); returns the soft limit now.
+inline rlim_t RaiseFdLimit() {
+  rlimit r{};
+  ::getrlimit(RLIMIT_NOFILE, &r);
+  r.rlim_cur = r.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &r);
+  ::getrlimit(RLIMIT_NOFILE, &r);
+  return r.rlim_cur;
+}
 
 // How a test's TLS client connects.
 struct TlsClientOptions {
@@ -31,6 +44,9 @@ class Raw {
  public:
   // `rcvbuf` > 0: a small receive buffer (set before connecting, so the window stays small).
   explicit Raw(int port, int rcvbuf = 0) {
+    // OpenSSL writes with write(2): a peer that closed must not kill the test with SIGPIPE.
+    static const bool sigpipe_ignored = [] { return std::signal(SIGPIPE, SIG_IGN) != SIG_ERR; }();
+    (void)sigpipe_ignored;
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
     if (rcvbuf > 0) ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
     sockaddr_in a{};

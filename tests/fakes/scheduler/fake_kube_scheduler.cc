@@ -410,16 +410,19 @@ Result<std::vector<json>> FakeKubeScheduler::Pods() {
   Result<kube::RawList> l = api_->List(kube::kPods, "", {});
   if (!l.ok()) return l.status();
   std::vector<json> out;
-  std::set<std::string> bound;
+  std::set<std::string> bound, live;
   for (json& p : l->items) {
     if (Terminal(p)) continue;
+    live.insert(Str(p, "metadata", "uid"));
     if (!Str(p, "spec", "nodeName").empty()) bound.insert(Str(p, "metadata", "uid"));
     out.push_back(InformerObject(std::move(p)));
   }
   std::lock_guard<std::mutex> lock(mu_);
   for (auto it = assumed_.begin(); it != assumed_.end();) {
-    if (bound.count(it->first)) {
-      it = assumed_.erase(it);  // the API has caught up
+    // The API has caught up, or the pod is gone (deleted or finished: kube-scheduler's cache
+    // drops an assumed pod on its delete event).
+    if (bound.count(it->first) || !live.count(it->first)) {
+      it = assumed_.erase(it);
       continue;
     }
     json p = it->second.second;

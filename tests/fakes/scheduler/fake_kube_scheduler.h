@@ -28,7 +28,8 @@
 //     (seeded); bind through the extender that has bindVerb (an error forgets the assumed pod,
 //     unless the pod turns out to be bound already; an ignorable binder falls through to the
 //     default binder), else a Binding via the API;
-//   - its own cache: pods it assumed count against node allocatable until the API shows them.
+//   - its own cache: pods it assumed count against node allocatable until the API shows them
+//     bound, or no longer lists them (deleted or finished).
 //   - config validation: weight > 0 with a prioritizeVerb, at most one binder, managed
 //     resource names valid extended resource names and unique.
 //   - TLS as kube-scheduler's makeTransport sets it up from `enableHTTPS` and `tlsConfig`
