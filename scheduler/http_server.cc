@@ -239,6 +239,7 @@ struct HttpServer::Impl {
   Clock::time_point next_tls_check{};
   std::vector<char> scratch = std::vector<char>(kReadChunk);
 
+  std::atomic<uint64_t> n_buffered{0};
   std::atomic<uint64_t> n_connections{0}, n_accepted{0}, n_requests{0}, n_refused{0}, n_timeouts{0}, n_evicted{0},
       n_tls_errors{0}, n_tls_reloads{0}, n_tls_reload_errors{0};
 
@@ -275,6 +276,7 @@ struct HttpServer::Impl {
     const size_t now = c->in.size() + c->body.size();
     buffered = buffered - c->charged + now;
     c->charged = now;
+    n_buffered.store(buffered, std::memory_order_relaxed);
   }
   void Arm(Conn* c) {
     epoll_event e{};
@@ -295,6 +297,7 @@ struct HttpServer::Impl {
     c->ssl = nullptr;
     ::close(c->fd);  // also leaves the epoll set
     buffered -= c->charged;
+    n_buffered.store(buffered, std::memory_order_relaxed);
     c->charged = 0;
     c->state = State::kDead;
     conns.erase(c);
@@ -513,6 +516,8 @@ struct HttpServer::Impl {
         const size_t have = static_cast<size_t>(std::min<uint64_t>(c->body_length, c->in.size() - c->start));
         c->body.assign(c->in, c->start, have);
         c->start += have;
+        c->in.erase(0, c->start);  // what is left is the next request's (usually nothing)
+        c->start = 0;
       }
       SetState(c, State::kBody, c->request_start + o->read_timeout, &reading);
       if (c->head.expect_continue) {
@@ -911,6 +916,7 @@ HttpServerStats HttpServer::stats() const {
   if (!impl_) return s;
   const Impl& im = *impl_;
   s.connections = im.n_connections.load();
+  s.buffered_bytes = im.n_buffered.load();
   s.accepted = im.n_accepted.load();
   s.requests = im.n_requests.load();
   s.refused = im.n_refused.load();

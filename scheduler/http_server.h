@@ -72,6 +72,7 @@ struct HttpServerOptions {
 // Counters of the transport (gpushare_scheduler_http_* in /metrics).
 struct HttpServerStats {
   uint64_t connections = 0;          // open now
+  uint64_t buffered_bytes = 0;       // request bytes held now (heads, bodies, pipelined input)
   uint64_t accepted = 0;
   uint64_t requests = 0;             // complete requests handed to the workers
   uint64_t refused = 0;              // answered by the HTTP layer (400, 408, 413, 431, 501, 503, 505)

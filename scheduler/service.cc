@@ -231,6 +231,7 @@ std::string SchedulerService::Metrics() const {
   line("gpushare_scheduler_ready", "", ready_.load() ? 1 : 0);
   const HttpServerStats h = server_ ? server_->stats() : HttpServerStats{};
   line("gpushare_scheduler_http_connections", "", static_cast<double>(h.connections));
+  line("gpushare_scheduler_http_buffered_bytes", "", static_cast<double>(h.buffered_bytes));
   out += "# TYPE gpushare_scheduler_http_connections_total counter\n";
   line("gpushare_scheduler_http_connections_total", "", static_cast<double>(h.accepted));
   line("gpushare_scheduler_http_refused_total", "", static_cast<double>(h.refused));

@@ -411,32 +411,44 @@ TEST_F(HttpServerTest, ABodyTrickledPastItsDeadlineIsClosed) {
 
 
 // At the connection limit the oldest idle connection makes room for a new one; with none idle,
-// the oldest one still sending its head does.
+// one still sending its head does.
 TEST_F(HttpServerTest, AtTheConnectionLimitTheOldestIdleConnectionGoesFirst) {
   HttpServerOptions o = Options(4, 30, 60);
   o.max_connections = 16;
   StartWith(o);
+  auto connections = [&](uint64_t n) {
+    return kube::testing::WaitUntil([&] { return server_->stats().connections == n; });
+  };
+  // The oldest: connected first, never sent anything. Then 15 that had a request each and
+  // stay open (keep-alive).
   std::vector<std::unique_ptr<Raw>> idle;
-  for (int i = 0; i < 16; ++i) {
+  idle.push_back(std::make_unique<Raw>(server_->port()));
+  ASSERT_TRUE(connections(1));
+  for (int i = 1; i < 16; ++i) {
     idle.push_back(std::make_unique<Raw>(server_->port()));
     ASSERT_TRUE(idle.back()->Send("GET /healthz HTTP/1.1\r\nHost: h\r\n\r\n"));
     ASSERT_EQ(idle.back()->Read().status, 200);
   }
   EXPECT_EQ(TimedFilter(server_->port()).first, 200);
   EXPECT_TRUE(idle[0]->Closed(2000));  // the oldest
-  ASSERT_TRUE(idle[15]->Send("GET /healthz HTTP/1.1\r\nHost: h\r\n\r\n"));
-  EXPECT_EQ(idle[15]->Read().status, 200);  // the newest is still served
+  for (int i = 1; i < 16; ++i) {
+    ASSERT_TRUE(idle[static_cast<size_t>(i)]->Send("GET /healthz HTTP/1.1\r\nHost: h\r\n\r\n"));
+    EXPECT_EQ(idle[static_cast<size_t>(i)]->Read().status, 200) << i;  // the others are still served
+  }
   idle.clear();
-  // Now 16 slow heads and no idle connection.
+  ASSERT_TRUE(connections(0));
+  // Now 16 connections in the middle of a head, and none idle: one of them makes room.
   std::vector<std::unique_ptr<Raw>> slow;
   for (int i = 0; i < 16; ++i) {
     slow.push_back(std::make_unique<Raw>(server_->port()));
     ASSERT_TRUE(slow.back()->Send("POST /gpushare-scheduler/filter HTTP/1.1\r\n"));
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+  ASSERT_TRUE(connections(16));
   EXPECT_EQ(TimedFilter(server_->port()).first, 200);
-  EXPECT_TRUE(slow[0]->Closed(2000));
-  EXPECT_GE(server_->stats().evicted, 2u);
+  int closed = 0;
+  for (auto& c : slow) closed += c->Closed(100) ? 1 : 0;
+  EXPECT_EQ(closed, 1);
+  EXPECT_EQ(server_->stats().evicted, 2u);
 }
 
 // Request bytes held at once are capped: the oldest unfinished request gives way, and a real
@@ -449,13 +461,23 @@ TEST_F(HttpServerTest, BufferedRequestBytesAreCappedOldestFirst) {
   for (int i = 0; i < 4; ++i) {
     partial.push_back(std::make_unique<Raw>(server_->port()));
     ASSERT_TRUE(partial.back()->Send("POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\n"
-                                     "Content-Type: application/json\r\nContent-Length: 500000\r\n\r\n" +
+                                     "Content-Type: application/json\r\nContent-Length: 120000\r\n\r\n" +
                                      std::string(100000, ' ')));
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    // Each one held before the next (100 KB each; the third and fourth go over 256 KiB).
+    ASSERT_TRUE(kube::testing::WaitUntil([&] {
+      const HttpServerStats st = server_->stats();
+      return st.buffered_bytes >= 100000u * static_cast<uint64_t>(std::min(i + 1, 2)) &&
+             st.evicted == static_cast<uint64_t>(std::max(0, i - 1));
+    })) << i;
   }
+  EXPECT_TRUE(partial[0]->Closed(2000));  // the oldest gave way first, then the next oldest
+  EXPECT_TRUE(partial[1]->Closed(2000));
+  EXPECT_LE(server_->stats().buffered_bytes, 256u * 1024);
   EXPECT_EQ(TimedFilter(server_->port()).first, 200);
-  EXPECT_TRUE(partial[0]->Closed(2000));  // the oldest gave way
-  EXPECT_GE(server_->stats().evicted, 1u);
+  // The newest completes its request within the cap (a body of spaces is no JSON: 400).
+  ASSERT_TRUE(partial[3]->Send(std::string(20000, ' ')));
+  EXPECT_EQ(partial[3]->Read().status, 400);
+  EXPECT_EQ(server_->stats().evicted, 2u);
 }
 
 // A reply larger than the socket takes is finished by the I/O thread while the client is slow
