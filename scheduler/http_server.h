@@ -15,13 +15,15 @@
 // The server is our own (message syntax in http_wire.h), built so that no number of idle, slow
 // or hostile connections can starve a real request (issue 10 §3):
 //
-//   - one I/O thread multiplexes every connection with epoll, on non-blocking sockets: it
-//     accepts, does the TLS handshakes (tls.h), reads request heads and bodies, answers the
-//     refusals of the HTTP layer itself, and hands only COMPLETE requests to the workers;
-//   - `threads` workers run the handlers (the extender verbs, /readyz, /metrics) and write the
-//     reply straight to the socket; what the socket does not take at once is finished by the
-//     I/O thread. So an idle keep-alive connection, or one that trickles its head, costs a
-//     little memory and no worker;
+//   - every connection is non-blocking and multiplexed with epoll by one thread at a time, the
+//     leader of the pool (`threads`, leader/followers): it accepts, does the TLS handshakes
+//     (tls.h), reads request heads and bodies as far as they have arrived, answers the refusals
+//     of the HTTP layer itself, and acts only on COMPLETE requests: it hands the lead to a
+//     follower and runs the handler itself, then writes the reply straight to the socket (what
+//     the socket does not take is finished by the next leader). So an idle keep-alive
+//     connection, or one that trickles its head, costs a little memory and no thread, and a
+//     request is not passed between threads (one wake-up per exchange, as with a thread
+//     blocked in recv());
 //   - every request has deadlines for the whole of it, not per read: its head must arrive
 //     within header_timeout of its first byte (408 otherwise; a new connection's TLS handshake
 //     too), the head and body within read_timeout (408); a reply the client does not read
@@ -60,7 +62,7 @@ struct HttpServerOptions {
   // false: only GET /healthz, /readyz and /metrics (the health listener for kubelet's probes).
   bool serve_verbs = true;
   size_t max_body_bytes = 8u << 20;     // larger requests get 413
-  int threads = 16;                     // requests handled at once (workers)
+  int threads = 16;                     // the pool (at least 2): one leads, the others serve requests
   std::chrono::milliseconds header_timeout{10000};  // a request head, from its first byte (and a TLS handshake)
   std::chrono::milliseconds read_timeout{30000};    // a whole request, head and body; also a reply's write
   std::chrono::milliseconds idle_timeout{60000};    // an idle keep-alive connection
@@ -74,7 +76,7 @@ struct HttpServerStats {
   uint64_t connections = 0;          // open now
   uint64_t buffered_bytes = 0;       // request bytes held now (heads, bodies, pipelined input)
   uint64_t accepted = 0;
-  uint64_t requests = 0;             // complete requests handed to the workers
+  uint64_t requests = 0;             // complete requests served
   uint64_t refused = 0;              // answered by the HTTP layer (400, 408, 413, 431, 501, 503, 505)
   uint64_t timeouts = 0;             // heads, bodies or replies past their deadline (408 or closed)
   uint64_t evicted = 0;              // closed to make room (connections or buffered bytes)

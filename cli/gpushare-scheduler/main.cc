@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-body-bytes", max_body, "largest request body accepted, 1024..1073741824 (larger: HTTP 413)")
       ->capture_default_str();
-  app.add_option("--http-threads", threads, "requests handled at once, 1..1024 (connections wait in the I/O thread)")
+  app.add_option("--http-threads", threads, "threads serving requests, 2..1024 (one of them watches every connection; idle or slow ones cost no thread)")
       ->capture_default_str();
   app.add_option("--http-max-connections", max_connections,
                  "open connections at most, 16..1048576; the oldest idle ones are closed first (0: from RLIMIT_NOFILE)")
@@ -161,7 +161,7 @@ int main(int argc, char** argv) {
     return fail("--resource-name: \"" + o.resource_name + "\" is not an extended resource name" + (p.empty() ? "" : ": " + p));
   if (!(why = ParseWhole("--max-body-bytes", max_body, 1024, int64_t{1} << 30, &v)).empty()) return fail(why);
   o.http.max_body_bytes = static_cast<size_t>(v);
-  if (!(why = ParseWhole("--http-threads", threads, 1, 1024, &v)).empty()) return fail(why);
+  if (!(why = ParseWhole("--http-threads", threads, 2, 1024, &v)).empty()) return fail(why);
   o.http.threads = static_cast<int>(v);
   if (!(why = ParseWhole("--http-max-connections", max_connections, 0, 1 << 20, &v)).empty()) return fail(why);
   if (v != 0 && v < 16) return fail("--http-max-connections: must be 0 (from RLIMIT_NOFILE) or 16..1048576, got " + max_connections);
