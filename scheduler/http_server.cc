@@ -179,6 +179,7 @@ class Bytes {
   }
   void Commit(size_t n) { size_ += n; }
   void append(const char* p, size_t n) {
+    if (n == 0) return;
     std::memcpy(Extend(n), p, n);
     size_ += n;
   }
