@@ -18,12 +18,13 @@
 //   - every connection is non-blocking and multiplexed with epoll by one thread at a time, the
 //     leader of the pool (`threads`, leader/followers): it accepts, does the TLS handshakes
 //     (tls.h), reads request heads and bodies as far as they have arrived, answers the refusals
-//     of the HTTP layer itself, and acts only on COMPLETE requests: it hands the lead to a
-//     follower and runs the handler itself, then writes the reply straight to the socket (what
-//     the socket does not take is finished by the next leader). So an idle keep-alive
-//     connection, or one that trickles its head, costs a little memory and no thread, and a
-//     request is not passed between threads (one wake-up per exchange, as with a thread
-//     blocked in recv());
+//     of the HTTP layer itself, and acts only on COMPLETE requests: a quick one (anything but
+//     a bind, body up to 1 MiB) it serves itself and goes on leading; for a bind (API calls)
+//     or a large body it hands the lead to a follower first; more than one complete at once,
+//     the followers take the others. Replies are written straight to the socket (what the
+//     socket does not take is finished by the leader). So an idle keep-alive connection, or
+//     one that trickles its head, costs a little memory and no thread, and a request is not
+//     passed between threads (one wake-up per exchange, as with a thread blocked in recv());
 //   - every request has deadlines for the whole of it, not per read: its head must arrive
 //     within header_timeout of its first byte (408 otherwise; a new connection's TLS handshake
 //     too), the head and body within read_timeout (408); a reply the client does not read
