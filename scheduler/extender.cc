@@ -66,6 +66,15 @@ Result<Decoded> DecodeArgs(std::string_view body, std::string_view resource) {
   return d;
 }
 
+// Whether any container or init container names `resource` in its requests or limits (the
+// interest test kube-scheduler applies before it calls an extender with managedResources).
+bool NamesResource(const kube::Pod& pod, const std::string& resource) {
+  for (const auto* list : {&pod.spec.containers, &pod.spec.init_containers})
+    for (const kube::Container& c : *list)
+      if (c.resources.limits.count(resource) != 0 || c.resources.requests.count(resource) != 0) return true;
+  return false;
+}
+
 std::string Join(const std::map<std::string, std::string>& m, size_t limit) {
   std::string out;
   size_t n = 0;
@@ -228,11 +237,14 @@ std::string Extender::DoBind(const std::string& ns, const std::string& name, con
                              const std::string& node) {
   const std::string key = ns + "/" + name;
   if (!cache_.synced()) return std::string(kNotSynced);
+  // kube-scheduler always sends the UID of the pod it scheduled; without it the bind could
+  // land on another incarnation of the name.
+  if (uid.empty()) return "PodUID: missing or empty (the bind must name the pod's UID)";
   const auto t0 = std::chrono::steady_clock::now();
   // The pod: the informer's copy when it is the same incarnation, else the API's.
   std::shared_ptr<const kube::Pod> pod;
   if (options_.pod_lookup) pod = options_.pod_lookup(key);
-  if (!pod || (!uid.empty() && pod->metadata.uid != uid)) {
+  if (!pod || pod->metadata.uid != uid) {
     Result<kube::Pod> fresh = client_->GetPod(ns, name);
     if (!fresh.ok()) {
       return kube::IsNotFound(fresh.status()) ? "pod " + key + " not found"
@@ -240,23 +252,36 @@ std::string Extender::DoBind(const std::string& ns, const std::string& name, con
     }
     pod = std::make_shared<const kube::Pod>(std::move(*fresh));
   }
-  if (!uid.empty() && pod->metadata.uid != uid)
+  if (pod->metadata.uid != uid)
     return "pod " + key + " has UID " + pod->metadata.uid + ", the bind is for UID " + uid + " (the pod was recreated)";
   if (pod->IsBeingDeleted()) return "pod " + key + " is being deleted";
+  // Only pods that ask for the managed resource: the extender's RBAC may bind any pod, so this
+  // endpoint must not become a way to place arbitrary pods on arbitrary nodes.
+  if (!NamesResource(*pod, options_.resource_name))
+    return "pod " + key + " does not request " + options_.resource_name +
+           " (in any container or init container); gpushare-scheduler binds only pods that do";
   Result<ms::PodRequest> req = kube::PodMemRequest(*pod, options_.resource_name);
   if (!req.ok()) return req.status().message();
   const std::string& bound_to = pod->spec.node_name;
   if (!bound_to.empty() && bound_to != node) return "pod " + key + " is already bound to node " + bound_to;
   if (req->empty()) {
-    // Nothing to place: bind as the default binder would.
-    if (!bound_to.empty()) return "";
+    // It names the resource with 0 units (so kube-scheduler calls us), and there is nothing
+    // to place: bound as the default binder would, to a node that exists.
+    if (!bound_to.empty()) return "";  // a retry: it is on that node
+    if (options_.node_known && !options_.node_known(node))
+      return "node " + node + ": not seen by gpushare-scheduler's node informer";
     Status s = client_->Bind({name, ns, pod->metadata.uid, node, {}});
     if (!s.ok() && !(kube::IsConflict(s) || s.code() == StatusCode::kAlreadyExists)) return "binding: " + s.message();
     spdlog::info("event=bind pod={} node={} gpu_mem=none", Value(key), Value(node));
     return "";
   }
-  if (!bound_to.empty() &&
-      ms::ResolveAssignment(pod->metadata.annotations, *req).state != ms::AssignmentState::kNone) {
+  if (!bound_to.empty()) {
+    // A retry of a bind this extender made (the reply was lost, kube-scheduler asks again):
+    // the pod carries a GPU assignment written by gpushare. Anything else was bound by
+    // another binder, and is not ours to annotate.
+    if (ms::ResolveAssignment(pod->metadata.annotations, *req).state == ms::AssignmentState::kNone)
+      return "pod " + key + " is already bound to node " + bound_to +
+             ", not by gpushare-scheduler (it carries no GPU assignment); refusing to bind it again";
     bind_idempotent_.fetch_add(1);
     spdlog::info("event=bind_idempotent pod={} node={} detail=\"already bound and annotated\"", Value(key), Value(node));
     return "";
@@ -277,7 +302,7 @@ std::string Extender::DoBind(const std::string& ns, const std::string& name, con
     cache_.Rollback(pod->metadata.uid, r->token);
     return "writing the GPU assignment into pod " + key + ": " + patched.status().message();
   }
-  if (bound_to.empty()) {
+  {
     Status s = client_->Bind({name, ns, pod->metadata.uid, node, {}});
     if (!s.ok()) {
       bool bound_here = false;

@@ -6,12 +6,19 @@
 //               a reason, under FailedAndUnresolvableNodes when no amount of preemption can
 //               help (no memory-share GPUs, a container larger than any GPU, not in the cache).
 //   Prioritize  scores the nodes 0..10 with the placement policy (GpuCache::Score).
-//   Bind        reserves the GPU(s) in the cache under its lock, merge-patches the pod's
-//               annotations (core/memshare.h BindAnnotations; the patch carries the pod's UID as
-//               a precondition), then creates the Binding. Any failure gives the reservation
-//               back (and removes the annotations again when the pod was not bound). A bind of
-//               a pod already booked on that node answers success without writing anything; a
-//               pod already bound by someone else is only annotated.
+//   Bind        refuses, with the reason, what the pod's own filter and kube-scheduler would
+//               never ask for: a bind without the pod's UID or with another UID than the API's
+//               pod, a pod being deleted, a pod that does not name the managed resource in any
+//               container or init container, a pod already bound (to another node, or to this
+//               one by another binder), a node the filter would reject (unknown, no
+//               memory-share GPU, no room: GpuCache::Reserve). Then it reserves the GPU(s) in
+//               the cache under its lock, merge-patches the pod's annotations
+//               (core/memshare.h BindAnnotations; the patch carries the pod's UID as a
+//               precondition), then creates the Binding. Any failure gives the reservation
+//               back (and removes the annotations again when the pod was not bound). A retry
+//               for a pod this extender already booked on that node answers success without
+//               writing anything. A pod that names the resource with 0 units is bound as the
+//               default binder would, to a node the informer has seen.
 //
 // Replies follow the wire rules of scheduler/wire.h: HTTP 400 with an Error for bodies that are
 // not a valid request, HTTP 200 with an Error for requests that cannot be served (cache not
@@ -47,6 +54,9 @@ struct ExtenderOptions {
   // The pod as the informer last saw it ("namespace/name"), or null; the API is asked when it
   // is missing or has another UID. Default: always ask the API.
   std::function<std::shared_ptr<const kube::Pod>(const std::string& key)> pod_lookup;
+  // Whether the node informer has seen `node` (checked for pods with nothing to place, whose
+  // filter passes every node). Default: not checked.
+  std::function<bool(const std::string& node)> node_known;
 };
 
 struct ExtenderStats {

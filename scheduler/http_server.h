@@ -12,20 +12,42 @@
 // headers. Handlers never let an exception out. Bodies are capped
 // (HttpServerOptions::max_body_bytes) before they are read. Replies are never compressed.
 //
-// The server is our own (message syntax in http_wire.h): `threads` workers, each serving one
-// keep-alive connection at a time with blocking reads as large as the data that has arrived;
-// further connections wait for a worker, and a worker gives up an idle keep-alive connection
-// when another is waiting. A connection that stalls in the middle of a request is closed after
-// read_timeout_seconds; an idle one after keep_alive_seconds.
+// The server is our own (message syntax in http_wire.h), built so that no number of idle, slow
+// or hostile connections can starve a real request (issue 10 §3):
+//
+//   - every connection is non-blocking and multiplexed with epoll by one thread at a time, the
+//     leader of the pool (`threads`, leader/followers): it accepts, does the TLS handshakes
+//     (tls.h), reads request heads and bodies as far as they have arrived, answers the refusals
+//     of the HTTP layer itself, and acts only on COMPLETE requests: a quick one (anything but
+//     a bind, body up to 1 MiB) it serves itself and goes on leading; for a bind (API calls)
+//     or a large body it hands the lead to a follower first; more than one complete at once,
+//     the followers take the others. Replies are written straight to the socket (what the
+//     socket does not take is finished by the leader). So an idle keep-alive connection, or
+//     one that trickles its head, costs a little memory and no thread, and a request is not
+//     passed between threads (one wake-up per exchange, as with a thread blocked in recv());
+//   - every request has deadlines for the whole of it, not per read: its head must arrive
+//     within header_timeout of its first byte (408 otherwise; a new connection's TLS handshake
+//     too), the head and body within read_timeout (408); a reply the client does not read
+//     within read_timeout, and a connection idle for idle_timeout, are closed;
+//   - at max_connections (default: from RLIMIT_NOFILE), the oldest idle connection is closed to
+//     make room for a new one, then the oldest still sending its head; request bytes held in
+//     memory are capped (max_buffered_bytes), the oldest unfinished request giving way first.
+//
+// Keep-alive, pipelining (answered in order), chunked bodies, "Expect: 100-continue", HEAD,
+// 413 with a bounded drain of the body the client is still sending, 431/505/501/400 with the
+// reason, and no compression, as before.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
+#include <string_view>
 
 #include "core/status.h"
 #include "scheduler/extender.h"
+#include "scheduler/tls.h"
 
 namespace gpushare::scheduler {
 
@@ -35,13 +57,33 @@ struct Reply;
 }  // namespace http
 
 struct HttpServerOptions {
-  std::string host = "0.0.0.0";
+  std::string host = "127.0.0.1";       // loopback: beside kube-scheduler (docs/scheduler.md)
   int port = 12345;                     // 0: any free port (see port())
   std::string url_prefix = "/gpushare-scheduler";
+  // false: only GET /healthz, /readyz and /metrics (the health listener for kubelet's probes).
+  bool serve_verbs = true;
   size_t max_body_bytes = 8u << 20;     // larger requests get 413
-  int threads = 16;                     // connections served at once (the rest wait)
-  int read_timeout_seconds = 30;        // a request that stalls this long is dropped
-  int keep_alive_seconds = 60;          // an idle connection is closed after this
+  int threads = 16;                     // the pool (at least 2): one leads, the others serve requests
+  std::chrono::milliseconds header_timeout{10000};  // a request head, from its first byte (and a TLS handshake)
+  std::chrono::milliseconds read_timeout{30000};    // a whole request, head and body; also a reply's write
+  std::chrono::milliseconds idle_timeout{60000};    // an idle keep-alive connection
+  int max_connections = 0;              // 0: RLIMIT_NOFILE's soft limit less a reserve
+  size_t max_buffered_bytes = 0;        // request bytes held at once; 0: max(64 MiB, 4 x max_body_bytes)
+  TlsOptions tls;                       // cert_file empty: plain HTTP
+};
+
+// Counters of the transport (gpushare_scheduler_http_* in /metrics).
+struct HttpServerStats {
+  uint64_t connections = 0;          // open now
+  uint64_t buffered_bytes = 0;       // request bytes held now (heads, bodies, pipelined input)
+  uint64_t accepted = 0;
+  uint64_t requests = 0;             // complete requests served
+  uint64_t refused = 0;              // answered by the HTTP layer (400, 408, 413, 431, 501, 503, 505)
+  uint64_t timeouts = 0;             // heads, bodies or replies past their deadline (408 or closed)
+  uint64_t evicted = 0;              // closed to make room (connections or buffered bytes)
+  uint64_t tls_handshake_errors = 0;
+  uint64_t tls_reloads = 0;          // certificate files re-read after a change
+  uint64_t tls_reload_errors = 0;
 };
 
 struct Readiness {
@@ -57,23 +99,25 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  // Binds and starts serving on a background thread.
+  // Loads the TLS files (if any), binds and starts serving on background threads.
   Status Start();
+  // Closes every connection; a handler already running finishes first.
   void Stop();
   int port() const { return port_; }
   // The normalised prefix ("" or "/a/b", no trailing slash).
   const std::string& url_prefix() const { return prefix_; }
+  HttpServerStats stats() const;
 
  private:
   struct Impl;
-  // Serves one connection until it closes, idles out, or `others_waiting` says to give it up.
-  void Serve(int fd, const std::function<bool()>& others_waiting);
-  http::Reply Route(const http::RequestHead& head, std::string_view body, const std::string& served);
+  struct Conn;
+  http::Reply Route(const http::RequestHead& head, std::string_view body);
   Extender& extender_;
   HttpServerOptions options_;
   std::function<Readiness()> readiness_;
   std::function<std::string()> metrics_;
   std::string prefix_;
+  std::string served_;  // the served paths, for 404s
   int port_ = -1;
   std::unique_ptr<Impl> impl_;
 };

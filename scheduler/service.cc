@@ -3,8 +3,12 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <sys/resource.h>
+
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 
 #include "deviceplugin/logfmt.h"
@@ -19,6 +23,19 @@ namespace {
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
+}
+
+// Writes `port` to `path` atomically (nothing when `path` is empty).
+Status WritePortFile(const std::string& path, const std::string& flag, int port) {
+  if (path.empty()) return Status::Ok();
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream pf(tmp);
+    pf << port << "\n";
+    if (!pf) return Status::Unavailable("cannot write " + flag + " " + path);
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) return Status::Unavailable("cannot write " + flag + " " + path);
+  return Status::Ok();
 }
 
 volatile std::sig_atomic_t g_stop = 0;
@@ -95,24 +112,33 @@ Status SchedulerService::Start() {
   xo.resource_name = options_.resource_name;
   kube::PodInformer* pods = pods_.get();
   xo.pod_lookup = [pods](const std::string& key) { return pods->Get(key); };
+  kube::NodeInformer* nodes = nodes_.get();
+  xo.node_known = [nodes](const std::string& node) { return nodes->Get(node) != nullptr; };
   extender_ = std::make_unique<Extender>(*cache_, client_, xo);
   server_ = std::make_unique<HttpServer>(*extender_, options_.http, [this] { return readiness(); },
                                          [this] { return Metrics(); });
   GPUSHARE_RETURN_IF_ERROR(server_->Start());
-  spdlog::info("event=serving listen={}:{} prefix={} resource={} unit={} policy={} assume_timeout_ms={} max_body_bytes={}",
-               options_.http.host, server_->port(), Value(server_->url_prefix().empty() ? "/" : server_->url_prefix()),
-               Value(options_.resource_name), std::string(memshare::MemoryUnitName(options_.unit)), Value(options_.policy),
+  spdlog::info("event=serving listen={}:{} tls={} client_certs={} prefix={} resource={} unit={} policy={} "
+               "assume_timeout_ms={} max_body_bytes={}",
+               options_.http.host, server_->port(), options_.http.tls.enabled() ? "on" : "off",
+               options_.http.tls.client_ca_file.empty() ? "no" : "required",
+               Value(server_->url_prefix().empty() ? "/" : server_->url_prefix()), Value(options_.resource_name),
+               std::string(memshare::MemoryUnitName(options_.unit)), Value(options_.policy),
                options_.assume_timeout.count(), options_.http.max_body_bytes);
-  if (!options_.port_file.empty()) {
-    const std::string tmp = options_.port_file + ".tmp";
-    {
-      std::ofstream pf(tmp);
-      pf << server_->port() << "\n";
-      if (!pf) return Status::Unavailable("cannot write --port-file " + options_.port_file);
-    }
-    if (std::rename(tmp.c_str(), options_.port_file.c_str()) != 0)
-      return Status::Unavailable("cannot write --port-file " + options_.port_file);
+  if (options_.health_port >= 0) {
+    HttpServerOptions h = options_.http;
+    h.host = options_.health_host;
+    h.port = options_.health_port;
+    h.serve_verbs = false;
+    h.tls = {};
+    h.threads = 2;
+    h.max_connections = 64;
+    health_ = std::make_unique<HttpServer>(*extender_, h, [this] { return readiness(); }, [this] { return Metrics(); });
+    GPUSHARE_RETURN_IF_ERROR(health_->Start().WithContext("--health-listen"));
+    spdlog::info("event=serving_health listen={}:{} paths=\"/healthz, /readyz, /metrics\"", h.host, health_->port());
   }
+  GPUSHARE_RETURN_IF_ERROR(WritePortFile(options_.port_file, "--port-file", server_->port()));
+  if (health_) GPUSHARE_RETURN_IF_ERROR(WritePortFile(options_.health_port_file, "--health-port-file", health_->port()));
   GPUSHARE_RETURN_IF_ERROR(nodes_->Start());
   GPUSHARE_RETURN_IF_ERROR(pods_->Start());
   sweeper_ = std::thread([this] { SweepLoop(); });
@@ -217,6 +243,17 @@ std::string SchedulerService::Metrics() const {
   line("gpushare_scheduler_cache_reserved_pods", "", c.reserved);
   line("gpushare_scheduler_cache_unassigned_pods", "", c.unassigned);
   line("gpushare_scheduler_ready", "", ready_.load() ? 1 : 0);
+  const HttpServerStats h = server_ ? server_->stats() : HttpServerStats{};
+  line("gpushare_scheduler_http_connections", "", static_cast<double>(h.connections));
+  line("gpushare_scheduler_http_buffered_bytes", "", static_cast<double>(h.buffered_bytes));
+  out += "# TYPE gpushare_scheduler_http_connections_total counter\n";
+  line("gpushare_scheduler_http_connections_total", "", static_cast<double>(h.accepted));
+  line("gpushare_scheduler_http_refused_total", "", static_cast<double>(h.refused));
+  line("gpushare_scheduler_http_timeouts_total", "", static_cast<double>(h.timeouts));
+  line("gpushare_scheduler_http_evicted_total", "", static_cast<double>(h.evicted));
+  line("gpushare_scheduler_tls_handshake_errors_total", "", static_cast<double>(h.tls_handshake_errors));
+  line("gpushare_scheduler_tls_reloads_total", "", static_cast<double>(h.tls_reloads));
+  line("gpushare_scheduler_tls_reload_errors_total", "", static_cast<double>(h.tls_reload_errors));
   return out;
 }
 
@@ -228,6 +265,7 @@ void SchedulerService::Stop() {
   }
   cv_.notify_all();
   if (sweeper_.joinable()) sweeper_.join();
+  if (health_) health_->Stop();
   if (server_) server_->Stop();
   if (pods_) pods_->Stop();
   if (nodes_) nodes_->Stop();
@@ -235,7 +273,14 @@ void SchedulerService::Stop() {
 }
 
 int RunScheduler(ServiceOptions options) {
+  rlimit fds{};
+  if (::getrlimit(RLIMIT_NOFILE, &fds) == 0 && fds.rlim_cur < fds.rlim_max) {
+    fds.rlim_cur = fds.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &fds) != 0)
+      spdlog::warn("event=rlimit_nofile_unchanged error={}", Value(std::strerror(errno)));
+  }
   SchedulerService service(std::move(options));
+  std::signal(SIGPIPE, SIG_IGN);  // a client that went away is an EPIPE, never the end of the process
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   Status s = service.Start();

@@ -33,6 +33,12 @@ struct ServiceOptions {
   std::string context;
   HttpServerOptions http;
   std::string port_file;   // written (atomically) with the listening port once serving
+  // --health-listen: a second, plain-HTTP listener with only /healthz, /readyz and /metrics
+  // (kubelet's probes reach a hostNetwork pod at the node's address, not at 127.0.0.1).
+  // health_port < 0: none.
+  std::string health_host;
+  int health_port = -1;
+  std::string health_port_file;  // written with the health listener's port once serving
   memshare::MemoryUnit unit = memshare::MemoryUnit::kGiB;
   std::string resource_name = std::string(memshare::kResourceName);
   std::string policy = "default";
@@ -58,6 +64,7 @@ class SchedulerService {
 
   Readiness readiness() const;
   int port() const { return server_ ? server_->port() : -1; }
+  int health_port() const { return health_ ? health_->port() : -1; }
   GpuCache& cache() { return *cache_; }
   std::string Metrics() const;
 
@@ -74,6 +81,7 @@ class SchedulerService {
   std::unique_ptr<kube::EventRecorder> events_;
   std::unique_ptr<Extender> extender_;
   std::unique_ptr<HttpServer> server_;
+  std::unique_ptr<HttpServer> health_;
   std::atomic<int> synced_informers_{0};
   std::atomic<bool> ready_{false};
   std::atomic<uint64_t> expired_total_{0};
@@ -87,6 +95,8 @@ class SchedulerService {
 Status ConfigureSchedulerLogging(const std::string& level);
 
 // Runs the service until SIGINT/SIGTERM; returns the exit status (0, 1 on start failure).
+// Raises the soft RLIMIT_NOFILE to the hard limit first (as Go programs do), so that the HTTP
+// server's connection limit is the system's, not a shell's default of 1024.
 int RunScheduler(ServiceOptions options);
 
 }  // namespace gpushare::scheduler

@@ -5,6 +5,9 @@
 //                                 24 GiB, with one bind changing one node between pods (as a
 //                                 scheduling stream does). Counters: p50/p99 of the two round
 //                                 trips together and of each, in ms. Target: p99 < 5 ms at 5000.
+//   BM_FilterUnderAttack/5000/<attack>/<new connection>   a real filter request, quiet or
+//                                 with 1,000 idle and 16 slowloris connections open (issue 10
+//                                 §3; target: served within 100 ms whatever they are).
 //   BM_Bind/<clients>             binds per second through HTTP against the API-server double
 //                                 (merge patch + Binding per pod, informers running), with
 //                                 <clients> concurrent kube-scheduler binding goroutines.
@@ -262,21 +265,30 @@ struct Cluster {
   void PlaceAnywhere() { Place(names[rng() % names.size()]); }
 };
 
+// The extender's HTTP server on a free loopback port (nullptr, and the benchmark skipped, if it
+// cannot start).
+std::unique_ptr<HttpServer> StartServer(Extender& extender, benchmark::State& state) {
+  HttpServerOptions ho;
+  ho.host = "127.0.0.1";
+  ho.port = 0;
+  ho.max_body_bytes = 64u << 20;
+  auto server = std::make_unique<HttpServer>(extender, ho, [] { return Readiness{true, ""}; });
+  if (!server->Start().ok()) {
+    state.SkipWithError("cannot start the HTTP server");
+    return nullptr;
+  }
+  return server;
+}
+
 void BM_FilterPrioritize(benchmark::State& state) {
   const int nodes = static_cast<int>(state.range(0));
   const bool go_like = state.range(1) == 0;
   Cluster cluster(nodes);
   const std::vector<std::string>& names = cluster.names;
   Extender extender(cluster.cache, nullptr);
-  HttpServerOptions ho;
-  ho.host = "127.0.0.1";
-  ho.port = 0;
-  ho.max_body_bytes = 64u << 20;
-  HttpServer server(extender, ho, [] { return Readiness{true, ""}; });
-  if (!server.Start().ok()) {
-    state.SkipWithError("cannot start the HTTP server");
-    return;
-  }
+  std::unique_ptr<HttpServer> started = StartServer(extender, state);
+  if (!started) return;
+  HttpServer& server = *started;
   GoLikeClient go(server.port());
   httplib::Client http("127.0.0.1", server.port());
   http.set_keep_alive(true);
@@ -358,6 +370,101 @@ BENCHMARK(BM_FilterPrioritize)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
     ->Iterations(2000);
+
+// A real filter request while the server is under the attacks of issue 10 §3: 1,000 idle
+// connections (a tenth after a keep-alive request) and 16 slowloris connections sending one
+// header line a second, all opened before timing and kept open (slowloris ones cut off at the
+// 10 s head deadline are replaced). Second argument: 0 = no attack (the same measurement on a
+// quiet server), 1 = under attack. Third: 0 = on one keep-alive connection (as kube-scheduler
+// does), 1 = on a new connection each time (connect included). Counters: p50/p99/max in ms.
+void BM_FilterUnderAttack(benchmark::State& state) {
+  const int nodes = static_cast<int>(state.range(0));
+  const bool attack = state.range(1) == 1;
+  const bool fresh = state.range(2) == 1;
+  rlimit fds{};
+  ::getrlimit(RLIMIT_NOFILE, &fds);
+  fds.rlim_cur = fds.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &fds);
+  if (attack && fds.rlim_cur < 1200) {
+    state.SkipWithError("RLIMIT_NOFILE too low for 1,000 idle connections");
+    return;
+  }
+  Cluster cluster(nodes);
+  Extender extender(cluster.cache, nullptr);
+  std::unique_ptr<HttpServer> started = StartServer(extender, state);
+  if (!started) return;
+  HttpServer& server = *started;
+  auto connect = [&] {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(server.port()));
+    ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+      ::close(fd);
+      return -1;
+    }
+    return fd;
+  };
+  std::vector<int> idle;
+  std::vector<int> slow(16, -1);
+  std::atomic<bool> stop{false};
+  std::thread slowloris;
+  if (attack) {
+    for (int i = 0; i < 1000; ++i) {
+      idle.push_back(connect());
+      if (i % 10 == 0) {
+        const std::string req = "GET /healthz HTTP/1.1\r\nHost: h\r\n\r\n";
+        (void)!::write(idle.back(), req.data(), req.size());
+      }
+    }
+    slowloris = std::thread([&] {
+      for (int line = 0; !stop.load(); ++line) {
+        for (int& fd : slow) {
+          const std::string bytes = fd < 0 ? "POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\n"
+                                           : "X-Slow-" + std::to_string(line) + ": 1\r\n";
+          if (fd < 0) fd = connect();
+          if (fd >= 0 && ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) <= 0) {
+            ::close(fd);
+            fd = -1;  // cut off at the head deadline: replaced at the next round
+          }
+        }
+        for (int i = 0; i < 20 && !stop.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  const json pod = PodJson("bench-pod", 3);
+  const std::string body = json{{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", cluster.names}}.dump();
+  std::unique_ptr<GoLikeClient> kept = std::make_unique<GoLikeClient>(server.port());
+  std::vector<double> ms;
+  for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
+    std::unique_ptr<GoLikeClient> once = fresh ? std::make_unique<GoLikeClient>(server.port()) : nullptr;
+    GoLikeClient& c = fresh ? *once : *kept;
+    const GoLikeClient::Reply r = c.Post("/gpushare-scheduler/filter", body);
+    if (r.status != 200) {
+      state.SkipWithError("filter failed");
+      break;
+    }
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  stop = true;
+  if (slowloris.joinable()) slowloris.join();
+  for (int fd : idle) ::close(fd);
+  for (int fd : slow)
+    if (fd >= 0) ::close(fd);
+  server.Stop();
+  state.SetLabel(std::string(attack ? "1000 idle + 16 slowloris" : "quiet") + (fresh ? ", new connection" : ", keep-alive"));
+  state.counters["p50_ms"] = Percentile(ms, 0.50);
+  state.counters["p99_ms"] = Percentile(ms, 0.99);
+  state.counters["max_ms"] = Percentile(ms, 1.0);
+}
+BENCHMARK(BM_FilterUnderAttack)
+    ->ArgsProduct({{5000}, {0, 1}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->Iterations(500);
 
 // Where the time goes at 5000 nodes, without HTTP: the extender's verbs on a request body
 // (decode + decide + encode), and the cache's decisions alone.

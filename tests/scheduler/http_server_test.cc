@@ -9,102 +9,52 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <memory>
 #include <thread>
+#include <vector>
 
 #include "scheduler/cache.h"
 #include "scheduler/extender.h"
+#include "tests/kube/test_util.h"
+#include "tests/scheduler/raw_http.h"
 
 namespace gpushare::scheduler {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// One raw TCP connection to the server.
-class Raw {
- public:
-  explicit Raw(int port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    ::inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  }
-  ~Raw() { ::close(fd_); }
-  bool connected() const { return connected_; }
-  bool Send(std::string_view s) {
-    while (!s.empty()) {
-      const ssize_t n = ::send(fd_, s.data(), s.size(), MSG_NOSIGNAL);
-      if (n <= 0) return false;
-      s.remove_prefix(static_cast<size_t>(n));
-    }
-    return true;
-  }
-  struct Response {
-    int status = 0;  // 0: none (closed or timed out)
-    std::string head;
-    std::string body;
-  };
-  // Reads one response (Content-Length framed); HEAD responses have no body.
-  Response Read(bool head_only = false, int timeout_ms = 5000) {
-    Response r;
-    size_t end;
-    while ((end = buf_.find("\r\n\r\n")) == std::string::npos)
-      if (!Fill(timeout_ms)) return r;
-    r.head = buf_.substr(0, end + 2);
-    r.status = std::atoi(r.head.c_str() + 9);
-    size_t length = 0;
-    const size_t cl = r.head.find("Content-Length: ");
-    if (cl != std::string::npos && !head_only && r.status != 100) length = std::strtoull(r.head.c_str() + cl + 16, nullptr, 10);
-    while (buf_.size() < end + 4 + length)
-      if (!Fill(timeout_ms)) return Response{};
-    r.body = buf_.substr(end + 4, length);
-    buf_.erase(0, end + 4 + length);
-    return r;
-  }
-  // True when the server closed the connection (EOF) within the timeout.
-  bool Closed(int timeout_ms = 5000) {
-    Got g;
-    while ((g = Receive(timeout_ms)) == Got::kData) {
-    }
-    return g == Got::kClosed;
-  }
-
- private:
-  enum class Got { kData, kClosed, kTimeout };
-  // Appends what arrives within the timeout to buf_.
-  Got Receive(int timeout_ms) {
-    pollfd p{fd_, POLLIN, 0};
-    if (::poll(&p, 1, timeout_ms) <= 0) return Got::kTimeout;
-    char c[65536];
-    const ssize_t n = ::recv(fd_, c, sizeof c, 0);
-    if (n <= 0) return Got::kClosed;
-    buf_.append(c, static_cast<size_t>(n));
-    return Got::kData;
-  }
-  bool Fill(int timeout_ms) { return Receive(timeout_ms) == Got::kData; }
-  int fd_ = -1;
-  bool connected_ = false;
-  std::string buf_;
-};
+using testing::RaiseFdLimit;
+using testing::Raw;
+using testing::TlsClientOptions;
 
 class HttpServerTest : public ::testing::Test {
  protected:
-  void Start(int threads = 4, int read_timeout = 2, int keep_alive = 30, size_t max_body = 1 << 20) {
-    cache_.SetSynced(true);
+  static HttpServerOptions Options(int threads = 4, int read_timeout = 2, int keep_alive = 30,
+                                   size_t max_body = 1 << 20) {
     HttpServerOptions o;
     o.host = "127.0.0.1";
     o.port = 0;
     o.threads = threads;
-    o.read_timeout_seconds = read_timeout;
-    o.keep_alive_seconds = keep_alive;
+    o.header_timeout = std::chrono::seconds(read_timeout);
+    o.read_timeout = std::chrono::seconds(read_timeout);
+    o.idle_timeout = std::chrono::seconds(keep_alive);
     o.max_body_bytes = max_body;
+    return o;
+  }
+  void Start(int threads = 4, int read_timeout = 2, int keep_alive = 30, size_t max_body = 1 << 20) {
+    StartWith(Options(threads, read_timeout, keep_alive, max_body));
+  }
+  void StartWith(const HttpServerOptions& o) {
+    cache_.SetSynced(true);
     server_ = std::make_unique<HttpServer>(extender_, o, [] { return Readiness{false, "informers syncing"}; },
                                            [] { return std::string("m 1\n"); });
     ASSERT_TRUE(server_->Start().ok());
@@ -336,6 +286,391 @@ TEST_F(HttpServerTest, ListenErrorsNameTheAddress) {
   o.port = 0;
   HttpServer third(extender_, o, nullptr);
   EXPECT_FALSE(third.Start().ok());
+}
+
+
+// One real filter request on a new connection: the status (0: none within 10 s) and the time
+// from connect to the complete reply.
+std::pair<int, double> TimedFilter(int port) {
+  const auto t0 = Clock::now();
+  Raw c(port);
+  if (!c.connected()) return {0, 0};
+  const std::string req = "POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
+                          "Content-Length: " + std::to_string(std::string_view(kFilter).size()) + "\r\n\r\n" + kFilter;
+  if (!c.Send(req)) return {0, 0};
+  const int status = c.Read(false, 10000).status;
+  return {status, std::chrono::duration<double, std::milli>(Clock::now() - t0).count()};
+}
+
+// Slowloris (issue 10 §3): more connections than workers, each sending one more header line
+// every so often and never finishing its head. Real requests are answered meanwhile.
+TEST_F(HttpServerTest, SlowlorisConnectionsDoNotDelayRealRequests) {
+  Start(/*threads=*/16, /*read_timeout=*/30, /*keep_alive=*/60);
+  std::vector<std::unique_ptr<Raw>> slow;
+  for (int i = 0; i < 24; ++i) {
+    slow.push_back(std::make_unique<Raw>(server_->port()));
+    ASSERT_TRUE(slow.back()->connected());
+    ASSERT_TRUE(slow.back()->Send("POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\n"));
+  }
+  std::atomic<bool> done{false};
+  std::thread trickle([&] {
+    for (int line = 0; !done.load(); ++line) {
+      for (auto& c : slow) c->Send("X-Slow-" + std::to_string(line) + ": 1\r\n");
+      for (int i = 0; i < 10 && !done.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::vector<double> latencies;
+  for (int i = 0; i < 5; ++i) {
+    const auto [status, ms] = TimedFilter(server_->port());
+    EXPECT_EQ(status, 200) << "real request " << i << " not answered while 24 slowloris connections trickle";
+    latencies.push_back(ms);
+  }
+  done = true;
+  trickle.join();
+  for (double ms : latencies) {
+    std::printf("filter with 24 slowloris connections open: %.2f ms\n", ms);
+    EXPECT_LT(ms, 2000.0);  // a liveness bound; the figure itself is in docs/benchmarks.md
+  }
+}
+
+// 1,000+ idle connections (some fresh, some after a keep-alive request) do not delay a real one.
+TEST_F(HttpServerTest, ThousandsOfIdleConnectionsDoNotDelayRealRequests) {
+  const rlim_t limit = RaiseFdLimit();
+  const int idle_count = static_cast<int>(std::min<rlim_t>(1500, limit > 200 ? limit - 200 : 0));
+  if (idle_count < 1000) GTEST_SKIP() << "RLIMIT_NOFILE hard limit " << limit << " too low for 1,000 idle connections";
+  Start(/*threads=*/16, /*read_timeout=*/30, /*keep_alive=*/60);
+  // All opened at once, a tenth sending a request (they stay open after it: keep-alive); the
+  // real requests come right after, while the server still has all of them to look at.
+  std::vector<std::unique_ptr<Raw>> idle;
+  for (int i = 0; i < idle_count; ++i) {
+    idle.push_back(std::make_unique<Raw>(server_->port()));
+    ASSERT_TRUE(idle.back()->connected()) << i;
+    if (i % 10 == 0) {
+      ASSERT_TRUE(idle.back()->Send("GET /healthz HTTP/1.1\r\nHost: h\r\n\r\n"));
+    }
+  }
+  std::vector<double> latencies;
+  for (int i = 0; i < 5; ++i) {
+    const auto [status, ms] = TimedFilter(server_->port());
+    EXPECT_EQ(status, 200) << "real request " << i << " not answered with " << idle_count << " idle connections";
+    latencies.push_back(ms);
+  }
+  for (double ms : latencies) {
+    std::printf("filter with %d idle connections open: %.2f ms\n", idle_count, ms);
+    EXPECT_LT(ms, 2000.0);
+  }
+  for (int i = 0; i < idle_count; i += 10) EXPECT_EQ(idle[static_cast<size_t>(i)]->Read(false, 20000).status, 200) << i;
+}
+
+// The head deadline covers the whole head, not each read: a client that sends a byte every
+// 100 ms is answered 408 and closed soon after the deadline (1 s here).
+TEST_F(HttpServerTest, AHeadTrickledPastItsDeadlineGets408) {
+  Start(/*threads=*/4, /*read_timeout=*/1, /*keep_alive=*/30);
+  Raw c(server_->port());
+  const std::string head = "POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\nX-Long: " + std::string(200, 'a');
+  const auto t0 = Clock::now();
+  std::atomic<bool> stop{false};
+  std::thread trickle([&] {
+    for (size_t i = 0; i < head.size() && !stop.load(); ++i) {
+      if (!c.Send(std::string(1, head[i]))) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  Raw::Response r = c.Read(false, 6000);
+  stop = true;
+  trickle.join();
+  EXPECT_EQ(r.status, 408) << r.head << r.body;
+  EXPECT_NE(r.body.find("request head not received within"), std::string::npos) << r.body;
+  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(4000));
+  EXPECT_TRUE(c.Closed(2000));
+}
+
+// The same for a body: the head arrives, the body trickles a byte every 100 ms.
+TEST_F(HttpServerTest, ABodyTrickledPastItsDeadlineIsClosed) {
+  Start(/*threads=*/4, /*read_timeout=*/1, /*keep_alive=*/30);
+  Raw c(server_->port());
+  ASSERT_TRUE(c.Send("POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
+                     "Content-Length: 200\r\n\r\n"));
+  const auto t0 = Clock::now();
+  std::atomic<bool> stop{false};
+  std::thread trickle([&] {
+    for (int i = 0; i < 200 && !stop.load(); ++i) {
+      if (!c.Send(" ")) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+  Raw::Response r = c.Read(false, 6000);
+  stop = true;
+  trickle.join();
+  EXPECT_EQ(r.status, 408) << r.head << r.body;
+  EXPECT_NE(r.body.find("request body not received within"), std::string::npos) << r.body;
+  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(4000));
+  EXPECT_TRUE(c.Closed(2000));
+}
+
+
+// At the connection limit the oldest idle connection makes room for a new one; with none idle,
+// one still sending its head does.
+TEST_F(HttpServerTest, AtTheConnectionLimitTheOldestIdleConnectionGoesFirst) {
+  HttpServerOptions o = Options(4, 30, 60);
+  o.max_connections = 16;
+  StartWith(o);
+  auto connections = [&](uint64_t n) {
+    return kube::testing::WaitUntil([&] { return server_->stats().connections == n; });
+  };
+  // The oldest: connected first, never sent anything. Then 15 that had a request each and
+  // stay open (keep-alive).
+  std::vector<std::unique_ptr<Raw>> idle;
+  idle.push_back(std::make_unique<Raw>(server_->port()));
+  ASSERT_TRUE(connections(1));
+  for (int i = 1; i < 16; ++i) {
+    idle.push_back(std::make_unique<Raw>(server_->port()));
+    ASSERT_TRUE(idle.back()->Send("GET /healthz HTTP/1.1\r\nHost: h\r\n\r\n"));
+    ASSERT_EQ(idle.back()->Read().status, 200);
+  }
+  EXPECT_EQ(TimedFilter(server_->port()).first, 200);
+  EXPECT_TRUE(idle[0]->Closed(2000));  // the oldest
+  for (int i = 1; i < 16; ++i) {
+    ASSERT_TRUE(idle[static_cast<size_t>(i)]->Send("GET /healthz HTTP/1.1\r\nHost: h\r\n\r\n"));
+    EXPECT_EQ(idle[static_cast<size_t>(i)]->Read().status, 200) << i;  // the others are still served
+  }
+  idle.clear();
+  ASSERT_TRUE(connections(0));
+  // Now 16 connections in the middle of a head, and none idle: one of them makes room.
+  std::vector<std::unique_ptr<Raw>> slow;
+  for (int i = 0; i < 16; ++i) {
+    slow.push_back(std::make_unique<Raw>(server_->port()));
+    ASSERT_TRUE(slow.back()->Send("POST /gpushare-scheduler/filter HTTP/1.1\r\n"));
+  }
+  ASSERT_TRUE(connections(16));
+  EXPECT_EQ(TimedFilter(server_->port()).first, 200);
+  int closed = 0;
+  for (auto& c : slow) closed += c->Closed(100) ? 1 : 0;
+  EXPECT_EQ(closed, 1);
+  EXPECT_EQ(server_->stats().evicted, 2u);
+}
+
+// Request bytes held at once are capped: the oldest unfinished request gives way, and a real
+// request is still answered.
+TEST_F(HttpServerTest, BufferedRequestBytesAreCappedOldestFirst) {
+  HttpServerOptions o = Options(4, 30, 60);
+  o.max_buffered_bytes = 256 * 1024;
+  StartWith(o);
+  std::vector<std::unique_ptr<Raw>> partial;
+  for (int i = 0; i < 4; ++i) {
+    partial.push_back(std::make_unique<Raw>(server_->port()));
+    ASSERT_TRUE(partial.back()->Send("POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\n"
+                                     "Content-Type: application/json\r\nContent-Length: 120000\r\n\r\n" +
+                                     std::string(100000, ' ')));
+    // Each one held before the next (100 KB each; the third and fourth go over 256 KiB).
+    ASSERT_TRUE(kube::testing::WaitUntil([&] {
+      const HttpServerStats st = server_->stats();
+      return st.buffered_bytes >= 100000u * static_cast<uint64_t>(std::min(i + 1, 2)) &&
+             st.evicted == static_cast<uint64_t>(std::max(0, i - 1));
+    })) << i;
+  }
+  EXPECT_TRUE(partial[0]->Closed(2000));  // the oldest gave way first, then the next oldest
+  EXPECT_TRUE(partial[1]->Closed(2000));
+  EXPECT_LE(server_->stats().buffered_bytes, 256u * 1024);
+  EXPECT_EQ(TimedFilter(server_->port()).first, 200);
+  // The newest completes its request within the cap (a body of spaces is no JSON: 400).
+  ASSERT_TRUE(partial[3]->Send(std::string(20000, ' ')));
+  EXPECT_EQ(partial[3]->Read().status, 400);
+  EXPECT_EQ(server_->stats().evicted, 2u);
+}
+
+// A reply larger than the socket takes is finished by the I/O thread while the client is slow
+// to read, without holding a worker; one that is never read is dropped after the read timeout.
+TEST_F(HttpServerTest, LargeRepliesToSlowReadersHoldNoWorker) {
+  Start(/*threads=*/1, /*read_timeout=*/2, /*keep_alive=*/30, /*max_body=*/8u << 20);
+  std::string names;
+  for (int i = 0; i < 60000; ++i) names += std::string(i ? "," : "") + "\"ghost-node-" + std::to_string(i) + "\"";
+  const std::string body =
+      R"({"Pod":{"metadata":{"name":"p","namespace":"d","uid":"u"},"spec":{"containers":[{"name":"c",)"
+      R"("resources":{"limits":{"aliyun.com/gpu-mem":"3"}}}]}},"Nodes":null,"NodeNames":[)" + names + "]}";
+  // Small receive windows: the ~5 MB reply cannot all sit in the socket buffers (the sender's
+  // is at most net.ipv4.tcp_wmem's 4 MB here).
+  Raw slow(server_->port(), 4096);
+  ASSERT_TRUE(slow.Send(Post("/gpushare-scheduler/filter", body)));
+  Raw never(server_->port(), 4096);
+  ASSERT_TRUE(never.Send(Post("/gpushare-scheduler/filter", body)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // The only worker is free again: another request is answered at once.
+  EXPECT_EQ(TimedFilter(server_->port()).first, 200);
+  Raw::Response r = slow.Read(false, 5000);
+  EXPECT_EQ(r.status, 200);
+  EXPECT_GE(r.body.size(), 4u << 20);
+  EXPECT_NE(r.body.find("ghost-node-59999"), std::string::npos);
+  // The reply nobody reads is given up after the read timeout (2 s): the connection ends
+  // before its whole reply arrived.
+  std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+  Raw::Response cut = never.Read(false, 2000);
+  EXPECT_EQ(cut.status, 0) << "a reply of " << cut.body.size() << " bytes arrived whole";
+  EXPECT_GE(server_->stats().timeouts, 1u);
+}
+
+
+// --- TLS ---------------------------------------------------------------------------------------
+// Certificates are made at test time with the openssl command-line tool (tests/kube/test_util.h):
+// a CA with a server certificate for 127.0.0.1 and a client certificate, and a second, unrelated
+// set for the "wrong CA" cases and the rotation.
+
+class TlsServerTest : public HttpServerTest {
+ protected:
+  void SetUp() override {
+    a_ = kube::testing::MakeTls(dir_a_);
+    b_ = kube::testing::MakeTls(dir_b_);
+    if (!a_.ok || !b_.ok) GTEST_SKIP() << "SKIPPED: the openssl command-line tool is missing";
+    // The files the server reads, so that a test can replace them (rotation).
+    kube::testing::WriteFile(Serving("crt"), a_.Pem(a_.server_crt));
+    kube::testing::WriteFile(Serving("key"), a_.Pem(a_.server_key));
+  }
+  std::string Serving(const std::string& ext) const { return serving_.File("serving." + ext); }
+  void StartTls(const std::string& client_ca, int read_timeout = 2) {
+    HttpServerOptions o = Options(4, read_timeout, 30);
+    o.tls = {Serving("crt"), Serving("key"), client_ca};
+    StartWith(o);
+  }
+  // A client of set `t` (its CA checks the server, its certificate is presented).
+  static TlsClientOptions Client(const kube::testing::TlsMaterial& t, bool with_cert = true) {
+    TlsClientOptions c;
+    c.ca_file = t.ca_crt;
+    if (with_cert) {
+      c.cert_file = t.client_crt;
+      c.key_file = t.client_key;
+    }
+    return c;
+  }
+  // A filter request over TLS on a new connection: the status (0: none) and the handshake's
+  // error, if any.
+  std::pair<int, std::string> Filter(const TlsClientOptions& c) {
+    Raw r(server_->port());
+    const std::string error = r.StartTls(c);
+    if (!error.empty()) return {0, error};
+    if (!r.Send(Post("/gpushare-scheduler/filter", kFilter))) return {0, "send failed"};
+    return {r.Read().status, ""};
+  }
+
+  kube::testing::TempDir dir_a_, dir_b_, serving_;
+  kube::testing::TlsMaterial a_, b_;
+};
+
+TEST_F(TlsServerTest, MutualTlsNeedsAClientCertificateFromTheConfiguredCa) {
+  StartTls(a_.ca_crt);
+  EXPECT_EQ(Filter(Client(a_)).first, 200);
+  // Keep-alive works over TLS, pipelining too.
+  {
+    Raw c(server_->port());
+    ASSERT_EQ(c.StartTls(Client(a_)), "");
+    ASSERT_TRUE(c.Send("GET /healthz HTTP/1.1\r\nHost: h\r\n\r\nGET /readyz HTTP/1.1\r\nHost: h\r\n\r\n"));
+    EXPECT_EQ(c.Read().status, 200);
+    EXPECT_EQ(c.Read().status, 503);
+    ASSERT_TRUE(c.Send(Post("/gpushare-scheduler/filter", kFilter)));
+    EXPECT_EQ(c.Read().status, 200);
+  }
+  // No client certificate: refused (at the handshake, or with TLS 1.3 at the first read).
+  EXPECT_EQ(Filter(Client(a_, /*with_cert=*/false)).first, 0);
+  // A client certificate from another CA: refused.
+  TlsClientOptions other = Client(a_);
+  other.cert_file = b_.client_crt;
+  other.key_file = b_.client_key;
+  EXPECT_EQ(Filter(other).first, 0);
+  // The client does not trust the server's CA: its handshake fails.
+  const auto [status, error] = Filter(Client(b_));
+  EXPECT_EQ(status, 0);
+  EXPECT_NE(error.find("certificate verify failed"), std::string::npos) << error;
+  // Only TLS 1.2 and later.
+  TlsClientOptions old = Client(a_);
+  old.max_version = TLS1_1_VERSION;
+  EXPECT_EQ(Filter(old).first, 0);
+  EXPECT_GE(server_->stats().tls_handshake_errors, 3u);
+  // Still serving.
+  EXPECT_EQ(Filter(Client(a_)).first, 200);
+}
+
+TEST_F(TlsServerTest, WithoutAClientCaAnyClientMayConnect) {
+  StartTls("");
+  EXPECT_EQ(Filter(Client(a_, /*with_cert=*/false)).first, 200);
+  EXPECT_EQ(Filter(Client(a_)).first, 200);
+}
+
+TEST_F(TlsServerTest, PlainHttpToTheTlsPortIsRefusedInPlainWords) {
+  StartTls(a_.ca_crt);
+  Raw plain(server_->port());
+  ASSERT_TRUE(plain.Send(Post("/gpushare-scheduler/filter", kFilter)));
+  Raw::Response r = plain.Read();
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("client sent an HTTP request to an HTTPS server"), std::string::npos) << r.body;
+  EXPECT_TRUE(plain.Closed());
+  // Garbage that is neither: closed.
+  Raw garbage(server_->port());
+  ASSERT_TRUE(garbage.Send(std::string("\x01\x02\x03\x04garbage\r\n\r\n", 15)));
+  EXPECT_TRUE(garbage.Closed());
+  // TLS records that are garbage inside: closed.
+  Raw bad(server_->port());
+  ASSERT_TRUE(bad.Send(std::string("\x16\x03\x01\x00\x05hello", 10)));
+  EXPECT_TRUE(bad.Closed());
+  EXPECT_EQ(Filter(Client(a_)).first, 200);
+}
+
+// Handshakes that never finish hold no worker and no real request waits for them; they are
+// closed at the head deadline.
+TEST_F(TlsServerTest, StalledHandshakesDoNotDelayRealRequests) {
+  StartTls(a_.ca_crt, /*read_timeout=*/1);
+  std::vector<std::unique_ptr<Raw>> stalled;
+  for (int i = 0; i < 32; ++i) {
+    stalled.push_back(std::make_unique<Raw>(server_->port()));
+    if (i % 2 == 0) {
+      ASSERT_TRUE(stalled.back()->Send(std::string("\x16\x03\x01\x02\x00\x01", 6)));  // a ClientHello's first bytes
+    }
+  }
+  const auto t0 = Clock::now();
+  EXPECT_EQ(Filter(Client(a_)).first, 200);
+  std::printf("TLS filter with 32 stalled handshakes open: %.2f ms\n",
+              std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(2000));
+  for (auto& s : stalled) EXPECT_TRUE(s->Closed(4000));
+}
+
+// A rotated certificate is used for new connections without a restart; connections made
+// before keep working; files that do not load keep the previous certificate.
+TEST_F(TlsServerTest, CertificateFilesAreReloadedWhenTheyChange) {
+  StartTls("");
+  Raw before(server_->port());
+  ASSERT_EQ(before.StartTls(Client(a_, false)), "");
+  EXPECT_NE(Filter(Client(b_, false)).second, "");  // set b's CA does not trust the current one
+  // Rotate to set b's server certificate (as a Secret update does: new files, new inodes).
+  kube::testing::ReplaceFile(Serving("key"), b_.Pem(b_.server_key));
+  kube::testing::ReplaceFile(Serving("crt"), b_.Pem(b_.server_crt));
+  ASSERT_TRUE(kube::testing::WaitUntil([&] { return Filter(Client(b_, false)).first == 200; },
+                                       std::chrono::milliseconds(10000)));
+  EXPECT_NE(Filter(Client(a_, false)).second, "");
+  EXPECT_GE(server_->stats().tls_reloads, 1u);
+  ASSERT_TRUE(before.Send("GET /healthz HTTP/1.1\r\nHost: h\r\n\r\n"));
+  EXPECT_EQ(before.Read().status, 200);
+  // A broken certificate file: the previous certificate stays.
+  kube::testing::ReplaceFile(Serving("crt"), "not a certificate\n");
+  ASSERT_TRUE(kube::testing::WaitUntil([&] { return server_->stats().tls_reload_errors >= 1; },
+                                       std::chrono::milliseconds(10000)));
+  EXPECT_EQ(Filter(Client(b_, false)).first, 200);
+}
+
+TEST_F(TlsServerTest, StartRefusesFilesThatDoNotLoadNamingTheFlag) {
+  HttpServerOptions o = Options();
+  o.tls = {Serving("crt"), a_.client_key, ""};
+  HttpServer mismatched(extender_, o, nullptr);
+  const Status s = mismatched.Start();
+  EXPECT_NE(s.message().find("--tls-private-key-file " + a_.client_key + ": does not match the certificate"),
+            std::string::npos)
+      << s.message();
+  o.tls = {dir_a_.path(), Serving("key"), ""};
+  HttpServer directory(extender_, o, nullptr);
+  EXPECT_NE(directory.Start().message().find("--tls-cert-file " + dir_a_.path() + ": not a regular file"),
+            std::string::npos);
+  o.tls = {Serving("crt"), Serving("key"), Serving("key")};
+  HttpServer bad_ca(extender_, o, nullptr);
+  EXPECT_NE(bad_ca.Start().message().find("--client-ca-file"), std::string::npos);
 }
 
 }  // namespace

@@ -426,6 +426,128 @@ TEST_F(IntegrationTest, BadRequestsAreRefusedWithAReasonAndNeverCrash) {
 }
 
 
+// --- TLS ---------------------------------------------------------------------------------------
+
+std::string BindingBody(const std::string& pod, const std::string& node) {
+  return json{{"PodName", pod}, {"PodNamespace", "default"}, {"PodUID", "uid-" + pod}, {"Node", node}}.dump();
+}
+
+// kube-scheduler's extender entry with enableHTTPS and tlsConfig, against the real binary with
+// --tls-cert-file, --tls-private-key-file and --client-ca-file (mutual TLS). Certificates are
+// made at test time (tests/kube/test_util.h): a CA with a server certificate for 127.0.0.1 and
+// kubernetes.default.svc and a client certificate, plus an unrelated CA.
+TEST_F(IntegrationTest, TheExtenderOverMutualTlsAsKubeSchedulerConfiguresIt) {
+  kube::testing::TlsMaterial tls = kube::testing::MakeTls(tmp_);
+  if (!tls.ok) GTEST_SKIP() << "SKIPPED: the openssl command-line tool is missing";
+  StartScheduler(0, {"--tls-cert-file", tls.server_crt, "--tls-private-key-file", tls.server_key, "--client-ca-file",
+                     tls.ca_crt, "--health-listen", "127.0.0.1:0"});
+  AddNode(NodeJson("n", Uniform(2, 24)));
+  for (int i = 0; i < 6; ++i) AddPod(SimplePod("p" + std::to_string(i), 4));
+  ExtenderConfig base = Config(true);
+  base.url_prefix = scheduler_->url_prefix("https");
+  base.enable_https = true;
+  auto schedule = [&](const ExtenderConfig& c, const std::string& pod) {
+    FakeKubeScheduler sched(client_, {{c}, 1});
+    EXPECT_TRUE(sched.Validate().ok()) << sched.Validate().message();
+    return sched.ScheduleOne("default", pod);
+  };
+  // Files, as tlsConfig.certFile/keyFile/caFile.
+  ExtenderConfig files = base;
+  files.tls_config = fakes::ExtenderTlsConfig{false, "", tls.client_crt, tls.client_key, tls.ca_crt, "", "", ""};
+  ScheduleResult r = schedule(files, "p0");
+  EXPECT_TRUE(r.bound()) << r.message;
+  // PEM bytes, as certData/keyData/caData.
+  ExtenderConfig data = base;
+  data.tls_config = fakes::ExtenderTlsConfig{false, "", "", "", "", tls.Pem(tls.client_crt), tls.Pem(tls.client_key),
+                                             tls.Pem(tls.ca_crt)};
+  r = schedule(data, "p1");
+  EXPECT_TRUE(r.bound()) << r.message;
+  // serverName: the name checked instead of the URL's host.
+  ExtenderConfig named = files;
+  named.tls_config->server_name = "kubernetes.default.svc";
+  r = schedule(named, "p2");
+  EXPECT_TRUE(r.bound()) << r.message;
+  named.tls_config->server_name = "gpushare-scheduler.example";
+  r = schedule(named, "p3");
+  EXPECT_EQ(r.kind, ScheduleResult::Kind::kError) << r.message;
+  // enableHTTPS without a CA: the server is not verified (as kube-scheduler does).
+  ExtenderConfig no_ca = files;
+  no_ca.tls_config->ca_file.clear();
+  r = schedule(no_ca, "p3");
+  EXPECT_TRUE(r.bound()) << r.message;
+  // Refused: no client certificate; a client that trusts another CA.
+  ExtenderConfig no_cert = files;
+  no_cert.tls_config->cert_file.clear();
+  no_cert.tls_config->key_file.clear();
+  r = schedule(no_cert, "p4");
+  EXPECT_EQ(r.kind, ScheduleResult::Kind::kError) << r.message;
+  ExtenderConfig wrong_ca = files;
+  wrong_ca.tls_config->ca_file = tls.other_ca_crt;
+  r = schedule(wrong_ca, "p4");
+  EXPECT_EQ(r.kind, ScheduleResult::Kind::kError);
+  EXPECT_NE(r.message.find("certificate"), std::string::npos) << r.message;
+  // Plain HTTP to the TLS port: refused, with words that say so.
+  ExtenderConfig plain = Config(true);
+  Result<std::string> p = ExtenderClient(plain).Post("filter", "{}");
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("client sent an HTTP request to an HTTPS server"), std::string::npos)
+      << p.status().message();
+  // A CA with insecure is refused by the configuration check, as kube-scheduler refuses it.
+  ExtenderConfig both = files;
+  both.tls_config->insecure = true;
+  FakeKubeScheduler invalid(client_, {{both}, 1});
+  EXPECT_NE(invalid.Validate().message().find("insecure flag is not allowed"), std::string::npos);
+  // The health listener serves the probes and metrics, never a verb.
+  httplib::Client health("127.0.0.1", scheduler_->health_port());
+  httplib::Result h = health.Post("/gpushare-scheduler/bind", BindingBody("p4", "n"), "application/json");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 404);
+  EXPECT_EQ(health.Get("/readyz")->status, 200);
+  EXPECT_NE(health.Get("/metrics")->body.find("gpushare_scheduler_tls_handshake_errors_total"), std::string::npos);
+  // Nothing was bound by the refused attempts.
+  EXPECT_TRUE(client_->GetPod("default", "p4")->spec.node_name.empty());
+  EXPECT_TRUE(scheduler_->Running());
+  EXPECT_EQ(scheduler_->Terminate(), 0);
+  EXPECT_NE(scheduler_->Log().find("event=tls_handshake_failed"), std::string::npos);
+  EXPECT_NE(scheduler_->Log().find("tls=on client_certs=required"), std::string::npos);
+}
+
+// The plain manifests keep the extender on the node's loopback (issue 10 §2): no Service
+// exposes it, gpushare-scheduler listens on 127.0.0.1 in the host's network namespace beside
+// kube-scheduler, kube-scheduler calls that address and port, and the probes go to the health
+// listener, which is not on loopback (kubelet probes the node's address).
+TEST(DeployedManifests, KeepTheExtenderOnLoopback) {
+  const std::string dir = std::string(GPUSHARE_SOURCE_DIR) + "/deploy/";
+  std::string listen, health_listen, probe_port;
+  bool host_network = false;
+  for (const YAML::Node& doc : YAML::LoadAllFromFile(dir + "gpushare-scheduler.yaml")) {
+    const std::string kind = doc["kind"].as<std::string>("");
+    EXPECT_NE(kind, "Service") << "the extender must not be exposed by a Service";
+    if (kind != "DaemonSet" && kind != "Deployment") continue;
+    const YAML::Node spec = doc["spec"]["template"]["spec"];
+    host_network = spec["hostNetwork"].as<bool>(false);
+    const YAML::Node c = spec["containers"][0];
+    for (const YAML::Node& a : c["args"]) {
+      const std::string arg = a.as<std::string>();
+      if (arg.rfind("--listen=", 0) == 0) listen = arg.substr(9);
+      if (arg.rfind("--health-listen=", 0) == 0) health_listen = arg.substr(16);
+    }
+    for (const char* probe : {"readinessProbe", "livenessProbe"}) {
+      const std::string port = c[probe]["httpGet"]["port"].as<std::string>("");
+      for (const YAML::Node& p : c["ports"])
+        if (p["name"].as<std::string>("") == port) probe_port = p["containerPort"].as<std::string>();
+      EXPECT_FALSE(probe_port.empty()) << probe;
+    }
+  }
+  EXPECT_TRUE(host_network);
+  EXPECT_EQ(listen.rfind("127.0.0.1:", 0), 0u) << listen;
+  EXPECT_EQ(health_listen.substr(health_listen.rfind(':') + 1), probe_port) << health_listen;
+  EXPECT_EQ(health_listen.rfind("127.", 0), std::string::npos) << "kubelet cannot probe a loopback listener";
+  YAML::Node cfg = YAML::LoadFile(dir + "kube-scheduler-config.yaml");
+  const std::string url = cfg["extenders"][0]["urlPrefix"].as<std::string>();
+  EXPECT_EQ(url, "http://" + listen + "/gpushare-scheduler");
+}
+
 // Every flag problem exits 2 with a line that names the flag, before anything starts.
 TEST(SchedulerFlags, BadFlagsExit2NamingTheFlag) {
   struct Case {
@@ -436,10 +558,36 @@ TEST(SchedulerFlags, BadFlagsExit2NamingTheFlag) {
       {{"--listen", "nowhere"}, "--listen: want ADDR:PORT"},
       {{"--memory-unit", "GB"}, "--memory-unit: must be GiB or MiB"},
       {{"--policy", "fdg"}, "--policy: unknown policy \"fdg\""},
-      {{"--kube-api-qps", "0"}, "--kube-api-qps: must be > 0"},
+      {{"--kube-api-qps", "0"}, "--kube-api-qps: must be a number > 0"},
       {{"--assume-timeout", "soon"}, "--assume-timeout"},
       {{"--http-threads", "many"}, "--http-threads"},
       {{"--no-such-flag"}, "--no-such-flag"},
+      // Every number is range-checked (issue 10 §5: -5 used to become 18446744073709551611).
+      {{"--max-body-bytes", "-5"}, "--max-body-bytes: must be 1024..1073741824, got -5"},
+      {{"--max-body-bytes", "18446744073709551611"}, "--max-body-bytes: must be 1024..1073741824"},
+      {{"--max-body-bytes", "1e6"}, "--max-body-bytes: want a whole number"},
+      {{"--max-body-bytes", "100"}, "--max-body-bytes: must be 1024..1073741824, got 100"},
+      {{"--http-threads", "-1"}, "--http-threads: must be 2..1024, got -1"},
+      {{"--http-threads", "1"}, "--http-threads: must be 2..1024, got 1"},
+      {{"--http-threads", "4294967298"}, "--http-threads: must be 2..1024"},
+      {{"--http-max-connections", "-3"}, "--http-max-connections: must be 0..1048576, got -3"},
+      {{"--http-max-connections", "8"}, "--http-max-connections: must be 0 (from RLIMIT_NOFILE) or 16..1048576"},
+      {{"--kube-api-qps", "-1"}, "--kube-api-qps: must be a number > 0"},
+      {{"--kube-api-qps", "nan"}, "--kube-api-qps: must be a number > 0"},
+      {{"--kube-api-qps", "inf"}, "--kube-api-qps: must be a number > 0"},
+      {{"--kube-api-qps", "1e9"}, "--kube-api-qps: must be a number > 0 and <= 100000"},
+      {{"--kube-api-burst", "-2"}, "--kube-api-burst: must be 1..100000, got -2"},
+      {{"--kube-api-burst", "99999999999999999999"}, "--kube-api-burst: must be 1..100000"},
+      {{"--assume-timeout", "0"}, "--assume-timeout: must be a positive duration"},
+      {{"--assume-timeout", "-5m"}, "--assume-timeout: want a duration"},
+      {{"--expiry-interval", "1000h"}, "--expiry-interval: must be a positive duration up to 24h"},
+      {{"--http-read-header-timeout", "0"}, "--http-read-header-timeout: must be 100ms..1h, got 0"},
+      {{"--http-read-timeout", "2h"}, "--http-read-timeout: must be 100ms..1h, got 2h"},
+      {{"--http-idle-timeout", "-1s"}, "--http-idle-timeout: want a duration"},
+      {{"--listen", "127.0.0.1:99999"}, "--listen: want ADDR:PORT"},
+      {{"--health-listen", "nowhere"}, "--health-listen: want ADDR:PORT"},
+      {{"--tls-cert-file", "/x.crt"}, "--tls-cert-file: given without --tls-private-key-file"},
+      {{"--client-ca-file", "/ca.crt"}, "--client-ca-file: needs --tls-cert-file"},
   };
   for (const Case& c : cases) {
     std::vector<std::string> argv = {SchedulerBinary()};

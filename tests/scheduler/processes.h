@@ -7,7 +7,9 @@
 #include <httplib.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -82,20 +84,28 @@ class SchedulerProcess {
                                      "--url-prefix", "/gpushare-scheduler", "--kubeconfig", kubeconfig,
                                      "--port-file", port_file_, "--log-level", "info"};
     argv.insert(argv.end(), extra.begin(), extra.end());
+    // With --health-listen (e.g. when the extender speaks TLS) readiness is asked there.
+    const bool health = std::find(extra.begin(), extra.end(), "--health-listen") != extra.end();
+    const std::string health_file = port_file_ + ".health";
+    if (health) argv.insert(argv.end(), {"--health-port-file", health_file});
     child_ = std::make_unique<gpushare::testing::Child>(argv);
     port_ = WaitForPortFile(port_file_, child_.get());
+    if (health) health_port_ = WaitForPortFile(health_file, child_.get());
   }
   ~SchedulerProcess() {
     if (child_) Kill();
   }
   bool ok() const { return port_ > 0; }
   int port() const { return port_; }
-  std::string url_prefix() const { return "http://127.0.0.1:" + std::to_string(port_) + "/gpushare-scheduler"; }
-  // GET /readyz until 200.
+  int health_port() const { return health_port_; }
+  std::string url_prefix(const std::string& scheme = "http") const {
+    return scheme + "://127.0.0.1:" + std::to_string(port_) + "/gpushare-scheduler";
+  }
+  // GET /readyz until 200 (on the health listener when there is one).
   bool WaitReady(std::chrono::milliseconds limit = std::chrono::milliseconds(30000)) const {
     return kube::testing::WaitUntil(
         [&] {
-          httplib::Client c("127.0.0.1", port_);
+          httplib::Client c("127.0.0.1", health_port_ > 0 ? health_port_ : port_);
           httplib::Result r = c.Get("/readyz");
           return r && r->status == 200;
         },
@@ -114,6 +124,17 @@ class SchedulerProcess {
     return result_.exit_code;
   }
   bool Running() { return child_ && !child_->Exited(); }
+  // The process id, found as the process whose command line names this instance's port file.
+  pid_t pid() const {
+    for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+      const std::string name = e.path().filename().string();
+      if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+      std::string cmdline = kube::testing::ReadFile(e.path().string() + "/cmdline");
+      std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+      if (cmdline.find(" " + port_file_ + " ") != std::string::npos) return static_cast<pid_t>(std::stol(name));
+    }
+    return -1;
+  }
   // Waits until the running scheduler's log (stderr) contains `text`.
   bool WaitForLog(const std::string& text, std::chrono::seconds limit = std::chrono::seconds(20)) {
     return child_ && child_->WaitForStderr(text, limit);
@@ -127,6 +148,7 @@ class SchedulerProcess {
   std::unique_ptr<gpushare::testing::Child> child_;
   gpushare::testing::ProcessResult result_;
   int port_ = -1;
+  int health_port_ = -1;
 };
 
 }  // namespace gpushare::scheduler::testing

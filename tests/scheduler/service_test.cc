@@ -174,7 +174,11 @@ TEST_F(ServiceTest, ApiFailuresRollBackTheReservation) {
   ASSERT_TRUE(WaitUntil([&] { return Used("n", 0) == 20; }));
 }
 
-TEST_F(ServiceTest, PodBoundBySomeoneElseIsOnlyAnnotated) {
+// --- bind refusals (issue 10 §2: the bind endpoint must not bind any pod anywhere) ---------------
+// Every refusal leaves the pod as it was: unbound, unannotated, no Binding requested, nothing
+// booked.
+
+TEST_F(ServiceTest, BindRefusesAPodBoundBySomeoneElse) {
   api_.Upsert(Resource::kNodes, NodeJson("n", Uniform(1, 24)));
   api_.Upsert(Resource::kPods, SimplePod("a", 10));
   StartService();
@@ -182,9 +186,127 @@ TEST_F(ServiceTest, PodBoundBySomeoneElseIsOnlyAnnotated) {
   // The pod was bound by another binder (e.g. an ignorable extender fell through).
   ASSERT_TRUE(client_->Bind({"a", "default", "uid-a", "n", {}}).ok());
   ASSERT_TRUE(WaitUntil([&] { return service_->cache().stats().unassigned == 1; }));
-  EXPECT_TRUE(Bind("a", "n").ok());  // annotated, no new Binding
-  EXPECT_EQ(Annotations("a").at("ALIYUN_COM_GPU_MEM_IDX"), "0");
-  ASSERT_TRUE(WaitUntil([&] { return Used("n", 0) == 10; }));
+  api_.ClearRequests();
+  Status same = Bind("a", "n");
+  EXPECT_NE(same.message().find("pod default/a is already bound to node n"), std::string::npos) << same.message();
+  EXPECT_NE(same.message().find("not by gpushare-scheduler"), std::string::npos) << same.message();
+  EXPECT_EQ(Annotations("a").count("ALIYUN_COM_GPU_MEM_IDX"), 0u);
+  EXPECT_EQ(api_.CountRequests("PATCH", ""), 0u);
+  EXPECT_EQ(Used("n", 0), 0);
+  api_.Upsert(Resource::kNodes, NodeJson("m", Uniform(1, 24)));
+  Status other = Bind("a", "m");
+  EXPECT_NE(other.message().find("already bound to node n"), std::string::npos) << other.message();
+}
+
+TEST_F(ServiceTest, BindRetriesOfAPodThisExtenderBookedStayIdempotent) {
+  api_.Upsert(Resource::kNodes, NodeJson("n", Uniform(1, 24)));
+  api_.Upsert(Resource::kPods, SimplePod("a", 10));
+  StartService();
+  ASSERT_TRUE(WaitReady());
+  ASSERT_TRUE(Bind("a", "n").ok());
+  // Right away (the informer may not have seen the Binding yet) and once it has.
+  api_.ClearRequests();
+  EXPECT_TRUE(Bind("a", "n").ok());
+  ASSERT_TRUE(WaitUntil([&] { return service_->cache().stats().reserved == 0 && Used("n", 0) == 10; }));
+  EXPECT_TRUE(Bind("a", "n").ok());
+  EXPECT_EQ(api_.CountRequests("PATCH", ""), 0u);
+  EXPECT_EQ(api_.CountRequests("POST", "/binding"), 0u);
+  EXPECT_EQ(Used("n", 0), 10);
+}
+
+TEST_F(ServiceTest, BindRefusesPodsThatDoNotRequestTheResource) {
+  api_.Upsert(Resource::kNodes, NodeJson("n", Uniform(1, 24)));
+  // No GPU at all, in kube-system (the case of the issue).
+  json plain = PodJson("coredns", {{"coredns", 0}}, "kube-system", "uid-dns");
+  api_.Upsert(Resource::kPods, plain);
+  // Another resource only.
+  json other = PodJson("gpu-whole", {{"main", 0}}, "default", "uid-whole");
+  other["spec"]["containers"][0]["resources"] = {{"limits", {{"nvidia.com/gpu", "1"}}}};
+  api_.Upsert(Resource::kPods, other);
+  // The resource in an init container only: that pod does ask for it.
+  api_.Upsert(Resource::kPods, PodJson("init-only", {{"setup", 4, true}, {"main", 0}}, "default", "uid-init"));
+  StartService();
+  ASSERT_TRUE(WaitReady());
+  api_.ClearRequests();
+  for (const auto& [ns, name] : {std::pair<std::string, std::string>{"kube-system", "coredns"}, {"default", "gpu-whole"}}) {
+    const json pod = *client_->Get(kube::kPods, ns, name);
+    Status s = ext_->Bind(pod, "n");
+    EXPECT_NE(s.message().find("pod " + ns + "/" + name + " does not request aliyun.com/gpu-mem"), std::string::npos)
+        << s.message();
+    EXPECT_TRUE(client_->GetPod(ns, name)->spec.node_name.empty());
+  }
+  EXPECT_EQ(api_.CountRequests("POST", "/binding"), 0u);
+  EXPECT_EQ(api_.CountRequests("PATCH", ""), 0u);
+  EXPECT_TRUE(Bind("init-only", "n").ok());
+  EXPECT_EQ(client_->GetPod("default", "init-only")->spec.node_name, "n");
+  // A pod that names the resource with 0 units is one kube-scheduler sends us (its interest
+  // test is by name): bound as the default binder would, but only to a node that exists.
+  json zero = PodJson("zero", {{"main", 0}}, "default", "uid-zero");
+  zero["spec"]["containers"][0]["resources"] = {{"limits", {{"aliyun.com/gpu-mem", "0"}}}};
+  api_.Upsert(Resource::kPods, zero);
+  ASSERT_TRUE(WaitUntil([&] { return client_->GetPod("default", "zero").ok(); }));
+  Status ghost = Bind("zero", "ghost");
+  EXPECT_NE(ghost.message().find("node ghost: not seen by gpushare-scheduler's node informer"), std::string::npos)
+      << ghost.message();
+  EXPECT_TRUE(Bind("zero", "n").ok());
+  EXPECT_EQ(client_->GetPod("default", "zero")->spec.node_name, "n");
+}
+
+TEST_F(ServiceTest, BindRefusesNodesThePodsFilterWouldReject) {
+  api_.Upsert(Resource::kNodes, NodeJson("full", Uniform(1, 4)));
+  json plain_node = NodeJson("cpu-only", Uniform(1, 24));
+  plain_node["metadata"]["annotations"] = json::object();  // no gpushare.io/gpu-inventory
+  api_.Upsert(Resource::kNodes, plain_node);
+  api_.Upsert(Resource::kNodes, NodeJson("sick", {GpuSpec{24, false}}));
+  api_.Upsert(Resource::kNodes, NodeJson("whole", {GpuSpec{24, true, "exclusive"}}));
+  api_.Upsert(Resource::kPods, SimplePod("a", 10));
+  StartService();
+  ASSERT_TRUE(WaitReady());
+  api_.ClearRequests();
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"ghost", "node ghost: not in gpushare-scheduler's cache"},
+      {"cpu-only", "node cpu-only: no gpushare.io/gpu-inventory annotation"},
+      {"sick", "node sick: no GPU serves memory shares"},
+      {"whole", "node whole: no GPU serves memory shares"},
+      {"full", "node full: container main asks 10 GiB, more than any GPU here has"},
+  };
+  for (const auto& [node, says] : cases) {
+    Status s = Bind("a", node);
+    EXPECT_NE(s.message().find(says), std::string::npos) << node << ": " << s.message();
+  }
+  // And a node with GPUs large enough but no room left.
+  api_.Upsert(Resource::kNodes, NodeJson("busy", Uniform(1, 24)));
+  api_.Upsert(Resource::kPods, SimplePod("b", 20));
+  ASSERT_TRUE(WaitUntil([&] { return service_->cache().stats().nodes >= 2 && Used("busy", 0) == 0; }));
+  ASSERT_TRUE(Bind("b", "busy").ok());
+  api_.ClearRequests();
+  Status s = Bind("a", "busy");
+  EXPECT_NE(s.message().find("node busy: no GPU has 10 GiB free"), std::string::npos) << s.message();
+  EXPECT_TRUE(client_->GetPod("default", "a")->spec.node_name.empty());
+  EXPECT_EQ(Annotations("a").count("ALIYUN_COM_GPU_MEM_IDX"), 0u);
+  EXPECT_EQ(api_.CountRequests("POST", "/binding"), 0u);
+  EXPECT_EQ(api_.CountRequests("PATCH", ""), 0u);
+}
+
+TEST_F(ServiceTest, BindRefusesAUidThatIsNotTheApisPod) {
+  api_.Upsert(Resource::kNodes, NodeJson("n", Uniform(1, 24)));
+  api_.Upsert(Resource::kPods, SimplePod("a", 10));
+  StartService();
+  ASSERT_TRUE(WaitReady());
+  api_.ClearRequests();
+  auto bind = [&](const std::string& uid_field) {
+    Result<std::string> r =
+        ext_->Post("bind", R"({"PodName":"a","PodNamespace":"default",)" + uid_field + R"("Node":"n"})");
+    return r.ok() ? *r : r.status().message();
+  };
+  EXPECT_NE(bind(R"("PodUID":"uid-other",)").find("pod default/a has UID uid-a, the bind is for UID uid-other"),
+            std::string::npos);
+  EXPECT_NE(bind(R"("PodUID":"",)").find("PodUID: missing"), std::string::npos) << bind(R"("PodUID":"",)");
+  EXPECT_NE(bind("").find("PodUID: missing"), std::string::npos) << bind("");
+  EXPECT_TRUE(client_->GetPod("default", "a")->spec.node_name.empty());
+  EXPECT_EQ(api_.CountRequests("POST", "/binding"), 0u);
+  EXPECT_EQ(api_.CountRequests("PATCH", ""), 0u);
+  EXPECT_TRUE(Bind("a", "n").ok());
 }
 
 TEST_F(ServiceTest, FollowsTheNodeAgentsConfirmationAndReleasesDeletedPods) {

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <fstream>
 #include <future>
+#include <iterator>
 #include <thread>
 
 #include "core/resource_name.h"
@@ -175,6 +177,14 @@ Status ValidateExtenders(const std::vector<ExtenderConfig>& extenders) {
       return Status::InvalidArgument(where + ".weight: must have a positive weight applied to it");
     if (!e.bind_verb.empty() && ++binders > 1)
       return Status::InvalidArgument("only one extender can implement bind, found " + std::to_string(binders));
+    if (e.tls_config) {
+      const ExtenderTlsConfig& t = *e.tls_config;
+      const bool has_ca = !t.ca_file.empty() || !t.ca_data.empty();
+      if (has_ca && t.insecure)
+        return Status::InvalidArgument(where + ": specifying a root certificates file with the insecure flag is not allowed");
+      for (const std::string* f : {&t.cert_file, &t.key_file, &t.ca_file})
+        if (!f->empty() && !std::ifstream(*f).good()) return Status::InvalidArgument(where + ": open " + *f + ": cannot read");
+    }
     for (const ManagedResource& r : e.managed_resources) {
       const std::string problem = r.name.find('/') == std::string::npos
                                       ? "not an extended resource name (no domain)"
@@ -196,6 +206,37 @@ ExtenderClient::ExtenderClient(ExtenderConfig config) : config_(std::move(config
   const size_t path = scheme == std::string::npos ? std::string::npos : url.find('/', scheme + 3);
   scheme_host_port_ = path == std::string::npos ? url : url.substr(0, path);
   path_prefix_ = path == std::string::npos ? "" : url.substr(path);
+  if (scheme_host_port_.rfind("https://", 0) != 0) return;  // the URL decides, as in Go
+  const ExtenderTlsConfig t = config_.tls_config.value_or(ExtenderTlsConfig{});
+  auto pem = [this](const std::string& data, const std::string& file) {
+    if (!data.empty() || file.empty()) return data;
+    std::ifstream in(file, std::ios::binary);
+    if (!in) tls_status_ = Status::InvalidArgument("open " + file + ": cannot read");
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  kube::ClientConfig cc;
+  cc.server = scheme_host_port_;
+  cc.ca_pem = pem(t.ca_data, t.ca_file);
+  cc.insecure_skip_tls_verify = t.insecure || (config_.enable_https && cc.ca_pem.empty());
+  if (cc.insecure_skip_tls_verify) cc.ca_pem.clear();
+  cc.tls_server_name = t.server_name;
+  const std::string cert = pem(t.cert_data, t.cert_file), key = pem(t.key_data, t.key_file);
+  if (!cert.empty() && !key.empty()) {  // client-go: a certificate only with its key
+    cc.client_cert_pem = cert;
+    cc.client_key_pem = key;
+  }
+  cc.source = "extender " + config_.url_prefix;
+  kube::ClientOptions co;
+  co.qps = 0;  // kube-scheduler's extender client has no rate limit
+  co.user_agent = "Go-http-client/1.1";
+  co.request_timeout = config_.http_timeout.count() > 0 ? config_.http_timeout : kDefaultHttpTimeout;
+  co.connect_timeout = co.request_timeout;
+  Result<std::shared_ptr<kube::Client>> c = kube::Client::Create(std::move(cc), co);
+  if (!c.ok()) {
+    tls_status_ = c.status();
+    return;
+  }
+  tls_client_ = *c;
 }
 
 bool ExtenderClient::IsInterested(const json& pod) const {
@@ -209,6 +250,20 @@ bool ExtenderClient::IsInterested(const json& pod) const {
 }
 
 Result<std::string> ExtenderClient::Post(const std::string& verb, const std::string& body) const {
+  if (scheme_host_port_.rfind("https://", 0) == 0) {
+    if (!tls_status_.ok()) return tls_status_;
+    kube::HttpRequest req;
+    req.method = "POST";
+    req.path_and_query = path_prefix_ + "/" + verb;
+    req.body = body;
+    req.content_type = "application/json";
+    Result<kube::HttpResponse> r = tls_client_->Do(req);
+    if (!r.ok()) return Status::Unavailable("POST " + scheme_host_port_ + req.path_and_query + ": " + r.status().message());
+    if (r->code != 200)
+      return Status::Unavailable("POST " + req.path_and_query + ": HTTP " + std::to_string(r->code) + ": " +
+                                 r->body.substr(0, 300));
+    return std::move(r->body);
+  }
   httplib::Client cli(scheme_host_port_);
   const auto timeout = config_.http_timeout.count() > 0 ? config_.http_timeout : kDefaultHttpTimeout;
   const time_t sec = static_cast<time_t>(timeout.count() / 1000);
@@ -356,16 +411,19 @@ Result<std::vector<json>> FakeKubeScheduler::Pods() {
   Result<kube::RawList> l = api_->List(kube::kPods, "", {});
   if (!l.ok()) return l.status();
   std::vector<json> out;
-  std::set<std::string> bound;
+  std::set<std::string> bound, live;
   for (json& p : l->items) {
     if (Terminal(p)) continue;
+    live.insert(Str(p, "metadata", "uid"));
     if (!Str(p, "spec", "nodeName").empty()) bound.insert(Str(p, "metadata", "uid"));
     out.push_back(InformerObject(std::move(p)));
   }
   std::lock_guard<std::mutex> lock(mu_);
   for (auto it = assumed_.begin(); it != assumed_.end();) {
-    if (bound.count(it->first)) {
-      it = assumed_.erase(it);  // the API has caught up
+    // The API has caught up, or the pod is gone (deleted or finished: kube-scheduler's cache
+    // drops an assumed pod on its delete event).
+    if (bound.count(it->first) || !live.count(it->first)) {
+      it = assumed_.erase(it);
       continue;
     }
     json p = it->second.second;

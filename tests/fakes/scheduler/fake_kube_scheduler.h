@@ -28,9 +28,17 @@
 //     (seeded); bind through the extender that has bindVerb (an error forgets the assumed pod,
 //     unless the pod turns out to be bound already; an ignorable binder falls through to the
 //     default binder), else a Binding via the API;
-//   - its own cache: pods it assumed count against node allocatable until the API shows them.
+//   - its own cache: pods it assumed count against node allocatable until the API shows them
+//     bound, or no longer lists them (deleted or finished).
 //   - config validation: weight > 0 with a prioritizeVerb, at most one binder, managed
 //     resource names valid extended resource names and unique.
+//   - TLS as kube-scheduler's makeTransport sets it up from `enableHTTPS` and `tlsConfig`
+//     (client-go's TLSClientConfig): TLS when the urlPrefix says https://; *Data fields win
+//     over the *File ones; a client certificate only when both certificate and key are given;
+//     `enableHTTPS` without a CA skips verification of the server (as does `insecure`); a CA
+//     together with `insecure` is a configuration error; `serverName` is the name checked
+//     (and sent as SNI) instead of the URL's host. The TLS transport is kube::Client's
+//     (libcurl), which follows client-go's semantics for these same fields.
 // Preemption is not implemented.
 #pragma once
 
@@ -60,6 +68,14 @@ struct ManagedResource {
   bool ignored_by_scheduler = false;
 };
 
+// An extender entry's `tlsConfig` (PEM bytes in the *Data fields, already base64-decoded).
+struct ExtenderTlsConfig {
+  bool insecure = false;
+  std::string server_name;
+  std::string cert_file, key_file, ca_file;
+  std::string cert_data, key_data, ca_data;
+};
+
 // One entry of KubeSchedulerConfiguration `extenders:`.
 struct ExtenderConfig {
   std::string url_prefix;  // "http://127.0.0.1:12345/gpushare-scheduler"
@@ -71,6 +87,8 @@ struct ExtenderConfig {
   std::vector<ManagedResource> managed_resources;
   std::chrono::milliseconds http_timeout{0};  // 0: 5 s
   bool ignorable = false;
+  bool enable_https = false;
+  std::optional<ExtenderTlsConfig> tls_config;
 };
 
 // The scheduler's own checks of the extenders list.
@@ -111,6 +129,9 @@ class ExtenderClient {
   ExtenderConfig config_;
   std::string scheme_host_port_;
   std::string path_prefix_;
+  // https:// extenders: the TLS transport, or why it could not be set up.
+  std::shared_ptr<kube::Client> tls_client_;
+  Status tls_status_;
 };
 
 struct SchedulerOptions {
