@@ -1,10 +1,14 @@
 # gpushare: the two set-up commands for a fresh Debian bookworm machine (as root) are
 #   make demo   install dependencies, build, run the main job on a built-in default
-#   make test   install dependencies, build (normal and ASan+UBSan), run every test
-.PHONY: all deps configure build build-asan demo test test-fast bench format clean
+#   make test   install dependencies, build (normal and ASan+UBSan), run every test and
+#               every fuzz target for FUZZ_SMOKE_SECONDS (20) each
+.PHONY: all deps configure build build-asan demo test test-fast fuzz bench format clean
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SMOKE_SECONDS ?= 20
+FUZZ_SECONDS ?= 600
 JOBS       ?= $(shell nproc)
 CMAKE_GEN  := -G Ninja
 
@@ -35,6 +39,11 @@ test: build build-asan
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS)
+	FUZZ_BUILD=$(FUZZ_BUILD) ./scripts/fuzz.sh $(FUZZ_SMOKE_SECONDS)
+
+# Every fuzz target for FUZZ_SECONDS each (docs/reliability.md, "Fuzzing").
+fuzz: deps
+	FUZZ_BUILD=$(FUZZ_BUILD) ./scripts/fuzz.sh $(FUZZ_SECONDS)
 
 # The normal build's tests only (for iterating).
 test-fast: build

@@ -27,14 +27,22 @@ struct Json {
   int64_t i = 0;
   std::string s;        // string value, or a number's spelling
   std::vector<Json> items;
-  std::vector<std::pair<std::string, Json>> members;
+  struct Member;  // a pair of an incomplete type is rejected by clang with libstdc++; a struct is not
+  std::vector<Member> members;
 
-  const Json* Find(std::string_view key) const {
-    for (const auto& [k, v] : members)
-      if (k == key) return &v;
-    return nullptr;
-  }
+  const Json* Find(std::string_view key) const;
 };
+
+struct Json::Member {
+  std::string first;
+  Json second;
+};
+
+const Json* Json::Find(std::string_view key) const {
+  for (const auto& [k, v] : members)
+    if (k == key) return &v;
+  return nullptr;
+}
 
 std::string_view TypeName(Json::Type t) {
   switch (t) {
@@ -118,7 +126,7 @@ class Reader {
       if (!Value(&v, depth)) return false;
       for (const auto& m : out->members)
         if (m.first == key) return Fail("duplicate key \"" + key + "\"");
-      out->members.emplace_back(std::move(key), std::move(v));
+      out->members.push_back({std::move(key), std::move(v)});
       Ws();
       if (p_ < t_.size() && t_[p_] == ',') {
         ++p_;

@@ -126,9 +126,19 @@ json NullableMap(const std::map<std::string, std::string>& m) {
   return o;
 }
 
+// JSON text has no raw NUL byte anywhere (a control character is not allowed even inside a
+// string), and nlohmann's lexer reads one as the end of the input: `{"a":1}<NUL>junk` would parse.
+// So a NUL is refused before any parser sees the body.
+Status NulProblem(std::string_view body) {
+  const size_t at = body.find('\0');
+  if (at == std::string_view::npos) return Status::Ok();
+  return Status::InvalidArgument("malformed JSON: NUL byte at offset " + std::to_string(at));
+}
+
 }  // namespace
 
 Result<json> ParseBody(std::string_view body, int max_depth) {
+  if (Status nul = NulProblem(body); !nul.ok()) return nul;
   int depth = 0;
   bool in_string = false, escape = false;
   for (size_t i = 0; i < body.size(); ++i) {
@@ -539,6 +549,7 @@ class FastArgs {
 
 Result<ExtenderArgs> ParseExtenderArgs(std::string_view body, int max_depth) {
   if (body.empty()) return Status::InvalidArgument("malformed JSON: empty body");
+  if (Status nul = NulProblem(body); !nul.ok()) return nul;
   {
     ExtenderArgs fast;
     if (FastArgs(body, max_depth).Decode(&fast)) return fast;
@@ -548,6 +559,7 @@ Result<ExtenderArgs> ParseExtenderArgs(std::string_view body, int max_depth) {
 
 Result<ExtenderArgs> ParseExtenderArgsGeneral(std::string_view body, int max_depth) {
   if (body.empty()) return Status::InvalidArgument("malformed JSON: empty body");
+  if (Status nul = NulProblem(body); !nul.ok()) return nul;
   ArgsSax sax(max_depth);
   bool ok = false;
   try {

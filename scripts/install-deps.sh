@@ -14,6 +14,8 @@ PACKAGES=(
   # openssl: the command-line tool; tests/kube generates a throwaway CA and certificates with it
   # at test time to exercise the client's TLS paths (CA bundle, server name, client certs).
   openssl
+  # clang and its runtime (libFuzzer): the fuzz targets in fuzz/ (scripts/fuzz.sh, `make test`).
+  clang libclang-rt-14-dev
 )
 
 missing=()

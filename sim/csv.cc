@@ -1,6 +1,7 @@
 #include "sim/csv.h"
 
 #include <charconv>
+#include <cmath>
 
 #include "config/file_read.h"
 #include "core/problem_list.h"
@@ -160,9 +161,15 @@ Result<std::optional<int64_t>> CsvFile::OptionalInt(const CsvRow& row, int colum
     // Accept integral floats such as "1000.0" (pandas exports); reject anything else.
     double d = 0;
     auto [p2, e2] = std::from_chars(v.data(), v.data() + v.size(), d);
-    if (e2 != std::errc() || p2 != v.data() + v.size() || d != static_cast<double>(static_cast<int64_t>(d)))
+    // Only a finite whole number may be converted, and only inside int64's range (a cast of
+    // 3.2e123, inf or nan is undefined behaviour; found by fuzz/fuzz_trace_csv).
+    if (e2 != std::errc() || p2 != v.data() + v.size() || !std::isfinite(d) || std::trunc(d) != d)
       return CsvError(Where(row, column) + ": " + std::string(name) +
                                      ": expected an integer, got '" + v + "'");
+    if (d < -9223372036854775808.0 || d >= 9223372036854775808.0 || d < static_cast<double>(min) ||
+        d > static_cast<double>(max))
+      return CsvError(Where(row, column) + ": " + std::string(name) + ": must be in " +
+                                     std::to_string(min) + ".." + std::to_string(max) + ", got " + v);
     out = static_cast<int64_t>(d);
   }
   if (out < min || out > max)

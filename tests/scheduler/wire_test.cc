@@ -15,6 +15,23 @@ const char* kCacheModeRequest =
 
 Result<ExtenderArgs> Args(std::string_view body) { return ParseExtenderArgs(body); }
 
+// Found by fuzz/fuzz_extender_json: nlohmann's lexer reads a NUL byte as the end of the input,
+// so the fast path accepted a value cut short by one while the SAX path refused the body, and
+// ParseBody accepted anything after a NUL that followed a whole object.
+TEST(Wire, ANulByteAnywhereIsRefusedByEveryPath) {
+  using namespace std::string_literals;
+  const std::string args = "{\"Pod\":{},\"Other\":66\0\0(\0}"s;
+  for (bool general : {false, true}) {
+    auto r = general ? ParseExtenderArgsGeneral(args) : ParseExtenderArgs(args);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().message(), "malformed JSON: NUL byte at offset 20");
+  }
+  const std::string bind = "{\"PodName\":\"p\",\"Node\":\"n\"}\0junk"s;
+  auto b = ParseBody(bind);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().message(), "malformed JSON: NUL byte at offset 26");
+}
+
 TEST(Wire, CacheModeRequest) {
   Result<ExtenderArgs> a = Args(kCacheModeRequest);
   ASSERT_TRUE(a.ok()) << a.status().ToString();

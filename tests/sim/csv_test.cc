@@ -44,6 +44,21 @@ TEST(CsvTest, TypedFieldsReportTheirPosition) {
   EXPECT_EQ(f->Column("missing").status().message(), "p.csv:1:1: missing column 'missing' (header: n,v)");
 }
 
+// Found by fuzz/fuzz_trace_csv: a float far outside int64 (or inf, nan) was cast to int64, which
+// is undefined behaviour (UBSan: "3.2e+123 is outside the range of representable values").
+TEST(CsvTest, FloatsOutsideTheIntegersAreRefusedNotCast) {
+  auto f = CsvFile::Parse("p.csv", "n,v\na,3.2e123\nb,-1e19\nc,inf\nd,nan\ne,1.5\nf,9223372036854775808.0\n");
+  ASSERT_TRUE(f.ok());
+  const auto& rows = f->rows();
+  EXPECT_EQ(f->Int(rows[0], 1, "v", 0, 100).status().message(), "p.csv:2:3: v: must be in 0..100, got 3.2e123");
+  EXPECT_EQ(f->Int(rows[1], 1, "v", 0, 100).status().message(), "p.csv:3:3: v: must be in 0..100, got -1e19");
+  EXPECT_EQ(f->Int(rows[2], 1, "v", 0, 100).status().message(), "p.csv:4:3: v: expected an integer, got 'inf'");
+  EXPECT_EQ(f->Int(rows[3], 1, "v", 0, 100).status().message(), "p.csv:5:3: v: expected an integer, got 'nan'");
+  EXPECT_EQ(f->Int(rows[4], 1, "v", 0, 100).status().message(), "p.csv:6:3: v: expected an integer, got '1.5'");
+  EXPECT_EQ(f->Int(rows[5], 1, "v", INT64_MIN, INT64_MAX).status().message(),
+            "p.csv:7:3: v: must be in -9223372036854775808..9223372036854775807, got 9223372036854775808.0");
+}
+
 // Trace files follow the rules of every input file (config/file_read.h): a regular file (a
 // FIFO is refused without blocking) of at most kMaxTraceFileBytes.
 TEST(CsvTest, OnlyRegularFilesWithinTheLimitAreRead) {
