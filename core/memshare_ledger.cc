@@ -316,7 +316,19 @@ void KubeletHoldings::Allocated(const std::vector<std::string>& ids, int gpu, in
 std::vector<HeldSlot> KubeletHoldings::Held(const std::vector<PlannedPod>& plans, const std::set<std::string>& foreign,
                                             const Inventory& inventory, const std::set<std::string>* free) const {
   std::vector<HeldSlot> held = HeldSlots(plans, observed_, foreign, inventory);
-  for (const HeldSlot& h : recent_.Held()) held.push_back(h);
+  // A unit has one holder: a listed container whose units kubelet has allocated again since the
+  // List (its pod is gone, and the next admission got them) holds nothing any more. Counting both
+  // closed the slot the new holder came for, and steered a pod away from its own plan.
+  const std::vector<HeldSlot> recent = recent_.Held();
+  std::set<std::string> reallocated;
+  for (const HeldSlot& h : recent) reallocated.insert(h.ids.begin(), h.ids.end());
+  held.erase(std::remove_if(held.begin(), held.end(),
+                            [&](const HeldSlot& h) {
+                              return std::any_of(h.ids.begin(), h.ids.end(),
+                                                 [&](const std::string& id) { return reallocated.count(id) > 0; });
+                            }),
+             held.end());
+  held.insert(held.end(), recent.begin(), recent.end());
   if (free != nullptr) {
     held.erase(std::remove_if(held.begin(), held.end(),
                               [&](const HeldSlot& h) {

@@ -137,6 +137,29 @@ TEST(Ledger, SlotsWhoseUnitsAreFreeAgainAreNotHeld) {
   EXPECT_EQ(h.Ledger(plans, {}, inv, &free).Open({3, 3}, 1), 1);  // kubelet says they are free
 }
 
+// Found by the model's random walks (mixed shapes, seed offset 7000, walk 81,758): a List still
+// showed a deleted pod on unit 0 of GPU 0 after kubelet had given that unit to the next pod. Both
+// counted as held, so the slot a third pod was planned for looked taken; the agent steered it to
+// room on GPU 1 that the scheduler still saw as free, and the scheduler booked that room again.
+TEST(Ledger, UnitsAllocatedAgainSinceTheListHaveOneHolder) {
+  Inventory inv;
+  for (int i = 0; i < 2; ++i) inv.gpus.push_back(gpushare::testing::WholeGpu(i, 24576));
+  KubeletHoldings h;
+  h.Listed({{"ns/gone", {{"c", UnitsOf(0, {0})}}}}, 0, 2000);  // 1 unit, planned on 0, since deleted
+  std::vector<PlannedPod> plans = {{"ns/big", Request({{"c", 3}}), {{"c", 0}}, 1},
+                                   {"ns/small", Request({{"c", 1}}), {{"c", 0}}, 2}};
+  ASSERT_EQ(h.Ledger(plans, {}, inv).Open({1, 1}, 0), 0);  // the gone pod looks like it holds small's slot
+  // kubelet admits big: the advice and Allocate give it units 0-2 of GPU 0, unit 0 among them.
+  h.Advised(0, SlotKey{3, 3}, 3, false);
+  h.Allocated(UnitsOf(0, {0, 1, 2}), 0, 100);
+  const std::vector<HeldSlot> held = h.Held(plans, {}, inv);
+  ASSERT_EQ(held.size(), 1u) << "unit 0 counted for two holders";
+  EXPECT_EQ(held[0].key, (SlotKey{3, 3}));
+  const SlotLedger l = h.Ledger(plans, {}, inv);
+  EXPECT_EQ(l.Open({1, 1}, 0), 1);  // small's own slot is open for it
+  EXPECT_EQ(l.Open({3, 3}, 0), 0);
+}
+
 TEST(SettledPlanMoves, APodOffItsPlanFollowsItWhenNobodyOfItsKeyIsPending) {
   // X planned on 1 sits on 0: its swap partner (planned on 0, held on 1) is gone.
   CountedPod x{"ns/x", Request({{"c", 3}}, {{"i", 1}}), {{"c", 1}, {"i", 1}}, {{"c", 0}, {"i", 0}}, true};
