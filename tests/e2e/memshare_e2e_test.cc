@@ -440,7 +440,7 @@ TEST_F(MemShareE2E, AgentRestartedAllocationsStayIntact) {
 // kubelet admitting in a random order, and, in half the runs, the scheduler killed and the
 // agent killed and restarted in the middle. No pod may be refused at admission; no GPU may
 // hold more than its memory; once everything settled, exactly 56 pods run and the rest are
-// Pending with the extender's reason. Runs: $GPUSHARE_BURST_RUNS (default 4), seeds 1..N
+// Pending with the extender's reason. Runs: $GPUSHARE_BURST_RUNS (default 2) of each, seeds 1..N (1001.. with restarts)
 // (or $GPUSHARE_BURST_SEED for one); docs/reliability.md has the 50-run figures.
 class ConcurrentBindBurst : public MemShareE2E, public ::testing::WithParamInterface<bool> {
  protected:
