@@ -161,7 +161,7 @@ TEST(MemshareModel, IdenticalPodsWithAnAgentRestart) {
 }
 
 TEST(MemshareModel, IdenticalPodsWithADeletion) {
-  SKIP_UNLESS(Long(), "370,000 states, about 40 s; the random walks below delete pods too");
+  SKIP_UNLESS(Long(), "363,000 states, about 25 s; the random walks below delete pods too");
   Config c = Identical();
   c.deletions = 1;
   Search s = Explorer(kMaxStates).Run(c);
