@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Smoke test of the e2e cluster (docs/e2e.md): brings it up, checks that every node is Ready
+# with its own kubelet sockets, runs a plain pod on each node with the real runtime (containerd
+# + runc) and checks what the container was given, then takes the cluster down.
+#   E2E_KEEP=1  leave the cluster up afterwards (for looking around)
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cluster="$repo/scripts/e2e-cluster.sh"
+kubectl="${E2E_BIN:-$repo/build/e2e/bin}/kubectl"
+export KUBECONFIG="$repo/build/e2e/kubeconfig"
+state=${E2E_DIR:-$repo/build/e2e/cluster}
+pids="$state/pids"
+read -r -a nodes <<<"${E2E_NODES:-ts mig mem}"
+ns=e2e-smoke
+
+fail() { echo "e2e-smoke: FAIL: $*" >&2; exit 1; }
+cleanup() {
+  local rc=$?
+  if [ "${E2E_KEEP:-0}" != 1 ]; then
+    "$cluster" down || rc=1
+    # Nothing of the cluster may stay mounted or running.
+    if grep -q " $state/" /proc/self/mountinfo; then
+      echo "e2e-smoke: FAIL: mounts of $state left after down" >&2; rc=1
+    fi
+    if ls "$pids"/*.pid >/dev/null 2>&1; then
+      echo "e2e-smoke: FAIL: pid files left after down: $(ls "$pids")" >&2; rc=1
+    fi
+  fi
+  if [ $rc -eq 0 ]; then echo "e2e-smoke: PASS"; else echo "e2e-smoke: FAILED (rc=$rc); logs in $state/logs" >&2; fi
+  exit $rc
+}
+trap cleanup EXIT
+
+start=$(date +%s)
+"$cluster" up
+echo "e2e-smoke: cluster up in $(( $(date +%s) - start )) s"
+# A second `up` must be harmless: nothing restarted.
+before=$(cat "$pids"/*.pid | sort)
+"$cluster" up >/dev/null
+[ "$before" = "$(cat "$pids"/*.pid | sort)" ] || fail "a second 'up' restarted components"
+"$cluster" status >/dev/null || fail "status after up says something is stopped"
+
+ready=$("$kubectl" get nodes -o jsonpath='{range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}')
+echo "$ready"
+for n in "${nodes[@]}"; do
+  grep -qx "$n=True" <<<"$ready" || fail "node $n not Ready"
+  # Each kubelet's device-plugin socket exists in its own namespace only.
+  holder=$(cut -d' ' -f1 "$pids/node-$n.pid")
+  [ -S "/proc/$holder/root/var/lib/kubelet/device-plugins/kubelet.sock" ] ||
+    fail "node $n: no kubelet.sock in its /var/lib/kubelet/device-plugins"
+done
+[ ! -S /var/lib/kubelet/device-plugins/kubelet.sock ] || fail "a kubelet socket leaked into the host's /var/lib/kubelet/device-plugins"
+
+"$kubectl" create namespace "$ns" --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
+for n in "${nodes[@]}"; do
+  cat <<EOF | "$kubectl" apply -f - >/dev/null
+apiVersion: v1
+kind: Pod
+metadata:
+  name: plain-$n
+  namespace: $ns
+spec:
+  nodeSelector:
+    gpushare.e2e/node: $n
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: c
+    image: e2e.local/busybox:1.35
+    imagePullPolicy: Never
+    command: ["/bin/sh", "-c", "echo nofile=\$(ulimit -n)/\$(ulimit -Hn) node=\$NODE; exec sleep 3600"]
+    env:
+    - name: NODE
+      valueFrom: {fieldRef: {fieldPath: spec.nodeName}}
+EOF
+done
+start=$(date +%s)
+for n in "${nodes[@]}"; do
+  "$kubectl" -n "$ns" wait --for=jsonpath='{.status.phase}'=Running "pod/plain-$n" --timeout=180s >/dev/null ||
+    { "$kubectl" -n "$ns" describe pod "plain-$n" | tail -20; fail "pod plain-$n not Running"; }
+done
+echo "e2e-smoke: ${#nodes[@]} pods Running in $(( $(date +%s) - start )) s"
+"$kubectl" -n "$ns" get pods -o wide
+hard=$(ulimit -Hn)
+for n in "${nodes[@]}"; do
+  out=""
+  for _ in $(seq 20); do out=$("$kubectl" -n "$ns" logs "plain-$n" 2>/dev/null || true); [ -n "$out" ] && break; sleep 0.5; done
+  echo "plain-$n: $out"
+  grep -q "node=$n\$" <<<"$out" || fail "pod plain-$n: unexpected output '$out'"
+  got=$(sed -n 's/.*nofile=[0-9]*\/\([0-9]*\).*/\1/p' <<<"$out")
+  [ -n "$got" ] && [ "$got" -le "$hard" ] || fail "pod plain-$n: open-file hard limit '$got' above the host's $hard"
+done
+"$kubectl" delete namespace "$ns" --wait=true --timeout=120s >/dev/null
