@@ -309,7 +309,7 @@ node_mounts=(
 write_node_config() { # name index
   local n=$1 i=$2 nd hard soft
   nd=$(node_dir "$n")
-  mkdir -p "$nd/cni"
+  mkdir -p "$nd/cni" "$nd/certs.d"
   local m
   for m in "${node_mounts[@]}"; do mkdir -p "$nd/${m%%:*}"; done
 
@@ -353,6 +353,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
         BinaryName = "$(command -v runc)"
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    # Registry hosts (mirrors) per registry, one directory each: $nd/certs.d/<host>/hosts.toml.
+    config_path = "$nd/certs.d"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$nd/cni"
@@ -607,17 +610,19 @@ cmd_up() {
 
 cmd_down() {
   mkdir -p "$pids"
-  local n
-  for n in "${nodes[@]}"; do stop_node "$n"; done
-  # Nodes of an earlier E2E_NODES that are still recorded.
-  local f
+  # The nodes in parallel (each takes a few seconds to shut down), including nodes of an
+  # earlier E2E_NODES that are still recorded.
+  local n f all=("${nodes[@]}")
   for f in "$pids"/node-*.pid; do
     [ -e "$f" ] || continue
-    n=$(basename "$f" .pid); n=${n#node-}
-    stop_node "$n"
+    n=$(basename "$f" .pid)
+    all+=("${n#node-}")
   done
-  stop_pid kube-scheduler
-  stop_pid kube-controller-manager
+  for n in $(printf '%s\n' "${all[@]}" | sort -u); do stop_node "$n" & done
+  wait
+  stop_pid kube-scheduler &
+  stop_pid kube-controller-manager &
+  wait
   stop_pid kube-apiserver 20
   stop_pid etcd 20
   remove_node_ips
