@@ -48,6 +48,8 @@ for n in "${nodes[@]}"; do
   holder=$(cut -d' ' -f1 "$pids/node-$n.pid")
   [ -S "/proc/$holder/root/var/lib/kubelet/device-plugins/kubelet.sock" ] ||
     fail "node $n: no kubelet.sock in its /var/lib/kubelet/device-plugins"
+  [ -S "/proc/$holder/root/var/lib/kubelet/pod-resources/kubelet.sock" ] ||
+    fail "node $n: no PodResources socket in its /var/lib/kubelet/pod-resources"
 done
 [ ! -S /var/lib/kubelet/device-plugins/kubelet.sock ] || fail "a kubelet socket leaked into the host's /var/lib/kubelet/device-plugins"
 
