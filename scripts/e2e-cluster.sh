@@ -484,7 +484,8 @@ start_node() { # name index
 
   local ip
   ip=$(node_ip "$i")
-  ip -4 addr show dev lo | grep -q " $ip/32 " || ip addr add "$ip/32" dev lo label lo:e2e
+  # (Not `ip ... | grep -q`: with pipefail, grep's early exit can fail the pipeline.)
+  [[ "$(ip -4 -o addr show dev lo)" == *" $ip/32 "* ]] || ip addr add "$ip/32" dev lo label lo:e2e
   if ! pid_alive "kubelet-$n"; then
     make_cgroup_root "$n"
     start_bg "kubelet-$n" "$logs/kubelet-$n.log" \

@@ -53,7 +53,10 @@ for n in "${nodes[@]}"; do
 done
 [ ! -S /var/lib/kubelet/device-plugins/kubelet.sock ] || fail "a kubelet socket leaked into the host's /var/lib/kubelet/device-plugins"
 
-"$kubectl" create namespace "$ns" --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
+# A namespace left by an earlier run that failed (the cluster keeps its state) is removed first:
+# its pods would count restarts from that run.
+"$kubectl" delete namespace "$ns" --ignore-not-found --wait=true --timeout=120s >/dev/null
+"$kubectl" create namespace "$ns" >/dev/null
 for n in "${nodes[@]}"; do
   cat <<EOF | "$kubectl" apply -f - >/dev/null
 apiVersion: v1
@@ -91,4 +94,54 @@ for n in "${nodes[@]}"; do
   got=$(sed -n 's/.*nofile=[0-9]*\/\([0-9]*\).*/\1/p' <<<"$out")
   [ -n "$got" ] && [ "$got" -le "$hard" ] || fail "pod plain-$n: open-file hard limit '$got' above the host's $hard"
 done
+
+# Pod networking: the host and a pod on another node reach a pod's port (CNI bridge per node,
+# host-routed between them). busybox's own wget crashes (Debian's static build), hence nc.
+cat <<EOF | "$kubectl" apply -f - >/dev/null
+apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  namespace: $ns
+spec:
+  nodeSelector:
+    gpushare.e2e/node: ${nodes[0]}
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: c
+    image: e2e.local/busybox:1.35
+    imagePullPolicy: Never
+    command: ["/bin/sh", "-c", "mkdir -p /tmp/www && echo hello-from-\$NODE > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www"]
+    env:
+    - name: NODE
+      valueFrom: {fieldRef: {fieldPath: spec.nodeName}}
+EOF
+"$kubectl" -n "$ns" wait --for=condition=Ready pod/web --timeout=120s >/dev/null || fail "pod web not Ready"
+ip=$("$kubectl" -n "$ns" get pod web -o jsonpath='{.status.podIP}')
+got=$(curl -sf -m 10 "http://$ip:8080/") || fail "host cannot reach pod web at $ip:8080"
+[ "$got" = "hello-from-${nodes[0]}" ] || fail "pod web answered '$got'"
+if [ ${#nodes[@]} -gt 1 ]; then
+  got=$("$kubectl" -n "$ns" exec "plain-${nodes[-1]}" -- sh -c "printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 10 $ip 8080 | tail -1") ||
+    fail "pod plain-${nodes[-1]} cannot reach pod web at $ip:8080"
+  [ "$got" = "hello-from-${nodes[0]}" ] || fail "pod web answered '$got' to node ${nodes[-1]}"
+fi
+echo "e2e-smoke: pod web on ${nodes[0]} ($ip) reached from the host and from node ${nodes[-1]}"
+
+# A kubelet that died is started again by `up`, and nothing else is; its pods keep running
+# (containerd and the shims are untouched).
+victim=kubelet-${nodes[-1]}
+read -r vpid _ <"$pids/$victim.pid"
+others() { grep -H . "$pids"/*.pid | grep -v "/$victim.pid:" | sort; }
+before=$(others)
+kill -KILL "$vpid"
+for _ in $(seq 50); do [ -d "/proc/$vpid" ] || break; sleep 0.1; done
+if "$cluster" status >/dev/null; then fail "status says all runs with $victim killed"; fi
+"$cluster" up >/dev/null || fail "up after killing $victim failed"
+[ "$before" = "$(others)" ] || fail "up after killing $victim restarted other components"
+read -r npid _ <"$pids/$victim.pid"
+[ "$npid" != "$vpid" ] || fail "$victim not restarted"
+echo "e2e-smoke: $victim killed and started again by up (pid $vpid -> $npid)"
+phase=$("$kubectl" -n "$ns" get pod "plain-${nodes[-1]}" -o jsonpath='{.status.phase} {.status.containerStatuses[0].restartCount}')
+[ "$phase" = "Running 0" ] || fail "pod plain-${nodes[-1]} after its kubelet restarted: '$phase', want 'Running 0'"
+
 "$kubectl" delete namespace "$ns" --wait=true --timeout=120s >/dev/null
