@@ -190,6 +190,15 @@ require (
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
+tool (
+	go.etcd.io/etcd/server/v3
+	k8s.io/kubernetes/cmd/kube-apiserver
+	k8s.io/kubernetes/cmd/kube-controller-manager
+	k8s.io/kubernetes/cmd/kube-scheduler
+	k8s.io/kubernetes/cmd/kubectl
+	k8s.io/kubernetes/cmd/kubelet
+)
+
 replace k8s.io/api => k8s.io/api v0.37.2
 
 replace k8s.io/apiextensions-apiserver => k8s.io/apiextensions-apiserver v0.37.2
@@ -255,12 +264,3 @@ replace k8s.io/sample-cli-plugin => k8s.io/sample-cli-plugin v0.37.2
 replace k8s.io/sample-controller => k8s.io/sample-controller v0.37.2
 
 replace k8s.io/streaming => k8s.io/streaming v0.37.2
-
-tool (
-	go.etcd.io/etcd/server/v3
-	k8s.io/kubernetes/cmd/kube-apiserver
-	k8s.io/kubernetes/cmd/kube-controller-manager
-	k8s.io/kubernetes/cmd/kube-scheduler
-	k8s.io/kubernetes/cmd/kubectl
-	k8s.io/kubernetes/cmd/kubelet
-)

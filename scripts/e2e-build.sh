@@ -55,6 +55,8 @@ if [ $current = 1 ]; then
 fi
 
 cd "$mod"
+# The replaces must be the generated ones (e2e/hack/gen-replaces.sh), never hand-edited.
+"$mod/hack/gen-replaces.sh" --check >/dev/null
 k8s_version=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)
 k8s_time=$(go list -m -f '{{.Time}}' k8s.io/kubernetes)
 build_date=$(date -u -d "$k8s_time" +%Y-%m-%dT%H:%M:%SZ 2>/dev/null || echo 1970-01-01T00:00:00Z)

@@ -428,6 +428,15 @@ EOF
 
 node_holder_running() { pid_alive "node-$1"; }
 
+# ctr against a node's containerd, run inside the node's namespace: the socket path there is
+# short (/run/containerd/containerd.sock; the host-side path under a deep checkout could pass
+# the 108-byte limit of a unix socket address), and image unpacking sees the node's mounts.
+node_ctr() {
+  local n=$1
+  shift
+  nsenter -t "$(pid_of "node-$n")" -m -- ctr "$@"
+}
+
 # kubelet wants its cgroupRoot to exist in every hierarchy. With cgroup v1 a new cpuset cgroup
 # starts with no CPUs and no memory nodes, so it inherits its parent's.
 make_cgroup_root() {
@@ -474,11 +483,11 @@ start_node() { # name index
   if ! pid_alive "containerd-$n"; then
     start_bg "containerd-$n" "$logs/containerd-$n.log" \
       nsenter -t "$holder" -m -- containerd --config "$nd/containerd.toml"
-    wait_up "containerd-$n" 60 ctr -a "$nd/run-containerd/containerd.sock" version
+    wait_up "containerd-$n" 60 node_ctr "$n" version
   fi
   local img
   for img in pause busybox; do
-    ctr -a "$nd/run-containerd/containerd.sock" -n k8s.io images import "$dir/images/$img.tar" >/dev/null ||
+    node_ctr "$n" -n k8s.io images import "$dir/images/$img.tar" >/dev/null ||
       die "importing $dir/images/$img.tar into node $n's containerd failed"
   done
 
@@ -581,7 +590,8 @@ print_where() {
   echo "logs:       $logs/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler}.log"
   local n
   for n in "${nodes[@]}"; do
-    echo "node $n:    $logs/kubelet-$n.log $logs/containerd-$n.log; containerd socket $(node_dir "$n")/run-containerd/containerd.sock; enter with: nsenter -t \$(cut -d' ' -f1 $pids/node-$n.pid) -m"
+    echo "node $n: logs $logs/kubelet-$n.log $logs/containerd-$n.log"
+    echo "  its mount namespace: nsenter -t \$(cut -d' ' -f1 $pids/node-$n.pid) -m  (kubelet and containerd at their usual paths; host side: $(node_dir "$n"))"
   done
 }
 

@@ -7,9 +7,23 @@
 # published version (v0.<minor>.<patch>). The list changes between releases, so it is read from
 # the pinned release's go.mod rather than typed by hand.
 #
-# Usage: e2e/hack/gen-replaces.sh [k8s-version]   (default: the version e2e/go.mod requires)
+# Usage: e2e/hack/gen-replaces.sh [--check] [k8s-version]
+#   (default version: the one e2e/go.mod requires; --check changes nothing and exits 1 when
+#   e2e/go.mod's replaces differ from what the script would write)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+check=0
+if [ "${1:-}" = --check ]; then
+  check=1
+  shift
+fi
+target=go.mod
+if [ $check = 1 ]; then
+  tmpdir=$(mktemp -d)
+  trap 'rm -rf "$tmpdir"' EXIT
+  cp go.mod "$tmpdir/go.mod"
+  target="$tmpdir/go.mod"
+fi
 
 k8s_version=${1:-$(go list -m -f '{{.Version}}' k8s.io/kubernetes 2>/dev/null || true)}
 if [ -z "$k8s_version" ]; then
@@ -36,12 +50,20 @@ if [ ${#staging[@]} -eq 0 ]; then
 fi
 
 # Drop the replaces we made before, then add the current set.
-for m in $(sed -n 's#^[[:space:]]*\(replace[[:space:]]\{1,\}\)\{0,1\}\(k8s\.io/[^[:space:]]*\)[[:space:]]*=>.*#\2#p' go.mod); do
-  go mod edit -dropreplace="$m"
+for m in $(sed -n 's#^[[:space:]]*\(replace[[:space:]]\{1,\}\)\{0,1\}\(k8s\.io/[^[:space:]]*\)[[:space:]]*=>.*#\2#p' "$target"); do
+  go mod edit -dropreplace="$m" "$target"
 done
 args=()
 for m in "${staging[@]}"; do
   args+=("-replace=${m}=${m}@${staging_version}")
 done
-go mod edit "${args[@]}"
+go mod edit "${args[@]}" "$target"
+if [ $check = 1 ]; then
+  if ! diff -u go.mod "$target"; then
+    echo "gen-replaces: e2e/go.mod's replaces are not what e2e/hack/gen-replaces.sh writes; run it" >&2
+    exit 1
+  fi
+  echo "gen-replaces: e2e/go.mod has the ${#staging[@]} generated replaces for k8s.io/kubernetes ${k8s_version}"
+  exit 0
+fi
 echo "gen-replaces: ${#staging[@]} staging modules of k8s.io/kubernetes ${k8s_version} -> ${staging_version}"
