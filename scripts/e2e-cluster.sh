@@ -55,30 +55,40 @@ die() { echo "e2e-cluster: error: $*" >&2; exit 1; }
 # /proc/<pid>/exe is still the binary we started (pids are reused).
 
 pid_alive() { # name -> 0 when its recorded process runs
-  local f="$pids/$1.pid" exe pid
+  local f="$pids/$1.pid" exe pid now
   [ -f "$f" ] || return 1
   read -r pid exe <"$f" || return 1
   [ -n "${pid:-}" ] && [ -d "/proc/$pid" ] || return 1
-  [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = "$exe" ]
+  now=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 1
+  # A binary rebuilt while it runs shows as "<path> (deleted)"; it is still ours.
+  [ "$now" = "$exe" ] || [ "$now" = "$exe (deleted)" ]
 }
 
 pid_of() { local pid _; read -r pid _ <"$pids/$1.pid"; echo "$pid"; }
 
-record_pid() { # name pid
-  local exe
-  exe=$(readlink "/proc/$2/exe" 2>/dev/null) || die "$1 (pid $2) exited at once; see $logs/$1.log"
-  echo "$2 $exe" >"$pids/$1.pid"
-}
-
-# start name log-file command...: runs the command in the background in its own session,
-# stdin closed, output to the log file, and records its pid.
+# start_bg name log-file exe command...: runs the command in the background in its own session,
+# stdin closed, output to the log file, and records its pid once the process has become `exe`
+# (the command may be a wrapper such as nsenter or unshare that execs it; recording the
+# wrapper's exe would make the pid look dead, and a second `up` start a second copy).
 start_bg() {
-  local name=$1 logf=$2
-  shift 2
+  local name=$1 logf=$2 exe
+  exe=$(readlink -f "$3")
+  shift 3
   setsid "$@" </dev/null >>"$logf" 2>&1 &
-  local pid=$!
-  sleep 0.2
-  record_pid "$name" "$pid"
+  local pid=$! now=""
+  for _ in $(seq 200); do
+    now=$(readlink "/proc/$pid/exe" 2>/dev/null) || now=""
+    [ "$now" = "$exe" ] && break
+    # Gone, or a zombie (no exe link any more): it has exited.
+    [ -d "/proc/$pid" ] && [ -n "$now" ] || break
+    sleep 0.05
+  done
+  if [ "$now" != "$exe" ]; then
+    tail -5 "$logf" >&2 || true
+    if [ -n "$now" ]; then die "$name (pid $pid) is still $now after 10 s, not $exe"; fi
+    die "$name exited at once; see $logf"
+  fi
+  echo "$pid $exe" >"$pids/$name.pid"
 }
 
 stop_pid() { # name [grace-seconds]: TERM, wait, KILL
@@ -229,7 +239,7 @@ start_etcd() {
   pid_alive etcd && return 0
   mkdir -p "$dir/etcd"
   chmod 700 "$dir/etcd"
-  start_bg etcd "$logs/etcd.log" "$bin/etcd" --name e2e --data-dir "$dir/etcd" \
+  start_bg etcd "$logs/etcd.log" "$bin/etcd" "$bin/etcd" --name e2e --data-dir "$dir/etcd" \
     --listen-client-urls "http://127.0.0.1:$etcd_client_port" \
     --advertise-client-urls "http://127.0.0.1:$etcd_client_port" \
     --listen-peer-urls "http://127.0.0.1:$etcd_peer_port" \
@@ -241,7 +251,7 @@ start_etcd() {
 
 start_apiserver() {
   pid_alive kube-apiserver && return 0
-  start_bg kube-apiserver "$logs/kube-apiserver.log" "$bin/kube-apiserver" \
+  start_bg kube-apiserver "$logs/kube-apiserver.log" "$bin/kube-apiserver" "$bin/kube-apiserver" \
     --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$apiserver_port" \
     --etcd-servers "http://127.0.0.1:$etcd_client_port" \
     --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
@@ -263,6 +273,7 @@ start_apiserver() {
 start_controller_manager() {
   pid_alive kube-controller-manager && return 0
   start_bg kube-controller-manager "$logs/kube-controller-manager.log" "$bin/kube-controller-manager" \
+    "$bin/kube-controller-manager" \
     --kubeconfig "$dir/controller-manager.kubeconfig" \
     --authentication-kubeconfig "$dir/controller-manager.kubeconfig" \
     --authorization-kubeconfig "$dir/controller-manager.kubeconfig" \
@@ -286,7 +297,7 @@ scheduler_config() {
 start_scheduler() {
   pid_alive kube-scheduler && return 0
   scheduler_config >"$dir/kube-scheduler-config.yaml"
-  start_bg kube-scheduler "$logs/kube-scheduler.log" "$bin/kube-scheduler" \
+  start_bg kube-scheduler "$logs/kube-scheduler.log" "$bin/kube-scheduler" "$bin/kube-scheduler" \
     --config "$dir/kube-scheduler-config.yaml" \
     --authentication-kubeconfig "$dir/scheduler.kubeconfig" \
     --authorization-kubeconfig "$dir/scheduler.kubeconfig" \
@@ -474,14 +485,13 @@ start_node() { # name index
       script+="; mount --bind '$nd/${m%%:*}' '${m#*:}'"
     done
     script+="; mount --make-rshared /; exec sleep infinity"
-    start_bg "node-$n" "$logs/node-$n.log" unshare --mount --propagation private -- sh -c "$script"
-    sleep 0.3
+    start_bg "node-$n" "$logs/node-$n.log" "$(command -v sleep)" unshare --mount --propagation private -- sh -c "$script"
   fi
   holder=$(pid_of "node-$n")
   wait_for "mount namespace of node $n" 10 sh -c "grep -q ' /var/lib/kubelet ' /proc/$holder/mountinfo"
 
   if ! pid_alive "containerd-$n"; then
-    start_bg "containerd-$n" "$logs/containerd-$n.log" \
+    start_bg "containerd-$n" "$logs/containerd-$n.log" "$(command -v containerd)" \
       nsenter -t "$holder" -m -- containerd --config "$nd/containerd.toml"
     wait_up "containerd-$n" 60 node_ctr "$n" version
   fi
@@ -497,7 +507,7 @@ start_node() { # name index
   [[ "$(ip -4 -o addr show dev lo)" == *" $ip/32 "* ]] || ip addr add "$ip/32" dev lo label lo:e2e
   if ! pid_alive "kubelet-$n"; then
     make_cgroup_root "$n"
-    start_bg "kubelet-$n" "$logs/kubelet-$n.log" \
+    start_bg "kubelet-$n" "$logs/kubelet-$n.log" "$bin/kubelet" \
       nsenter -t "$holder" -m -- "$bin/kubelet" --config "$nd/kubelet-config.yaml" \
       --kubeconfig "$nd/kubelet.kubeconfig" --hostname-override "$n" --node-ip "$ip" \
       --node-labels "gpushare.e2e/node=$n" --v=1
