@@ -31,6 +31,32 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# busybox_pod name node shell-command: a pod of the local busybox image on that node, running
+# the command with $NODE set to the node's name (downward API).
+busybox_pod() {
+  local cmd=${3//\\/\\\\}
+  cmd=${cmd//\"/\\\"}
+  cat <<EOF | "$kubectl" apply -f - >/dev/null
+apiVersion: v1
+kind: Pod
+metadata:
+  name: $1
+  namespace: $ns
+spec:
+  nodeSelector:
+    gpushare.e2e/node: $2
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: c
+    image: e2e.local/busybox:1.35
+    imagePullPolicy: Never
+    command: ["/bin/sh", "-c", "$cmd"]
+    env:
+    - name: NODE
+      valueFrom: {fieldRef: {fieldPath: spec.nodeName}}
+EOF
+}
+
 start=$(date +%s)
 "$cluster" up
 echo "e2e-smoke: cluster up in $(( $(date +%s) - start )) s"
@@ -58,25 +84,7 @@ done
 "$kubectl" delete namespace "$ns" --ignore-not-found --wait=true --timeout=120s >/dev/null
 "$kubectl" create namespace "$ns" >/dev/null
 for n in "${nodes[@]}"; do
-  cat <<EOF | "$kubectl" apply -f - >/dev/null
-apiVersion: v1
-kind: Pod
-metadata:
-  name: plain-$n
-  namespace: $ns
-spec:
-  nodeSelector:
-    gpushare.e2e/node: $n
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: c
-    image: e2e.local/busybox:1.35
-    imagePullPolicy: Never
-    command: ["/bin/sh", "-c", "echo nofile=\$(ulimit -n)/\$(ulimit -Hn) node=\$NODE; exec sleep 3600"]
-    env:
-    - name: NODE
-      valueFrom: {fieldRef: {fieldPath: spec.nodeName}}
-EOF
+  busybox_pod "plain-$n" "$n" 'echo nofile=$(ulimit -n)/$(ulimit -Hn) node=$NODE; exec sleep 3600'
 done
 start=$(date +%s)
 for n in "${nodes[@]}"; do
@@ -97,25 +105,7 @@ done
 
 # Pod networking: the host and a pod on another node reach a pod's port (CNI bridge per node,
 # host-routed between them). busybox's own wget crashes (Debian's static build), hence nc.
-cat <<EOF | "$kubectl" apply -f - >/dev/null
-apiVersion: v1
-kind: Pod
-metadata:
-  name: web
-  namespace: $ns
-spec:
-  nodeSelector:
-    gpushare.e2e/node: ${nodes[0]}
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: c
-    image: e2e.local/busybox:1.35
-    imagePullPolicy: Never
-    command: ["/bin/sh", "-c", "mkdir -p /tmp/www && echo hello-from-\$NODE > /tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www"]
-    env:
-    - name: NODE
-      valueFrom: {fieldRef: {fieldPath: spec.nodeName}}
-EOF
+busybox_pod web "${nodes[0]}" 'mkdir -p /tmp/www && echo hello-from-$NODE >/tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www'
 "$kubectl" -n "$ns" wait --for=condition=Ready pod/web --timeout=120s >/dev/null || fail "pod web not Ready"
 ip=$("$kubectl" -n "$ns" get pod web -o jsonpath='{.status.podIP}')
 got=$(curl -sf -m 10 "http://$ip:8080/") || fail "host cannot reach pod web at $ip:8080"
