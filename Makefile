@@ -2,7 +2,7 @@
 #   make demo   install dependencies, build, run the main job on a built-in default
 #   make test   install dependencies, build (normal and ASan+UBSan), run every test and
 #               every fuzz target for FUZZ_SMOKE_SECONDS (20) each
-.PHONY: all deps configure build build-asan demo test test-fast fuzz bench format clean
+.PHONY: all deps configure build build-asan demo test test-fast fuzz bench format clean e2e-build e2e-smoke
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
@@ -48,6 +48,14 @@ fuzz: deps
 # The normal build's tests only (for iterating).
 test-fast: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+# Upstream Kubernetes and etcd for the end-to-end tests (docs/e2e.md); skipped when current.
+e2e-build: deps
+	./scripts/e2e-build.sh
+
+# The e2e cluster's smoke test: up, 3 Ready nodes, a plain pod Running on each, down (as root).
+e2e-smoke: e2e-build
+	./scripts/e2e-smoke.sh
 
 bench: build
 	./scripts/run-benchmarks.sh $(BUILD)

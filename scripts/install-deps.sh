@@ -16,6 +16,11 @@ PACKAGES=(
   openssl
   # clang and its runtime (libFuzzer): the fuzz targets in fuzz/ (scripts/fuzz.sh, `make test`).
   clang libclang-rt-14-dev
+  # The end-to-end cluster (scripts/e2e-cluster.sh, docs/e2e.md): kubelets need a real container
+  # runtime (containerd with runc) and pod networking (CNI bridge + host-local, loopback);
+  # busybox-static is the one binary in the locally built test images (nothing is pulled).
+  # util-linux (unshare, nsenter) gives each kubelet its own mount namespace.
+  containerd runc containernetworking-plugins busybox-static util-linux
 )
 
 missing=()
