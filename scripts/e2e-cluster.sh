@@ -25,12 +25,17 @@
 #   E2E_DIR    state, certificates and logs (default: <repo>/build/e2e/cluster)
 #   E2E_BIN    the upstream binaries (default: <repo>/build/e2e/bin)
 #   E2E_NODES  node names (default: "ts mig mem"; 1 to 9 names of at most 9 characters)
+#   GPUSHARE_BIN  gpushare's binaries (default: <repo>/build/bin). When gpushare-node and
+#              gpushare-scheduler are there, `up` also starts gpushare-scheduler on
+#              127.0.0.1:12345 and one gpushare-node per node named ts, mig or mem (simulated
+#              GPUs, e2e/gpushare/ and examples/); without them the cluster runs without gpushare.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bin=${E2E_BIN:-$repo/build/e2e/bin}
 dir=${E2E_DIR:-$repo/build/e2e/cluster}
 kubeconfig_out="$repo/build/e2e/kubeconfig"
+gpushare_bin=${GPUSHARE_BIN:-$repo/build/bin}
 read -r -a nodes <<<"${E2E_NODES:-ts mig mem}"
 pki="$dir/pki"
 logs="$dir/logs"
@@ -531,6 +536,8 @@ node_ready_now() {
 # the namespace's holder, the cgroups and the bridge.
 stop_node() {
   local n=$1 holder="" ns="" p
+  # gpushare-node first: on SIGTERM it removes its sockets from the node's device-plugin dir.
+  stop_pid "gpushare-node-$n" 10
   stop_pid "kubelet-$n" 20
   if pid_alive "node-$n"; then
     holder=$(pid_of "node-$n")
@@ -576,6 +583,42 @@ remove_node_ips() {
 }
 
 # ---------------------------------------------------------------------------------------------
+# gpushare as host processes (issue 11, section 3): gpushare-scheduler beside kube-scheduler,
+# and one gpushare-node per node inside the node's mount namespace, so that it sees that
+# node's kubelet sockets at their usual paths.
+
+have_gpushare() { [ -x "$gpushare_bin/gpushare-node" ] && [ -x "$gpushare_bin/gpushare-scheduler" ]; }
+
+# gpushare_node_args name: the simulated GPUs and sharing config of a node, or nothing for a
+# node without GPUs.
+gpushare_node_args() {
+  case $1 in
+    ts) echo "--inventory $repo/examples/inventory/8x-a10.yaml --config $repo/examples/config/8x-a10.yaml" ;;
+    mig) echo "--inventory $repo/e2e/gpushare/mig-inventory.yaml --config $repo/e2e/gpushare/mig-config.yaml" ;;
+    mem) echo "--inventory $repo/examples/inventory/8x-a10.yaml --config $repo/e2e/gpushare/mem-config.yaml" ;;
+  esac
+}
+
+start_gpushare_scheduler() {
+  pid_alive gpushare-scheduler && return 0
+  start_bg gpushare-scheduler "$logs/gpushare-scheduler.log" "$gpushare_bin/gpushare-scheduler" \
+    "$gpushare_bin/gpushare-scheduler" --listen 127.0.0.1:12345 --kubeconfig "$kubeconfig_out"
+  wait_up gpushare-scheduler 30 curl -sf -m 2 http://127.0.0.1:12345/healthz
+}
+
+start_gpushare_node() {
+  local n=$1 args holder
+  args=$(gpushare_node_args "$n")
+  [ -n "$args" ] || return 0
+  pid_alive "gpushare-node-$n" && return 0
+  holder=$(pid_of "node-$n")
+  # shellcheck disable=SC2086 # $args is a list of flags
+  start_bg "gpushare-node-$n" "$logs/gpushare-node-$n.log" "$gpushare_bin/gpushare-node" \
+    nsenter -t "$holder" -m -- "$gpushare_bin/gpushare-node" $args --node-name "$n" \
+    --kubeconfig "$kubeconfig_out"
+}
+
+# ---------------------------------------------------------------------------------------------
 
 check_host() {
   [ "$(id -u)" -eq 0 ] || die "must run as root (kubelet, containerd and mount namespaces need it)"
@@ -597,10 +640,10 @@ check_host() {
 
 print_where() {
   echo "kubeconfig: $kubeconfig_out   (export KUBECONFIG=$kubeconfig_out; $bin/kubectl get nodes)"
-  echo "logs:       $logs/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler}.log"
+  echo "logs:       $logs/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler,gpushare-scheduler}.log"
   local n
   for n in "${nodes[@]}"; do
-    echo "node $n: logs $logs/kubelet-$n.log $logs/containerd-$n.log"
+    echo "node $n: logs $logs/kubelet-$n.log $logs/containerd-$n.log$([ -n "$(gpushare_node_args "$n")" ] && echo " $logs/gpushare-node-$n.log")"
     echo "  its mount namespace: nsenter -t \$(cut -d' ' -f1 $pids/node-$n.pid) -m  (kubelet and containerd at their usual paths; host side: $(node_dir "$n"))"
   done
 }
@@ -625,6 +668,12 @@ cmd_up() {
     start_node "$n" "$i"
     i=$((i + 1))
   done
+  if have_gpushare; then
+    start_gpushare_scheduler
+    for n in "${nodes[@]}"; do start_gpushare_node "$n"; done
+  else
+    log "no gpushare binaries in $gpushare_bin (ninja -C build gpushare-node gpushare-scheduler); the cluster runs without gpushare"
+  fi
   for n in "${nodes[@]}"; do
     wait_up "kubelet-$n" 180 node_ready_now "$n"
   done
@@ -645,6 +694,7 @@ cmd_down() {
   for n in $(printf '%s\n' "${all[@]}" | sort -u); do stop_node "$n" & done
   wait
   stop_pid kube-scheduler &
+  stop_pid gpushare-scheduler &
   stop_pid kube-controller-manager &
   wait
   stop_pid kube-apiserver 20
@@ -666,7 +716,14 @@ cmd_status() {
     for name in "node-$n" "containerd-$n" "kubelet-$n"; do
       if pid_alive "$name"; then echo "$name: running (pid $(pid_of "$name"))"; else echo "$name: stopped"; ok=1; fi
     done
+    if have_gpushare && [ -n "$(gpushare_node_args "$n")" ]; then
+      name=gpushare-node-$n
+      if pid_alive "$name"; then echo "$name: running (pid $(pid_of "$name"))"; else echo "$name: stopped"; ok=1; fi
+    fi
   done
+  if have_gpushare; then
+    if pid_alive gpushare-scheduler; then echo "gpushare-scheduler: running (pid $(pid_of gpushare-scheduler))"; else echo "gpushare-scheduler: stopped"; ok=1; fi
+  fi
   if [ $ok -eq 0 ]; then
     "$bin/kubectl" --kubeconfig "$kubeconfig_out" get nodes -o wide || ok=1
   fi

@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# gpushare on the e2e cluster (docs/e2e.md, issue 11 sections 3 and 4): the real kubelets,
+# kube-scheduler and API server with gpushare-node and gpushare-scheduler as host processes on
+# simulated GPUs. Brings the cluster up (with gpushare), checks what the kubelets advertise and
+# that GPU pods run where and with what they should, then takes the cluster down.
+#   E2E_KEEP=1  leave the cluster up afterwards
+# Each check fails with a message naming what was wrong. Needs root, the binaries of
+# scripts/e2e-build.sh and build/bin/gpushare-{node,scheduler}.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cluster="$repo/scripts/e2e-cluster.sh"
+bin=${E2E_BIN:-$repo/build/e2e/bin}
+kubectl="$bin/kubectl"
+export KUBECONFIG="$repo/build/e2e/kubeconfig"
+state=${E2E_DIR:-$repo/build/e2e/cluster}
+pids="$state/pids"
+gpushare_bin=${GPUSHARE_BIN:-$repo/build/bin}
+ns=e2e-gpushare
+export E2E_NODES="ts mig mem"
+
+fail() { echo "e2e-test: FAIL: $*" >&2; exit 1; }
+cleanup() {
+  local rc=$?
+  if [ "${E2E_KEEP:-0}" != 1 ]; then "$cluster" down >/dev/null || rc=1; fi
+  if [ $rc -eq 0 ]; then echo "e2e-test: PASS"; else echo "e2e-test: FAILED (rc=$rc); logs in $state/logs" >&2; fi
+  exit $rc
+}
+
+for b in gpushare-node gpushare-scheduler; do
+  [ -x "$gpushare_bin/$b" ] || fail "$gpushare_bin/$b missing (ninja -C build gpushare-node gpushare-scheduler)"
+done
+# The PodResources client (e2e/cmd/podresources), built from the e2e module's pinned deps.
+(cd "$repo/e2e" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly CGO_ENABLED=0 go build -trimpath \
+  -o "$bin/podresources" ./cmd/podresources) || fail "building e2e/cmd/podresources failed"
+
+trap cleanup EXIT
+"$cluster" up
+"$cluster" status >/dev/null || fail "status after up says something is stopped"
+
+# alloc node resource: the node's allocatable of that resource ("" when it has none).
+alloc() {
+  "$kubectl" get node "$1" -o json |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["status"]["allocatable"].get(sys.argv[1], ""))' "$2"
+}
+# want_alloc node resource value: waits up to 60 s for the node's allocatable to be exactly that.
+want_alloc() {
+  local got=""
+  for _ in $(seq 120); do
+    got=$(alloc "$1" "$2")
+    [ "$got" = "$3" ] && { echo "e2e-test: node $1 allocatable $2 = $got"; return 0; }
+    sleep 0.5
+  done
+  fail "node $1: allocatable $2 is '$got', want $3"
+}
+
+want_alloc ts nvidia.com/gpu 80
+want_alloc mig nvidia.com/mig-1g.10gb 21
+want_alloc mig nvidia.com/gpu 2
+# 8 x A10 of 23028 MiB, in whole GiB: 8 x 22 = 176.
+want_alloc mem aliyun.com/gpu-mem 176
+want_alloc mem aliyun.com/gpu-count 8
+[ -z "$(alloc mem nvidia.com/gpu)" ] || [ "$(alloc mem nvidia.com/gpu)" = 0 ] ||
+  fail "node mem: its GPUs are memory-shared, yet it advertises nvidia.com/gpu $(alloc mem nvidia.com/gpu)"
+
+"$kubectl" delete namespace "$ns" --ignore-not-found --wait=true --timeout=120s >/dev/null
+"$kubectl" create namespace "$ns" >/dev/null
+
+# gpu_pod name node-or-empty resource count: a busybox pod that prints its GPU environment and
+# sleeps; pinned to the node when one is given.
+gpu_pod() {
+  local sel=""
+  [ -n "$2" ] && sel="nodeSelector: {gpushare.e2e/node: $2}"
+  cat <<YAML | "$kubectl" apply -f - >/dev/null
+apiVersion: v1
+kind: Pod
+metadata: {name: $1, namespace: $ns}
+spec:
+  $sel
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: c
+    image: e2e.local/busybox:1.35
+    imagePullPolicy: Never
+    command: ["/bin/sh", "-c", "env | grep -E '^(NVIDIA|ALIYUN|GPUSHARE)' | sort; exec sleep 3600"]
+    resources:
+      limits: {$3: $4}
+YAML
+}
+running() {
+  "$kubectl" -n "$ns" wait --for=jsonpath='{.status.phase}'=Running "pod/$1" --timeout=120s >/dev/null ||
+    { "$kubectl" -n "$ns" describe pod "$1" | tail -15; fail "pod $1 not Running"; }
+}
+logs_of() {
+  local out=""
+  for _ in $(seq 40); do out=$("$kubectl" -n "$ns" logs "$1" 2>/dev/null || true); [ -n "$out" ] && break; sleep 0.5; done
+  echo "$out"
+}
+uuids() { sed -n 's/^ *uuid: //p' "$@"; }
+
+# A time-slice on ts: NVIDIA_VISIBLE_DEVICES names one of the node's A10s.
+gpu_pod slice ts nvidia.com/gpu 1
+# A MIG share on mig: names one of the H100's MIG instances.
+gpu_pod migshare mig nvidia.com/mig-1g.10gb 1
+# A whole GPU on mig.
+gpu_pod whole mig nvidia.com/gpu 1
+# 3 GiB of one GPU, placed by kube-scheduler with gpushare-scheduler as extender (no selector:
+# only node mem has the resource).
+gpu_pod mem3 "" aliyun.com/gpu-mem 3
+for p in slice migshare whole mem3; do running "$p"; done
+"$kubectl" -n "$ns" get pods -o wide
+
+check_visible() { # pod node inventory-file [uuid-prefix]
+  local out dev
+  out=$(logs_of "$1")
+  echo "$1: $(tr '\n' ' ' <<<"$out")"
+  [ "$("$kubectl" -n "$ns" get pod "$1" -o jsonpath='{.spec.nodeName}')" = "$2" ] || fail "pod $1 not on node $2"
+  dev=$(sed -n 's/^NVIDIA_VISIBLE_DEVICES=//p' <<<"$out")
+  [ -n "$dev" ] || fail "pod $1: no NVIDIA_VISIBLE_DEVICES in its environment ('$out')"
+  grep -qxF "$dev" <(uuids "$3" | grep "^${4:-}") || fail "pod $1: NVIDIA_VISIBLE_DEVICES=$dev is not a ${4:-}device of $3"
+}
+check_visible slice ts "$repo/examples/inventory/8x-a10.yaml" GPU-
+check_visible migshare mig "$repo/e2e/gpushare/mig-inventory.yaml" MIG-
+check_visible whole mig "$repo/e2e/gpushare/mig-inventory.yaml" GPU-
+check_visible mem3 mem "$repo/examples/inventory/8x-a10.yaml" GPU-
+
+# The memory pod: the GPU in its annotations (written by gpushare-scheduler at bind, confirmed
+# by gpushare-node) is the GPU of the units kubelet's PodResources says the container holds.
+annot() { "$kubectl" -n "$ns" get pod "$1" -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["metadata"].get("annotations",{}).get(sys.argv[1],""))' "$2"; }
+idx=""
+for _ in $(seq 40); do
+  idx=$(annot mem3 ALIYUN_COM_GPU_MEM_IDX)
+  [ "$(annot mem3 ALIYUN_COM_GPU_MEM_ASSIGNED)" = true ] && [ -n "$idx" ] && break
+  sleep 0.5
+done
+[ -n "$idx" ] || fail "pod mem3: no ALIYUN_COM_GPU_MEM_IDX annotation"
+[ "$(annot mem3 ALIYUN_COM_GPU_MEM_ASSIGNED)" = true ] || fail "pod mem3: ALIYUN_COM_GPU_MEM_ASSIGNED is '$(annot mem3 ALIYUN_COM_GPU_MEM_ASSIGNED)', want true"
+holder=$(cut -d' ' -f1 "$pids/node-mem.pid")
+pr=$(nsenter -t "$holder" -m -- "$bin/podresources") || fail "PodResources List on node mem failed"
+# The real kubelet lists one ContainerDevices entry per device ID here (not one per resource),
+# so the container's units are the IDs of all its lines.
+lines=$(grep "^$ns/mem3/c aliyun.com/gpu-mem " <<<"$pr") || fail "PodResources of node mem has no aliyun.com/gpu-mem for $ns/mem3/c: $pr"
+echo "e2e-test: PodResources of node mem for mem3:"; sed 's/^/  /' <<<"$lines"
+read -r -a ids <<<"$(sed "s|^$ns/mem3/c aliyun.com/gpu-mem ||" <<<"$lines" | tr '\n' ' ')"
+[ "${#ids[@]}" -eq 3 ] || fail "pod mem3 holds ${#ids[@]} units in PodResources, want 3: ${ids[*]}"
+gpus=$(printf '%s\n' "${ids[@]}" | sed 's/-_-[0-9]*$//' | sort -u)
+[ "$(wc -l <<<"$gpus")" -eq 1 ] || fail "pod mem3's units span several GPUs: $gpus"
+# The GPU's index in the inventory.
+want=$(uuids "$repo/examples/inventory/8x-a10.yaml" | grep -nxF "$gpus" | cut -d: -f1)
+[ -n "$want" ] || fail "PodResources names GPU $gpus, not in the inventory"
+want=$((want - 1))
+[ "$idx" = "$want" ] || fail "pod mem3: ALIYUN_COM_GPU_MEM_IDX=$idx, but kubelet's PodResources gives it GPU $want ($gpus)"
+env_idx=$(logs_of mem3 | sed -n 's/^ALIYUN_COM_GPU_MEM_IDX=//p')
+[ "$env_idx" = "$want" ] || fail "pod mem3: its environment says ALIYUN_COM_GPU_MEM_IDX=$env_idx, PodResources GPU $want"
+[ "$(logs_of mem3 | sed -n 's/^NVIDIA_VISIBLE_DEVICES=//p')" = "$gpus" ] || fail "pod mem3: NVIDIA_VISIBLE_DEVICES is not $gpus"
+echo "e2e-test: pod mem3 on GPU $idx ($gpus) by annotation, environment and PodResources"
+
+"$kubectl" delete namespace "$ns" --wait=true --timeout=120s >/dev/null
