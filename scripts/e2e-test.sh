@@ -21,6 +21,8 @@ export E2E_NODES="ts mig mem"
 fail() { echo "e2e-test: FAIL: $*" >&2; exit 1; }
 cleanup() {
   local rc=$?
+  # Whatever the test cordoned (read $? first: any command here would replace it).
+  "$kubectl" uncordon mig >/dev/null 2>&1 || true
   if [ "${E2E_KEEP:-0}" != 1 ]; then "$cluster" down >/dev/null || rc=1; fi
   if [ $rc -eq 0 ]; then echo "e2e-test: PASS"; else echo "e2e-test: FAILED (rc=$rc); logs in $state/logs" >&2; fi
   exit $rc
@@ -154,4 +156,139 @@ env_idx=$(logs_of mem3 | sed -n 's/^ALIYUN_COM_GPU_MEM_IDX=//p')
 [ "$(logs_of mem3 | sed -n 's/^NVIDIA_VISIBLE_DEVICES=//p')" = "$gpus" ] || fail "pod mem3: NVIDIA_VISIBLE_DEVICES is not $gpus"
 echo "e2e-test: pod mem3 on GPU $idx ($gpus) by annotation, environment and PodResources"
 
-"$kubectl" delete namespace "$ns" --wait=true --timeout=120s >/dev/null
+
+# ---------------------------------------------------------------------------------------------
+# Scale (issue 11 section 4, with the local busybox image; the seed manifests themselves need
+# the stand-in images and the registry mirror, not done yet).
+"$kubectl" -n "$ns" delete pod --all --wait=true --timeout=120s >/dev/null
+
+# deployment name replicas resource count: busybox pods that print their GPU environment.
+deployment() {
+  cat <<YAML | "$kubectl" apply -f - >/dev/null
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: $1, namespace: $ns}
+spec:
+  replicas: $2
+  selector: {matchLabels: {app: $1}}
+  template:
+    metadata: {labels: {app: $1}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: c
+        image: e2e.local/busybox:1.35
+        imagePullPolicy: Never
+        command: ["/bin/sh", "-c", "env | grep -E '^(NVIDIA|ALIYUN)' | sort; exec sleep 3600"]
+        resources:
+          limits: {$3: $4}
+YAML
+}
+# phases app: "<Running> <Pending> <Failed> <other>" of the app's pods.
+phases() {
+  "$kubectl" -n "$ns" get pods -l "app=$1" -o json | python3 -c '
+import json, sys
+c = {"Running": 0, "Pending": 0, "Failed": 0, "other": 0}
+for p in json.load(sys.stdin)["items"]:
+    ph = p["status"].get("phase", "")
+    c[ph if ph in c else "other"] += 1
+print(c["Running"], c["Pending"], c["Failed"], c["other"])'
+}
+# settle app running pending seconds: waits until exactly that many pods are Running and Pending
+# (and none Failed); fails with the counts after the given time.
+settle() {
+  local got="" t0=$SECONDS
+  while [ $((SECONDS - t0)) -lt "$4" ]; do
+    got=$(phases "$1")
+    [ "$got" = "$2 $3 0 0" ] && { echo "e2e-test: $1: $2 Running, $3 Pending after $((SECONDS - t0)) s"; return 0; }
+    [ "$(cut -d' ' -f3 <<<"$got")" = 0 ] || break
+    sleep 1
+  done
+  "$kubectl" -n "$ns" get pods -l "app=$1" --no-headers | awk '{print $3}' | sort | uniq -c >&2
+  "$kubectl" -n "$ns" get pods -l "app=$1" -o json | python3 -c '
+import json, sys
+for p in json.load(sys.stdin)["items"]:
+    if p["status"].get("phase") == "Failed":
+        print("  failed:", p["metadata"]["name"], p["status"].get("reason"), p["status"].get("message"), file=sys.stderr)'
+  fail "$1: Running/Pending/Failed/other = $got after $((SECONDS - t0)) s, want $2 $3 0 0"
+}
+# pending_reason app: the scheduler's message of one Pending pod.
+pending_reason() {
+  "$kubectl" -n "$ns" get pods -l "app=$1" -o json | python3 -c '
+import json, sys
+for p in json.load(sys.stdin)["items"]:
+    if p["status"].get("phase") == "Pending":
+        for c in p["status"].get("conditions", []):
+            if c["type"] == "PodScheduled" and c["status"] == "False":
+                print(c.get("message", "")); sys.exit(0)'
+}
+# holdings node resource: "<ns>/<pod> <physical GPU or MIG uuid>" per device the real kubelet
+# reports for that resource (PodResources; a replica ID is <uuid>::<k>, a memory unit
+# <uuid>-_-<j>).
+holdings() {
+  local holder
+  holder=$(cut -d' ' -f1 "$pids/node-$1.pid")
+  nsenter -t "$holder" -m -- "$bin/podresources" | awk -v r="$2" '$2 == r {
+    split($1, a, "/"); for (i = 3; i <= NF; i++) { d = $i; sub(/::[0-9]+$/, "", d); sub(/-_-[0-9]+$/, "", d); print a[1] "/" a[2], d } }'
+}
+
+# Time-slices: node ts alone (mig also has nvidia.com/gpu, its whole GPUs), 81 pods of one
+# replica each: 80 Running, 10 per physical GPU, the 81st Pending for want of nvidia.com/gpu.
+"$kubectl" cordon mig >/dev/null   # cleanup uncordons it
+deployment slices 81 nvidia.com/gpu 1
+settle slices 80 1 240
+reason=$(pending_reason slices)
+echo "e2e-test: slices: the Pending pod: $reason"
+grep -q 'Insufficient nvidia.com/gpu' <<<"$reason" || fail "slices: the 81st pod is Pending for '$reason', want Insufficient nvidia.com/gpu"
+per_gpu=$(holdings ts nvidia.com/gpu | awk '{print $2}' | sort | uniq -c | awk '{print $1}' | sort -u | tr '\n' ' ')
+[ "$per_gpu" = "10 " ] || fail "slices: pods per physical GPU (PodResources of ts): '$per_gpu', want 10 on each"
+[ "$(holdings ts nvidia.com/gpu | awk '{print $2}' | sort -u | wc -l)" = 8 ] || fail "slices: not all 8 GPUs of ts in use"
+echo "e2e-test: slices: 10 pods on each of the 8 GPUs of ts (PodResources)"
+"$kubectl" -n "$ns" delete deployment slices --wait=true >/dev/null
+"$kubectl" uncordon mig >/dev/null
+
+# Memory shares: 100 pods of 3 GiB against 8 x 22 GiB: 7 per GPU = 56 Running, 44 Pending with
+# the extender's reason (kube-scheduler alone would admit 176 / 3 = 58 on the node total), none
+# Failed (UnexpectedAdmissionError), and each Running pod's ALIYUN_COM_GPU_MEM_IDX the GPU of the
+# units PodResources gives it.
+deployment mem 100 aliyun.com/gpu-mem 3
+settle mem 56 44 300
+reason=$(pending_reason mem)
+echo "e2e-test: mem: a Pending pod: $reason"
+# gpushare-scheduler's filter: "no GPU has 3 GiB free for container c (free/total GiB per GPU ...)".
+grep -q 'no GPU has 3 GiB free' <<<"$reason" || fail "mem: Pending for '$reason', not for the extender's reason (no GPU has 3 GiB free)"
+# The confirmations may trail the last pod's start by a reconcile (50 ms after Allocate, 10 s at most).
+sleep 2
+ok=""
+for _ in $(seq 30); do
+  res=$( { holdings mem aliyun.com/gpu-mem; echo ---; "$kubectl" -n "$ns" get pods -l app=mem -o json; } | python3 -c '
+import json, sys
+text = sys.stdin.read()
+held, _, pods = text.partition("---\n")
+inv = [l.split()[1] for l in open(sys.argv[1]) if l.strip().startswith("uuid:")]
+where = {}
+for line in held.splitlines():
+    pod, gpu = line.split()
+    where.setdefault(pod, set()).add(gpu)
+bad, per = [], {}
+for p in json.loads(pods)["items"]:
+    if p["status"].get("phase") != "Running": continue
+    key = p["metadata"]["namespace"] + "/" + p["metadata"]["name"]
+    a = p["metadata"].get("annotations", {})
+    g = where.get(key, set())
+    if len(g) != 1: bad.append("%s: PodResources GPUs %s" % (key, sorted(g))); continue
+    idx = inv.index(g.pop())
+    per[idx] = per.get(idx, 0) + 1
+    if a.get("ALIYUN_COM_GPU_MEM_IDX") != str(idx) or a.get("ALIYUN_COM_GPU_MEM_ASSIGNED") != "true":
+        bad.append("%s: annotation IDX=%s ASSIGNED=%s, PodResources GPU %d" % (key, a.get("ALIYUN_COM_GPU_MEM_IDX"), a.get("ALIYUN_COM_GPU_MEM_ASSIGNED"), idx))
+if bad: print("BAD " + "; ".join(bad[:5]) + (" (+%d more)" % (len(bad) - 5) if len(bad) > 5 else ""))
+else: print("OK " + " ".join("gpu%d=%d" % kv for kv in sorted(per.items())))
+' "$repo/examples/inventory/8x-a10.yaml")
+  [[ "$res" == OK* ]] && { ok=$res; break; }
+  sleep 1
+done
+[ -n "$ok" ] || fail "mem: annotations disagree with PodResources: $res"
+echo "e2e-test: mem: every Running pod's ALIYUN_COM_GPU_MEM_IDX is its PodResources GPU; pods per GPU: ${ok#OK }"
+[ "${ok#OK }" = "gpu0=7 gpu1=7 gpu2=7 gpu3=7 gpu4=7 gpu5=7 gpu6=7 gpu7=7" ] || fail "mem: pods per GPU ${ok#OK }, want 7 on each"
+
+"$kubectl" delete namespace "$ns" --wait=true --timeout=180s >/dev/null
