@@ -10,7 +10,7 @@
 # --endpoint-reconciler-type=none: the `kubernetes` Service has no endpoints, and nothing needs
 # them without kube-proxy; certificates and service-account keys made by openssl
 # on first start), kube-controller-manager, kube-scheduler with the extender entry of
-# deploy/kube-scheduler-config.yaml (gpushare-scheduler on 127.0.0.1:12345, not started here),
+# deploy/kube-scheduler-config.yaml (gpushare-scheduler on 127.0.0.1:12345, started with the nodes when built; GPUSHARE_BIN),
 # and one node per name in E2E_NODES (default: ts mig mem). A node is a mount namespace
 # (unshare -m) that holds its own containerd (with Debian's runc) and its own kubelet: kubelet's
 # device-plugin directory /var/lib/kubelet/device-plugins is fixed, so each node gets private
