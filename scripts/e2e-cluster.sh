@@ -216,6 +216,15 @@ EOF
 
 pause_image=registry.k8s.io/pause:3.10
 busybox_image=e2e.local/busybox:1.35
+# The seed manifests' images (../shared/examples/seed-manifests/), as registry host and name:
+# one stand-in (e2e/images/standin.sh on busybox) under each, served by the local registry that
+# every node's containerd uses as the mirror of those hosts (vllm/vllm:latest is always pulled).
+registry_addr=127.0.0.1:5000
+seed_images=(
+  "docker.io vllm/vllm:latest"
+  "registry.cn-hangzhou.aliyuncs.com knative-sample/helloworld-go:73fbdd56"
+  "registry-vpc.cn-hangzhou.aliyuncs.com hz-suoxing-test/test:helloworld-go"
+)
 
 make_images() {
   local img="$dir/images"
@@ -235,6 +244,46 @@ make_images() {
       --file /bin/busybox:/bin/busybox "${links[@]}" --dir /tmp --dir /etc --dir /proc \
       --dir /sys --dir /dev --env PATH=/bin --cmd /bin/sh
   fi
+  if [ ! -f "$img/standin.tar" ] || [ /bin/busybox -nt "$img/standin.tar" ] ||
+     [ "$repo/e2e/images/standin.sh" -nt "$img/standin.tar" ]; then
+    local links=() a
+    for a in $(/bin/busybox --list); do
+      [ "$a" = busybox ] || links+=(--link "/bin/busybox:/bin/$a")
+    done
+    python3 "$repo/e2e/images/mkimage.py" --out "$img/standin.tar" --name e2e.local/standin:1 \
+      --file /bin/busybox:/bin/busybox "${links[@]}" --file "$repo/e2e/images/standin.sh:/standin.sh" \
+      --dir /tmp --dir /etc --dir /proc --dir /sys --dir /dev --env PATH=/bin --entrypoint /standin.sh
+  fi
+}
+
+# The local registry (Debian's docker-registry) on $registry_addr, holding the stand-in under
+# every seed image name; data in $dir/registry.
+start_registry() {
+  command -v docker-registry >/dev/null || { log "docker-registry not installed (scripts/install-deps.sh); no seed images"; return 0; }
+  local r="$dir/registry"
+  mkdir -p "$r/data"
+  printf '%s\n' 'version: 0.1' 'log: {level: warn}' 'storage:' "  filesystem: {rootdirectory: $r/data}" \
+    '  delete: {enabled: true}' 'http:' "  addr: $registry_addr" >"$r/config.yml"
+  if ! pid_alive registry; then
+    start_bg registry "$logs/registry.log" "$(command -v docker-registry)" docker-registry serve "$r/config.yml"
+    wait_up registry 30 curl -sf "http://$registry_addr/v2/"
+  fi
+  local e as=()
+  for e in "${seed_images[@]}"; do as+=(--as "${e#* }"); done
+  python3 "$repo/e2e/images/push.py" --archive "$dir/images/standin.tar" --registry "$registry_addr" "${as[@]}" >/dev/null ||
+    die "pushing the stand-in images to $registry_addr failed"
+}
+
+# mirror_hosts node-dir: containerd's hosts.toml for each seed image host: pull from the local
+# registry, never from the host itself (as an air-gapped cluster's mirror).
+mirror_hosts() {
+  local nd=$1 e h
+  for e in "${seed_images[@]}"; do
+    h=${e%% *}
+    mkdir -p "$nd/certs.d/$h"
+    printf '%s\n' "server = \"http://$registry_addr\"" "[host.\"http://$registry_addr\"]" \
+      '  capabilities = ["pull", "resolve"]' >"$nd/certs.d/$h/hosts.toml"
+  done
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -329,6 +378,7 @@ write_node_config() { # name index
   local n=$1 i=$2 nd hard soft
   nd=$(node_dir "$n")
   mkdir -p "$nd/cni" "$nd/certs.d"
+  mirror_hosts "$nd"
   local m
   for m in "${node_mounts[@]}"; do mkdir -p "$nd/${m%%:*}"; done
 
@@ -659,6 +709,7 @@ cmd_up() {
   # Pods on different nodes reach each other through the host's routes between the bridges.
   sysctl -qw net.ipv4.ip_forward=1 || true
 
+  start_registry
   start_etcd
   start_apiserver
   start_controller_manager
@@ -699,6 +750,7 @@ cmd_down() {
   wait
   stop_pid kube-apiserver 20
   stop_pid etcd 20
+  stop_pid registry 10
   remove_node_ips
   local left
   left=$(grep -c " $dir/nodes/" /proc/self/mountinfo || true)
@@ -708,7 +760,9 @@ cmd_down() {
 
 cmd_status() {
   local ok=0 name
-  for name in etcd kube-apiserver kube-controller-manager kube-scheduler; do
+  local extra=()
+  command -v docker-registry >/dev/null && extra=(registry)
+  for name in "${extra[@]}" etcd kube-apiserver kube-controller-manager kube-scheduler; do
     if pid_alive "$name"; then echo "$name: running (pid $(pid_of "$name"))"; else echo "$name: stopped"; ok=1; fi
   done
   local n

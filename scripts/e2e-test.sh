@@ -232,19 +232,32 @@ holdings() {
     split($1, a, "/"); for (i = 3; i <= NF; i++) { d = $i; sub(/::[0-9]+$/, "", d); sub(/-_-[0-9]+$/, "", d); print a[1] "/" a[2], d } }'
 }
 
-# Time-slices: node ts alone (mig also has nvidia.com/gpu, its whole GPUs), 81 pods of one
-# replica each: 80 Running, 10 per physical GPU, the 81st Pending for want of nvidia.com/gpu.
+# Time-slices: the seed manifest time-sliced-vllm-gpt2.yaml exactly as it is (its image
+# vllm/vllm:latest is always pulled: from the local registry, the mirror of docker.io), node ts
+# alone (mig's whole GPUs are nvidia.com/gpu too: the other platform's meaning), scaled to 81:
+# 80 Running, 10 per physical GPU, the 81st Pending for want of nvidia.com/gpu.
 "$kubectl" cordon mig >/dev/null   # cleanup uncordons it
-deployment slices 81 nvidia.com/gpu 1
-settle slices 80 1 240
-reason=$(pending_reason slices)
-echo "e2e-test: slices: the Pending pod: $reason"
-grep -q 'Insufficient nvidia.com/gpu' <<<"$reason" || fail "slices: the 81st pod is Pending for '$reason', want Insufficient nvidia.com/gpu"
+seed=${E2E_SEED_MANIFESTS:-$repo/../shared/examples/seed-manifests}
+[ -f "$seed/time-sliced-vllm-gpt2.yaml" ] || seed=/work/shared/examples/seed-manifests
+[ -f "$seed/time-sliced-vllm-gpt2.yaml" ] || fail "seed manifests not found (E2E_SEED_MANIFESTS)"
+"$kubectl" -n "$ns" apply -f "$seed/time-sliced-vllm-gpt2.yaml" >/dev/null
+settle vllm-gpt2 1 0 120
+pod=$("$kubectl" -n "$ns" get pods -l app=vllm-gpt2 -o jsonpath='{.items[0].metadata.name}')
+ip=$("$kubectl" -n "$ns" get pod "$pod" -o jsonpath='{.status.podIP}')
+got=""
+for _ in $(seq 20); do got=$(curl -sf -m 5 "http://$ip:8000/" || true); [ -n "$got" ] && break; sleep 0.5; done
+grep -qE '^NVIDIA_VISIBLE_DEVICES=GPU-' <<<"$got" || fail "vllm-gpt2: the stand-in on $ip:8000 answered '$got', want its NVIDIA_VISIBLE_DEVICES"
+echo "e2e-test: vllm-gpt2 (seed manifest, image pulled through the mirror) serves on :8000: $got"
+"$kubectl" -n "$ns" scale deployment vllm-gpt2 --replicas=81 >/dev/null
+settle vllm-gpt2 80 1 240
+reason=$(pending_reason vllm-gpt2)
+echo "e2e-test: vllm-gpt2: the Pending pod: $reason"
+grep -q 'Insufficient nvidia.com/gpu' <<<"$reason" || fail "vllm-gpt2: the 81st pod is Pending for '$reason', want Insufficient nvidia.com/gpu"
 per_gpu=$(holdings ts nvidia.com/gpu | awk '{print $2}' | sort | uniq -c | awk '{print $1}' | sort -u | tr '\n' ' ')
-[ "$per_gpu" = "10 " ] || fail "slices: pods per physical GPU (PodResources of ts): '$per_gpu', want 10 on each"
-[ "$(holdings ts nvidia.com/gpu | awk '{print $2}' | sort -u | wc -l)" = 8 ] || fail "slices: not all 8 GPUs of ts in use"
-echo "e2e-test: slices: 10 pods on each of the 8 GPUs of ts (PodResources)"
-"$kubectl" -n "$ns" delete deployment slices --wait=true >/dev/null
+[ "$per_gpu" = "10 " ] || fail "vllm-gpt2: pods per physical GPU (PodResources of ts): '$per_gpu', want 10 on each"
+[ "$(holdings ts nvidia.com/gpu | awk '{print $2}' | sort -u | wc -l)" = 8 ] || fail "vllm-gpt2: not all 8 GPUs of ts in use"
+echo "e2e-test: vllm-gpt2: 10 pods on each of the 8 GPUs of ts (PodResources)"
+"$kubectl" -n "$ns" delete deployment vllm-gpt2 --wait=true >/dev/null
 "$kubectl" uncordon mig >/dev/null
 
 # Memory shares: 100 pods of 3 GiB against 8 x 22 GiB: 7 per GPU = 56 Running, 44 Pending with
