@@ -67,26 +67,26 @@ want_alloc mem aliyun.com/gpu-count 8
 "$kubectl" delete namespace "$ns" --ignore-not-found --wait=true --timeout=120s >/dev/null
 "$kubectl" create namespace "$ns" >/dev/null
 
-# gpu_pod name node-or-empty resource count: a busybox pod that prints its GPU environment and
-# sleeps; pinned to the node when one is given.
+# gpu_pod_spec resource count indent: the spec of a busybox pod that asks for count of the
+# resource, prints its GPU environment and sleeps; every line prefixed by indent.
+gpu_pod_spec() {
+  sed "s/^/$3/" <<YAML
+terminationGracePeriodSeconds: 1
+containers:
+- name: c
+  image: e2e.local/busybox:1.35
+  imagePullPolicy: Never
+  command: ["/bin/sh", "-c", "env | grep -E '^(NVIDIA|ALIYUN|GPUSHARE)' | sort; exec sleep 3600"]
+  resources:
+    limits: {$1: $2}
+YAML
+}
+# gpu_pod name node-or-empty resource count: such a pod, pinned to the node when one is given.
 gpu_pod() {
   local sel=""
   [ -n "$2" ] && sel="nodeSelector: {gpushare.e2e/node: $2}"
-  cat <<YAML | "$kubectl" apply -f - >/dev/null
-apiVersion: v1
-kind: Pod
-metadata: {name: $1, namespace: $ns}
-spec:
-  $sel
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: c
-    image: e2e.local/busybox:1.35
-    imagePullPolicy: Never
-    command: ["/bin/sh", "-c", "env | grep -E '^(NVIDIA|ALIYUN|GPUSHARE)' | sort; exec sleep 3600"]
-    resources:
-      limits: {$3: $4}
-YAML
+  { printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: %s, namespace: %s}\nspec:\n  %s\n' "$1" "$ns" "$sel"
+    gpu_pod_spec "$3" "$4" '  '; } | "$kubectl" apply -f - >/dev/null
 }
 running() {
   "$kubectl" -n "$ns" wait --for=jsonpath='{.status.phase}'=Running "pod/$1" --timeout=120s >/dev/null ||
@@ -162,9 +162,9 @@ echo "e2e-test: pod mem3 on GPU $idx ($gpus) by annotation, environment and PodR
 # the stand-in images and the registry mirror, not done yet).
 "$kubectl" -n "$ns" delete pod --all --wait=true --timeout=120s >/dev/null
 
-# deployment name replicas resource count: busybox pods that print their GPU environment.
+# deployment name replicas resource count: a Deployment of gpu_pod_spec pods.
 deployment() {
-  cat <<YAML | "$kubectl" apply -f - >/dev/null
+  { cat <<YAML
 apiVersion: apps/v1
 kind: Deployment
 metadata: {name: $1, namespace: $ns}
@@ -174,15 +174,8 @@ spec:
   template:
     metadata: {labels: {app: $1}}
     spec:
-      terminationGracePeriodSeconds: 1
-      containers:
-      - name: c
-        image: e2e.local/busybox:1.35
-        imagePullPolicy: Never
-        command: ["/bin/sh", "-c", "env | grep -E '^(NVIDIA|ALIYUN)' | sort; exec sleep 3600"]
-        resources:
-          limits: {$3: $4}
 YAML
+    gpu_pod_spec "$3" "$4" '      '; } | "$kubectl" apply -f - >/dev/null
 }
 # phases app: "<Running> <Pending> <Failed> <other>" of the app's pods.
 phases() {
