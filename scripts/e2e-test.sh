@@ -23,6 +23,8 @@ cleanup() {
   local rc=$?
   # Whatever the test cordoned (read $? first: any command here would replace it).
   "$kubectl" uncordon mig >/dev/null 2>&1 || true
+  "$kubectl" uncordon ts >/dev/null 2>&1 || true
+  "$kubectl" -n default delete ksvc helloworld-go --ignore-not-found >/dev/null 2>&1 || true
   if [ "${E2E_KEEP:-0}" != 1 ]; then "$cluster" down >/dev/null || rc=1; fi
   if [ $rc -eq 0 ]; then echo "e2e-test: PASS"; else echo "e2e-test: FAILED (rc=$rc); logs in $state/logs" >&2; fi
   exit $rc
@@ -252,6 +254,47 @@ per_gpu=$(holdings ts nvidia.com/gpu | awk '{print $2}' | sort | uniq -c | awk '
 echo "e2e-test: vllm-gpt2: 10 pods on each of the 8 GPUs of ts (PodResources)"
 "$kubectl" -n "$ns" delete deployment vllm-gpt2 --wait=true >/dev/null
 "$kubectl" uncordon mig >/dev/null
+
+# Knative: Knative Serving's own CRDs (config/core/300-resources of knative.dev/serving, from
+# the module proxy at a pinned version) accept both Knative seeds as they are. Knative's
+# controllers are not here: e2e/images/revision.py writes the Deployment a revision would get
+# (user-container + a GPU-less queue-proxy).
+kn_version=${E2E_KNATIVE_VERSION:-v0.51.0}
+kn_dir=$(cd "$repo/e2e" && GOTOOLCHAIN=local go mod download -json "knative.dev/serving@$kn_version" |
+  python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])') ||
+  fail "knative.dev/serving@$kn_version: go mod download failed"
+for f in "$kn_dir"/config/core/300-resources/*.yaml; do
+  "$kubectl" apply -f "$f" >/dev/null || fail "applying Knative's CRD $f failed"
+done
+"$kubectl" wait --for=condition=Established crd/services.serving.knative.dev --timeout=60s >/dev/null ||
+  fail "Knative's Service CRD not Established"
+"$kubectl" apply -f "$seed/knative-gpu-mem-sharing.yaml" >/dev/null || fail "kubectl apply -f knative-gpu-mem-sharing.yaml failed"
+"$kubectl" -n default get ksvc helloworld-go >/dev/null || fail "knative-gpu-mem-sharing.yaml: no Service default/helloworld-go"
+"$kubectl" -n default delete ksvc helloworld-go >/dev/null
+echo "e2e-test: Knative $kn_version CRDs accept knative-gpu-mem-sharing.yaml as it is"
+# The dedicated GPU: the platform where nvidia.com/gpu is a whole GPU (node mig; ts cordoned,
+# its nvidia.com/gpu are time-slices).
+"$kubectl" cordon ts >/dev/null   # cleanup uncordons it
+"$kubectl" -n "$ns" apply -f "$seed/knative-dedicated-gpu.yaml" >/dev/null || fail "kubectl apply -f knative-dedicated-gpu.yaml failed"
+"$kubectl" -n "$ns" get ksvc helloworld-go -o json | python3 "$repo/e2e/images/revision.py" | "$kubectl" apply -f - >/dev/null ||
+  fail "creating the revision Deployment of knative-dedicated-gpu.yaml failed"
+settle helloworld-go 1 0 120
+pod=$("$kubectl" -n "$ns" get pods -l app=helloworld-go -o jsonpath='{.items[0].metadata.name}')
+[ "$("$kubectl" -n "$ns" get pod "$pod" -o jsonpath='{.spec.nodeName}')" = mig ] || fail "knative-dedicated-gpu: pod $pod not on node mig"
+dev=""
+for _ in $(seq 40); do
+  dev=$("$kubectl" -n "$ns" logs "$pod" -c user-container 2>/dev/null | sed -n 's/^standin: env: NVIDIA_VISIBLE_DEVICES=//p')
+  [ -n "$dev" ] && break; sleep 0.5
+done
+[ -n "$dev" ] || fail "knative-dedicated-gpu: the user-container's log names no NVIDIA_VISIBLE_DEVICES"
+held=$(nsenter -t "$(cut -d' ' -f1 "$pids/node-mig.pid")" -m -- "$bin/podresources" | awk -v p="$ns/$pod/user-container" '$1 == p && $2 == "nvidia.com/gpu" {print $3}')
+[ "$held" = "$dev" ] || fail "knative-dedicated-gpu: the container says GPU '$dev', kubelet's PodResources '$held'"
+grep -qxF "$dev" <(uuids "$repo/e2e/gpushare/mig-inventory.yaml" | grep '^GPU-' | tail -n +2) ||
+  fail "knative-dedicated-gpu: $dev is not one of mig's whole GPUs"
+echo "e2e-test: knative-dedicated-gpu: whole GPU $dev (log of user-container and PodResources agree)"
+"$kubectl" -n "$ns" delete deployment helloworld-go-00001-deployment --wait=true >/dev/null
+"$kubectl" -n "$ns" delete ksvc helloworld-go >/dev/null
+"$kubectl" uncordon ts >/dev/null
 
 # Memory shares: 100 pods of 3 GiB against 8 x 22 GiB: 7 per GPU = 56 Running, 44 Pending with
 # the extender's reason (kube-scheduler alone would admit 176 / 3 = 58 on the node total), none
