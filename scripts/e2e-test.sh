@@ -25,6 +25,7 @@ cleanup() {
   "$kubectl" uncordon mig >/dev/null 2>&1 || true
   "$kubectl" uncordon ts >/dev/null 2>&1 || true
   "$kubectl" -n default delete ksvc helloworld-go --ignore-not-found >/dev/null 2>&1 || true
+  "$kubectl" -n default delete deployment helloworld-go-00001-deployment --ignore-not-found >/dev/null 2>&1 || true
   if [ "${E2E_KEEP:-0}" != 1 ]; then "$cluster" down >/dev/null || rc=1; fi
   if [ $rc -eq 0 ]; then echo "e2e-test: PASS"; else echo "e2e-test: FAILED (rc=$rc); logs in $state/logs" >&2; fi
   exit $rc
@@ -164,24 +165,17 @@ echo "e2e-test: pod mem3 on GPU $idx ($gpus) by annotation, environment and PodR
 # the stand-in images and the registry mirror, not done yet).
 "$kubectl" -n "$ns" delete pod --all --wait=true --timeout=120s >/dev/null
 
-# deployment name replicas resource count: a Deployment of gpu_pod_spec pods.
-deployment() {
-  { cat <<YAML
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: $1, namespace: $ns}
-spec:
-  replicas: $2
-  selector: {matchLabels: {app: $1}}
-  template:
-    metadata: {labels: {app: $1}}
-    spec:
-YAML
-    gpu_pod_spec "$3" "$4" '      '; } | "$kubectl" apply -f - >/dev/null
+# The pods of "app": app=<app> in $ns, or, for a Knative revision, "<namespace>/<service>".
+pods_of() {
+  if [[ "$1" == */* ]]; then
+    "$kubectl" -n "${1%%/*}" get pods -l "serving.knative.dev/service=${1#*/}" "${@:2}"
+  else
+    "$kubectl" -n "$ns" get pods -l "app=$1" "${@:2}"
+  fi
 }
 # phases app: "<Running> <Pending> <Failed> <other>" of the app's pods.
 phases() {
-  "$kubectl" -n "$ns" get pods -l "app=$1" -o json | python3 -c '
+  pods_of "$1" -o json | python3 -c '
 import json, sys
 c = {"Running": 0, "Pending": 0, "Failed": 0, "other": 0}
 for p in json.load(sys.stdin)["items"]:
@@ -199,8 +193,8 @@ settle() {
     [ "$(cut -d' ' -f3 <<<"$got")" = 0 ] || break
     sleep 1
   done
-  "$kubectl" -n "$ns" get pods -l "app=$1" --no-headers | awk '{print $3}' | sort | uniq -c >&2
-  "$kubectl" -n "$ns" get pods -l "app=$1" -o json | python3 -c '
+  pods_of "$1" --no-headers | awk '{print $3}' | sort | uniq -c >&2
+  pods_of "$1" -o json | python3 -c '
 import json, sys
 for p in json.load(sys.stdin)["items"]:
     if p["status"].get("phase") == "Failed":
@@ -209,7 +203,7 @@ for p in json.load(sys.stdin)["items"]:
 }
 # pending_reason app: the scheduler's message of one Pending pod.
 pending_reason() {
-  "$kubectl" -n "$ns" get pods -l "app=$1" -o json | python3 -c '
+  pods_of "$1" -o json | python3 -c '
 import json, sys
 for p in json.load(sys.stdin)["items"]:
     if p["status"].get("phase") == "Pending":
@@ -268,10 +262,7 @@ for f in "$kn_dir"/config/core/300-resources/*.yaml; do
 done
 "$kubectl" wait --for=condition=Established crd/services.serving.knative.dev --timeout=60s >/dev/null ||
   fail "Knative's Service CRD not Established"
-"$kubectl" apply -f "$seed/knative-gpu-mem-sharing.yaml" >/dev/null || fail "kubectl apply -f knative-gpu-mem-sharing.yaml failed"
-"$kubectl" -n default get ksvc helloworld-go >/dev/null || fail "knative-gpu-mem-sharing.yaml: no Service default/helloworld-go"
-"$kubectl" -n default delete ksvc helloworld-go >/dev/null
-echo "e2e-test: Knative $kn_version CRDs accept knative-gpu-mem-sharing.yaml as it is"
+echo "e2e-test: Knative $kn_version CRDs applied"
 # The dedicated GPU: the platform where nvidia.com/gpu is a whole GPU (node mig; ts cordoned,
 # its nvidia.com/gpu are time-slices).
 "$kubectl" cordon ts >/dev/null   # cleanup uncordons it
@@ -296,21 +287,25 @@ echo "e2e-test: knative-dedicated-gpu: whole GPU $dev (log of user-container and
 "$kubectl" -n "$ns" delete ksvc helloworld-go >/dev/null
 "$kubectl" uncordon ts >/dev/null
 
-# Memory shares: 100 pods of 3 GiB against 8 x 22 GiB: 7 per GPU = 56 Running, 44 Pending with
-# the extender's reason (kube-scheduler alone would admit 176 / 3 = 58 on the node total), none
+# Memory shares: knative-gpu-mem-sharing.yaml as it is, its revision's Deployment scaled to 100
+# (its maxScale): 3 GiB each against 8 x 22 GiB: 7 per GPU = 56 Running, 44 Pending with the
+# extender's reason (kube-scheduler alone would admit 176 / 3 = 58 on the node total), none
 # Failed (UnexpectedAdmissionError), and each Running pod's ALIYUN_COM_GPU_MEM_IDX the GPU of the
 # units PodResources gives it.
-deployment mem 100 aliyun.com/gpu-mem 3
-settle mem 56 44 300
-reason=$(pending_reason mem)
-echo "e2e-test: mem: a Pending pod: $reason"
+mem=default/helloworld-go
+"$kubectl" apply -f "$seed/knative-gpu-mem-sharing.yaml" >/dev/null || fail "kubectl apply -f knative-gpu-mem-sharing.yaml failed"
+"$kubectl" -n default get ksvc helloworld-go -o json | python3 "$repo/e2e/images/revision.py" --replicas 100 |
+  "$kubectl" apply -f - >/dev/null || fail "creating the revision Deployment of knative-gpu-mem-sharing.yaml failed"
+settle "$mem" 56 44 300
+reason=$(pending_reason "$mem")
+echo "e2e-test: $mem: a Pending pod: $reason"
 # gpushare-scheduler's filter: "no GPU has 3 GiB free for container c (free/total GiB per GPU ...)".
-grep -q 'no GPU has 3 GiB free' <<<"$reason" || fail "mem: Pending for '$reason', not for the extender's reason (no GPU has 3 GiB free)"
+grep -q 'no GPU has 3 GiB free' <<<"$reason" || fail "$mem: Pending for '$reason', not for the extender's reason (no GPU has 3 GiB free)"
 # The confirmations may trail the last pod's start by a reconcile (50 ms after Allocate, 10 s at most).
 sleep 2
 ok=""
 for _ in $(seq 30); do
-  res=$( { holdings mem aliyun.com/gpu-mem; echo ---; "$kubectl" -n "$ns" get pods -l app=mem -o json; } | python3 -c '
+  res=$( { holdings mem aliyun.com/gpu-mem; echo ---; pods_of "$mem" -o json; } | python3 -c '
 import json, sys
 text = sys.stdin.read()
 held, _, pods = text.partition("---\n")
@@ -336,8 +331,10 @@ else: print("OK " + " ".join("gpu%d=%d" % kv for kv in sorted(per.items())))
   [[ "$res" == OK* ]] && { ok=$res; break; }
   sleep 1
 done
-[ -n "$ok" ] || fail "mem: annotations disagree with PodResources: $res"
-echo "e2e-test: mem: every Running pod's ALIYUN_COM_GPU_MEM_IDX is its PodResources GPU; pods per GPU: ${ok#OK }"
-[ "${ok#OK }" = "gpu0=7 gpu1=7 gpu2=7 gpu3=7 gpu4=7 gpu5=7 gpu6=7 gpu7=7" ] || fail "mem: pods per GPU ${ok#OK }, want 7 on each"
+[ -n "$ok" ] || fail "$mem: annotations disagree with PodResources: $res"
+echo "e2e-test: $mem: every Running pod's ALIYUN_COM_GPU_MEM_IDX is its PodResources GPU; pods per GPU: ${ok#OK }"
+[ "${ok#OK }" = "gpu0=7 gpu1=7 gpu2=7 gpu3=7 gpu4=7 gpu5=7 gpu6=7 gpu7=7" ] || fail "$mem: pods per GPU ${ok#OK }, want 7 on each"
 
+"$kubectl" -n default delete deployment helloworld-go-00001-deployment --wait=true >/dev/null
+"$kubectl" -n default delete ksvc helloworld-go >/dev/null
 "$kubectl" delete namespace "$ns" --wait=true --timeout=180s >/dev/null
