@@ -2,7 +2,7 @@
 #   make demo   install dependencies, build, run the main job on a built-in default
 #   make test   install dependencies, build (normal and ASan+UBSan), run every test and
 #               every fuzz target for FUZZ_SMOKE_SECONDS (20) each
-.PHONY: all deps configure build build-asan demo test test-fast fuzz bench format clean e2e-build e2e-smoke
+.PHONY: all deps configure build build-asan demo test test-fast fuzz bench format clean e2e-build e2e-smoke e2e
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
@@ -56,6 +56,12 @@ e2e-build: deps
 # The e2e cluster's smoke test: up, 3 Ready nodes, a plain pod Running on each, down (as root).
 e2e-smoke: e2e-build
 	./scripts/e2e-smoke.sh
+
+# gpushare on the e2e cluster (docs/e2e.md): gpushare-node per node and gpushare-scheduler as
+# host processes on simulated GPUs, checked against the real kubelets and kube-scheduler (as root).
+e2e: e2e-build configure
+	cmake --build $(BUILD) -j $(JOBS) --target gpushare-node gpushare-scheduler
+	GPUSHARE_BIN=$(CURDIR)/$(BUILD)/bin ./scripts/e2e-test.sh
 
 bench: build
 	./scripts/run-benchmarks.sh $(BUILD)

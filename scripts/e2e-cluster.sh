@@ -10,7 +10,7 @@
 # --endpoint-reconciler-type=none: the `kubernetes` Service has no endpoints, and nothing needs
 # them without kube-proxy; certificates and service-account keys made by openssl
 # on first start), kube-controller-manager, kube-scheduler with the extender entry of
-# deploy/kube-scheduler-config.yaml (gpushare-scheduler on 127.0.0.1:12345, not started here),
+# deploy/kube-scheduler-config.yaml (gpushare-scheduler on 127.0.0.1:12345, started with the nodes when built; GPUSHARE_BIN),
 # and one node per name in E2E_NODES (default: ts mig mem). A node is a mount namespace
 # (unshare -m) that holds its own containerd (with Debian's runc) and its own kubelet: kubelet's
 # device-plugin directory /var/lib/kubelet/device-plugins is fixed, so each node gets private
@@ -25,12 +25,17 @@
 #   E2E_DIR    state, certificates and logs (default: <repo>/build/e2e/cluster)
 #   E2E_BIN    the upstream binaries (default: <repo>/build/e2e/bin)
 #   E2E_NODES  node names (default: "ts mig mem"; 1 to 9 names of at most 9 characters)
+#   GPUSHARE_BIN  gpushare's binaries (default: <repo>/build/bin). When gpushare-node and
+#              gpushare-scheduler are there, `up` also starts gpushare-scheduler on
+#              127.0.0.1:12345 and one gpushare-node per node named ts, mig or mem (simulated
+#              GPUs, e2e/gpushare/ and examples/); without them the cluster runs without gpushare.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bin=${E2E_BIN:-$repo/build/e2e/bin}
 dir=${E2E_DIR:-$repo/build/e2e/cluster}
 kubeconfig_out="$repo/build/e2e/kubeconfig"
+gpushare_bin=${GPUSHARE_BIN:-$repo/build/bin}
 read -r -a nodes <<<"${E2E_NODES:-ts mig mem}"
 pki="$dir/pki"
 logs="$dir/logs"
@@ -211,6 +216,15 @@ EOF
 
 pause_image=registry.k8s.io/pause:3.10
 busybox_image=e2e.local/busybox:1.35
+# The seed manifests' images (../shared/examples/seed-manifests/), as registry host and name:
+# one stand-in (e2e/images/standin.sh on busybox) under each, served by the local registry that
+# every node's containerd uses as the mirror of those hosts (vllm/vllm:latest is always pulled).
+registry_addr=127.0.0.1:5000
+seed_images=(
+  "docker.io vllm/vllm:latest"
+  "registry.cn-hangzhou.aliyuncs.com knative-sample/helloworld-go:73fbdd56"
+  "registry-vpc.cn-hangzhou.aliyuncs.com hz-suoxing-test/test:helloworld-go"
+)
 
 make_images() {
   local img="$dir/images"
@@ -230,6 +244,46 @@ make_images() {
       --file /bin/busybox:/bin/busybox "${links[@]}" --dir /tmp --dir /etc --dir /proc \
       --dir /sys --dir /dev --env PATH=/bin --cmd /bin/sh
   fi
+  if [ ! -f "$img/standin.tar" ] || [ /bin/busybox -nt "$img/standin.tar" ] ||
+     [ "$repo/e2e/images/standin.sh" -nt "$img/standin.tar" ]; then
+    local links=() a
+    for a in $(/bin/busybox --list); do
+      [ "$a" = busybox ] || links+=(--link "/bin/busybox:/bin/$a")
+    done
+    python3 "$repo/e2e/images/mkimage.py" --out "$img/standin.tar" --name e2e.local/standin:1 \
+      --file /bin/busybox:/bin/busybox "${links[@]}" --file "$repo/e2e/images/standin.sh:/standin.sh" \
+      --dir /tmp --dir /etc --dir /proc --dir /sys --dir /dev --env PATH=/bin --entrypoint /standin.sh
+  fi
+}
+
+# The local registry (Debian's docker-registry) on $registry_addr, holding the stand-in under
+# every seed image name; data in $dir/registry.
+start_registry() {
+  command -v docker-registry >/dev/null || { log "docker-registry not installed (scripts/install-deps.sh); no seed images"; return 0; }
+  local r="$dir/registry"
+  mkdir -p "$r/data"
+  printf '%s\n' 'version: 0.1' 'log: {level: warn}' 'storage:' "  filesystem: {rootdirectory: $r/data}" \
+    '  delete: {enabled: true}' 'http:' "  addr: $registry_addr" >"$r/config.yml"
+  if ! pid_alive registry; then
+    start_bg registry "$logs/registry.log" "$(command -v docker-registry)" docker-registry serve "$r/config.yml"
+    wait_up registry 30 curl -sf "http://$registry_addr/v2/"
+  fi
+  local e as=()
+  for e in "${seed_images[@]}"; do as+=(--as "${e#* }"); done
+  python3 "$repo/e2e/images/push.py" --archive "$dir/images/standin.tar" --registry "$registry_addr" "${as[@]}" >/dev/null ||
+    die "pushing the stand-in images to $registry_addr failed"
+}
+
+# mirror_hosts node-dir: containerd's hosts.toml for each seed image host: pull from the local
+# registry, never from the host itself (as an air-gapped cluster's mirror).
+mirror_hosts() {
+  local nd=$1 e h
+  for e in "${seed_images[@]}"; do
+    h=${e%% *}
+    mkdir -p "$nd/certs.d/$h"
+    printf '%s\n' "server = \"http://$registry_addr\"" "[host.\"http://$registry_addr\"]" \
+      '  capabilities = ["pull", "resolve"]' >"$nd/certs.d/$h/hosts.toml"
+  done
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -324,6 +378,7 @@ write_node_config() { # name index
   local n=$1 i=$2 nd hard soft
   nd=$(node_dir "$n")
   mkdir -p "$nd/cni" "$nd/certs.d"
+  mirror_hosts "$nd"
   local m
   for m in "${node_mounts[@]}"; do mkdir -p "$nd/${m%%:*}"; done
 
@@ -531,6 +586,8 @@ node_ready_now() {
 # the namespace's holder, the cgroups and the bridge.
 stop_node() {
   local n=$1 holder="" ns="" p
+  # gpushare-node first: on SIGTERM it removes its sockets from the node's device-plugin dir.
+  stop_pid "gpushare-node-$n" 10
   stop_pid "kubelet-$n" 20
   if pid_alive "node-$n"; then
     holder=$(pid_of "node-$n")
@@ -576,6 +633,42 @@ remove_node_ips() {
 }
 
 # ---------------------------------------------------------------------------------------------
+# gpushare as host processes (issue 11, section 3): gpushare-scheduler beside kube-scheduler,
+# and one gpushare-node per node inside the node's mount namespace, so that it sees that
+# node's kubelet sockets at their usual paths.
+
+have_gpushare() { [ -x "$gpushare_bin/gpushare-node" ] && [ -x "$gpushare_bin/gpushare-scheduler" ]; }
+
+# gpushare_node_args name: the simulated GPUs and sharing config of a node, or nothing for a
+# node without GPUs.
+gpushare_node_args() {
+  case $1 in
+    ts) echo "--inventory $repo/examples/inventory/8x-a10.yaml --config $repo/examples/config/8x-a10.yaml" ;;
+    mig) echo "--inventory $repo/e2e/gpushare/mig-inventory.yaml --config $repo/e2e/gpushare/mig-config.yaml" ;;
+    mem) echo "--inventory $repo/examples/inventory/8x-a10.yaml --config $repo/e2e/gpushare/mem-config.yaml" ;;
+  esac
+}
+
+start_gpushare_scheduler() {
+  pid_alive gpushare-scheduler && return 0
+  start_bg gpushare-scheduler "$logs/gpushare-scheduler.log" "$gpushare_bin/gpushare-scheduler" \
+    "$gpushare_bin/gpushare-scheduler" --listen 127.0.0.1:12345 --kubeconfig "$kubeconfig_out"
+  wait_up gpushare-scheduler 30 curl -sf -m 2 http://127.0.0.1:12345/healthz
+}
+
+start_gpushare_node() {
+  local n=$1 args holder
+  args=$(gpushare_node_args "$n")
+  [ -n "$args" ] || return 0
+  pid_alive "gpushare-node-$n" && return 0
+  holder=$(pid_of "node-$n")
+  # shellcheck disable=SC2086 # $args is a list of flags
+  start_bg "gpushare-node-$n" "$logs/gpushare-node-$n.log" "$gpushare_bin/gpushare-node" \
+    nsenter -t "$holder" -m -- "$gpushare_bin/gpushare-node" $args --node-name "$n" \
+    --kubeconfig "$kubeconfig_out"
+}
+
+# ---------------------------------------------------------------------------------------------
 
 check_host() {
   [ "$(id -u)" -eq 0 ] || die "must run as root (kubelet, containerd and mount namespaces need it)"
@@ -597,10 +690,10 @@ check_host() {
 
 print_where() {
   echo "kubeconfig: $kubeconfig_out   (export KUBECONFIG=$kubeconfig_out; $bin/kubectl get nodes)"
-  echo "logs:       $logs/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler}.log"
+  echo "logs:       $logs/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler,gpushare-scheduler}.log"
   local n
   for n in "${nodes[@]}"; do
-    echo "node $n: logs $logs/kubelet-$n.log $logs/containerd-$n.log"
+    echo "node $n: logs $logs/kubelet-$n.log $logs/containerd-$n.log$([ -n "$(gpushare_node_args "$n")" ] && echo " $logs/gpushare-node-$n.log")"
     echo "  its mount namespace: nsenter -t \$(cut -d' ' -f1 $pids/node-$n.pid) -m  (kubelet and containerd at their usual paths; host side: $(node_dir "$n"))"
   done
 }
@@ -616,6 +709,7 @@ cmd_up() {
   # Pods on different nodes reach each other through the host's routes between the bridges.
   sysctl -qw net.ipv4.ip_forward=1 || true
 
+  start_registry
   start_etcd
   start_apiserver
   start_controller_manager
@@ -625,6 +719,12 @@ cmd_up() {
     start_node "$n" "$i"
     i=$((i + 1))
   done
+  if have_gpushare; then
+    start_gpushare_scheduler
+    for n in "${nodes[@]}"; do start_gpushare_node "$n"; done
+  else
+    log "no gpushare binaries in $gpushare_bin (ninja -C build gpushare-node gpushare-scheduler); the cluster runs without gpushare"
+  fi
   for n in "${nodes[@]}"; do
     wait_up "kubelet-$n" 180 node_ready_now "$n"
   done
@@ -645,10 +745,12 @@ cmd_down() {
   for n in $(printf '%s\n' "${all[@]}" | sort -u); do stop_node "$n" & done
   wait
   stop_pid kube-scheduler &
+  stop_pid gpushare-scheduler &
   stop_pid kube-controller-manager &
   wait
   stop_pid kube-apiserver 20
   stop_pid etcd 20
+  stop_pid registry 10
   remove_node_ips
   local left
   left=$(grep -c " $dir/nodes/" /proc/self/mountinfo || true)
@@ -658,7 +760,9 @@ cmd_down() {
 
 cmd_status() {
   local ok=0 name
-  for name in etcd kube-apiserver kube-controller-manager kube-scheduler; do
+  local extra=()
+  command -v docker-registry >/dev/null && extra=(registry)
+  for name in "${extra[@]}" etcd kube-apiserver kube-controller-manager kube-scheduler; do
     if pid_alive "$name"; then echo "$name: running (pid $(pid_of "$name"))"; else echo "$name: stopped"; ok=1; fi
   done
   local n
@@ -666,7 +770,14 @@ cmd_status() {
     for name in "node-$n" "containerd-$n" "kubelet-$n"; do
       if pid_alive "$name"; then echo "$name: running (pid $(pid_of "$name"))"; else echo "$name: stopped"; ok=1; fi
     done
+    if have_gpushare && [ -n "$(gpushare_node_args "$n")" ]; then
+      name=gpushare-node-$n
+      if pid_alive "$name"; then echo "$name: running (pid $(pid_of "$name"))"; else echo "$name: stopped"; ok=1; fi
+    fi
   done
+  if have_gpushare; then
+    if pid_alive gpushare-scheduler; then echo "gpushare-scheduler: running (pid $(pid_of gpushare-scheduler))"; else echo "gpushare-scheduler: stopped"; ok=1; fi
+  fi
   if [ $ok -eq 0 ]; then
     "$bin/kubectl" --kubeconfig "$kubeconfig_out" get nodes -o wide || ok=1
   fi

@@ -21,6 +21,10 @@ PACKAGES=(
   # busybox-static is the one binary in the locally built test images (nothing is pulled).
   # util-linux (unshare, nsenter) gives each kubelet its own mount namespace.
   containerd runc containernetworking-plugins busybox-static util-linux
+  # The e2e cluster's local registry on 127.0.0.1:5000: the mirror, in every node's containerd,
+  # of the seed manifests' registries, serving stand-in images under their exact names (a
+  # `latest` tag is always pulled, so importing the image into containerd is not enough).
+  docker-registry
 )
 
 missing=()
