@@ -278,6 +278,16 @@ void GpuCache::DeleteNode(const std::string& name) {
 
 namespace {
 
+// The usage of `request` at `gpus`, on the GPUs the node's inventory knows (on all of them while
+// the node has no inventory yet).
+std::map<int, ms::GpuUse> KnownUsage(const ms::NodeInventory& inv, bool has_inventory, const ms::PodRequest& request,
+                                     const ms::ContainerGpus& gpus) {
+  std::map<int, ms::GpuUse> out;
+  for (const auto& [g, u] : ms::GpuUsage(request, gpus))
+    if (!has_inventory || inv.FindByIndex(g) != nullptr) out[g] = u;
+  return out;
+}
+
 void AddTo(std::map<int, ms::GpuUse>& total, const std::map<int, ms::GpuUse>& use, int sign) {
   for (const auto& [g, u] : use) {
     ms::GpuUse& t = total[g];
@@ -486,12 +496,8 @@ void GpuCache::UpsertPod(const kube::Pod& pod) {
   rec->gpus = a.gpus;
   rec->planned = a.planned;
   rec->keys = ms::SlotKeys(*req);
-  rec->use.clear();
-  rec->plan_use.clear();
-  for (const auto& [g, u] : ms::GpuUsage(*req, a.gpus))
-    if (node.has_inventory ? node.inv.FindByIndex(g) != nullptr : true) rec->use[g] = u;
-  for (const auto& [g, u] : ms::GpuUsage(*req, a.planned))
-    if (node.has_inventory ? node.inv.FindByIndex(g) != nullptr : true) rec->plan_use[g] = u;
+  rec->use = KnownUsage(node.inv, node.has_inventory, *req, a.gpus);
+  rec->plan_use = KnownUsage(node.inv, node.has_inventory, *req, a.planned);
   rec->state = state;
   if (a.assume_time) rec->assume_ns = *a.assume_time;
   rec->token = 0;
@@ -959,9 +965,7 @@ std::vector<PlanMove> GpuCache::PlanMoves() {
       out.push_back({key, p.uid, name, p.planned, plan});
       RemoveUse(p);
       p.planned = plan;
-      p.plan_use.clear();
-      for (const auto& [g, u] : ms::GpuUsage(p.request, plan))
-        if (n->inv.FindByIndex(g) != nullptr) p.plan_use[g] = u;
+      p.plan_use = KnownUsage(n->inv, n->has_inventory, p.request, plan);
       AddUse(p);
       Log("event=plan_moved pod=" + Value(key) + " node=" + Value(name) + " from=" + Value(GpuList(out.back().from)) +
           " to=" + Value(GpuList(plan)));
