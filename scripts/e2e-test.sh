@@ -21,7 +21,11 @@ export E2E_NODES="ts mig mem"
 fail() { echo "e2e-test: FAIL: $*" >&2; exit 1; }
 cleanup() {
   local rc=$?
-  # Whatever the test cordoned (read $? first: any command here would replace it).
+  # Whatever the test cordoned or stopped (read $? first: any command here would replace it).
+  local f
+  for f in "$pids"/kubelet-*.pid "$pids/kube-scheduler.pid"; do
+    [ -f "$f" ] && kill -CONT "$(cut -d' ' -f1 "$f")" 2>/dev/null || true
+  done
   "$kubectl" uncordon mig >/dev/null 2>&1 || true
   "$kubectl" uncordon ts >/dev/null 2>&1 || true
   "$kubectl" -n default delete ksvc helloworld-go --ignore-not-found >/dev/null 2>&1 || true
@@ -34,9 +38,9 @@ cleanup() {
 for b in gpushare-node gpushare-scheduler; do
   [ -x "$gpushare_bin/$b" ] || fail "$gpushare_bin/$b missing (ninja -C build gpushare-node gpushare-scheduler)"
 done
-# The PodResources client (e2e/cmd/podresources), built from the e2e module's pinned deps.
+# The PodResources client and the bind-rate meter (e2e/cmd), built from the e2e module's pinned deps.
 (cd "$repo/e2e" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly CGO_ENABLED=0 go build -trimpath \
-  -o "$bin/podresources" ./cmd/podresources) || fail "building e2e/cmd/podresources failed"
+  -o "$bin/" ./cmd/podresources ./cmd/bindrate) || fail "building e2e/cmd failed"
 
 trap cleanup EXIT
 "$cluster" up
@@ -221,6 +225,57 @@ holdings() {
     split($1, a, "/"); for (i = 3; i <= NF; i++) { d = $i; sub(/::[0-9]+$/, "", d); sub(/-_-[0-9]+$/, "", d); print a[1] "/" a[2], d } }'
 }
 
+# mem_consistent: every Running pod on node mem that holds aliyun.com/gpu-mem (any namespace)
+# has the annotations of one GPU, ALIYUN_COM_GPU_MEM_IDX equal to the GPU of the units the real
+# kubelet's PodResources gives it, and no GPU holds more GiB than it has (22), counted by
+# PodResources and by the annotations alike. Prints "gpu<i>=<pods> ..." and returns 0, or the
+# disagreements and returns 1. The confirmations may trail the last pod's start by a reconcile
+# (50 ms after Allocate, 10 s at most): retries for 30 s.
+mem_consistent() {
+  local res=""
+  for _ in $(seq 30); do
+    res=$( { holdings mem aliyun.com/gpu-mem; echo ---; "$kubectl" get pods -A --field-selector spec.nodeName=mem -o json; } | python3 -c '
+import json, sys
+text = sys.stdin.read()
+held, _, pods = text.partition("---\n")
+inv = [l.split()[1] for l in open(sys.argv[1]) if l.strip().startswith("uuid:")]
+size = 22
+where, units = {}, {}
+for line in held.splitlines():
+    pod, gpu = line.split()
+    where.setdefault(pod, set()).add(gpu)
+    units[pod] = units.get(pod, 0) + 1
+bad, per, gib_held, gib_annot = [], {}, {}, {}
+for p in json.loads(pods)["items"]:
+    if p["status"].get("phase") != "Running": continue
+    key = p["metadata"]["namespace"] + "/" + p["metadata"]["name"]
+    if key not in where: continue
+    a = p["metadata"].get("annotations", {})
+    g = where[key]
+    if len(g) != 1: bad.append("%s: PodResources GPUs %s" % (key, sorted(g))); continue
+    idx = inv.index(g.pop())
+    per[idx] = per.get(idx, 0) + 1
+    gib_held[idx] = gib_held.get(idx, 0) + units[key]
+    if a.get("ALIYUN_COM_GPU_MEM_IDX") != str(idx) or a.get("ALIYUN_COM_GPU_MEM_ASSIGNED") != "true":
+        bad.append("%s: annotation IDX=%s ASSIGNED=%s, PodResources GPU %d" % (key, a.get("ALIYUN_COM_GPU_MEM_IDX"), a.get("ALIYUN_COM_GPU_MEM_ASSIGNED"), idx))
+    try:
+        ai = int(a.get("ALIYUN_COM_GPU_MEM_IDX", "-1"))
+        gib_annot[ai] = gib_annot.get(ai, 0) + int(a.get("ALIYUN_COM_GPU_MEM_POD", "0"))
+    except ValueError:
+        bad.append("%s: annotations %s" % (key, a))
+for name, m in (("PodResources", gib_held), ("annotations", gib_annot)):
+    for i, gib in sorted(m.items()):
+        if gib > size: bad.append("GPU %d over-committed by %s: %d GiB of %d" % (i, name, gib, size))
+if bad: print("BAD " + "; ".join(bad[:5]) + (" (+%d more)" % (len(bad) - 5) if len(bad) > 5 else ""))
+else: print("OK " + " ".join("gpu%d=%d" % kv for kv in sorted(per.items())))
+' "$repo/examples/inventory/8x-a10.yaml")
+    [[ "$res" == OK* ]] && { echo "${res#OK }"; return 0; }
+    sleep 1
+  done
+  echo "annotations disagree with PodResources: ${res#BAD }"
+  return 1
+}
+
 # Time-slices: the seed manifest time-sliced-vllm-gpt2.yaml exactly as it is (its image
 # vllm/vllm:latest is always pulled: from the local registry, the mirror of docker.io), node ts
 # alone (mig's whole GPUs are nvidia.com/gpu too: the other platform's meaning), scaled to 81:
@@ -301,40 +356,194 @@ reason=$(pending_reason "$mem")
 echo "e2e-test: $mem: a Pending pod: $reason"
 # gpushare-scheduler's filter: "no GPU has 3 GiB free for container c (free/total GiB per GPU ...)".
 grep -q 'no GPU has 3 GiB free' <<<"$reason" || fail "$mem: Pending for '$reason', not for the extender's reason (no GPU has 3 GiB free)"
-# The confirmations may trail the last pod's start by a reconcile (50 ms after Allocate, 10 s at most).
-sleep 2
-ok=""
-for _ in $(seq 30); do
-  res=$( { holdings mem aliyun.com/gpu-mem; echo ---; pods_of "$mem" -o json; } | python3 -c '
+ok=$(mem_consistent) || fail "$mem: $ok"
+echo "e2e-test: $mem: every Running pod's ALIYUN_COM_GPU_MEM_IDX is its PodResources GPU; pods per GPU: $ok"
+[ "$ok" = "gpu0=7 gpu1=7 gpu2=7 gpu3=7 gpu4=7 gpu5=7 gpu6=7 gpu7=7" ] || fail "$mem: pods per GPU $ok, want 7 on each"
+
+# ---------------------------------------------------------------------------------------------
+# Restarts (issue 11 section 4, last point), with the 56 memory-share pods of the Knative seed
+# Running on node mem and a pod on each share kind of ts and mig.
+
+# pod_snapshot: "<ns>/<name> <uid> <node> <container>=<id>/<restarts> ..." of every Running pod.
+pod_snapshot() {
+  "$kubectl" get pods -A -o json | python3 -c '
 import json, sys
-text = sys.stdin.read()
-held, _, pods = text.partition("---\n")
-inv = [l.split()[1] for l in open(sys.argv[1]) if l.strip().startswith("uuid:")]
-where = {}
-for line in held.splitlines():
-    pod, gpu = line.split()
-    where.setdefault(pod, set()).add(gpu)
-bad, per = [], {}
-for p in json.loads(pods)["items"]:
+for p in sorted(json.load(sys.stdin)["items"], key=lambda p: (p["metadata"]["namespace"], p["metadata"]["name"])):
     if p["status"].get("phase") != "Running": continue
-    key = p["metadata"]["namespace"] + "/" + p["metadata"]["name"]
-    a = p["metadata"].get("annotations", {})
-    g = where.get(key, set())
-    if len(g) != 1: bad.append("%s: PodResources GPUs %s" % (key, sorted(g))); continue
-    idx = inv.index(g.pop())
-    per[idx] = per.get(idx, 0) + 1
-    if a.get("ALIYUN_COM_GPU_MEM_IDX") != str(idx) or a.get("ALIYUN_COM_GPU_MEM_ASSIGNED") != "true":
-        bad.append("%s: annotation IDX=%s ASSIGNED=%s, PodResources GPU %d" % (key, a.get("ALIYUN_COM_GPU_MEM_IDX"), a.get("ALIYUN_COM_GPU_MEM_ASSIGNED"), idx))
-if bad: print("BAD " + "; ".join(bad[:5]) + (" (+%d more)" % (len(bad) - 5) if len(bad) > 5 else ""))
-else: print("OK " + " ".join("gpu%d=%d" % kv for kv in sorted(per.items())))
-' "$repo/examples/inventory/8x-a10.yaml")
-  [[ "$res" == OK* ]] && { ok=$res; break; }
-  sleep 1
+    cs = " ".join("%s=%s/%s" % (c["name"], c.get("containerID", ""), c.get("restartCount", 0))
+                  for c in sorted(p["status"].get("containerStatuses", []), key=lambda c: c["name"]))
+    print(p["metadata"]["namespace"] + "/" + p["metadata"]["name"], p["metadata"]["uid"], p["spec"].get("nodeName", ""), cs)'
+}
+# untouched before-file: every pod Running in the snapshot is still Running, same uid and node,
+# same containers, not restarted; and no pod anywhere Failed.
+untouched() {
+  local now
+  now=$(pod_snapshot)
+  diff "$1" <(awk 'NR == FNR {want[$1] = 1; next} $1 in want' "$1" - <<<"$now") >&2 ||
+    fail "$2: Running pods changed (diff above: < before, > after)"
+  local failed
+  failed=$("$kubectl" get pods -A --field-selector status.phase=Failed -o name)
+  [ -z "$failed" ] || fail "$2: pods Failed: $failed"
+  echo "e2e-test: $2: $(wc -l <"$1") Running pods untouched (uid, node, container IDs, restart counts), none Failed"
+}
+node_pr() { local n=$1; shift; nsenter -t "$(cut -d' ' -f1 "$pids/node-$n.pid")" -m -- "$bin/podresources" "$@"; }
+# all_allocatable: "<node> <resource> <count>" of what every node's kubelet can allocate now.
+all_allocatable() { local n; for n in $E2E_NODES; do node_pr "$n" -allocatable | sed "s/^/$n /"; done; }
+all_holdings() { local n; for n in $E2E_NODES; do node_pr "$n" | sed "s/^/$n /" | sort; done; }
+# mem_annotations: the gpushare annotations of every pod on node mem.
+mem_annotations() {
+  "$kubectl" get pods -A --field-selector spec.nodeName=mem -o json | python3 -c '
+import json, sys
+for p in sorted(json.load(sys.stdin)["items"], key=lambda p: p["metadata"]["name"]):
+    a = {k: v for k, v in sorted(p["metadata"].get("annotations", {}).items()) if k.startswith("ALIYUN_COM_GPU_MEM")}
+    print(p["metadata"]["namespace"] + "/" + p["metadata"]["name"], json.dumps(a, sort_keys=True))'
+}
+# new_pods tag: a pod of each share kind (a time-slice on ts, a MIG share and a whole GPU on
+# mig, 1 GiB on mem) admitted and Running, the memory one consistent with PodResources.
+new_pods() {
+  gpu_pod "$1-slice" ts nvidia.com/gpu 1
+  gpu_pod "$1-mig" mig nvidia.com/mig-1g.10gb 1
+  gpu_pod "$1-whole" mig nvidia.com/gpu 1
+  gpu_pod "$1-mem" "" aliyun.com/gpu-mem 1
+  local p
+  for p in slice mig whole mem; do running "$1-$p"; done
+  local per
+  per=$(mem_consistent) || fail "$1: $per"
+  echo "e2e-test: $1: new pods admitted on every node (time-slice, MIG, whole GPU, 1 GiB); node mem consistent: $per"
+}
+
+gpu_pod before-slice ts nvidia.com/gpu 1
+gpu_pod before-mig mig nvidia.com/mig-1g.10gb 1
+for p in before-slice before-mig; do running "$p"; done
+all_allocatable >"$state/allocatable.before"
+all_holdings >"$state/holdings.before"
+mem_annotations >"$state/annotations.before"
+pod_snapshot >"$state/pods.before"
+
+# 1. Every kubelet killed (SIGKILL) and started again: each re-registers every gpushare
+# resource within 2 s of its device manager's socket, Running pods stay as they were, new pods
+# are admitted.
+killed_at=$(date +%s%N)
+for n in $E2E_NODES; do kill -KILL "$(cut -d' ' -f1 "$pids/kubelet-$n.pid")"; done
+for n in $E2E_NODES; do
+  want=$(awk -v n="$n" '$1 == n {printf "%s%s=%s", sep, $2, $3; sep=","}' "$state/allocatable.before")
+  [ -n "$want" ] || fail "node $n allocated nothing before the restart"
+  node_pr "$n" -registered -after "$killed_at" -want "$want" >"$state/reregistered.$n" 2>&1 &
+  echo $! >"$state/reregistered.$n.pid"
 done
-[ -n "$ok" ] || fail "$mem: annotations disagree with PodResources: $res"
-echo "e2e-test: $mem: every Running pod's ALIYUN_COM_GPU_MEM_IDX is its PodResources GPU; pods per GPU: ${ok#OK }"
-[ "${ok#OK }" = "gpu0=7 gpu1=7 gpu2=7 gpu3=7 gpu4=7 gpu5=7 gpu6=7 gpu7=7" ] || fail "$mem: pods per GPU ${ok#OK }, want 7 on each"
+"$cluster" up >"$state/up-after-kubelet-kill.log" 2>&1 || { tail "$state/up-after-kubelet-kill.log"; fail "cluster up after killing the kubelets failed"; }
+for n in $E2E_NODES; do
+  wait "$(cat "$state/reregistered.$n.pid")" || fail "node $n: gpushare's resources not back after the kubelet restart: $(cat "$state/reregistered.$n")"
+  ms=$(cat "$state/reregistered.$n")
+  echo "e2e-test: kubelet of $n restarted: $(awk -v n="$n" '$1 == n {printf "%s %s ", $2, $3}' "$state/allocatable.before")re-registered ${ms} ms after its device-plugin socket appeared"
+  [ "$ms" -le 2000 ] || fail "node $n: gpushare's resources took $ms ms to re-register after the kubelet restart, want at most 2000"
+done
+sleep 5   # what a restarted kubelet would do to its pods (kill, re-admit) it does in its first sync
+untouched "$state/pods.before" "kubelet restart"
+diff "$state/holdings.before" <(all_holdings) >&2 || fail "kubelet restart: PodResources allocations changed"
+new_pods after-kubelet
+
+# 2. Every gpushare-node killed (SIGKILL) and started again: allocations intact (the kubelets'
+# PodResources, the pods' annotations), pods untouched, the resources registered again, new
+# pods admitted.
+all_holdings >"$state/holdings.before"
+mem_annotations >"$state/annotations.before"
+pod_snapshot >"$state/pods.before"
+for n in $E2E_NODES; do pid_file="$pids/gpushare-node-$n.pid"; [ -f "$pid_file" ] && kill -KILL "$(cut -d' ' -f1 "$pid_file")"; done
+"$cluster" up >"$state/up-after-node-kill.log" 2>&1 || { tail "$state/up-after-node-kill.log"; fail "cluster up after killing gpushare-node failed"; }
+ok=""
+for _ in $(seq 60); do
+  diff -q "$state/allocatable.before" <(all_allocatable) >/dev/null && { ok=1; break; }
+  sleep 0.5
+done
+[ -n "$ok" ] || { diff "$state/allocatable.before" <(all_allocatable) >&2; fail "gpushare-node restart: allocatable not back within 30 s"; }
+diff "$state/holdings.before" <(all_holdings) >&2 || fail "gpushare-node restart: PodResources allocations changed"
+sleep 2
+diff "$state/annotations.before" <(mem_annotations) >&2 || fail "gpushare-node restart: the memory pods' annotations changed"
+untouched "$state/pods.before" "gpushare-node restart"
+echo "e2e-test: gpushare-node restart: allocations intact (PodResources and annotations unchanged)"
+new_pods after-node
+"$kubectl" -n "$ns" delete pod --all --wait=true --timeout=120s >/dev/null
+
+# 3. gpushare-scheduler killed (SIGKILL) in the middle of a 100-pod burst and started again:
+# the burst ends as it would have (56 Running, 44 Pending), no pod Failed, no GPU
+# over-committed, every pod's annotations its PodResources GPU.
+"$kubectl" -n default scale deployment helloworld-go-00001-deployment --replicas=0 >/dev/null
+# (Not settle: a stopped stand-in exits 143, and its pod is Failed until it is gone.)
+for _ in $(seq 180); do [ -z "$(pods_of "$mem" -o name)" ] && break; sleep 1; done
+[ -z "$(pods_of "$mem" -o name)" ] || fail "$mem: scaled to 0, pods still there after 180 s: $(phases "$mem")"
+# The kill is timed by gpushare-scheduler's own log: after its 15th bind of the burst (of 56).
+sched_log="$state/logs/gpushare-scheduler.log"
+binds_before=$(grep -c 'event=bind ' "$sched_log" || true)
+"$kubectl" -n default scale deployment helloworld-go-00001-deployment --replicas=100 >/dev/null
+for _ in $(seq 1200); do
+  [ $(( $(grep -c 'event=bind ' "$sched_log" || true) - binds_before )) -ge 15 ] && break
+  sleep 0.05
+done
+kill -KILL "$(cut -d' ' -f1 "$pids/gpushare-scheduler.pid")"
+bound=$(( $(grep -c 'event=bind ' "$sched_log" || true) - binds_before ))
+[ "$bound" -lt 56 ] || fail "gpushare-scheduler was killed after the burst's last bind, not in the middle"
+echo "e2e-test: gpushare-scheduler killed after $bound binds of the burst"
+sleep 1
+"$cluster" up >"$state/up-after-scheduler-kill.log" 2>&1 || { tail "$state/up-after-scheduler-kill.log"; fail "cluster up after killing gpushare-scheduler failed"; }
+settle "$mem" 56 44 360
+ok=$(mem_consistent) || fail "scheduler restart: $ok"
+[ "$ok" = "gpu0=7 gpu1=7 gpu2=7 gpu3=7 gpu4=7 gpu5=7 gpu6=7 gpu7=7" ] || fail "scheduler restart: pods per GPU $ok, want 7 on each"
+echo "e2e-test: gpushare-scheduler killed mid-burst: 56 Running, 44 Pending, none Failed, 7 per GPU, annotations = PodResources"
 
 "$kubectl" -n default delete deployment helloworld-go-00001-deployment --wait=true >/dev/null
 "$kubectl" -n default delete ksvc helloworld-go >/dev/null
+# ---------------------------------------------------------------------------------------------
+# Figures (issue 11 section 5; docs/benchmarks.md): printed and kept in $state/figures, never
+# a pass/fail criterion.
+figures="$state/figures"
+: >"$figures"
+figure() { echo "e2e-figure: $*" | tee -a "$figures"; }
+"$kubectl" -n "$ns" delete pod --all --wait=true --timeout=120s >/dev/null
+# The revision's pods are gone before the clock starts (deleting a Deployment does not wait for them).
+for _ in $(seq 180); do [ -z "$(pods_of "$mem" -o name)" ] && break; sleep 1; done
+[ -z "$(pods_of "$mem" -o name)" ] || fail "$mem: deleted, pods still there after 180 s: $(phases "$mem")"
+
+# From `kubectl apply` of a Deployment of 100 pods of 1 GiB each to all 100 Running on node mem.
+{ printf 'apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: mem100, namespace: %s}\n' "$ns"
+  printf 'spec:\n  replicas: 100\n  selector: {matchLabels: {app: mem100}}\n  template:\n'
+  printf '    metadata: {labels: {app: mem100}}\n    spec:\n'
+  gpu_pod_spec aliyun.com/gpu-mem 1 '      '; } >"$state/mem100.yaml"
+t0=$(date +%s.%N)
+"$kubectl" apply -f "$state/mem100.yaml" >/dev/null
+while [ "$(phases mem100)" != "100 0 0 0" ]; do
+  [ "$(cut -d' ' -f3 <<<"$(phases mem100)")" = 0 ] || fail "mem100: pods Failed: $(phases mem100)"
+  awk -v t0="$t0" -v now="$(date +%s.%N)" 'BEGIN {exit !(now - t0 > 600)}' && fail "mem100: not all Running after 600 s: $(phases mem100)"
+  sleep 0.2
+done
+apply_s=$(awk -v t0="$t0" -v now="$(date +%s.%N)" 'BEGIN {printf "%.1f", now - t0}')
+figure "apply to 100 gpu-mem pods (1 GiB each) Running on node mem: $apply_s s"
+per=$(mem_consistent) || fail "mem100: $per"
+echo "e2e-test: mem100: pods per GPU $per"
+"$kubectl" -n "$ns" delete deployment mem100 --wait=true >/dev/null
+"$kubectl" -n "$ns" wait --for=delete pod -l app=mem100 --timeout=180s >/dev/null 2>&1 || true
+
+# kube-scheduler's bind rate, one run, same cluster: 80 nvidia.com/gpu pods on ts (no extender)
+# and 100 aliyun.com/gpu-mem pods of 1 GiB (through gpushare-scheduler: filter, prioritize, bind),
+# each batch created by bindrate while kube-scheduler is stopped (SIGSTOP; it runs without
+# leader election), timed from SIGCONT to the last bind. The kubelets are stopped meanwhile too:
+# on these 2 cores, a kubelet starting the first pods' containers slows the binds of the rest.
+kubelets_cont() { local n; for n in $E2E_NODES; do kill -CONT "$(cut -d' ' -f1 "$pids/kubelet-$n.pid")" 2>/dev/null || true; done; }
+rate() { # name count resource selector
+  local out n
+  for n in $E2E_NODES; do kill -STOP "$(cut -d' ' -f1 "$pids/kubelet-$n.pid")"; done
+  out=$("$bin/bindrate" -namespace "$ns" -name "$1" -count "$2" -resource "$3" ${4:+-node-selector "$4"} \
+    -pause-pid "$(cut -d' ' -f1 "$pids/kube-scheduler.pid")") ||
+    { kubelets_cont; fail "bindrate $1: $out"; }
+  kubelets_cont
+  echo "$out" | grep '^bindrate:' >&2
+  "$kubectl" -n "$ns" delete pod -l "bindrate=$1" --wait=true --timeout=180s >/dev/null
+  sed -n 's/^bindrate-result .* pods_per_s=\([0-9.]*\) .*/\1/p' <<<"$out"
+}
+gpu_rate=$(rate rate-gpu 80 nvidia.com/gpu=1 gpushare.e2e/node=ts)
+mem_rate=$(rate rate-mem 100 aliyun.com/gpu-mem=1)
+figure "kube-scheduler binds nvidia.com/gpu pods (no extender): $gpu_rate pods/s"
+figure "kube-scheduler binds aliyun.com/gpu-mem pods (gpushare-scheduler extender): $mem_rate pods/s"
+figure "ratio gpu-mem / nvidia.com/gpu: $(awk -v a="$mem_rate" -v b="$gpu_rate" 'BEGIN {printf "%.2f", a / b}')"
+
 "$kubectl" delete namespace "$ns" --wait=true --timeout=180s >/dev/null

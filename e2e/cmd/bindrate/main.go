@@ -1,0 +1,237 @@
+// bindrate measures how fast the real kube-scheduler binds pods of one shape: it creates
+// -count pods at once (concurrently, faster than the scheduler binds them), watches them, and
+// prints when the first and last were bound and, with -running, when all were Running:
+//
+//	bindrate: <name>: <count> pods created in <s> s; bound <count> in <s> s: <rate> pods/s; Running <s> s
+//	bindrate-result name=<name> count=<n> create_s=<s> bind_s=<s> pods_per_s=<rate> running_s=<s>
+//
+// Times count from the first Create call; the rate is count / (last bind - first Create).
+// With -pause-pid (kube-scheduler's pid; it must not use leader election) the scheduler is
+// stopped (SIGSTOP) while the pods are created and continued (SIGCONT) once the watch has seen
+// them all, and times count from SIGCONT: the rate is then the scheduler's alone, not bounded by
+// how fast the pods can be created.
+// The pods carry the label bindrate=<name>; deleting them is the caller's business.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+func main() {
+	kubeconfig := flag.String("kubeconfig", os.Getenv("KUBECONFIG"), "admin kubeconfig")
+	namespace := flag.String("namespace", "default", "namespace of the pods")
+	name := flag.String("name", "", "the pods' name prefix and bindrate label (required)")
+	count := flag.Int("count", 100, "how many pods")
+	res := flag.String("resource", "", "resource=quantity the container asks for (limits)")
+	selector := flag.String("node-selector", "", "key=value the pods' nodeSelector, if any")
+	image := flag.String("image", "e2e.local/busybox:1.35", "the image (imagePullPolicy Never)")
+	running := flag.Bool("running", false, "wait until every pod is Running too")
+	timeout := flag.Duration("timeout", 5*time.Minute, "give up after this long")
+	pausePid := flag.Int("pause-pid", 0, "kube-scheduler's pid: stopped while the pods are created")
+	flag.Parse()
+	if *name == "" || *count <= 0 {
+		fail("-name and a positive -count are required")
+	}
+
+	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if err != nil {
+		fail("%s: %v", *kubeconfig, err)
+	}
+	// The client must not be what limits the rate: create as fast as the API server takes it.
+	cfg.QPS, cfg.Burst = 1000, 1000
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		fail("%v", err)
+	}
+	pod := template(*name, *namespace, *image, *res, *selector)
+
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	bound := map[string]time.Time{}
+	run := map[string]time.Time{}
+	changed := make(chan struct{}, 1)
+	note := func(obj any) {
+		p, ok := obj.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		now := time.Now()
+		mu.Lock()
+		seen[p.Name] = true
+		if _, seen := bound[p.Name]; !seen && p.Spec.NodeName != "" {
+			bound[p.Name] = now
+		}
+		if _, seen := run[p.Name]; !seen && p.Status.Phase == corev1.PodRunning {
+			run[p.Name] = now
+		}
+		mu.Unlock()
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(*namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = "bindrate=" + *name }))
+	informer := factory.Core().V1().Pods().Informer()
+	informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    note,
+		UpdateFunc: func(_, obj any) { note(obj) },
+	})
+	stop := make(chan struct{})
+	defer close(stop)
+	factory.Start(stop)
+	if !cache.WaitForCacheSync(stop, informer.HasSynced) {
+		fail("the pod informer did not sync")
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	if *pausePid > 0 {
+		if err := syscall.Kill(*pausePid, syscall.SIGSTOP); err != nil {
+			fail("SIGSTOP %d: %v", *pausePid, err)
+		}
+		// Continued whatever happens below.
+		defer syscall.Kill(*pausePid, syscall.SIGCONT)
+	}
+	start := time.Now()
+	var created time.Duration
+	{
+		var wg sync.WaitGroup
+		errs := make(chan error, *count)
+		next := make(chan int)
+		for w := 0; w < 32; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range next {
+					p := pod.DeepCopy()
+					p.Name = fmt.Sprintf("%s-%03d", *name, i)
+					if _, err := client.CoreV1().Pods(*namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+						errs <- fmt.Errorf("creating %s: %w", p.Name, err)
+					}
+				}
+			}()
+		}
+		for i := 0; i < *count; i++ {
+			next <- i
+		}
+		close(next)
+		wg.Wait()
+		created = time.Since(start)
+		close(errs)
+		if err := <-errs; err != nil {
+			fail("%v", err)
+		}
+	}
+
+	if *pausePid > 0 {
+		for {
+			mu.Lock()
+			ns, nb := len(seen), len(bound)
+			mu.Unlock()
+			if nb > 0 {
+				fail("%d pods bound while kube-scheduler (pid %d) was stopped: is it the scheduler?", nb, *pausePid)
+			}
+			if ns == *count {
+				break
+			}
+			select {
+			case <-changed:
+			case <-ctx.Done():
+				fail("%s: the watch saw %d of %d pods created", *name, ns, *count)
+			}
+		}
+		start = time.Now()
+		if err := syscall.Kill(*pausePid, syscall.SIGCONT); err != nil {
+			fail("SIGCONT %d: %v", *pausePid, err)
+		}
+	}
+	for {
+		mu.Lock()
+		nb, nr := len(bound), len(run)
+		mu.Unlock()
+		if nb == *count && (!*running || nr == *count) {
+			break
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			fail("%s: after %s, %d of %d pods bound, %d Running", *name, *timeout, nb, *count, nr)
+		}
+	}
+	last := func(m map[string]time.Time) time.Duration {
+		var t time.Time
+		for _, v := range m {
+			if v.After(t) {
+				t = v
+			}
+		}
+		return t.Sub(start)
+	}
+	bind := last(bound)
+	rate := float64(*count) / bind.Seconds()
+	runningS := "-"
+	if *running {
+		runningS = fmt.Sprintf("%.2f", last(run).Seconds())
+	}
+	from := "the first Create"
+	if *pausePid > 0 {
+		from = "SIGCONT of the scheduler"
+	}
+	fmt.Printf("bindrate: %s: %d pods created in %.2f s; bound %d in %.2f s from %s: %.1f pods/s; Running %s s\n",
+		*name, *count, created.Seconds(), *count, bind.Seconds(), from, rate, runningS)
+	fmt.Printf("bindrate-result name=%s count=%d create_s=%.2f bind_s=%.2f pods_per_s=%.1f running_s=%s\n",
+		*name, *count, created.Seconds(), bind.Seconds(), rate, runningS)
+}
+
+func template(name, namespace, image, res, selector string) *corev1.Pod {
+	grace := int64(1)
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Labels: map[string]string{"bindrate": name}},
+		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: &grace,
+			Containers: []corev1.Container{{
+				Name:            "c",
+				Image:           image,
+				ImagePullPolicy: corev1.PullNever,
+				Command:         []string{"/bin/sh", "-c", "exec sleep 3600"},
+			}},
+		},
+	}
+	if res != "" {
+		r, q, ok := strings.Cut(res, "=")
+		qty, err := resource.ParseQuantity(q)
+		if !ok || err != nil {
+			fail("-resource: %q is not name=quantity", res)
+		}
+		p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceName(r): qty}
+	}
+	if selector != "" {
+		k, v, ok := strings.Cut(selector, "=")
+		if !ok {
+			fail("-node-selector: %q is not key=value", selector)
+		}
+		p.Spec.NodeSelector = map[string]string{k: v}
+	}
+	return p
+}
+
+func fail(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "bindrate: "+format+"\n", args...)
+	os.Exit(1)
+}
