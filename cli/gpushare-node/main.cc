@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 
+#include "cli/version.h"
 #include "config/node_config_loader.h"
 #include "core/resource_plan.h"
 #include "gpu/file_inventory.h"
@@ -160,6 +161,7 @@ int RunServe(const MainOptions& o, const Inputs& in) {
 int main(int argc, char** argv) {
   MainOptions o;
   CLI::App app{"gpushare-node: advertises whole, time-sliced and MIG GPUs to kubelet", "gpushare-node"};
+  app.set_version_flag("--version", gpushare::cli::VersionLine("gpushare-node"));
   AddNodeConfigFlags(app, o.config_flags);
   app.add_option("--inventory", o.inventory_file,
                  "simulated inventory file (YAML, docs/inventory.md) instead of NVML");

@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "cli/version.h"
 #include "config/duration.h"
 #include "core/memshare.h"
 #include "core/placement/policy.h"
@@ -74,6 +75,7 @@ std::string ParseDuration(const std::string& flag, const std::string& text, int6
 int main(int argc, char** argv) {
   using namespace gpushare;
   CLI::App app{"gpushare-scheduler: kube-scheduler extender for aliyun.com/gpu-mem memory shares"};
+  app.set_version_flag("--version", cli::VersionLine("gpushare-scheduler"));
   scheduler::ServiceOptions o;
   std::string listen = "127.0.0.1:12345", health_listen, unit = "GiB", assume_timeout = "5m", expiry_interval = "10s";
   std::string restart_hold = "30s";

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "cli/gpushare/command.h"
+#include "cli/version.h"
 #include "core/problem_list.h"
 
 namespace gpushare::cli {
@@ -61,6 +62,7 @@ std::string UnknownCommand(int argc, char** argv, const std::vector<Command>& co
 int main(int argc, char** argv) {
   using gpushare::cli::CommandRegistry;
   CLI::App app{"gpushare: GPU sharing for Kubernetes (simulate, inspect, validate)", "gpushare"};
+  app.set_version_flag("--version", gpushare::cli::VersionLine("gpushare"));
   app.require_subcommand(1);
   auto& commands = CommandRegistry();
   std::sort(commands.begin(), commands.end(),

@@ -42,6 +42,22 @@ TEST(GpushareCommand, UnknownSubcommandIsNamedWithTheClosestOne) {
   EXPECT_THAT(r.out, HasSubstr("simulate"));
 }
 
+// --version: "<program> <x.y.z> (commit <git HEAD of the source>[-dirty])", exit 0, from every
+// binary; the commit is the one the build saw (cmake/version.cmake regenerates it each build).
+TEST(Version, EveryBinaryNamesItsVersionAndCommit) {
+  if (std::string(GPUSHARE_GIT).empty()) GTEST_SKIP() << "SKIPPED: git not found at configure time";
+  ProcessResult head = RunProcess({GPUSHARE_GIT, "-C", kSrc, "rev-parse", "HEAD"});
+  if (head.exit_code != 0) GTEST_SKIP() << "SKIPPED: " << kSrc << " is not a git checkout: " << head.err;
+  const std::string commit = SplitLines(head.out)[0];
+  for (const std::string name : {"gpushare", "gpushare-node", "gpushare-scheduler"}) {
+    SCOPED_TRACE(name);
+    ProcessResult r = RunProcess({std::string(GPUSHARE_BIN_DIR) + "/" + name, "--version"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.out, ::testing::MatchesRegex(name + " [0-9]+\\.[0-9]+\\.[0-9]+ \\(commit " + commit +
+                                               "(-dirty)?\\)\n"));
+  }
+}
+
 struct FlagCase {
   std::vector<std::string> args;
   std::string message;  // the first line of stderr
