@@ -2,7 +2,7 @@
 #   make demo   install dependencies, build, run the main job on a built-in default
 #   make test   install dependencies, build (normal and ASan+UBSan), run every test and
 #               every fuzz target for FUZZ_SMOKE_SECONDS (20) each
-.PHONY: all deps configure build build-asan demo test test-fast fuzz bench format clean e2e-build e2e-smoke e2e
+.PHONY: all deps configure build build-asan demo test test-fast fuzz bench format clean e2e-build e2e-smoke e2e images
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
@@ -72,3 +72,7 @@ format:
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD)
+
+# The container images (docs/images.md): buildah, FROM Debian base images made here (as root).
+images: deps
+	./scripts/build-images.sh

@@ -2,13 +2,18 @@
 # Installs every Debian bookworm package gpushare needs to build, test and benchmark.
 # Idempotent: packages already present are skipped, and apt is only updated when
 # something is missing. Run as root (or with sudo available).
+#   --build-only   just what building the product needs (the image builds use this:
+#                  deploy/images/*/Containerfile)
 set -euo pipefail
 
-PACKAGES=(
+BUILD_PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   protobuf-compiler libprotobuf-dev protobuf-compiler-grpc libgrpc++-dev libgrpc-dev
   libyaml-cpp-dev nlohmann-json3-dev libcurl4-openssl-dev libcpp-httplib-dev libssl-dev
   libcli11-dev libspdlog-dev libfmt-dev
+)
+PACKAGES=(
+  "${BUILD_PACKAGES[@]}"
   libgtest-dev libgmock-dev libbenchmark-dev
   valgrind python3 procps
   # openssl: the command-line tool; tests/kube generates a throwaway CA and certificates with it
@@ -25,7 +30,16 @@ PACKAGES=(
   # of the seed manifests' registries, serving stand-in images under their exact names (a
   # `latest` tag is always pulled, so importing the image into containerd is not enough).
   docker-registry
+  # The container images (`make images`, scripts/build-images.sh): buildah builds them from
+  # deploy/images/*/Containerfile, FROM Debian base images that debootstrap makes here.
+  buildah debootstrap
 )
+
+case "${1:-}" in
+  "") ;;
+  --build-only) PACKAGES=("${BUILD_PACKAGES[@]}") ;;
+  *) echo "install-deps: unknown argument '$1' (--build-only or nothing)" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${PACKAGES[@]}"; do
