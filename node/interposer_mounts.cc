@@ -11,54 +11,14 @@
 #include <cstring>
 #include <string>
 
+#include <spdlog/spdlog.h>
+
+#include "deviceplugin/logfmt.h"
+#include "node/files.h"
+#include "node/library_install.h"
+
 namespace gpushare::node {
 namespace {
-
-Status Errno(const std::string& what, const std::string& path) {
-  return Status::Unavailable(what + " " + path + ": " + std::strerror(errno));
-}
-
-Status MakeDir(const std::string& path, mode_t mode) {
-  if (mkdir(path.c_str(), mode) != 0 && errno != EEXIST) return Errno("cannot create", path);
-  if (chmod(path.c_str(), mode) != 0) return Errno("cannot set permissions of", path);  // umask-proof
-  return Status::Ok();
-}
-
-Status MakeDirs(const std::string& path) {
-  for (size_t at = 1; at <= path.size(); ++at) {
-    if (at != path.size() && path[at] != '/') continue;
-    std::string prefix = path.substr(0, at);
-    if (mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) return Errno("cannot create", prefix);
-  }
-  return Status::Ok();
-}
-
-// Writes a file atomically: temporary name in the same directory, fsync, rename.
-Status WriteFile(const std::string& path, const std::string& text, mode_t mode) {
-  std::string tmp = path + ".tmp";
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) return Errno("cannot write", tmp);
-  size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      Status s = Errno("cannot write", tmp);
-      close(fd);
-      unlink(tmp.c_str());
-      return s;
-    }
-    done += static_cast<size_t>(n);
-  }
-  bool ok = fsync(fd) == 0 && fchmod(fd, mode) == 0;
-  close(fd);
-  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
-    Status s = Errno("cannot finish", path);
-    unlink(tmp.c_str());
-    return s;
-  }
-  return Status::Ok();
-}
 
 std::string NewContainerId() {
   static std::atomic<uint64_t> counter{0};
@@ -88,8 +48,8 @@ Result<InterposerSetup> PrepareInterposer(const std::vector<InterposerDevice>& d
   GPUSHARE_RETURN_IF_ERROR(MakeDirs(options.state_dir));
   GPUSHARE_RETURN_IF_ERROR(MakeDir(o.container_host_dir, 0755));
   GPUSHARE_RETURN_IF_ERROR(MakeDir(o.container_host_dir + "/shared", 01777));
-  GPUSHARE_RETURN_IF_ERROR(WriteFile(o.container_host_dir + "/config", setup->config_text, 0644));
-  GPUSHARE_RETURN_IF_ERROR(WriteFile(o.container_host_dir + "/ld.so.preload", setup->preload_text, 0644));
+  GPUSHARE_RETURN_IF_ERROR(WriteFileAtomically(o.container_host_dir + "/config", setup->config_text, 0644));
+  GPUSHARE_RETURN_IF_ERROR(WriteFileAtomically(o.container_host_dir + "/ld.so.preload", setup->preload_text, 0644));
   return setup;
 }
 
@@ -105,11 +65,29 @@ deviceplugin::AllocationDecorator MakeInterposerDecorator(const InterposerMountO
   };
 }
 
-DecoratorFactory InterposerDecoratorFactory() {
-  return [](const AgentInputs& inputs) -> deviceplugin::AllocationDecorator {
+DecoratorFactory InterposerDecoratorFactory(std::string library_source, std::string version) {
+  return [library_source, version](const AgentInputs& inputs) -> deviceplugin::AllocationDecorator {
     const GpushareSettings& g = inputs.config.gpushare;
     if (g.interposer_host_dir.empty()) return nullptr;
-    return MakeInterposerDecorator(InterposerMountOptions{g.interposer_host_dir, g.container_state_dir});
+    if (library_source.empty())
+      return MakeInterposerDecorator(InterposerMountOptions{g.interposer_host_dir, g.container_state_dir});
+    Result<InstalledLibrary> installed = InstallLibrary(library_source, g.interposer_host_dir, version);
+    if (!installed.ok()) {
+      spdlog::error("event=interposer_install_failed source={} host_dir={} error={}", logfmt::Value(library_source),
+                    logfmt::Value(g.interposer_host_dir), logfmt::Value(installed.status().message()));
+      Status failure = installed.status().WithContext("installing the in-container library");
+      return [failure](const deviceplugin::ResolvedRequest& request, deviceplugin::ContainerAllocation*) -> Status {
+        // Containers without limits need no library.
+        InterposerOptions probe;
+        probe.library_host_dir = "/";
+        probe.container_host_dir = "/";
+        Result<InterposerSetup> setup = BuildInterposerSetup(InterposerDevicesFor(request.devices), probe);
+        if (setup.ok() && !setup->enforces_anything()) return Status::Ok();
+        return failure.WithContext("in-container GPU limits");
+      };
+    }
+    spdlog::info("event=interposer_installed path={} written={}", logfmt::Value(installed->path), installed->written);
+    return MakeInterposerDecorator(InterposerMountOptions{installed->dir, g.container_state_dir});
   };
 }
 

@@ -36,7 +36,10 @@ Result<InterposerSetup> PrepareInterposer(const std::vector<InterposerDevice>& d
 deviceplugin::AllocationDecorator MakeInterposerDecorator(const InterposerMountOptions& options);
 
 // For node::ServeOptions::decorator: builds the decorator from each loaded config; no
-// decorator when gpushare.interposerHostDir is empty.
-DecoratorFactory InterposerDecoratorFactory();
+// decorator when gpushare.interposer.hostDir is empty. With a library_source (gpushare-node
+// --interposer-library: the library its image ships), each config's hostDir first gets that
+// library installed at its versioned path (node/library_install.h), and Allocate mounts that
+// file; if the install fails, Allocate of a container that needs limits fails with the reason.
+DecoratorFactory InterposerDecoratorFactory(std::string library_source = "", std::string version = "");
 
 }  // namespace gpushare::node

@@ -37,6 +37,7 @@ struct MainOptions {
   std::string inventory_file;  // empty = NVML
   NvmlInventoryOptions nvml;
   std::string health_events_file;  // simulated health events (with --inventory)
+  std::string interposer_library;  // installed into gpushare.interposer.hostDir (versioned)
   bool print_resources = false;
   std::string output = "table";
   node::ServeFlags serve;  // --device-plugin-dir, --kubelet-socket, --log-level
@@ -152,7 +153,8 @@ int RunServe(const MainOptions& o, const Inputs& in) {
     if (!nvml.ok()) return nvml.status();
     return MakeNvmlHealthEventSource(*nvml, a.inventory);
   };
-  s.decorator = node::InterposerDecoratorFactory();  // in-container GPU limits (docs/interposer.md)
+  // In-container GPU limits (docs/interposer.md); the library installed first when given.
+  s.decorator = node::InterposerDecoratorFactory(o.interposer_library, cli::kVersion);
   return node::Serve(std::move(s));
 }
 
@@ -172,6 +174,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--health-events", o.health_events_file,
                  "follow this file for injected health events (lines like `xid=79 uuid=GPU-...`)");
+  app.add_option("--interposer-library", o.interposer_library,
+                 "install this libgpushare-cuda.so into gpushare.interposer.hostDir at a versioned path "
+                 "(<hostDir>/<version>-<hash>/) and mount that file; the image's is "
+                 "/usr/lib/gpushare/libgpushare-cuda.so")
+      ->envname("GPUSHARE_INTERPOSER_LIBRARY");
   node::AddServeFlags(app, o.serve);
   app.add_flag("--print-resources", o.print_resources, "print the resource plan and exit");
   app.add_option("--output", o.output, "format of --print-resources")

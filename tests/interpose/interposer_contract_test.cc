@@ -1,10 +1,14 @@
-// The node side of the in-container library's contract: core/interposer_contract (pure) and
-// node/interposer_mounts (files and the Allocate decorator). The config file it writes is read
+// The node side of the in-container library's contract: core/interposer_contract (pure),
+// node/interposer_mounts (files and the Allocate decorator) and node/library_install (the library
+// on the host at a versioned path). The config file it writes is read
 // back with the library's own parser, so both sides agree on the format.
 #include "core/interposer_contract.h"
 
+#include <dirent.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <string>
@@ -12,6 +16,7 @@
 #include "interpose/base.h"
 #include "interpose/config.h"
 #include "node/interposer_mounts.h"
+#include "node/library_install.h"
 #include "tests/interpose/probe.h"
 
 namespace gpushare {
@@ -189,5 +194,158 @@ TEST(InterposerDecoratorFactory, OnlyWhenTheLibraryDirectoryIsConfigured) {
   EXPECT_TRUE(node::InterposerDecoratorFactory()(in));
 }
 
+
+// ---- node/library_install: the library on the host at a versioned, never rewritten path.
+
+struct FileId {
+  ino_t ino = 0;
+  timespec mtime{};
+};
+FileId IdOf(const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(stat(path.c_str(), &st), 0) << path;
+  return {st.st_ino, st.st_mtim};
+}
+bool Same(const FileId& a, const FileId& b) {
+  return a.ino == b.ino && a.mtime.tv_sec == b.mtime.tv_sec && a.mtime.tv_nsec == b.mtime.tv_nsec;
+}
+
+class LibraryInstallTest : public ::testing::Test {
+ protected:
+  std::string Host() const { return dir_.File("host/lib"); }
+  interpose::testing::ScratchDir dir_;
+};
+
+TEST_F(LibraryInstallTest, InstallsAtAVersionedPathOnceAndNeverRewritesIt) {
+  dir_.Write("v1.so", "library one");
+  Result<node::InstalledLibrary> a = node::InstallLibrary(dir_.File("v1.so"), Host(), "0.1.0");
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_TRUE(a->written);
+  EXPECT_EQ(a->dir.rfind(Host() + "/0.1.0-", 0), 0u) << a->dir;
+  EXPECT_EQ(a->dir.size(), Host().size() + std::string("/0.1.0-").size() + 16) << "version, then a 64-bit hash";
+  EXPECT_EQ(a->path, a->dir + "/libgpushare-cuda.so");
+  EXPECT_EQ(Slurp(a->path), "library one");
+  struct stat st {};
+  ASSERT_EQ(stat(a->path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0644u);
+  const FileId first = IdOf(a->path);
+
+  // Again (an agent restart): found, nothing written.
+  Result<node::InstalledLibrary> again = node::InstallLibrary(dir_.File("v1.so"), Host(), "0.1.0");
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_FALSE(again->written);
+  EXPECT_EQ(again->dir, a->dir);
+  EXPECT_TRUE(Same(IdOf(a->path), first)) << "the installed file was written again";
+
+  // An upgrade (other bytes, same or new version): a new directory beside; the old file, which
+  // running containers have mapped, is untouched.
+  dir_.Write("v2.so", "library two");
+  for (const char* version : {"0.1.0", "0.2.0"}) {
+    Result<node::InstalledLibrary> b = node::InstallLibrary(dir_.File("v2.so"), Host(), version);
+    ASSERT_TRUE(b.ok()) << b.status().message();
+    EXPECT_TRUE(b->written);
+    EXPECT_NE(b->dir, a->dir);
+    EXPECT_EQ(Slurp(b->path), "library two");
+  }
+  EXPECT_EQ(Slurp(a->path), "library one");
+  EXPECT_TRUE(Same(IdOf(a->path), first));
+  // No temporary directory stays behind.
+  int entries = 0;
+  for (DIR* d = opendir(Host().c_str()); d != nullptr;) {
+    dirent* e = readdir(d);
+    if (!e) {
+      closedir(d);
+      break;
+    }
+    std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    ++entries;
+    EXPECT_NE(name[0], '.') << "left behind: " << name;
+  }
+  EXPECT_EQ(entries, 3);
+}
+
+TEST_F(LibraryInstallTest, ADirectoryOfThatNameWithOtherBytesIsRefusedNotOverwritten) {
+  dir_.Write("v1.so", "library one");
+  Result<node::InstalledLibrary> a = node::InstallLibrary(dir_.File("v1.so"), dir_.File("probe"), "0.1.0");
+  ASSERT_TRUE(a.ok());
+  const std::string name = a->dir.substr(a->dir.rfind('/') + 1);
+  // The same name under Host(), holding something else.
+  ASSERT_EQ(system(("mkdir -p '" + Host() + "/" + name + "'").c_str()), 0);
+  dir_.Write("host/lib/" + name + "/libgpushare-cuda.so", "tampered");
+  Result<node::InstalledLibrary> b = node::InstallLibrary(dir_.File("v1.so"), Host(), "0.1.0");
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(b.status().message().find("exists with other content"), std::string::npos) << b.status().message();
+  EXPECT_NE(b.status().message().find(name), std::string::npos) << b.status().message();
+  EXPECT_EQ(Slurp(Host() + "/" + name + "/libgpushare-cuda.so"), "tampered");
+}
+
+TEST_F(LibraryInstallTest, BadInputsAreNamed) {
+  dir_.Write("v1.so", "library one");
+  dir_.Write("empty.so", "");
+  auto err = [&](const std::string& source, const std::string& host, const std::string& version) {
+    Result<node::InstalledLibrary> r = node::InstallLibrary(source, host, version);
+    return r.ok() ? std::string("ok") : r.status().message();
+  };
+  EXPECT_NE(err(dir_.File("v1.so"), "relative/dir", "0.1.0").find("must be an absolute path"), std::string::npos);
+  EXPECT_NE(err(dir_.File("missing.so"), Host(), "0.1.0").find(dir_.File("missing.so")), std::string::npos);
+  EXPECT_NE(err(dir_.File("empty.so"), Host(), "0.1.0").find("is empty"), std::string::npos);
+  EXPECT_NE(err(dir_.File("v1.so"), Host(), "../x").find("library version"), std::string::npos);
+  EXPECT_NE(err(dir_.File("v1.so"), Host(), "").find("library version"), std::string::npos);
+  // Larger than the bound: refused without reading it all into memory first.
+  const std::string big = dir_.File("big.so");
+  ASSERT_EQ(truncate((dir_.Write("big.so", "x"), big).c_str(), static_cast<off_t>(node::kMaxLibraryBytes) + 1), 0);
+  EXPECT_NE(err(big, Host(), "0.1.0").find("larger than 64 MiB"), std::string::npos);
+  // A file where the host directory should be.
+  dir_.Write("notadir", "x");
+  EXPECT_NE(err(dir_.File("v1.so"), dir_.File("notadir"), "0.1.0"), "ok");
+}
+
+TEST_F(LibraryInstallTest, TemporariesOfADeadInstallAreRemovedOnlyWhenStale) {
+  ASSERT_EQ(system(("mkdir -p '" + Host() + "/.install-1-0' '" + Host() + "/.install-2-0'").c_str()), 0);
+  dir_.Write("host/lib/.install-1-0/libgpushare-cuda.so", "half");
+  timeval old[2] = {{time(nullptr) - 3600, 0}, {time(nullptr) - 3600, 0}};
+  ASSERT_EQ(utimes((Host() + "/.install-1-0").c_str(), old), 0);
+  dir_.Write("v1.so", "library one");
+  ASSERT_TRUE(node::InstallLibrary(dir_.File("v1.so"), Host(), "0.1.0").ok());
+  EXPECT_NE(access((Host() + "/.install-1-0").c_str(), F_OK), 0) << "an hour-old temporary stays";
+  EXPECT_EQ(access((Host() + "/.install-2-0").c_str(), F_OK), 0) << "a fresh one (an install in progress) was removed";
+}
+
+TEST_F(LibraryInstallTest, TheDecoratorMountsTheInstalledFile) {
+  dir_.Write("v1.so", "library one");
+  node::AgentInputs in;
+  in.config.gpushare.interposer_host_dir = Host();
+  in.config.gpushare.container_state_dir = dir_.File("state");
+  auto decorate = node::InterposerDecoratorFactory(dir_.File("v1.so"), "0.1.0")(in);
+  ASSERT_TRUE(decorate);
+  PlannedDevice limited = Replica(kA, 0, 100);
+  deviceplugin::ResolvedRequest req;
+  req.devices = {&limited};
+  deviceplugin::ContainerAllocation alloc;
+  ASSERT_TRUE(decorate(req, &alloc).ok());
+  std::string library_host;
+  for (const auto& m : alloc.mounts)
+    if (m.container_path == kContainerLibraryPath) library_host = m.host_path;
+  EXPECT_EQ(library_host.rfind(Host() + "/0.1.0-", 0), 0u) << library_host;
+  EXPECT_EQ(Slurp(library_host), "library one") << "Allocate names a host file that exists";
+
+  // Installing fails (the source is gone): containers that need limits are refused with the
+  // reason, the others still start.
+  node::AgentInputs other = in;
+  other.config.gpushare.interposer_host_dir = dir_.File("host/other");
+  auto refuse = node::InterposerDecoratorFactory(dir_.File("gone.so"), "0.1.0")(other);
+  ASSERT_TRUE(refuse);
+  deviceplugin::ContainerAllocation none;
+  Status s = refuse(req, &none);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("installing the in-container library"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("gone.so"), std::string::npos) << s.message();
+  PlannedDevice free_dev = Replica(kA, 1, 0);
+  req.devices = {&free_dev};
+  EXPECT_TRUE(refuse(req, &none).ok());
+  EXPECT_TRUE(none.mounts.empty());
+}
 }  // namespace
 }  // namespace gpushare
