@@ -36,6 +36,8 @@ bin=${E2E_BIN:-$repo/build/e2e/bin}
 dir=${E2E_DIR:-$repo/build/e2e/cluster}
 kubeconfig_out="$repo/build/e2e/kubeconfig"
 gpushare_bin=${GPUSHARE_BIN:-$repo/build/bin}
+# The in-container library gpushare-node installs on node mem (--interposer-library).
+gpushare_lib=${GPUSHARE_LIB:-$(dirname "$gpushare_bin")/lib/libgpushare-cuda.so}
 read -r -a nodes <<<"${E2E_NODES:-ts mig mem}"
 pki="$dir/pki"
 logs="$dir/logs"
@@ -645,7 +647,15 @@ gpushare_node_args() {
   case $1 in
     ts) echo "--inventory $repo/examples/inventory/8x-a10.yaml --config $repo/examples/config/8x-a10.yaml" ;;
     mig) echo "--inventory $repo/e2e/gpushare/mig-inventory.yaml --config $repo/e2e/gpushare/mig-config.yaml" ;;
-    mem) echo "--inventory $repo/examples/inventory/8x-a10.yaml --config $repo/e2e/gpushare/mem-config.yaml" ;;
+    mem)
+      echo "--inventory $repo/examples/inventory/8x-a10.yaml --config $repo/e2e/gpushare/mem-config.yaml"
+      # With the library built: installed into the node's own host directory at a versioned
+      # path and mounted, with a per-container state directory, into every limited container.
+      if [ -f "$gpushare_lib" ]; then
+        echo "--interposer-library $gpushare_lib" \
+          "--interposer-host-dir $(node_dir mem)/gpushare/lib --state-dir $(node_dir mem)/gpushare/containers"
+      fi
+      ;;
   esac
 }
 

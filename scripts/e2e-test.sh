@@ -83,7 +83,7 @@ containers:
 - name: c
   image: e2e.local/busybox:1.35
   imagePullPolicy: Never
-  command: ["/bin/sh", "-c", "env | grep -E '^(NVIDIA|ALIYUN|GPUSHARE)' | sort; exec sleep 3600"]
+  command: ["/bin/sh", "-c", "env | grep -E '^(NVIDIA|ALIYUN|GPUSHARE|CUDA)' | sort; if [ -f /etc/ld.so.preload ]; then echo PRELOAD=\$(cat /etc/ld.so.preload); md5sum /usr/local/gpushare/lib/libgpushare-cuda.so; fi; exec sleep 3600"]
   resources:
     limits: {$1: $2}
 YAML
@@ -162,6 +162,44 @@ env_idx=$(logs_of mem3 | sed -n 's/^ALIYUN_COM_GPU_MEM_IDX=//p')
 [ "$env_idx" = "$want" ] || fail "pod mem3: its environment says ALIYUN_COM_GPU_MEM_IDX=$env_idx, PodResources GPU $want"
 [ "$(logs_of mem3 | sed -n 's/^NVIDIA_VISIBLE_DEVICES=//p')" = "$gpus" ] || fail "pod mem3: NVIDIA_VISIBLE_DEVICES is not $gpus"
 echo "e2e-test: pod mem3 on GPU $idx ($gpus) by annotation, environment and PodResources"
+
+# The in-container library on node mem (scripts/e2e-cluster.sh passes --interposer-library
+# when build/lib/libgpushare-cuda.so exists): gpushare-node installed it once at a versioned
+# host path, and the real kubelet and runc mounted that file, the preload list and the limit
+# into mem3's container.
+gpushare_lib=${GPUSHARE_LIB:-$(dirname "$gpushare_bin")/lib/libgpushare-cuda.so}
+lib_root="$state/nodes/mem/gpushare/lib"
+if [ -f "$gpushare_lib" ]; then
+  out=""
+  for _ in $(seq 40); do  # the whole log: the md5sum line is its last before the sleep
+    out=$("$kubectl" -n "$ns" logs mem3 2>/dev/null || true)
+    grep -q ' /usr/local/gpushare/lib/libgpushare-cuda.so$' <<<"$out" && break
+    sleep 0.5
+  done
+  grep -qxF 'CUDA_DEVICE_MEMORY_LIMIT_0=3072m' <<<"$out" || fail "pod mem3: no CUDA_DEVICE_MEMORY_LIMIT_0=3072m in its environment: $out"
+  grep -qxF 'PRELOAD=/usr/local/gpushare/lib/libgpushare-cuda.so' <<<"$out" || fail "pod mem3: /etc/ld.so.preload does not name the library: $out"
+  want_md5=$(md5sum <"$gpushare_lib" | cut -d' ' -f1)
+  grep -qx "$want_md5  /usr/local/gpushare/lib/libgpushare-cuda.so" <<<"$out" ||
+    fail "pod mem3: the library in the container is not $gpushare_lib (md5 $want_md5): $out"
+  # (Versions of earlier runs' libraries stay: a directory is never removed or rewritten.)
+  version=""
+  for d in "$lib_root"/*/; do
+    d=${d%/}
+    [[ "$(basename "$d")" =~ ^[0-9]+\.[0-9]+\.[0-9]+-[0-9a-f]{16}$ ]] ||
+      fail "node mem: $d in $lib_root is not a <version>-<hash> directory"
+    if cmp -s "$gpushare_lib" "$d/libgpushare-cuda.so"; then
+      [ -z "$version" ] || fail "node mem: $gpushare_lib installed twice: $version and $d"
+      version=$d
+    fi
+  done
+  [ -n "$version" ] || fail "node mem: $gpushare_lib is not installed in $lib_root: $(ls -A "$lib_root" 2>&1)"
+  lib_installed="$version/libgpushare-cuda.so"
+  lib_inode=$(stat -c %i "$lib_installed")
+  lib_count=$(ls -A "$lib_root" | wc -l)
+  echo "e2e-test: pod mem3: limit 3072m, /etc/ld.so.preload and the library (md5 $want_md5) from $version/"
+else
+  echo "e2e-test: $gpushare_lib not built: the in-container library checks SKIPPED"
+fi
 
 
 # ---------------------------------------------------------------------------------------------
@@ -462,6 +500,13 @@ sleep 2
 diff "$state/annotations.before" <(mem_annotations) >&2 || fail "gpushare-node restart: the memory pods' annotations changed"
 untouched "$state/pods.before" "gpushare-node restart"
 echo "e2e-test: gpushare-node restart: allocations intact (PodResources and annotations unchanged)"
+if [ -n "${lib_inode:-}" ]; then
+  # The restarted agent found its library installed and wrote nothing: same file, same inode.
+  [ "$(stat -c %i "$lib_installed" 2>/dev/null)" = "$lib_inode" ] ||
+    fail "gpushare-node restart: $lib_installed was written again (a mapped library must never be rewritten)"
+  [ "$(ls -A "$lib_root" | wc -l)" = "$lib_count" ] || fail "gpushare-node restart: $lib_root now holds $(ls -A "$lib_root")"
+  echo "e2e-test: gpushare-node restart: the installed library untouched (inode $lib_inode)"
+fi
 new_pods after-node
 "$kubectl" -n "$ns" delete pod --all --wait=true --timeout=120s >/dev/null
 
