@@ -683,7 +683,7 @@ start_gpushare_node() {
 check_host() {
   [ "$(id -u)" -eq 0 ] || die "must run as root (kubelet, containerd and mount namespaces need it)"
   local t
-  for t in containerd runc ctr unshare nsenter openssl curl python3 cc; do
+  for t in containerd runc ctr unshare nsenter openssl curl ip python3 cc; do
     command -v "$t" >/dev/null || die "$t not found; run scripts/install-deps.sh"
   done
   [ -x /usr/lib/cni/bridge ] && [ -x /usr/lib/cni/host-local ] && [ -x /usr/lib/cni/loopback ] ||

@@ -24,8 +24,9 @@ PACKAGES=(
   # The end-to-end cluster (scripts/e2e-cluster.sh, docs/e2e.md): kubelets need a real container
   # runtime (containerd with runc) and pod networking (CNI bridge + host-local, loopback);
   # busybox-static is the one binary in the locally built test images (nothing is pulled).
-  # util-linux (unshare, nsenter) gives each kubelet its own mount namespace.
-  containerd runc containernetworking-plugins busybox-static util-linux
+  # util-linux (unshare, nsenter) gives each kubelet its own mount namespace; iproute2 (ip) puts
+  # the nodes' addresses on lo; curl probes the control plane and the pods.
+  containerd runc containernetworking-plugins busybox-static util-linux iproute2 curl
   # The e2e cluster's local registry on 127.0.0.1:5000: the mirror, in every node's containerd,
   # of the seed manifests' registries, serving stand-in images under their exact names (a
   # `latest` tag is always pulled, so importing the image into containerd is not enough).
