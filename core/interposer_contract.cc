@@ -46,10 +46,16 @@ std::vector<InterposerDevice> InterposerDevicesFor(const std::vector<const Plann
   return out;
 }
 
+bool AnyLimited(const std::vector<InterposerDevice>& devices) {
+  for (const InterposerDevice& d : devices) {
+    if (d.memory_limit_mib != 0 || (d.sm_limit_percent != 0 && d.sm_limit_percent != 100)) return true;
+  }
+  return false;
+}
+
 Result<InterposerSetup> BuildInterposerSetup(const std::vector<InterposerDevice>& devices,
                                              const InterposerOptions& options) {
   InterposerSetup setup;
-  bool any = false;
   for (size_t i = 0; i < devices.size(); ++i) {
     const InterposerDevice& d = devices[i];
     if (d.uuid.empty())
@@ -57,9 +63,8 @@ Result<InterposerSetup> BuildInterposerSetup(const std::vector<InterposerDevice>
     if (d.sm_limit_percent > 100)
       return Status::InvalidArgument("interposer: device " + d.uuid + ": SM limit must be 0..100, got " +
                                      std::to_string(d.sm_limit_percent));
-    any = any || d.memory_limit_mib != 0 || (d.sm_limit_percent != 0 && d.sm_limit_percent != 100);
   }
-  if (!any) return setup;
+  if (!AnyLimited(devices)) return setup;
   if (!Absolute(options.library_host_dir))
     return Status::InvalidArgument("gpushare.interposerHostDir: must be an absolute path, got \"" +
                                    options.library_host_dir + "\"");

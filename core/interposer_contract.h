@@ -47,6 +47,10 @@ struct InterposerDevice {
 // whole percent rounded down, at least 1, and none for the whole device or a device without one.
 std::vector<InterposerDevice> InterposerDevicesFor(const std::vector<const PlannedDevice*>& devices);
 
+// Whether any device carries a limit (memory, or an SM limit below 100 %): what makes a
+// container need the library at all.
+bool AnyLimited(const std::vector<InterposerDevice>& devices);
+
 struct InterposerMount {
   std::string container_path;
   std::string host_path;

@@ -78,11 +78,7 @@ DecoratorFactory InterposerDecoratorFactory(std::string library_source, std::str
       Status failure = installed.status().WithContext("installing the in-container library");
       return [failure](const deviceplugin::ResolvedRequest& request, deviceplugin::ContainerAllocation*) -> Status {
         // Containers without limits need no library.
-        InterposerOptions probe;
-        probe.library_host_dir = "/";
-        probe.container_host_dir = "/";
-        Result<InterposerSetup> setup = BuildInterposerSetup(InterposerDevicesFor(request.devices), probe);
-        if (setup.ok() && !setup->enforces_anything()) return Status::Ok();
+        if (!AnyLimited(InterposerDevicesFor(request.devices))) return Status::Ok();
         return failure.WithContext("in-container GPU limits");
       };
     }
