@@ -105,6 +105,14 @@ logs_of() {
   echo "$out"
 }
 uuids() { sed -n 's/^ *uuid: //p' "$@"; }
+# node_pr node [flags]: e2e/cmd/podresources against that node's kubelet, inside its namespace.
+node_pr() { local n=$1; shift; nsenter -t "$(cut -d' ' -f1 "$pids/node-$n.pid")" -m -- "$bin/podresources" "$@"; }
+# gone app seconds what: waits until the app has no pods left (not settle: a stopped stand-in
+# exits 143, and its pod is Failed until it is gone).
+gone() {
+  for _ in $(seq "$2"); do [ -z "$(pods_of "$1" -o name)" ] && return 0; sleep 1; done
+  fail "$1: $3, pods still there after $2 s: $(phases "$1")"
+}
 
 # A time-slice on ts: NVIDIA_VISIBLE_DEVICES names one of the node's A10s.
 gpu_pod slice ts nvidia.com/gpu 1
@@ -143,8 +151,7 @@ for _ in $(seq 40); do
 done
 [ -n "$idx" ] || fail "pod mem3: no ALIYUN_COM_GPU_MEM_IDX annotation"
 [ "$(annot mem3 ALIYUN_COM_GPU_MEM_ASSIGNED)" = true ] || fail "pod mem3: ALIYUN_COM_GPU_MEM_ASSIGNED is '$(annot mem3 ALIYUN_COM_GPU_MEM_ASSIGNED)', want true"
-holder=$(cut -d' ' -f1 "$pids/node-mem.pid")
-pr=$(nsenter -t "$holder" -m -- "$bin/podresources") || fail "PodResources List on node mem failed"
+pr=$(node_pr mem) || fail "PodResources List on node mem failed"
 # The real kubelet lists one ContainerDevices entry per device ID here (not one per resource),
 # so the container's units are the IDs of all its lines.
 lines=$(grep "^$ns/mem3/c aliyun.com/gpu-mem " <<<"$pr") || fail "PodResources of node mem has no aliyun.com/gpu-mem for $ns/mem3/c: $pr"
@@ -257,9 +264,7 @@ for p in json.load(sys.stdin)["items"]:
 # reports for that resource (PodResources; a replica ID is <uuid>::<k>, a memory unit
 # <uuid>-_-<j>).
 holdings() {
-  local holder
-  holder=$(cut -d' ' -f1 "$pids/node-$1.pid")
-  nsenter -t "$holder" -m -- "$bin/podresources" | awk -v r="$2" '$2 == r {
+  node_pr "$1" | awk -v r="$2" '$2 == r {
     split($1, a, "/"); for (i = 3; i <= NF; i++) { d = $i; sub(/::[0-9]+$/, "", d); sub(/-_-[0-9]+$/, "", d); print a[1] "/" a[2], d } }'
 }
 
@@ -371,7 +376,7 @@ for _ in $(seq 40); do
   [ -n "$dev" ] && break; sleep 0.5
 done
 [ -n "$dev" ] || fail "knative-dedicated-gpu: the user-container's log names no NVIDIA_VISIBLE_DEVICES"
-held=$(nsenter -t "$(cut -d' ' -f1 "$pids/node-mig.pid")" -m -- "$bin/podresources" | awk -v p="$ns/$pod/user-container" '$1 == p && $2 == "nvidia.com/gpu" {print $3}')
+held=$(node_pr mig | awk -v p="$ns/$pod/user-container" '$1 == p && $2 == "nvidia.com/gpu" {print $3}')
 [ "$held" = "$dev" ] || fail "knative-dedicated-gpu: the container says GPU '$dev', kubelet's PodResources '$held'"
 grep -qxF "$dev" <(uuids "$repo/e2e/gpushare/mig-inventory.yaml" | grep '^GPU-' | tail -n +2) ||
   fail "knative-dedicated-gpu: $dev is not one of mig's whole GPUs"
@@ -424,7 +429,6 @@ untouched() {
   [ -z "$failed" ] || fail "$2: pods Failed: $failed"
   echo "e2e-test: $2: $(wc -l <"$1") Running pods untouched (uid, node, container IDs, restart counts), none Failed"
 }
-node_pr() { local n=$1; shift; nsenter -t "$(cut -d' ' -f1 "$pids/node-$n.pid")" -m -- "$bin/podresources" "$@"; }
 # all_allocatable: "<node> <resource> <count>" of what every node's kubelet can allocate now.
 all_allocatable() { local n; for n in $E2E_NODES; do node_pr "$n" -allocatable | sed "s/^/$n /"; done; }
 all_holdings() { local n; for n in $E2E_NODES; do node_pr "$n" | sed "s/^/$n /" | sort; done; }
@@ -487,7 +491,7 @@ new_pods after-kubelet
 all_holdings >"$state/holdings.before"
 mem_annotations >"$state/annotations.before"
 pod_snapshot >"$state/pods.before"
-for n in $E2E_NODES; do pid_file="$pids/gpushare-node-$n.pid"; [ -f "$pid_file" ] && kill -KILL "$(cut -d' ' -f1 "$pid_file")"; done
+for n in $E2E_NODES; do kill -KILL "$(cut -d' ' -f1 "$pids/gpushare-node-$n.pid")"; done
 "$cluster" up >"$state/up-after-node-kill.log" 2>&1 || { tail "$state/up-after-node-kill.log"; fail "cluster up after killing gpushare-node failed"; }
 ok=""
 for _ in $(seq 60); do
@@ -514,9 +518,7 @@ new_pods after-node
 # the burst ends as it would have (56 Running, 44 Pending), no pod Failed, no GPU
 # over-committed, every pod's annotations its PodResources GPU.
 "$kubectl" -n default scale deployment helloworld-go-00001-deployment --replicas=0 >/dev/null
-# (Not settle: a stopped stand-in exits 143, and its pod is Failed until it is gone.)
-for _ in $(seq 180); do [ -z "$(pods_of "$mem" -o name)" ] && break; sleep 1; done
-[ -z "$(pods_of "$mem" -o name)" ] || fail "$mem: scaled to 0, pods still there after 180 s: $(phases "$mem")"
+gone "$mem" 180 "scaled to 0"
 # The kill is timed by gpushare-scheduler's own log: after its 15th bind of the burst (of 56).
 sched_log="$state/logs/gpushare-scheduler.log"
 binds_before=$(grep -c 'event=bind ' "$sched_log" || true)
@@ -546,8 +548,7 @@ figures="$state/figures"
 figure() { echo "e2e-figure: $*" | tee -a "$figures"; }
 "$kubectl" -n "$ns" delete pod --all --wait=true --timeout=120s >/dev/null
 # The revision's pods are gone before the clock starts (deleting a Deployment does not wait for them).
-for _ in $(seq 180); do [ -z "$(pods_of "$mem" -o name)" ] && break; sleep 1; done
-[ -z "$(pods_of "$mem" -o name)" ] || fail "$mem: deleted, pods still there after 180 s: $(phases "$mem")"
+gone "$mem" 180 "deleted"
 
 # From `kubectl apply` of a Deployment of 100 pods of 1 GiB each to all 100 Running on node mem.
 { printf 'apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: mem100, namespace: %s}\n' "$ns"

@@ -105,8 +105,9 @@ func main() {
 		if err := syscall.Kill(*pausePid, syscall.SIGSTOP); err != nil {
 			fail("SIGSTOP %d: %v", *pausePid, err)
 		}
-		// Continued whatever happens below.
-		defer syscall.Kill(*pausePid, syscall.SIGCONT)
+		// Continued whatever happens below: fail exits without running deferred calls.
+		resume = func() { syscall.Kill(*pausePid, syscall.SIGCONT) }
+		defer resume()
 	}
 	start := time.Now()
 	var created time.Duration
@@ -231,7 +232,11 @@ func template(name, namespace, image, res, selector string) *corev1.Pod {
 	return p
 }
 
+// resume continues a scheduler stopped by -pause-pid (no-op otherwise).
+var resume = func() {}
+
 func fail(format string, args ...any) {
+	resume()
 	fmt.Fprintf(os.Stderr, "bindrate: "+format+"\n", args...)
 	os.Exit(1)
 }
