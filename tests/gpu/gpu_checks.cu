@@ -119,7 +119,9 @@ static int Limits(const std::string& api, size_t chunk_mib) {
   CUdeviceptr va = 0;
   size_t va_size = 64ull << 30, mapped = 0;
   if (api == "vmm") cuMemAddressReserve(&va, va_size, 0, 0, 0);
-  for (int i = 0; i < 1024; ++i) {
+  // VMM maps 2 MiB pieces: enough iterations to pass any limit up to the reserved 64 GiB.
+  const int max_steps = api == "vmm" ? static_cast<int>(va_size >> 21) : 1024;
+  for (int i = 0; i < max_steps; ++i) {
     void* p = nullptr;
     if (api == "malloc") last = cudaMalloc(&p, chunk);
     else if (api == "async") last = cudaMallocAsync(&p, chunk, s);

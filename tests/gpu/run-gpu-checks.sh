@@ -28,7 +28,10 @@ RESULTS="$OUT/results.jsonl"
 : > "$RESULTS"
 say() { printf '\n== %s\n' "$*"; }
 json() { tee -a "$RESULTS"; }
-T() { timeout "$@"; }
+# CHECKS=2,5 runs only those sections (the machine and the build always run).
+want() { [[ ",${CHECKS:-1,2,3,4,5,6,7}," == *",$1,"* ]]; }
+# SIGKILL the checker holding memory (its pid, not the timeout wrapping it).
+kill_holder() { pkill -KILL -f "$B hold $1" 2>/dev/null; wait "$2" 2>/dev/null; }
 
 say "0. machine"
 if ! command -v nvidia-smi >/dev/null; then echo "no nvidia-smi: not a GPU machine"; exit 3; fi
@@ -56,14 +59,17 @@ run_limited() {  # run_limited <limit> <region name> <timeout> <command...>
   local limit=$1 region=$2 t=$3
   shift 3
   env LD_PRELOAD="$LIB" CUDA_DEVICE_MEMORY_LIMIT="$limit" CUDA_DEVICE_MEMORY_SHARED_CACHE="$OUT/$region.region" \
-    GPUSHARE_LOG_LEVEL=2 T "$t" "$@"
+    GPUSHARE_LOG_LEVEL=2 timeout "$t" "$@"
 }
 
+if want 1; then
 say "1. symbol routing"
 [ -f "$SEQ" ] || SEQ=/dev/null
-T 60 "$B" routing "$SEQ" | json
+timeout 60 "$B" routing "$SEQ" | json
 run_limited 4g routing 60 "$B" limits malloc 4096 | json
 
+fi
+if want 2; then
 say "2. allocation past a 4 GiB limit"
 for api in malloc async pool pitch array3d managed vmm; do
   chunk=1024
@@ -75,14 +81,18 @@ run_limited 4g usage 30 "$B" hold 3072 > "$OUT/hold.txt" &
 HOLD=$!
 sleep 5
 nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader | sed 's/^/real usage: /'
-kill -9 $HOLD 2>/dev/null; wait $HOLD 2>/dev/null
+kill_holder 3072 $HOLD
 
+fi
+if want 3; then
 say "3. queries under the limit"
 run_limited 4g queries 30 "$B" meminfo | json
 env LD_PRELOAD="$LIB" CUDA_DEVICE_MEMORY_LIMIT=4g CUDA_DEVICE_MEMORY_SHARED_CACHE="$OUT/queries.region" \
-  T 30 nvidia-smi --query-gpu=memory.total,memory.used,memory.free --format=csv
+  timeout 30 nvidia-smi --query-gpu=memory.total,memory.used,memory.free --format=csv
 run_limited 256m tiny 30 "$B" meminfo | json
 
+fi
+if want 4; then
 say "4. two processes, one 4 GiB limit, 3 GiB each, 50 rounds"
 "$B" mkbarrier "$OUT/barrier" 2
 run_limited 4g race 120 "$B" race 50 3072 "$OUT/barrier" > "$OUT/race-a.json" &
@@ -91,29 +101,36 @@ run_limited 4g race 120 "$B" race 50 3072 "$OUT/barrier" > "$OUT/race-b.json"
 wait $A
 cat "$OUT/race-a.json" "$OUT/race-b.json" | json
 
+fi
+if want 5; then
 say "5. crash reclaim"
 run_limited 4g crash 60 "$B" hold 2048 > "$OUT/crash-hold.txt" &
 H=$!
 sleep 5
-kill -9 $H; wait $H 2>/dev/null
+kill_holder 2048 $H
 start=$(date +%s.%N)
 run_limited 4g crash 30 "$B" limits malloc 4096 | json
-echo "reclaim+allocate took $(echo "$(date +%s.%N) - $start" | bc) s"
+echo "reclaim+allocate took $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.3f", b-a}') s"
 
+fi
+if want 6; then
 say "6. overhead against native"
-echo "native:"; T 120 "$B" overhead | sed 's/"check":"overhead"/"check":"overhead","mode":"native"/' | json
+echo "native:"; timeout 120 "$B" overhead | sed 's/"check":"overhead"/"check":"overhead","mode":"native"/' | json
 echo "interposed, memory limit:"
 run_limited 64g overhead 120 "$B" overhead | sed 's/"check":"overhead"/"check":"overhead","mode":"limit"/' | json
 echo "interposed, CUDA_DEVICE_SM_LIMIT=100 (no throttling):"
-env LD_PRELOAD="$LIB" CUDA_DEVICE_SM_LIMIT=100 T 120 "$B" overhead |
+env LD_PRELOAD="$LIB" CUDA_DEVICE_SM_LIMIT=100 timeout 120 "$B" overhead |
   sed 's/"check":"overhead"/"check":"overhead","mode":"sm100"/' | json
 
+fi
+if want 7; then
 say "7. SM limit accuracy"
-T 60 "$B" spin 15 0 | sed 's/"check":"spin"/"check":"spin","limit":100/' | json
+timeout 60 "$B" spin 15 0 | sed 's/"check":"spin"/"check":"spin","limit":100/' | json
 for l in 30 50; do
-  env LD_PRELOAD="$LIB" CUDA_DEVICE_SM_LIMIT=$l CUDA_DEVICE_MEMORY_SHARED_CACHE="$OUT/sm$l.region" T 60 "$B" spin 15 0 |
+  env LD_PRELOAD="$LIB" CUDA_DEVICE_SM_LIMIT=$l CUDA_DEVICE_MEMORY_SHARED_CACHE="$OUT/sm$l.region" timeout 60 "$B" spin 15 0 |
     sed "s/\"check\":\"spin\"/\"check\":\"spin\",\"limit\":$l/" | json
 done
-env LD_PRELOAD="$LIB" CUDA_DEVICE_SM_LIMIT=30 CUDA_DEVICE_MEMORY_SHARED_CACHE="$OUT/smg.region" T 60 "$B" spin 15 1 |
+env LD_PRELOAD="$LIB" CUDA_DEVICE_SM_LIMIT=30 CUDA_DEVICE_MEMORY_SHARED_CACHE="$OUT/smg.region" timeout 60 "$B" spin 15 1 |
   sed 's/"check":"spin"/"check":"spin","limit":30/' | json
+fi
 say "done: $RESULTS"
