@@ -59,8 +59,9 @@ e2e-smoke: e2e-build
 
 # gpushare on the e2e cluster (docs/e2e.md): gpushare-node per node and gpushare-scheduler as
 # host processes on simulated GPUs, checked against the real kubelets and kube-scheduler (as root).
-e2e: e2e-build configure
-	cmake --build $(BUILD) -j $(JOBS) --target gpushare-node gpushare-scheduler gpushare-cuda
+# Then gpushare installed with its Helm chart from the images of `make images` (scripts/e2e-helm.sh).
+e2e: e2e-build configure images
+	cmake --build $(BUILD) -j $(JOBS) --target gpushare-node gpushare-scheduler gpushare-cuda fakecuda cuda-probe-dlopen
 	GPUSHARE_BIN=$(CURDIR)/$(BUILD)/bin ./scripts/e2e-test.sh
 
 bench: build

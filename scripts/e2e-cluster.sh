@@ -5,6 +5,8 @@
 #   scripts/e2e-cluster.sh up       start (or complete) the cluster; harmless when already up
 #   scripts/e2e-cluster.sh down     stop everything `up` started, by PID, and unmount everything
 #   scripts/e2e-cluster.sh status   what runs, where it logs; exit 0 only when all of it runs
+#   scripts/e2e-cluster.sh scheduler-plain      kube-scheduler restarted with its defaults
+#   scripts/e2e-cluster.sh host-gpushare-stop   gpushare's host processes stopped (Helm tests)
 #
 # What runs: etcd, kube-apiserver (TLS, serving and advertising 127.0.0.1 only, so with
 # --endpoint-reconciler-type=none: the `kubernetes` Service has no endpoints, and nothing needs
@@ -286,10 +288,33 @@ mirror_hosts() {
     printf '%s\n' "server = \"http://$registry_addr\"" "[host.\"http://$registry_addr\"]" \
       '  capabilities = ["pull", "resolve"]' >"$nd/certs.d/$h/hosts.toml"
   done
+  # Images named after the registry itself (gpushare's, in the Helm tests): plain HTTP.
+  mkdir -p "$nd/certs.d/$registry_addr"
+  printf '%s\n' "server = \"http://$registry_addr\"" "[host.\"http://$registry_addr\"]" \
+    '  capabilities = ["pull", "resolve"]' >"$nd/certs.d/$registry_addr/hosts.toml"
 }
 
 # ---------------------------------------------------------------------------------------------
 # Control plane.
+
+# Pods reach the API server the way in-cluster clients do, at the `kubernetes` Service's
+# ClusterIP 10.96.0.1:443 (in the serving certificate). There is no kube-proxy: one DNAT rule in
+# the chain GPUSHARE-E2E sends pod traffic for that address to the API server (which listens
+# on every local address, and authenticates every caller) at node 1's address.
+api_dnat() {
+  command -v iptables >/dev/null || die "iptables not found; run scripts/install-deps.sh"
+  iptables -t nat -N GPUSHARE-E2E 2>/dev/null || true
+  iptables -t nat -F GPUSHARE-E2E
+  iptables -t nat -A GPUSHARE-E2E -s 10.244.0.0/16 -d 10.96.0.1/32 -p tcp --dport 443 \
+    -j DNAT --to-destination "$(node_ip 1):$apiserver_port"
+  iptables -t nat -C PREROUTING -j GPUSHARE-E2E 2>/dev/null || iptables -t nat -I PREROUTING -j GPUSHARE-E2E
+}
+api_dnat_remove() {
+  command -v iptables >/dev/null || return 0
+  iptables -t nat -D PREROUTING -j GPUSHARE-E2E 2>/dev/null || true
+  iptables -t nat -F GPUSHARE-E2E 2>/dev/null || true
+  iptables -t nat -X GPUSHARE-E2E 2>/dev/null || true
+}
 
 start_etcd() {
   pid_alive etcd && return 0
@@ -308,7 +333,8 @@ start_etcd() {
 start_apiserver() {
   pid_alive kube-apiserver && return 0
   start_bg kube-apiserver "$logs/kube-apiserver.log" "$bin/kube-apiserver" "$bin/kube-apiserver" \
-    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$apiserver_port" \
+    --bind-address 0.0.0.0 --advertise-address 127.0.0.1 --secure-port "$apiserver_port" \
+    --enable-aggregator-routing=true \
     --etcd-servers "http://127.0.0.1:$etcd_client_port" \
     --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
     --client-ca-file "$pki/ca.crt" \
@@ -360,6 +386,28 @@ start_scheduler() {
     --bind-address 127.0.0.1 --profiling=false --v=1
 }
 
+# For the Helm tests (scripts/e2e-helm.sh): the cluster's kube-scheduler with no configuration
+# file at all (its defaults, as on a managed cluster), gpushare's own scheduler Deployment then
+# places memory shares.
+cmd_scheduler_plain() {
+  stop_pid kube-scheduler 20
+  start_bg kube-scheduler "$logs/kube-scheduler.log" "$bin/kube-scheduler" "$bin/kube-scheduler" \
+    --kubeconfig "$dir/scheduler.kubeconfig" --leader-elect=false \
+    --authentication-kubeconfig "$dir/scheduler.kubeconfig" \
+    --authorization-kubeconfig "$dir/scheduler.kubeconfig" \
+    --bind-address 127.0.0.1 --profiling=false --v=1
+  log "kube-scheduler restarted with its defaults (no extender)"
+}
+
+# gpushare's host processes stopped (gpushare-node first removes its sockets), for the Helm
+# tests to install gpushare as pods instead.
+cmd_host_gpushare_stop() {
+  local n
+  for n in "${nodes[@]}"; do stop_pid "gpushare-node-$n" 10; done
+  stop_pid gpushare-scheduler 10
+  log "gpushare host processes stopped"
+}
+
 # ---------------------------------------------------------------------------------------------
 # Nodes.
 
@@ -374,6 +422,7 @@ node_mounts=(
   var-lib-cni:/var/lib/cni
   var-log-pods:/var/log/pods
   var-log-containers:/var/log/containers
+  var-lib-gpushare:/var/lib/gpushare
 )
 
 write_node_config() { # name index
@@ -718,6 +767,7 @@ cmd_up() {
   make_images
   # Pods on different nodes reach each other through the host's routes between the bridges.
   sysctl -qw net.ipv4.ip_forward=1 || true
+  api_dnat
 
   start_registry
   start_etcd
@@ -761,6 +811,7 @@ cmd_down() {
   stop_pid kube-apiserver 20
   stop_pid etcd 20
   stop_pid registry 10
+  api_dnat_remove
   remove_node_ips
   local left
   left=$(grep -c " $dir/nodes/" /proc/self/mountinfo || true)
@@ -801,5 +852,7 @@ case "${1:-}" in
   up) cmd_up ;;
   down) cmd_down ;;
   status) cmd_status ;;
-  *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+  scheduler-plain) cmd_scheduler_plain ;;
+  host-gpushare-stop) cmd_host_gpushare_stop ;;
+  *) echo "usage: $0 up|down|status|scheduler-plain|host-gpushare-stop" >&2; exit 2 ;;
 esac

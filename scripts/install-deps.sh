@@ -34,6 +34,9 @@ PACKAGES=(
   # The container images (`make images`, scripts/build-images.sh): buildah builds them from
   # deploy/images/*/Containerfile, FROM Debian base images that debootstrap makes here.
   buildah debootstrap
+  # iptables: the e2e cluster has no kube-proxy; one DNAT rule lets pods reach the API server
+  # at the `kubernetes` Service address (the Helm-installed gpushare runs in pods).
+  iptables
 )
 
 case "${1:-}" in

@@ -512,18 +512,24 @@ TEST_F(IntegrationTest, TheExtenderOverMutualTlsAsKubeSchedulerConfiguresIt) {
   EXPECT_NE(scheduler_->Log().find("tls=on client_certs=required"), std::string::npos);
 }
 
-// The plain manifests keep the extender on the node's loopback (issue 10 §2): no Service
-// exposes it, gpushare-scheduler listens on 127.0.0.1 in the host's network namespace beside
-// kube-scheduler, kube-scheduler calls that address and port, and the probes go to the health
-// listener, which is not on loopback (kubelet probes the node's address).
+// The chart's extender mode (deploy/manifests/gpushare-extender.yaml, rendered from
+// deploy/helm/gpushare) keeps the extender on the node's loopback (issue 10 §2): no Service
+// port reaches it, gpushare-scheduler listens on 127.0.0.1 in the host's network namespace
+// beside kube-scheduler, kube-scheduler calls that address and port, and the probes go to the
+// health listener, which is not on loopback (kubelet probes the node's address). The
+// second-scheduler mode keeps it on the pod's loopback, where only kube-scheduler's container
+// (same pod) calls it.
 TEST(DeployedManifests, KeepTheExtenderOnLoopback) {
   const std::string dir = std::string(GPUSHARE_SOURCE_DIR) + "/deploy/";
   std::string listen, health_listen, probe_port;
   bool host_network = false;
-  for (const YAML::Node& doc : YAML::LoadAllFromFile(dir + "gpushare-scheduler.yaml")) {
+  std::vector<std::string> service_ports;
+  for (const YAML::Node& doc : YAML::LoadAllFromFile(dir + "manifests/gpushare-extender.yaml")) {
+    if (!doc.IsMap()) continue;
     const std::string kind = doc["kind"].as<std::string>("");
-    EXPECT_NE(kind, "Service") << "the extender must not be exposed by a Service";
-    if (kind != "DaemonSet" && kind != "Deployment") continue;
+    if (kind == "Service")
+      for (const YAML::Node& p : doc["spec"]["ports"]) service_ports.push_back(p["targetPort"].as<std::string>(""));
+    if (kind != "DaemonSet" || doc["metadata"]["name"].as<std::string>("") != "gpushare-scheduler") continue;
     const YAML::Node spec = doc["spec"]["template"]["spec"];
     host_network = spec["hostNetwork"].as<bool>(false);
     const YAML::Node c = spec["containers"][0];
@@ -540,12 +546,33 @@ TEST(DeployedManifests, KeepTheExtenderOnLoopback) {
     }
   }
   EXPECT_TRUE(host_network);
-  EXPECT_EQ(listen.rfind("127.0.0.1:", 0), 0u) << listen;
+  ASSERT_EQ(listen.rfind("127.0.0.1:", 0), 0u) << listen;
+  const std::string extender_port = listen.substr(listen.rfind(':') + 1);
+  for (const std::string& p : service_ports) EXPECT_NE(p, extender_port) << "a Service reaches the extender";
   EXPECT_EQ(health_listen.substr(health_listen.rfind(':') + 1), probe_port) << health_listen;
   EXPECT_EQ(health_listen.rfind("127.", 0), std::string::npos) << "kubelet cannot probe a loopback listener";
   YAML::Node cfg = YAML::LoadFile(dir + "kube-scheduler-config.yaml");
   const std::string url = cfg["extenders"][0]["urlPrefix"].as<std::string>();
   EXPECT_EQ(url, "http://" + listen + "/gpushare-scheduler");
+
+  // Second-scheduler mode: the extender on the pod's loopback, no Service port reaching it.
+  std::string pod_listen;
+  service_ports.clear();
+  for (const YAML::Node& doc : YAML::LoadAllFromFile(dir + "manifests/gpushare-second-scheduler.yaml")) {
+    if (!doc.IsMap()) continue;
+    const std::string kind = doc["kind"].as<std::string>("");
+    if (kind == "Service")
+      for (const YAML::Node& p : doc["spec"]["ports"]) service_ports.push_back(p["targetPort"].as<std::string>(""));
+    if (kind != "Deployment") continue;
+    EXPECT_FALSE(doc["spec"]["template"]["spec"]["hostNetwork"].as<bool>(false));
+    for (const YAML::Node& c : doc["spec"]["template"]["spec"]["containers"])
+      for (const YAML::Node& a : c["args"]) {
+        const std::string arg = a.as<std::string>();
+        if (arg.rfind("--listen=", 0) == 0) pod_listen = arg.substr(9);
+      }
+  }
+  ASSERT_EQ(pod_listen.rfind("127.0.0.1:", 0), 0u) << pod_listen;
+  for (const std::string& p : service_ports) EXPECT_NE(p, pod_listen.substr(pod_listen.rfind(':') + 1));
 }
 
 // Every flag problem exits 2 with a line that names the flag, before anything starts.

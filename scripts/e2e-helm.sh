@@ -1,0 +1,234 @@
+#!/usr/bin/env bash
+# gpushare installed with Helm on the e2e cluster (docs/e2e.md, issue 12 section 4), after
+# scripts/e2e-test.sh on the same cluster (which calls this before taking the cluster down):
+#   1. helm lint and helm template of deploy/helm/gpushare in every scheduler mode; the API
+#      server accepts what they render (kubectl apply --dry-run=server); deploy/manifests/ is
+#      what the chart renders; a bad value fails naming the value.
+#   2. the images of `make images` pushed to the local registry (and a kube-scheduler image
+#      made from the binary of scripts/e2e-build.sh, and the CUDA-double probe image).
+#   3. gpushare's host processes stopped, the cluster's kube-scheduler restarted with its
+#      defaults (no extender, no configuration file), `helm install` (second-scheduler mode):
+#      the nodes advertise what they did, the webhook has its certificate.
+#   4. the probe pod with aliyun.com/gpu-mem: "3" and one on a time-slice with evenSplit: the
+#      real container's CUDA sees the limit and the allocation past it fails.
+#   5. the seed workload checks again (scripts/e2e-lib.sh), memory shares placed by gpushare's
+#      own scheduler.
+#   6. `helm upgrade` to a new image tag with the probe pods running: they keep running, a new
+#      pod gets the new library; `helm uninstall`: the pods keep running.
+# Needs root, a cluster up with scripts/e2e-cluster.sh, build/e2e/bin/helm, the images of
+# `make images` in buildah's storage and build/lib/libgpushare-cuda.so.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cluster="$repo/scripts/e2e-cluster.sh"
+bin=${E2E_BIN:-$repo/build/e2e/bin}
+kubectl="$bin/kubectl"
+helm="$bin/helm"
+export KUBECONFIG="$repo/build/e2e/kubeconfig"
+state=${E2E_DIR:-$repo/build/e2e/cluster}
+pids="$state/pids"
+chart="$repo/deploy/helm/gpushare"
+registry=127.0.0.1:5000
+release=gpushare
+gns=gpushare
+ns=e2e-helm
+work="$state/helm"
+export E2E_NODES="ts mig mem"
+
+fail() { echo "e2e-helm: FAIL: $*" >&2; exit 1; }
+say() { echo "e2e-helm: $*"; }
+# shellcheck source=scripts/e2e-lib.sh
+source "$repo/scripts/e2e-lib.sh"
+
+[ -x "$helm" ] || fail "$helm missing (scripts/e2e-build.sh builds it)"
+[ -f "$repo/build/lib/libgpushare-cuda.so" ] || fail "build/lib/libgpushare-cuda.so missing (ninja -C build gpushare-cuda)"
+mkdir -p "$work"
+kver=$("$kubectl" version -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["serverVersion"]["gitVersion"])')
+version=$(sed -n 's/^project(gpushare VERSION \([0-9.]*\) .*/\1/p' "$repo/CMakeLists.txt")
+tag_a="$version-e2e.1"
+tag_b="$version-e2e.2"
+say "helm $("$helm" version --short), cluster $kver, images $tag_a then $tag_b"
+
+# ---------------------------------------------------------------------------------------------
+# 1. Lint, template, the API server's dry run.
+"$kubectl" create namespace "$gns" --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
+for mode in second-scheduler extender none; do
+  "$helm" lint --strict "$chart" --kube-version "$kver" --set "scheduler.mode=$mode" >"$work/lint-$mode.txt" 2>&1 ||
+    { cat "$work/lint-$mode.txt" >&2; fail "helm lint --strict (scheduler.mode=$mode)"; }
+  "$helm" template "$release" "$chart" -n "$gns" --kube-version "$kver" --set "scheduler.mode=$mode" \
+    >"$work/$mode.yaml" 2>"$work/template-$mode.err" ||
+    { cat "$work/template-$mode.err" >&2; fail "helm template (scheduler.mode=$mode)"; }
+  "$kubectl" apply --dry-run=server -f "$work/$mode.yaml" >"$work/dry-run-$mode.txt" 2>&1 ||
+    { cat "$work/dry-run-$mode.txt" >&2; fail "the API server refused what the chart renders (scheduler.mode=$mode)"; }
+  say "scheduler.mode=$mode: lint clean, $(grep -c '^kind:' "$work/$mode.yaml") objects accepted by the API server (dry run)"
+done
+# The plain manifests are the chart's output, never edited by hand.
+"$repo/scripts/render-manifests.sh" --check || fail "deploy/manifests/ is not what the chart renders (scripts/render-manifests.sh)"
+# Bad values fail naming the value.
+for bad in "scheduler.mode=extendr:scheduler.mode: must be second-scheduler, extender or none" \
+           "config.default=nope:config.default: \"nope\" is not a key of config.map" \
+           "scheduler.webhook.failurePolicy=Sometimes:scheduler.webhook.failurePolicy: must be Fail or Ignore"; do
+  out=$("$helm" template x "$chart" --kube-version "$kver" --set "${bad%%:*}" 2>&1) && fail "--set ${bad%%:*} rendered"
+  grep -qF "${bad#*:}" <<<"$out" || fail "--set ${bad%%:*}: '$out' does not say '${bad#*:}'"
+done
+say "bad values refused, each naming the value"
+
+# ---------------------------------------------------------------------------------------------
+# 2. Images into the local registry.
+for name in gpushare-node gpushare-scheduler; do
+  buildah inspect --type image "docker.io/gpushare/$name:$version" >/dev/null 2>&1 ||
+    fail "image docker.io/gpushare/$name:$version not in buildah's storage (make images)"
+  buildah push --quiet --tls-verify=false "docker.io/gpushare/$name:$version" \
+    "docker://$registry/gpushare/$name:$tag_a" >/dev/null || fail "pushing $name:$tag_a failed"
+done
+# The upgrade's node image: the same image with the library of this machine's build (other
+# bytes, so another versioned directory on the hosts) and its own version label.
+lib_a=$(buildah run "$(buildah from --pull-never --quiet "docker.io/gpushare/gpushare-node:$version")" -- \
+  md5sum /usr/lib/gpushare/libgpushare-cuda.so | cut -d' ' -f1)
+buildah rm --all >/dev/null
+ctr=$(buildah from --pull-never --quiet "docker.io/gpushare/gpushare-node:$version")
+buildah copy --quiet "$ctr" "$repo/build/lib/libgpushare-cuda.so" /usr/lib/gpushare/libgpushare-cuda.so >/dev/null
+buildah config --label "org.opencontainers.image.version=$tag_b" "$ctr"
+buildah commit --quiet "$ctr" "localhost/gpushare-e2e/gpushare-node:$tag_b" >/dev/null
+buildah rm "$ctr" >/dev/null
+buildah push --quiet --tls-verify=false "localhost/gpushare-e2e/gpushare-node:$tag_b" \
+  "docker://$registry/gpushare/gpushare-node:$tag_b" >/dev/null || fail "pushing gpushare-node:$tag_b failed"
+buildah push --quiet --tls-verify=false "docker.io/gpushare/gpushare-scheduler:$version" \
+  "docker://$registry/gpushare/gpushare-scheduler:$tag_b" >/dev/null || fail "pushing gpushare-scheduler:$tag_b failed"
+lib_b=$(md5sum "$repo/build/lib/libgpushare-cuda.so" | cut -d' ' -f1)
+[ "$lib_a" != "$lib_b" ] || fail "the upgrade's library has the same bytes as the image's ($lib_a)"
+# kube-scheduler, the binary scripts/e2e-build.sh built (registry.k8s.io is not reachable here).
+python3 "$repo/e2e/images/mkimage.py" --out "$work/kube-scheduler.tar" --name "$registry/kube-scheduler:$kver" \
+  --file "$bin/kube-scheduler:/usr/local/bin/kube-scheduler" --dir /tmp --env PATH=/usr/local/bin \
+  --entrypoint /usr/local/bin/kube-scheduler
+python3 "$repo/e2e/images/push.py" --archive "$work/kube-scheduler.tar" --registry "$registry" \
+  --as "kube-scheduler:$kver" >/dev/null || fail "pushing kube-scheduler:$kver failed"
+probe_image=$("$repo/scripts/e2e-probe-image.sh" "$registry") || fail "the CUDA probe image failed"
+say "pushed to $registry: gpushare-node and gpushare-scheduler $tag_a and $tag_b, kube-scheduler:$kver, $probe_image"
+
+# ---------------------------------------------------------------------------------------------
+# 3. gpushare moves into pods; the cluster's kube-scheduler loses its extender.
+"$kubectl" delete namespace e2e-gpushare --ignore-not-found --wait=true --timeout=180s >/dev/null
+"$cluster" host-gpushare-stop
+"$cluster" scheduler-plain
+grep -q -- '--config' "/proc/$(cut -d' ' -f1 "$pids/kube-scheduler.pid")/cmdline" &&
+  fail "the cluster's kube-scheduler still runs with a configuration file"
+for n in $E2E_NODES; do
+  d="$state/nodes/$n/var-lib-gpushare/e2e"
+  mkdir -p "$d"
+  case $n in
+    ts | mem) cp "$repo/examples/inventory/8x-a10.yaml" "$d/inventory.yaml" ;;
+    mig) cp "$repo/e2e/gpushare/mig-inventory.yaml" "$d/inventory.yaml" ;;
+  esac
+  "$kubectl" label node "$n" "nvidia.com/device-plugin.config=$n" gpushare.io/gpu=true --overwrite >/dev/null
+done
+t0=$SECONDS
+"$helm" install "$release" "$chart" -n "$gns" -f "$repo/e2e/gpushare/helm-values.yaml" \
+  --set "image.tag=$tag_a" --set-file "config.map.ts=$repo/e2e/gpushare/ts-config.yaml" \
+  --set-file "config.map.mig=$repo/e2e/gpushare/mig-config.yaml" \
+  --set-file "config.map.mem=$repo/e2e/gpushare/mem-config.yaml" \
+  --wait --timeout 5m >"$work/install.txt" 2>&1 ||
+  { cat "$work/install.txt" >&2; "$kubectl" -n "$gns" get pods -o wide >&2; fail "helm install failed"; }
+say "helm install: ready in $((SECONDS - t0)) s"
+grep -q 'kubectl label node <gpu-node> nvidia.com/device-plugin.config' "$work/install.txt" || fail "helm install printed no NOTES"
+"$kubectl" -n "$gns" get pods -o wide
+want_alloc ts nvidia.com/gpu 80
+want_alloc mig nvidia.com/mig-1g.10gb 21
+want_alloc mig nvidia.com/gpu 2
+want_alloc mem aliyun.com/gpu-mem 176
+want_alloc mem aliyun.com/gpu-count 8
+webhook=$("$kubectl" get mutatingwebhookconfiguration -l "app.kubernetes.io/instance=$release" -o name)
+ca=""
+for _ in $(seq 60); do
+  ca=$("$kubectl" get "$webhook" -o jsonpath='{.webhooks[0].clientConfig.caBundle}')
+  [ -n "$ca" ] && break
+  sleep 1
+done
+[ -n "$ca" ] || fail "$webhook: no caBundle after 60 s (gpushare-scheduler makes the certificate)"
+say "$webhook: caBundle set by gpushare-scheduler ($(base64 -d <<<"$ca" | grep -c 'BEGIN CERTIFICATE') CA certificate(s))"
+
+# ---------------------------------------------------------------------------------------------
+# 4. The probe: CUDA (the driver double) inside the real container, with the library the node
+# agent installed, preloaded by the kubelet's mounts.
+"$kubectl" create namespace "$ns" --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
+probe_pod() { # name resource count [node]
+  { printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: %s, namespace: %s}\nspec:\n' "$1" "$ns"
+    [ -n "${4:-}" ] && printf '  nodeSelector: {gpushare.e2e/node: %s}\n' "$4"
+    printf '  terminationGracePeriodSeconds: 1\n  containers:\n  - name: probe\n    image: %s\n' "$probe_image"
+    printf '    resources:\n      limits: {%s: "%s"}\n' "$2" "$3"; } | "$kubectl" apply -f - >/dev/null
+}
+# probe_result pod: the probe's summary line (waits for it).
+probe_result() {
+  local out=""
+  for _ in $(seq 120); do
+    out=$("$kubectl" -n "$ns" logs "$1" 2>/dev/null | grep '^probe: total_mib=' || true)
+    [ -n "$out" ] && break
+    sleep 1
+  done
+  [ -n "$out" ] || { "$kubectl" -n "$ns" describe pod "$1" | tail -20 >&2; "$kubectl" -n "$ns" logs "$1" >&2 || true; fail "$1: no probe summary after 120 s"; }
+  echo "$out"
+}
+# want_probe pod total-mib: the limit is the total CUDA reports, allocations reached it (less the
+# context charge) and the next one was refused with CUDA_ERROR_OUT_OF_MEMORY.
+want_probe() {
+  local r
+  r=$(probe_result "$1")
+  say "$1: $r"
+  grep -q "total_mib=$2 " <<<"$r" || fail "$1: '$r', want total_mib=$2"
+  grep -q 'next=CUDA_ERROR_OUT_OF_MEMORY' <<<"$r" || fail "$1: '$r', want the allocation past the limit refused with CUDA_ERROR_OUT_OF_MEMORY"
+}
+probe_pod probe-mem3 aliyun.com/gpu-mem 3
+probe_pod probe-slice nvidia.com/gpu 1 ts
+running probe-mem3
+running probe-slice
+[ "$("$kubectl" -n "$ns" get pod probe-mem3 -o jsonpath='{.spec.schedulerName}')" = gpushare-scheduler ] ||
+  fail "probe-mem3: schedulerName not set to gpushare-scheduler by the webhook"
+[ "$("$kubectl" -n "$ns" get pod probe-slice -o jsonpath='{.spec.schedulerName}')" = default-scheduler ] ||
+  fail "probe-slice (no memory share) was sent to another scheduler"
+want_probe probe-mem3 3072
+want_probe probe-slice 2302
+# The library each probe maps: what the image carries, from one versioned host directory.
+lib_in() { "$kubectl" -n "$ns" exec "$1" -- md5sum /usr/local/gpushare/lib/libgpushare-cuda.so | cut -d' ' -f1; }
+[ "$(lib_in probe-mem3)" = "$lib_a" ] || fail "probe-mem3 maps a library other than image $tag_a's"
+snapshot=$(pod_snapshot | grep "^$ns/")
+
+# ---------------------------------------------------------------------------------------------
+# 5. The seed workloads, memory shares placed by gpushare's own scheduler.
+seed_checks
+sn=$("$kubectl" -n default get pods -l serving.knative.dev/service=helloworld-go -o jsonpath='{.items[*].spec.schedulerName}' | tr ' ' '\n' | sort -u)
+[ "$sn" = gpushare-scheduler ] || fail "$mem: schedulerNames '$sn', want gpushare-scheduler on every pod"
+"$kubectl" -n default delete deployment helloworld-go-00001-deployment --wait=true >/dev/null
+"$kubectl" -n default delete ksvc helloworld-go >/dev/null
+gone "$mem" 180 "deleted"
+
+# ---------------------------------------------------------------------------------------------
+# 6. Upgrade with the probes running, then uninstall.
+t0=$SECONDS
+"$helm" upgrade "$release" "$chart" -n "$gns" --reuse-values --set "image.tag=$tag_b" --wait --timeout 5m \
+  >"$work/upgrade.txt" 2>&1 || { cat "$work/upgrade.txt" >&2; fail "helm upgrade failed"; }
+"$kubectl" -n "$gns" rollout status "daemonset/$release-node" --timeout=180s >/dev/null ||
+  fail "the node DaemonSet did not roll out $tag_b"
+say "helm upgrade to $tag_b: rolled out in $((SECONDS - t0)) s"
+untouched <(echo "$snapshot") || fail "a probe pod was restarted or moved by the upgrade"
+want_probe probe-mem3 3072
+probe_pod probe-mem3b aliyun.com/gpu-mem 3
+running probe-mem3b
+want_probe probe-mem3b 3072
+[ "$(lib_in probe-mem3b)" = "$lib_b" ] || fail "probe-mem3b (after the upgrade) maps a library other than $tag_b's"
+[ "$(lib_in probe-mem3)" = "$lib_a" ] || fail "probe-mem3 no longer maps $tag_a's library"
+libdirs=$(ls "$state/nodes/mem/var-lib-gpushare/lib" | grep -v '^\.' | tr '\n' ' ')
+[ "$(wc -w <<<"$libdirs")" -eq 2 ] || fail "node mem's library directory holds '$libdirs', want the two versions in use"
+say "upgrade: probe-mem3 keeps $tag_a's library, probe-mem3b gets $tag_b's; on node mem: $libdirs"
+snapshot=$(pod_snapshot | grep "^$ns/")
+"$helm" uninstall "$release" -n "$gns" --wait --timeout 3m >/dev/null || fail "helm uninstall failed"
+for _ in $(seq 60); do
+  [ -z "$("$kubectl" -n "$gns" get pods -o name)" ] && break
+  sleep 1
+done
+[ -z "$("$kubectl" -n "$gns" get pods -o name)" ] || fail "gpushare's pods still there after uninstall"
+[ -z "$("$kubectl" get mutatingwebhookconfiguration -l "app.kubernetes.io/instance=$release" -o name)" ] ||
+  fail "the webhook configuration is still there after uninstall"
+sleep 5
+untouched <(echo "$snapshot") || fail "a probe pod was restarted or moved by the uninstall"
+say "helm uninstall: gpushare gone, the probe pods still Running as they were"
+"$kubectl" delete namespace "$ns" --wait=true --timeout=180s >/dev/null
+say "PASS"
