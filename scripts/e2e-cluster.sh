@@ -278,20 +278,18 @@ start_registry() {
     die "pushing the stand-in images to $registry_addr failed"
 }
 
-# mirror_hosts node-dir: containerd's hosts.toml for each seed image host: pull from the local
-# registry, never from the host itself (as an air-gapped cluster's mirror).
+# mirror_hosts node-dir: containerd's hosts.toml for each image host the cluster pulls from:
+# the local registry, never the host itself (as an air-gapped cluster's mirror). The hosts:
+# the seed images', registry.k8s.io and nvcr.io (the Helm tests' kube-scheduler and CUDA base
+# image), and the registry's own address (plain HTTP).
 mirror_hosts() {
-  local nd=$1 e h
-  for e in "${seed_images[@]}"; do
-    h=${e%% *}
+  local nd=$1 e h hosts=(registry.k8s.io nvcr.io "$registry_addr")
+  for e in "${seed_images[@]}"; do hosts+=("${e%% *}"); done
+  for h in "${hosts[@]}"; do
     mkdir -p "$nd/certs.d/$h"
     printf '%s\n' "server = \"http://$registry_addr\"" "[host.\"http://$registry_addr\"]" \
       '  capabilities = ["pull", "resolve"]' >"$nd/certs.d/$h/hosts.toml"
   done
-  # Images named after the registry itself (gpushare's, in the Helm tests): plain HTTP.
-  mkdir -p "$nd/certs.d/$registry_addr"
-  printf '%s\n' "server = \"http://$registry_addr\"" "[host.\"http://$registry_addr\"]" \
-    '  capabilities = ["pull", "resolve"]' >"$nd/certs.d/$registry_addr/hosts.toml"
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -588,7 +586,7 @@ start_node() { # name index
     local script="set -e"
     local m
     for m in "${node_mounts[@]}"; do
-      script+="; mount --bind '$nd/${m%%:*}' '${m#*:}'"
+      script+="; mkdir -p '${m#*:}'; mount --bind '$nd/${m%%:*}' '${m#*:}'"
     done
     script+="; mount --make-rshared /; exec sleep infinity"
     start_bg "node-$n" "$logs/node-$n.log" "$(command -v sleep)" unshare --mount --propagation private -- sh -c "$script"

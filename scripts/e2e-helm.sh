@@ -44,9 +44,8 @@ source "$repo/scripts/e2e-lib.sh"
 mkdir -p "$work"
 kver=$("$kubectl" version -o json | python3 -c 'import json,sys; print(json.load(sys.stdin)["serverVersion"]["gitVersion"])')
 version=$(sed -n 's/^project(gpushare VERSION \([0-9.]*\) .*/\1/p' "$repo/CMakeLists.txt")
-tag_a="$version-e2e.1"
 tag_b="$version-e2e.2"
-say "helm $("$helm" version --short), cluster $kver, images $tag_a then $tag_b"
+say "helm $("$helm" version --short), cluster $kver, images $version then $tag_b"
 
 # ---------------------------------------------------------------------------------------------
 # 1. Lint, template, the API server's dry run.
@@ -73,37 +72,72 @@ done
 say "bad values refused, each naming the value"
 
 # ---------------------------------------------------------------------------------------------
-# 2. Images into the local registry.
-for name in gpushare-node gpushare-scheduler; do
-  buildah inspect --type image "docker.io/gpushare/$name:$version" >/dev/null 2>&1 ||
-    fail "image docker.io/gpushare/$name:$version not in buildah's storage (make images)"
-  buildah push --quiet --tls-verify=false "docker.io/gpushare/$name:$version" \
-    "docker://$registry/gpushare/$name:$tag_a" >/dev/null || fail "pushing $name:$tag_a failed"
-done
-# The upgrade's node image: the same image with the library of this machine's build (other
-# bytes, so another versioned directory on the hosts) and its own version label.
-lib_a=$(buildah run "$(buildah from --pull-never --quiet "docker.io/gpushare/gpushare-node:$version")" -- \
+# The README's install commands run as written (scripts/readme-block.py extracts each marked
+# block), with: kubectl, helm and buildah this harness's (shell functions below), REGISTRY the
+# local registry, NODE the node `mem`, TAG the upgrade's tag; `helm install` and `helm upgrade`
+# get the simulated GPUs' values appended (e2e/gpushare/helm-values.yaml: an inventory file per
+# node instead of NVML, the named configs ts, mig, mem); `buildah push` to the plain-HTTP
+# registry gets --tls-verify=false.
+kubectl() { "$kubectl_bin" "$@"; }
+helm() {
+  case $1 in
+    install | upgrade)
+      "$helm_bin" "$@" -f "$repo/e2e/gpushare/helm-values.yaml" \
+        --set-file "config.map.ts=$repo/e2e/gpushare/ts-config.yaml" \
+        --set-file "config.map.mig=$repo/e2e/gpushare/mig-config.yaml" \
+        --set-file "config.map.mem=$repo/e2e/gpushare/mem-config.yaml" ;;
+    *) "$helm_bin" "$@" ;;
+  esac
+}
+buildah() {
+  if [ "$1" = push ]; then command buildah push --quiet --tls-verify=false "${@:2}" >/dev/null; else command buildah "$@"; fi
+}
+kubectl_bin=$kubectl
+helm_bin=$helm
+export REGISTRY=$registry NODE=mem TAG=$tag_b
+# readme name: runs the README block, printing it and what it printed; fails naming the block.
+readme() {
+  local code
+  code=$(python3 "$repo/scripts/readme-block.py" "$repo/README.md" "$1") || fail "README: no block $1"
+  say "README block '$1':"
+  sed 's/^/  $ /' <<<"$code"
+  (cd "$repo" && set -e && eval "$code") >"$work/readme-$1.txt" 2>&1 ||
+    { sed 's/^/  | /' "$work/readme-$1.txt" >&2; fail "README block '$1' failed"; }
+  sed 's/^/  | /' "$work/readme-$1.txt" | tail -20
+}
+
+# ---------------------------------------------------------------------------------------------
+# 2. Images into the local registry: the README's (make images, buildah push), then the upgrade's
+# node image: the same image with the library of this machine's build (other bytes, so another
+# versioned directory on the hosts) and its own version label.
+readme images
+lib_a=$(command buildah run "$(command buildah from --pull-never --quiet "docker.io/gpushare/gpushare-node:$version")" -- \
   md5sum /usr/lib/gpushare/libgpushare-cuda.so | cut -d' ' -f1)
-buildah rm --all >/dev/null
-ctr=$(buildah from --pull-never --quiet "docker.io/gpushare/gpushare-node:$version")
-buildah copy --quiet "$ctr" "$repo/build/lib/libgpushare-cuda.so" /usr/lib/gpushare/libgpushare-cuda.so >/dev/null
-buildah config --label "org.opencontainers.image.version=$tag_b" "$ctr"
-buildah commit --quiet "$ctr" "localhost/gpushare-e2e/gpushare-node:$tag_b" >/dev/null
-buildah rm "$ctr" >/dev/null
-buildah push --quiet --tls-verify=false "localhost/gpushare-e2e/gpushare-node:$tag_b" \
-  "docker://$registry/gpushare/gpushare-node:$tag_b" >/dev/null || fail "pushing gpushare-node:$tag_b failed"
-buildah push --quiet --tls-verify=false "docker.io/gpushare/gpushare-scheduler:$version" \
-  "docker://$registry/gpushare/gpushare-scheduler:$tag_b" >/dev/null || fail "pushing gpushare-scheduler:$tag_b failed"
+command buildah rm --all >/dev/null
+ctr=$(command buildah from --pull-never --quiet "docker.io/gpushare/gpushare-node:$version")
+command buildah copy --quiet "$ctr" "$repo/build/lib/libgpushare-cuda.so" /usr/lib/gpushare/libgpushare-cuda.so >/dev/null
+command buildah config --label "org.opencontainers.image.version=$tag_b" "$ctr"
+command buildah commit --quiet "$ctr" "localhost/gpushare-e2e/gpushare-node:$tag_b" >/dev/null
+command buildah rm "$ctr" >/dev/null
+buildah push "localhost/gpushare-e2e/gpushare-node:$tag_b" "docker://$registry/gpushare/gpushare-node:$tag_b" ||
+  fail "pushing gpushare-node:$tag_b failed"
+buildah push "docker.io/gpushare/gpushare-scheduler:$version" "docker://$registry/gpushare/gpushare-scheduler:$tag_b" ||
+  fail "pushing gpushare-scheduler:$tag_b failed"
 lib_b=$(md5sum "$repo/build/lib/libgpushare-cuda.so" | cut -d' ' -f1)
 [ "$lib_a" != "$lib_b" ] || fail "the upgrade's library has the same bytes as the image's ($lib_a)"
-# kube-scheduler, the binary scripts/e2e-build.sh built (registry.k8s.io is not reachable here).
-python3 "$repo/e2e/images/mkimage.py" --out "$work/kube-scheduler.tar" --name "$registry/kube-scheduler:$kver" \
+# kube-scheduler (the chart's default registry.k8s.io/kube-scheduler:<cluster version>, which the
+# nodes pull through the local mirror): the binary scripts/e2e-build.sh built.
+python3 "$repo/e2e/images/mkimage.py" --out "$work/kube-scheduler.tar" --name "registry.k8s.io/kube-scheduler:$kver" \
   --file "$bin/kube-scheduler:/usr/local/bin/kube-scheduler" --dir /tmp --env PATH=/usr/local/bin \
   --entrypoint /usr/local/bin/kube-scheduler
 python3 "$repo/e2e/images/push.py" --archive "$work/kube-scheduler.tar" --registry "$registry" \
   --as "kube-scheduler:$kver" >/dev/null || fail "pushing kube-scheduler:$kver failed"
-probe_image=$("$repo/scripts/e2e-probe-image.sh" "$registry") || fail "the CUDA probe image failed"
-say "pushed to $registry: gpushare-node and gpushare-scheduler $tag_a and $tag_b, kube-scheduler:$kver, $probe_image"
+# The CUDA probe (driver double, probe, an nvidia-smi stand-in), also as the README test pod's
+# CUDA image (nvcr.io's, through the mirror).
+probe_image=$(E2E_REGISTRY=$registry "$repo/scripts/e2e-probe-image.sh" --push | tail -1) || fail "the CUDA probe image failed"
+buildah push "localhost/$probe_image" "docker://$registry/nvidia/cuda:12.4.1-base-ubuntu22.04" ||
+  fail "pushing the probe as nvidia/cuda:12.4.1-base-ubuntu22.04 failed"
+say "in $registry: gpushare-node and gpushare-scheduler $version and $tag_b, kube-scheduler:$kver, $probe_image"
 
 # ---------------------------------------------------------------------------------------------
 # 3. gpushare moves into pods; the cluster's kube-scheduler loses its extender.
@@ -121,21 +155,45 @@ for n in $E2E_NODES; do
   esac
   "$kubectl" label node "$n" "nvidia.com/device-plugin.config=$n" gpushare.io/gpu=true --overwrite >/dev/null
 done
+# Migrating: a stand-in release named as NVIDIA's chart names its DaemonSet, removed by the
+# README's commands.
+nv="$work/nvidia-device-plugin"
+mkdir -p "$nv/templates"
+printf 'apiVersion: v2\nname: nvidia-device-plugin\nversion: 0.17.0\n' >"$nv/Chart.yaml"
+cat >"$nv/templates/ds.yaml" <<'YAML'
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: nvidia-device-plugin
+  labels: {app.kubernetes.io/name: nvidia-device-plugin}
+spec:
+  selector: {matchLabels: {app.kubernetes.io/name: nvidia-device-plugin}}
+  template:
+    metadata: {labels: {app.kubernetes.io/name: nvidia-device-plugin}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - {name: stand-in, image: e2e.local/busybox:1.35, imagePullPolicy: Never, command: [sleep, "3600"]}
+YAML
+"$helm_bin" install nvidia-device-plugin "$nv" --namespace nvidia-device-plugin --create-namespace --wait --timeout 2m >/dev/null ||
+  fail "installing the stand-in nvidia-device-plugin release failed"
+readme migrate
+grep -q nvidia-device-plugin "$work/readme-migrate.txt" || fail "README migrate: the listing did not show NVIDIA's DaemonSet"
+[ -z "$("$kubectl" get daemonsets -A -l app.kubernetes.io/name=nvidia-device-plugin -o name)" ] ||
+  fail "README migrate: NVIDIA's DaemonSet still there"
+"$kubectl" delete namespace nvidia-device-plugin --wait=false >/dev/null
+
 t0=$SECONDS
-"$helm" install "$release" "$chart" -n "$gns" -f "$repo/e2e/gpushare/helm-values.yaml" \
-  --set "image.tag=$tag_a" --set-file "config.map.ts=$repo/e2e/gpushare/ts-config.yaml" \
-  --set-file "config.map.mig=$repo/e2e/gpushare/mig-config.yaml" \
-  --set-file "config.map.mem=$repo/e2e/gpushare/mem-config.yaml" \
-  --wait --timeout 5m >"$work/install.txt" 2>&1 ||
-  { cat "$work/install.txt" >&2; "$kubectl" -n "$gns" get pods -o wide >&2; fail "helm install failed"; }
+readme install
 say "helm install: ready in $((SECONDS - t0)) s"
-grep -q 'kubectl label node <gpu-node> nvidia.com/device-plugin.config' "$work/install.txt" || fail "helm install printed no NOTES"
-"$kubectl" -n "$gns" get pods -o wide
+grep -q 'kubectl label node <gpu-node> nvidia.com/device-plugin.config' "$work/readme-install.txt" || fail "helm install printed no NOTES"
 want_alloc ts nvidia.com/gpu 80
 want_alloc mig nvidia.com/mig-1g.10gb 21
 want_alloc mig nvidia.com/gpu 2
 want_alloc mem aliyun.com/gpu-mem 176
 want_alloc mem aliyun.com/gpu-count 8
+readme check
+grep -q 'aliyun.com/gpu-mem: *176' "$work/readme-check.txt" || fail "README check: node mem's Allocatable does not show aliyun.com/gpu-mem 176"
 webhook=$("$kubectl" get mutatingwebhookconfiguration -l "app.kubernetes.io/instance=$release" -o name)
 ca=""
 for _ in $(seq 60); do
@@ -188,7 +246,27 @@ want_probe probe-mem3 3072
 want_probe probe-slice 2302
 # The library each probe maps: what the image carries, from one versioned host directory.
 lib_in() { "$kubectl" -n "$ns" exec "$1" -- md5sum /usr/local/gpushare/lib/libgpushare-cuda.so | cut -d' ' -f1; }
-[ "$(lib_in probe-mem3)" = "$lib_a" ] || fail "probe-mem3 maps a library other than image $tag_a's"
+[ "$(lib_in probe-mem3)" = "$lib_a" ] || fail "probe-mem3 maps a library other than image $version's"
+# The README's test pod: nvidia-smi in a CUDA base image (here the probe image under that name,
+# whose nvidia-smi stand-in answers memory.total from cuMemGetInfo) says 3072 MiB.
+readme test-pod
+grep -qx '3072 MiB' "$work/readme-test-pod.txt" || fail "README test pod: nvidia-smi did not say 3072 MiB"
+"$kubectl" delete pod gpu-mem-test --wait=false >/dev/null
+# The README's choice of sharing: node mem relabelled to the chart's memory-shares config (other
+# bytes than its own config `mem`): the agent reloads it without a restart.
+agent_mem=$("$kubectl" -n "$gns" get pods -l app.kubernetes.io/component=node --field-selector spec.nodeName=mem -o name)
+restarts=$("$kubectl" -n "$gns" get "$agent_mem" -o jsonpath='{.status.containerStatuses[0].restartCount}')
+readme choose
+for _ in $(seq 90); do
+  "$kubectl" -n "$gns" logs "$agent_mem" | grep -q 'event=reload_accepted' && break
+  sleep 1
+done
+"$kubectl" -n "$gns" logs "$agent_mem" | grep -q 'event=reload_accepted' ||
+  fail "README choose: node mem's agent did not reload after the label change (90 s)"
+[ "$("$kubectl" -n "$gns" get "$agent_mem" -o jsonpath='{.status.containerStatuses[0].restartCount}')" = "$restarts" ] ||
+  fail "README choose: the agent restarted instead of reloading"
+want_alloc mem aliyun.com/gpu-mem 176
+say "node mem relabelled memory-shares: reloaded in place, still 176 aliyun.com/gpu-mem"
 snapshot=$(pod_snapshot | grep "^$ns/")
 
 # ---------------------------------------------------------------------------------------------
@@ -203,8 +281,7 @@ gone "$mem" 180 "deleted"
 # ---------------------------------------------------------------------------------------------
 # 6. Upgrade with the probes running, then uninstall.
 t0=$SECONDS
-"$helm" upgrade "$release" "$chart" -n "$gns" --reuse-values --set "image.tag=$tag_b" --wait --timeout 5m \
-  >"$work/upgrade.txt" 2>&1 || { cat "$work/upgrade.txt" >&2; fail "helm upgrade failed"; }
+readme upgrade
 "$kubectl" -n "$gns" rollout status "daemonset/$release-node" --timeout=180s >/dev/null ||
   fail "the node DaemonSet did not roll out $tag_b"
 say "helm upgrade to $tag_b: rolled out in $((SECONDS - t0)) s"
@@ -214,12 +291,12 @@ probe_pod probe-mem3b aliyun.com/gpu-mem 3
 running probe-mem3b
 want_probe probe-mem3b 3072
 [ "$(lib_in probe-mem3b)" = "$lib_b" ] || fail "probe-mem3b (after the upgrade) maps a library other than $tag_b's"
-[ "$(lib_in probe-mem3)" = "$lib_a" ] || fail "probe-mem3 no longer maps $tag_a's library"
+[ "$(lib_in probe-mem3)" = "$lib_a" ] || fail "probe-mem3 no longer maps $version's library"
 libdirs=$(ls "$state/nodes/mem/var-lib-gpushare/lib" | grep -v '^\.' | tr '\n' ' ')
 [ "$(wc -w <<<"$libdirs")" -eq 2 ] || fail "node mem's library directory holds '$libdirs', want the two versions in use"
-say "upgrade: probe-mem3 keeps $tag_a's library, probe-mem3b gets $tag_b's; on node mem: $libdirs"
+say "upgrade: probe-mem3 keeps $version's library, probe-mem3b gets $tag_b's; on node mem: $libdirs"
 snapshot=$(pod_snapshot | grep "^$ns/")
-"$helm" uninstall "$release" -n "$gns" --wait --timeout 3m >/dev/null || fail "helm uninstall failed"
+readme uninstall
 for _ in $(seq 60); do
   [ -z "$("$kubectl" -n "$gns" get pods -o name)" ] && break
   sleep 1
