@@ -60,6 +60,21 @@ is_current() {
   for n in "$@"; do [ -x "$bin/$n" ] || return 1; done
 }
 
+# In a part's subshell: removes the part's stamp ($1), makes $tmp (removed on exit), starts the clock.
+begin_part() {
+  mkdir -p "$bin"
+  rm -f "$bin/$1"
+  tmp=$(mktemp -d "$bin/.tmp.XXXXXX")
+  trap 'rm -rf "$tmp"' EXIT
+  start=$(date +%s)
+}
+
+# finish_part <stamp> <hash> <what>: records the part as current and prints its time.
+finish_part() {
+  echo "$2" >"$bin/$1"
+  echo "e2e-build: $3 done in $(( $(date +%s) - start )) s"
+}
+
 build_kubernetes() {
   local want
   want=$(stamp_of "$mod/go.mod" "$mod/go.sum")
@@ -84,18 +99,13 @@ build_kubernetes() {
   done
 
   echo "e2e-build: building ${names[*]} (k8s.io/kubernetes $k8s_version, etcd $(go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)) into $bin with -p=$jobs"
-  mkdir -p "$bin"
-  rm -f "$bin/.stamp"
-  tmp=$(mktemp -d "$bin/.tmp.XXXXXX")
-  trap 'rm -rf "$tmp"' EXIT
-  start=$(date +%s)
+  begin_part .stamp
   go build -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}"
   # etcd's main package is its module root, go.etcd.io/etcd/server/v3: go names the binary after
   # the last path element before the major-version suffix ("server").
   mv "$tmp/server" "$tmp/etcd"
   for n in "${names[@]}"; do mv -f "$tmp/$n" "$bin/$n"; done
-  echo "$want" >"$bin/.stamp"
-  echo "e2e-build: ${names[*]} done in $(( $(date +%s) - start )) s"
+  finish_part .stamp "$want" "${names[*]}"
   )
 }
 
@@ -117,15 +127,10 @@ build_helm() {
   v=helm.sh/helm/v4/internal/version
   ldflags="-s -w -X $v.version=$helm_version -X $v.metadata= -X $v.gitTreeState=clean"
   echo "e2e-build: building helm (helm.sh/helm/v4 $helm_version) into $bin with -p=$jobs"
-  mkdir -p "$bin"
-  rm -f "$bin/.stamp-helm"
-  tmp=$(mktemp -d "$bin/.tmp.XXXXXX")
-  trap 'rm -rf "$tmp"' EXIT
-  start=$(date +%s)
+  begin_part .stamp-helm
   go build -ldflags "$ldflags" -o "$tmp/helm" helm.sh/helm/v4/cmd/helm
   mv -f "$tmp/helm" "$bin/helm"
-  echo "$want" >"$bin/.stamp-helm"
-  echo "e2e-build: helm done in $(( $(date +%s) - start )) s"
+  finish_part .stamp-helm "$want" helm
   )
 }
 

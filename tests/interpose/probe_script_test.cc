@@ -35,19 +35,25 @@ std::string Summary(const ProbeResult& r) {
   return found;
 }
 
+// The config gpushare-node's Allocate writes (core/interposer_contract.cc) for a 3 GiB share
+// of GPU kUuid; returns its path.
+std::string WriteNodeConfig(const ScratchDir& dir) {
+  dir.Write("config", "version=1\nregion=" + dir.File("region") + "\ndevice.0.uuid=" + kUuid +
+                          "\ndevice.0.memory_limit=3072m\ndevice.0.sm_limit=0\n");
+  return dir.File("config");
+}
+
 std::string Dump(const ProbeResult& r) {
   std::string s;
   for (const std::string& l : r.lines) s += l + "\n";
   return s + r.err;
 }
 
-// The config gpushare-node's Allocate writes (core/interposer_contract.cc), default context
-// overhead (300 MiB charged per context, so 2772 MiB are free to allocate out of 3072).
+// The node's config with the default context overhead (300 MiB charged per context, so 2772 MiB
+// are free to allocate out of 3072).
 TEST(ProbeScript, ConfigFileLimitAppliesToTheGpuNamedByNvidiaVisibleDevices) {
   ScratchDir dir;
-  dir.Write("config", "version=1\nregion=" + dir.File("region") + "\ndevice.0.uuid=" + kUuid +
-                          "\ndevice.0.memory_limit=3072m\ndevice.0.sm_limit=0\n");
-  ProbeResult r = RunProbe("/bin/sh", ScriptEnv(dir, {{"GPUSHARE_CONFIG", dir.File("config")},
+  ProbeResult r = RunProbe("/bin/sh", ScriptEnv(dir, {{"GPUSHARE_CONFIG", WriteNodeConfig(dir)},
                                                       {"NVIDIA_VISIBLE_DEVICES", kUuid},
                                                       {"CUDA_DEVICE_MEMORY_LIMIT_0", "3072m"}}),
                            {Script(), "once"});
@@ -62,9 +68,7 @@ TEST(ProbeScript, ConfigFileLimitAppliesToTheGpuNamedByNvidiaVisibleDevices) {
 // the config's limit would not apply to it: the summary shows the whole device.
 TEST(ProbeScript, AnotherGpuIsNotLimited) {
   ScratchDir dir;
-  dir.Write("config", "version=1\nregion=" + dir.File("region") + "\ndevice.0.uuid=" + kUuid +
-                          "\ndevice.0.memory_limit=3072m\n");
-  ProbeResult r = RunProbe("/bin/sh", ScriptEnv(dir, {{"GPUSHARE_CONFIG", dir.File("config")},
+  ProbeResult r = RunProbe("/bin/sh", ScriptEnv(dir, {{"GPUSHARE_CONFIG", WriteNodeConfig(dir)},
                                                       {"NVIDIA_VISIBLE_DEVICES", "GPU-02ff349d-4f87-6aa3-9c2b-9d9f2ae75e2e"},
                                                       {"PROBE_CAP_MIB", "1024"}}),
                            {Script(), "once"});
