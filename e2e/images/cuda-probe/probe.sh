@@ -88,8 +88,9 @@ cmd() {
   echo "$*" >&3 2>/dev/null || return 1
   IFS= read -r reply <&4 || return 1
   set -- $reply
-  rc=${2:-}
-  shift 2 2>/dev/null || shift $#
+  [ $# -ge 2 ] || return 0
+  rc=$2
+  shift 2
   vals=$*
 }
 
