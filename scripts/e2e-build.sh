@@ -2,18 +2,24 @@
 # Builds the upstream binaries the end-to-end tests run (docs/e2e.md) into build/e2e/bin/:
 #   kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl  (k8s.io/kubernetes)
 #   etcd                                                                    (go.etcd.io/etcd/server/v3)
-# at the versions pinned by e2e/go.mod and e2e/go.sum. Sources come only from the Go module
-# proxy. The build is skipped when the binaries are current: a stamp records the hash of
-# go.mod, go.sum, this script and `go version`.
+# at the versions pinned by e2e/go.mod and e2e/go.sum, and
+#   helm                                                                    (helm.sh/helm/v4)
+# at the version pinned by e2e/helm/go.mod and go.sum (a module of its own, so that helm's
+# k8s.io/* requirements never meet e2e/go.mod's staging replaces). Sources come only from the Go
+# module proxy. Each part is skipped when its binaries are current: a stamp per part
+# (.stamp, .stamp-helm) records the hash of that part's go.mod, go.sum, this script and
+# `go version`.
 #
 # Environment:
 #   E2E_BIN      output directory (default: <repo>/build/e2e/bin)
 #   E2E_JOBS     parallel compile/link jobs (default: 2; the CI machine has 2 cores and each
 #                link of kube-apiserver/kubelet takes about a GiB)
 #   E2E_FORCE=1  rebuild even when current
+#   E2E_PARTS    which parts to build (default: "kubernetes helm")
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 mod="$repo/e2e"
+helm_mod="$repo/e2e/helm"
 bin=${E2E_BIN:-$repo/build/e2e/bin}
 jobs=${E2E_JOBS:-2}
 
@@ -37,48 +43,101 @@ pkgs=(
   k8s.io/kubernetes/cmd/kubectl
 )
 
-stamp_now() {
+# The hash of the given files, this script and `go version`: what a part's stamp records.
+stamp_of() {
   {
-    sha256sum "$mod/go.mod" "$mod/go.sum" "$repo/scripts/e2e-build.sh" | awk '{print $1}'
+    sha256sum "$@" "$repo/scripts/e2e-build.sh" | awk '{print $1}'
     go version
   } | sha256sum | awk '{print $1}'
 }
 
-want=$(stamp_now)
-current=1
-[ "${E2E_FORCE:-0}" = 1 ] && current=0
-[ -f "$bin/.stamp" ] && [ "$(cat "$bin/.stamp")" = "$want" ] || current=0
-for n in "${names[@]}"; do [ -x "$bin/$n" ] || current=0; done
-if [ $current = 1 ]; then
-  echo "e2e-build: binaries in $bin are current (stamp $want)"
-  exit 0
-fi
+# Whether stamp file $1 holds $2 and every binary named after them exists (and no E2E_FORCE).
+is_current() {
+  local stamp=$1 want=$2 n
+  shift 2
+  [ "${E2E_FORCE:-0}" = 1 ] && return 1
+  [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] || return 1
+  for n in "$@"; do [ -x "$bin/$n" ] || return 1; done
+}
 
-cd "$mod"
-# The replaces must be the generated ones (e2e/hack/gen-replaces.sh), never hand-edited.
-"$mod/hack/gen-replaces.sh" --check >/dev/null
-k8s_version=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)
-k8s_time=$(go list -m -f '{{.Time}}' k8s.io/kubernetes)
-build_date=$(date -u -d "$k8s_time" +%Y-%m-%dT%H:%M:%SZ 2>/dev/null || echo 1970-01-01T00:00:00Z)
-minor=${k8s_version#v1.}; minor=${minor%%.*}
-# What a release build stamps (hack/lib/version.sh upstream), so that nodes report
-# kubeletVersion v1.37.2 instead of v0.0.0-master and kubectl sees no version skew.
-ldflags="-s -w"
-for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  ldflags+=" -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitVersion=$k8s_version"
-  ldflags+=" -X $p.gitCommit=module-$k8s_version -X $p.gitTreeState=clean -X $p.buildDate=$build_date"
+# In a part's subshell: removes the part's stamp ($1), makes $tmp (removed on exit), starts the clock.
+begin_part() {
+  mkdir -p "$bin"
+  rm -f "$bin/$1"
+  tmp=$(mktemp -d "$bin/.tmp.XXXXXX")
+  trap 'rm -rf "$tmp"' EXIT
+  start=$(date +%s)
+}
+
+# finish_part <stamp> <hash> <what>: records the part as current and prints its time.
+finish_part() {
+  echo "$2" >"$bin/$1"
+  echo "e2e-build: $3 done in $(( $(date +%s) - start )) s"
+}
+
+build_kubernetes() {
+  local want
+  want=$(stamp_of "$mod/go.mod" "$mod/go.sum")
+  if is_current "$bin/.stamp" "$want" "${names[@]}"; then
+    echo "e2e-build: ${names[*]} in $bin are current (stamp $want)"
+    return 0
+  fi
+  (
+  cd "$mod"
+  # The replaces must be the generated ones (e2e/hack/gen-replaces.sh), never hand-edited.
+  "$mod/hack/gen-replaces.sh" --check >/dev/null
+  k8s_version=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)
+  k8s_time=$(go list -m -f '{{.Time}}' k8s.io/kubernetes)
+  build_date=$(date -u -d "$k8s_time" +%Y-%m-%dT%H:%M:%SZ 2>/dev/null || echo 1970-01-01T00:00:00Z)
+  minor=${k8s_version#v1.}; minor=${minor%%.*}
+  # What a release build stamps (hack/lib/version.sh upstream), so that nodes report
+  # kubeletVersion v1.37.2 instead of v0.0.0-master and kubectl sees no version skew.
+  ldflags="-s -w"
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=" -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitVersion=$k8s_version"
+    ldflags+=" -X $p.gitCommit=module-$k8s_version -X $p.gitTreeState=clean -X $p.buildDate=$build_date"
+  done
+
+  echo "e2e-build: building ${names[*]} (k8s.io/kubernetes $k8s_version, etcd $(go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)) into $bin with -p=$jobs"
+  begin_part .stamp
+  go build -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}"
+  # etcd's main package is its module root, go.etcd.io/etcd/server/v3: go names the binary after
+  # the last path element before the major-version suffix ("server").
+  mv "$tmp/server" "$tmp/etcd"
+  for n in "${names[@]}"; do mv -f "$tmp/$n" "$bin/$n"; done
+  finish_part .stamp "$want" "${names[*]}"
+  )
+}
+
+# helm from its own module (e2e/helm), stamped as helm's Makefile stamps a release build
+# (internal/version: version, metadata empty for a tagged release, gitTreeState). The module
+# zip carries no git commit, and helm's `version --short` prints the first 7 characters of
+# gitCommit as "+g<sha>", so gitCommit stays empty rather than holding something that is not a
+# commit: `helm version --short` prints v4.3.2.
+build_helm() {
+  local want
+  want=$(stamp_of "$helm_mod/go.mod" "$helm_mod/go.sum")
+  if is_current "$bin/.stamp-helm" "$want" helm; then
+    echo "e2e-build: helm in $bin is current (stamp $want)"
+    return 0
+  fi
+  (
+  cd "$helm_mod"
+  helm_version=$(go list -m -f '{{.Version}}' helm.sh/helm/v4)
+  v=helm.sh/helm/v4/internal/version
+  ldflags="-s -w -X $v.version=$helm_version -X $v.metadata= -X $v.gitTreeState=clean"
+  echo "e2e-build: building helm (helm.sh/helm/v4 $helm_version) into $bin with -p=$jobs"
+  begin_part .stamp-helm
+  go build -ldflags "$ldflags" -o "$tmp/helm" helm.sh/helm/v4/cmd/helm
+  mv -f "$tmp/helm" "$bin/helm"
+  finish_part .stamp-helm "$want" helm
+  )
+}
+
+for part in ${E2E_PARTS:-kubernetes helm}; do
+  case $part in
+    kubernetes) build_kubernetes ;;
+    helm) build_helm ;;
+    *) echo "e2e-build: unknown part '$part' in E2E_PARTS (want kubernetes, helm)" >&2; exit 1 ;;
+  esac
 done
-
-echo "e2e-build: building ${names[*]} (k8s.io/kubernetes $k8s_version, etcd $(go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)) into $bin with -p=$jobs"
-mkdir -p "$bin"
-rm -f "$bin/.stamp"
-tmp=$(mktemp -d "$bin/.tmp.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-start=$(date +%s)
-go build -ldflags "$ldflags" -o "$tmp/" "${pkgs[@]}"
-# etcd's main package is its module root, go.etcd.io/etcd/server/v3: go names the binary after
-# the last path element before the major-version suffix ("server").
-mv "$tmp/server" "$tmp/etcd"
-for n in "${names[@]}"; do mv -f "$tmp/$n" "$bin/$n"; done
-echo "$want" >"$bin/.stamp"
-echo "e2e-build: done in $(( $(date +%s) - start )) s"
