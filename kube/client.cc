@@ -73,7 +73,7 @@ std::string UrlEncode(std::string_view s) {
 
 std::string ResourcePath(ResourceRef r, std::string_view ns, std::string_view name,
                          std::string_view subresource) {
-  std::string p = "/api/v1";
+  std::string p = r.group_version == "v1" ? "/api/v1" : "/apis/" + std::string(r.group_version);
   if (r.namespaced && !ns.empty()) {
     p += "/namespaces/";
     p += UrlEncode(ns);
@@ -646,6 +646,18 @@ Result<json> Client::MergePatch(ResourceRef r, std::string_view ns, std::string_
   }
   return JsonCall({"PATCH", ResourcePath(r, ns, name, options.subresource), patch.dump(),
                    "application/merge-patch+json"});
+}
+
+Result<json> Client::Update(ResourceRef r, std::string_view ns, std::string_view name, const json& object) {
+  if (name.empty()) return Status::InvalidArgument("update " + std::string(r.resource) + ": empty name");
+  if (!object.is_object()) return Status::InvalidArgument("update " + std::string(r.resource) + ": the object must be an object");
+  return JsonCall({"PUT", ResourcePath(r, ns, name), object.dump(), "application/json"});
+}
+
+Result<json> Client::JsonPatch(ResourceRef r, std::string_view ns, std::string_view name, const json& ops) {
+  if (name.empty()) return Status::InvalidArgument("patch " + std::string(r.resource) + ": empty name");
+  if (!ops.is_array()) return Status::InvalidArgument("patch " + std::string(r.resource) + ": a JSON patch is an array");
+  return JsonCall({"PATCH", ResourcePath(r, ns, name), ops.dump(), "application/json-patch+json"});
 }
 
 Status Client::Delete(ResourceRef r, std::string_view ns, std::string_view name,

@@ -84,10 +84,15 @@ class Cancellation {
 struct ResourceRef {
   std::string_view resource;  // "pods", "nodes", "events"
   bool namespaced = true;
+  // "v1" (the core group, under /api) or "<group>/<version>" (under /apis).
+  std::string_view group_version = "v1";
 };
 inline constexpr ResourceRef kPods{"pods", true};
 inline constexpr ResourceRef kNodes{"nodes", false};
 inline constexpr ResourceRef kEvents{"events", true};
+inline constexpr ResourceRef kSecrets{"secrets", true};
+inline constexpr ResourceRef kMutatingWebhookConfigurations{"mutatingwebhookconfigurations", false,
+                                                            "admissionregistration.k8s.io/v1"};
 
 struct ListOptions {
   std::string label_selector;   // "app=x,tier!=db"
@@ -190,6 +195,14 @@ class Client {
                                     nlohmann::json patch, const PatchOptions& options = {});
   Status Delete(ResourceRef r, std::string_view ns, std::string_view name,
                 const DeleteOptions& options = {});
+  // PUT: replaces the object. When `object` carries metadata.resourceVersion the API server
+  // refuses a stale one with 409 (kAborted): re-read and decide again.
+  Result<nlohmann::json> Update(ResourceRef r, std::string_view ns, std::string_view name,
+                                const nlohmann::json& object);
+  // application/json-patch+json (RFC 6902): `ops` is the array of operations ("test" ops act
+  // as preconditions: a failed one is 422 Invalid).
+  Result<nlohmann::json> JsonPatch(ResourceRef r, std::string_view ns, std::string_view name,
+                                   const nlohmann::json& ops);
 
   // --- typed calls ---
   Result<Pod> GetPod(std::string_view ns, std::string_view name);
@@ -235,7 +248,8 @@ class Client {
       watch_events_{0};
 };
 
-// Builds "/api/v1[/namespaces/{ns}]/{resource}[/{name}[/{subresource}]]" with escaping.
+// Builds "/api/v1[/namespaces/{ns}]/{resource}[/{name}[/{subresource}]]" with escaping (for
+// another group: "/apis/{group}/{version}/...").
 std::string ResourcePath(ResourceRef r, std::string_view ns, std::string_view name = "",
                          std::string_view subresource = "");
 // Percent-encodes a query value or path segment.

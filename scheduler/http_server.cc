@@ -1039,13 +1039,27 @@ struct HttpServer::Impl {
 
 HttpServer::HttpServer(Extender& extender, HttpServerOptions options, std::function<Readiness()> readiness,
                        std::function<std::string()> metrics)
+    : HttpServer(&extender, std::move(options), std::move(readiness), std::move(metrics)) {}
+
+HttpServer::HttpServer(HttpServerOptions options, std::function<Readiness()> readiness,
+                       std::function<std::string()> metrics)
+    : HttpServer(nullptr, std::move(options), std::move(readiness), std::move(metrics)) {}
+
+HttpServer::HttpServer(Extender* extender, HttpServerOptions options, std::function<Readiness()> readiness,
+                       std::function<std::string()> metrics)
     : extender_(extender),
       options_(std::move(options)),
       readiness_(std::move(readiness)),
       metrics_(std::move(metrics)),
       prefix_(NormalizePrefix(options_.url_prefix)) {
-  served_ = options_.serve_verbs ? prefix_ + "/filter, " + prefix_ + "/prioritize, " + prefix_ + "/bind, " : "";
-  served_ += "/healthz, /readyz, /metrics";
+  std::vector<std::string> paths;
+  if (extender_ == nullptr) options_.serve_verbs = false;
+  if (options_.serve_verbs)
+    for (const char* verb : {"/filter", "/prioritize", "/bind"}) paths.push_back(prefix_ + verb);
+  for (const PostRoute& r : options_.routes) paths.push_back(r.path);
+  if (options_.serve_health)
+    for (const char* p : {"/healthz", "/readyz", "/metrics"}) paths.emplace_back(p);
+  for (const std::string& p : paths) served_ += (served_.empty() ? "" : ", ") + p;
 }
 
 HttpServer::~HttpServer() { Stop(); }
@@ -1183,25 +1197,27 @@ void HttpServer::Stop() {
 }
 
 Reply HttpServer::Route(const http::RequestHead& head, std::string_view body) {
-  using Verb = HttpReply (Extender::*)(std::string_view);
-  Verb verb = nullptr;
+  std::function<HttpReply(std::string_view)> handle;
   if (options_.serve_verbs) {
-    if (head.path == prefix_ + "/filter") verb = &Extender::Filter;
-    if (head.path == prefix_ + "/prioritize") verb = &Extender::Prioritize;
-    if (head.path == prefix_ + "/bind") verb = &Extender::Bind;
+    Extender* x = extender_;
+    if (head.path == prefix_ + "/filter") handle = [x](std::string_view b) { return x->Filter(b); };
+    if (head.path == prefix_ + "/prioritize") handle = [x](std::string_view b) { return x->Prioritize(b); };
+    if (head.path == prefix_ + "/bind") handle = [x](std::string_view b) { return x->Bind(b); };
   }
-  const bool get = head.method == "GET" || head.method == "HEAD";
+  for (const PostRoute& r : options_.routes)
+    if (head.path == r.path) handle = r.handle;
+  const bool get = options_.serve_health && (head.method == "GET" || head.method == "HEAD");
   try {
-    if (verb != nullptr) {
+    if (handle) {
       if (head.method != "POST") {
-        Reply r = JsonReply(405, EncodeError(head.method + " " + head.path + ": the extender verbs take POST"));
+        Reply r = JsonReply(405, EncodeError(head.method + " " + head.path + ": takes POST"));
         r.headers.emplace_back("Allow", "POST");
         return r;
       }
       if (!JsonContentType(head))
         return JsonReply(415, EncodeError("Content-Type must be application/json, got \"" +
                                           std::string(head.Header("content-type").value_or("")) + "\""));
-      HttpReply out = (extender_.*verb)(body);
+      HttpReply out = handle(body);
       return JsonReply(out.code, std::move(out.body));
     }
     if (get && head.path == "/healthz") {

@@ -5,6 +5,8 @@
 //   GET  /readyz     200 once the cache is synced (informers listed nodes and pods), else 503
 //                    with the reason
 //   GET  /metrics    Prometheus text: request counters, bind latency, cache size
+//   POST <route>     HttpServerOptions::routes (the admission webhook's /mutate-pods, on its own
+//                    listener that serves nothing else)
 //
 // Every refusal has a JSON body {"Error": "..."} that says why: 400 for malformed requests, 404
 // for unknown paths (listing the served ones), 405 for a verb path used with another method,
@@ -44,6 +46,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/status.h"
 #include "scheduler/extender.h"
@@ -56,12 +59,22 @@ struct RequestHead;
 struct Reply;
 }  // namespace http
 
+// An extra POST endpoint (the webhook's /mutate-pods): JSON in, a reply out. It runs on the
+// server's threads like an extender verb and must not block for long.
+struct PostRoute {
+  std::string path;
+  std::function<HttpReply(std::string_view body)> handle;
+};
+
 struct HttpServerOptions {
   std::string host = "127.0.0.1";       // loopback: beside kube-scheduler (docs/scheduler.md)
   int port = 12345;                     // 0: any free port (see port())
   std::string url_prefix = "/gpushare-scheduler";
   // false: only GET /healthz, /readyz and /metrics (the health listener for kubelet's probes).
   bool serve_verbs = true;
+  // false: no /healthz, /readyz or /metrics either (the webhook listener serves only its routes).
+  bool serve_health = true;
+  std::vector<PostRoute> routes;        // more POST endpoints (exact paths)
   size_t max_body_bytes = 8u << 20;     // larger requests get 413
   int threads = 16;                     // the pool (at least 2): one leads, the others serve requests
   std::chrono::milliseconds header_timeout{10000};  // a request head, from its first byte (and a TLS handshake)
@@ -95,6 +108,9 @@ class HttpServer {
  public:
   HttpServer(Extender& extender, HttpServerOptions options, std::function<Readiness()> readiness,
              std::function<std::string()> metrics = {});
+  // A server without the extender verbs (options.serve_verbs is ignored): only options.routes
+  // and, with serve_health, the health paths.
+  HttpServer(HttpServerOptions options, std::function<Readiness()> readiness, std::function<std::string()> metrics = {});
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -111,8 +127,10 @@ class HttpServer {
  private:
   struct Impl;
   struct Conn;
+  HttpServer(Extender* extender, HttpServerOptions options, std::function<Readiness()> readiness,
+             std::function<std::string()> metrics);
   http::Reply Route(const http::RequestHead& head, std::string_view body);
-  Extender& extender_;
+  Extender* extender_;  // nullptr: no verbs
   HttpServerOptions options_;
   std::function<Readiness()> readiness_;
   std::function<std::string()> metrics_;

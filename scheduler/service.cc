@@ -5,6 +5,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -137,12 +138,85 @@ Status SchedulerService::Start() {
     GPUSHARE_RETURN_IF_ERROR(health_->Start().WithContext("--health-listen"));
     spdlog::info("event=serving_health listen={}:{} paths=\"/healthz, /readyz, /metrics\"", h.host, health_->port());
   }
+  if (options_.webhook_port >= 0) {
+    if (options_.webhook_certs) {
+      certs_ = std::make_unique<WebhookCertManager>(client_, *options_.webhook_certs);
+      certs_->Start([this] {
+        Status s = StartWebhook();
+        if (!s.ok()) spdlog::warn("event=webhook_not_serving error={}", Value(s.message()));
+      });
+    } else {
+      GPUSHARE_RETURN_IF_ERROR(StartWebhook());
+    }
+  }
   GPUSHARE_RETURN_IF_ERROR(WritePortFile(options_.port_file, "--port-file", server_->port()));
   if (health_) GPUSHARE_RETURN_IF_ERROR(WritePortFile(options_.health_port_file, "--health-port-file", health_->port()));
   GPUSHARE_RETURN_IF_ERROR(nodes_->Start());
   GPUSHARE_RETURN_IF_ERROR(pods_->Start());
   sweeper_ = std::thread([this] { SweepLoop(); });
   return Status::Ok();
+}
+
+HttpReply SchedulerService::Mutate(std::string_view body) {
+  WebhookOptions wo;
+  wo.resource_name = options_.resource_name;
+  wo.scheduler_name = options_.webhook_scheduler_name;
+  WebhookReply r = MutatePods(body, wo);
+  switch (r.outcome) {
+    case WebhookOutcome::kMutated:
+      webhook_mutated_.fetch_add(1);
+      spdlog::info("event=webhook_scheduler_name_set pod={} scheduler={}", Value(r.pod), Value(wo.scheduler_name));
+      break;
+    case WebhookOutcome::kUnchanged:
+      webhook_unchanged_.fetch_add(1);
+      spdlog::debug("event=webhook_unchanged pod={} reason={}", Value(r.pod), Value(r.why));
+      break;
+    case WebhookOutcome::kInvalid:
+      webhook_invalid_.fetch_add(1);
+      spdlog::warn("event=webhook_bad_request error={}", Value(r.why));
+      break;
+  }
+  return std::move(r.http);
+}
+
+Status SchedulerService::StartWebhook() {
+  std::lock_guard<std::mutex> l(webhook_mu_);
+  if (webhook_) return Status::Ok();
+  HttpServerOptions h = options_.http;
+  h.host = options_.webhook_host;
+  h.port = options_.webhook_port;
+  h.serve_verbs = false;
+  h.serve_health = false;
+  h.threads = std::min(options_.http.threads, 8);
+  h.routes = {{std::string(kWebhookPath), [this](std::string_view body) { return Mutate(body); }}};
+  if (certs_) {
+    if (!certs_->certs_in_place()) {
+      webhook_error_ = "no serving certificate yet" +
+                       (certs_->stats().last_error.empty() ? "" : " (" + certs_->stats().last_error + ")");
+      return Status::Unavailable("--webhook-listen: " + webhook_error_);
+    }
+    h.tls = {certs_->cert_file(), certs_->key_file(), ""};
+  } else {
+    h.tls = options_.webhook_tls;
+  }
+  h.tls.flag_prefix = "--webhook-";
+  auto server = std::make_unique<HttpServer>(h, [] { return Readiness{true, ""}; });
+  if (Status s = server->Start(); !s.ok()) {
+    webhook_error_ = s.message();
+    return s.WithContext("--webhook-listen");
+  }
+  GPUSHARE_RETURN_IF_ERROR(WritePortFile(options_.webhook_port_file, "--webhook-port-file", server->port()));
+  spdlog::info("event=serving_webhook listen={}:{} path={} scheduler={} resource={} certificates={}", h.host,
+               server->port(), kWebhookPath, Value(options_.webhook_scheduler_name), Value(options_.resource_name),
+               certs_ ? "self-managed" : "files");
+  webhook_ = std::move(server);
+  webhook_error_.clear();
+  return Status::Ok();
+}
+
+int SchedulerService::webhook_port() const {
+  std::lock_guard<std::mutex> l(webhook_mu_);
+  return webhook_ ? webhook_->port() : -1;
 }
 
 void SchedulerService::OnSynced() {
@@ -158,6 +232,11 @@ void SchedulerService::OnSynced() {
 }
 
 Readiness SchedulerService::readiness() const {
+  if (options_.webhook_port >= 0) {
+    std::lock_guard<std::mutex> l(webhook_mu_);
+    if (!webhook_)
+      return {false, "webhook not serving: " + (webhook_error_.empty() ? std::string("starting") : webhook_error_)};
+  }
   if (ready_.load()) return {true, ""};
   std::string why = "cache not synced (";
   why += nodes_ && nodes_->HasSynced() ? "nodes listed" : "nodes not listed yet";
@@ -254,6 +333,19 @@ std::string SchedulerService::Metrics() const {
   line("gpushare_scheduler_tls_handshake_errors_total", "", static_cast<double>(h.tls_handshake_errors));
   line("gpushare_scheduler_tls_reloads_total", "", static_cast<double>(h.tls_reloads));
   line("gpushare_scheduler_tls_reload_errors_total", "", static_cast<double>(h.tls_reload_errors));
+  if (options_.webhook_port >= 0) {
+    out += "# TYPE gpushare_scheduler_webhook_requests_total counter\n";
+    line("gpushare_scheduler_webhook_requests_total", "result=\"mutated\"", static_cast<double>(webhook_mutated_.load()));
+    line("gpushare_scheduler_webhook_requests_total", "result=\"unchanged\"", static_cast<double>(webhook_unchanged_.load()));
+    line("gpushare_scheduler_webhook_requests_total", "result=\"invalid\"", static_cast<double>(webhook_invalid_.load()));
+    line("gpushare_scheduler_webhook_serving", "", webhook_port() >= 0 ? 1 : 0);
+    if (certs_) {
+      const WebhookCertStats c = certs_->stats();
+      line("gpushare_scheduler_webhook_cert_failures_total", "", static_cast<double>(c.failures));
+      line("gpushare_scheduler_webhook_cert_secret_writes_total", "", static_cast<double>(c.secret_writes));
+      line("gpushare_scheduler_webhook_cert_file_writes_total", "", static_cast<double>(c.file_writes));
+    }
+  }
   return out;
 }
 
@@ -265,6 +357,11 @@ void SchedulerService::Stop() {
   }
   cv_.notify_all();
   if (sweeper_.joinable()) sweeper_.join();
+  if (certs_) certs_->Stop();
+  {
+    std::lock_guard<std::mutex> l(webhook_mu_);
+    if (webhook_) webhook_->Stop();
+  }
   if (health_) health_->Stop();
   if (server_) server_->Stop();
   if (pods_) pods_->Stop();

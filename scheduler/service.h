@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -25,6 +26,8 @@
 #include "scheduler/cache.h"
 #include "scheduler/extender.h"
 #include "scheduler/http_server.h"
+#include "scheduler/webhook.h"
+#include "scheduler/webhook_certs.h"
 
 namespace gpushare::scheduler {
 
@@ -50,6 +53,16 @@ struct ServiceOptions {
   double kube_qps = 500;   // two API calls per bind
   int kube_burst = 1000;
   std::string event_component = "gpushare-scheduler";
+
+  // The admission webhook (docs/webhook.md): a separate HTTPS listener serving only POST
+  // /mutate-pods. webhook_port < 0: none. Its certificate is either webhook_tls (files the
+  // operator manages) or, when webhook_certs is set, created and rotated by this process.
+  std::string webhook_host;
+  int webhook_port = -1;
+  std::string webhook_port_file;   // written with the webhook listener's port once serving
+  std::string webhook_scheduler_name = std::string(kDefaultWebhookSchedulerName);
+  TlsOptions webhook_tls;
+  std::optional<WebhookCertOptions> webhook_certs;
 };
 
 class SchedulerService {
@@ -65,11 +78,18 @@ class SchedulerService {
   Readiness readiness() const;
   int port() const { return server_ ? server_->port() : -1; }
   int health_port() const { return health_ ? health_->port() : -1; }
+  // The webhook listener's port once it serves, else -1.
+  int webhook_port() const;
+  WebhookCertManager* webhook_certs() { return certs_.get(); }
   GpuCache& cache() { return *cache_; }
   std::string Metrics() const;
 
  private:
   void OnSynced();
+  HttpReply Mutate(std::string_view body);
+  // Starts the webhook listener if it is not serving yet (self-managed: once the certificate
+  // files are in place).
+  Status StartWebhook();
   void SweepLoop();
   void Sweep();
 
@@ -82,6 +102,11 @@ class SchedulerService {
   std::unique_ptr<Extender> extender_;
   std::unique_ptr<HttpServer> server_;
   std::unique_ptr<HttpServer> health_;
+  std::unique_ptr<WebhookCertManager> certs_;
+  mutable std::mutex webhook_mu_;
+  std::unique_ptr<HttpServer> webhook_;  // set once serving
+  std::string webhook_error_;            // why it does not serve yet
+  std::atomic<uint64_t> webhook_mutated_{0}, webhook_unchanged_{0}, webhook_invalid_{0};
   std::atomic<int> synced_informers_{0};
   std::atomic<bool> ready_{false};
   std::atomic<uint64_t> expired_total_{0};

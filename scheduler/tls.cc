@@ -67,8 +67,8 @@ Result<SSL_CTX*> BuildContext(const TlsOptions& o) {
   SSL_CTX_set_mode(ctx.get(),
                    SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS);
   SSL_CTX_set_alpn_select_cb(ctx.get(), SelectAlpn, nullptr);
-  auto file_error = [](const std::string& flag, const std::string& path, const std::string& why) {
-    return Status::InvalidArgument(flag + " " + path + ": " + why);
+  auto file_error = [&o](const std::string& flag, const std::string& path, const std::string& why) {
+    return Status::InvalidArgument(o.flag_prefix + flag.substr(2) + " " + path + ": " + why);
   };
   if (std::string p = FileProblem(o.cert_file); !p.empty()) return file_error("--tls-cert-file", o.cert_file, p);
   if (std::string p = FileProblem(o.key_file); !p.empty()) return file_error("--tls-private-key-file", o.key_file, p);

@@ -30,6 +30,8 @@ struct TlsOptions {
   std::string cert_file;       // --tls-cert-file; empty: plain HTTP
   std::string key_file;        // --tls-private-key-file
   std::string client_ca_file;  // --client-ca-file; empty: no client certificate asked for
+  // How the flags are named in errors: "--" + "tls-cert-file" (the webhook's: "--webhook-").
+  std::string flag_prefix = "--";
 
   bool enabled() const { return !cert_file.empty(); }
 };

@@ -8,9 +8,14 @@
 //                      [--http-threads N] [--http-max-connections N] [--http-read-header-timeout D]
 //                      [--http-read-timeout D] [--http-idle-timeout D] [--kube-api-qps Q]
 //                      [--kube-api-burst B] [--log-level L]
+//                      [--webhook-listen ADDR:PORT [--webhook-scheduler-name NAME] [--webhook-port-file F]
+//                       (--webhook-tls-cert-file F --webhook-tls-private-key-file F |
+//                        --webhook-cert-dir DIR --webhook-secret NS/NAME --webhook-configuration NAME
+//                        --webhook-service NAME.NS [--webhook-cert-check-interval 1h])]
 //
 // Serves PREFIX/filter, PREFIX/prioritize, PREFIX/bind, /healthz, /readyz, /metrics (see
-// docs/scheduler.md). Exit status: 0 after SIGINT/SIGTERM, 1 when it cannot start, 2 for bad
+// docs/scheduler.md), and with --webhook-listen the admission webhook POST /mutate-pods on a
+// separate HTTPS listener (docs/webhook.md). Exit status: 0 after SIGINT/SIGTERM, 1 when it cannot start, 2 for bad
 // flags (every number and duration is range-checked, and the message names the flag).
 #include <CLI/CLI.hpp>
 #include <cerrno>
@@ -18,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "cli/version.h"
 #include "config/duration.h"
@@ -67,6 +73,96 @@ std::string ParseDuration(const std::string& flag, const std::string& text, int6
   if (!ms) return flag + ": want a duration like 10s or 5m, got \"" + text + "\"";
   if (*ms < lo_ms || *ms > hi_ms) return flag + ": must be " + range + ", got " + text;
   *out_ms = *ms;
+  return "";
+}
+
+// A DNS-1123 label (a namespace, a Service name): lowercase alphanumerics and '-', 1..63.
+bool IsDnsLabel(const std::string& s) {
+  if (s.empty() || s.size() > 63 || s.front() == '-' || s.back() == '-') return false;
+  for (char c : s)
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')) return false;
+  return true;
+}
+
+// A DNS-1123 subdomain (object names, a pod's schedulerName): labels joined by '.', up to 253.
+bool IsDnsSubdomain(const std::string& s) {
+  if (s.empty() || s.size() > 253) return false;
+  size_t start = 0;
+  for (;;) {
+    const size_t dot = s.find('.', start);
+    if (!IsDnsLabel(s.substr(start, dot == std::string::npos ? std::string::npos : dot - start))) return false;
+    if (dot == std::string::npos) return true;
+    start = dot + 1;
+  }
+}
+
+// The webhook flags into `o` ("" when fine, else the message naming the flags).
+std::string WebhookFlags(CLI::App& app, const std::string& listen, const std::string& secret,
+                         const std::string& service, const std::string& interval,
+                         gpushare::scheduler::WebhookCertOptions certs, gpushare::scheduler::ServiceOptions* o) {
+  const std::vector<std::string> files = {"--webhook-tls-cert-file", "--webhook-tls-private-key-file"};
+  const std::vector<std::string> managed = {"--webhook-cert-dir", "--webhook-secret", "--webhook-configuration",
+                                            "--webhook-service"};
+  auto given = [&app](const std::vector<std::string>& flags) {
+    std::vector<std::string> out;
+    for (const std::string& f : flags)
+      if (app.count(f) > 0) out.push_back(f);
+    return out;
+  };
+  auto join = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (size_t i = 0; i < v.size(); ++i) s += (i == 0 ? "" : i + 1 == v.size() ? " and " : ", ") + v[i];
+    return s;
+  };
+  std::vector<std::string> any = given(files), m = given(managed);
+  any.insert(any.end(), m.begin(), m.end());
+  for (const std::string& f : given({"--webhook-scheduler-name", "--webhook-cert-check-interval", "--webhook-port-file"}))
+    any.push_back(f);
+  if (listen.empty()) {
+    if (!any.empty()) return join(any) + ": only with --webhook-listen";
+    return "";
+  }
+  if (!SplitListen(listen, &o->webhook_host, &o->webhook_port))
+    return "--webhook-listen: want ADDR:PORT, got \"" + listen + "\"";
+  if (!IsDnsSubdomain(o->webhook_scheduler_name))
+    return "--webhook-scheduler-name: \"" + o->webhook_scheduler_name + "\" is not a valid scheduler name (DNS-1123 subdomain)";
+  const std::vector<std::string> f = given(files), g = given(managed);
+  const std::string ways = "the webhook's certificate comes either from files (" + join(files) +
+                           ") or is managed by gpushare (all of " + join(managed) + ")";
+  if (f.empty() && g.empty()) return "--webhook-listen: " + ways;
+  if (!f.empty() && !g.empty()) return join(f) + " with " + join(g) + ": choose one: " + ways;
+  if (!f.empty()) {
+    if (f.size() != files.size()) return join(f) + ": needs " + join(files) + " together";
+    if (app.count("--webhook-cert-check-interval") > 0)
+      return "--webhook-cert-check-interval: only with a certificate managed by gpushare (--webhook-cert-dir ...)";
+    return "";
+  }
+  if (g.size() != managed.size()) {
+    std::vector<std::string> missing;
+    for (const std::string& x : managed)
+      if (app.count(x) == 0) missing.push_back(x);
+    return join(g) + ": a certificate managed by gpushare also needs " + join(missing);
+  }
+  const size_t slash = secret.find('/');
+  certs.secret_namespace = slash == std::string::npos ? "" : secret.substr(0, slash);
+  certs.secret_name = slash == std::string::npos ? "" : secret.substr(slash + 1);
+  if (!IsDnsLabel(certs.secret_namespace) || !IsDnsSubdomain(certs.secret_name))
+    return "--webhook-secret: want NAMESPACE/NAME, got \"" + secret + "\"";
+  const size_t dot = service.find('.');
+  certs.service_name = dot == std::string::npos ? "" : service.substr(0, dot);
+  certs.service_namespace = dot == std::string::npos ? "" : service.substr(dot + 1);
+  if (!IsDnsLabel(certs.service_name) || !IsDnsLabel(certs.service_namespace))
+    return "--webhook-service: want NAME.NAMESPACE (the Service the API server calls), got \"" + service + "\"";
+  if (!IsDnsSubdomain(certs.configuration))
+    return "--webhook-configuration: \"" + certs.configuration + "\" is not a valid object name";
+  if (certs.cert_dir.empty()) return "--webhook-cert-dir: empty";
+  int64_t ms = 0;
+  if (std::string why = ParseDuration("--webhook-cert-check-interval", interval, 100, 7 * 24 * 3600 * 1000LL,
+                                      "100ms..168h", &ms);
+      !why.empty())
+    return why;
+  certs.check_interval = std::chrono::milliseconds(ms);
+  o->webhook_certs = std::move(certs);
   return "";
 }
 
@@ -137,6 +233,30 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--kube-api-burst", burst, "burst of the client-side rate limit, 1..100000")->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error or off")->capture_default_str();
+  std::string webhook_listen, webhook_secret, webhook_service, webhook_interval = "1h";
+  scheduler::WebhookCertOptions certs;
+  app.add_option("--webhook-listen", webhook_listen,
+                 "ADDR:PORT of the mutating admission webhook (HTTPS only, POST /mutate-pods and nothing else); "
+                 "default: no webhook");
+  app.add_option("--webhook-scheduler-name", o.webhook_scheduler_name,
+                 "the spec.schedulerName the webhook sets on pods that request --resource-name")
+      ->capture_default_str();
+  app.add_option("--webhook-port-file", o.webhook_port_file, "write the --webhook-listen port to this file once serving");
+  app.add_option("--webhook-tls-cert-file", o.webhook_tls.cert_file,
+                 "the webhook's serving certificate (PEM), managed by the operator; re-read when it changes");
+  app.add_option("--webhook-tls-private-key-file", o.webhook_tls.key_file, "the private key of --webhook-tls-cert-file");
+  app.add_option("--webhook-cert-dir", certs.cert_dir,
+                 "self-managed certificate: the directory (an emptyDir) where tls.crt and tls.key are written");
+  app.add_option("--webhook-secret", webhook_secret,
+                 "self-managed certificate: NAMESPACE/NAME of the kubernetes.io/tls Secret holding it and its CA, "
+                 "shared by all replicas");
+  app.add_option("--webhook-configuration", certs.configuration,
+                 "self-managed certificate: the MutatingWebhookConfiguration whose webhooks' caBundle is kept current");
+  app.add_option("--webhook-service", webhook_service,
+                 "self-managed certificate: NAME.NAMESPACE of the Service the API server calls (the certificate's names)");
+  app.add_option("--webhook-cert-check-interval", webhook_interval,
+                 "self-managed certificate: how often the Secret is checked and rotated when due")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -197,6 +317,8 @@ int main(int argc, char** argv) {
   o.kube_burst = static_cast<int>(v);
   if (!placement::IsPolicyName(o.policy))
     return fail("--policy: unknown policy \"" + o.policy + "\" (known: " + placement::JoinedPolicyNames() + ")");
+  if (!(why = WebhookFlags(app, webhook_listen, webhook_secret, webhook_service, webhook_interval, certs, &o)).empty())
+    return fail(why);
   Status logging = scheduler::ConfigureSchedulerLogging(log_level);
   if (!logging.ok()) return fail(logging.message());
   return scheduler::RunScheduler(std::move(o));

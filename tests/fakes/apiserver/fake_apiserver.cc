@@ -30,13 +30,18 @@ struct ResourceInfo {
   const char* kind;
   const char* list_kind;
   bool namespaced;
+  const char* group_version;  // "v1" (under /api) or "group/version" (under /apis)
 };
 
 constexpr ResourceInfo kInfos[] = {
-    {Resource::kPods, "pods", "Pod", "PodList", true},
-    {Resource::kNodes, "nodes", "Node", "NodeList", false},
-    {Resource::kEvents, "events", "Event", "EventList", true},
+    {Resource::kPods, "pods", "Pod", "PodList", true, "v1"},
+    {Resource::kNodes, "nodes", "Node", "NodeList", false, "v1"},
+    {Resource::kEvents, "events", "Event", "EventList", true, "v1"},
+    {Resource::kSecrets, "secrets", "Secret", "SecretList", true, "v1"},
+    {Resource::kMutatingWebhookConfigurations, "mutatingwebhookconfigurations", "MutatingWebhookConfiguration",
+     "MutatingWebhookConfigurationList", false, "admissionregistration.k8s.io/v1"},
 };
+constexpr size_t kResourceCount = sizeof kInfos / sizeof kInfos[0];
 
 const ResourceInfo& Info(Resource r) { return kInfos[static_cast<int>(r)]; }
 
@@ -85,6 +90,8 @@ const std::set<std::string>& SupportedFields(Resource r) {
       "spec.schedulerName", "spec.serviceAccountName", "spec.hostNetwork", "status.phase",
       "status.podIP",       "status.nominatedNodeName"};
   static const std::set<std::string> nodes = {"metadata.name", "spec.unschedulable"};
+  static const std::set<std::string> secrets = {"metadata.name", "metadata.namespace", "type"};
+  static const std::set<std::string> names = {"metadata.name"};
   static const std::set<std::string> events = {
       "metadata.name",          "metadata.namespace",    "involvedObject.kind",
       "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
@@ -95,6 +102,8 @@ const std::set<std::string>& SupportedFields(Resource r) {
     case Resource::kPods: return pods;
     case Resource::kNodes: return nodes;
     case Resource::kEvents: return events;
+    case Resource::kSecrets: return secrets;
+    case Resource::kMutatingWebhookConfigurations: return names;
   }
   return pods;
 }
@@ -130,6 +139,11 @@ std::map<std::string, std::string> Fields(Resource r, const json& o) {
       f["reportingComponent"] = Str(o, "reportingComponent");
       f["source"] = Str(o, "source", "component");
       f["type"] = Str(o, "type");
+      break;
+    case Resource::kSecrets:
+      f["type"] = Str(o, "type");
+      break;
+    case Resource::kMutatingWebhookConfigurations:
       break;
   }
   return f;
@@ -312,7 +326,7 @@ struct FakeApiServer::Impl {
   // Like a fresh etcd, the revision starts at 1: "0" means "any version" to list and watch, so
   // no list may ever report it.
   uint64_t rv = 1;
-  Store stores[3];
+  Store stores[kResourceCount];
   std::set<std::shared_ptr<Watcher>> watchers;
   std::vector<std::string> tokens;
   std::vector<Fault> faults;
@@ -425,7 +439,7 @@ struct FakeApiServer::Impl {
 
   json Bookmark(Resource r) const {
     json meta = {{"resourceVersion", std::to_string(rv)}, {"creationTimestamp", nullptr}};
-    json b = {{"kind", Info(r).kind}, {"apiVersion", "v1"}, {"metadata", meta}};
+    json b = {{"kind", Info(r).kind}, {"apiVersion", Info(r).group_version}, {"metadata", meta}};
     // What the real server sends: an empty object of the kind, with its zero-valued fields.
     if (r == Resource::kPods) {
       b["spec"] = {{"containers", nullptr}};
@@ -433,7 +447,7 @@ struct FakeApiServer::Impl {
     } else if (r == Resource::kNodes) {
       b["spec"] = json::object();
       b["status"] = {{"daemonEndpoints", {{"kubeletEndpoint", {{"Port", 0}}}}}};
-    } else {
+    } else if (r == Resource::kEvents) {
       b["involvedObject"] = json::object();
       b["reportingComponent"] = "";
       b["reportingInstance"] = "";
@@ -446,7 +460,7 @@ struct FakeApiServer::Impl {
   json Prepare(Resource r, json obj) {
     if (!obj.is_object()) obj = json::object();
     obj["kind"] = Info(r).kind;
-    obj["apiVersion"] = "v1";
+    obj["apiVersion"] = Info(r).group_version;
     if (!obj.contains("metadata") || !obj["metadata"].is_object()) obj["metadata"] = json::object();
     json& m = obj["metadata"];
     if (Info(r).namespaced && Str(obj, "metadata", "namespace").empty()) m["namespace"] = "default";
@@ -609,13 +623,31 @@ struct FakeApiServer::Impl {
     if (seg.size() == 1 && seg[0] == "apis") {
       return {200, {{"kind", "APIGroupList"}, {"apiVersion", "v1"}, {"groups", json::array()}}};
     }
-    if (seg.size() < 2 || seg[0] != "api" || seg[1] != "v1") {
+    // The group/version the path addresses: /api/v1/... or /apis/<group>/<version>/...
+    std::string gv;
+    size_t i = 2;
+    if (seg.size() >= 2 && seg[0] == "api" && seg[1] == "v1") {
+      gv = "v1";
+    } else if (seg.size() >= 3 && seg[0] == "apis") {
+      gv = seg[1] + "/" + seg[2];
+      i = 3;
+    } else {
       return Err(404, "the server could not find the requested resource", "NotFound");
+    }
+    if (seg.size() == i && gv != "v1") {
+      json resources = json::array();
+      for (const ResourceInfo& inf : kInfos)
+        if (inf.group_version == gv)
+          resources.push_back({{"name", inf.plural}, {"namespaced", inf.namespaced}, {"kind", inf.kind},
+                               {"verbs", {"create", "delete", "get", "list", "patch", "update", "watch"}}});
+      if (resources.empty()) return Err(404, "the server could not find the requested resource", "NotFound");
+      return {200, {{"kind", "APIResourceList"}, {"groupVersion", gv}, {"resources", resources}}};
     }
     if (seg.size() == 2) {
       json resources = json::array();
-      for (const ResourceInfo& i : kInfos) {
-        resources.push_back({{"name", i.plural}, {"namespaced", i.namespaced}, {"kind", i.kind},
+      for (const ResourceInfo& inf : kInfos) {
+        if (std::string_view(inf.group_version) != "v1") continue;
+        resources.push_back({{"name", inf.plural}, {"namespaced", inf.namespaced}, {"kind", inf.kind},
                              {"verbs", {"create", "delete", "get", "list", "patch", "update", "watch"}}});
       }
       resources.push_back({{"name", "pods/binding"}, {"namespaced", true}, {"kind", "Binding"}, {"verbs", {"create"}}});
@@ -624,17 +656,16 @@ struct FakeApiServer::Impl {
       return {200, {{"kind", "APIResourceList"}, {"groupVersion", "v1"}, {"resources", resources}}};
     }
     std::string ns;
-    size_t i = 2;
-    if (seg[2] == "namespaces") {
-      if (seg.size() < 5) return Err(404, "the server could not find the requested resource (namespaces are not served)", "NotFound");
-      ns = seg[3];
-      i = 4;
+    if (seg[i] == "namespaces") {
+      if (seg.size() < i + 3) return Err(404, "the server could not find the requested resource (namespaces are not served)", "NotFound");
+      ns = seg[i + 1];
+      i += 2;
     }
     if (!ns.empty() && seg[i] == "bindings" && seg.size() == i + 1 && req.method == "POST") {
       return HandleBinding(req, ns, "");
     }
     std::optional<Resource> r = ResourceFromName(seg[i]);
-    if (!r || (Info(*r).namespaced == false && !ns.empty())) {
+    if (!r || Info(*r).group_version != gv || (Info(*r).namespaced == false && !ns.empty())) {
       return Err(404, "the server could not find the requested resource", "NotFound");
     }
     std::string name = seg.size() > i + 1 ? seg[i + 1] : "";
@@ -786,7 +817,7 @@ struct FakeApiServer::Impl {
       meta["continue"] = ToHex(json{{"rv", at}, {"start", last_key}}.dump());
       meta["remainingItemCount"] = remaining;
     }
-    return {200, {{"kind", Info(r).list_kind}, {"apiVersion", "v1"}, {"metadata", meta}, {"items", items}}};
+    return {200, {{"kind", Info(r).list_kind}, {"apiVersion", Info(r).group_version}, {"metadata", meta}, {"items", items}}};
   }
 
   Reply StartWatch(const httplib::Request& req, httplib::Response& res, Resource r, const std::string& ns) {
@@ -924,6 +955,33 @@ struct FakeApiServer::Impl {
     return {200, nullptr};
   }
 
+  // What the real server checks of a Secret: data values are base64 (the JSON decoder of []byte
+  // refuses anything else, 400), and a kubernetes.io/tls Secret holds tls.crt and tls.key.
+  static Reply ValidateSecret(const json& s) {
+    const std::string name = Str(s, "metadata", "name");
+    const json data = s.contains("data") ? s["data"] : json::object();
+    if (!data.is_null() && !data.is_object()) return Err(400, "Secret.data: not an object", "BadRequest");
+    static const std::string kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    if (data.is_object()) {
+      for (auto it = data.begin(); it != data.end(); ++it) {
+        bool ok = it->is_string() && it->get<std::string>().size() % 4 == 0;
+        if (ok) {
+          const std::string v = it->get<std::string>();
+          const size_t pad = v.find('=');
+          for (size_t i = 0; i < v.size() && ok; ++i)
+            ok = i < pad ? kAlphabet.find(v[i]) != std::string::npos : v[i] == '=' && v.size() - pad <= 2;
+        }
+        if (!ok) return Err(400, "Secret in version \"v1\" cannot be handled as a Secret: illegal base64 data in data[" + it.key() + "]", "BadRequest");
+      }
+    }
+    if (Str(s, "type") == "kubernetes.io/tls") {
+      for (const char* k : {"tls.crt", "tls.key"})
+        if (!data.is_object() || !data.contains(k))
+          return Err(422, "Secret \"" + name + "\" is invalid: data[" + k + "]: Required value", "Invalid");
+    }
+    return {200, nullptr};
+  }
+
   Reply HandleCreate(const httplib::Request& req, Resource r, const std::string& ns) {
     Result<json> body = ParseBody(req);
     if (!body.ok()) return Err(400, body.status().message(), "BadRequest");
@@ -953,6 +1011,10 @@ struct FakeApiServer::Impl {
       Reply v = ValidatePod(obj);
       if (v.code != 200) return v;
       obj["status"] = {{"phase", "Pending"}};
+    }
+    if (r == Resource::kSecrets) {
+      if (Str(obj, "type").empty()) obj["type"] = "Opaque";
+      if (Reply v = ValidateSecret(obj); v.code != 200) return v;
     }
     if (r == Resource::kEvents) {
       std::string io_ns = Str(obj, "involvedObject", "namespace");
@@ -1010,7 +1072,13 @@ struct FakeApiServer::Impl {
       CopyField(m, om, k);
     }
     cand["kind"] = Info(r).kind;
-    cand["apiVersion"] = "v1";
+    cand["apiVersion"] = Info(r).group_version;
+    if (r == Resource::kSecrets) {
+      if (Str(cand, "type") != Str(old, "type"))
+        return Err(422, "Secret \"" + name + "\" is invalid: type: Invalid value: \"" + Str(cand, "type") +
+                            "\": field is immutable", "Invalid");
+      if (Reply v = ValidateSecret(cand); v.code != 200) return v;
+    }
     if (sub == "status") {
       CopyField(cand, old, "spec");
       if (r == Resource::kPods) CopyField(m, om, "ownerReferences");

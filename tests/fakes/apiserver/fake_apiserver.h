@@ -1,4 +1,5 @@
-// FakeApiServer: an in-process double of kube-apiserver for pods, nodes and events, served over
+// FakeApiServer: an in-process double of kube-apiserver for pods, nodes, events, secrets and
+// mutatingwebhookconfigurations, served over
 // real HTTP (or HTTPS), for tests of the Kubernetes client and of the gpushare binaries.
 //
 // It behaves like the real server where gpushare depends on it, unpleasant parts included
@@ -22,6 +23,10 @@
 //     the Binding's annotations; 409 when already bound or being deleted, 404 when missing;
 //   - graceful pod deletion (a bound, running pod gets a deletionTimestamp first; unbound or
 //     finished pods and gracePeriodSeconds=0 delete at once);
+//   - secrets: data values must be base64 (400 otherwise, as the real decoder), a
+//     kubernetes.io/tls Secret needs data tls.crt and tls.key (422), and its type is immutable;
+//   - PUT replaces an object; a metadata.resourceVersion in the body that is not the stored one
+//     is 409 Conflict, an absent object 404;
 //   - optional bearer-token authentication (401 Unauthorized) and HTTPS with client
 //     certificates.
 // Test hooks: set and remove objects directly, inject faults (the next N matching requests
@@ -46,7 +51,9 @@
 
 namespace gpushare::fakes {
 
-enum class Resource { kPods, kNodes, kEvents };
+// Pods, nodes, events, secrets (core v1) and MutatingWebhookConfigurations
+// (admissionregistration.k8s.io/v1, cluster-scoped, served under /apis).
+enum class Resource { kPods, kNodes, kEvents, kSecrets, kMutatingWebhookConfigurations };
 
 // "pods"/"Pod"/"PodList" and back.
 std::string_view ResourceName(Resource r);

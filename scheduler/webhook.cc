@@ -1,0 +1,117 @@
+#include "scheduler/webhook.h"
+
+#include "kube/base64.h"
+#include "kube/quantity.h"
+#include "scheduler/wire.h"
+
+namespace gpushare::scheduler {
+
+using nlohmann::json;
+
+namespace {
+
+// The string member `key` of `obj`, "" when absent or not a string.
+std::string Text(const json& obj, const char* key) {
+  if (!obj.is_object()) return "";
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+const json* Member(const json& obj, const char* key) {
+  if (!obj.is_object()) return nullptr;
+  auto it = obj.find(key);
+  return it == obj.end() ? nullptr : &*it;
+}
+
+// A quantity above zero in the resource list `list` (requests or limits) under `resource`.
+bool Positive(const json* list, std::string_view resource) {
+  if (list == nullptr || !list->is_object()) return false;
+  auto it = list->find(std::string(resource));
+  if (it == list->end()) return false;
+  std::string text;
+  if (it->is_string()) {
+    text = it->get<std::string>();
+  } else if (it->is_number_integer() || it->is_number_unsigned() || it->is_number_float()) {
+    text = it->dump();  // (Go's Quantity also decodes a bare JSON number)
+  } else {
+    return false;
+  }
+  Result<kube::Quantity> q = kube::Quantity::Parse(text);
+  return q.ok() && !q->IsZero() && !q->IsNegative();
+}
+
+WebhookReply Invalid(std::string why) {
+  WebhookReply r;
+  r.outcome = WebhookOutcome::kInvalid;
+  r.http.code = 400;
+  r.http.body = EncodeError("AdmissionReview: " + why);
+  r.why = std::move(why);
+  return r;
+}
+
+}  // namespace
+
+bool PodRequestsResource(const json& pod, std::string_view resource) {
+  const json* spec = Member(pod, "spec");
+  for (const char* list : {"containers", "initContainers"}) {
+    const json* cs = spec == nullptr ? nullptr : Member(*spec, list);
+    if (cs == nullptr || !cs->is_array()) continue;
+    for (const json& c : *cs) {
+      const json* res = Member(c, "resources");
+      if (res == nullptr) continue;
+      if (Positive(Member(*res, "requests"), resource) || Positive(Member(*res, "limits"), resource)) return true;
+    }
+  }
+  return false;
+}
+
+WebhookReply MutatePods(std::string_view body, const WebhookOptions& o) {
+  Result<json> parsed = ParseBody(body);
+  if (!parsed.ok()) return Invalid(parsed.status().message());
+  const json& review = *parsed;
+  const std::string api_version = Text(review, "apiVersion");
+  if (api_version != "admission.k8s.io/v1" && api_version != "admission.k8s.io/v1beta1")
+    return Invalid("apiVersion must be admission.k8s.io/v1 (or v1beta1), got \"" + api_version + "\"");
+  if (Text(review, "kind") != "AdmissionReview")
+    return Invalid("kind must be AdmissionReview, got \"" + Text(review, "kind") + "\"");
+  const json* request = Member(review, "request");
+  if (request == nullptr || !request->is_object()) return Invalid("request: missing or not an object");
+  const std::string uid = Text(*request, "uid");
+  if (uid.empty()) return Invalid("request.uid: missing or not a string");
+
+  WebhookReply r;
+  r.outcome = WebhookOutcome::kUnchanged;
+  json response = {{"uid", uid}, {"allowed", true}};
+  const json* kind = Member(*request, "kind");
+  const std::string operation = Text(*request, "operation");
+  const bool pod_create = kind != nullptr && Text(*kind, "group").empty() && Text(*kind, "kind") == "Pod" &&
+                          operation == "CREATE" && Text(*request, "subResource").empty();
+  const std::string ns = Text(*request, "namespace");
+  if (!pod_create) {
+    r.why = "not a pod creation (" + (kind == nullptr ? std::string("?") : Text(*kind, "kind")) + " " + operation + ")";
+  } else {
+    const json* pod = Member(*request, "object");
+    if (pod == nullptr || !pod->is_object()) return Invalid("request.object: missing for the CREATE of a Pod");
+    const json* meta = Member(*pod, "metadata");
+    const std::string name = meta == nullptr ? "" : Text(*meta, "name");
+    r.pod = ns + "/" + (!name.empty() ? name : (meta == nullptr ? "" : Text(*meta, "generateName")) + "*");
+    const json* spec = Member(*pod, "spec");
+    const std::string current = spec == nullptr ? "" : Text(*spec, "schedulerName");
+    if (!PodRequestsResource(*pod, o.resource_name)) {
+      r.why = "does not request " + o.resource_name;
+    } else if (!current.empty() && current != "default-scheduler") {
+      r.why = "schedulerName \"" + current + "\" chosen by the user";
+    } else {
+      // "add" on an object member replaces it when present (RFC 6902 §4.1).
+      const json patch = json::array({{{"op", "add"}, {"path", "/spec/schedulerName"}, {"value", o.scheduler_name}}});
+      response["patchType"] = "JSONPatch";
+      response["patch"] = kube::Base64Encode(patch.dump());
+      r.outcome = WebhookOutcome::kMutated;
+    }
+  }
+  r.http.code = 200;
+  r.http.body = json{{"apiVersion", api_version}, {"kind", "AdmissionReview"}, {"response", response}}.dump();
+  return r;
+}
+
+}  // namespace gpushare::scheduler

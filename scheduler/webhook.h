@@ -1,0 +1,52 @@
+// The mutating admission webhook of `scheduler.mode: second-scheduler` (docs/webhook.md): the
+// API server sends every Pod CREATE to POST /mutate-pods; a pod that asks for the memory-share
+// resource (any container or initContainer requests or limits it above zero) and has no
+// scheduler of its own (spec.schedulerName empty or "default-scheduler") gets
+// spec.schedulerName set to the gpushare profile of the second kube-scheduler. Every other pod,
+// and every other kind or operation, is allowed unchanged: another scheduler name is the user's
+// explicit choice and is never overridden. The webhook never denies anything.
+//
+// Wire format: AdmissionReview admission.k8s.io/v1 (v1beta1 has the same shape and is answered
+// in kind). The reply echoes apiVersion, kind and request.uid; a mutation is a base64 RFC 6902
+// JSON patch with patchType "JSONPatch". A body that is not such a review is HTTP 400 with the
+// reason (the API server then applies the configuration's failurePolicy).
+//
+// MutatePods is a pure function (bytes in, reply out); the HTTP server (http_server.h) calls it
+// for POST /mutate-pods on the webhook listener.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "scheduler/extender.h"
+
+namespace gpushare::scheduler {
+
+inline constexpr std::string_view kWebhookPath = "/mutate-pods";
+inline constexpr std::string_view kDefaultWebhookSchedulerName = "gpushare-scheduler";
+
+struct WebhookOptions {
+  std::string resource_name = std::string(memshare::kResourceName);  // --resource-name
+  std::string scheduler_name = std::string(kDefaultWebhookSchedulerName);  // --webhook-scheduler-name
+};
+
+enum class WebhookOutcome { kMutated, kUnchanged, kInvalid };
+
+struct WebhookReply {
+  HttpReply http;
+  WebhookOutcome outcome = WebhookOutcome::kInvalid;
+  std::string pod;   // "namespace/name" (or "namespace/generateName*"), for the log
+  std::string why;   // kUnchanged: why no patch; kInvalid: what is wrong
+};
+
+// Whether any container or initContainer of `pod` (a Pod object) requests or limits
+// `resource` with a quantity above zero. Quantities that do not parse count as zero (the API
+// server refuses such a pod in validation, after the webhooks).
+bool PodRequestsResource(const nlohmann::json& pod, std::string_view resource);
+
+// The answer to one AdmissionReview request body.
+WebhookReply MutatePods(std::string_view body, const WebhookOptions& options);
+
+}  // namespace gpushare::scheduler
