@@ -931,11 +931,11 @@ Result<LoadedNodeConfig> Load(const NodeConfigFlags& flags, const Environment& e
   return out;
 }
 
-Result<std::string> ReadConfigFile(const std::string& path) {
+}  // namespace
+
+Result<std::string> ReadNodeConfigFile(const std::string& path) {
   return ReadInputFile(path, {"config file", kMaxConfigFileBytes, "config.yaml"});
 }
-
-}  // namespace
 
 const std::vector<NodeConfigSetting>& NodeConfigSettings() {
   static const std::vector<NodeConfigSetting> rows = [] {
@@ -994,7 +994,7 @@ Result<LoadedNodeConfig> LoadNodeConfigWithNotes(const NodeConfigFlags& flags,
     }
   }
   if (path.empty()) return Load(flags, env, nullptr, "");
-  auto text = ReadConfigFile(path);
+  auto text = ReadNodeConfigFile(path);
   if (!text.ok()) return Status::InvalidArgument(origin + ": " + text.status().message());
   return Load(flags, env, &*text, path);
 }
@@ -1006,7 +1006,7 @@ Result<NodeConfig> LoadNodeConfig(const NodeConfigFlags& flags, const Environmen
 }
 
 Result<LoadedNodeConfig> ValidateConfigFile(const std::string& path) {
-  auto text = ReadConfigFile(path);
+  auto text = ReadNodeConfigFile(path);
   if (!text.ok()) return Status::InvalidArgument(text.status().message());
   return Load(NodeConfigFlags{}, Environment{}, &*text, path);
 }

@@ -73,6 +73,10 @@ Result<LoadedNodeConfig> LoadNodeConfigFromText(const NodeConfigFlags& flags,
                                                 const Environment& env, const std::string& text,
                                                 const std::string& source_name);
 
+// Reads a config file with the bounds above (a regular file, or a link to one, of at most
+// kMaxConfigFileBytes). The message names the file and why; the caller adds the flag.
+Result<std::string> ReadNodeConfigFile(const std::string& path);
+
 // Checks a config file on its own (no flags, no environment): `gpushare validate`.
 Result<LoadedNodeConfig> ValidateConfigFile(const std::string& path);
 

@@ -132,10 +132,15 @@ class Agent::Impl {
     if (wake_fd < 0 || inotify_fd < 0) return Status::Internal(std::string("eventfd/inotify: ") + std::strerror(errno));
 
     Result<AgentInputs> in = opts.load();
-    if (!in.ok()) return in.status();
-    Result<ResourcePlan> p = BuildResourcePlan(in->inventory, in->config);
-    if (!p.ok()) return p.status();
-    GPUSHARE_RETURN_IF_ERROR(EnsureMemoryMode(*in, *p));
+    Status st = in.ok() ? Status::Ok() : in.status();
+    Result<ResourcePlan> p = Status::Internal("not built");
+    if (st.ok()) {
+      p = BuildResourcePlan(in->inventory, in->config);
+      if (!p.ok()) st = p.status();
+    }
+    if (st.ok()) st = EnsureMemoryMode(*in, *p);
+    if (opts.on_load) opts.on_load(st.ok());
+    if (!st.ok()) return st;
     Adopt(std::move(in).value(), std::move(p).value(), NowMs(), "start");
     return Status::Ok();
   }
@@ -577,8 +582,10 @@ class Agent::Impl {
         spdlog::error("event=reload_rejected problem={}", Value(line));
       }
       spdlog::warn("event=reload_kept_old_config resources={}", slots.size());
+      if (opts.on_load) opts.on_load(false);
       return;
     }
+    if (opts.on_load) opts.on_load(true);
     spdlog::info("event=reload_accepted resources={}", p->resources.size());
     // Stop before serving the new plan; with streams open, settle first (see Execute).
     const bool had_streams = StopAll();

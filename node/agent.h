@@ -18,7 +18,8 @@
 //   - memory shares: when the plan has a memory-share resource, a MemoryShareMode (built once by
 //     AgentOptions::memory_shares) steers its GetPreferredAllocation, adds to its Allocate and
 //     is told about every plan and health change (it publishes the node's GPU inventory);
-//   - SIGHUP reloads inventory and config; a bad new config keeps the old plan serving and logs
+//   - SIGHUP (or RequestReload, e.g. from the config watch of node/config_source.h) reloads
+//     inventory and config; a bad new config keeps the old plan serving and logs
 //     one line per problem; SIGTERM/SIGINT stop every server, remove our sockets and make Run
 //     return 0. Signals arrive through a signalfd: no work happens in a signal handler.
 // All lifecycle work runs on the thread that calls Run(); gRPC threads only post events
@@ -83,6 +84,13 @@ class MemoryShareMode {
 // logged on a reload, which then serves without memory mode).
 using MemoryShareFactory = std::function<Result<std::unique_ptr<MemoryShareMode>>(const AgentInputs& inputs)>;
 
+// Something that runs beside the agent on its own thread (the config watch, the collection of
+// old library versions): started once Init succeeded, destroyed after Run returned.
+class Companion {
+ public:
+  virtual ~Companion() = default;
+};
+
 struct AgentOptions {
   std::string plugin_dir = "/var/lib/kubelet/device-plugins";
   std::string kubelet_socket;  // empty = <plugin_dir>/kubelet.sock
@@ -91,6 +99,9 @@ struct AgentOptions {
   DecoratorFactory decorator;  // optional
   MemoryShareFactory memory_shares;  // optional; without it memory shares go by best fit (one GPU)
   bool handle_signals = true;  // block SIGTERM/SIGINT/SIGHUP and read them from a signalfd
+  // Optional: told after every load (Init's and each reload's) whether the agent took the
+  // inputs (true) or kept the old ones (false). Called on the agent thread.
+  std::function<void(bool accepted)> on_load;
 
   // Lifecycle timing (deviceplugin::LifecycleTiming). Reactions are event-driven; these only
   // coalesce bursts and pace retries.

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 namespace gpushare::node {
@@ -53,6 +54,21 @@ Status WriteFileAtomically(const std::string& path, const std::string& text, mod
     return s;
   }
   return Status::Ok();
+}
+
+uint64_t ContentHash64(const std::string& data) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : data) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+std::string ContentHashHex(const std::string& data) {
+  char text[17];
+  snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(ContentHash64(data)));
+  return text;
 }
 
 }  // namespace gpushare::node

@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 
 #include "core/status.h"
@@ -19,6 +20,12 @@ Status MakeDir(const std::string& path, mode_t mode);
 
 // Creates every missing directory of an absolute path (mode 0755; existing ones untouched).
 Status MakeDirs(const std::string& path);
+
+// FNV-1a, 64 bits, of `data`: names content (the installed library's directory) and tells
+// whether a file changed (the config watch). Not cryptographic.
+uint64_t ContentHash64(const std::string& data);
+// The same as 16 lower-case hex digits.
+std::string ContentHashHex(const std::string& data);
 
 // Writes a file atomically: a temporary name in the same directory, fsync, chmod, rename.
 Status WriteFileAtomically(const std::string& path, const std::string& text, mode_t mode);

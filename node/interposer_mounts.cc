@@ -33,7 +33,7 @@ std::string NewContainerId() {
 }  // namespace
 
 Result<InterposerSetup> PrepareInterposer(const std::vector<InterposerDevice>& devices,
-                                          const InterposerMountOptions& options) {
+                                          const InterposerMountOptions& options, const AllocationMarker& allocation) {
   if (options.state_dir.empty() || options.state_dir[0] != '/')
     return Status::InvalidArgument("gpushare.stateDir: must be an absolute path, got \"" + options.state_dir + "\"");
   InterposerOptions o;
@@ -49,6 +49,11 @@ Result<InterposerSetup> PrepareInterposer(const std::vector<InterposerDevice>& d
   GPUSHARE_RETURN_IF_ERROR(MakeDir(o.container_host_dir, 0755));
   GPUSHARE_RETURN_IF_ERROR(MakeDir(o.container_host_dir + "/shared", 01777));
   GPUSHARE_RETURN_IF_ERROR(WriteFileAtomically(o.container_host_dir + "/config", setup->config_text, 0644));
+  AllocationMarker marker = allocation;
+  marker.library_dir = o.library_host_dir;
+  GPUSHARE_RETURN_IF_ERROR(
+      WriteFileAtomically(o.container_host_dir + "/" + kAllocationMarkerName, EncodeAllocationMarker(marker), 0644));
+  // Last: a directory with ld.so.preload is one an Allocate answered with (node/library_gc.h).
   GPUSHARE_RETURN_IF_ERROR(WriteFileAtomically(o.container_host_dir + "/ld.so.preload", setup->preload_text, 0644));
   return setup;
 }
@@ -56,7 +61,10 @@ Result<InterposerSetup> PrepareInterposer(const std::vector<InterposerDevice>& d
 deviceplugin::AllocationDecorator MakeInterposerDecorator(const InterposerMountOptions& options) {
   return [options](const deviceplugin::ResolvedRequest& request,
                    deviceplugin::ContainerAllocation* allocation) -> Status {
-    Result<InterposerSetup> setup = PrepareInterposer(InterposerDevicesFor(request.devices), options);
+    AllocationMarker marker;
+    marker.resource = request.resource != nullptr ? request.resource->name : "";
+    for (const PlannedDevice* d : request.devices) marker.device_ids.push_back(d->id);
+    Result<InterposerSetup> setup = PrepareInterposer(InterposerDevicesFor(request.devices), options, marker);
     if (!setup.ok()) return setup.status().WithContext("in-container GPU limits");
     for (const auto& [k, v] : setup->envs) allocation->envs[k] = v;
     for (const InterposerMount& m : setup->mounts)
@@ -65,13 +73,16 @@ deviceplugin::AllocationDecorator MakeInterposerDecorator(const InterposerMountO
   };
 }
 
-DecoratorFactory InterposerDecoratorFactory(std::string library_source, std::string version) {
-  return [library_source, version](const AgentInputs& inputs) -> deviceplugin::AllocationDecorator {
+DecoratorFactory InterposerDecoratorFactory(std::string library_source, std::string version,
+                                            std::shared_ptr<InterposerPaths> paths) {
+  return [library_source, version, paths](const AgentInputs& inputs) -> deviceplugin::AllocationDecorator {
     const GpushareSettings& g = inputs.config.gpushare;
+    if (paths) paths->Loaded(g.container_state_dir, g.interposer_host_dir, "");  // no version known (yet)
     if (g.interposer_host_dir.empty()) return nullptr;
     if (library_source.empty())
       return MakeInterposerDecorator(InterposerMountOptions{g.interposer_host_dir, g.container_state_dir});
     Result<InstalledLibrary> installed = InstallLibrary(library_source, g.interposer_host_dir, version);
+    if (installed.ok() && paths) paths->Loaded(g.container_state_dir, g.interposer_host_dir, installed->dir);
     if (!installed.ok()) {
       spdlog::error("event=interposer_install_failed source={} host_dir={} error={}", logfmt::Value(library_source),
                     logfmt::Value(g.interposer_host_dir), logfmt::Value(installed.status().message()));

@@ -9,16 +9,22 @@
 // identity, so <id> is unique per call (time, pid, counter); kubelet reuses the answer for a
 // restarted container, so a restart keeps its directory and the region is reinitialised by
 // its first process. Files are written to a temporary name and renamed, so a crash never leaves
-// a half-written config. Directories are not garbage-collected yet (a few KiB each).
+// a half-written config. Before ld.so.preload (the last file) an `allocation` marker
+// (core/library_gc.h: the resource, the device IDs, the library directory mounted) is written,
+// so that node/library_gc.h can tell when kubelet no longer allocates those devices and the
+// directory, and the library version it names, can go.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "core/interposer_contract.h"
+#include "core/library_gc.h"
 #include "core/node_config.h"
 #include "core/status.h"
 #include "deviceplugin/allocation.h"
 #include "node/agent.h"
+#include "node/library_gc.h"
 
 namespace gpushare::node {
 
@@ -29,8 +35,10 @@ struct InterposerMountOptions {
 
 // Creates the container's directory and files and returns the setup with host paths filled in.
 // Nothing to enforce: an empty setup and no files. Errors name the path and the reason.
+// `allocation` names the resource and device IDs for the marker (library_dir is filled in).
 Result<InterposerSetup> PrepareInterposer(const std::vector<InterposerDevice>& devices,
-                                          const InterposerMountOptions& options);
+                                          const InterposerMountOptions& options,
+                                          const AllocationMarker& allocation = {});
 
 // The Allocate decorator: adds the contract's environment and mounts to the answer.
 deviceplugin::AllocationDecorator MakeInterposerDecorator(const InterposerMountOptions& options);
@@ -40,6 +48,9 @@ deviceplugin::AllocationDecorator MakeInterposerDecorator(const InterposerMountO
 // --interposer-library: the library its image ships), each config's hostDir first gets that
 // library installed at its versioned path (node/library_install.h), and Allocate mounts that
 // file; if the install fails, Allocate of a container that needs limits fails with the reason.
-DecoratorFactory InterposerDecoratorFactory(std::string library_source = "", std::string version = "");
+// With `paths`, every load records its stateDir, hostDir and installed version there (what the
+// collection of node/library_gc.h works from).
+DecoratorFactory InterposerDecoratorFactory(std::string library_source = "", std::string version = "",
+                                            std::shared_ptr<InterposerPaths> paths = nullptr);
 
 }  // namespace gpushare::node

@@ -56,18 +56,6 @@ Result<std::string> ReadSmallFile(const std::string& path, const std::string& ro
   return data;
 }
 
-// FNV-1a, 64 bits, as 16 hex digits: names the content; equality is checked byte for byte.
-std::string ContentHash(const std::string& data) {
-  uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : data) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  char text[17];
-  snprintf(text, sizeof(text), "%016llx", static_cast<unsigned long long>(h));
-  return text;
-}
-
 bool ValidVersion(std::string_view v) {
   if (v.empty() || v.size() > 64 || v[0] == '.') return false;
   for (char c : v) {
@@ -139,7 +127,7 @@ Result<InstalledLibrary> InstallLibrary(const std::string& source, const std::st
   if (data->empty()) return Status::FailedPrecondition("the library to install, " + source + ", is empty");
 
   InstalledLibrary want;
-  want.dir = host_dir + (host_dir.back() == '/' ? "" : "/") + std::string(version) + "-" + ContentHash(*data);
+  want.dir = host_dir + (host_dir.back() == '/' ? "" : "/") + std::string(version) + "-" + ContentHashHex(*data);
   want.path = want.dir + "/" + kLibraryFileName;
   struct stat st;
   if (lstat(want.dir.c_str(), &st) == 0) return Existing(want, *data);

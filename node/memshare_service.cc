@@ -1,7 +1,6 @@
 // See memshare_service.h.
 #include "node/memshare_service.h"
 
-#include <grpcpp/grpcpp.h>
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
@@ -19,7 +18,7 @@
 #include "kube/config.h"
 #include "kube/informer.h"
 #include "kube/memshare_pod.h"
-#include "proto/podresources/v1/api.grpc.pb.h"
+#include "node/pod_resources.h"
 
 namespace gpushare::node {
 namespace {
@@ -71,8 +70,7 @@ class Service final : public MemoryShareMode {
 
     GPUSHARE_RETURN_IF_ERROR(pods_->Start());
     GPUSHARE_RETURN_IF_ERROR(nodes_->Start());
-    channel_ = grpc::CreateChannel("unix:" + opts_.pod_resources_socket, grpc::InsecureChannelCredentials());
-    lister_ = ::v1::PodResourcesLister::NewStub(channel_);
+    pod_resources_ = std::make_unique<PodResourcesClient>(opts_.pod_resources_socket);
     worker_ = std::thread([this] { Loop(); });
     spdlog::info("event=memshare_started node={} pod_resources={} reconcile_interval_ms={}", opts_.node_name,
                  opts_.pod_resources_socket, opts_.reconcile_interval.count());
@@ -279,18 +277,13 @@ class Service final : public MemoryShareMode {
     if (now < last_list_ + opts_.min_list_interval) return last_list_ + opts_.min_list_interval;
     last_list_ = now;
     const int64_t list_started_ms = NowMs();
-    ::v1::ListPodResourcesRequest req;
-    ::v1::ListPodResourcesResponse resp;
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + opts_.rpc_timeout);
-    grpc::Status s = lister_->List(&ctx, req, &resp);
-    if (!s.ok()) {
-      list_backoff_ms_ = s.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED
+    Result<std::vector<ContainerDevices>> listed = pod_resources_->List(opts_.rpc_timeout);
+    if (!listed.ok()) {
+      list_backoff_ms_ = listed.status().code() == StatusCode::kResourceExhausted
                              ? std::min<int64_t>(std::max<int64_t>(list_backoff_ms_ * 2, 100), 2000)
                              : std::min<int64_t>(std::max<int64_t>(list_backoff_ms_ * 2, 500), 30000);
-      spdlog::warn("event=memshare_pod_resources_failed socket={} code={} retry_ms={} error={}",
-                   opts_.pod_resources_socket, static_cast<int>(s.error_code()), list_backoff_ms_,
-                   Value(s.error_message()));
+      spdlog::warn("event=memshare_pod_resources_failed socket={} retry_ms={} error={}", opts_.pod_resources_socket,
+                   list_backoff_ms_, Value(listed.status().message()));
       return Clock::now() + std::chrono::milliseconds(list_backoff_ms_);
     }
     list_backoff_ms_ = 0;
@@ -304,22 +297,13 @@ class Service final : public MemoryShareMode {
       inventory = inventory_;
       desired = desired_;
     }
-    // pod key -> its containers' units of our resource (entries of one resource merged).
+    // pod key -> its containers' units of our resource, in the pod's container order.
     std::map<std::string, std::vector<ms::ObservedContainer>> observed;
-    for (const ::v1::PodResources& p : resp.pod_resources()) {
-      const std::string key = p.namespace_() + "/" + p.name();
-      std::vector<ms::ObservedContainer> cs;
-      for (const ::v1::ContainerResources& c : p.containers()) {
-        ms::ObservedContainer oc{c.name(), {}};
-        for (const ::v1::ContainerDevices& d : c.devices()) {
-          if (d.resource_name() != resource) continue;
-          for (const std::string& id : d.device_ids()) oc.unit_ids.push_back(id);
-        }
-        if (oc.unit_ids.empty()) continue;
-        std::sort(oc.unit_ids.begin(), oc.unit_ids.end());
-        cs.push_back(std::move(oc));
-      }
-      if (!cs.empty()) observed[key] = std::move(cs);
+    for (const ContainerDevices& c : *listed) {
+      if (c.resource != resource || c.device_ids.empty()) continue;
+      ms::ObservedContainer oc{c.container, c.device_ids};
+      std::sort(oc.unit_ids.begin(), oc.unit_ids.end());
+      observed[c.pod_namespace + "/" + c.pod_name].push_back(std::move(oc));
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -433,8 +417,7 @@ class Service final : public MemoryShareMode {
   const MemoryShareOptions opts_;
   std::unique_ptr<kube::PodInformer> pods_;
   std::unique_ptr<kube::NodeInformer> nodes_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<::v1::PodResourcesLister::Stub> lister_;
+  std::unique_ptr<PodResourcesClient> pod_resources_;
 
   std::mutex mu_;
   std::condition_variable cv_;
@@ -523,6 +506,23 @@ void AddMemoryShareFlags(CLI::App& app, MemoryShareFlags& flags) {
       ->capture_default_str();
 }
 
+Result<std::shared_ptr<kube::Client>> MakeApiClient(const std::string& kubeconfig, const std::string& purpose) {
+  return MakeApiClient(kubeconfig, purpose, kube::ClientOptions{});
+}
+
+Result<std::shared_ptr<kube::Client>> MakeApiClient(const std::string& kubeconfig, const std::string& purpose,
+                                                    const kube::ClientOptions& options) {
+  kube::LoadOptions lo;
+  lo.kubeconfig = kubeconfig;
+  Result<kube::ClientConfig> cfg = kube::LoadClientConfig(lo);
+  if (!cfg.ok()) return Status::InvalidArgument(purpose + " need the Kubernetes API: " + cfg.status().message());
+  for (const std::string& w : cfg->warnings) spdlog::warn("event=kube_config_warning warning={}", Value(w));
+  Result<std::shared_ptr<kube::Client>> client = kube::Client::Create(*cfg, options);
+  if (!client.ok()) return Status::InvalidArgument(purpose + ": Kubernetes API client: " + client.status().message());
+  spdlog::info("event=kube_config purpose={} source={} server={}", Value(purpose), Value(cfg->source), cfg->server);
+  return client;
+}
+
 MemoryShareFactory MemoryShareFactoryFromFlags(const MemoryShareFlags& flags) {
   return [flags](const AgentInputs&) -> Result<std::unique_ptr<MemoryShareMode>> {
     MemoryShareOptions o;
@@ -535,17 +535,9 @@ MemoryShareFactory MemoryShareFactoryFromFlags(const MemoryShareFlags& flags) {
     }
     o.reconcile_interval = std::chrono::milliseconds(*ms);
     if (o.node_name.empty()) return StartMemoryShares(std::move(o));  // names the missing flag
-    kube::LoadOptions lo;
-    lo.kubeconfig = flags.kubeconfig;
-    Result<kube::ClientConfig> cfg = kube::LoadClientConfig(lo);
-    if (!cfg.ok()) {
-      return Status::InvalidArgument("memory shares need the Kubernetes API: " + cfg.status().message());
-    }
-    for (const std::string& w : cfg->warnings) spdlog::warn("event=kube_config_warning warning={}", Value(w));
-    Result<std::shared_ptr<kube::Client>> client = kube::Client::Create(*cfg);
-    if (!client.ok()) return Status::InvalidArgument("memory shares: Kubernetes API client: " + client.status().message());
+    Result<std::shared_ptr<kube::Client>> client = MakeApiClient(flags.kubeconfig, "memory shares");
+    if (!client.ok()) return client.status();
     o.client = *client;
-    spdlog::info("event=kube_config source={} server={}", Value(cfg->source), cfg->server);
     return StartMemoryShares(std::move(o));
   };
 }

@@ -38,6 +38,7 @@ class App;
 
 namespace gpushare::kube {
 class Client;
+struct ClientOptions;
 }
 
 namespace gpushare::node {
@@ -76,6 +77,13 @@ struct MemoryShareFlags {
 };
 
 void AddMemoryShareFlags(CLI::App& app, MemoryShareFlags& flags);
+
+// A client of the API server from --kubeconfig (empty: $KUBECONFIG, then in-cluster, then
+// ~/.kube/config). `purpose` ("memory shares", "--config-dir") starts the messages.
+// kInvalidArgument (exit 2) for an unusable configuration.
+Result<std::shared_ptr<kube::Client>> MakeApiClient(const std::string& kubeconfig, const std::string& purpose,
+                                                    const kube::ClientOptions& options);
+Result<std::shared_ptr<kube::Client>> MakeApiClient(const std::string& kubeconfig, const std::string& purpose);
 
 // For AgentOptions::memory_shares: checks the flags, loads the API client configuration and
 // starts the service. kInvalidArgument (exit 2) for a missing node name, a bad duration or an

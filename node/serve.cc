@@ -7,8 +7,10 @@
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <cstdio>
+#include <optional>
 #include <thread>
 
+#include "config/duration.h"
 #include "config/flag_checks.h"
 #include "deviceplugin/logfmt.h"
 
@@ -75,6 +77,19 @@ void AddServeFlags(CLI::App& app, ServeFlags& flags) {
   if (CLI::Option* o = app.get_option_no_throw("--reconcile-interval")) {
     o->check(DurationIn(100, "100ms", 24 * 3600 * 1000, "24h"));
   }
+  const CLI::Validator gc_range = DurationIn(1000, "1s", 24 * 3600 * 1000, "24h");
+  app.add_option("--gc-interval", flags.gc_interval,
+                 "how often per-container state directories no container uses and old library versions "
+                 "are removed (also at the start); 0 = never; else 1s..24h")
+      ->check(CLI::Validator(
+          [gc_range](std::string& v) -> std::string {
+            if (v == "0") return "";
+            std::string copy = v;
+            std::string why = gc_range(copy);
+            return why.empty() ? "" : "must be 0 (never) or a duration from 1s to 24h, like 10m, got " + v;
+          },
+          "0 or 1s..24h"))
+      ->capture_default_str();
 }
 
 void BlockServeSignals() {
@@ -125,13 +140,34 @@ int Serve(ServeOptions options) {
       return MakeHealthFeed(std::move(src).value(), std::move(sink));
     };
   }
+  a.on_load = std::move(options.on_load);
+  std::optional<int64_t> gc_ms = ParseDurationMs(options.flags.gc_interval);
+  if (!gc_ms) {
+    std::fprintf(stderr, "--gc-interval: must be 0 (never) or a duration from 1s to 24h, like 10m, got %s\n",
+                 options.flags.gc_interval.c_str());
+    return 2;
+  }
   Agent agent(std::move(a));
   Status st = agent.Init();
   if (!st.ok()) {
     PrintLines(st.message());
     return st.code() == StatusCode::kInvalidArgument ? 2 : 1;
   }
-  return agent.Run();
+  // Companions run beside the agent and are stopped (destroyed) before it.
+  std::vector<std::unique_ptr<Companion>> companions;
+  auto reload = [&agent] { agent.RequestReload(); };
+  for (const CompanionFactory& f : options.companions) {
+    if (std::unique_ptr<Companion> c = f(reload)) companions.push_back(std::move(c));
+  }
+  if (options.interposer_paths) {
+    LibraryGcOptions g;
+    g.pod_resources_socket = options.flags.memory.pod_resources_socket;
+    g.interval_ms = *gc_ms;
+    if (std::unique_ptr<Companion> c = StartLibraryGc(options.interposer_paths, g)) companions.push_back(std::move(c));
+  }
+  const int rc = agent.Run();
+  companions.clear();
+  return rc;
 }
 
 }  // namespace gpushare::node

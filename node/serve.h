@@ -1,8 +1,8 @@
 // Serve: the wiring of gpushare-node's serving mode, so that the main stays a flag parser.
 //
 // AddServeFlags registers the serving flags (--device-plugin-dir, --kubelet-socket,
-// --log-level, and memory mode's --node-name, --kubeconfig, --pod-resources-socket,
-// --reconcile-interval); Serve builds an Agent (node/agent.h) from a loader and a health-source
+// --log-level, --gc-interval, and memory mode's --node-name, --kubeconfig,
+// --pod-resources-socket, --reconcile-interval); Serve builds an Agent (node/agent.h) from a loader and a health-source
 // factory, runs it and returns the process exit status: 0 after SIGTERM/SIGINT, 2 when the
 // inputs are invalid (every problem printed, one per line), 1 for anything else.
 // MakeHealthFeed adapts a gpu/ HealthEventSource (NVML or the events file) to the agent's
@@ -12,10 +12,12 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "gpu/health_events.h"
 #include "node/agent.h"
+#include "node/library_gc.h"
 #include "node/memshare_service.h"
 
 namespace CLI {
@@ -29,6 +31,7 @@ struct ServeFlags {
   std::string kubelet_socket;  // empty = <plugin_dir>/kubelet.sock
   std::string log_level = "info";
   MemoryShareFlags memory;     // --node-name, --kubeconfig, --pod-resources-socket, ...
+  std::string gc_interval = "10m";  // --gc-interval: collection of state dirs and old libraries; 0 = never
 };
 
 void AddServeFlags(CLI::App& app, ServeFlags& flags);
@@ -48,11 +51,20 @@ Status ConfigureLogging(const std::string& level);
 using HealthSourceFactory =
     std::function<Result<std::unique_ptr<HealthEventSource>>(const AgentInputs& inputs)>;
 
+// Starts a Companion once the agent is initialised; `request_reload` is the agent's
+// RequestReload. May return null (nothing to run).
+using CompanionFactory = std::function<std::unique_ptr<Companion>(std::function<void()> request_reload)>;
+
 struct ServeOptions {
   ServeFlags flags;
-  InputLoader load;                   // called at start and on every SIGHUP
+  InputLoader load;                   // called at start and on every SIGHUP (or requested reload)
   HealthSourceFactory health_source;  // optional
   DecoratorFactory decorator;         // optional: the interposer's additions to Allocate
+  std::function<void(bool accepted)> on_load;  // optional: AgentOptions::on_load
+  std::vector<CompanionFactory> companions;     // optional: started after Init, stopped after Run
+  // Optional: where the loads put the interposer's files; with it (and --gc-interval > 0) the
+  // collection of node/library_gc.h runs.
+  std::shared_ptr<InterposerPaths> interposer_paths;
 };
 
 int Serve(ServeOptions options);

@@ -5,7 +5,8 @@
 //                                             plan, exit (0; 2 on any config/plan problem)
 //   (default)                                 serve the plan to kubelet (see RunServe)
 // Both modes load their inputs the same way (LoadInputs): config first (flag > environment >
-// file), then the inventory (--inventory FILE, or NVML), then the plan. Every config or plan
+// file; the file from --config, or from --config-dir chosen by the node's label, through a
+// node::ConfigSource), then the inventory (--inventory FILE, or NVML), then the plan. Every config or plan
 // problem is printed on stderr, one line each, and the exit status is 2 before anything is
 // served. An inventory that cannot be discovered follows failOnInitError.
 #include <signal.h>
@@ -22,7 +23,11 @@
 #include "gpu/file_inventory.h"
 #include "gpu/inventory_source.h"
 #include "gpu/nvml_inventory.h"
+#include "kube/client.h"
+#include "kube/objects.h"
+#include "node/config_source.h"
 #include "node/interposer_mounts.h"
+#include "node/memshare_service.h"
 #include "node/plan_printer.h"
 #include "node/serve.h"
 
@@ -34,6 +39,7 @@ constexpr int kExitInvalid = 2;  // config, inventory file or plan problems
 
 struct MainOptions {
   NodeConfigFlags config_flags;
+  node::ConfigSourceFlags config_source;  // --config-dir, --config-node-label, --default-config, ...
   std::string inventory_file;  // empty = NVML
   NvmlInventoryOptions nvml;
   std::string health_events_file;  // simulated health events (with --inventory)
@@ -65,8 +71,15 @@ std::unique_ptr<InventorySource> MakeInventorySource(const MainOptions& o) {
 
 // Loads config, inventory and plan; on failure says whether the problem is the operator's
 // input (exit 2) or GPU discovery (failOnInitError decides).
-bool LoadInputs(const MainOptions& o, const Environment& env, Inputs* out, LoadFailure* fail) {
-  auto config = LoadNodeConfigWithNotes(o.config_flags, env);
+bool LoadInputs(const MainOptions& o, node::ConfigSource& config_source, const Environment& env, Inputs* out,
+                LoadFailure* fail) {
+  Result<node::ConfigSnapshot> snap = config_source.Next();
+  if (!snap.ok()) {
+    *fail = {snap.status(), true};
+    return false;
+  }
+  auto config = snap->path.empty() ? LoadNodeConfigWithNotes(o.config_flags, env)
+                                   : LoadNodeConfigFromText(o.config_flags, env, snap->text, snap->path);
   if (!config.ok()) {
     *fail = {config.status(), true};
     return false;
@@ -132,18 +145,18 @@ int WaitIdle() {
 
 // The serving mode: device plugins for every planned resource (node/serve.h). The first load
 // is the one main already did; SIGHUP reloads config and inventory the same way.
-int RunServe(const MainOptions& o, const Inputs& in) {
+int RunServe(const MainOptions& o, const std::shared_ptr<node::ConfigSource>& source, const Inputs& in) {
   node::ServeOptions s;
   s.flags = o.serve;
   auto first = std::make_shared<bool>(true);
-  s.load = [&o, &in, first]() -> Result<node::AgentInputs> {
+  s.load = [&o, &in, first, source]() -> Result<node::AgentInputs> {
     if (*first) {
       *first = false;
       return node::AgentInputs{in.inventory, in.config.config, ConfigNotes(in.config)};
     }
     Inputs fresh;
     LoadFailure fail;
-    if (!LoadInputs(o, ProcessEnvironment(), &fresh, &fail)) return fail.status;
+    if (!LoadInputs(o, *source, ProcessEnvironment(), &fresh, &fail)) return fail.status;
     return node::AgentInputs{std::move(fresh.inventory), std::move(fresh.config.config), ConfigNotes(fresh.config)};
   };
   s.health_source = [&o](const node::AgentInputs& a) -> Result<std::unique_ptr<HealthEventSource>> {
@@ -154,8 +167,41 @@ int RunServe(const MainOptions& o, const Inputs& in) {
     return MakeNvmlHealthEventSource(*nvml, a.inventory);
   };
   // In-container GPU limits (docs/interposer.md); the library installed first when given.
-  s.decorator = node::InterposerDecoratorFactory(o.interposer_library, cli::kVersion);
+  s.interposer_paths = std::make_shared<node::InterposerPaths>();
+  s.decorator = node::InterposerDecoratorFactory(o.interposer_library, cli::kVersion, s.interposer_paths);
+  // Automatic reload: the config file (or the directory and the node's label) is watched.
+  s.on_load = [source](bool accepted) { source->Outcome(accepted); };
+  s.companions.push_back([source](std::function<void()> reload) { return node::StartConfigWatch(source, reload); });
   return node::Serve(std::move(s));
+}
+
+// The config's source: --config FILE ($CONFIG_FILE) or --config-dir DIR with the node's label
+// read from the API server.
+Result<std::shared_ptr<node::ConfigSource>> OpenConfigSource(const MainOptions& o, const Environment& env) {
+  node::ConfigSourceOptions c;
+  c.flags = o.config_source;
+  c.config_file = o.config_flags.config_file;
+  c.config_file_origin = "--config";
+  if (c.config_file.empty()) {
+    if (auto it = env.find("CONFIG_FILE"); it != env.end()) {
+      c.config_file = it->second;
+      c.config_file_origin = "CONFIG_FILE";
+    }
+  }
+  c.node_name = o.serve.memory.node_name;
+  if (!c.flags.config_dir.empty() && c.config_file.empty() && !c.node_name.empty()) {
+    kube::ClientOptions ko;  // a poll must not hang on an API server that does not answer
+    ko.request_timeout = std::chrono::seconds(5);
+    ko.connect_timeout = std::chrono::seconds(3);
+    Result<std::shared_ptr<kube::Client>> client = node::MakeApiClient(o.serve.memory.kubeconfig, "--config-dir", ko);
+    if (!client.ok()) return client.status();
+    c.labels = [client = *client, node = c.node_name]() -> Result<node::NodeLabels> {
+      Result<kube::Node> n = client->GetNode(node);
+      if (!n.ok()) return n.status();
+      return n->metadata.labels;
+    };
+  }
+  return node::ConfigSource::Open(std::move(c));
 }
 
 }  // namespace
@@ -165,6 +211,7 @@ int main(int argc, char** argv) {
   CLI::App app{"gpushare-node: advertises whole, time-sliced and MIG GPUs to kubelet", "gpushare-node"};
   app.set_version_flag("--version", gpushare::cli::VersionLine("gpushare-node"));
   AddNodeConfigFlags(app, o.config_flags);
+  node::AddConfigSourceFlags(app, o.config_source);
   app.add_option("--inventory", o.inventory_file,
                  "simulated inventory file (YAML, docs/inventory.md) instead of NVML");
   app.add_option("--nvml-library", o.nvml.library_path, "NVML library to dlopen")
@@ -195,9 +242,20 @@ int main(int argc, char** argv) {
   // thread (NVML's, gRPC's) exists.
   if (!o.print_resources) node::BlockServeSignals();
 
+  // Logs go to stderr in both modes (--print-resources writes its plan on stdout).
+  Status log = node::ConfigureLogging(o.serve.log_level);
+  if (!log.ok()) {
+    std::fprintf(stderr, "%s\n", log.message().c_str());
+    return kExitInvalid;
+  }
+  Result<std::shared_ptr<node::ConfigSource>> source = OpenConfigSource(o, ProcessEnvironment());
+  if (!source.ok()) {
+    node::PrintLines(source.status().message());
+    return source.status().code() == StatusCode::kInvalidArgument ? kExitInvalid : 1;
+  }
   Inputs in;
   LoadFailure fail;
-  if (!LoadInputs(o, ProcessEnvironment(), &in, &fail)) {
+  if (!LoadInputs(o, **source, ProcessEnvironment(), &in, &fail)) {
     if (fail.invalid) {
       node::PrintLines(fail.status.message());
       return kExitInvalid;
@@ -208,5 +266,5 @@ int main(int argc, char** argv) {
     return WaitIdle();
   }
   if (o.print_resources) return PrintResources(o, in);
-  return RunServe(o, in);
+  return RunServe(o, *source, in);
 }

@@ -1,0 +1,265 @@
+// See config_source.h.
+#include "node/config_source.h"
+
+#include <dirent.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "config/duration.h"
+#include "config/flag_checks.h"
+#include "config/node_config_loader.h"
+#include "deviceplugin/logfmt.h"
+#include "node/files.h"
+#include "node/periodic.h"
+
+namespace gpushare::node {
+namespace {
+
+using logfmt::Value;
+
+constexpr int64_t kMinPollMs = 1000, kMaxPollMs = 3600 * 1000;
+
+std::string Quoted(const std::string& s) { return "\"" + s + "\""; }
+
+}  // namespace
+
+void AddConfigSourceFlags(CLI::App& app, ConfigSourceFlags& flags) {
+  app.add_option("--config-dir", flags.config_dir,
+                 "directory with one config file per name (a ConfigMap volume); the node label "
+                 "--config-node-label chooses one; not with --config [env CONFIG_DIR]")
+      ->envname("CONFIG_DIR");
+  app.add_option("--config-node-label", flags.node_label,
+                 "node label whose value names the config in --config-dir [env CONFIG_NODE_LABEL]")
+      ->envname("CONFIG_NODE_LABEL")
+      ->capture_default_str();
+  app.add_option("--default-config", flags.default_config,
+                 "config in --config-dir for a node without the label (default: the only one, if "
+                 "there is one) [env DEFAULT_CONFIG]")
+      ->envname("DEFAULT_CONFIG");
+  app.add_option("--config-poll-interval", flags.poll_interval,
+                 "how often the node's label and the config file are checked for changes (reloaded "
+                 "when the bytes or the selection change), 1s..1h")
+      ->check(DurationIn(kMinPollMs, "1s", kMaxPollMs, "1h"))
+      ->capture_default_str();
+}
+
+ConfigSource::ConfigSource(ConfigSourceOptions options) : opts_(std::move(options)) {
+  if (!opts_.sleep_ms) {
+    opts_.sleep_ms = [](int64_t ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); };
+  }
+  if (!opts_.now_ms) opts_.now_ms = SteadyNowMs;
+}
+
+Result<std::shared_ptr<ConfigSource>> ConfigSource::Open(ConfigSourceOptions options) {
+  const ConfigSourceFlags& f = options.flags;
+  if (!f.config_dir.empty() && !options.config_file.empty()) {
+    return Status::InvalidArgument("--config-dir (CONFIG_DIR) and --config (CONFIG_FILE) are mutually exclusive: got "
+                                   "--config-dir " + f.config_dir + " and " + options.config_file_origin + " " +
+                                   options.config_file + "; give one of them");
+  }
+  std::optional<int64_t> poll = ParseDurationMs(f.poll_interval);
+  if (!poll || *poll < kMinPollMs || *poll > kMaxPollMs) {
+    return Status::InvalidArgument("--config-poll-interval: must be a positive duration from 1s to 1h, like 10s, got " +
+                                   Quoted(f.poll_interval));
+  }
+  std::shared_ptr<ConfigSource> s(new ConfigSource(std::move(options)));
+  s->interval_ms_ = *poll;
+  s->dir_mode_ = !s->opts_.flags.config_dir.empty();
+  s->watching_ = s->dir_mode_ || !s->opts_.config_file.empty();
+  if (!s->watching_) {
+    s->found_ = ConfigSnapshot{};
+    return s;
+  }
+  std::string name;
+  if (s->dir_mode_) {
+    const ConfigSourceOptions& o = s->opts_;
+    if (o.flags.node_label.empty()) return Status::InvalidArgument("--config-node-label: must not be empty");
+    if (o.node_name.empty()) {
+      return Status::InvalidArgument("--node-name (or NODE_NAME): required with --config-dir (the node's label " +
+                                     o.flags.node_label + " chooses the config)");
+    }
+    if (!o.labels) return Status::InvalidArgument("--config-dir: no Kubernetes API client to read the node's labels");
+    Result<std::vector<std::string>> names = s->Names();
+    if (!names.ok()) return names.status();
+    // The node's labels, retried with backoff for a bounded time.
+    const int64_t started = o.now_ms();
+    int failures = 0;
+    Result<NodeLabels> labels = o.labels();
+    while (!labels.ok()) {
+      ++failures;
+      std::optional<int64_t> at = StartupRetryAtMs(started, o.now_ms(), failures, o.startup_budget_ms);
+      if (!at) break;
+      spdlog::warn("event=config_labels_unavailable node={} attempt={} retry_ms={} error={}", o.node_name, failures,
+                   *at - o.now_ms(), Value(labels.status().message()));
+      o.sleep_ms(std::max<int64_t>(0, *at - o.now_ms()));
+      labels = o.labels();
+    }
+    Result<std::string> chosen = Status::Internal("unset");
+    if (labels.ok()) {
+      chosen = SelectConfig(*labels, o.flags.node_label, o.flags.default_config, *names);
+    } else if (!o.flags.default_config.empty()) {
+      spdlog::warn("event=config_labels_unavailable node={} action=use_default_config config={} error={}", o.node_name,
+                   Value(o.flags.default_config), Value(labels.status().message()));
+      chosen = SelectConfig({}, o.flags.node_label, o.flags.default_config, *names);
+    } else {
+      return Status::Unavailable("--config-dir: cannot read node " + o.node_name + "'s label " + o.flags.node_label +
+                                 " from the API server (" + labels.status().message() + ", for " +
+                                 std::to_string(o.startup_budget_ms / 1000) +
+                                 " s) and no --default-config is given to fall back on");
+    }
+    if (!chosen.ok()) return Status::InvalidArgument("--config-dir " + o.flags.config_dir + ": " + chosen.status().message());
+    name = *chosen;
+  }
+  Result<ConfigSnapshot> first = s->Read(name);
+  if (!first.ok()) return first.status();
+  if (s->dir_mode_) {
+    spdlog::info("event=config_selected config={} label={} path={} poll_interval_ms={}", Value(name),
+                 Value(s->opts_.flags.node_label), Value(first->path), s->interval_ms_);
+  }
+  s->selected_ = name;
+  s->poller_ = std::make_unique<ConfigPoller>(s->interval_ms_, name, first->hash, s->opts_.now_ms());
+  s->found_ = std::move(first).value();
+  return s;
+}
+
+Result<std::vector<std::string>> ConfigSource::Names() const {
+  const std::string& dir = opts_.flags.config_dir;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) {
+    return Status::InvalidArgument("--config-dir: cannot list " + dir + ": " + std::strerror(errno));
+  }
+  std::vector<std::string> names;
+  while (dirent* e = readdir(d)) {
+    std::string n = e->d_name;
+    if (n.empty() || n[0] == '.') continue;  // ., .., ..data and kubelet's timestamped dirs
+    struct stat st;
+    if (stat((dir + "/" + n).c_str(), &st) == 0 && S_ISREG(st.st_mode)) names.push_back(n);
+  }
+  closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+Result<ConfigSnapshot> ConfigSource::Read(const std::string& name) const {
+  ConfigSnapshot s;
+  s.name = name;
+  if (!watching_) return s;
+  s.path = dir_mode_ ? opts_.flags.config_dir + (opts_.flags.config_dir.back() == '/' ? "" : "/") + name
+                     : opts_.config_file;
+  Result<std::string> text = ReadNodeConfigFile(s.path);
+  if (!text.ok()) {
+    return Status::InvalidArgument((dir_mode_ ? std::string("--config-dir") : opts_.config_file_origin) + ": " +
+                                   text.status().message());
+  }
+  s.text = std::move(text).value();
+  s.hash = ContentHash64(s.text);
+  return s;
+}
+
+Result<ConfigSnapshot> ConfigSource::Next() {
+  std::string name;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (found_) {
+      loading_ = std::move(found_);
+      found_.reset();
+      return *loading_;
+    }
+    name = poller_ ? poller_->serving_name() : selected_;
+  }
+  Result<ConfigSnapshot> s = Read(name);
+  if (!s.ok()) return s;
+  std::lock_guard<std::mutex> lock(mu_);
+  loading_ = *s;
+  return s;
+}
+
+void ConfigSource::Outcome(bool accepted) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (accepted && loading_ && poller_) {
+    poller_->Loaded(loading_->name, loading_->hash);
+    selected_ = loading_->name;
+  }
+  loading_.reset();
+}
+
+ConfigLook ConfigSource::Look(std::optional<ConfigSnapshot>* found) {
+  ConfigLook look;
+  std::string name;
+  if (dir_mode_) {
+    std::string serving;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      serving = poller_->serving_name();
+    }
+    const std::string keep = "; keeping config " + Quoted(serving);
+    Result<NodeLabels> labels = opts_.labels();
+    if (!labels.ok()) {
+      return {ConfigLook::Kind::kLabelsUnavailable, "", 0,
+              "cannot read node " + opts_.node_name + "'s labels from the API server: " + labels.status().message() + keep};
+    }
+    Result<std::vector<std::string>> names = Names();
+    if (!names.ok()) return {ConfigLook::Kind::kUnselectable, "", 0, names.status().message() + keep};
+    Result<std::string> chosen = SelectConfig(*labels, opts_.flags.node_label, opts_.flags.default_config, *names);
+    if (!chosen.ok()) return {ConfigLook::Kind::kUnselectable, "", 0, chosen.status().message() + keep};
+    name = *chosen;
+  }
+  Result<ConfigSnapshot> s = Read(name);
+  if (!s.ok()) return {ConfigLook::Kind::kUnselectable, "", 0, s.status().message()};
+  look.name = s->name;
+  look.hash = s->hash;
+  *found = std::move(s).value();
+  return look;
+}
+
+ConfigDecision ConfigSource::Poll(int64_t now_ms) {
+  std::optional<ConfigSnapshot> snap;
+  ConfigLook look = Look(&snap);
+  std::lock_guard<std::mutex> lock(mu_);
+  ConfigDecision d = poller_->Observe(look, now_ms);
+  if (d.action == ConfigAction::kReload) found_ = std::move(snap);
+  return d;
+}
+
+int64_t ConfigSource::NextPollMs() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return poller_ ? poller_->NextPollMs() : opts_.now_ms() + interval_ms_;
+}
+
+std::unique_ptr<Companion> StartConfigWatch(std::shared_ptr<ConfigSource> source, std::function<void()> request_reload) {
+  if (!source || !source->watching()) return nullptr;
+  spdlog::info("event=config_watch_started interval_ms={}", source->interval_ms());
+  // The first look is one interval after the start (the start itself just read the config).
+  auto first = std::make_shared<bool>(true);
+  return std::make_unique<PeriodicThread>([source, request_reload, first](int64_t now) -> int64_t {
+    if (*first) {
+      *first = false;
+      return source->NextPollMs();
+    }
+    if (now < source->NextPollMs()) return source->NextPollMs();
+    ConfigDecision d = source->Poll(now);
+    switch (d.action) {
+      case ConfigAction::kNone:
+        break;
+      case ConfigAction::kReload:
+        spdlog::info("event=config_changed action=reload reason={}", Value(d.message));
+        request_reload();
+        break;
+      case ConfigAction::kReject:
+        spdlog::error("event=reload_rejected problem={}", Value(d.message));
+        break;
+      case ConfigAction::kWarn:
+        spdlog::warn("event=config_labels_unavailable action=keep_config error={}", Value(d.message));
+        break;
+    }
+    return source->NextPollMs();
+  });
+}
+
+}  // namespace gpushare::node

@@ -1,0 +1,118 @@
+// ConfigSource: where gpushare-node's sharing config comes from, and the automatic reload
+// (issue 12: named configs selected per node by a node label, reloaded when the ConfigMap
+// changes, no `kill -HUP` by hand).
+//
+// Two modes:
+//   - a file (--config FILE or $CONFIG_FILE), as before;
+//   - a directory (--config-dir DIR or $CONFIG_DIR) holding one config per name: a ConfigMap
+//     mounted as a volume (files are links NAME -> ..data/NAME; kubelet swaps ..data at once on
+//     an update; names starting with '.' are not configs). The node's label
+//     (--config-node-label, default nvidia.com/device-plugin.config; read from the API server:
+//     GET /api/v1/nodes/<--node-name>) names the config; core/config_select.h has the rules.
+//     At start an API server that does not answer is retried with backoff for up to 30 s, then
+//     --default-config is used if given, else the start fails.
+// In both modes the file's bytes are watched (every --config-poll-interval, default 10s):
+// when they change (a hash of the bytes, not the mtime: a ConfigMap swap is seen, a touch that
+// keeps the bytes is not) or the label selects another config, the agent reloads exactly as on
+// SIGHUP. A selection that fails later (the label names a config that is not there) keeps the
+// running config and is logged once as event=reload_rejected; an API server that does not
+// answer a poll keeps it too (event=config_labels_unavailable, a warning). The loader always
+// loads the bytes the watch saw, so what serves is what was compared.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/config_select.h"
+#include "core/status.h"
+#include "node/agent.h"
+
+namespace CLI {
+class App;
+}
+
+namespace gpushare::node {
+
+struct ConfigSourceFlags {
+  std::string config_dir;                            // --config-dir, $CONFIG_DIR
+  std::string node_label = kDefaultConfigNodeLabel;  // --config-node-label, $CONFIG_NODE_LABEL
+  std::string default_config;                        // --default-config, $DEFAULT_CONFIG
+  std::string poll_interval = "10s";                 // --config-poll-interval (1s..1h)
+};
+
+void AddConfigSourceFlags(CLI::App& app, ConfigSourceFlags& flags);
+
+// A config's bytes and where they came from.
+struct ConfigSnapshot {
+  std::string name;  // the config selected in directory mode; "" otherwise
+  std::string path;  // the file read; "" = no file (every setting from flags, environment, defaults)
+  std::string text;
+  uint64_t hash = 0;
+};
+
+using NodeLabels = std::map<std::string, std::string>;
+// The node's labels from the API server; an error when it cannot say.
+using NodeLabelReader = std::function<Result<NodeLabels>()>;
+
+struct ConfigSourceOptions {
+  ConfigSourceFlags flags;
+  std::string config_file;         // --config, or $CONFIG_FILE; "" = none
+  std::string config_file_origin;  // "--config" or "CONFIG_FILE", for messages
+  std::string node_name;           // --node-name / $NODE_NAME: required with --config-dir
+  NodeLabelReader labels;          // required with --config-dir
+  int64_t startup_budget_ms = 30000;                // how long the start retries the labels
+  std::function<void(int64_t ms)> sleep_ms;         // test hook; default: sleeps
+  std::function<int64_t()> now_ms;                  // test hook; default: SteadyNowMs
+};
+
+class ConfigSource {
+ public:
+  // Checks the flags and selects the config to start with (directory mode: asks the API
+  // server, retrying as above). kInvalidArgument (exit 2) for flags or a selection that cannot
+  // be made; kUnavailable when the API server did not answer and there is no --default-config.
+  static Result<std::shared_ptr<ConfigSource>> Open(ConfigSourceOptions options);
+
+  // The config to load now: what the last look found if it asked for a reload, else the
+  // selected file read again (SIGHUP). Errors name the flag and the file.
+  Result<ConfigSnapshot> Next();
+  // The agent took (true) or refused what Next() returned last (AgentOptions::on_load).
+  void Outcome(bool accepted);
+
+  // Whether there is anything to watch (a file or a directory).
+  bool watching() const { return watching_; }
+  int64_t interval_ms() const { return interval_ms_; }
+
+  // One look (the watch calls it when NextPollMs() is due): reads the labels and the file and
+  // says what to do; a kReload leaves the bytes for Next().
+  ConfigDecision Poll(int64_t now_ms);
+  int64_t NextPollMs();
+
+ private:
+  explicit ConfigSource(ConfigSourceOptions options);
+  Result<ConfigSnapshot> Read(const std::string& name) const;  // the file of a config
+  Result<std::vector<std::string>> Names() const;               // the configs in the directory
+  ConfigLook Look(std::optional<ConfigSnapshot>* found);
+
+  ConfigSourceOptions opts_;
+  bool dir_mode_ = false;
+  bool watching_ = false;
+  int64_t interval_ms_ = 10000;
+  std::mutex mu_;
+  std::string selected_;                 // the name selected last (directory mode)
+  std::optional<ConfigSnapshot> found_;  // what a look asked to load
+  std::optional<ConfigSnapshot> loading_;  // what Next() returned last
+  std::unique_ptr<ConfigPoller> poller_;
+};
+
+// The watch: a PeriodicThread that polls `source` and calls `request_reload` (the agent's
+// RequestReload) when the config changed. Null when there is nothing to watch.
+std::unique_ptr<Companion> StartConfigWatch(std::shared_ptr<ConfigSource> source,
+                                            std::function<void()> request_reload);
+
+}  // namespace gpushare::node

@@ -1,0 +1,173 @@
+// Integration: the real gpushare-node with --config-dir (a ConfigMap-shaped directory) and a
+// plain --config file, against the API-server double (the node's labels) and the kubelet
+// double. A ConfigMap update (..data swapped) or a label change re-registers the resources
+// with the new plan without any signal; the same bytes, or a label naming no config, do not.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "tests/deviceplugin/fixtures.h"
+#include "tests/fakes/apiserver/fake_apiserver.h"
+#include "tests/fakes/kubelet/fake_kubelet.h"
+#include "tests/node/agent_process.h"
+
+namespace gpushare {
+namespace {
+
+using fakes::FakeKubelet;
+using testing::AgentProcess;
+using testing::TempDir;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+constexpr auto kWait = 20s;
+
+std::string Replicas(int n) {
+  return "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: " +
+         std::to_string(n) + "\n";
+}
+
+class ConfigReloadTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    plugin_dir_ = dir_.Sub("device-plugins");
+    kubelet_ = std::make_unique<FakeKubelet>(fakes::FakeKubeletOptions{plugin_dir_});
+    ASSERT_TRUE(kubelet_->Start().ok());
+    ASSERT_TRUE(api_.Start().ok());
+    kubeconfig_ = dir_.Sub("kubeconfig");
+    std::ofstream(kubeconfig_) << "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: "
+                               << api_.url()
+                               << "\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: c\n  context: {cluster: c, "
+                                  "user: u}\ncurrent-context: c\n";
+    cm_ = dir_.Sub("cm");
+    fs::create_directories(cm_);
+  }
+  void TearDown() override {
+    if (agent_ && agent_->Running()) {
+      agent_->Signal(SIGTERM);
+      agent_->Wait(10s);
+    }
+    if (HasFailure() && agent_) std::cerr << "---- agent log ----\n" << agent_->Log() << "-------------------\n";
+    api_.Stop();
+  }
+
+  void Label(const std::string& value) {
+    nlohmann::json node = {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "n1"}}}};
+    if (!value.empty()) node["metadata"]["labels"] = {{"nvidia.com/device-plugin.config", value}};
+    api_.Upsert(fakes::Resource::kNodes, node);
+  }
+
+  // Kubelet's ConfigMap update: a new timestamped directory, ..data swapped by a rename.
+  void Publish(const std::map<std::string, std::string>& files) {
+    const std::string gen = "..2025_01_01_00_00_0" + std::to_string(++gen_);
+    fs::create_directories(cm_ + "/" + gen);
+    for (const auto& [n, text] : files) std::ofstream(cm_ + "/" + gen + "/" + n) << text;
+    fs::create_symlink(gen, cm_ + "/..data_tmp");
+    fs::rename(cm_ + "/..data_tmp", cm_ + "/..data");
+    for (const auto& [n, text] : files) {
+      if (!fs::is_symlink(cm_ + "/" + n)) fs::create_symlink("..data/" + n, cm_ + "/" + n);
+    }
+  }
+
+  void Start(std::vector<std::string> args) {
+    std::vector<std::string> common = {"--inventory", std::string(GPUSHARE_SOURCE_DIR) + "/examples/inventory/8x-a10.yaml",
+                                       "--device-plugin-dir", plugin_dir_, "--config-poll-interval", "1s",
+                                       "--gc-interval", "0", "--log-level", "debug"};
+    common.insert(common.end(), args.begin(), args.end());
+    agent_ = std::make_unique<AgentProcess>(common, dir_.Sub("agent.log"));
+    ASSERT_TRUE(agent_->started());
+  }
+  std::vector<std::string> DirArgs() {
+    return {"--config-dir", cm_, "--node-name", "n1", "--kubeconfig", kubeconfig_};
+  }
+  int Registrations() {
+    auto r = kubelet_->Resource("nvidia.com/gpu");
+    return r ? r->registrations : 0;
+  }
+
+  TempDir dir_;
+  std::string plugin_dir_, kubeconfig_, cm_;
+  int gen_ = 0;
+  std::unique_ptr<FakeKubelet> kubelet_;
+  fakes::FakeApiServer api_;
+  std::unique_ptr<AgentProcess> agent_;
+};
+
+TEST_F(ConfigReloadTest, ConfigMapUpdatesAndLabelChangesReloadWithoutASignal) {
+  Publish({{"small", Replicas(2)}, {"big", Replicas(4)}});
+  Label("small");
+  Start(DirArgs());
+  ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 16, kWait));
+  EXPECT_TRUE(agent_->WaitForLog("event=config_selected config=small", kWait));
+
+  // The ConfigMap changes (..data swapped): the new bytes serve.
+  Publish({{"small", Replicas(3)}, {"big", Replicas(4)}});
+  ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 24, kWait, 2));
+  EXPECT_TRUE(agent_->WaitForLog("config \\\"small\\\" changed", kWait));
+
+  // The node is relabelled: the other config serves.
+  Label("big");
+  ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 32, kWait, 3));
+
+  // A label naming no config: rejected, logged, the running config keeps serving.
+  Label("huge");
+  ASSERT_TRUE(agent_->WaitForLog("event=reload_rejected", kWait));
+  EXPECT_TRUE(agent_->WaitForLog("\\\"huge\\\" names a config that does not exist (available: big, small)", kWait));
+  // The same bytes published again and the label back: nothing to reload. Several polls pass
+  // (the log shows them through the API requests); the registration count stays.
+  Label("big");
+  Publish({{"small", Replicas(3)}, {"big", Replicas(4)}});
+  auto polls = [this] { return api_.CountRequests("GET", "/api/v1/nodes/n1", 0); };
+  const size_t before = polls();
+  for (int i = 0; i < 200 && polls() < before + 3; ++i) std::this_thread::sleep_for(50ms);
+  EXPECT_GE(polls(), before + 3) << "the agent polls the node";
+  EXPECT_EQ(Registrations(), 3);
+  EXPECT_EQ(kubelet_->Resource("nvidia.com/gpu")->allocatable, 32);
+  EXPECT_TRUE(agent_->Running());
+
+  // A bad config: refused, the old one keeps serving; SIGHUP still works.
+  Publish({{"small", Replicas(3)}, {"big", Replicas(60)}});
+  ASSERT_TRUE(agent_->WaitForLog("sharing.timeSlicing.resources[0].replicas", kWait));
+  EXPECT_EQ(Registrations(), 3);
+  Publish({{"small", Replicas(3)}, {"big", Replicas(5)}});
+  ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 40, kWait, 4));
+  agent_->Signal(SIGHUP);
+  ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 40, kWait, 5));
+}
+
+TEST_F(ConfigReloadTest, APlainConfigFileIsReloadedWhenItsBytesChange) {
+  const std::string file = dir_.Sub("c.yaml");
+  std::ofstream(file) << Replicas(2);
+  Start({"--config", file});
+  ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 16, kWait));
+  std::ofstream(file) << Replicas(3);
+  ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 24, kWait, 2));
+  EXPECT_TRUE(agent_->WaitForLog("event=config_changed action=reload", kWait));
+}
+
+TEST_F(ConfigReloadTest, StartErrorsExitTwoAndSayWhy) {
+  Publish({{"small", Replicas(2)}, {"big", Replicas(4)}});
+  Label("huge");
+  struct Case {
+    std::vector<std::string> args;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {DirArgs(), "node label nvidia.com/device-plugin.config=\"huge\" names a config that does not exist"},
+      {{"--config-dir", cm_, "--kubeconfig", kubeconfig_}, "--node-name (or NODE_NAME): required with --config-dir"},
+      {{"--config-dir", cm_, "--config", cm_ + "/small"}, "--config-dir (CONFIG_DIR) and --config (CONFIG_FILE) are mutually exclusive"},
+      {{"--config-dir", cm_, "--config-poll-interval", "0.5s"}, "--config-poll-interval"},
+  };
+  for (const Case& c : cases) {
+    Start(c.args);
+    std::optional<int> rc = agent_->Wait(kWait);
+    ASSERT_TRUE(rc.has_value());
+    EXPECT_EQ(*rc, 2) << agent_->Log();
+    EXPECT_NE(agent_->Log().find(c.says), std::string::npos) << agent_->Log();
+  }
+}
+
+}  // namespace
+}  // namespace gpushare

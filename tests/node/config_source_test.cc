@@ -1,0 +1,369 @@
+// node/config_source.h in-process: a ConfigMap-shaped directory (entries NAME -> ..data/NAME,
+// ..data swapped by a rename), the node's labels from a function, the clock and the sleeps
+// injected. And node/library_gc.h's CollectOnce on a temporary directory.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <time.h>
+
+#include "core/library_gc.h"
+#include "node/config_source.h"
+#include "node/files.h"
+#include "node/interposer_mounts.h"
+#include "node/library_gc.h"
+#include "tests/deviceplugin/fixtures.h"
+
+namespace gpushare::node {
+namespace {
+
+using testing::TempDir;
+namespace fs = std::filesystem;
+
+const std::string kLabel = kDefaultConfigNodeLabel;
+
+// A ConfigMap volume: <dir>/..<gen>/NAME files, <dir>/..data -> ..<gen>, <dir>/NAME -> ..data/NAME.
+class ConfigMapDir {
+ public:
+  explicit ConfigMapDir(std::string dir) : dir_(std::move(dir)) { fs::create_directories(dir_); }
+  // Publishes a new generation atomically, as kubelet does.
+  void Publish(const std::map<std::string, std::string>& files) {
+    const std::string gen = "..gen" + std::to_string(++gen_);
+    fs::create_directories(dir_ + "/" + gen);
+    for (const auto& [n, text] : files) std::ofstream(dir_ + "/" + gen + "/" + n) << text;
+    fs::create_symlink(gen, dir_ + "/..data_tmp");
+    fs::rename(dir_ + "/..data_tmp", dir_ + "/..data");
+    for (const auto& [n, text] : files) {
+      if (!fs::is_symlink(dir_ + "/" + n)) fs::create_symlink("..data/" + n, dir_ + "/" + n);
+    }
+  }
+  const std::string& path() const { return dir_; }
+
+ private:
+  std::string dir_;
+  int gen_ = 0;
+};
+
+class ConfigSourceTest : public ::testing::Test {
+ protected:
+  ConfigSourceOptions DirOptions() {
+    ConfigSourceOptions o;
+    o.flags.config_dir = cm_.path();
+    o.node_name = "n1";
+    o.labels = [this]() -> Result<NodeLabels> {
+      if (api_down_) return Status::Unavailable("connection refused");
+      return labels_;
+    };
+    o.now_ms = [this] { return now_; };
+    o.sleep_ms = [this](int64_t ms) { now_ += ms; };
+    return o;
+  }
+  // A look when it is due, as the watch does.
+  ConfigDecision PollNow(ConfigSource& s) {
+    now_ = s.NextPollMs();
+    return s.Poll(now_);
+  }
+  // What the agent does on a reload: take the snapshot, accept it.
+  ConfigSnapshot Load(ConfigSource& s, bool accept = true) {
+    Result<ConfigSnapshot> snap = s.Next();
+    EXPECT_TRUE(snap.ok()) << snap.status().message();
+    s.Outcome(accept);
+    return snap.ok() ? *snap : ConfigSnapshot{};
+  }
+
+  TempDir tmp_;
+  ConfigMapDir cm_{tmp_.Sub("cm")};
+  NodeLabels labels_;
+  bool api_down_ = false;
+  int64_t now_ = 1000;
+};
+
+TEST_F(ConfigSourceTest, TheLabelChoosesAndTheFirstLoadGetsIt) {
+  cm_.Publish({{"small", "a: 1\n"}, {"big", "b: 2\n"}});
+  labels_[kLabel] = "big";
+  auto s = ConfigSource::Open(DirOptions());
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  ConfigSnapshot snap = Load(**s);
+  EXPECT_EQ(snap.name, "big");
+  EXPECT_EQ(snap.text, "b: 2\n");
+  EXPECT_EQ(snap.path, cm_.path() + "/big");
+  EXPECT_EQ(snap.hash, ContentHash64("b: 2\n"));
+}
+
+TEST_F(ConfigSourceTest, ASwapOfDataWithNewBytesReloadsAndTheSameBytesDoNot) {
+  cm_.Publish({{"small", "a: 1\n"}});
+  auto s = ConfigSource::Open(DirOptions());  // no label, one config: that one
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  Load(**s);
+  EXPECT_EQ(PollNow(**s).action, ConfigAction::kNone);
+  cm_.Publish({{"small", "a: 1\n"}});  // a new generation, the same bytes
+  EXPECT_EQ(PollNow(**s).action, ConfigAction::kNone);
+  cm_.Publish({{"small", "a: 2\n"}});
+  ConfigDecision d = PollNow(**s);
+  EXPECT_EQ(d.action, ConfigAction::kReload);
+  EXPECT_EQ(Load(**s).text, "a: 2\n") << "the reload loads the bytes the look saw";
+  EXPECT_EQ(PollNow(**s).action, ConfigAction::kNone);
+}
+
+TEST_F(ConfigSourceTest, ALabelChangeReloadsTheOtherConfig) {
+  cm_.Publish({{"small", "a: 1\n"}, {"big", "b: 2\n"}});
+  labels_[kLabel] = "small";
+  auto s = ConfigSource::Open(DirOptions());
+  ASSERT_TRUE(s.ok());
+  Load(**s);
+  labels_[kLabel] = "big";
+  EXPECT_EQ(PollNow(**s).action, ConfigAction::kReload);
+  EXPECT_EQ(Load(**s).name, "big");
+}
+
+TEST_F(ConfigSourceTest, AnUnknownLabelLaterKeepsTheConfigAndIsRejectedOnce) {
+  cm_.Publish({{"small", "a: 1\n"}, {"big", "b: 2\n"}});
+  labels_[kLabel] = "small";
+  auto s = ConfigSource::Open(DirOptions());
+  ASSERT_TRUE(s.ok());
+  Load(**s);
+  labels_[kLabel] = "huge";
+  ConfigDecision d = PollNow(**s);
+  EXPECT_EQ(d.action, ConfigAction::kReject);
+  EXPECT_NE(d.message.find("node label nvidia.com/device-plugin.config=\"huge\""), std::string::npos) << d.message;
+  EXPECT_NE(d.message.find("available: big, small"), std::string::npos) << d.message;
+  EXPECT_NE(d.message.find("keeping config \"small\""), std::string::npos) << d.message;
+  EXPECT_EQ(PollNow(**s).action, ConfigAction::kNone);
+  // A SIGHUP meanwhile reloads the serving config.
+  EXPECT_EQ(Load(**s).name, "small");
+}
+
+TEST_F(ConfigSourceTest, ARefusedConfigKeepsTheOldOneForSighup) {
+  cm_.Publish({{"small", "a: 1\n"}});
+  auto s = ConfigSource::Open(DirOptions());
+  ASSERT_TRUE(s.ok());
+  Load(**s);
+  cm_.Publish({{"small", "bad\n"}});
+  EXPECT_EQ(PollNow(**s).action, ConfigAction::kReload);
+  Load(**s, /*accept=*/false);                         // the agent refused it
+  EXPECT_EQ(PollNow(**s).action, ConfigAction::kNone);  // not asked again for the same bytes
+  cm_.Publish({{"small", "a: 3\n"}});
+  EXPECT_EQ(PollNow(**s).action, ConfigAction::kReload);
+}
+
+TEST_F(ConfigSourceTest, AnApiServerDownAtAPollIsAWarning) {
+  cm_.Publish({{"small", "a: 1\n"}});
+  auto s = ConfigSource::Open(DirOptions());
+  ASSERT_TRUE(s.ok());
+  Load(**s);
+  api_down_ = true;
+  ConfigDecision d = PollNow(**s);
+  EXPECT_EQ(d.action, ConfigAction::kWarn);
+  EXPECT_NE(d.message.find("connection refused"), std::string::npos);
+  api_down_ = false;
+  EXPECT_EQ(PollNow(**s).action, ConfigAction::kNone);
+}
+
+TEST_F(ConfigSourceTest, AtTheStartAnApiServerDownIsRetriedThenTheDefault) {
+  cm_.Publish({{"small", "a: 1\n"}, {"big", "b: 2\n"}});
+  api_down_ = true;
+  ConfigSourceOptions o = DirOptions();
+  o.flags.default_config = "small";
+  const int64_t started = now_;
+  auto s = ConfigSource::Open(o);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(now_ - started, 30000) << "retried for the whole budget";
+  EXPECT_EQ(Load(**s).name, "small");
+}
+
+TEST_F(ConfigSourceTest, AtTheStartAnApiServerDownWithoutDefaultFails) {
+  cm_.Publish({{"small", "a: 1\n"}, {"big", "b: 2\n"}});
+  api_down_ = true;
+  auto s = ConfigSource::Open(DirOptions());
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(s.status().message().find("no --default-config"), std::string::npos) << s.status().message();
+}
+
+TEST_F(ConfigSourceTest, AtTheStartTheApiServerComingBackIsUsed) {
+  cm_.Publish({{"small", "a: 1\n"}, {"big", "b: 2\n"}});
+  labels_[kLabel] = "big";
+  int calls = 0;
+  ConfigSourceOptions o = DirOptions();
+  o.labels = [&]() -> Result<NodeLabels> {
+    if (++calls < 3) return Status::Unavailable("connection refused");
+    return labels_;
+  };
+  auto s = ConfigSource::Open(o);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(calls, 3);
+  EXPECT_EQ(Load(**s).name, "big");
+}
+
+TEST_F(ConfigSourceTest, StartErrorsNameWhatIsWrong) {
+  cm_.Publish({{"small", "a: 1\n"}, {"big", "b: 2\n"}});
+  {
+    labels_[kLabel] = "huge";
+    auto s = ConfigSource::Open(DirOptions());
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(s.status().message().find("\"huge\""), std::string::npos) << s.status().message();
+    labels_.clear();
+  }
+  {
+    auto s = ConfigSource::Open(DirOptions());  // no label, no default, two configs
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.status().message().find("available: big, small"), std::string::npos) << s.status().message();
+  }
+  {
+    ConfigSourceOptions o = DirOptions();
+    o.node_name.clear();
+    auto s = ConfigSource::Open(o);
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.status().message().find("--node-name"), std::string::npos) << s.status().message();
+  }
+  {
+    ConfigSourceOptions o = DirOptions();
+    o.config_file = "/etc/c.yaml";
+    o.config_file_origin = "CONFIG_FILE";
+    auto s = ConfigSource::Open(o);
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.status().message().find("--config-dir (CONFIG_DIR) and --config (CONFIG_FILE) are mutually exclusive"),
+              std::string::npos)
+        << s.status().message();
+  }
+  {
+    ConfigSourceOptions o = DirOptions();
+    o.flags.config_dir = tmp_.Sub("missing");
+    auto s = ConfigSource::Open(o);
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.status().message().find("cannot list"), std::string::npos) << s.status().message();
+  }
+}
+
+TEST_F(ConfigSourceTest, APlainFileIsWatchedByItsBytes) {
+  const std::string file = tmp_.Sub("c.yaml");
+  std::ofstream(file) << "a: 1\n";
+  ConfigSourceOptions o;
+  o.config_file = file;
+  o.config_file_origin = "--config";
+  o.now_ms = [this] { return now_; };
+  auto s = ConfigSource::Open(o);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_TRUE((*s)->watching());
+  Load(**s);
+  std::ofstream(file) << "a: 1\n";  // rewritten, same bytes
+  EXPECT_EQ(PollNow(**s).action, ConfigAction::kNone);
+  std::ofstream(file) << "a: 2\n";
+  EXPECT_EQ(PollNow(**s), (ConfigDecision{ConfigAction::kReload, "the config file changed"}));
+  fs::remove(file);
+  ConfigDecision gone = PollNow(**s);
+  EXPECT_EQ(gone.action, ConfigAction::kReject);
+  EXPECT_NE(gone.message.find("--config: "), std::string::npos) << gone.message;
+}
+
+TEST_F(ConfigSourceTest, NoFileNoWatch) {
+  auto s = ConfigSource::Open(ConfigSourceOptions{});
+  ASSERT_TRUE(s.ok());
+  EXPECT_FALSE((*s)->watching());
+  EXPECT_EQ(Load(**s).path, "");
+  EXPECT_EQ(StartConfigWatch(*s, [] {}), nullptr);
+}
+
+// ---- the collection on a real directory ----------------------------------------------------
+
+class LibraryGcFsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    host_ = tmp_.Sub("lib");
+    state_ = tmp_.Sub("containers");
+    fs::create_directories(host_);
+    fs::create_directories(state_);
+  }
+  std::string Version(const std::string& name) {
+    fs::create_directories(host_ + "/" + name);
+    std::ofstream(host_ + "/" + name + "/libgpushare-cuda.so") << "x";
+    return host_ + "/" + name;
+  }
+  // A state directory as Allocate leaves it (marker, then ld.so.preload).
+  std::string State(const std::string& id, const std::string& library, const std::string& device, bool marker = true,
+                    bool preload = true) {
+    const std::string d = state_ + "/" + id;
+    fs::create_directories(d + "/shared");
+    std::ofstream(d + "/shared/region") << "r";
+    if (marker) std::ofstream(d + "/allocation") << EncodeAllocationMarker({library, "nvidia.com/gpu", {device}});
+    if (preload) std::ofstream(d + "/ld.so.preload") << "/usr/local/gpushare/lib/libgpushare-cuda.so\n";
+    return d;
+  }
+  InterposerPaths::View View(const std::string& current) {
+    InterposerPaths p;
+    p.Loaded(state_, host_, current);
+    return p.Get();
+  }
+  static LiveDeviceLister Live(std::set<LiveDevice> live) {
+    return [live]() -> Result<std::set<LiveDevice>> { return live; };
+  }
+  static int64_t Later() { return static_cast<int64_t>(time(nullptr)) + 3600; }  // past the grace
+
+  TempDir tmp_;
+  std::string host_, state_;
+};
+
+TEST_F(LibraryGcFsTest, RemovesWhatNoContainerUsesAndKeepsTheRest) {
+  const std::string v1 = Version("0.1.0-00000000000000aa"), v2 = Version("0.2.0-00000000000000bb");
+  const std::string v3 = Version("0.3.0-00000000000000cc");
+  fs::create_directories(host_ + "/.install-1-0");  // an install in progress: not a version
+  fs::create_directories(host_ + "/other");         // not ours
+  const std::string used = State("c-1", v1, "GPU-1::0");
+  const std::string gone = State("c-2", v2, "GPU-1::1");
+  const std::string half = State("c-3", v2, "GPU-1::2", true, false);
+  GcPlan p = CollectOnce(View(v3), Live({{"nvidia.com/gpu", "GPU-1::0"}}), Later());
+  EXPECT_TRUE(fs::exists(used));
+  EXPECT_FALSE(fs::exists(gone));
+  EXPECT_FALSE(fs::exists(half));
+  EXPECT_TRUE(fs::exists(v1)) << "a container still uses it";
+  EXPECT_FALSE(fs::exists(v2));
+  EXPECT_TRUE(fs::exists(v3)) << "the installed version";
+  EXPECT_TRUE(fs::exists(host_ + "/.install-1-0"));
+  EXPECT_TRUE(fs::exists(host_ + "/other"));
+  EXPECT_EQ(p.state_dirs.size(), 2u);
+  EXPECT_EQ(p.library_dirs.size(), 1u);
+}
+
+TEST_F(LibraryGcFsTest, NothingYoungNothingWithoutKubelet) {
+  const std::string v1 = Version("0.1.0-00000000000000aa"), v2 = Version("0.2.0-00000000000000bb");
+  const std::string s = State("c-1", v1, "GPU-1::0");
+  CollectOnce(View(v2), Live({}), static_cast<int64_t>(time(nullptr)));  // everything just made
+  EXPECT_TRUE(fs::exists(s));
+  EXPECT_TRUE(fs::exists(v1));
+  CollectOnce(View(v2), [] { return Result<std::set<LiveDevice>>(Status::Unavailable("no kubelet")); }, Later());
+  EXPECT_TRUE(fs::exists(s));
+  EXPECT_TRUE(fs::exists(v1));
+}
+
+TEST_F(LibraryGcFsTest, AnUnmarkedStateDirKeepsEveryVersion) {
+  const std::string v1 = Version("0.1.0-00000000000000aa"), v2 = Version("0.2.0-00000000000000bb");
+  const std::string legacy = State("c-1", "", "", /*marker=*/false);
+  CollectOnce(View(v2), Live({}), Later());
+  EXPECT_TRUE(fs::exists(legacy));
+  EXPECT_TRUE(fs::exists(v1));
+}
+
+TEST_F(LibraryGcFsTest, AllocateWritesTheMarkerTheCollectionReads) {
+  const std::string v1 = Version("0.1.0-00000000000000aa");
+  InterposerMountOptions o{v1, state_};
+  Result<InterposerSetup> setup =
+      PrepareInterposer({{"GPU-1", 1024, 0}}, o, AllocationMarker{"", "nvidia.com/gpu", {"GPU-1::3"}});
+  ASSERT_TRUE(setup.ok()) << setup.status().message();
+  std::vector<fs::path> dirs(fs::directory_iterator(state_), fs::directory_iterator{});
+  ASSERT_EQ(dirs.size(), 1u);
+  std::ifstream in(dirs[0] / "allocation");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "library=" + v1 + "\nresource=nvidia.com/gpu\ndevice=GPU-1::3\n");
+  // In use: kept; freed: collected.
+  CollectOnce(View(v1), Live({{"nvidia.com/gpu", "GPU-1::3"}}), Later());
+  EXPECT_TRUE(fs::exists(dirs[0]));
+  CollectOnce(View(v1), Live({}), Later());
+  EXPECT_FALSE(fs::exists(dirs[0]));
+  EXPECT_TRUE(fs::exists(v1));
+}
+
+}  // namespace
+}  // namespace gpushare::node
