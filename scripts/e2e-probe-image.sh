@@ -44,7 +44,7 @@ probe=$build/fakes/cuda/bin/cuda-probe-dlopen
 for f in "$lib" "$probe"; do
   [ -f "$f" ] || die "$f missing (ninja -C ${build#"$repo"/} fakecuda cuda-probe-dlopen)"
 done
-inputs=("$lib" "$probe" "$src/probe.sh" "$src/fake-cuda.conf" "$src/Containerfile")
+inputs=("$lib" "$probe" "$src/probe.sh" "$src/nvidia-smi" "$src/fake-cuda.conf" "$src/Containerfile")
 tag=${E2E_PROBE_TAG:-$(sha256sum "${inputs[@]}" | awk '{print $1}' | sha256sum | cut -c1-12)}
 name=$repo_name:$tag
 if [ $mode = name ]; then
@@ -66,7 +66,7 @@ else
   ctx=$(mktemp -d "$out/.context.XXXXXX")
   trap 'rm -rf "$ctx"' EXIT
   # The context holds only what the image takes (not the repository: build/ is gigabytes).
-  cp "$lib" "$probe" "$src/probe.sh" "$src/fake-cuda.conf" "$ctx/"
+  cp "$lib" "$probe" "$src/probe.sh" "$src/nvidia-smi" "$src/fake-cuda.conf" "$ctx/"
   commit=$(git -C "$repo" rev-parse HEAD 2>/dev/null || echo unknown)
   # No RUN step: nothing runs in a container during the build (so buildah's open-file limit,
   # which `make images` has to pass with --ulimit, does not matter here).
