@@ -12,6 +12,7 @@
 #include "tests/fakes/apiserver/fake_apiserver.h"
 #include "tests/fakes/kubelet/fake_kubelet.h"
 #include "tests/node/agent_process.h"
+#include "tests/node/configmap_dir.h"
 
 namespace gpushare {
 namespace {
@@ -20,7 +21,6 @@ using fakes::FakeKubelet;
 using testing::AgentProcess;
 using testing::TempDir;
 using namespace std::chrono_literals;
-namespace fs = std::filesystem;
 
 constexpr auto kWait = 20s;
 
@@ -41,8 +41,6 @@ class ConfigReloadTest : public ::testing::Test {
                                << api_.url()
                                << "\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: c\n  context: {cluster: c, "
                                   "user: u}\ncurrent-context: c\n";
-    cm_ = dir_.Sub("cm");
-    fs::create_directories(cm_);
   }
   void TearDown() override {
     if (agent_ && agent_->Running()) {
@@ -59,17 +57,8 @@ class ConfigReloadTest : public ::testing::Test {
     api_.Upsert(fakes::Resource::kNodes, node);
   }
 
-  // Kubelet's ConfigMap update: a new timestamped directory, ..data swapped by a rename.
-  void Publish(const std::map<std::string, std::string>& files) {
-    const std::string gen = "..2025_01_01_00_00_0" + std::to_string(++gen_);
-    fs::create_directories(cm_ + "/" + gen);
-    for (const auto& [n, text] : files) std::ofstream(cm_ + "/" + gen + "/" + n) << text;
-    fs::create_symlink(gen, cm_ + "/..data_tmp");
-    fs::rename(cm_ + "/..data_tmp", cm_ + "/..data");
-    for (const auto& [n, text] : files) {
-      if (!fs::is_symlink(cm_ + "/" + n)) fs::create_symlink("..data/" + n, cm_ + "/" + n);
-    }
-  }
+  // Kubelet's ConfigMap update: a new generation, ..data swapped by a rename.
+  void Publish(const std::map<std::string, std::string>& files) { cm_.Publish(files); }
 
   void Start(std::vector<std::string> args) {
     std::vector<std::string> common = {"--inventory", std::string(GPUSHARE_SOURCE_DIR) + "/examples/inventory/8x-a10.yaml",
@@ -80,7 +69,7 @@ class ConfigReloadTest : public ::testing::Test {
     ASSERT_TRUE(agent_->started());
   }
   std::vector<std::string> DirArgs() {
-    return {"--config-dir", cm_, "--node-name", "n1", "--kubeconfig", kubeconfig_};
+    return {"--config-dir", cm_.path(), "--node-name", "n1", "--kubeconfig", kubeconfig_};
   }
   int Registrations() {
     auto r = kubelet_->Resource("nvidia.com/gpu");
@@ -88,8 +77,8 @@ class ConfigReloadTest : public ::testing::Test {
   }
 
   TempDir dir_;
-  std::string plugin_dir_, kubeconfig_, cm_;
-  int gen_ = 0;
+  std::string plugin_dir_, kubeconfig_;
+  testing::ConfigMapDir cm_{dir_.Sub("cm")};
   std::unique_ptr<FakeKubelet> kubelet_;
   fakes::FakeApiServer api_;
   std::unique_ptr<AgentProcess> agent_;
@@ -156,9 +145,9 @@ TEST_F(ConfigReloadTest, StartErrorsExitTwoAndSayWhy) {
   };
   const std::vector<Case> cases = {
       {DirArgs(), "node label nvidia.com/device-plugin.config=\"huge\" names a config that does not exist"},
-      {{"--config-dir", cm_, "--kubeconfig", kubeconfig_}, "--node-name (or NODE_NAME): required with --config-dir"},
-      {{"--config-dir", cm_, "--config", cm_ + "/small"}, "--config-dir (CONFIG_DIR) and --config (CONFIG_FILE) are mutually exclusive"},
-      {{"--config-dir", cm_, "--config-poll-interval", "0.5s"}, "--config-poll-interval"},
+      {{"--config-dir", cm_.path(), "--kubeconfig", kubeconfig_}, "--node-name (or NODE_NAME): required with --config-dir"},
+      {{"--config-dir", cm_.path(), "--config", cm_.path() + "/small"}, "--config-dir (CONFIG_DIR) and --config (CONFIG_FILE) are mutually exclusive"},
+      {{"--config-dir", cm_.path(), "--config-poll-interval", "0.5s"}, "--config-poll-interval"},
   };
   for (const Case& c : cases) {
     Start(c.args);

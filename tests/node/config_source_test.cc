@@ -15,6 +15,7 @@
 #include "node/interposer_mounts.h"
 #include "node/library_gc.h"
 #include "tests/deviceplugin/fixtures.h"
+#include "tests/node/configmap_dir.h"
 
 namespace gpushare::node {
 namespace {
@@ -24,27 +25,7 @@ namespace fs = std::filesystem;
 
 const std::string kLabel = kDefaultConfigNodeLabel;
 
-// A ConfigMap volume: <dir>/..<gen>/NAME files, <dir>/..data -> ..<gen>, <dir>/NAME -> ..data/NAME.
-class ConfigMapDir {
- public:
-  explicit ConfigMapDir(std::string dir) : dir_(std::move(dir)) { fs::create_directories(dir_); }
-  // Publishes a new generation atomically, as kubelet does.
-  void Publish(const std::map<std::string, std::string>& files) {
-    const std::string gen = "..gen" + std::to_string(++gen_);
-    fs::create_directories(dir_ + "/" + gen);
-    for (const auto& [n, text] : files) std::ofstream(dir_ + "/" + gen + "/" + n) << text;
-    fs::create_symlink(gen, dir_ + "/..data_tmp");
-    fs::rename(dir_ + "/..data_tmp", dir_ + "/..data");
-    for (const auto& [n, text] : files) {
-      if (!fs::is_symlink(dir_ + "/" + n)) fs::create_symlink("..data/" + n, dir_ + "/" + n);
-    }
-  }
-  const std::string& path() const { return dir_; }
-
- private:
-  std::string dir_;
-  int gen_ = 0;
-};
+using testing::ConfigMapDir;
 
 class ConfigSourceTest : public ::testing::Test {
  protected:
