@@ -47,6 +47,12 @@ version=$(sed -n 's/^project(gpushare VERSION \([0-9.]*\) .*/\1/p' "$repo/CMakeL
 tag_b="$version-e2e.2"
 say "helm $("$helm" version --short), cluster $kver, images $version then $tag_b"
 
+# What an earlier run on this cluster left (etcd outlives `down`), gone first.
+"$helm" uninstall "$release" -n "$gns" --ignore-not-found --wait --timeout 3m >/dev/null 2>&1 || true
+"$helm" uninstall nvidia-device-plugin -n nvidia-device-plugin --ignore-not-found --wait >/dev/null 2>&1 || true
+"$kubectl" delete namespace "$ns" nvidia-device-plugin --ignore-not-found --wait=true --timeout=180s >/dev/null
+"$kubectl" delete pod gpu-mem-test --ignore-not-found --wait=true >/dev/null
+
 # ---------------------------------------------------------------------------------------------
 # 1. Lint, template, the API server's dry run.
 "$kubectl" create namespace "$gns" --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
@@ -205,9 +211,42 @@ done
 say "$webhook: caBundle set by gpushare-scheduler ($(base64 -d <<<"$ca" | grep -c 'BEGIN CERTIFICATE') CA certificate(s))"
 
 # ---------------------------------------------------------------------------------------------
-# 4. The probe: CUDA (the driver double) inside the real container, with the library the node
-# agent installed, preloaded by the kubelet's mounts.
+# 4. The README's test pod and its choice of sharing per node.
 "$kubectl" create namespace "$ns" --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
+# The README's test pod: nvidia-smi in a CUDA base image (here the probe image under that name,
+# whose nvidia-smi stand-in answers memory.total from cuMemGetInfo) says 3072 MiB.
+readme test-pod
+grep -qx '3072 MiB' "$work/readme-test-pod.txt" || fail "README test pod: nvidia-smi did not say 3072 MiB"
+"$kubectl" delete pod gpu-mem-test --wait=false >/dev/null
+# The README's choice of sharing: node mem relabelled to the chart's memory-shares config (other
+# bytes than its own config `mem`): the agent reloads it without a restart.
+agent_mem=$("$kubectl" -n "$gns" get pods -l app.kubernetes.io/component=node --field-selector spec.nodeName=mem -o name)
+restarts=$("$kubectl" -n "$gns" get "$agent_mem" -o jsonpath='{.status.containerStatuses[0].restartCount}')
+readme choose
+for _ in $(seq 90); do
+  "$kubectl" -n "$gns" logs "$agent_mem" | grep -q 'event=reload_accepted' && break
+  sleep 1
+done
+"$kubectl" -n "$gns" logs "$agent_mem" | grep -q 'event=reload_accepted' ||
+  fail "README choose: node mem's agent did not reload after the label change (90 s)"
+[ "$("$kubectl" -n "$gns" get "$agent_mem" -o jsonpath='{.status.containerStatuses[0].restartCount}')" = "$restarts" ] ||
+  fail "README choose: the agent restarted instead of reloading"
+want_alloc mem aliyun.com/gpu-mem 176
+say "node mem relabelled memory-shares: reloaded in place, still 176 aliyun.com/gpu-mem"
+
+# ---------------------------------------------------------------------------------------------
+# 5. The seed workloads, memory shares placed by gpushare's own scheduler (before the probes,
+# which would hold a time-slice and 3 GiB).
+seed_checks
+sn=$("$kubectl" -n default get pods -l serving.knative.dev/service=helloworld-go -o jsonpath='{.items[*].spec.schedulerName}' | tr ' ' '\n' | sort -u)
+[ "$sn" = gpushare-scheduler ] || fail "$mem: schedulerNames '$sn', want gpushare-scheduler on every pod"
+"$kubectl" -n default delete deployment helloworld-go-00001-deployment --wait=true >/dev/null
+"$kubectl" -n default delete ksvc helloworld-go >/dev/null
+gone "$mem" 180 "deleted"
+
+# ---------------------------------------------------------------------------------------------
+# 6. The probe: CUDA (the driver double) inside the real container, with the library the node
+# agent installed, preloaded by the kubelet's mounts.
 probe_pod() { # name resource count [node]
   { printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: %s, namespace: %s}\nspec:\n' "$1" "$ns"
     [ -n "${4:-}" ] && printf '  nodeSelector: {gpushare.e2e/node: %s}\n' "$4"
@@ -247,45 +286,16 @@ want_probe probe-slice 2302
 # The library each probe maps: what the image carries, from one versioned host directory.
 lib_in() { "$kubectl" -n "$ns" exec "$1" -- md5sum /usr/local/gpushare/lib/libgpushare-cuda.so | cut -d' ' -f1; }
 [ "$(lib_in probe-mem3)" = "$lib_a" ] || fail "probe-mem3 maps a library other than image $version's"
-# The README's test pod: nvidia-smi in a CUDA base image (here the probe image under that name,
-# whose nvidia-smi stand-in answers memory.total from cuMemGetInfo) says 3072 MiB.
-readme test-pod
-grep -qx '3072 MiB' "$work/readme-test-pod.txt" || fail "README test pod: nvidia-smi did not say 3072 MiB"
-"$kubectl" delete pod gpu-mem-test --wait=false >/dev/null
-# The README's choice of sharing: node mem relabelled to the chart's memory-shares config (other
-# bytes than its own config `mem`): the agent reloads it without a restart.
-agent_mem=$("$kubectl" -n "$gns" get pods -l app.kubernetes.io/component=node --field-selector spec.nodeName=mem -o name)
-restarts=$("$kubectl" -n "$gns" get "$agent_mem" -o jsonpath='{.status.containerStatuses[0].restartCount}')
-readme choose
-for _ in $(seq 90); do
-  "$kubectl" -n "$gns" logs "$agent_mem" | grep -q 'event=reload_accepted' && break
-  sleep 1
-done
-"$kubectl" -n "$gns" logs "$agent_mem" | grep -q 'event=reload_accepted' ||
-  fail "README choose: node mem's agent did not reload after the label change (90 s)"
-[ "$("$kubectl" -n "$gns" get "$agent_mem" -o jsonpath='{.status.containerStatuses[0].restartCount}')" = "$restarts" ] ||
-  fail "README choose: the agent restarted instead of reloading"
-want_alloc mem aliyun.com/gpu-mem 176
-say "node mem relabelled memory-shares: reloaded in place, still 176 aliyun.com/gpu-mem"
-snapshot=$(pod_snapshot | grep "^$ns/")
+pod_snapshot | grep "^$ns/" >"$work/pods.before"
 
 # ---------------------------------------------------------------------------------------------
-# 5. The seed workloads, memory shares placed by gpushare's own scheduler.
-seed_checks
-sn=$("$kubectl" -n default get pods -l serving.knative.dev/service=helloworld-go -o jsonpath='{.items[*].spec.schedulerName}' | tr ' ' '\n' | sort -u)
-[ "$sn" = gpushare-scheduler ] || fail "$mem: schedulerNames '$sn', want gpushare-scheduler on every pod"
-"$kubectl" -n default delete deployment helloworld-go-00001-deployment --wait=true >/dev/null
-"$kubectl" -n default delete ksvc helloworld-go >/dev/null
-gone "$mem" 180 "deleted"
-
-# ---------------------------------------------------------------------------------------------
-# 6. Upgrade with the probes running, then uninstall.
+# 7. Upgrade with the probes running, then uninstall.
 t0=$SECONDS
 readme upgrade
 "$kubectl" -n "$gns" rollout status "daemonset/$release-node" --timeout=180s >/dev/null ||
   fail "the node DaemonSet did not roll out $tag_b"
 say "helm upgrade to $tag_b: rolled out in $((SECONDS - t0)) s"
-untouched <(echo "$snapshot") || fail "a probe pod was restarted or moved by the upgrade"
+untouched "$work/pods.before" "helm upgrade"
 want_probe probe-mem3 3072
 probe_pod probe-mem3b aliyun.com/gpu-mem 3
 running probe-mem3b
@@ -295,7 +305,7 @@ want_probe probe-mem3b 3072
 libdirs=$(ls "$state/nodes/mem/var-lib-gpushare/lib" | grep -v '^\.' | tr '\n' ' ')
 [ "$(wc -w <<<"$libdirs")" -eq 2 ] || fail "node mem's library directory holds '$libdirs', want the two versions in use"
 say "upgrade: probe-mem3 keeps $version's library, probe-mem3b gets $tag_b's; on node mem: $libdirs"
-snapshot=$(pod_snapshot | grep "^$ns/")
+pod_snapshot | grep "^$ns/" >"$work/pods.before"
 readme uninstall
 for _ in $(seq 60); do
   [ -z "$("$kubectl" -n "$gns" get pods -o name)" ] && break
@@ -305,7 +315,7 @@ done
 [ -z "$("$kubectl" get mutatingwebhookconfiguration -l "app.kubernetes.io/instance=$release" -o name)" ] ||
   fail "the webhook configuration is still there after uninstall"
 sleep 5
-untouched <(echo "$snapshot") || fail "a probe pod was restarted or moved by the uninstall"
+untouched "$work/pods.before" "helm uninstall"
 say "helm uninstall: gpushare gone, the probe pods still Running as they were"
 "$kubectl" delete namespace "$ns" --wait=true --timeout=180s >/dev/null
 say "PASS"
