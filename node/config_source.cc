@@ -15,7 +15,10 @@
 #include "config/flag_checks.h"
 #include "config/node_config_loader.h"
 #include "deviceplugin/logfmt.h"
+#include "kube/client.h"
+#include "kube/objects.h"
 #include "node/files.h"
+#include "node/memshare_service.h"
 #include "node/periodic.h"
 
 namespace gpushare::node {
@@ -260,6 +263,37 @@ std::unique_ptr<Companion> StartConfigWatch(std::shared_ptr<ConfigSource> source
     }
     return source->NextPollMs();
   });
+}
+
+Result<std::shared_ptr<ConfigSource>> OpenConfigSourceFromFlags(const ConfigSourceFlags& flags,
+                                                                const std::string& config_file,
+                                                                const std::map<std::string, std::string>& env,
+                                                                const std::string& node_name,
+                                                                const std::string& kubeconfig) {
+  ConfigSourceOptions c;
+  c.flags = flags;
+  c.config_file = config_file;
+  c.config_file_origin = "--config";
+  if (c.config_file.empty()) {
+    if (auto it = env.find("CONFIG_FILE"); it != env.end()) {
+      c.config_file = it->second;
+      c.config_file_origin = "CONFIG_FILE";
+    }
+  }
+  c.node_name = node_name;
+  if (!c.flags.config_dir.empty() && c.config_file.empty() && !c.node_name.empty()) {
+    kube::ClientOptions ko;  // a poll must not hang on an API server that does not answer
+    ko.request_timeout = std::chrono::seconds(5);
+    ko.connect_timeout = std::chrono::seconds(3);
+    Result<std::shared_ptr<kube::Client>> client = MakeApiClient(kubeconfig, "--config-dir", ko);
+    if (!client.ok()) return client.status();
+    c.labels = [client = *client, node = c.node_name]() -> Result<NodeLabels> {
+      Result<kube::Node> n = client->GetNode(node);
+      if (!n.ok()) return n.status();
+      return n->metadata.labels;
+    };
+  }
+  return ConfigSource::Open(std::move(c));
 }
 
 }  // namespace gpushare::node

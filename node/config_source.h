@@ -110,6 +110,15 @@ class ConfigSource {
   std::unique_ptr<ConfigPoller> poller_;
 };
 
+// The source a main opens from its flags: --config FILE ($CONFIG_FILE, named `config_file_flag`
+// in messages) or `flags.config_dir` with the node's labels read from the API server
+// (`kubeconfig`, in-cluster when empty; short timeouts, so a poll never hangs).
+Result<std::shared_ptr<ConfigSource>> OpenConfigSourceFromFlags(const ConfigSourceFlags& flags,
+                                                                const std::string& config_file,
+                                                                const std::map<std::string, std::string>& env,
+                                                                const std::string& node_name,
+                                                                const std::string& kubeconfig);
+
 // The watch: a PeriodicThread that polls `source` and calls `request_reload` (the agent's
 // RequestReload) when the config changed. Null when there is nothing to watch.
 std::unique_ptr<Companion> StartConfigWatch(std::shared_ptr<ConfigSource> source,

@@ -23,8 +23,6 @@
 #include "gpu/file_inventory.h"
 #include "gpu/inventory_source.h"
 #include "gpu/nvml_inventory.h"
-#include "kube/client.h"
-#include "kube/objects.h"
 #include "node/config_source.h"
 #include "node/interposer_mounts.h"
 #include "node/memshare_service.h"
@@ -178,30 +176,8 @@ int RunServe(const MainOptions& o, const std::shared_ptr<node::ConfigSource>& so
 // The config's source: --config FILE ($CONFIG_FILE) or --config-dir DIR with the node's label
 // read from the API server.
 Result<std::shared_ptr<node::ConfigSource>> OpenConfigSource(const MainOptions& o, const Environment& env) {
-  node::ConfigSourceOptions c;
-  c.flags = o.config_source;
-  c.config_file = o.config_flags.config_file;
-  c.config_file_origin = "--config";
-  if (c.config_file.empty()) {
-    if (auto it = env.find("CONFIG_FILE"); it != env.end()) {
-      c.config_file = it->second;
-      c.config_file_origin = "CONFIG_FILE";
-    }
-  }
-  c.node_name = o.serve.memory.node_name;
-  if (!c.flags.config_dir.empty() && c.config_file.empty() && !c.node_name.empty()) {
-    kube::ClientOptions ko;  // a poll must not hang on an API server that does not answer
-    ko.request_timeout = std::chrono::seconds(5);
-    ko.connect_timeout = std::chrono::seconds(3);
-    Result<std::shared_ptr<kube::Client>> client = node::MakeApiClient(o.serve.memory.kubeconfig, "--config-dir", ko);
-    if (!client.ok()) return client.status();
-    c.labels = [client = *client, node = c.node_name]() -> Result<node::NodeLabels> {
-      Result<kube::Node> n = client->GetNode(node);
-      if (!n.ok()) return n.status();
-      return n->metadata.labels;
-    };
-  }
-  return node::ConfigSource::Open(std::move(c));
+  return node::OpenConfigSourceFromFlags(o.config_source, o.config_flags.config_file, env, o.serve.memory.node_name,
+                                         o.serve.memory.kubeconfig);
 }
 
 }  // namespace
