@@ -6,6 +6,7 @@
 #include <set>
 #include <sstream>
 
+#include "base/strings.h"
 #include "config/duration.h"
 #include "config/file_read.h"
 #include "config/yaml_reader.h"
@@ -149,12 +150,6 @@ struct Raw {
   YAML::Node node;     // where a file value is (undefined for environment and flags)
 };
 
-std::string Join(const std::vector<std::string>& v, const char* sep = ", ") {
-  std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + v[i];
-  return s;
-}
-
 std::vector<std::string> SplitCommas(const std::string& s) {
   std::vector<std::string> out;
   std::string cur;
@@ -173,18 +168,16 @@ std::string Parent(const std::string& path) {
   return dot == std::string::npos ? "" : path.substr(0, dot);
 }
 
-bool IsDigits(std::string_view s) {
-  return !s.empty() && s.size() < 10 &&
-         std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
+// Digits short enough for std::stoll and for any count or index a setting takes.
+bool IsSmallNumber(std::string_view s) { return s.size() < 10 && IsDigits(s); }
 
 // A devices list item as NVIDIA accepts it: GPU index, MIG index "i:j", GPU UUID, MIG UUID
 // ("MIG-<uuid>" or "MIG-GPU-<uuid>/<gi>/<ci>").
 bool IsDeviceRef(const std::string& s) {
-  if (IsDigits(s)) return true;
+  if (IsSmallNumber(s)) return true;
   size_t colon = s.find(':');
   if (colon != std::string::npos) {
-    return IsDigits(s.substr(0, colon)) && IsDigits(s.substr(colon + 1));
+    return IsSmallNumber(s.substr(0, colon)) && IsSmallNumber(s.substr(colon + 1));
   }
   return IsGpuUuid(s) || IsMigUuid(s);
 }
@@ -590,7 +583,7 @@ class FileReader {
     r.count_problem = "a count of GPUs must be > 0";
     r.none_allowed = true;
     r.item_problem = [](const YAML::Node& item) -> std::string {
-      if (item.IsScalar() && (IsDigits(item.Scalar()) || IsGpuUuid(item.Scalar()))) return "";
+      if (item.IsScalar() && (IsSmallNumber(item.Scalar()) || IsGpuUuid(item.Scalar()))) return "";
       if (item.IsScalar() && IsDeviceRef(item.Scalar())) {
         return "memory shares need whole GPUs; a MIG device cannot serve them";
       }
@@ -652,7 +645,7 @@ class Interpreter {
       }
       case Kind::kInt: {
         int64_t x = 0;
-        bool ok = IsDigits(v) || (v.size() > 1 && v[0] == '-' && IsDigits(v.substr(1)));
+        bool ok = IsSmallNumber(v) || (v.size() > 1 && v[0] == '-' && IsSmallNumber(v.substr(1)));
         if (ok) x = std::stoll(v);
         if (!ok || x < s.min || x > s.max) {
           return bad("must be " + std::to_string(s.min) + ".." + std::to_string(s.max) +
@@ -666,7 +659,7 @@ class Interpreter {
         bool ok = true;
         if (!v.empty()) {
           for (const auto& it : SplitCommas(v)) {
-            if (!IsDigits(it) || std::stoll(it) < s.min || std::stoll(it) > s.max) {
+            if (!IsSmallNumber(it) || std::stoll(it) < s.min || std::stoll(it) > s.max) {
               bad("must be a list of XIDs " + std::to_string(s.min) + ".." +
                   std::to_string(s.max) + ", got \"" + it + "\"");
               ok = false;
@@ -780,7 +773,7 @@ void ApplyNvidiaHealthEnv(const Environment& env, NodeConfig* c, Problems* p) {
         c->gpushare.health_checks_enabled = false;
       } else if (!disable && item == "all") {
         ig.clear();
-      } else if (IsDigits(item) && std::stoll(item) > 0 && std::stoll(item) <= 65535) {
+      } else if (IsSmallNumber(item) && std::stoll(item) > 0 && std::stoll(item) <= 65535) {
         uint32_t x = static_cast<uint32_t>(std::stoll(item));
         if (disable) {
           if (std::find(ig.begin(), ig.end(), x) == ig.end()) ig.push_back(x);

@@ -2,6 +2,8 @@
 // tests/interpose/interposer_contract_test.cc feeds this output through that parser.
 #include "core/interposer_contract.h"
 
+#include "base/strings.h"
+
 #include <algorithm>
 #include <sstream>
 
@@ -10,9 +12,6 @@ namespace {
 
 bool Absolute(const std::string& p) { return !p.empty() && p[0] == '/'; }
 
-std::string Join(const std::string& dir, const std::string& name) {
-  return (!dir.empty() && dir.back() == '/') ? dir + name : dir + "/" + name;
-}
 
 }  // namespace
 
@@ -92,10 +91,10 @@ Result<InterposerSetup> BuildInterposerSetup(const std::vector<InterposerDevice>
   setup.config_text = config.str();
   setup.preload_text = std::string(kContainerLibraryPath) + "\n";
   setup.mounts = {
-      {kContainerLibraryPath, Join(options.library_host_dir, kLibraryFileName), true},
-      {kContainerSharedDir, Join(options.container_host_dir, "shared"), false},
-      {kContainerConfigPath, Join(options.container_host_dir, "config"), true},
-      {kContainerPreloadPath, Join(options.container_host_dir, "ld.so.preload"), true},
+      {kContainerLibraryPath, JoinPath(options.library_host_dir, kLibraryFileName), true},
+      {kContainerSharedDir, JoinPath(options.container_host_dir, "shared"), false},
+      {kContainerConfigPath, JoinPath(options.container_host_dir, "config"), true},
+      {kContainerPreloadPath, JoinPath(options.container_host_dir, "ld.so.preload"), true},
   };
   return setup;
 }

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "core/lines.h"
+#include "base/strings.h"
 
 namespace gpushare {
 namespace {

@@ -1,5 +1,8 @@
 #include "core/status.h"
 
+#include <cstdio>
+#include <cstdlib>
+
 namespace gpushare {
 
 std::string_view StatusCodeName(StatusCode code) {
@@ -35,5 +38,15 @@ Status Status::WithContext(std::string_view context) const {
   m += message_;
   return Status(code_, std::move(m));
 }
+
+namespace internal {
+
+void DieReadingError(const Status* status) {
+  std::fprintf(stderr, "gpushare: Result::value() on an error: %s\n",
+               status != nullptr ? status->ToString().c_str() : "(no status)");
+  std::abort();
+}
+
+}  // namespace internal
 
 }  // namespace gpushare

@@ -4,7 +4,8 @@
 // names what is wrong and, where it helps, what would be accepted (e.g.
 // "sharing.timeSlicing.resources[0].replicas: must be 2..48, got 60"). Result<T> holds either a
 // value or a non-OK Status. Neither type throws; exceptions never cross a gRPC handler, an HTTP
-// handler or the C ABI.
+// handler or the C ABI. Reading the value of a Result that holds an error is a bug in the
+// caller: it prints the error to stderr and aborts (it does not throw).
 #pragma once
 
 #include <cassert>
@@ -74,6 +75,11 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
+namespace internal {
+// Prints "Result::value() on an error: <status>" and aborts.
+[[noreturn]] void DieReadingError(const Status* status);
+}  // namespace internal
+
 // Result<T>: a T or a non-OK Status.
 template <typename T>
 class [[nodiscard]] Result {
@@ -86,13 +92,14 @@ class [[nodiscard]] Result {
   bool ok() const { return std::holds_alternative<T>(v_); }
   explicit operator bool() const { return ok(); }
 
-  const T& value() const& { return std::get<T>(v_); }
-  T& value() & { return std::get<T>(v_); }
-  T&& value() && { return std::get<T>(std::move(v_)); }
+  // The value; the Result must hold one (else: abort, see above).
+  const T& value() const& { return *Checked(); }
+  T& value() & { return *Checked(); }
+  T&& value() && { return std::move(*Checked()); }
   const T& operator*() const& { return value(); }
   T& operator*() & { return value(); }
-  const T* operator->() const { return &std::get<T>(v_); }
-  T* operator->() { return &std::get<T>(v_); }
+  const T* operator->() const { return Checked(); }
+  T* operator->() { return Checked(); }
 
   // The error, or OK when a value is held.
   Status status() const { return ok() ? Status::Ok() : std::get<Status>(v_); }
@@ -100,6 +107,13 @@ class [[nodiscard]] Result {
   T value_or(T fallback) const { return ok() ? value() : std::move(fallback); }
 
  private:
+  const T* Checked() const {
+    const T* v = std::get_if<T>(&v_);
+    if (v == nullptr) internal::DieReadingError(std::get_if<Status>(&v_));
+    return v;
+  }
+  T* Checked() { return const_cast<T*>(static_cast<const Result*>(this)->Checked()); }
+
   std::variant<T, Status> v_;
 };
 
@@ -111,3 +125,16 @@ class [[nodiscard]] Result {
     ::gpushare::Status gpushare_status_ = (expr); \
     if (!gpushare_status_.ok()) return gpushare_status_; \
   } while (0)
+
+#define GPUSHARE_STATUS_CONCAT_INNER(a, b) a##b
+#define GPUSHARE_STATUS_CONCAT(a, b) GPUSHARE_STATUS_CONCAT_INNER(a, b)
+
+// Evaluates `expr` (a Result<T>); on error returns its Status from the enclosing function, else
+// moves the value into `lhs`, which may be a declaration:
+//   GPUSHARE_ASSIGN_OR_RETURN(Inventory inv, LoadInventory(path));
+#define GPUSHARE_ASSIGN_OR_RETURN(lhs, expr) \
+  GPUSHARE_ASSIGN_OR_RETURN_IMPL(GPUSHARE_STATUS_CONCAT(gpushare_result_, __LINE__), lhs, expr)
+#define GPUSHARE_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
+  auto tmp = (expr);                                    \
+  if (!tmp.ok()) return tmp.status();                   \
+  lhs = std::move(tmp).value()

@@ -1,5 +1,7 @@
 #include "deviceplugin/allocation.h"
 
+#include "base/strings.h"
+
 #include <sys/stat.h>
 
 #include <fstream>
@@ -9,24 +11,7 @@
 namespace gpushare::deviceplugin {
 namespace {
 
-std::string JoinIds(const std::vector<std::string>& ids, size_t limit = 8) {
-  std::string out;
-  for (size_t i = 0; i < ids.size() && i < limit; ++i) {
-    if (i) out += ", ";
-    out += ids[i];
-  }
-  if (ids.size() > limit) out += ", ... (" + std::to_string(ids.size()) + " in all)";
-  return out;
-}
-
-std::string Join(const std::vector<std::string>& items, const char* sep) {
-  std::string out;
-  for (size_t i = 0; i < items.size(); ++i) {
-    if (i) out += sep;
-    out += items[i];
-  }
-  return out;
-}
+std::string JoinIds(const std::vector<std::string>& ids) { return JoinLimited(ids, 8); }
 
 bool IsCharDevice(const std::string& path) {
   struct stat st {};

@@ -13,7 +13,7 @@
 #include <filesystem>
 #include <optional>
 
-#include "deviceplugin/logfmt.h"
+#include "base/logfmt.h"
 #include "deviceplugin/preferred_allocation.h"
 #include "proto/deviceplugin/v1beta1/api.grpc.pb.h"
 

@@ -9,6 +9,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "base/strings.h"
 #include "kube/base64.h"
 
 namespace gpushare::kube {
@@ -281,14 +282,7 @@ std::vector<std::string> SplitPathList(const std::string& s) {
   return out;
 }
 
-std::string JoinPaths(const std::vector<std::string>& v) {
-  std::string s;
-  for (const std::string& p : v) {
-    if (!s.empty()) s += ':';
-    s += p;
-  }
-  return s;
-}
+std::string JoinPaths(const std::vector<std::string>& v) { return Join(v, ":"); }
 
 }  // namespace
 

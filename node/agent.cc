@@ -17,7 +17,8 @@
 #include <mutex>
 #include <thread>
 
-#include "deviceplugin/logfmt.h"
+#include "base/logfmt.h"
+#include "base/strings.h"
 #include "deviceplugin/registration_lifecycle.h"
 #include "deviceplugin/server.h"
 #include "node/memshare_service.h"
@@ -578,7 +579,7 @@ class Agent::Impl {
       if (!m.ok()) spdlog::error("event=memory_shares_failed error={} action=serve_unsteered", Value(m.message()));
     }
     if (!problem.ok()) {
-      for (const std::string& line : logfmt::Lines(problem.message())) {
+      for (const std::string& line : SplitLines(problem.message())) {
         spdlog::error("event=reload_rejected problem={}", Value(line));
       }
       spdlog::warn("event=reload_kept_old_config resources={}", slots.size());

@@ -14,7 +14,7 @@
 #include "config/duration.h"
 #include "config/flag_checks.h"
 #include "config/node_config_loader.h"
-#include "deviceplugin/logfmt.h"
+#include "base/logfmt.h"
 #include "kube/client.h"
 #include "kube/objects.h"
 #include "node/files.h"

@@ -13,7 +13,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "deviceplugin/logfmt.h"
+#include "base/logfmt.h"
 #include "node/files.h"
 #include "node/library_install.h"
 

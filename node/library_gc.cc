@@ -12,8 +12,9 @@
 #include <filesystem>
 #include <optional>
 
+#include "base/strings.h"
 #include "core/interposer_contract.h"
-#include "deviceplugin/logfmt.h"
+#include "base/logfmt.h"
 #include "node/periodic.h"
 #include "node/pod_resources.h"
 
@@ -77,9 +78,6 @@ bool Remove(const std::string& path, const char* event, const std::string& reaso
   return true;
 }
 
-std::string Join(const std::string& dir, const std::string& name) {
-  return dir + (!dir.empty() && dir.back() == '/' ? "" : "/") + name;
-}
 
 }  // namespace
 
@@ -113,11 +111,11 @@ GcPlan CollectOnce(const InterposerPaths::View& paths, const LiveDeviceLister& l
     }
     for (const std::string& n : names) {
       StateDirSeen d;
-      d.path = Join(root, n);
+      d.path = JoinPath(root, n);
       if (!IsDir(d.path) || !AgeOf(d.path, now_s, &d.age_s)) continue;
       struct stat st;
-      d.answered = lstat(Join(d.path, "ld.so.preload").c_str(), &st) == 0;
-      if (std::optional<std::string> text = ReadSmall(Join(d.path, kAllocationMarkerName))) {
+      d.answered = lstat(JoinPath(d.path, "ld.so.preload").c_str(), &st) == 0;
+      if (std::optional<std::string> text = ReadSmall(JoinPath(d.path, kAllocationMarkerName))) {
         Result<AllocationMarker> m = ParseAllocationMarker(*text);
         d.marked = m.ok();
         if (m.ok()) d.marker = std::move(m).value();
@@ -132,7 +130,7 @@ GcPlan CollectOnce(const InterposerPaths::View& paths, const LiveDeviceLister& l
     }
     for (const std::string& n : names) {
       LibraryDirSeen l;
-      l.path = Join(paths.host_dir, n);
+      l.path = JoinPath(paths.host_dir, n);
       if (IsVersionDirName(n) && IsDir(l.path) && AgeOf(l.path, now_s, &l.age_s)) in.library_dirs.push_back(l);
     }
   }

@@ -13,7 +13,7 @@
 
 #include "config/duration.h"
 #include "core/memshare_node.h"
-#include "deviceplugin/logfmt.h"
+#include "base/logfmt.h"
 #include "kube/client.h"
 #include "kube/config.h"
 #include "kube/informer.h"

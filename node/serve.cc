@@ -12,7 +12,8 @@
 
 #include "config/duration.h"
 #include "config/flag_checks.h"
-#include "deviceplugin/logfmt.h"
+#include "base/logfmt.h"
+#include "base/strings.h"
 
 namespace gpushare::node {
 namespace {
@@ -59,7 +60,7 @@ class PollingFeed final : public HealthFeed {
 }  // namespace
 
 void PrintLines(const std::string& text) {
-  for (const std::string& line : logfmt::Lines(text)) std::fprintf(stderr, "%s\n", line.c_str());
+  for (const std::string& line : SplitLines(text)) std::fprintf(stderr, "%s\n", line.c_str());
 }
 
 void AddServeFlags(CLI::App& app, ServeFlags& flags) {

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <unordered_set>
 
-#include "deviceplugin/logfmt.h"
+#include "base/logfmt.h"
 #include "core/memshare_ledger.h"
 #include "kube/memshare_pod.h"
 

@@ -8,7 +8,7 @@
 #include <unordered_set>
 
 #include "core/memshare.h"
-#include "deviceplugin/logfmt.h"
+#include "base/logfmt.h"
 #include "kube/errors.h"
 #include "kube/memshare_pod.h"
 #include "scheduler/wire.h"

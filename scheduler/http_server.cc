@@ -34,7 +34,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "deviceplugin/logfmt.h"
+#include "base/logfmt.h"
 #include "scheduler/http_wire.h"
 #include "scheduler/wire.h"
 

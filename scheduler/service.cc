@@ -12,7 +12,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "deviceplugin/logfmt.h"
+#include "base/logfmt.h"
 #include "kube/config.h"
 
 namespace gpushare::scheduler {

@@ -13,7 +13,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "deviceplugin/logfmt.h"
+#include "base/logfmt.h"
 #include "kube/base64.h"
 #include "kube/errors.h"
 

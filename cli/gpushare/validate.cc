@@ -10,7 +10,7 @@
 
 #include "cli/gpushare/command.h"
 #include "config/node_config_loader.h"
-#include "core/lines.h"
+#include "base/strings.h"
 #include "core/resource_plan.h"
 #include "gpu/file_inventory.h"
 

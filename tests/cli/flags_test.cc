@@ -6,7 +6,7 @@
 
 #include <filesystem>
 
-#include "core/lines.h"
+#include "base/strings.h"
 #include "tests/cli/run_process.h"
 #include "tests/config/input_files.h"
 

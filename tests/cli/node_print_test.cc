@@ -6,7 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "core/lines.h"
+#include "base/strings.h"
 #include "tests/cli/run_process.h"
 
 namespace gpushare {

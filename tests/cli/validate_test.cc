@@ -8,7 +8,7 @@
 #include <fstream>
 #include <thread>
 
-#include "core/lines.h"
+#include "base/strings.h"
 #include "tests/cli/run_process.h"
 #include "tests/config/input_files.h"
 

@@ -12,7 +12,7 @@
 #include "config/file_read.h"
 #include "config/node_config_loader.h"
 #include "config/yaml_reader.h"
-#include "core/lines.h"
+#include "base/strings.h"
 #include "tests/config/input_files.h"
 
 namespace gpushare {

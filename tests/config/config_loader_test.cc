@@ -8,7 +8,7 @@
 #include <fstream>
 
 #include "config/duration.h"
-#include "core/lines.h"
+#include "base/strings.h"
 
 namespace gpushare {
 namespace {

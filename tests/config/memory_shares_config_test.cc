@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "config/node_config_loader.h"
-#include "core/lines.h"
+#include "base/strings.h"
 
 namespace gpushare {
 namespace {

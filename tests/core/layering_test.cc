@@ -1,73 +1,179 @@
-// core/ is pure: it includes only the C++ standard library and other core/ headers. This test
-// reads every source under core/ and fails on any other #include.
+// The layer graph, as a table: for every folder of the product, the folders its sources may
+// include from. The build (CMake targets) and this table must agree; a misplaced include fails
+// here before it becomes a hidden edge. core/ and base/ are also held to the standard library
+// (core: no I/O, threads or clocks), and interpose/ (loaded into other people's processes)
+// to itself.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace {
+
+namespace fs = std::filesystem;
+
+// folder -> the folders it may include from (itself included).
+const std::map<std::string, std::set<std::string>>& AllowedEdges() {
+  static const std::map<std::string, std::set<std::string>> edges = {
+      {"base", {"base"}},
+      {"core", {"base", "core"}},
+      {"config", {"base", "core", "config"}},
+      {"gpu", {"base", "core", "config", "gpu"}},
+      {"kube", {"base", "core", "kube"}},
+      {"deviceplugin", {"base", "core", "proto", "deviceplugin"}},
+      {"node", {"base", "core", "config", "gpu", "kube", "proto", "deviceplugin", "node"}},
+      {"scheduler", {"base", "core", "kube", "scheduler"}},
+      {"sim", {"base", "core", "config", "sim"}},
+      {"cli", {"base", "core", "config", "gpu", "kube", "node", "scheduler", "sim", "cli"}},
+      {"interpose", {"interpose"}},
+      {"fuzz", {"base", "core", "config", "gpu", "scheduler", "sim", "fuzz"}},
+  };
+  return edges;
+}
+
+// base/ headers that core/ may use: the pure ones (no threads, no file descriptors).
+const std::set<std::string>& PureBaseHeaders() {
+  static const std::set<std::string> h = {"base/strings.h", "base/logfmt.h"};
+  return h;
+}
 
 const std::set<std::string>& StandardHeaders() {
   static const std::set<std::string> h = {
       "algorithm", "any", "array", "atomic", "bit", "bitset", "cassert", "cctype", "cerrno",
       "cfloat", "charconv", "chrono", "cinttypes", "climits", "clocale", "cmath", "compare",
-      "complex", "concepts", "cstddef", "cstdint", "cstdio", "cstdlib", "cstring", "cwchar",
-      "deque", "exception", "execution", "expected", "filesystem", "format", "forward_list",
-      "functional", "initializer_list", "iomanip", "ios", "iosfwd", "iostream", "istream",
-      "iterator", "limits", "list", "locale", "map", "memory", "memory_resource", "new",
-      "numbers", "numeric", "optional", "ostream", "queue", "random", "ranges", "ratio",
-      "regex", "scoped_allocator", "set", "source_location", "span", "sstream", "stack",
-      "stdexcept", "streambuf", "string", "string_view", "system_error", "tuple",
-      "type_traits", "typeindex", "typeinfo", "unordered_map", "unordered_set", "utility",
-      "valarray", "variant", "vector", "version"};
+      "complex", "concepts", "condition_variable", "cstddef", "cstdint", "cstdio", "cstdlib",
+      "cstring", "cwchar", "deque", "exception", "execution", "expected", "filesystem", "format",
+      "forward_list", "fstream", "functional", "future", "initializer_list", "iomanip", "ios",
+      "iosfwd", "iostream", "istream", "iterator", "limits", "list", "locale", "map", "memory",
+      "memory_resource", "mutex", "new", "numbers", "numeric", "optional", "ostream", "queue",
+      "random", "ranges", "ratio", "regex", "scoped_allocator", "semaphore", "set",
+      "shared_mutex", "source_location", "span", "sstream", "stack", "stdexcept", "stop_token",
+      "streambuf", "string", "string_view", "system_error", "thread", "tuple", "type_traits",
+      "typeindex", "typeinfo", "unordered_map", "unordered_set", "utility", "valarray", "variant",
+      "vector", "version"};
   return h;
 }
 
-// Headers that would break the rule although they are "standard-ish": I/O and threads.
-const std::set<std::string>& Forbidden() {
+// Standard headers core/ may not use: I/O, threads and clocks belong to the callers.
+const std::set<std::string>& ImpureStandardHeaders() {
   static const std::set<std::string> h = {"thread", "mutex", "condition_variable", "future",
                                           "fstream", "filesystem", "iostream", "chrono",
                                           "shared_mutex", "stop_token", "semaphore"};
   return h;
 }
 
-TEST(Layering, CoreIncludesOnlyStdAndCore) {
-  namespace fs = std::filesystem;
-  const fs::path core = fs::path(GPUSHARE_SOURCE_DIR) / "core";
-  ASSERT_TRUE(fs::is_directory(core)) << core;
-  const std::regex include(R"(^\s*#\s*include\s*([<"])([^>"]+)[>"])");
+struct Include {
+  std::string where;   // file:line
+  bool quoted;         // "..." rather than <...>
+  std::string header;
+};
+
+std::vector<Include> IncludesOf(const fs::path& file) {
+  static const std::regex include(R"(^\s*#\s*include\s*([<"])([^>"]+)[>"])");
+  std::vector<Include> out;
+  std::ifstream in(file);
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    std::smatch m;
+    if (std::regex_search(line, m, include)) {
+      out.push_back({file.string() + ":" + std::to_string(n), m[1] == "\"", m[2]});
+    }
+  }
+  return out;
+}
+
+// Every source of `folder` (recursively), skipping generated code.
+std::vector<fs::path> SourcesOf(const std::string& folder) {
+  std::vector<fs::path> out;
+  const fs::path root = fs::path(GPUSHARE_SOURCE_DIR) / folder;
+  if (!fs::is_directory(root)) return out;
+  for (const auto& entry : fs::recursive_directory_iterator(root)) {
+    const std::string ext = entry.path().extension().string();
+    if (ext != ".h" && ext != ".cc" && ext != ".c") continue;
+    if (entry.path().string().find("/generated/") != std::string::npos) continue;
+    out.push_back(entry.path());
+  }
+  return out;
+}
+
+std::string FolderOf(const std::string& header) {
+  const size_t slash = header.find('/');
+  return slash == std::string::npos ? "" : header.substr(0, slash);
+}
+
+TEST(Layering, EveryFolderIncludesOnlyWhatTheTableAllows) {
   int files = 0;
-  for (const auto& entry : fs::recursive_directory_iterator(core)) {
-    const auto ext = entry.path().extension().string();
-    if (ext != ".h" && ext != ".cc") continue;
-    ++files;
-    std::ifstream in(entry.path());
-    std::string line;
-    int n = 0;
-    while (std::getline(in, line)) {
-      ++n;
-      std::smatch m;
-      if (!std::regex_search(line, m, include)) continue;
-      const std::string where = entry.path().string() + ":" + std::to_string(n) + ": ";
-      const std::string header = m[2];
-      if (m[1] == "\"") {
-        EXPECT_EQ(header.rfind("core/", 0), 0u)
-            << where << "includes \"" << header << "\", which is outside core/";
-      } else {
-        if (Forbidden().count(header)) {
-          ADD_FAILURE() << where << "includes <" << header
-                        << ">: core/ does no I/O, threads or clocks";
-        } else {
-          EXPECT_TRUE(StandardHeaders().count(header))
-              << where << "includes <" << header << ">, which is not a standard header";
-        }
+  for (const auto& [folder, allowed] : AllowedEdges()) {
+    for (const fs::path& file : SourcesOf(folder)) {
+      ++files;
+      for (const Include& inc : IncludesOf(file)) {
+        if (!inc.quoted) continue;
+        const std::string from = FolderOf(inc.header);
+        if (folder == "interpose" && from.empty()) continue;  // interpose's own "x.h" style
+        EXPECT_TRUE(allowed.count(from))
+            << inc.where << ": " << folder << "/ includes \"" << inc.header << "\"; " << folder
+            << "/ may include only from the folders tests/core/layering_test.cc allows it";
       }
     }
   }
-  EXPECT_GT(files, 5) << "found too few core sources; is GPUSHARE_SOURCE_DIR right?";
+  EXPECT_GT(files, 100) << "found too few sources; is GPUSHARE_SOURCE_DIR right?";
+}
+
+TEST(Layering, CoreIsPure) {
+  int files = 0;
+  for (const fs::path& file : SourcesOf("core")) {
+    ++files;
+    for (const Include& inc : IncludesOf(file)) {
+      if (inc.quoted) {
+        if (FolderOf(inc.header) == "base") {
+          EXPECT_TRUE(PureBaseHeaders().count(inc.header))
+              << inc.where << ": core/ includes \"" << inc.header
+              << "\", which holds threads or file descriptors";
+        }
+      } else if (ImpureStandardHeaders().count(inc.header)) {
+        ADD_FAILURE() << inc.where << ": includes <" << inc.header
+                      << ">: core/ does no I/O, threads or clocks";
+      } else {
+        EXPECT_TRUE(StandardHeaders().count(inc.header))
+            << inc.where << ": includes <" << inc.header << ">, which is not a standard header";
+      }
+    }
+  }
+  EXPECT_GT(files, 5);
+}
+
+TEST(Layering, PureBaseHeadersUseOnlyTheStandardLibrary) {
+  for (const std::string& header : PureBaseHeaders()) {
+    const fs::path file = fs::path(GPUSHARE_SOURCE_DIR) / header;
+    ASSERT_TRUE(fs::exists(file)) << file;
+    for (const Include& inc : IncludesOf(file)) {
+      if (inc.quoted) {
+        EXPECT_TRUE(PureBaseHeaders().count(inc.header)) << inc.where << ": " << inc.header;
+      } else {
+        EXPECT_TRUE(StandardHeaders().count(inc.header) && !ImpureStandardHeaders().count(inc.header))
+            << inc.where << ": <" << inc.header << ">";
+      }
+    }
+  }
+}
+
+// The table names every product folder: a new folder needs its row.
+TEST(Layering, TheTableNamesEveryFolderWithSources) {
+  const std::set<std::string> not_product = {"tests", "bench", "build", "proto", "examples", "deploy",
+                                             "docs",  "e2e",   "scripts", "cmake", "gpu-results"};
+  for (const auto& entry : fs::directory_iterator(GPUSHARE_SOURCE_DIR)) {
+    if (!entry.is_directory()) continue;
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name[0] == '.' || not_product.count(name) || name.rfind("build", 0) == 0) continue;
+    if (SourcesOf(name).empty()) continue;
+    EXPECT_TRUE(AllowedEdges().count(name))
+        << name << "/ holds C++ sources but has no row in the layer table";
+  }
 }
 
 }  // namespace

@@ -4,7 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "core/lines.h"
+#include "base/strings.h"
 #include "core/memshare.h"
 #include "core/resource_plan.h"
 #include "tests/core/test_inventories.h"

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "core/lines.h"
+#include "base/strings.h"
 
 namespace gpushare {
 namespace {

@@ -7,7 +7,7 @@
 #include <iostream>
 #include <set>
 
-#include "core/lines.h"
+#include "base/strings.h"
 #include "tests/core/test_inventories.h"
 
 namespace gpushare {

@@ -3,7 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "core/lines.h"
+#include "base/strings.h"
 #include "core/resource_plan.h"
 #include "tests/config/input_files.h"
 

@@ -1,4 +1,4 @@
-// logfmt: helpers for structured key=value log lines (logfmt style).
+// base/logfmt.h: helpers for structured key=value log lines (logfmt style).
 //
 // Values that contain spaces, quotes or '=' are quoted so that every line stays machine
 // readable, e.g. `event=register_failed resource=nvidia.com/gpu error="UNAVAILABLE: no kubelet"`.
@@ -6,7 +6,6 @@
 
 #include <string>
 #include <string_view>
-#include <vector>
 
 namespace gpushare::logfmt {
 
@@ -30,21 +29,6 @@ inline std::string Value(std::string_view v) {
     }
   }
   out += '"';
-  return out;
-}
-
-// The non-empty lines of a multi-line message (e.g. one config problem per line), so that
-// each can be logged or printed on its own.
-inline std::vector<std::string> Lines(std::string_view text) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= text.size()) {
-    size_t nl = text.find('\n', start);
-    std::string_view line = text.substr(start, nl == std::string_view::npos ? std::string_view::npos : nl - start);
-    if (!line.empty()) out.emplace_back(line);
-    if (nl == std::string_view::npos) break;
-    start = nl + 1;
-  }
   return out;
 }
 
