@@ -2,7 +2,7 @@
 #   make demo   install dependencies, build, run the main job on a built-in default
 #   make test   install dependencies, build (normal and ASan+UBSan), run every test and
 #               every fuzz target for FUZZ_SMOKE_SECONDS (20) each
-.PHONY: all deps configure build build-asan demo test test-fast fuzz bench format clean e2e-build e2e-smoke e2e images
+.PHONY: all deps configure build build-asan demo test test-fast fuzz bench format lint clean e2e-build e2e-smoke e2e images
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
@@ -67,12 +67,16 @@ e2e: e2e-build configure images
 bench: build
 	./scripts/run-benchmarks.sh $(BUILD)
 
+# Format every C/C++ source with clang-format-14 (.clang-format); `make lint` checks it.
 format:
-	find core config gpu kube deviceplugin node scheduler sim cli interpose tests bench \
-	  -name '*.h' -o -name '*.cc' -o -name '*.c' | xargs clang-format -i
+	git ls-files '*.h' '*.cc' '*.c' | grep -v -e '/generated/' -e '^proto/' -e '^e2e/' | xargs clang-format-14 -i
+
+# Formatting and the clang -Wthread-safety build of the product (scripts/lint.sh; in CI).
+lint: deps
+	./scripts/lint.sh build-lint
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) build-lint
 
 # The container images (docs/images.md): buildah, FROM Debian base images made here (as root).
 images: deps

@@ -21,6 +21,9 @@ PACKAGES=(
   openssl
   # clang and its runtime (libFuzzer): the fuzz targets in fuzz/ (scripts/fuzz.sh, `make test`).
   clang libclang-rt-14-dev
+  # clang-format-14: `make format` and the formatting check of `make lint` (scripts/lint.sh);
+  # the same clang also builds the -Wthread-safety check of `make lint`.
+  clang-format-14
   # The end-to-end cluster (scripts/e2e-cluster.sh, docs/e2e.md): kubelets need a real container
   # runtime (containerd with runc) and pod networking (CNI bridge + host-local, loopback);
   # busybox-static is the one binary in the locally built test images (nothing is pulled).
