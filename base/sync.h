@@ -69,10 +69,7 @@ class CondVar {
   // callers re-check their condition in a loop).
   template <typename Rep, typename Period>
   bool WaitFor(Mutex* mu, std::chrono::duration<Rep, Period> timeout) GPUSHARE_REQUIRES(mu) {
-    std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
-    const bool notified = cv_.wait_for(lock, timeout) == std::cv_status::no_timeout;
-    lock.release();
-    return notified;
+    return WaitUntil(mu, std::chrono::steady_clock::now() + timeout);
   }
   template <typename Clock, typename Duration>
   bool WaitUntil(Mutex* mu, std::chrono::time_point<Clock, Duration> deadline) GPUSHARE_REQUIRES(mu) {

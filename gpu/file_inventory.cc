@@ -98,6 +98,20 @@ class InventoryReader {
     if (!v && !m.Get(key).IsDefined()) p_->Add(m.PathOf(key), "is required (" + what + ")", &parent);
   }
 
+  // The required "uuid" field: "<kind>-<8-4-4-4-12 hex digits>" as `valid` checks it, or "" with
+  // the problem reported.
+  std::string Uuid(MapReader& m, const YAML::Node& n, const std::string& path, const std::string& kind,
+                   bool (*valid)(const std::string&)) {
+    const std::string form = kind + "-<8-4-4-4-12 hex digits>";
+    auto uuid = m.String("uuid");
+    Required(m, "uuid", uuid, n, form);
+    if (uuid && !valid(*uuid)) {
+      YAML::Node un = m.Get("uuid");
+      p_->Add(path + ".uuid", "must be " + form + ", got \"" + *uuid + "\"", &un);
+    }
+    return uuid.value_or("");
+  }
+
   bool ReadGpu(const YAML::Node& n, const std::string& path, Gpu* g) {
     MapReader m(n, path, p_,
                 {"index", "uuid", "product", "memoryMiB", "computeCapability", "numaNode",
@@ -110,13 +124,7 @@ class InventoryReader {
     Required(m, "index", index, n, "the NVML index, 0..1023");
     g->index = static_cast<int>(index.value_or(-1));
 
-    auto uuid = m.String("uuid");
-    Required(m, "uuid", uuid, n, "GPU-<8-4-4-4-12 hex digits>");
-    if (uuid && !IsGpuUuid(*uuid)) {
-      YAML::Node un = m.Get("uuid");
-      p_->Add(path + ".uuid", "must be GPU-<8-4-4-4-12 hex digits>, got \"" + *uuid + "\"", &un);
-    }
-    g->uuid = uuid.value_or("");
+    g->uuid = Uuid(m, n, path, "GPU", IsGpuUuid);
 
     auto product = m.String("product");
     Required(m, "product", product, n, "the product name, e.g. NVIDIA A10");
@@ -191,13 +199,7 @@ class InventoryReader {
     auto ci = m.Int("computeInstanceId", 0, 1023);
     Required(m, "computeInstanceId", ci, n, "the CI ID, e.g. 0");
     mi->compute_instance_id = static_cast<int>(ci.value_or(-1));
-    auto uuid = m.String("uuid");
-    Required(m, "uuid", uuid, n, "MIG-<8-4-4-4-12 hex digits>");
-    if (uuid && !IsMigUuid(*uuid)) {
-      YAML::Node un = m.Get("uuid");
-      p_->Add(path + ".uuid", "must be MIG-<8-4-4-4-12 hex digits>, got \"" + *uuid + "\"", &un);
-    }
-    mi->uuid = uuid.value_or("");
+    mi->uuid = Uuid(m, n, path, "MIG", IsMigUuid);
     auto mem = m.Int("memoryMiB", 1, 16 * 1024 * 1024);
     Required(m, "memoryMiB", mem, n, "memory of the instance in MiB, e.g. 9856");
     mi->memory_mib = static_cast<uint64_t>(mem.value_or(0));

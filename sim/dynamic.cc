@@ -23,13 +23,8 @@ DynamicResult RunDynamic(const Workload& workload, const placement::TargetWorklo
                          const std::string& policy_name, uint64_t seed) {
   const auto start = std::chrono::steady_clock::now();
   DynamicResult r;
-  r.policy = policy_name;
-  r.seed = seed;
   ClusterState cluster;
-  if (Status st = AddNodes(workload, &cluster); !st.ok()) {
-    r.status = st;
-    return r;
-  }
+  if (!BeginRun(workload, policy_name, seed, &r, &cluster)) return r;
   const double capacity = static_cast<double>(std::max<int64_t>(1, cluster.gpu_capacity_total()));
   Rng rng(seed);
   const std::vector<int64_t> ranks = TieRanks(workload.nodes, rng);

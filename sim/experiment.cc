@@ -164,13 +164,8 @@ RunResult RunOneWith(const Workload& workload, const placement::TargetWorkload& 
                      const PolicyFactory& factory, uint64_t seed, double tune) {
   const auto start = std::chrono::steady_clock::now();
   RunResult r;
-  r.policy = policy_name;
-  r.seed = seed;
   ClusterState cluster;
-  if (Status st = AddNodes(workload, &cluster); !st.ok()) {
-    r.status = st;
-    return r;
-  }
+  if (!BeginRun(workload, policy_name, seed, &r, &cluster)) return r;
   const int64_t capacity = cluster.gpu_capacity_total();
   r.capacity = capacity;
   Rng rng(seed);

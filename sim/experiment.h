@@ -80,6 +80,17 @@ struct ExperimentOptions {
 // Adds the workload's nodes to an empty cluster.
 Status AddNodes(const Workload& workload, placement::ClusterState* cluster);
 
+// Starts a run's result (policy, seed) and adds the workload's nodes to `cluster`; false, with
+// the reason in r->status, when they cannot be added. R: RunResult or DynamicResult.
+template <typename R>
+bool BeginRun(const Workload& workload, const std::string& policy, uint64_t seed, R* r,
+              placement::ClusterState* cluster) {
+  r->policy = policy;
+  r->seed = seed;
+  r->status = AddNodes(workload, cluster);
+  return r->status.ok();
+}
+
 // Runs work(0..count-1) on `jobs` threads (0: one per hardware thread); progress(done, count)
 // is called serialised after each item.
 void ParallelFor(size_t count, int jobs, const std::function<void(size_t)>& work,

@@ -54,6 +54,23 @@ class BasePolicy : public Policy {
   Normalisers norm_;
 };
 
+// A policy that places the pod on the best-fitting GPUs of each node and scores the node by
+// its own rule (ScoreFit fills in score and detail).
+class BestFitGpusPolicy : public BasePolicy {
+ public:
+  using BasePolicy::BasePolicy;
+  NodeChoice Evaluate(NodeId n, const PodShape& pod) final {
+    const NodeState& s = N(n);
+    NodeChoice c;
+    c.gpus = Best(s, pod);
+    ScoreFit(s, pod, &c);
+    return c;
+  }
+
+ protected:
+  virtual void ScoreFit(const NodeState& s, const PodShape& pod, NodeChoice* c) = 0;
+};
+
 // Random-fit: a uniformly random feasible node, a uniformly random fitting GPU.
 class RandomPolicy final : public BasePolicy {
  public:
@@ -88,33 +105,26 @@ class RandomPolicy final : public BasePolicy {
 
 // DotProd (Tetris): the smallest dot product of the node's free [CPU, GPU] and the pod's demand,
 // both normalised by the largest node.
-class DotProdPolicy final : public BasePolicy {
+class DotProdPolicy final : public BestFitGpusPolicy {
  public:
-  using BasePolicy::BasePolicy;
+  using BestFitGpusPolicy::BestFitGpusPolicy;
   std::string_view name() const override { return "dotprod"; }
-  NodeChoice Evaluate(NodeId n, const PodShape& pod) override {
-    const NodeState& s = N(n);
-    NodeChoice c;
-    c.gpus = Best(s, pod);
-    const double gpu = static_cast<double>(PodGpuAmount(s, pod, c.gpus));
+  void ScoreFit(const NodeState& s, const PodShape& pod, NodeChoice* c) override {
+    const double gpu = static_cast<double>(PodGpuAmount(s, pod, c->gpus));
     const double dot = (static_cast<double>(s.cpu_free) / norm_.cpu) * (static_cast<double>(pod.cpu_milli) / norm_.cpu) +
                        (static_cast<double>(s.gpu_free_total) / norm_.gpu) * (gpu / norm_.gpu);
-    c.detail = dot;
-    c.score.value = static_cast<double>(static_cast<int64_t>(static_cast<double>(kMaxNodeScore) * (1.0 - dot / 2.0)));
-    return c;
+    c->detail = dot;
+    c->score.value = static_cast<double>(static_cast<int64_t>(static_cast<double>(kMaxNodeScore) * (1.0 - dot / 2.0)));
   }
 };
 
 // GpuClustering: keep pods of one GPU kind together; fuller nodes first within a band.
-class ClusteringPolicy final : public BasePolicy {
+class ClusteringPolicy final : public BestFitGpusPolicy {
  public:
-  using BasePolicy::BasePolicy;
+  using BestFitGpusPolicy::BestFitGpusPolicy;
   std::string_view name() const override { return "clustering"; }
-  NodeChoice Evaluate(NodeId n, const PodShape& pod) override {
-    const NodeState& s = N(n);
-    NodeChoice c;
-    c.gpus = Best(s, pod);
-    if (pod.kind < 0) return c;  // CPU-only: 0 everywhere, the tie rule decides
+  void ScoreFit(const NodeState& s, const PodShape& pod, NodeChoice* c) override {
+    if (pod.kind < 0) return;  // CPU-only: 0 everywhere, the tie rule decides
     const int64_t max_gpu = static_cast<int64_t>(norm_.gpu);
     const int64_t fill = kMaxNodeScore / 4 * (max_gpu - s.gpu_free_total) / max_gpu;
     int64_t band;
@@ -123,22 +133,17 @@ class ClusteringPolicy final : public BasePolicy {
     } else {
       band = s.kinds_present == 0 ? kMaxNodeScore / 4 : 0;
     }
-    c.score.value = static_cast<double>(fill + band);
-    return c;
+    c->score.value = static_cast<double>(fill + band);
   }
 };
 
 // GpuPacking: shared GPUs first, then free GPUs of used nodes, then idle nodes (smaller first).
-class PackingPolicy final : public BasePolicy {
+class PackingPolicy final : public BestFitGpusPolicy {
  public:
-  using BasePolicy::BasePolicy;
+  using BestFitGpusPolicy::BestFitGpusPolicy;
   std::string_view name() const override { return "packing"; }
-  NodeChoice Evaluate(NodeId n, const PodShape& pod) override {
-    const NodeState& s = N(n);
-    NodeChoice c;
-    c.gpus = Best(s, pod);
-    c.score.value = static_cast<double>(PackingScore(s, pod));
-    return c;
+  void ScoreFit(const NodeState& s, const PodShape& pod, NodeChoice* c) override {
+    c->score.value = static_cast<double>(PackingScore(s, pod));
   }
 
  private:
@@ -178,20 +183,16 @@ class PackingPolicy final : public BasePolicy {
 };
 
 // BestFit: the fewest leftover [CPU, GPU] (weights 0.5/0.5), min-max normalised across nodes.
-class BestFitPolicy final : public BasePolicy {
+class BestFitPolicy final : public BestFitGpusPolicy {
  public:
-  using BasePolicy::BasePolicy;
+  using BestFitGpusPolicy::BestFitGpusPolicy;
   std::string_view name() const override { return "bestfit"; }
-  NodeChoice Evaluate(NodeId n, const PodShape& pod) override {
-    const NodeState& s = N(n);
-    NodeChoice c;
-    c.gpus = Best(s, pod);
-    const double gpu = static_cast<double>(PodGpuAmount(s, pod, c.gpus));
+  void ScoreFit(const NodeState& s, const PodShape& pod, NodeChoice* c) override {
+    const double gpu = static_cast<double>(PodGpuAmount(s, pod, c->gpus));
     const double left = (static_cast<double>(s.cpu_free - pod.cpu_milli) / norm_.cpu) * 0.5 +
                         ((static_cast<double>(s.gpu_free_total) - gpu) / norm_.gpu) * 0.5;
-    c.detail = left;
-    c.score.value = static_cast<double>(static_cast<int64_t>((1.0 - left) * static_cast<double>(kMaxNodeScore)));
-    return c;
+    c->detail = left;
+    c->score.value = static_cast<double>(static_cast<int64_t>((1.0 - left) * static_cast<double>(kMaxNodeScore)));
   }
   bool normalizes() const override { return true; }
   void Normalize(std::vector<Score>& scores) const override {
