@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `make images`: builds the gpushare-node and gpushare-scheduler images with buildah from
-# deploy/images/*/Containerfile (the repository root as context), FROM the Debian base images of
+# the stages of deploy/images/Containerfile (the repository root as context), FROM the Debian base images of
 # scripts/base-images.sh (made first when missing), tagged <registry>/<name>:<version> and
 # :latest, and saves each as an OCI archive in build/images/<name>.tar. As root.
 #   IMAGE_REGISTRY  the images' repository prefix (default docker.io/gpushare, the names
@@ -29,7 +29,7 @@ for name in gpushare-node gpushare-scheduler; do
   echo "build-images: $registry/$name:$tag (commit $commit)"
   buildah bud --layers --ulimit "nofile=$nofile" \
     --build-arg "VERSION=$version" --build-arg "GIT_COMMIT=$commit" \
-    -f "$repo/deploy/images/$name/Containerfile" -t "$registry/$name:$tag" -t "$registry/$name:latest" \
+    --target "$name" -f "$repo/deploy/images/Containerfile" -t "$registry/$name:$tag" -t "$registry/$name:latest" \
     "$repo" >"$out/$name.build.log" 2>&1 ||
     { tail -30 "$out/$name.build.log" >&2; echo "build-images: $name failed (log: $out/$name.build.log)" >&2; exit 1; }
   rm -f "$out/$name.tar"

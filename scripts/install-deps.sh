@@ -3,7 +3,7 @@
 # Idempotent: packages already present are skipped, and apt is only updated when
 # something is missing. Run as root (or with sudo available).
 #   --build-only   just what building the product needs (the image builds use this:
-#                  deploy/images/*/Containerfile)
+#                  deploy/images/Containerfile)
 set -euo pipefail
 
 BUILD_PACKAGES=(
@@ -35,7 +35,7 @@ PACKAGES=(
   # `latest` tag is always pulled, so importing the image into containerd is not enough).
   docker-registry
   # The container images (`make images`, scripts/build-images.sh): buildah builds them from
-  # deploy/images/*/Containerfile, FROM Debian base images that debootstrap makes here.
+  # deploy/images/Containerfile, FROM Debian base images that debootstrap makes here.
   buildah debootstrap
   # iptables: the e2e cluster has no kube-proxy; one DNAT rule lets pods reach the API server
   # at the `kubernetes` Service address (the Helm-installed gpushare runs in pods).
