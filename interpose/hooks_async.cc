@@ -295,11 +295,8 @@ GPUSHARE_EXPORT CUresult cuMemPoolImportPointer(CUdeviceptr* out, CUmemoryPool p
       GetConfig().ipc_imports != ImportPolicy::kCount)
     return r;
   Target t;
-  auto range = Real<CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr)>(kFn_cuMemGetAddressRange_v2);
-  CUdeviceptr base = 0;
-  size_t size = 0;
-  if (!CurrentTarget(&t) || range == nullptr || range(&base, &size, *out) != CUDA_SUCCESS) return r;
-  uint64_t fp = LinearFootprint(size, t.info->granularity);
+  uint64_t fp = 0;
+  if (!ImportedFootprint(*out, &t, &fp)) return r;
   ForceCharge(t.dev(), fp);  // the exporter already holds it; counted here by policy
   TrackCharged(*out, AllocKind::kIpc, t, fp);
   return r;

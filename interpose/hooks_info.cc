@@ -23,6 +23,23 @@ bool ClampInfo(const OrdinalInfo* o, uint64_t* free_bytes, uint64_t* total_bytes
   return true;
 }
 
+// cuMemGetInfo in both ABIs, after the driver answered `r`: the current context's device
+// clamped (and, for the 32-bit ABI, saturated to what the type holds).
+template <typename Size>
+CUresult MemGetInfo(CUresult r, Size* free_bytes, Size* total_bytes) {
+  if (r != CUDA_SUCCESS || free_bytes == nullptr || total_bytes == nullptr || !Active()) return r;
+  CUcontext ctx = nullptr;
+  int ordinal = -1;
+  if (!CurrentContext(&ctx, &ordinal)) return r;
+  uint64_t f = *free_bytes, t = *total_bytes;
+  if (ClampInfo(Ordinal(ordinal), &f, &t)) {
+    constexpr uint64_t kMax = static_cast<Size>(~Size{0});
+    *free_bytes = static_cast<Size>(Min(f, kMax));
+    *total_bytes = static_cast<Size>(Min(t, kMax));
+  }
+  return r;
+}
+
 }  // namespace
 }  // namespace gpushare::interpose
 
@@ -30,32 +47,12 @@ using namespace gpushare::interpose;  // NOLINT
 
 GPUSHARE_EXPORT CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
   GPUSHARE_GET_REAL(cuMemGetInfo_v2);
-  CUresult r = real(free_bytes, total_bytes);
-  if (r != CUDA_SUCCESS || free_bytes == nullptr || total_bytes == nullptr || !Active()) return r;
-  CUcontext ctx = nullptr;
-  int ordinal = -1;
-  if (!CurrentContext(&ctx, &ordinal)) return r;
-  uint64_t f = *free_bytes, t = *total_bytes;
-  if (ClampInfo(Ordinal(ordinal), &f, &t)) {
-    *free_bytes = static_cast<size_t>(f);
-    *total_bytes = static_cast<size_t>(t);
-  }
-  return r;
+  return MemGetInfo(real(free_bytes, total_bytes), free_bytes, total_bytes);
 }
 
 GPUSHARE_EXPORT CUresult cuMemGetInfo(unsigned int* free_bytes, unsigned int* total_bytes) {
   GPUSHARE_GET_REAL(cuMemGetInfo);
-  CUresult r = real(free_bytes, total_bytes);
-  if (r != CUDA_SUCCESS || free_bytes == nullptr || total_bytes == nullptr || !Active()) return r;
-  CUcontext ctx = nullptr;
-  int ordinal = -1;
-  if (!CurrentContext(&ctx, &ordinal)) return r;
-  uint64_t f = *free_bytes, t = *total_bytes;
-  if (ClampInfo(Ordinal(ordinal), &f, &t)) {
-    *free_bytes = static_cast<unsigned int>(Min(f, 0xffffffffu));
-    *total_bytes = static_cast<unsigned int>(Min(t, 0xffffffffu));
-  }
-  return r;
+  return MemGetInfo(real(free_bytes, total_bytes), free_bytes, total_bytes);
 }
 
 GPUSHARE_EXPORT CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {

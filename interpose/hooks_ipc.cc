@@ -12,11 +12,8 @@ CUresult OpenIpc(Fn real, CUdeviceptr* pdptr, CUipcMemHandle handle, unsigned in
       GetConfig().ipc_imports != ImportPolicy::kCount)
     return r;
   Target t;
-  auto range = Real<CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr)>(kFn_cuMemGetAddressRange_v2);
-  CUdeviceptr base = 0;
-  size_t size = 0;
-  if (!CurrentTarget(&t) || range == nullptr || range(&base, &size, *pdptr) != CUDA_SUCCESS) return r;
-  uint64_t fp = LinearFootprint(size, t.info->granularity);
+  uint64_t fp = 0;
+  if (!ImportedFootprint(*pdptr, &t, &fp)) return r;
   if (!Reserve(t.dev(), fp, "cuIpcOpenMemHandle")) {
     if (auto close_fn = GPUSHARE_REAL(cuIpcCloseMemHandle)) close_fn(*pdptr);
     *pdptr = 0;

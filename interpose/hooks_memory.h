@@ -110,6 +110,17 @@ inline void ChargeOrphan(CUdeviceptr ptr, uint64_t bytes) {
   Track(e);
 }
 
+// For an imported pointer (IPC, pool import): the current target and the footprint of the
+// allocation that holds `p`. False when either is unknown (nothing is charged then).
+inline bool ImportedFootprint(CUdeviceptr p, Target* t, uint64_t* fp) {
+  auto range = Real<CUresult (*)(CUdeviceptr*, size_t*, CUdeviceptr)>(kFn_cuMemGetAddressRange_v2);
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  if (!CurrentTarget(t) || range == nullptr || range(&base, &size, p) != CUDA_SUCCESS) return false;
+  *fp = LinearFootprint(size, t->info->granularity);
+  return true;
+}
+
 // Destroys a tracked object (array, mipmapped array, external memory) and releases its charge.
 template <typename Fn, typename Handle>
 inline CUresult DestroyTracked(Fn real, Handle h, AllocKind kind) {
