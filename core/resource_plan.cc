@@ -201,6 +201,57 @@ std::string NameField(const ReplicatedResource& r, size_t i, const TimeSlicing& 
   return EntryPath(r, i) + ".name";
 }
 
+// The devices a `devices` list selects for entry `i` (each once); records items that match no
+// device of the entry's resource. `chosen_by` holds the entry that last chose each device.
+std::vector<BaseDevice*> ChooseListed(const ReplicatedResource& r, size_t i, const SelectorIndex& index,
+                                      BaseDevice* first, std::vector<size_t>* chosen_by, ProblemList* problems) {
+  const std::string path = EntryPath(r, i);
+  std::vector<BaseDevice*> chosen;
+  for (size_t j = 0; j < r.devices.items.size(); ++j) {
+    const std::string& item = r.devices.items[j];
+    const std::vector<BaseDevice*>& named = index.Find(item);
+    bool matched = false;
+    for (BaseDevice* d : named) {
+      if (d->resource != r.name) continue;
+      matched = true;
+      size_t& by = (*chosen_by)[static_cast<size_t>(d - first)];
+      if (by != i) {
+        by = i;
+        chosen.push_back(d);
+      }
+    }
+    if (matched) continue;
+    std::string msg = path + ".devices[" + std::to_string(j) + "]: \"" + item + "\" matches no " + r.name +
+                      " device on this node";
+    if (!named.empty()) {
+      msg += " (" + named.front()->Describe() + " is advertised as " + named.front()->resource + ")";
+    }
+    problems->push_back(msg);
+  }
+  return chosen;
+}
+
+// Gives the `chosen` devices to entry `i`; records devices that serve memory shares or that
+// another entry already took.
+void AssignEntry(const TimeSlicing& ts, size_t i, const std::vector<BaseDevice*>& chosen, ProblemList* problems) {
+  const std::string path = EntryPath(ts.resources[i], i);
+  for (BaseDevice* d : chosen) {
+    if (d->entry == kMemoryEntry) {
+      problems->push_back(path + ".devices: " + d->Describe() + " serves memory shares (" +
+                          std::string(kMemoryField) +
+                          ".devices); a GPU serves one kind of share, remove it from one of them");
+      continue;
+    }
+    if (d->entry >= 0 && d->entry != static_cast<int>(i)) {
+      problems->push_back(path + ".devices: " + d->Describe() + " is also selected by " +
+                          EntryPath(ts.resources[d->entry], d->entry) +
+                          "; each device may be shared by one entry only");
+      continue;
+    }
+    d->entry = static_cast<int>(i);
+  }
+}
+
 // Applies each sharing entry's `devices` selector; records problems for selectors that match
 // nothing and for devices selected twice.
 void ApplySelectors(const TimeSlicing& ts, std::vector<BaseDevice>* devices, ProblemList* problems,
@@ -217,60 +268,24 @@ void ApplySelectors(const TimeSlicing& ts, std::vector<BaseDevice>* devices, Pro
     switch (r.devices.kind) {
       case DeviceSelector::Kind::kAll:
         if (candidates.empty()) {
-          notes->push_back(path + ": this node has no " + r.name +
-                           " devices; the entry is unused here");
+          notes->push_back(path + ": this node has no " + r.name + " devices; the entry is unused here");
         }
         chosen = candidates;
         break;
       case DeviceSelector::Kind::kCount:
         if (r.devices.count <= 0 || static_cast<size_t>(r.devices.count) > candidates.size()) {
-          problems->push_back(path + ".devices: count " + std::to_string(r.devices.count) +
-                              " must be 1.." + std::to_string(candidates.size()) +
-                              " (this node has " + std::to_string(candidates.size()) + " " +
-                              r.name + " devices)");
+          problems->push_back(path + ".devices: count " + std::to_string(r.devices.count) + " must be 1.." +
+                              std::to_string(candidates.size()) + " (this node has " +
+                              std::to_string(candidates.size()) + " " + r.name + " devices)");
           break;
         }
         chosen.assign(candidates.begin(), candidates.begin() + r.devices.count);
         break;
       case DeviceSelector::Kind::kList:
-        for (size_t j = 0; j < r.devices.items.size(); ++j) {
-          const std::string& item = r.devices.items[j];
-          const std::vector<BaseDevice*>& named = index.Find(item);
-          bool matched = false;
-          for (BaseDevice* d : named) {
-            if (d->resource != r.name) continue;
-            matched = true;
-            size_t& by = chosen_by[static_cast<size_t>(d - devices->data())];
-            if (by != i) {
-              by = i;
-              chosen.push_back(d);
-            }
-          }
-          if (matched) continue;
-          std::string msg = path + ".devices[" + std::to_string(j) + "]: \"" + item +
-                            "\" matches no " + r.name + " device on this node";
-          if (!named.empty()) {
-            msg += " (" + named.front()->Describe() + " is advertised as " + named.front()->resource + ")";
-          }
-          problems->push_back(msg);
-        }
+        chosen = ChooseListed(r, i, index, devices->data(), &chosen_by, problems);
         break;
     }
-    for (BaseDevice* d : chosen) {
-      if (d->entry == kMemoryEntry) {
-        problems->push_back(path + ".devices: " + d->Describe() + " serves memory shares (" +
-                            std::string(kMemoryField) +
-                            ".devices); a GPU serves one kind of share, remove it from one of them");
-        continue;
-      }
-      if (d->entry >= 0 && d->entry != static_cast<int>(i)) {
-        problems->push_back(path + ".devices: " + d->Describe() + " is also selected by " +
-                            EntryPath(ts.resources[d->entry], d->entry) +
-                            "; each device may be shared by one entry only");
-        continue;
-      }
-      d->entry = static_cast<int>(i);
-    }
+    AssignEntry(ts, i, chosen, problems);
   }
 }
 
@@ -422,6 +437,247 @@ std::string SizeProblem(const std::string& field, const std::string& name, int64
   return msg;
 }
 
+// --- the steps of BuildResourcePlan -----------------------------------------------------------
+
+// Marks the whole GPUs that serve memory shares (kMemoryEntry): they leave the whole-GPU devices.
+void MarkMemoryGpus(const std::vector<const Gpu*>& memory_gpus, std::vector<BaseDevice>* devices) {
+  for (auto& d : *devices) {
+    if (d.mig == nullptr && std::find(memory_gpus.begin(), memory_gpus.end(), d.gpu) != memory_gpus.end()) {
+      d.entry = kMemoryEntry;
+    }
+  }
+}
+
+void CheckReplicas(const TimeSlicing& ts, int ceiling, ProblemList* problems) {
+  for (size_t i = 0; i < ts.resources.size(); ++i) {
+    const auto& r = ts.resources[i];
+    if (r.replicas < 2 || r.replicas > ceiling) {
+      problems->push_back(EntryPath(r, i) + ".replicas: must be 2.." + std::to_string(ceiling) +
+                          ", got " + std::to_string(r.replicas));
+    }
+  }
+}
+
+// Advertised name -> the field that decides it, for messages.
+using NameFields = std::map<std::string, std::string>;
+
+// The name `d` is advertised under, where it comes from, and the field that decides it.
+NameSource SourceOf(const BaseDevice& d, const TimeSlicing& ts, std::string* name, std::string* field) {
+  if (d.entry < 0) {
+    *name = d.resource;
+    *field = d.mig != nullptr ? "MIG profile " + d.mig->profile + " of GPU " + std::to_string(d.gpu->index)
+                              : "GPU " + std::to_string(d.gpu->index);
+    return {-1, d.resource, 1};
+  }
+  const auto& r = ts.resources[d.entry];
+  *name = AdvertisedName(r, ts);
+  *field = NameField(r, d.entry, ts);
+  return {d.entry, r.name, r.replicas};
+}
+
+// The problem of two sources advertising `name` (at least one of them a sharing entry).
+std::string CollisionProblem(const std::string& name, const NameSource& have, const NameSource& src,
+                             const std::vector<BaseDevice>& devices, const TimeSlicing& ts) {
+  const int e = src.entry >= 0 ? src.entry : have.entry;
+  const int other = src.entry >= 0 ? have.entry : src.entry;
+  const auto& r = ts.resources[e];
+  std::string msg = NameField(r, e, ts) + ": " + name + " collides with ";
+  if (other < 0) {
+    std::vector<std::string> left;
+    for (const auto& x : devices) {
+      if (x.entry < 0 && x.resource == name) left.push_back(x.Describe());
+    }
+    msg += "the " + name + " devices no sharing entry selects (";
+    for (size_t k = 0; k < left.size(); ++k) msg += (k ? ", " : "") + left[k];
+    msg += "); rename the entry (e.g. rename: " + name + ".shared) or select those devices too";
+  } else {
+    const auto& o = ts.resources[other];
+    msg += EntryPath(o, other) + " (" + o.name + " x " + std::to_string(o.replicas) +
+           "); one resource name cannot mix different devices or replica counts";
+  }
+  return msg;
+}
+
+// Who advertises what: records collisions between sources (each colliding pair once) and
+// returns the names advertised by the devices, each with its field.
+std::map<std::string, NameSource> CollectNames(const std::vector<BaseDevice>& devices, const TimeSlicing& ts,
+                                               NameFields* name_field, ProblemList* problems) {
+  std::map<std::string, NameSource> sources;
+  std::set<std::tuple<std::string, int, int>> reported;
+  for (const auto& d : devices) {
+    if (d.entry == kMemoryEntry) continue;
+    std::string name, field;
+    const NameSource src = SourceOf(d, ts, &name, &field);
+    auto [it, inserted] = sources.emplace(name, src);
+    if (inserted) {
+      (*name_field)[name] = field;
+      continue;
+    }
+    const NameSource& have = it->second;
+    if (have.entry == src.entry) continue;
+    if (have.entry >= 0 && src.entry >= 0 && have.base == src.base && have.replicas == src.replicas) continue;
+    if (!reported.insert({name, have.entry, src.entry}).second) continue;
+    problems->push_back(CollisionProblem(name, have, src, devices, ts));
+  }
+  return sources;
+}
+
+// Names: collisions between sources, with the memory-share resource, and invalid names.
+NameFields CheckNames(const std::vector<BaseDevice>& devices, const TimeSlicing& ts, const MemoryShares& ms,
+                      bool memory_shares, ProblemList* problems) {
+  NameFields name_field;
+  const std::map<std::string, NameSource> sources = CollectNames(devices, ts, &name_field, problems);
+  if (memory_shares && sources.count(ms.resource_name) > 0) {
+    problems->push_back(std::string(kMemoryField) + ".resourceName: " + ms.resource_name +
+                        " is also advertised by " + name_field[ms.resource_name] +
+                        "; memory shares need a resource name of their own");
+  }
+  for (const auto& [name, src] : sources) {
+    std::string why = ExtendedResourceNameProblem(name);
+    if (!why.empty()) {
+      problems->push_back(name_field[name] + ": " + name + " is not a valid extended resource name: " + why);
+    }
+  }
+  return name_field;
+}
+
+// The per-GPU client ceiling, counting every advertised device on the physical GPU.
+void CheckClientCeiling(const Gpu& g, const std::vector<BaseDevice>& devices, const TimeSlicing& ts, int ceiling,
+                        ProblemList* problems) {
+  int clients = 0;
+  int mig_devices = 0;
+  std::set<int> entries;
+  for (const auto& d : devices) {
+    if (d.gpu != &g) continue;
+    if (d.mig != nullptr) ++mig_devices;
+    if (d.entry >= 0) {
+      clients += ts.resources[d.entry].replicas;
+      entries.insert(d.entry);
+    } else {
+      clients += 1;
+    }
+  }
+  if (entries.empty() || clients <= ceiling) return;
+  const int e = *entries.begin();
+  std::string msg = EntryPath(ts.resources[e], e) + ".replicas: GPU " + std::to_string(g.index) + " (" + g.uuid +
+                    ") would have " + std::to_string(clients) + " clients";
+  if (mig_devices > 0) {
+    msg += " (" + std::to_string(mig_devices) + " MIG devices";
+    if (entries.size() == 1) msg += " x " + std::to_string(ts.resources[e].replicas) + " replicas";
+    msg += ")";
+  }
+  msg += ", more than gpushare.maxClientsPerGpu " + std::to_string(ceiling);
+  problems->push_back(msg);
+}
+
+// Adds the memory-share resource to `by_name` (when it has devices); refuses one whose device
+// list would not fit in a ListAndWatch message, sized before it is built: MiB units of large
+// GPUs would be hundreds of thousands.
+Status AddMemoryResource(const std::vector<const Gpu*>& memory_gpus, const MemoryShares& ms,
+                         std::map<std::string, PlannedResource>* by_name, NameFields* name_field,
+                         std::vector<std::string>* notes) {
+  (*name_field)[ms.resource_name] = std::string(kMemoryField) + ".resourceName";
+  const int64_t bytes = MemoryListBytes(memory_gpus, ms.unit);
+  if (bytes > kMaxListAndWatchBytes) {
+    int64_t count = 0;
+    for (const Gpu* g : memory_gpus) count += memshare::UnitsForMemory(static_cast<int64_t>(g->memory_mib), ms.unit);
+    return Status::InvalidArgument(SizeProblem(std::string(kMemoryField) + ".unit", ms.resource_name, count, bytes,
+                                               ms.unit == memshare::MemoryUnit::kMiB));
+  }
+  PlannedResource pr = BuildMemoryResource(memory_gpus, ms, notes);
+  if (!pr.devices.empty()) (*by_name)[ms.resource_name] = std::move(pr);
+  return Status::Ok();
+}
+
+// The device `d` stands for, before replicas (no id, no limits).
+PlannedDevice PlannedBase(const BaseDevice& d) {
+  PlannedDevice base;
+  base.gpu_index = d.gpu->index;
+  base.gpu_uuid = d.gpu->uuid;
+  if (d.gpu->numa_node >= 0) base.numa_nodes.push_back(d.gpu->numa_node);
+  base.is_mig = d.mig != nullptr;
+  base.mig_index = d.mig != nullptr ? d.mig->index : -1;
+  base.mig_gi = d.mig != nullptr ? d.mig->gpu_instance_id : -1;
+  base.mig_ci = d.mig != nullptr ? d.mig->compute_instance_id : -1;
+  base.device_uuid = d.Uuid();
+  base.device_index = std::to_string(d.gpu->index);
+  if (d.mig != nullptr) base.device_index += ":" + std::to_string(d.mig->index);
+  base.memory_mib = d.mig != nullptr ? d.mig->memory_mib : d.gpu->memory_mib;
+  return base;
+}
+
+// Adds `d` to the resource it is advertised under: itself, or its replicas with their limits.
+void AddDevice(const BaseDevice& d, const TimeSlicing& ts, const GpushareSettings& gs,
+               std::map<std::string, PlannedResource>* by_name) {
+  const ReplicatedResource* r = d.entry >= 0 ? &ts.resources[d.entry] : nullptr;
+  const std::string name = r != nullptr ? AdvertisedName(*r, ts) : d.resource;
+  PlannedResource& pr = (*by_name)[name];
+  if (pr.name.empty()) {
+    pr.name = name;
+    pr.socket_name = SocketNameForResource(name);
+    pr.base_name = d.resource;
+    pr.replicas = r != nullptr ? r->replicas : 1;
+    pr.source_field = r != nullptr ? EntryPath(*r, d.entry) : "";
+    pr.fail_requests_greater_than_one = r != nullptr && ts.fail_requests_greater_than_one;
+  }
+  PlannedDevice base = PlannedBase(d);
+  if (r == nullptr) {
+    base.id = base.device_uuid;
+    pr.devices.push_back(base);
+    return;
+  }
+  if (gs.replica_memory_limit == ReplicaMemoryLimit::kEvenSplit) {
+    base.memory_limit_mib = base.memory_mib / static_cast<uint64_t>(r->replicas);
+  }
+  if (gs.replica_compute_limit == ReplicaComputeLimit::kEvenSplit) {
+    base.sm_share_ppm = 1'000'000u / static_cast<uint32_t>(r->replicas);
+  }
+  for (int n = 0; n < r->replicas; ++n) {
+    PlannedDevice rep = base;
+    rep.replica = n;
+    rep.id = base.device_uuid + "::" + std::to_string(n);
+    pr.devices.push_back(std::move(rep));
+  }
+}
+
+// Moves the built resources into the plan, in name order; records resources that would share a
+// socket or whose device list would not fit in a ListAndWatch message.
+void AddResources(std::map<std::string, PlannedResource>* by_name, NameFields* name_field, ResourcePlan* plan,
+                  ProblemList* problems) {
+  std::map<std::string, std::string> sockets;
+  for (auto& [name, pr] : *by_name) {
+    auto [it, inserted] = sockets.emplace(pr.socket_name, name);
+    if (!inserted) {
+      problems->push_back((*name_field)[name] + ": " + name + " and " + it->second +
+                          " would both be served on socket " + pr.socket_name);
+    }
+    const int64_t bytes = ListAndWatchBytes(pr);
+    if (bytes > kMaxListAndWatchBytes) {
+      problems->push_back(
+          SizeProblem((*name_field)[name], name, static_cast<int64_t>(pr.devices.size()), bytes, false));
+    }
+    plan->resources.push_back(std::move(pr));
+  }
+}
+
+// A note when the plan has limits but no interposer directory is set to enforce them.
+void NoteUnenforcedLimits(const GpushareSettings& gs, ResourcePlan* plan) {
+  if (!gs.interposer_host_dir.empty()) return;
+  bool memory = false, compute = false;
+  for (const PlannedResource& r : plan->resources) {
+    for (const PlannedDevice& d : r.devices) {
+      memory = memory || d.memory_limit_mib != 0;
+      compute = compute || d.sm_share_ppm != 0;
+    }
+  }
+  if (memory || compute) {
+    plan->notes.push_back(std::string("gpushare.interposer.hostDir is not set: the ") +
+                          (memory && compute ? "memory and compute" : memory ? "memory" : "compute") +
+                          " limits of this plan are advertised but not enforced in containers "
+                          "(set it to the host directory holding libgpushare-cuda.so)");
+  }
+}
+
 }  // namespace
 
 int64_t ListAndWatchBytes(const PlannedResource& resource) {
@@ -469,218 +725,28 @@ Result<ResourcePlan> BuildResourcePlan(const Inventory& inventory, const NodeCon
 
   std::vector<BaseDevice> devices;
   CollectBaseDevices(inventory, config.mig_strategy, &devices, &problems, &plan.notes);
-
   // Memory shares take their GPUs out of the whole-GPU devices.
   const MemoryShares& ms = config.gpushare.memory_shares;
   std::vector<const Gpu*> memory_gpus;
   if (ms.enabled()) memory_gpus = SelectMemoryGpus(inventory, *ms.devices, &problems, &plan.notes);
-  for (auto& d : devices) {
-    if (d.mig == nullptr && std::find(memory_gpus.begin(), memory_gpus.end(), d.gpu) != memory_gpus.end()) {
-      d.entry = kMemoryEntry;
-    }
-  }
-
-  for (size_t i = 0; i < ts.resources.size(); ++i) {
-    const auto& r = ts.resources[i];
-    if (r.replicas < 2 || r.replicas > ceiling) {
-      problems.push_back(EntryPath(r, i) + ".replicas: must be 2.." + std::to_string(ceiling) +
-                         ", got " + std::to_string(r.replicas));
-    }
-  }
+  MarkMemoryGpus(memory_gpus, &devices);
+  CheckReplicas(ts, ceiling, &problems);
   if (problems.empty()) ApplySelectors(ts, &devices, &problems, &plan.notes);
-
-  // Names: who advertises what, and collisions between sources.
-  std::map<std::string, NameSource> sources;
-  std::map<std::string, std::string> name_field;  // advertised name -> field for messages
-  std::set<std::tuple<std::string, int, int>> reported;
-  for (const auto& d : devices) {
-    if (d.entry == kMemoryEntry) continue;
-    NameSource src;
-    std::string name;
-    std::string field;
-    if (d.entry < 0) {
-      name = d.resource;
-      src = {-1, d.resource, 1};
-      field = d.mig != nullptr ? "MIG profile " + d.mig->profile + " of GPU " +
-                                     std::to_string(d.gpu->index)
-                               : "GPU " + std::to_string(d.gpu->index);
-    } else {
-      const auto& r = ts.resources[d.entry];
-      name = AdvertisedName(r, ts);
-      src = {d.entry, r.name, r.replicas};
-      field = NameField(r, d.entry, ts);
-    }
-    auto [it, inserted] = sources.emplace(name, src);
-    if (inserted) {
-      name_field[name] = field;
-      continue;
-    }
-    const NameSource& have = it->second;
-    if (have.entry == src.entry) continue;
-    if (have.entry >= 0 && src.entry >= 0 && have.base == src.base &&
-        have.replicas == src.replicas) {
-      continue;
-    }
-    // Report each colliding pair once.
-    if (!reported.insert({name, have.entry, src.entry}).second) continue;
-    const int e = src.entry >= 0 ? src.entry : have.entry;
-    const int other = src.entry >= 0 ? have.entry : src.entry;
-    const auto& r = ts.resources[e];
-    std::string msg = NameField(r, e, ts) + ": " + name + " collides with ";
-    if (other < 0) {
-      std::vector<std::string> left;
-      for (const auto& x : devices) {
-        if (x.entry < 0 && x.resource == name) left.push_back(x.Describe());
-      }
-      msg += "the " + name + " devices no sharing entry selects (";
-      for (size_t k = 0; k < left.size(); ++k) msg += (k ? ", " : "") + left[k];
-      msg += "); rename the entry (e.g. rename: " + name +
-             ".shared) or select those devices too";
-    } else {
-      const auto& o = ts.resources[other];
-      msg += EntryPath(o, other) + " (" + o.name + " x " + std::to_string(o.replicas) +
-             "); one resource name cannot mix different devices or replica counts";
-    }
-    problems.push_back(msg);
-  }
-  if (!memory_gpus.empty()) {
-    auto it = sources.find(ms.resource_name);
-    if (it != sources.end()) {
-      problems.push_back(std::string(kMemoryField) + ".resourceName: " + ms.resource_name +
-                         " is also advertised by " + name_field[ms.resource_name] +
-                         "; memory shares need a resource name of their own");
-    }
-  }
-  for (const auto& [name, src] : sources) {
-    std::string why = ExtendedResourceNameProblem(name);
-    if (!why.empty()) {
-      problems.push_back(name_field[name] + ": " + name +
-                         " is not a valid extended resource name: " + why);
-    }
-  }
-
-  // The per-GPU client ceiling, counting every advertised device on the physical GPU.
-  for (const auto& g : inventory.gpus) {
-    int clients = 0;
-    int mig_devices = 0;
-    std::set<int> entries;
-    for (const auto& d : devices) {
-      if (d.gpu != &g) continue;
-      if (d.mig != nullptr) ++mig_devices;
-      if (d.entry >= 0) {
-        clients += ts.resources[d.entry].replicas;
-        entries.insert(d.entry);
-      } else {
-        clients += 1;
-      }
-    }
-    if (entries.empty() || clients <= ceiling) continue;
-    const int e = *entries.begin();
-    std::string msg = EntryPath(ts.resources[e], e) + ".replicas: GPU " +
-                      std::to_string(g.index) + " (" + g.uuid + ") would have " +
-                      std::to_string(clients) + " clients";
-    if (mig_devices > 0) {
-      msg += " (" + std::to_string(mig_devices) + " MIG devices";
-      if (entries.size() == 1) msg += " x " + std::to_string(ts.resources[e].replicas) + " replicas";
-      msg += ")";
-    }
-    msg += ", more than gpushare.maxClientsPerGpu " + std::to_string(ceiling);
-    problems.push_back(msg);
-  }
-
-  if (!problems.empty()) {
-    return Status::InvalidArgument(problems.Joined());
-  }
+  NameFields name_field = CheckNames(devices, ts, ms, !memory_gpus.empty(), &problems);
+  for (const auto& g : inventory.gpus) CheckClientCeiling(g, devices, ts, ceiling, &problems);
+  if (!problems.empty()) return Status::InvalidArgument(problems.Joined());
 
   // Build the resources.
   std::map<std::string, PlannedResource> by_name;
   if (!memory_gpus.empty()) {
-    name_field[ms.resource_name] = std::string(kMemoryField) + ".resourceName";
-    // Sized before it is built: MiB units of large GPUs would be hundreds of thousands.
-    const int64_t bytes = MemoryListBytes(memory_gpus, ms.unit);
-    if (bytes > kMaxListAndWatchBytes) {
-      int64_t count = 0;
-      for (const Gpu* g : memory_gpus) count += memshare::UnitsForMemory(static_cast<int64_t>(g->memory_mib), ms.unit);
-      return Status::InvalidArgument(SizeProblem(std::string(kMemoryField) + ".unit", ms.resource_name, count, bytes,
-                                                 ms.unit == memshare::MemoryUnit::kMiB));
-    }
-    PlannedResource pr = BuildMemoryResource(memory_gpus, ms, &plan.notes);
-    if (!pr.devices.empty()) by_name[ms.resource_name] = std::move(pr);
+    GPUSHARE_RETURN_IF_ERROR(AddMemoryResource(memory_gpus, ms, &by_name, &name_field, &plan.notes));
   }
   for (const auto& d : devices) {
-    if (d.entry == kMemoryEntry) continue;
-    const ReplicatedResource* r = d.entry >= 0 ? &ts.resources[d.entry] : nullptr;
-    const std::string name = r != nullptr ? AdvertisedName(*r, ts) : d.resource;
-    PlannedResource& pr = by_name[name];
-    if (pr.name.empty()) {
-      pr.name = name;
-      pr.socket_name = SocketNameForResource(name);
-      pr.base_name = d.resource;
-      pr.replicas = r != nullptr ? r->replicas : 1;
-      pr.source_field = r != nullptr ? EntryPath(*r, d.entry) : "";
-      pr.fail_requests_greater_than_one = r != nullptr && ts.fail_requests_greater_than_one;
-    }
-    PlannedDevice base;
-    base.gpu_index = d.gpu->index;
-    base.gpu_uuid = d.gpu->uuid;
-    if (d.gpu->numa_node >= 0) base.numa_nodes.push_back(d.gpu->numa_node);
-    base.is_mig = d.mig != nullptr;
-    base.mig_index = d.mig != nullptr ? d.mig->index : -1;
-    base.mig_gi = d.mig != nullptr ? d.mig->gpu_instance_id : -1;
-    base.mig_ci = d.mig != nullptr ? d.mig->compute_instance_id : -1;
-    base.device_uuid = d.Uuid();
-    base.device_index = std::to_string(d.gpu->index);
-    if (d.mig != nullptr) base.device_index += ":" + std::to_string(d.mig->index);
-    base.memory_mib = d.mig != nullptr ? d.mig->memory_mib : d.gpu->memory_mib;
-    if (r == nullptr) {
-      base.id = base.device_uuid;
-      pr.devices.push_back(base);
-      continue;
-    }
-    if (config.gpushare.replica_memory_limit == ReplicaMemoryLimit::kEvenSplit) {
-      base.memory_limit_mib = base.memory_mib / static_cast<uint64_t>(r->replicas);
-    }
-    if (config.gpushare.replica_compute_limit == ReplicaComputeLimit::kEvenSplit) {
-      base.sm_share_ppm = 1'000'000u / static_cast<uint32_t>(r->replicas);
-    }
-    for (int n = 0; n < r->replicas; ++n) {
-      PlannedDevice rep = base;
-      rep.replica = n;
-      rep.id = base.device_uuid + "::" + std::to_string(n);
-      pr.devices.push_back(std::move(rep));
-    }
+    if (d.entry != kMemoryEntry) AddDevice(d, ts, config.gpushare, &by_name);
   }
-  std::map<std::string, std::string> sockets;
-  for (auto& [name, pr] : by_name) {
-    auto [it, inserted] = sockets.emplace(pr.socket_name, name);
-    if (!inserted) {
-      problems.push_back(name_field[name] + ": " + name + " and " + it->second +
-                         " would both be served on socket " + pr.socket_name);
-    }
-    const int64_t bytes = ListAndWatchBytes(pr);
-    if (bytes > kMaxListAndWatchBytes) {
-      problems.push_back(SizeProblem(name_field[name], name, static_cast<int64_t>(pr.devices.size()), bytes, false));
-    }
-    plan.resources.push_back(std::move(pr));
-  }
-  if (!problems.empty()) {
-    return Status::InvalidArgument(problems.Joined());
-  }
-  if (config.gpushare.interposer_host_dir.empty()) {
-    bool memory = false, compute = false;
-    for (const PlannedResource& r : plan.resources) {
-      for (const PlannedDevice& d : r.devices) {
-        memory = memory || d.memory_limit_mib != 0;
-        compute = compute || d.sm_share_ppm != 0;
-      }
-    }
-    if (memory || compute) {
-      plan.notes.push_back(std::string("gpushare.interposer.hostDir is not set: the ") +
-                           (memory && compute ? "memory and compute" : memory ? "memory" : "compute") +
-                           " limits of this plan are advertised but not enforced in containers "
-                           "(set it to the host directory holding libgpushare-cuda.so)");
-    }
-  }
+  AddResources(&by_name, &name_field, &plan, &problems);
+  if (!problems.empty()) return Status::InvalidArgument(problems.Joined());
+  NoteUnenforcedLimits(config.gpushare, &plan);
   plan.notes = CapLines(std::move(plan.notes), "notes");
   return plan;
 }

@@ -295,30 +295,61 @@ size_t WriteCallback(char* ptr, size_t size, size_t nmemb, void* userdata) {
   return n;
 }
 
-}  // namespace
+// One HTTP exchange on a pooled connection: builds the request on its easy handle, runs the
+// transfer and judges the outcome. Owns what the handle points into until the transfer is over.
+class Exchange {
+ public:
+  Exchange(const ClientConfig& config, const ClientOptions& options, std::string url,
+           const std::function<bool(long, std::string_view)>* on_data)
+      : config_(config), options_(options), url_(std::move(url)) {
+    st_.limit = options_.max_response_bytes;
+    st_.on_data = on_data;
+  }
+  Exchange(const Exchange&) = delete;
+  Exchange& operator=(const Exchange&) = delete;
+  ~Exchange() { FreeLists(); }
 
-Result<HttpResponse> Client::Perform(const HttpRequest& request, const Cancellation* cancel,
-                                     std::chrono::milliseconds timeout,
-                                     const std::function<bool(long, std::string_view)>* on_data) {
-  if (cancel != nullptr && cancel->cancelled()) return Status::Unavailable("request cancelled");
-  GPUSHARE_RETURN_IF_ERROR(Throttle(cancel));
-
-  std::string token;
-  if (token_) {
-    Result<std::string> t = token_->Get();
-    if (!t.ok()) return t.status();
-    token = *t;
+  // Builds the request on `h` and runs it on `m` until it is done, fails or `cancel` fires (the
+  // caller registers `m` with it).
+  void Send(CURL* h, CURLM* m, const HttpRequest& request, const std::string& token, const std::string& connect_to,
+            const Cancellation* cancel, std::chrono::milliseconds timeout) {
+    curl_easy_reset(h);
+    SetTransport(h, connect_to, timeout);
+    SetRequest(h, request, token);
+    st_.easy = h;
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, WriteCallback);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &st_);
+    curl_multi_add_handle(m, h);
+    Transfer(m, cancel);
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code_);
+    curl_multi_remove_handle(m, h);
+    FreeLists();
+  }
+  // Why the exchange has no response to decode, if it has none.
+  Status Outcome(const HttpRequest& request, std::chrono::milliseconds timeout) const {
+    if (cancelled_) return Status::Unavailable("request cancelled");
+    if (st_.too_large) {
+      return Status::ResourceExhausted("response to " + request.method + " " + request.path_and_query +
+                                       " is larger than " + std::to_string(options_.max_response_bytes) + " bytes");
+    }
+    if (result_ != CURLE_OK && !(result_ == CURLE_WRITE_ERROR && st_.stopped)) {
+      return TransportError(result_, errbuf_, timeout).WithContext(request.method + " " + url_);
+    }
+    return Status::Ok();
+  }
+  long code() const { return code_; }
+  HttpResponse TakeResponse() {
+    HttpResponse resp;
+    resp.code = code_;
+    resp.body = std::move(st_.body);
+    return resp;
   }
 
-  for (int attempt = 0;; ++attempt) {
-    Conn* conn = Acquire();
-    CURL* h = conn->easy;
-    curl_easy_reset(h);
-    char errbuf[CURL_ERROR_SIZE];
-    errbuf[0] = '\0';
-    std::string url = target_->base + request.path_and_query;
-    curl_easy_setopt(h, CURLOPT_URL, url.c_str());
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+ private:
+  // --- request build: where to, with which limits, over which TLS; then method, headers, body
+  void SetTransport(CURL* h, const std::string& connect_to, std::chrono::milliseconds timeout) {
+    curl_easy_setopt(h, CURLOPT_URL, url_.c_str());
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf_);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(h, CURLOPT_USERAGENT, options_.user_agent.c_str());
@@ -326,12 +357,13 @@ Result<HttpResponse> Client::Perform(const HttpRequest& request, const Cancellat
     if (timeout.count() > 0) curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
-
-    curl_slist* connect_to = nullptr;
-    if (!target_->connect_to.empty()) {
-      connect_to = curl_slist_append(nullptr, target_->connect_to.c_str());
-      curl_easy_setopt(h, CURLOPT_CONNECT_TO, connect_to);
+    if (!connect_to.empty()) {
+      connect_to_ = curl_slist_append(nullptr, connect_to.c_str());
+      curl_easy_setopt(h, CURLOPT_CONNECT_TO, connect_to_);
     }
+    SetTls(h);
+  }
+  void SetTls(CURL* h) {
     if (config_.insecure_skip_tls_verify) {
       curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
       curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
@@ -340,111 +372,115 @@ Result<HttpResponse> Client::Perform(const HttpRequest& request, const Cancellat
       curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &blob);
       curl_easy_setopt(h, CURLOPT_CAPATH, nullptr);
     }
-    if (!config_.client_cert_pem.empty()) {
-      curl_blob cert{const_cast<char*>(config_.client_cert_pem.data()), config_.client_cert_pem.size(),
-                     CURL_BLOB_NOCOPY};
-      curl_blob key{const_cast<char*>(config_.client_key_pem.data()), config_.client_key_pem.size(),
-                    CURL_BLOB_NOCOPY};
-      curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert);
-      curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
-      curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &key);
-      curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
-    }
-
-    curl_slist* headers = nullptr;
-    headers = curl_slist_append(headers, "Accept: application/json");
-    headers = curl_slist_append(headers, "Expect:");
-    std::string auth, ctype;
+    if (config_.client_cert_pem.empty()) return;
+    curl_blob cert{const_cast<char*>(config_.client_cert_pem.data()), config_.client_cert_pem.size(),
+                   CURL_BLOB_NOCOPY};
+    curl_blob key{const_cast<char*>(config_.client_key_pem.data()), config_.client_key_pem.size(),
+                  CURL_BLOB_NOCOPY};
+    curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert);
+    curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
+    curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &key);
+    curl_easy_setopt(h, CURLOPT_SSLKEYTYPE, "PEM");
+  }
+  void SetRequest(CURL* h, const HttpRequest& request, const std::string& token) {
+    headers_ = curl_slist_append(headers_, "Accept: application/json");
+    headers_ = curl_slist_append(headers_, "Expect:");
     if (!token.empty()) {
-      auth = "Authorization: Bearer " + token;
-      headers = curl_slist_append(headers, auth.c_str());
+      auth_ = "Authorization: Bearer " + token;
+      headers_ = curl_slist_append(headers_, auth_.c_str());
     }
     if (!request.content_type.empty()) {
-      ctype = "Content-Type: " + request.content_type;
-      headers = curl_slist_append(headers, ctype.c_str());
+      ctype_ = "Content-Type: " + request.content_type;
+      headers_ = curl_slist_append(headers_, ctype_.c_str());
     }
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers);
-
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, headers_);
     if (request.method == "GET") {
       curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
-    } else {
-      if (request.method != "POST") curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, request.method.c_str());
-      if (!request.body.empty() || request.method == "POST") {
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, request.body.data());
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
-      }
+      return;
     }
+    if (request.method != "POST") curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, request.method.c_str());
+    if (!request.body.empty() || request.method == "POST") {
+      curl_easy_setopt(h, CURLOPT_POSTFIELDS, request.body.data());
+      curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
+    }
+  }
 
-    TransferState st;
-    st.limit = options_.max_response_bytes;
-    st.easy = h;
-    st.on_data = on_data;
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, WriteCallback);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &st);
-
-    requests_.fetch_add(1);
-    CURLM* m = conn->multi;
-    curl_multi_add_handle(m, h);
-    if (cancel != nullptr) cancel->Register(m);
-    bool cancelled = false;
-    CURLcode result = CURLE_OK;
+  // --- send ------------------------------------------------------------------------------------
+  void Transfer(CURLM* m, const Cancellation* cancel) {
+    auto cancelled = [cancel] { return cancel != nullptr && cancel->cancelled(); };
     for (;;) {
       int running = 0;
-      CURLMcode mc = curl_multi_perform(m, &running);
-      if (mc != CURLM_OK) {
-        result = CURLE_RECV_ERROR;
-        break;
+      if (curl_multi_perform(m, &running) != CURLM_OK) {
+        result_ = CURLE_RECV_ERROR;
+        return;
       }
       if (running == 0) {
         int queued = 0;
         while (CURLMsg* msg = curl_multi_info_read(m, &queued)) {
-          if (msg->msg == CURLMSG_DONE) result = msg->data.result;
+          if (msg->msg == CURLMSG_DONE) result_ = msg->data.result;
         }
-        break;
+        return;
       }
-      if (cancel != nullptr && cancel->cancelled()) {
-        cancelled = true;
-        break;
-      }
+      if (cancelled()) break;
       curl_multi_poll(m, nullptr, 0, 1000, nullptr);
-      if (cancel != nullptr && cancel->cancelled()) {
-        cancelled = true;
-        break;
-      }
+      if (cancelled()) break;
     }
-    if (cancel != nullptr) cancel->Unregister(m);
-    long code = 0;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
-    curl_multi_remove_handle(m, h);
-    curl_slist_free_all(headers);
-    curl_slist_free_all(connect_to);
-    Release(conn);
+    cancelled_ = true;
+  }
+  void FreeLists() {
+    curl_slist_free_all(headers_);
+    curl_slist_free_all(connect_to_);
+    headers_ = connect_to_ = nullptr;
+  }
 
-    if (cancelled) return Status::Unavailable("request cancelled");
-    if (st.too_large) {
-      return Status::ResourceExhausted("response to " + request.method + " " + request.path_and_query +
-                                       " is larger than " + std::to_string(options_.max_response_bytes) +
-                                       " bytes");
-    }
-    if (result != CURLE_OK && !(result == CURLE_WRITE_ERROR && st.stopped)) {
-      return TransportError(result, errbuf, timeout).WithContext(request.method + " " + url);
-    }
+  const ClientConfig& config_;
+  const ClientOptions& options_;
+  const std::string url_;
+  char errbuf_[CURL_ERROR_SIZE] = "";
+  std::string auth_, ctype_;
+  curl_slist* headers_ = nullptr;
+  curl_slist* connect_to_ = nullptr;
+  TransferState st_;
+  long code_ = 0;  // the HTTP status
+  CURLcode result_ = CURLE_OK;
+  bool cancelled_ = false;
+};
+
+}  // namespace
+
+// --- retry -------------------------------------------------------------------------------------
+bool Client::ReloadToken(std::string* token) {
+  if (!token_ || !token_->file_backed()) return false;
+  Result<bool> changed = token_->Reload();
+  if (!changed.ok() || !*changed) return false;
+  Result<std::string> t = token_->Get();
+  if (!t.ok()) return false;
+  *token = *t;
+  token_reloads_.fetch_add(1);
+  return true;
+}
+
+Result<HttpResponse> Client::Perform(const HttpRequest& request, const Cancellation* cancel,
+                                     std::chrono::milliseconds timeout,
+                                     const std::function<bool(long, std::string_view)>* on_data) {
+  if (cancel != nullptr && cancel->cancelled()) return Status::Unavailable("request cancelled");
+  GPUSHARE_RETURN_IF_ERROR(Throttle(cancel));
+  std::string token;
+  if (token_) {
+    GPUSHARE_ASSIGN_OR_RETURN(token, token_->Get());
+  }
+  for (int attempt = 0;; ++attempt) {
+    Exchange x(config_, options_, target_->base + request.path_and_query, on_data);
+    Conn* conn = Acquire();
+    requests_.fetch_add(1);
+    if (cancel != nullptr) cancel->Register(conn->multi);
+    x.Send(conn->easy, conn->multi, request, token, target_->connect_to, cancel, timeout);
+    if (cancel != nullptr) cancel->Unregister(conn->multi);
+    Release(conn);
+    GPUSHARE_RETURN_IF_ERROR(x.Outcome(request, timeout));
     // A 401 with a token file: the token may have rotated under the same mtime; re-read once.
-    if (code == 401 && attempt == 0 && token_ && token_->file_backed() && on_data == nullptr) {
-      Result<bool> changed = token_->Reload();
-      if (changed.ok() && *changed) {
-        Result<std::string> t = token_->Get();
-        if (t.ok()) {
-          token = *t;
-          token_reloads_.fetch_add(1);
-          continue;
-        }
-      }
-    }
-    HttpResponse resp;
-    resp.code = code;
-    resp.body = std::move(st.body);
-    return resp;
+    if (x.code() == 401 && attempt == 0 && on_data == nullptr && ReloadToken(&token)) continue;
+    return x.TakeResponse();
   }
 }
 
@@ -453,16 +489,15 @@ Result<HttpResponse> Client::Do(const HttpRequest& request, const Cancellation* 
 }
 
 Result<json> Client::JsonCall(const HttpRequest& request, const Cancellation* cancel) {
-  Result<HttpResponse> r = Do(request, cancel);
-  if (!r.ok()) return r.status();
-  if (r->code < 200 || r->code > 299) {
-    return StatusFromHttp(r->code, r->body).WithContext(request.method + " " + request.path_and_query);
+  GPUSHARE_ASSIGN_OR_RETURN(const HttpResponse r, Do(request, cancel));
+  if (r.code < 200 || r.code > 299) {
+    return StatusFromHttp(r.code, r.body).WithContext(request.method + " " + request.path_and_query);
   }
-  if (r->body.empty()) return json(nullptr);
-  json j = json::parse(r->body, nullptr, /*allow_exceptions=*/false);
+  if (r.body.empty()) return json(nullptr);
+  json j = json::parse(r.body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     return Status::Internal(request.method + " " + request.path_and_query +
-                            ": the API server sent malformed JSON (" + std::to_string(r->body.size()) +
+                            ": the API server sent malformed JSON (" + std::to_string(r.body.size()) +
                             " bytes)");
   }
   return j;
@@ -687,9 +722,8 @@ Result<std::vector<T>> DecodeItems(Result<RawList> list, Decoder decode) {
   std::vector<T> out;
   out.reserve(list->items.size());
   for (const json& item : list->items) {
-    Result<T> v = decode(item);
-    if (!v.ok()) return v.status();
-    out.push_back(std::move(*v));
+    GPUSHARE_ASSIGN_OR_RETURN(T v, decode(item));
+    out.push_back(std::move(v));
   }
   return out;
 }

@@ -230,6 +230,8 @@ class Client {
   Conn* Acquire();
   void Release(Conn* c);
   Status Throttle(const Cancellation* cancel);
+  // After a 401: re-reads a file-backed token. True when `*token` changed (worth one more try).
+  bool ReloadToken(std::string* token);
   // Performs one HTTP exchange. `on_data` (optional) receives the body as it streams in and
   // returns false to stop; without it the body is collected into the response.
   Result<HttpResponse> Perform(const HttpRequest& request, const Cancellation* cancel,

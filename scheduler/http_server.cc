@@ -23,18 +23,18 @@
 #include <cctype>
 #include <cerrno>
 #include <csignal>
-#include <condition_variable>
 #include <cstring>
 #include <ctime>
 #include <deque>
 #include <list>
 #include <map>
-#include <mutex>
 #include <thread>
 #include <unordered_set>
 #include <vector>
 
 #include "base/logfmt.h"
+#include "base/sync.h"
+#include "base/unique_fd.h"
 #include "scheduler/http_wire.h"
 #include "scheduler/wire.h"
 
@@ -66,22 +66,27 @@ bool JsonContentType(const http::RequestHead& req) {
   return ct.empty() || ct == "application/json";
 }
 
+// The Date header's value, formatted once a second.
+struct DateCache {
+  Mutex mu;
+  time_t last GPUSHARE_GUARDED_BY(mu) = 0;
+  std::string text GPUSHARE_GUARDED_BY(mu);
+};
+
 // "Date: Wed, 02 Dec 2026 10:00:00 GMT", formatted once a second.
 std::string DateValue() {
-  static std::mutex mu;
-  static time_t last = 0;
-  static std::string cached;
+  static DateCache cache;
   const time_t now = std::time(nullptr);
-  std::lock_guard<std::mutex> l(mu);
-  if (now != last) {
+  MutexLock l(&cache.mu);
+  if (now != cache.last) {
     std::tm tm{};
     gmtime_r(&now, &tm);
     char buf[64];
     std::strftime(buf, sizeof buf, "%a, %d %b %Y %H:%M:%S GMT", &tm);
-    cached = buf;
-    last = now;
+    cache.text = buf;
+    cache.last = now;
   }
-  return cached;
+  return cache.text;
 }
 
 // The words of every 413, whichever way the body was too large.
@@ -217,7 +222,7 @@ struct HttpServer::Conn {
   // What follows once the pending output is written.
   enum class After { kNext, kClose, kDrain, kBody };
 
-  int fd = -1;
+  UniqueFd fd;
   SSL* ssl = nullptr;
   bool peeked = false;  // TLS: the first bytes were looked at (plain HTTP to the TLS port?)
   State state = State::kIdle;
@@ -265,23 +270,24 @@ struct HttpServer::Impl {
   const HttpServerOptions* o = nullptr;
   std::string bind_path;  // <prefix>/bind
   http::Limits limits;
-  int listen_fd = -1, epoll_fd = -1, wake_fd = -1, spare_fd = -1;
+  UniqueFd listen_fd, epoll_fd, wake_fd;
+  UniqueFd spare_fd;  // /dev/null, given up to take (and end) a connection when descriptors run out
   std::unique_ptr<TlsServerContext> tls;
   size_t max_connections = 0, max_buffered = 0;
   std::vector<std::thread> threads;
   std::atomic<bool> stopping{false};
 
   // Complete requests waiting for a thread, and the lead (Loop()).
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<Conn*> ready;
-  bool leading = false;
-  bool stop_workers = false;
+  Mutex mu;
+  CondVar cv;
+  std::deque<Conn*> ready GPUSHARE_GUARDED_BY(mu);
+  bool leading GPUSHARE_GUARDED_BY(mu) = false;
+  bool stop_workers GPUSHARE_GUARDED_BY(mu) = false;
   // Connections a serving thread is done with; `wake_pending`: the eventfd was written and no
   // leader has drained `back` since.
-  std::mutex back_mu;
-  std::vector<Conn*> back;
-  bool wake_pending = false;
+  Mutex back_mu;
+  std::vector<Conn*> back GPUSHARE_GUARDED_BY(back_mu);
+  bool wake_pending GPUSHARE_GUARDED_BY(back_mu) = false;
 
   // The leader's own (the lead passes under `mu`, which orders one leader's writes before the
   // next one's reads).
@@ -303,6 +309,11 @@ struct HttpServer::Impl {
 
   // Tags of the two descriptors that are not connections, in epoll_event.data.ptr.
   char listen_tag = 0, wake_tag = 0;
+
+  // Start()'s steps (defined beside it).
+  Status SetUpTls();
+  Status SetUpEpoll(const std::string& where);
+  void SetLimits();
 
   // --- state, timers, lists ---------------------------------------------------------------------
   void Untime(Conn* c) {
@@ -340,7 +351,7 @@ struct HttpServer::Impl {
     epoll_event e{};
     e.events = EPOLLONESHOT | (c->want == Io::kWantWrite ? EPOLLOUT : EPOLLIN);
     e.data.ptr = c;
-    if (::epoll_ctl(epoll_fd, c->registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c->fd, &e) != 0) {
+    if (::epoll_ctl(epoll_fd.get(), c->registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c->fd.get(), &e) != 0) {
       spdlog::warn("event=http_epoll_failed error={}", Value(std::strerror(errno)));
       Close(c);
       return;
@@ -353,7 +364,7 @@ struct HttpServer::Impl {
     Unlist(c);
     if (c->ssl != nullptr) SSL_free(c->ssl);
     c->ssl = nullptr;
-    ::close(c->fd);  // also leaves the epoll set
+    c->fd.reset();  // also leaves the epoll set
     buffered -= c->charged;
     n_buffered.store(buffered, std::memory_order_relaxed);
     c->charged = 0;
@@ -382,7 +393,7 @@ struct HttpServer::Impl {
     *got = 0;
     if (c->ssl == nullptr) {
       for (;;) {
-        const ssize_t n = ::recv(c->fd, buf, len, 0);
+        const ssize_t n = ::recv(c->fd.get(), buf, len, 0);
         if (n > 0) {
           *got = static_cast<size_t>(n);
           return Io::kDone;
@@ -419,7 +430,7 @@ struct HttpServer::Impl {
         msghdr m{};
         m.msg_iov = iov;
         m.msg_iovlen = static_cast<size_t>(count);
-        const ssize_t n = ::sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+        const ssize_t n = ::sendmsg(c->fd.get(), &m, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n < 0) {
           if (errno == EINTR) continue;
           return errno == EAGAIN || errno == EWOULDBLOCK ? Io::kWantWrite : Io::kError;
@@ -479,7 +490,7 @@ struct HttpServer::Impl {
   // client still sends when `drain`).
   void Refuse(Conn* c, int status, const std::string& why, bool drain) {
     n_refused.fetch_add(1);
-    spdlog::warn("event=http_refused peer={} status={} error={}", Peer(c->fd), status, Value(why));
+    spdlog::warn("event=http_refused peer={} status={} error={}", Peer(c->fd.get()), status, Value(why));
     c->in.Free();
     c->start = c->scanned = 0;
     ReleaseBuffers(c);
@@ -498,7 +509,7 @@ struct HttpServer::Impl {
         }
     if (victim == nullptr) return false;
     n_evicted.fetch_add(1);
-    spdlog::info("event=http_evicted peer={} reason={} state={}", Peer(victim->fd), Value(why),
+    spdlog::info("event=http_evicted peer={} reason={} state={}", Peer(victim->fd.get()), Value(why),
                  victim->state == State::kIdle ? "idle" : "reading");
     Close(victim);
     return true;
@@ -521,7 +532,7 @@ struct HttpServer::Impl {
       }
       n_evicted.fetch_add(1);
       spdlog::info("event=http_evicted peer={} reason=\"request bytes held over the limit\" bytes={}",
-                   Peer(victim->fd), victim->charged);
+                   Peer(victim->fd.get()), victim->charged);
       Close(victim);
     }
   }
@@ -615,14 +626,14 @@ struct HttpServer::Impl {
   Io Handshake(Conn* c) {
     if (!c->peeked) {
       unsigned char first = 0;
-      const ssize_t n = ::recv(c->fd, &first, 1, MSG_PEEK);
+      const ssize_t n = ::recv(c->fd.get(), &first, 1, MSG_PEEK);
       if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? Io::kWantRead : Io::kError;
       if (n == 0) return Io::kEof;
       c->peeked = true;
       if (first != 0x16) {  // not a TLS handshake record
         n_tls_errors.fetch_add(1);
         if (std::isupper(first) == 0) {
-          spdlog::info("event=tls_handshake_failed peer={} error=\"not TLS\"", Peer(c->fd));
+          spdlog::info("event=tls_handshake_failed peer={} error=\"not TLS\"", Peer(c->fd.get()));
           return Io::kError;
         }
         SSL_free(c->ssl);
@@ -643,7 +654,7 @@ struct HttpServer::Impl {
     const long verify = SSL_get_verify_result(c->ssl);
     if (verify != X509_V_OK) why += std::string(why.empty() ? "" : "; ") + X509_verify_cert_error_string(verify);
     if (why.empty()) why = e == SSL_ERROR_SYSCALL ? "connection closed during the handshake" : "handshake failed";
-    spdlog::info("event=tls_handshake_failed peer={} error={}", Peer(c->fd), Value(why));
+    spdlog::info("event=tls_handshake_failed peer={} error={}", Peer(c->fd.get()), Value(why));
     return Io::kError;
   }
   // Moves `c` on as far as it can go without waiting, then arms it for what it waits for.
@@ -691,7 +702,7 @@ struct HttpServer::Impl {
             return;
           }
           if (c->state != State::kIdle)
-            spdlog::debug("event=http_closed_mid_request peer={} state={}", Peer(c->fd),
+            spdlog::debug("event=http_closed_mid_request peer={} state={}", Peer(c->fd.get()),
                           c->state == State::kHead ? "head" : "body");
           Close(c);
           return;
@@ -731,7 +742,7 @@ struct HttpServer::Impl {
                 ERR_clear_error();
                 (void)SSL_shutdown(c->ssl);
               }
-              ::shutdown(c->fd, SHUT_WR);
+              ::shutdown(c->fd.get(), SHUT_WR);
               c->drained = 0;
               SetState(c, State::kDraining, Clock::now() + o->read_timeout, nullptr);
               continue;
@@ -741,7 +752,7 @@ struct HttpServer::Impl {
         case State::kDraining: {
           const size_t bound = std::max<size_t>(64u << 20, 4 * o->max_body_bytes);
           for (;;) {
-            const ssize_t n = ::recv(c->fd, scratch.data(), scratch.size(), 0);
+            const ssize_t n = ::recv(c->fd.get(), scratch.data(), scratch.size(), 0);
             if (n > 0) {
               c->drained += static_cast<size_t>(n);
               if (c->drained < bound) continue;
@@ -763,18 +774,17 @@ struct HttpServer::Impl {
   // --- the loop -------------------------------------------------------------------------------
   void Accept() {
     for (int i = 0; i < kAcceptBurst; ++i) {
-      const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd < 0) {
+      UniqueFd fd(::accept4(listen_fd.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+      if (!fd) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
         if (errno == EMFILE || errno == ENFILE) {
           if (EvictOne("file descriptors exhausted")) continue;
           // Nothing to give up: take the connection with the spare descriptor and end it, so
           // that it does not sit in the backlog (and the listener does not stay readable).
-          if (spare_fd >= 0) {
-            ::close(spare_fd);
-            const int f = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
-            if (f >= 0) ::close(f);
-            spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+          if (spare_fd) {
+            spare_fd.reset();
+            UniqueFd(::accept4(listen_fd.get(), nullptr, nullptr, SOCK_CLOEXEC)).reset();  // taken and ended
+            spare_fd.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
           }
         }
         return;  // EAGAIN, or nothing more to do now
@@ -784,21 +794,20 @@ struct HttpServer::Impl {
         if (!tls) {
           const std::string body = EncodeError("too many connections, all busy; retry");
           const std::string head = http::ResponseHead(503, "application/json", body.size(), true);
-          (void)::send(fd, (head + body).data(), head.size() + body.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+          (void)::send(fd.get(), (head + body).data(), head.size() + body.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
         }
-        ::close(fd);
-        continue;
+        continue;  // (closes fd)
       }
       int one = 1;
-      ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
       auto* c = new Conn;
-      c->fd = fd;
+      c->fd = std::move(fd);
       conns.insert(c);
       n_accepted.fetch_add(1);
       n_connections.fetch_add(1);
       if (tls) {
         c->ssl = SSL_new(tls->ctx());
-        if (c->ssl == nullptr || SSL_set_fd(c->ssl, fd) != 1) {
+        if (c->ssl == nullptr || SSL_set_fd(c->ssl, c->fd.get()) != 1) {
           spdlog::warn("event=tls_failed error={}", Value(OpenSslErrors()));
           Close(c);
           continue;
@@ -817,7 +826,7 @@ struct HttpServer::Impl {
   void TakeBack() {
     std::vector<Conn*> got;
     {
-      std::lock_guard<std::mutex> l(back_mu);
+      MutexLock l(&back_mu);
       got.swap(back);
       wake_pending = false;
     }
@@ -866,7 +875,7 @@ struct HttpServer::Impl {
           break;
         default:  // a handshake, a reply or a drain that took too long
           n_timeouts.fetch_add(1);
-          spdlog::debug("event=http_timeout peer={} state={}", Peer(c->fd), static_cast<int>(c->state));
+          spdlog::debug("event=http_timeout peer={} state={}", Peer(c->fd.get()), static_cast<int>(c->state));
           Close(c);
           break;
       }
@@ -901,7 +910,7 @@ struct HttpServer::Impl {
         const auto wait = std::chrono::ceil<std::chrono::milliseconds>(next - now).count();
         timeout_ms = static_cast<int>(std::clamp<int64_t>(wait, 0, 60000));
       }
-      const int n = ::epoll_wait(epoll_fd, events.data(), kMaxEvents, timeout_ms);
+      const int n = ::epoll_wait(epoll_fd.get(), events.data(), kMaxEvents, timeout_ms);
       if (n < 0 && errno != EINTR) {
         spdlog::error("event=http_epoll_failed error={}", Value(std::strerror(errno)));
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -916,7 +925,7 @@ struct HttpServer::Impl {
           Accept();
         } else if (p == &wake_tag) {
           uint64_t v;
-          (void)!::read(wake_fd, &v, sizeof v);
+          (void)!::read(wake_fd.get(), &v, sizeof v);
           TakeBack();
         } else {
           Pump(static_cast<Conn*>(p));
@@ -937,11 +946,11 @@ struct HttpServer::Impl {
         Conn* mine = quick != found.end() ? *quick : found.front();
         if (found.size() > 1) {
           {
-            std::lock_guard<std::mutex> l(mu);
+            MutexLock l(&mu);
             for (Conn* c : found)
               if (c != mine) ready.push_back(c);
           }
-          cv.notify_all();
+          cv.NotifyAll();
         }
         found.clear();
         if (!Quick(mine)) return mine;
@@ -979,28 +988,31 @@ struct HttpServer::Impl {
   // (one wake-up per exchange, as with a thread blocked in recv(); a hand-off would add a
   // second, measured at +40 us per exchange on the 2-core benchmark machine). An idle or slow
   // connection still costs no thread: only complete requests are served.
-  void Loop() {
+  void Loop() GPUSHARE_EXCLUDES(mu) {
     BlockSigpipe();
-    std::unique_lock<std::mutex> l(mu);
     for (;;) {
-      cv.wait(l, [this] { return stop_workers || !ready.empty() || !leading; });
-      if (stop_workers) return;
       Conn* c = nullptr;
-      if (!ready.empty()) {
-        c = ready.front();
-        ready.pop_front();
-        l.unlock();
-      } else {
-        leading = true;
-        l.unlock();
+      bool lead = false;
+      {
+        MutexLock l(&mu);
+        while (!stop_workers && ready.empty() && leading) cv.Wait(&mu);
+        if (stop_workers) return;
+        if (!ready.empty()) {
+          c = ready.front();
+          ready.pop_front();
+        } else {
+          leading = lead = true;
+        }
+      }
+      if (lead) {
         c = Lead();
-        l.lock();
-        leading = false;
-        l.unlock();
-        cv.notify_one();  // a follower takes the lead
+        {
+          MutexLock l(&mu);
+          leading = false;
+        }
+        cv.NotifyOne();  // a follower takes the lead
       }
       if (c != nullptr) Serve(c);
-      l.lock();
     }
   }
   // Runs the handler of `c`'s request and writes the reply (non-blocking; what the socket does
@@ -1014,12 +1026,12 @@ struct HttpServer::Impl {
       // next request. Otherwise the leader is woken to finish the write or close.
       const bool quiet = c->want == Io::kDone && c->after == After::kNext && c->start >= c->in.size() &&
                          !stopping.load();
-      const int fd = c->fd;
+      const int fd = c->fd.get();
       c->rearmed = quiet;
       if (quiet) c->rearming.store(true, std::memory_order_relaxed);
       bool wake = false;
       {
-        std::lock_guard<std::mutex> l(back_mu);
+        MutexLock l(&back_mu);
         back.push_back(c);  // before the re-arm: an event for `fd` finds it in `back`
         if (!quiet && !wake_pending) wake = wake_pending = true;
       }
@@ -1027,12 +1039,12 @@ struct HttpServer::Impl {
         epoll_event e{};
         e.events = EPOLLIN | EPOLLONESHOT;
         e.data.ptr = c;
-        if (::epoll_ctl(epoll_fd, EPOLL_CTL_MOD, fd, &e) != 0) wake = true;  // (the leader re-arms it)
+        if (::epoll_ctl(epoll_fd.get(), EPOLL_CTL_MOD, fd, &e) != 0) wake = true;  // (the leader re-arms it)
         c->rearming.store(false, std::memory_order_release);
       }
       if (wake) {
         const uint64_t one = 1;
-        (void)!::write(wake_fd, &one, sizeof one);
+        (void)!::write(wake_fd.get(), &one, sizeof one);
       }
   }
 };
@@ -1083,87 +1095,95 @@ HttpServerStats HttpServer::stats() const {
 
 namespace {
 
-// Closes the descriptors of a server that did not start.
-struct Fds {
-  std::vector<int*> fds;
-  ~Fds() {
-    for (int* fd : fds)
-      if (*fd >= 0) {
-        ::close(*fd);
-        *fd = -1;
-      }
-  }
-};
-
-}  // namespace
-
-Status HttpServer::Start() {
-  if (impl_) return Status::FailedPrecondition("HTTP server already started");
-  auto impl = std::make_unique<Impl>();
-  impl->server = this;
-  impl->bind_path = prefix_ + "/bind";
-  impl->o = &options_;
-  impl->limits.max_body_bytes = options_.max_body_bytes;
-  const std::string where = options_.host + ":" + std::to_string(options_.port);
-  if (options_.tls.enabled()) {
-    Result<std::unique_ptr<TlsServerContext>> t = TlsServerContext::Load(options_.tls);
-    if (!t.ok()) return t.status();
-    impl->tls = std::move(*t);
-    impl->next_tls_check = Clock::now() + kTlsCheckEvery;
-  }
-  Fds cleanup{{&impl->listen_fd, &impl->epoll_fd, &impl->wake_fd, &impl->spare_fd}};
+// A listening socket on the first of host:port's addresses that takes one.
+Result<UniqueFd> Listen(const std::string& host, int port, const std::string& where) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   addrinfo* res = nullptr;
-  const std::string port = std::to_string(options_.port);
-  if (const int rc = ::getaddrinfo(options_.host.empty() ? nullptr : options_.host.c_str(), port.c_str(), &hints, &res);
-      rc != 0)
+  const std::string service = std::to_string(port);
+  if (const int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &res); rc != 0)
     return Status::Unavailable("cannot listen on " + where + ": " + gai_strerror(rc));
   std::string error = "no address";
-  for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
-    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
-    if (fd < 0) {
+  UniqueFd listening;
+  for (addrinfo* a = res; a != nullptr && !listening; a = a->ai_next) {
+    UniqueFd fd(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol));
+    if (!fd) {
       error = std::strerror(errno);
       continue;
     }
     int one = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, SOMAXCONN) == 0) {
-      impl->listen_fd = fd;
-      break;
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd.get(), a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd.get(), SOMAXCONN) == 0) {
+      listening = std::move(fd);
+    } else {
+      error = std::strerror(errno);
     }
-    error = std::strerror(errno);
-    ::close(fd);
   }
   ::freeaddrinfo(res);
-  if (impl->listen_fd < 0) return Status::Unavailable("cannot listen on " + where + ": " + error);
+  if (!listening) return Status::Unavailable("cannot listen on " + where + ": " + error);
+  return listening;
+}
+
+// The port a socket is bound to.
+int BoundPort(int fd) {
   sockaddr_storage bound{};
   socklen_t len = sizeof bound;
-  ::getsockname(impl->listen_fd, reinterpret_cast<sockaddr*>(&bound), &len);
-  port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
-                                            : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
-  impl->epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
-  impl->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  impl->spare_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (impl->epoll_fd < 0 || impl->wake_fd < 0)
-    return Status::Unavailable("cannot serve on " + where + ": " + std::strerror(errno));
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
+  return ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                           : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+}
+
+}  // namespace
+
+// The TLS context, when the options ask for one.
+Status HttpServer::Impl::SetUpTls() {
+  if (!o->tls.enabled()) return Status::Ok();
+  GPUSHARE_ASSIGN_OR_RETURN(tls, TlsServerContext::Load(o->tls));
+  next_tls_check = Clock::now() + kTlsCheckEvery;
+  return Status::Ok();
+}
+
+// The epoll set (the listener and the wake-up eventfd in it) and the spare descriptor.
+Status HttpServer::Impl::SetUpEpoll(const std::string& where) {
+  epoll_fd.reset(::epoll_create1(EPOLL_CLOEXEC));
+  wake_fd.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  spare_fd.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (!epoll_fd || !wake_fd) return Status::Unavailable("cannot serve on " + where + ": " + std::strerror(errno));
   epoll_event e{};
   e.events = EPOLLIN;
-  e.data.ptr = &impl->listen_tag;
-  ::epoll_ctl(impl->epoll_fd, EPOLL_CTL_ADD, impl->listen_fd, &e);
-  e.data.ptr = &impl->wake_tag;
-  ::epoll_ctl(impl->epoll_fd, EPOLL_CTL_ADD, impl->wake_fd, &e);
+  e.data.ptr = &listen_tag;
+  ::epoll_ctl(epoll_fd.get(), EPOLL_CTL_ADD, listen_fd.get(), &e);
+  e.data.ptr = &wake_tag;
+  ::epoll_ctl(epoll_fd.get(), EPOLL_CTL_ADD, wake_fd.get(), &e);
+  return Status::Ok();
+}
+
+// max_connections and max_buffered: as configured, else from RLIMIT_NOFILE and the body limit.
+void HttpServer::Impl::SetLimits() {
   rlimit fds{};
   ::getrlimit(RLIMIT_NOFILE, &fds);
   const rlim_t soft = fds.rlim_cur == RLIM_INFINITY ? rlim_t{1} << 20 : fds.rlim_cur;
-  impl->max_connections = options_.max_connections > 0
-                              ? static_cast<size_t>(options_.max_connections)
-                              : static_cast<size_t>(std::max<rlim_t>(16, soft > kFdReserve ? soft - kFdReserve : 0));
-  impl->max_buffered = options_.max_buffered_bytes > 0 ? options_.max_buffered_bytes
-                                                       : std::max<size_t>(64u << 20, 4 * options_.max_body_bytes);
-  cleanup.fds.clear();
+  max_connections = o->max_connections > 0
+                        ? static_cast<size_t>(o->max_connections)
+                        : static_cast<size_t>(std::max<rlim_t>(16, soft > kFdReserve ? soft - kFdReserve : 0));
+  max_buffered = o->max_buffered_bytes > 0 ? o->max_buffered_bytes : std::max<size_t>(64u << 20, 4 * o->max_body_bytes);
+}
+
+Status HttpServer::Start() {
+  if (impl_) return Status::FailedPrecondition("HTTP server already started");
+  auto impl = std::make_unique<Impl>();  // (its descriptors close if a step below fails)
+  impl->server = this;
+  impl->bind_path = prefix_ + "/bind";
+  impl->o = &options_;
+  impl->limits.max_body_bytes = options_.max_body_bytes;
+  const std::string where = options_.host + ":" + std::to_string(options_.port);
+  GPUSHARE_RETURN_IF_ERROR(impl->SetUpTls());
+  GPUSHARE_ASSIGN_OR_RETURN(impl->listen_fd, Listen(options_.host, options_.port, where));
+  port_ = BoundPort(impl->listen_fd.get());
+  GPUSHARE_RETURN_IF_ERROR(impl->SetUpEpoll(where));
+  impl->SetLimits();
   impl_ = std::move(impl);
   Impl* im = impl_.get();
   // At least two: one leads while another serves.
@@ -1175,25 +1195,22 @@ void HttpServer::Stop() {
   if (!impl_) return;
   Impl* im = impl_.get();
   {
-    std::lock_guard<std::mutex> l(im->mu);
+    MutexLock l(&im->mu);
     im->stop_workers = true;
   }
   im->stopping.store(true);
   const uint64_t one = 1;
-  (void)!::write(im->wake_fd, &one, sizeof one);  // the leader leaves epoll_wait
-  im->cv.notify_all();
+  (void)!::write(im->wake_fd.get(), &one, sizeof one);  // the leader leaves epoll_wait
+  im->cv.NotifyAll();
   for (std::thread& t : im->threads)
     if (t.joinable()) t.join();  // (a handler that is running finishes first)
   // Every connection is this thread's now.
   for (Conn* c : im->conns) {
     if (c->ssl != nullptr) SSL_free(c->ssl);
-    ::close(c->fd);
-    delete c;
+    delete c;  // (closes its socket)
   }
   im->conns.clear();
-  for (int fd : {im->listen_fd, im->epoll_fd, im->wake_fd, im->spare_fd})
-    if (fd >= 0) ::close(fd);
-  impl_.reset();
+  impl_.reset();  // (closes the listener, epoll, eventfd and spare descriptors)
 }
 
 Reply HttpServer::Route(const http::RequestHead& head, std::string_view body) {

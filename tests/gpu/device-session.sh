@@ -40,8 +40,8 @@ if ! LD_PRELOAD=$LIB /bin/true 2>/dev/null || LD_PRELOAD=$LIB /bin/true 2>&1 | g
   I=$ROOT/interpose
   cc -std=c++20 -O2 -fPIC -shared -fno-exceptions -fno-rtti -fno-threadsafe-statics -fvisibility=hidden \
     -I"$ROOT" -include "$I/glibc_compat.h" "$I"/alloc_table.cc "$I"/config.cc "$I"/entry_points.cc \
-    "$I"/log.cc "$I"/region.cc "$I"/sm_limiter.cc "$I"/hooks_entry.cc "$I"/hooks_launch.cc \
-    "$I"/hooks_memory.cc "$I"/runtime.cc -static-libgcc -Wl,-z,defs -Wl,-Bsymbolic \
+    "$I"/log.cc "$I"/region.cc "$I"/sm_limiter.cc "$I"/hooks_*.cc \
+    "$I"/runtime.cc -static-libgcc -Wl,-z,defs -Wl,-Bsymbolic \
     -Wl,--version-script="$I/exports.map" -Wl,--no-as-needed -ldl -lpthread -o "$LIB" || exit 4
 fi
 md5sum "$LIB" "$PROBE"

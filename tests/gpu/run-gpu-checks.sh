@@ -48,8 +48,8 @@ if [ ! -f "$LIB" ]; then
   I="$ROOT/interpose"
   cc -std=c++20 -O2 -fPIC -shared -fno-exceptions -fno-rtti -fno-threadsafe-statics -fvisibility=hidden \
     -I"$ROOT" -include "$I/glibc_compat.h" "$I"/alloc_table.cc "$I"/config.cc "$I"/entry_points.cc \
-    "$I"/log.cc "$I"/region.cc "$I"/sm_limiter.cc "$I"/hooks_entry.cc "$I"/hooks_launch.cc \
-    "$I"/hooks_memory.cc "$I"/runtime.cc -static-libgcc -Wl,-z,defs -Wl,-Bsymbolic \
+    "$I"/log.cc "$I"/region.cc "$I"/sm_limiter.cc "$I"/hooks_*.cc \
+    "$I"/runtime.cc -static-libgcc -Wl,-z,defs -Wl,-Bsymbolic \
     -Wl,--version-script="$I/exports.map" -Wl,--no-as-needed -ldl -lpthread -o "$LIB" || exit 4
 fi
 "$NVCC" -O2 -arch="$ARCH" -o "$OUT/bin/gpu_checks" "$ROOT/tests/gpu/gpu_checks.cu" -lcuda -ldl -lpthread || exit 4

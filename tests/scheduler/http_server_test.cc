@@ -18,6 +18,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <iterator>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -288,6 +290,46 @@ TEST_F(HttpServerTest, ListenErrorsNameTheAddress) {
   EXPECT_FALSE(third.Start().ok());
 }
 
+
+// The number of descriptors this process has open (one of them the directory being read).
+size_t OpenFds() {
+  return static_cast<size_t>(std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
+                                           std::filesystem::directory_iterator()));
+}
+
+// Every descriptor the server opens (listener, epoll set, eventfd, spare, connections) is
+// closed by Stop(), and by a Start() that fails half-way.
+TEST_F(HttpServerTest, StopAndFailedStartsCloseEveryDescriptor) {
+  const size_t before = OpenFds();
+  Start(2, 30, 60);
+  {
+    Raw idle(server_->port()), served(server_->port()), half(server_->port());
+    ASSERT_TRUE(served.Send("GET /healthz HTTP/1.1\r\nHost: h\r\n\r\n"));
+    ASSERT_EQ(served.Read().status, 200);
+    ASSERT_TRUE(half.Send("POST /gpushare-scheduler/filter HTTP/1.1\r\n"));
+    ASSERT_TRUE(kube::testing::WaitUntil([&] { return server_->stats().connections == 3; }));
+    server_->Stop();
+    server_.reset();
+  }
+  EXPECT_EQ(OpenFds(), before);
+
+  // Room for the listening socket and nothing more: the epoll set cannot be made, and the
+  // listener must not stay open.
+  const int lowest_free = ::dup(0);
+  ASSERT_GE(lowest_free, 0);
+  ::close(lowest_free);
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  rlimit low = saved;
+  low.rlim_cur = static_cast<rlim_t>(lowest_free) + 1;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  HttpServer failing(extender_, Options(), nullptr);
+  const Status s = failing.Start();
+  ::setrlimit(RLIMIT_NOFILE, &saved);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("cannot serve on 127.0.0.1:0"), std::string::npos) << s.message();
+  EXPECT_EQ(OpenFds(), before);
+}
 
 // One real filter request on a new connection: the status (0: none within 10 s) and the time
 // from connect to the complete reply.
