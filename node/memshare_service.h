@@ -54,6 +54,8 @@ struct MemoryShareOptions {
   std::chrono::milliseconds min_list_interval{50};      // pacing (kubelet allows 100/s, burst 10)
   std::chrono::milliseconds sync_wait{5000};  // GetPreferredAllocation waits for the pod cache
   std::chrono::milliseconds rpc_timeout{5000};  // PodResources calls
+  // The time the worker's schedule (core/memshare_timing.h) runs on (tests: a SimulatedClock).
+  std::shared_ptr<Clock> clock = RealClock();
 };
 
 // The parts of memory mode that need no API: Allocate's one-GPU check and environment (with
