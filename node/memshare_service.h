@@ -1,6 +1,8 @@
 // MemoryShareService: gpushare-node's memory mode (gpushare.memoryShares, aliyun.com/gpu-mem).
 //
-// The pure decisions are in core/memshare_node.h; this part does the I/O around them:
+// The pure decisions are in core/: memshare_node.h (what to publish, which units, the one-GPU
+// check), memshare_reconcile.h (the reconciler's observe step) and memshare_timing.h (when to
+// publish and List, on MemoryShareOptions::clock); this part does the I/O around them:
 //   - publishes the node's GPUs as the node annotation gpushare.io/gpu-inventory (merge patch)
 //     and aliyun.com/gpu-count in the node's status capacity/allocatable, again whenever the
 //     plan or a GPU's health changes, and whenever the Node object stops saying it (a node
