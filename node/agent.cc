@@ -14,12 +14,13 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
-#include <mutex>
 #include <thread>
 
 #include "base/logfmt.h"
 #include "base/strings.h"
-#include "deviceplugin/registration_lifecycle.h"
+#include "base/sync.h"
+#include "base/unique_fd.h"
+#include "deviceplugin/plugin_lifecycle.h"
 #include "deviceplugin/server.h"
 #include "node/memshare_service.h"
 
@@ -28,12 +29,6 @@ namespace {
 
 using deviceplugin::DevicePluginServer;
 using logfmt::Value;
-
-int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 uint64_t InodeOf(const std::string& path) {
   struct stat st {};
@@ -55,9 +50,6 @@ FileId IdOf(const std::string& path) {
   return {static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino),
           static_cast<int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec};
 }
-
-// How often the loop checks the sockets by itself: the fallback when an inotify event is lost.
-constexpr int64_t kCheckIntervalMs = 500;
 
 std::string DirOf(const std::string& path) {
   std::filesystem::path p(path);
@@ -89,6 +81,17 @@ struct RegisterOutcome {
   Status status;
 };
 
+// What other threads (gRPC, the health feed, RequestStop/RequestReload, signals) hand to the
+// agent's thread; taken as a whole at every pass.
+struct Posted {
+  std::vector<uint64_t> ended_generations;
+  std::vector<RegisterOutcome> register_outcomes;
+  std::vector<HealthEvent> health_events;
+  bool stop = false;
+  bool reload = false;
+  std::string stop_reason = "requested";
+};
+
 deviceplugin::LifecycleTiming TimingOf(const AgentOptions& o) {
   deviceplugin::LifecycleTiming t;
   t.debounce_ms = o.debounce.count();
@@ -103,197 +106,161 @@ deviceplugin::LifecycleTiming TimingOf(const AgentOptions& o) {
 
 class Agent::Impl {
  public:
-  explicit Impl(AgentOptions o) : opts(std::move(o)), lifecycle(TimingOf(opts)) {
-    kubelet_socket = opts.kubelet_socket.empty() ? opts.plugin_dir + "/" + deviceplugin::kKubeletSocketName
-                                                 : opts.kubelet_socket;
+  explicit Impl(AgentOptions o) : opts_(std::move(o)), clock_(opts_.clock), lifecycle_(TimingOf(opts_)) {
+    kubelet_socket_ = opts_.kubelet_socket.empty() ? opts_.plugin_dir + "/" + deviceplugin::kKubeletSocketName
+                                                   : opts_.kubelet_socket;
   }
 
   ~Impl() {
     StopAll();
-    feed.reset();
-    for (int fd : {signal_fd, inotify_fd, wake_fd}) {
-      if (fd >= 0) ::close(fd);
-    }
+    feed_.reset();
+    on_advance_.reset();  // before wake_fd_ closes
   }
 
   Status Init() {
-    if (!opts.load) return Status::InvalidArgument("agent: no input loader");
-    if (opts.handle_signals) {
-      sigset_t set;
-      sigemptyset(&set);
-      sigaddset(&set, SIGTERM);
-      sigaddset(&set, SIGINT);
-      sigaddset(&set, SIGHUP);
-      if (pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0) return Status::Internal("pthread_sigmask failed");
-      signal_fd = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-      if (signal_fd < 0) return Status::Internal(std::string("signalfd: ") + std::strerror(errno));
-    }
-    wake_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    inotify_fd = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-    if (wake_fd < 0 || inotify_fd < 0) return Status::Internal(std::string("eventfd/inotify: ") + std::strerror(errno));
-
-    Result<AgentInputs> in = opts.load();
-    Status st = in.ok() ? Status::Ok() : in.status();
-    Result<ResourcePlan> p = Status::Internal("not built");
-    if (st.ok()) {
-      p = BuildResourcePlan(in->inventory, in->config);
-      if (!p.ok()) st = p.status();
-    }
-    if (st.ok()) st = EnsureMemoryMode(*in, *p);
-    if (opts.on_load) opts.on_load(st.ok());
+    if (!opts_.load) return Status::InvalidArgument("agent: no input loader");
+    if (!clock_) return Status::InvalidArgument("agent: no clock");
+    GPUSHARE_RETURN_IF_ERROR(OpenDescriptors());
+    on_advance_ = clock_->OnAdvance([this] { Wake(); });
+    Result<AgentInputs> in = opts_.load();
+    Result<ResourcePlan> p = in.ok() ? BuildResourcePlan(in->inventory, in->config) : in.status();
+    Status st = p.ok() ? EnsureMemoryMode(*in, *p) : p.status();
+    if (opts_.on_load) opts_.on_load(st.ok());
     if (!st.ok()) return st;
-    Adopt(std::move(in).value(), std::move(p).value(), NowMs(), "start");
+    Adopt(std::move(in).value(), std::move(p).value(), clock_->NowMs(), "start");
     return Status::Ok();
   }
 
   int Run() {
-    std::error_code ec;
-    std::filesystem::create_directories(opts.plugin_dir, ec);
-    if (ec) {
-      spdlog::warn("event=plugin_dir_missing dir={} error={}", opts.plugin_dir, Value(ec.message()));
-    }
-    AddWatches();
-    kubelet_id = IdOf(kubelet_socket);
-    StartFeed();
-    spdlog::info("event=agent_started plugin_dir={} kubelet_socket={} resources={}", opts.plugin_dir,
-                 kubelet_socket, slots.size());
-    for (;;) {
-      if (DrainPosted()) break;
-      int64_t now = NowMs();
-      ApplyHealth(health->Advance(now));
-      Reconcile(now);
-      if (DrainPosted()) break;
-      const int64_t wake_now = NowMs();
-      int timeout = static_cast<int>(std::clamp<int64_t>(NextWakeMs(wake_now) - wake_now, 0, kCheckIntervalMs));
-      pollfd fds[3];
-      int n = 0;
-      if (signal_fd >= 0) fds[n++] = {signal_fd, POLLIN, 0};
-      fds[n++] = {inotify_fd, POLLIN, 0};
-      fds[n++] = {wake_fd, POLLIN, 0};
-      int rc = ::poll(fds, n, timeout);
-      if (rc < 0 && errno != EINTR) {
-        spdlog::error("event=poll_failed error={}", Value(std::strerror(errno)));
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      }
-      ReadSignals();
-      ReadInotify();
-      uint64_t v;
-      while (::read(wake_fd, &v, sizeof(v)) > 0) {
-      }
-    }
-    spdlog::info("event=shutdown reason={} resources={}", Value(stop_reason), slots.size());
+    Prepare();
+    std::string reason;
+    while (!Pass(&reason)) Wait();
+    spdlog::info("event=shutdown reason={} resources={}", Value(reason), slots_.size());
     StopAll();
-    feed.reset();
-    memory.reset();
+    feed_.reset();
+    memory_.reset();
     spdlog::info("event=exited status=0");
     return 0;
   }
 
-  void Post(const std::function<void()>& f) {
+  const ResourcePlan& plan() const { return plan_; }
+
+  void RequestStop(const std::string& reason) GPUSHARE_EXCLUDES(mu_) {
     {
-      std::lock_guard<std::mutex> lock(mu);
-      f();
+      MutexLock lock(&mu_);
+      posted_.stop = true;
+      posted_.stop_reason = reason;
     }
-    uint64_t one = 1;
-    [[maybe_unused]] ssize_t w = ::write(wake_fd, &one, sizeof(one));
+    Wake();
   }
 
-  // ---- state --------------------------------------------------------------------------
-  AgentOptions opts;
-  std::string kubelet_socket;
-  AgentInputs inputs;
-  ResourcePlan plan;  // with current health applied
-  std::unique_ptr<HealthTracker> health;
-  std::unique_ptr<HealthFeed> feed;
-  deviceplugin::AllocationDecorator decorator;
-  std::unique_ptr<MemoryShareMode> memory;
-  std::vector<Slot> slots;
-  deviceplugin::RegistrationLifecycle lifecycle;
-  uint64_t next_generation = 1;
-  FileId kubelet_id;  // the kubelet.sock last seen
-
-  int signal_fd = -1;
-  int inotify_fd = -1;
-  int wake_fd = -1;
-  int watch_plugin = -1;
-  int watch_kubelet = -1;  // -1 when kubelet.sock lives in the plugin dir (watch_plugin covers it)
-  int64_t watch_retry_ms = -1;
-  std::string stop_reason = "requested";
-
-  std::mutex mu;  // guards the posted events below
-  std::vector<uint64_t> ended_generations;
-  std::vector<RegisterOutcome> register_outcomes;
-  std::vector<HealthEvent> health_events;
-  bool stop_requested = false;
-  bool reload_requested = false;
+  void RequestReload() GPUSHARE_EXCLUDES(mu_) {
+    {
+      MutexLock lock(&mu_);
+      posted_.reload = true;
+    }
+    Wake();
+  }
 
  private:
+  // ---- setup ------------------------------------------------------------------------------
+  Status OpenDescriptors() {
+    if (opts_.handle_signals) GPUSHARE_RETURN_IF_ERROR(BlockSignals());
+    wake_fd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+    inotify_fd_.reset(::inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+    if (!wake_fd_ || !inotify_fd_) return Status::Internal(std::string("eventfd/inotify: ") + std::strerror(errno));
+    return Status::Ok();
+  }
+
+  Status BlockSignals() {
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&set, sig);
+    if (pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0) return Status::Internal("pthread_sigmask failed");
+    signal_fd_.reset(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
+    if (!signal_fd_) return Status::Internal(std::string("signalfd: ") + std::strerror(errno));
+    return Status::Ok();
+  }
+
+  void Prepare() {
+    std::error_code ec;
+    std::filesystem::create_directories(opts_.plugin_dir, ec);
+    if (ec) spdlog::warn("event=plugin_dir_missing dir={} error={}", opts_.plugin_dir, Value(ec.message()));
+    AddWatches(clock_->NowMs());
+    kubelet_id_ = IdOf(kubelet_socket_);
+    StartFeed();
+    spdlog::info("event=agent_started plugin_dir={} kubelet_socket={} resources={}", opts_.plugin_dir,
+                 kubelet_socket_, slots_.size());
+  }
+
   // Builds the memory-share mode the first time a plan needs it.
   Status EnsureMemoryMode(const AgentInputs& in, const ResourcePlan& p) {
     const bool wanted = std::any_of(p.resources.begin(), p.resources.end(),
                                     [](const PlannedResource& r) { return r.is_memory_shares(); });
-    if (!wanted || memory) return Status::Ok();
-    if (!opts.memory_shares) {
+    if (!wanted || memory_) return Status::Ok();
+    if (!opts_.memory_shares) {
       spdlog::warn("event=memory_shares_unsteered reason={}",
                    Value("no memory-share mode configured: GetPreferredAllocation picks the best-fit GPU"));
       return Status::Ok();
     }
-    Result<std::unique_ptr<MemoryShareMode>> m = opts.memory_shares(in);
-    if (!m.ok()) return m.status();
-    memory = std::move(m).value();
+    GPUSHARE_ASSIGN_OR_RETURN(memory_, opts_.memory_shares(in));
     return Status::Ok();
   }
 
   // Takes new inputs and plan: health tracker, decorator, one slot per resource, each to be
   // served at `first_serve_ms` (after a settle when a reload stopped servers with streams).
   void Adopt(AgentInputs in, ResourcePlan p, int64_t first_serve_ms, const char* reason) {
-    inputs = std::move(in);
-    for (const std::string& n : inputs.notes) spdlog::info("event=config_note note={}", Value(n));
+    inputs_ = std::move(in);
+    for (const std::string& n : inputs_.notes) spdlog::info("event=config_note note={}", Value(n));
     for (const std::string& n : p.notes) spdlog::info("event=plan_note note={}", Value(n));
-    auto tracker = std::make_unique<HealthTracker>(inputs.inventory, HealthOptionsFromSettings(inputs.config.gpushare));
-    if (health) {
-      const int carried = tracker->CarryOver(*health);
-      if (carried > 0) spdlog::info("event=health_carried_over unhealthy_units={}", carried);
-    }
-    health = std::move(tracker);
-    health->ApplyTo(&p);
-    plan = std::move(p);
-    decorator = opts.decorator ? opts.decorator(inputs) : nullptr;
-    if (memory) memory->Update(inputs, plan);
-    slots.clear();
-    for (const PlannedResource& r : plan.resources) {
-      Slot s;
-      s.resource = r;
-      slots.push_back(std::move(s));
+    AdoptHealth();
+    health_->ApplyTo(&p);
+    plan_ = std::move(p);
+    decorator_ = opts_.decorator ? opts_.decorator(inputs_) : nullptr;
+    if (memory_) memory_->Update(inputs_, plan_);
+    slots_.clear();
+    for (const PlannedResource& r : plan_.resources) {
+      slots_.push_back(Slot{r, nullptr, 0, false});
       spdlog::info("event=planned resource={} devices={} replicas={} socket={}", r.name, r.devices.size(),
                    r.replicas, r.socket_name);
     }
-    lifecycle.Reset(slots.size(), first_serve_ms, reason);
-    if (slots.empty()) {
-      spdlog::warn("event=no_resources inventory={} reason={}", Value(inputs.inventory.source),
+    lifecycle_.registration().Reset(slots_.size(), first_serve_ms, reason);
+    if (slots_.empty()) {
+      spdlog::warn("event=no_resources inventory={} reason={}", Value(inputs_.inventory.source),
                    Value("the plan advertises nothing; serving no device plugin until a reload"));
     }
   }
 
+  // A health tracker for the new inputs, carrying over what the old one knew.
+  void AdoptHealth() {
+    auto tracker =
+        std::make_unique<HealthTracker>(inputs_.inventory, HealthOptionsFromSettings(inputs_.config.gpushare));
+    if (health_) {
+      const int carried = tracker->CarryOver(*health_);
+      if (carried > 0) spdlog::info("event=health_carried_over unhealthy_units={}", carried);
+    }
+    health_ = std::move(tracker);
+  }
+
   void StartFeed() {
-    feed.reset();
-    if (!opts.health) return;
-    if (!inputs.config.gpushare.health_checks_enabled) {
+    feed_.reset();
+    if (!opts_.health) return;
+    if (!inputs_.config.gpushare.health_checks_enabled) {
       spdlog::info("event=health_checks_disabled");
       return;
     }
-    auto f = opts.health(inputs, [this](const HealthEvent& ev) { Post([&] { health_events.push_back(ev); }); });
+    auto f = opts_.health(inputs_, [this](const HealthEvent& ev) { PostHealth(ev); });
     if (!f.ok()) {
       spdlog::error("event=health_feed_failed error={}", Value(f.status().message()));
       return;
     }
-    feed = std::move(f).value();
+    feed_ = std::move(f).value();
   }
 
   // Stops every server (Registers in flight are cancelled); returns whether any had streams.
   bool StopAll() {
     bool had_streams = false;
-    for (Slot& s : slots) {
+    for (Slot& s : slots_) {
       if (!s.server) continue;
       had_streams = had_streams || s.server->open_streams() > 0;
       s.server->Stop();  // removes our socket
@@ -302,139 +269,213 @@ class Agent::Impl {
     return had_streams;
   }
 
-  // ---- events ---------------------------------------------------------------------------
-  // Applies posted events. Returns true when the agent should stop.
-  bool DrainPosted() {
-    std::vector<uint64_t> ended;
-    std::vector<RegisterOutcome> outcomes;
-    std::vector<HealthEvent> events;
-    bool stop, reload;
+  // ---- the loop ---------------------------------------------------------------------------
+  // One pass: posted events, due recoveries, what changed on disk, due lifecycle steps.
+  // Returns true (with the reason) when the agent should stop.
+  bool Pass(std::string* stop_reason) {
+    if (DrainPosted(stop_reason)) return true;
+    const int64_t now = clock_->NowMs();
+    ApplyHealth(health_->Advance(now));
+    Reconcile(now);
+    return DrainPosted(stop_reason);
+  }
+
+  // Sleeps until the lifecycle's next wake-up, a signal, a directory event or a posted event.
+  void Wait() {
+    const int64_t now = clock_->NowMs();
+    const int timeout = clock_->PollTimeoutMs(lifecycle_.NextWakeMs(now, health_->NextRecoveryMs()));
+    pollfd fds[3];
+    int n = 0;
+    if (signal_fd_) fds[n++] = {signal_fd_.get(), POLLIN, 0};
+    fds[n++] = {inotify_fd_.get(), POLLIN, 0};
+    fds[n++] = {wake_fd_.get(), POLLIN, 0};
+    if (::poll(fds, n, timeout) < 0 && errno != EINTR) {
+      // Only a broken descriptor set or no memory: pause instead of spinning (never seen).
+      spdlog::error("event=poll_failed error={}", Value(std::strerror(errno)));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ReadSignals();
+    ReadInotify();
+    uint64_t v;
+    while (::read(wake_fd_.get(), &v, sizeof(v)) > 0) {
+    }
+  }
+
+  void Wake() {
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t w = ::write(wake_fd_.get(), &one, sizeof(one));
+  }
+
+  // ---- events -----------------------------------------------------------------------------
+  void PostHealth(const HealthEvent& ev) GPUSHARE_EXCLUDES(mu_) {
     {
-      std::lock_guard<std::mutex> lock(mu);
-      ended.swap(ended_generations);
-      outcomes.swap(register_outcomes);
-      events.swap(health_events);
-      stop = stop_requested;
-      reload = reload_requested;
-      reload_requested = false;
+      MutexLock lock(&mu_);
+      posted_.health_events.push_back(ev);
     }
-    if (stop) return true;
-    int64_t now = NowMs();
-    for (const RegisterOutcome& o : outcomes) {
-      const size_t i = SlotOf(o.generation);
-      if (i == slots.size() || !lifecycle.RegisterDone(i, o.attempt, o.status.ok(), now)) continue;  // stale
-      if (!o.status.ok()) {
-        spdlog::warn("event=register_failed resource={} attempt={} retry_ms={} error={}", slots[i].resource.name,
-                     lifecycle.failures(i), lifecycle.backoff_ms(i), Value(o.status.message()));
-      }
+    Wake();
+  }
+
+  void PostStreamEnd(uint64_t generation) GPUSHARE_EXCLUDES(mu_) {
+    {
+      MutexLock lock(&mu_);
+      posted_.ended_generations.push_back(generation);
     }
-    for (uint64_t g : ended) {
-      const size_t i = SlotOf(g);
-      if (i == slots.size() || !lifecycle.serving(i) || lifecycle.reserve_pending(i)) continue;
-      spdlog::warn("event=stream_ended resource={} action=reregister", slots[i].resource.name);
-      lifecycle.StreamEnded(i, now);
+    Wake();
+  }
+
+  void PostOutcome(RegisterOutcome outcome) GPUSHARE_EXCLUDES(mu_) {
+    {
+      MutexLock lock(&mu_);
+      posted_.register_outcomes.push_back(std::move(outcome));
     }
-    for (HealthEvent& ev : events) {
-      ev.time_ms = now;  // the tracker's clock is ours
-      std::string ignored;
-      auto t = health->OnEvent(ev, &ignored);
-      if (t.empty()) {
-        spdlog::info("event=health_event_ignored uuid={} xid={} reason={}", Value(ev.uuid.empty() ? "*" : ev.uuid),
-                     ev.xid, Value(ignored.empty() ? "no change" : ignored));
-      }
-      ApplyHealth(t);
+    Wake();
+  }
+
+  Posted TakePosted() GPUSHARE_EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
+    Posted taken = std::move(posted_);
+    posted_ = Posted{};
+    posted_.stop = taken.stop;
+    posted_.stop_reason = taken.stop_reason;
+    return taken;
+  }
+
+  // Applies posted events. Returns true (with the reason) when the agent should stop.
+  bool DrainPosted(std::string* stop_reason) {
+    Posted p = TakePosted();
+    if (p.stop) {
+      *stop_reason = p.stop_reason;
+      return true;
     }
-    if (reload) Reload();
+    const int64_t now = clock_->NowMs();
+    for (const RegisterOutcome& o : p.register_outcomes) OnRegisterOutcome(o, now);
+    for (uint64_t g : p.ended_generations) OnStreamEnd(g, now);
+    for (HealthEvent& ev : p.health_events) OnHealthEvent(ev, now);
+    if (p.reload) Reload();
     return false;
   }
 
+  void OnRegisterOutcome(const RegisterOutcome& o, int64_t now) {
+    deviceplugin::RegistrationLifecycle& reg = lifecycle_.registration();
+    const size_t i = SlotOf(o.generation);
+    if (i == slots_.size() || !reg.RegisterDone(i, o.attempt, o.status.ok(), now)) return;  // stale
+    if (o.status.ok()) return;
+    spdlog::warn("event=register_failed resource={} attempt={} retry_ms={} error={}", slots_[i].resource.name,
+                 reg.failures(i), reg.backoff_ms(i), Value(o.status.message()));
+  }
+
+  void OnStreamEnd(uint64_t generation, int64_t now) {
+    deviceplugin::RegistrationLifecycle& reg = lifecycle_.registration();
+    const size_t i = SlotOf(generation);
+    if (i == slots_.size() || !reg.serving(i) || reg.reserve_pending(i)) return;
+    spdlog::warn("event=stream_ended resource={} action=reregister", slots_[i].resource.name);
+    reg.StreamEnded(i, now);
+  }
+
+  void OnHealthEvent(HealthEvent& ev, int64_t now) {
+    ev.time_ms = now;  // the tracker's clock is ours
+    std::string ignored;
+    auto t = health_->OnEvent(ev, &ignored);
+    if (t.empty()) {
+      spdlog::info("event=health_event_ignored uuid={} xid={} reason={}", Value(ev.uuid.empty() ? "*" : ev.uuid),
+                   ev.xid, Value(ignored.empty() ? "no change" : ignored));
+    }
+    ApplyHealth(t);
+  }
+
   void ReadSignals() {
-    if (signal_fd < 0) return;
+    if (!signal_fd_) return;
     signalfd_siginfo si;
-    while (::read(signal_fd, &si, sizeof(si)) == static_cast<ssize_t>(sizeof(si))) {
+    while (::read(signal_fd_.get(), &si, sizeof(si)) == static_cast<ssize_t>(sizeof(si))) {
       if (si.ssi_signo == SIGHUP) {
         spdlog::info("event=signal signal=SIGHUP action=reload");
-        std::lock_guard<std::mutex> lock(mu);
-        reload_requested = true;
-      } else {
-        spdlog::info("event=signal signal={} action=stop", si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
-        std::lock_guard<std::mutex> lock(mu);
-        stop_requested = true;
-        stop_reason = si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT";
+        RequestReload();
+        continue;
       }
+      const char* name = si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT";
+      spdlog::info("event=signal signal={} action=stop", name);
+      RequestStop(name);
     }
   }
 
-  void AddWatches() {
+  // Sets the inotify watches that are missing; a failure is retried (PluginLifecycle).
+  void AddWatches(int64_t now) {
     const uint32_t mask = IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE_SELF | IN_MOVE_SELF;
-    if (watch_plugin < 0) watch_plugin = ::inotify_add_watch(inotify_fd, opts.plugin_dir.c_str(), mask);
-    bool separate = Canonical(DirOf(kubelet_socket)) != Canonical(opts.plugin_dir);
-    if (separate && watch_kubelet < 0) {
-      watch_kubelet = ::inotify_add_watch(inotify_fd, DirOf(kubelet_socket).c_str(), mask);
+    if (watch_plugin_ < 0) watch_plugin_ = ::inotify_add_watch(inotify_fd_.get(), opts_.plugin_dir.c_str(), mask);
+    const bool separate = Canonical(DirOf(kubelet_socket_)) != Canonical(opts_.plugin_dir);
+    if (separate && watch_kubelet_ < 0) {
+      watch_kubelet_ = ::inotify_add_watch(inotify_fd_.get(), DirOf(kubelet_socket_).c_str(), mask);
     }
-    bool ok = watch_plugin >= 0 && (!separate || watch_kubelet >= 0);
-    watch_retry_ms = ok ? -1 : NowMs() + 500;
-    if (!ok) spdlog::warn("event=watch_failed dir={} error={} retry_ms=500", opts.plugin_dir, Value(std::strerror(errno)));
+    if (watch_plugin_ >= 0 && (!separate || watch_kubelet_ >= 0)) {
+      if (lifecycle_.WatchSet()) KubeletRestarted(now, "plugin_dir_recreated");
+      return;
+    }
+    lifecycle_.WatchLost(now);
+    spdlog::warn("event=watch_failed dir={} error={} retry_ms={}", opts_.plugin_dir, Value(std::strerror(errno)),
+                 deviceplugin::PluginLifecycle::kWatchRetryMs);
   }
 
   void ReadInotify() {
     alignas(inotify_event) char buf[16 * 1024];
-    int64_t now = NowMs();
+    const int64_t now = clock_->NowMs();
     for (;;) {
-      ssize_t len = ::read(inotify_fd, buf, sizeof(buf));
+      ssize_t len = ::read(inotify_fd_.get(), buf, sizeof(buf));
       if (len <= 0) break;
       for (char* p = buf; p < buf + len;) {
         auto* ev = reinterpret_cast<inotify_event*>(p);
         p += sizeof(inotify_event) + ev->len;
-        std::string name = ev->len ? std::string(ev->name) : std::string();
-        if (ev->mask & IN_Q_OVERFLOW) {
-          // Events were lost: assume the worst, kubelet restarted.
-          KubeletRestarted(now, "inotify_overflow");
-          continue;
-        }
-        if (ev->mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) {
-          if (ev->wd == watch_plugin) watch_plugin = -1;
-          if (ev->wd == watch_kubelet) watch_kubelet = -1;
-          spdlog::warn("event=watched_dir_gone dir={} retry_ms=500", opts.plugin_dir);
-          watch_retry_ms = now + 500;
-          continue;
-        }
-        bool in_kubelet_dir = (watch_kubelet >= 0) ? ev->wd == watch_kubelet : ev->wd == watch_plugin;
-        if ((ev->mask & (IN_CREATE | IN_MOVED_TO)) && in_kubelet_dir && name == BaseOf(kubelet_socket)) {
-          KubeletRestarted(now, "kubelet_socket_created");
-        }
-        // A deletion of one of our sockets only wakes the loop: CheckFiles compares the file
-        // with the inode our server created, so our own unlinks (stopping a server, removing
-        // a stale socket) are never mistaken for a loss.
+        OnInotify(*ev, now);
       }
     }
   }
 
+  void OnInotify(const inotify_event& ev, int64_t now) {
+    if (ev.mask & IN_Q_OVERFLOW) {
+      KubeletRestarted(now, "inotify_overflow");  // events were lost: assume the worst
+      return;
+    }
+    if (ev.mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) {
+      if (ev.wd == watch_plugin_) watch_plugin_ = -1;
+      if (ev.wd == watch_kubelet_) watch_kubelet_ = -1;
+      spdlog::warn("event=watched_dir_gone dir={} retry_ms={}", opts_.plugin_dir,
+                   deviceplugin::PluginLifecycle::kWatchRetryMs);
+      lifecycle_.WatchLost(now);
+      return;
+    }
+    const bool in_kubelet_dir = (watch_kubelet_ >= 0) ? ev.wd == watch_kubelet_ : ev.wd == watch_plugin_;
+    const std::string name = ev.len ? std::string(ev.name) : std::string();
+    if ((ev.mask & (IN_CREATE | IN_MOVED_TO)) && in_kubelet_dir && name == BaseOf(kubelet_socket_)) {
+      KubeletRestarted(now, "kubelet_socket_created");
+    }
+    // A deletion of one of our sockets only wakes the loop: CheckFiles compares the file with
+    // the inode our server created, so our own unlinks (stopping a server, removing a stale
+    // socket) are never mistaken for a loss.
+  }
+
   void KubeletRestarted(int64_t now, const char* why) {
-    spdlog::info("event=kubelet_restart_detected reason={} socket={}", why, kubelet_socket);
-    kubelet_id = IdOf(kubelet_socket);  // the fallback check must not report it again
-    lifecycle.KubeletStarted(now, why);
+    spdlog::info("event=kubelet_restart_detected reason={} socket={}", why, kubelet_socket_);
+    kubelet_id_ = IdOf(kubelet_socket_);  // the fallback check must not report it again
+    lifecycle_.registration().KubeletStarted(now, why);
   }
 
   size_t SlotOf(uint64_t generation) const {
-    for (size_t i = 0; i < slots.size(); ++i) {
-      if (slots[i].server && slots[i].generation == generation) return i;
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      if (slots_[i].server && slots_[i].generation == generation) return i;
     }
-    return slots.size();
+    return slots_.size();
   }
 
-  // ---- lifecycle ------------------------------------------------------------------------
+  // ---- lifecycle --------------------------------------------------------------------------
   // Reports what changed on disk, then carries out every step the lifecycle says is due.
   void Reconcile(int64_t now) {
-    if (watch_retry_ms >= 0 && now >= watch_retry_ms) {
+    if (lifecycle_.WatchRetryDue(now)) {
       std::error_code ec;
-      std::filesystem::create_directories(opts.plugin_dir, ec);
-      AddWatches();
-      if (watch_retry_ms < 0) KubeletRestarted(now, "plugin_dir_recreated");
+      std::filesystem::create_directories(opts_.plugin_dir, ec);
+      AddWatches(now);
     }
     CheckFiles(now);
     for (int round = 0; round < 8; ++round) {  // a stop is followed by a serve, a serve by a Register
-      std::vector<deviceplugin::LifecycleAction> actions = lifecycle.Poll(NowMs());
+      std::vector<deviceplugin::LifecycleAction> actions = lifecycle_.registration().Poll(clock_->NowMs());
       if (actions.empty()) break;
       for (const deviceplugin::LifecycleAction& a : actions) Execute(a);
     }
@@ -443,62 +484,68 @@ class Agent::Impl {
   // By state, not only by events: our sockets gone or replaced, kubelet.sock replaced. Inotify
   // reports both at once; this is the fallback when an event is lost.
   void CheckFiles(int64_t now) {
-    FileId k = IdOf(kubelet_socket);
-    if (!(k == kubelet_id)) {
-      kubelet_id = k;
+    FileId k = IdOf(kubelet_socket_);
+    if (!(k == kubelet_id_)) {
+      kubelet_id_ = k;
       if (k.ino != 0) KubeletRestarted(now, "kubelet_socket_replaced");
     }
-    for (size_t i = 0; i < slots.size(); ++i) {
-      Slot& s = slots[i];
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      Slot& s = slots_[i];
       if (!s.server || s.loss_reported || InodeOf(s.server->socket_path()) == s.server->socket_inode()) continue;
       s.loss_reported = true;
       spdlog::info("event=socket_lost resource={} socket={} action=serve_again", s.resource.name,
                    s.server->socket_path());
-      lifecycle.SocketLost(i, now);
+      lifecycle_.registration().SocketLost(i, now);
     }
   }
 
   void Execute(const deviceplugin::LifecycleAction& a) {
-    Slot& s = slots[a.slot];
     switch (a.step) {
-      case deviceplugin::LifecycleStep::kCancelRegister:
-        if (s.server) {
-          spdlog::info("event=register_cancelled resource={} attempt={}", s.resource.name, a.attempt);
-          s.server->CancelRegister();
-        }
-        return;
-      case deviceplugin::LifecycleStep::kStop: {
-        const bool had_streams = s.server && s.server->open_streams() > 0;
-        if (s.server) {
-          // Stop first, then serve and register: a late end of an old stream must not hit the
-          // new registration (kubelet issues #121994/#127803).
-          s.server->Stop();
-          s.server.reset();
-        }
-        lifecycle.Stopped(a.slot, had_streams, NowMs());
-        return;
-      }
-      case deviceplugin::LifecycleStep::kServe: {
-        Status st = Serve(s, a.reason);
-        lifecycle.Served(a.slot, st.ok(), NowMs());
-        if (!st.ok()) {
-          spdlog::warn("event=serve_failed resource={} attempt={} retry_ms={} error={}", s.resource.name,
-                       lifecycle.failures(a.slot), lifecycle.backoff_ms(a.slot), Value(st.message()));
-        }
-        return;
-      }
-      case deviceplugin::LifecycleStep::kRegister: {
-        if (!s.server) {  // cannot happen: the lifecycle registers only what serves
-          lifecycle.RegisterDone(a.slot, a.attempt, false, NowMs());
-          return;
-        }
-        const uint64_t generation = s.generation, attempt = a.attempt;
-        s.server->StartRegister([this, generation, attempt](const Status& st) {
-          Post([&] { register_outcomes.push_back({generation, attempt, st}); });
-        });
-        return;
-      }
+      case deviceplugin::LifecycleStep::kCancelRegister: return CancelRegister(a);
+      case deviceplugin::LifecycleStep::kStop: return StopSlot(a.slot);
+      case deviceplugin::LifecycleStep::kServe: return ServeSlot(a);
+      case deviceplugin::LifecycleStep::kRegister: return StartRegister(a);
     }
+  }
+
+  void CancelRegister(const deviceplugin::LifecycleAction& a) {
+    Slot& s = slots_[a.slot];
+    if (!s.server) return;
+    spdlog::info("event=register_cancelled resource={} attempt={}", s.resource.name, a.attempt);
+    s.server->CancelRegister();
+  }
+
+  void StopSlot(size_t slot) {
+    Slot& s = slots_[slot];
+    const bool had_streams = s.server && s.server->open_streams() > 0;
+    if (s.server) {
+      // Stop first, then serve and register: a late end of an old stream must not hit the new
+      // registration (kubelet issues #121994/#127803).
+      s.server->Stop();
+      s.server.reset();
+    }
+    lifecycle_.registration().Stopped(slot, had_streams, clock_->NowMs());
+  }
+
+  void ServeSlot(const deviceplugin::LifecycleAction& a) {
+    Slot& s = slots_[a.slot];
+    Status st = Serve(s, a.reason);
+    deviceplugin::RegistrationLifecycle& reg = lifecycle_.registration();
+    reg.Served(a.slot, st.ok(), clock_->NowMs());
+    if (st.ok()) return;
+    spdlog::warn("event=serve_failed resource={} attempt={} retry_ms={} error={}", s.resource.name,
+                 reg.failures(a.slot), reg.backoff_ms(a.slot), Value(st.message()));
+  }
+
+  void StartRegister(const deviceplugin::LifecycleAction& a) {
+    Slot& s = slots_[a.slot];
+    if (!s.server) {  // cannot happen: the lifecycle registers only what serves
+      lifecycle_.registration().RegisterDone(a.slot, a.attempt, false, clock_->NowMs());
+      return;
+    }
+    const uint64_t generation = s.generation, attempt = a.attempt;
+    s.server->StartRegister(
+        [this, generation, attempt](const Status& st) { PostOutcome({generation, attempt, st}); });
   }
 
   Status Serve(Slot& s, const std::string& reason) {
@@ -506,95 +553,88 @@ class Agent::Impl {
       s.server->Stop();
       s.server.reset();
     }
-    deviceplugin::DevicePluginServerOptions o;
-    o.plugin_dir = opts.plugin_dir;
-    o.kubelet_socket = kubelet_socket;
-    o.resource = s.resource;
-    o.plugin = inputs.config.plugin;
-    o.extra_env = deviceplugin::ExtraEnv::FromConfig(inputs.config);
-    o.allocation_policy = inputs.config.gpushare.allocation_policy;
-    o.decorator = decorator;
-    if (s.resource.is_memory_shares()) {
-      // Units of one GPU only, steered by the memory-share mode when it runs.
-      o.preferred = memory ? memory->Preferred() : MemoryUnitsBestFit();
-      o.decorator = [first = memory ? memory->Decorator() : MemoryUnitsDecorator(), then = decorator](
-                        const deviceplugin::ResolvedRequest& r, deviceplugin::ContainerAllocation* a) -> Status {
-        GPUSHARE_RETURN_IF_ERROR(first(r, a));
-        return then ? then(r, a) : Status::Ok();
-      };
-    }
-    o.generation = s.generation = next_generation++;
-    o.on_stream_end = [this](uint64_t g) { Post([&] { ended_generations.push_back(g); }); };
+    deviceplugin::DevicePluginServerOptions o = ServerOptions(s.resource);
+    o.generation = s.generation = next_generation_++;
     spdlog::info("event=serve resource={} reason={}", s.resource.name, reason);
-    auto server = DevicePluginServer::Start(std::move(o));
-    if (!server.ok()) return server.status();
-    s.server = std::move(server).value();
+    GPUSHARE_ASSIGN_OR_RETURN(s.server, DevicePluginServer::Start(std::move(o)));
     s.loss_reported = false;
     return Status::Ok();
   }
 
-  int64_t NextWakeMs(int64_t now) const {
-    int64_t next = std::min(now + kCheckIntervalMs, lifecycle.NextWakeMs(now));
-    if (auto r = health->NextRecoveryMs()) next = std::min(next, *r);
-    if (watch_retry_ms >= 0) next = std::min(next, watch_retry_ms);
-    return next;
+  deviceplugin::DevicePluginServerOptions ServerOptions(const PlannedResource& r) {
+    deviceplugin::DevicePluginServerOptions o;
+    o.plugin_dir = opts_.plugin_dir;
+    o.kubelet_socket = kubelet_socket_;
+    o.resource = r;
+    o.plugin = inputs_.config.plugin;
+    o.extra_env = deviceplugin::ExtraEnv::FromConfig(inputs_.config);
+    o.allocation_policy = inputs_.config.gpushare.allocation_policy;
+    o.decorator = decorator_;
+    if (r.is_memory_shares()) {
+      // Units of one GPU only, steered by the memory-share mode when it runs.
+      o.preferred = memory_ ? memory_->Preferred() : MemoryUnitsBestFit();
+      o.decorator = [first = memory_ ? memory_->Decorator() : MemoryUnitsDecorator(), then = decorator_](
+                        const deviceplugin::ResolvedRequest& q, deviceplugin::ContainerAllocation* a) -> Status {
+        GPUSHARE_RETURN_IF_ERROR(first(q, a));
+        return then ? then(q, a) : Status::Ok();
+      };
+    }
+    o.on_stream_end = [this](uint64_t g) { PostStreamEnd(g); };
+    return o;
   }
 
-  // ---- health ---------------------------------------------------------------------------
+  // ---- health -----------------------------------------------------------------------------
   void ApplyHealth(const std::vector<HealthTransition>& transitions) {
     if (transitions.empty()) return;
     for (const HealthTransition& t : transitions) {
       spdlog::info("event=health_transition uuid={} gpu={} mig={} state={} reason={}", t.uuid, t.gpu_index,
                    t.mig_index, t.healthy ? "Healthy" : "Unhealthy", Value(t.reason));
     }
-    health->ApplyTo(&plan);
-    if (memory) memory->Update(inputs, plan);
-    for (Slot& s : slots) {
-      const PlannedResource* r = plan.Find(s.resource.name);
-      if (r == nullptr) continue;
-      std::map<std::string, bool> by_id;
-      int healthy = 0;
-      for (const PlannedDevice& d : r->devices) {
-        by_id[d.id] = d.healthy;
-        healthy += d.healthy;
-      }
-      s.resource = *r;
-      if (s.server && s.server->SetHealth(by_id)) {
-        spdlog::info("event=health_pushed resource={} healthy={} devices={}", r->name, healthy, r->devices.size());
-      }
+    health_->ApplyTo(&plan_);
+    if (memory_) memory_->Update(inputs_, plan_);
+    for (Slot& s : slots_) PushHealth(s);
+  }
+
+  void PushHealth(Slot& s) {
+    const PlannedResource* r = plan_.Find(s.resource.name);
+    if (r == nullptr) return;
+    std::map<std::string, bool> by_id;
+    int healthy = 0;
+    for (const PlannedDevice& d : r->devices) {
+      by_id[d.id] = d.healthy;
+      healthy += d.healthy;
+    }
+    s.resource = *r;
+    if (s.server && s.server->SetHealth(by_id)) {
+      spdlog::info("event=health_pushed resource={} healthy={} devices={}", r->name, healthy, r->devices.size());
     }
   }
 
-  // ---- reload ---------------------------------------------------------------------------
+  // ---- reload -----------------------------------------------------------------------------
   void Reload() {
-    Result<AgentInputs> in = opts.load();
-    Status problem = in.ok() ? Status::Ok() : in.status();
-    Result<ResourcePlan> p = Status::Internal("not built");
-    if (problem.ok()) {
-      p = BuildResourcePlan(in->inventory, in->config);
-      if (!p.ok()) problem = p.status();
-    }
-    if (problem.ok()) {
-      Status m = EnsureMemoryMode(*in, *p);
-      if (!m.ok()) spdlog::error("event=memory_shares_failed error={} action=serve_unsteered", Value(m.message()));
-    }
-    if (!problem.ok()) {
-      for (const std::string& line : SplitLines(problem.message())) {
-        spdlog::error("event=reload_rejected problem={}", Value(line));
-      }
-      spdlog::warn("event=reload_kept_old_config resources={}", slots.size());
-      if (opts.on_load) opts.on_load(false);
-      return;
-    }
-    if (opts.on_load) opts.on_load(true);
+    Result<AgentInputs> in = opts_.load();
+    Result<ResourcePlan> p = in.ok() ? BuildResourcePlan(in->inventory, in->config) : in.status();
+    if (!p.ok()) return RejectReload(p.status());
+    Status m = EnsureMemoryMode(*in, *p);
+    if (!m.ok()) spdlog::error("event=memory_shares_failed error={} action=serve_unsteered", Value(m.message()));
+    if (opts_.on_load) opts_.on_load(true);
     spdlog::info("event=reload_accepted resources={}", p->resources.size());
-    // Stop before serving the new plan; with streams open, settle first (see Execute).
+    // Stop before serving the new plan; with streams open, settle first (see StopSlot).
     const bool had_streams = StopAll();
-    std::vector<std::string> old_gpus = GpuUuids(inputs.inventory);
-    Adopt(std::move(in).value(), std::move(p).value(), NowMs() + (had_streams ? opts.settle.count() : 0), "reload");
+    std::vector<std::string> old_gpus = GpuUuids(inputs_.inventory);
+    Adopt(std::move(in).value(), std::move(p).value(), clock_->NowMs() + (had_streams ? opts_.settle.count() : 0),
+          "reload");
     // The feed keeps running across reloads of the same GPUs (an events file is not replayed,
     // NVML registrations stay); a different set of GPUs gets a new feed.
-    if (GpuUuids(inputs.inventory) != old_gpus || !feed) StartFeed();
+    if (GpuUuids(inputs_.inventory) != old_gpus || !feed_) StartFeed();
+  }
+
+  void RejectReload(const Status& problem) {
+    for (const std::string& line : SplitLines(problem.message())) {
+      spdlog::error("event=reload_rejected problem={}", Value(line));
+    }
+    spdlog::warn("event=reload_kept_old_config resources={}", slots_.size());
+    if (opts_.on_load) opts_.on_load(false);
   }
 
   static std::vector<std::string> GpuUuids(const Inventory& inv) {
@@ -603,6 +643,32 @@ class Agent::Impl {
     std::sort(out.begin(), out.end());
     return out;
   }
+
+  // ---- state ------------------------------------------------------------------------------
+  // Everything below mu_'s block belongs to the thread that calls Init and Run.
+  const AgentOptions opts_;
+  const std::shared_ptr<Clock> clock_;
+  std::string kubelet_socket_;
+  AgentInputs inputs_;
+  ResourcePlan plan_;  // with current health applied
+  std::unique_ptr<HealthTracker> health_;
+  std::unique_ptr<HealthFeed> feed_;
+  deviceplugin::AllocationDecorator decorator_;
+  std::unique_ptr<MemoryShareMode> memory_;
+  std::vector<Slot> slots_;  // same index as the lifecycle's slots
+  deviceplugin::PluginLifecycle lifecycle_;
+  uint64_t next_generation_ = 1;
+  FileId kubelet_id_;  // the kubelet.sock last seen
+
+  UniqueFd signal_fd_;
+  UniqueFd inotify_fd_;
+  UniqueFd wake_fd_;  // written by Wake() from any thread
+  int watch_plugin_ = -1;
+  int watch_kubelet_ = -1;  // -1 when kubelet.sock lives in the plugin dir (watch_plugin_ covers it)
+  std::shared_ptr<void> on_advance_;  // a simulated clock's advances wake the loop
+
+  Mutex mu_;
+  Posted posted_ GPUSHARE_GUARDED_BY(mu_);
 };
 
 Agent::Agent(AgentOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
@@ -610,14 +676,8 @@ Agent::~Agent() = default;
 
 Status Agent::Init() { return impl_->Init(); }
 int Agent::Run() { return impl_->Run(); }
-const ResourcePlan& Agent::plan() const { return impl_->plan; }
-
-void Agent::RequestStop() {
-  impl_->Post([this] { impl_->stop_requested = true; });
-}
-
-void Agent::RequestReload() {
-  impl_->Post([this] { impl_->reload_requested = true; });
-}
+const ResourcePlan& Agent::plan() const { return impl_->plan(); }
+void Agent::RequestStop() { impl_->RequestStop("requested"); }
+void Agent::RequestReload() { impl_->RequestReload(); }
 
 }  // namespace gpushare::node

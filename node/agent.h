@@ -23,7 +23,10 @@
 //     one line per problem; SIGTERM/SIGINT stop every server, remove our sockets and make Run
 //     return 0. Signals arrive through a signalfd: no work happens in a signal handler.
 // All lifecycle work runs on the thread that calls Run(); gRPC threads only post events
-// (stream ends, Register outcomes).
+// (stream ends, Register outcomes). When to do what is decided by a pure state machine
+// (deviceplugin/plugin_lifecycle.h: registrations, the directory watch, the fallback check) and
+// core's HealthTracker (recoveries), both driven by the time of AgentOptions::clock; the loop
+// carries out their steps and sleeps until their next wake-up or an event, nothing else.
 #pragma once
 
 #include <chrono>
@@ -39,6 +42,7 @@
 #include "core/status.h"
 #include "deviceplugin/allocation.h"
 #include "deviceplugin/preferred_allocation.h"
+#include "node/clock.h"
 
 namespace gpushare::node {
 
@@ -109,6 +113,9 @@ struct AgentOptions {
   std::chrono::milliseconds settle{100};         // after stopping a server with open streams
   std::chrono::milliseconds min_backoff{200};    // registration retries...
   std::chrono::milliseconds max_backoff{5000};   // ...double up to this
+
+  // The time every decision is made in and waited for (tests pass a SimulatedClock).
+  std::shared_ptr<Clock> clock = RealClock();
 };
 
 class Agent {
@@ -132,9 +139,8 @@ class Agent {
 
   const ResourcePlan& plan() const;
 
-  class Impl;
-
  private:
+  class Impl;
   std::unique_ptr<Impl> impl_;
 };
 

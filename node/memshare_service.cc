@@ -5,15 +5,16 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <condition_variable>
 #include <map>
-#include <mutex>
 #include <set>
 #include <thread>
 
+#include "base/logfmt.h"
+#include "base/sync.h"
 #include "config/duration.h"
 #include "core/memshare_node.h"
-#include "base/logfmt.h"
+#include "core/memshare_reconcile.h"
+#include "core/memshare_timing.h"
 #include "kube/client.h"
 #include "kube/config.h"
 #include "kube/informer.h"
@@ -23,7 +24,6 @@
 namespace gpushare::node {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using logfmt::Value;
 namespace ms = memshare;
 
@@ -34,40 +34,48 @@ std::string Summary(const std::vector<std::string>& ids) {
   return s;
 }
 
+// pod key -> its containers' units of one resource, in the pod's container order.
+using Observed = std::map<std::string, std::vector<ms::ObservedContainer>>;
+
+Observed ObservedOf(const std::vector<ContainerDevices>& listed, const std::string& resource) {
+  Observed observed;
+  for (const ContainerDevices& c : listed) {
+    if (c.resource != resource || c.device_ids.empty()) continue;
+    ms::ObservedContainer oc{c.container, c.device_ids};
+    std::sort(oc.unit_ids.begin(), oc.unit_ids.end());
+    observed[c.pod_namespace + "/" + c.pod_name].push_back(std::move(oc));
+  }
+  return observed;
+}
+
+ms::ScheduleTiming TimingOf(const MemoryShareOptions& o) {
+  ms::ScheduleTiming t;
+  t.reconcile_interval_ms = o.reconcile_interval.count();
+  t.after_allocate_ms = o.after_allocate.count();
+  t.min_list_interval_ms = o.min_list_interval.count();
+  return t;
+}
+
 class Service final : public MemoryShareMode {
  public:
-  explicit Service(MemoryShareOptions o) : opts_(std::move(o)) {}
+  explicit Service(MemoryShareOptions o)
+      : opts_(std::move(o)), clock_(opts_.clock), schedule_(TimingOf(opts_), clock_->NowMs()) {}
 
   ~Service() override {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       stop_ = true;
     }
-    cv_.notify_all();
-    listed_cv_.notify_all();
+    cv_.NotifyAll();
+    listed_cv_.NotifyAll();
     if (worker_.joinable()) worker_.join();
     if (pods_) pods_->Stop();
     if (nodes_) nodes_->Stop();
   }
 
   Status Start() {
-    kube::InformerOptions po;
-    po.field_selector = "spec.nodeName=" + opts_.node_name;
-    po.log = [](const std::string& line) { spdlog::warn("component=pod_informer {}", line); };
-    pods_ = std::make_unique<kube::PodInformer>(opts_.client, po);
-    kube::InformerHandlers<kube::Pod> ph;
-    ph.on_synced = [this] { Wake(); };
-    pods_->SetHandlers(std::move(ph));
-
-    kube::InformerOptions no;
-    no.field_selector = "metadata.name=" + opts_.node_name;
-    no.log = [](const std::string& line) { spdlog::warn("component=node_informer {}", line); };
-    nodes_ = std::make_unique<kube::NodeInformer>(opts_.client, no);
-    kube::InformerHandlers<kube::Node> nh;
-    nh.on_add = [this](const kube::Node& n) { CheckNode(n); };
-    nh.on_update = [this](const kube::Node&, const kube::Node& n) { CheckNode(n); };
-    nodes_->SetHandlers(std::move(nh));
-
+    StartPodInformer();
+    StartNodeInformer();
     GPUSHARE_RETURN_IF_ERROR(pods_->Start());
     GPUSHARE_RETURN_IF_ERROR(nodes_->Start());
     pod_resources_ = std::make_unique<PodResourcesClient>(opts_.pod_resources_socket);
@@ -78,20 +86,18 @@ class Service final : public MemoryShareMode {
   }
 
   // ---- MemoryShareMode ------------------------------------------------------------------
-  void Update(const AgentInputs& inputs, const ResourcePlan& plan) override {
+  void Update(const AgentInputs& inputs, const ResourcePlan& plan) override GPUSHARE_EXCLUDES(mu_) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       inventory_ = inputs.inventory;
       config_ = inputs.config;
       const PlannedResource* r = ms::FindMemoryResource(plan);
       resource_name_ = r != nullptr ? r->name : config_.gpushare.memory_shares.resource_name;
       desired_ = ms::BuildNodeInventory(inputs.inventory, inputs.config, plan);
       desired_text_ = ms::EncodeInventory(desired_);
-      publish_due_ = true;
-      publish_backoff_ms_ = 0;
-      reconcile_at_ = Clock::now();
+      schedule_.PlanChanged(clock_->NowMs());
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
 
   deviceplugin::PreferredChooser Preferred() override {
@@ -106,18 +112,39 @@ class Service final : public MemoryShareMode {
   }
 
  private:
-  struct Written {
-    std::string resource_version;  // of the pod before our patch
-    std::map<std::string, std::string> changes;
+  // What a reconcile round needs of the state the agent thread updates.
+  struct Snapshot {
+    std::string resource;
+    Inventory inventory;
+    ms::NodeInventory desired;
   };
 
-  void Wake() { cv_.notify_all(); }
+  void StartPodInformer() {
+    kube::InformerOptions po;
+    po.field_selector = "spec.nodeName=" + opts_.node_name;
+    po.log = [](const std::string& line) { spdlog::warn("component=pod_informer {}", line); };
+    pods_ = std::make_unique<kube::PodInformer>(opts_.client, po);
+    kube::InformerHandlers<kube::Pod> ph;
+    ph.on_synced = [this] { cv_.NotifyAll(); };
+    pods_->SetHandlers(std::move(ph));
+  }
+
+  void StartNodeInformer() {
+    kube::InformerOptions no;
+    no.field_selector = "metadata.name=" + opts_.node_name;
+    no.log = [](const std::string& line) { spdlog::warn("component=node_informer {}", line); };
+    nodes_ = std::make_unique<kube::NodeInformer>(opts_.client, no);
+    kube::InformerHandlers<kube::Node> nh;
+    nh.on_add = [this](const kube::Node& n) { CheckNode(n); };
+    nh.on_update = [this](const kube::Node&, const kube::Node& n) { CheckNode(n); };
+    nodes_->SetHandlers(std::move(nh));
+  }
 
   // ---- GetPreferredAllocation -------------------------------------------------------------
   // The slots of this node: the plans of the pods bound here (not finished; pods being deleted
   // still hold their units) minus what kubelet holds.
-  ms::SlotLedger Ledger(const std::vector<std::shared_ptr<const kube::Pod>>& pods) {
-    std::lock_guard<std::mutex> lock(mu_);
+  ms::SlotLedger Ledger(const std::vector<std::shared_ptr<const kube::Pod>>& pods) GPUSHARE_EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     std::vector<ms::PlannedPod> plans;
     std::set<std::string> foreign;
     for (const auto& p : pods) {
@@ -142,28 +169,32 @@ class Service final : public MemoryShareMode {
     }
     const ms::UnitQuery uq{q.available, q.must_include, q.allocation_size};
     if (!q.must_include.empty()) return Answer(q, ms::ChooseUnits(resource, uq, {}));  // the GPU is decided
-    // A first request: the plans of the pods bound here as the API has them now (a pod deleted
-    // or bound a moment ago must not be missed); the informer's copy when the API cannot answer.
+    return Answer(q, ms::ChooseUnits(resource, uq, Ledger(BoundPods())));
+  }
+
+  // A first request: the pods bound here as the API has them now (a pod deleted or bound a
+  // moment ago must not be missed); the informer's copy when the API cannot answer.
+  std::vector<std::shared_ptr<const kube::Pod>> BoundPods() {
     kube::ListOptions lo;
     lo.field_selector = "spec.nodeName=" + opts_.node_name;
     Result<std::vector<kube::Pod>> fresh = opts_.client->ListPods("", lo);
-    std::vector<std::shared_ptr<const kube::Pod>> pods;
     if (fresh.ok()) {
+      std::vector<std::shared_ptr<const kube::Pod>> pods;
       for (kube::Pod& p : *fresh) pods.push_back(std::make_shared<const kube::Pod>(std::move(p)));
-    } else {
-      spdlog::warn("event=memshare_list_pods_failed action=use_cache error={}", Value(fresh.status().message()));
-      if (!pods_->HasSynced() && !pods_->WaitForSync(opts_.sync_wait)) {
-        spdlog::warn("event=memshare_cache_not_synced action=best_fit waited_ms={}", opts_.sync_wait.count());
-      }
-      pods = pods_->List();
+      return pods;
     }
-    return Answer(q, ms::ChooseUnits(resource, uq, Ledger(pods)));
+    spdlog::warn("event=memshare_list_pods_failed action=use_cache error={}", Value(fresh.status().message()));
+    if (!pods_->HasSynced() && !pods_->WaitForSync(opts_.sync_wait)) {
+      spdlog::warn("event=memshare_cache_not_synced action=best_fit waited_ms={}", opts_.sync_wait.count());
+    }
+    return pods_->List();
   }
 
-  Result<std::vector<std::string>> Answer(const deviceplugin::PreferredAllocationQuery& q, Result<ms::UnitChoice> c) {
+  Result<std::vector<std::string>> Answer(const deviceplugin::PreferredAllocationQuery& q, Result<ms::UnitChoice> c)
+      GPUSHARE_EXCLUDES(mu_) {
     if (!c.ok()) return c.status();
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       holdings_.Advised(c->gpu, c->key, q.allocation_size, !q.must_include.empty());
     }
     const std::string pod = c->steered ? c->steered->pod : "-";
@@ -177,50 +208,41 @@ class Service final : public MemoryShareMode {
   }
 
   // GetPreferredAllocation needs kubelet's holdings: after a start, the first List.
-  bool WaitListed() {
-    std::unique_lock<std::mutex> lock(mu_);
-    reconcile_at_ = std::min(reconcile_at_, Clock::now());
-    cv_.notify_all();
-    return listed_cv_.wait_for(lock, opts_.sync_wait, [&] { return holdings_.listed() || stop_; }) &&
-           holdings_.listed();
+  bool WaitListed() GPUSHARE_EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
+    const int64_t deadline = clock_->NowMs() + opts_.sync_wait.count();
+    schedule_.ListWanted(clock_->NowMs());
+    cv_.NotifyAll();
+    while (!holdings_.listed() && !stop_ && clock_->NowMs() < deadline) {
+      clock_->WaitUntil(&mu_, &listed_cv_, deadline);
+    }
+    return holdings_.listed();
   }
 
   // ---- Allocate -----------------------------------------------------------------------------
-  // Kubelet gave these units to a container: held from now on, before any List shows them.
-  void AfterAllocate(const ms::UnitAllocation& a, const std::vector<std::string>& ids) {
+  // Kubelet gave these units to a container: held from now on, before any List shows them;
+  // a reconcile soon.
+  void AfterAllocate(const ms::UnitAllocation& a, const std::vector<std::string>& ids) GPUSHARE_EXCLUDES(mu_) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      holdings_.Allocated(ids, a.gpu, NowMs());
+      MutexLock lock(&mu_);
+      const int64_t now = clock_->NowMs();
+      holdings_.Allocated(ids, a.gpu, now);
+      schedule_.Allocated(now);
     }
-    ReconcileSoon();
-  }
-
-  void ReconcileSoon() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      const Clock::time_point at = Clock::now() + opts_.after_allocate;
-      if (at < reconcile_at_) reconcile_at_ = at;
-    }
-    cv_.notify_all();
-  }
-
-  static int64_t NowMs() {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch()).count();
+    cv_.NotifyAll();
   }
 
   // ---- node annotation --------------------------------------------------------------------
-  void CheckNode(const kube::Node& n) {
-    std::lock_guard<std::mutex> lock(mu_);
+  void CheckNode(const kube::Node& n) GPUSHARE_EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
     if (desired_text_.empty()) return;
     auto it = n.metadata.annotations.find(std::string(ms::kInventoryAnnotation));
-    if (it == n.metadata.annotations.end() || it->second != desired_text_ || !CountMatchesLocked(n)) {
-      if (!publish_due_) spdlog::info("event=memshare_node_differs node={} action=patch", opts_.node_name);
-      publish_due_ = true;
-      cv_.notify_all();
-    }
+    if (it != n.metadata.annotations.end() && it->second == desired_text_ && CountMatches(n)) return;
+    if (schedule_.NodeDiffers()) spdlog::info("event=memshare_node_differs node={} action=patch", opts_.node_name);
+    cv_.NotifyAll();
   }
 
-  bool CountMatchesLocked(const kube::Node& n) const {
+  bool CountMatches(const kube::Node& n) const GPUSHARE_REQUIRES(mu_) {
     if (!config_.gpushare.memory_shares.publish_gpu_count) return true;
     const ms::GpuCount c = ms::CountMemoryGpus(desired_);
     const std::string key(ms::kGpuCountResource);
@@ -230,38 +252,25 @@ class Service final : public MemoryShareMode {
            alloc != n.status.allocatable.end() && alloc->second == std::to_string(c.allocatable);
   }
 
-  void Publish() {
+  void Publish() GPUSHARE_EXCLUDES(mu_) {
     std::string text;
     bool count;
     ms::GpuCount c;
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      publish_due_ = false;
+      MutexLock lock(&mu_);
       text = desired_text_;
       count = config_.gpushare.memory_shares.publish_gpu_count;
       c = ms::CountMemoryGpus(desired_);
     }
     if (text.empty()) return;
-    Status st = Status::Ok();
-    Result<kube::Node> n = opts_.client->PatchNodeAnnotations(opts_.node_name, {{std::string(ms::kInventoryAnnotation), text}});
-    if (!n.ok()) st = n.status();
-    if (st.ok() && count) {
-      const std::string key(ms::kGpuCountResource);
-      nlohmann::json status = {{"capacity", {{key, std::to_string(c.capacity)}}},
-                               {"allocatable", {{key, std::to_string(c.allocatable)}}}};
-      Result<kube::Node> s = opts_.client->PatchNodeStatus(opts_.node_name, status);
-      if (!s.ok()) st = s.status();
-    }
-    std::lock_guard<std::mutex> lock(mu_);
+    Status st = PatchNode(text, count ? std::optional<ms::GpuCount>(c) : std::nullopt);
+    MutexLock lock(&mu_);
+    schedule_.Published(st.ok(), clock_->NowMs());
     if (!st.ok()) {
-      publish_backoff_ms_ = publish_backoff_ms_ == 0 ? 500 : std::min<int64_t>(publish_backoff_ms_ * 2, 30000);
-      publish_retry_at_ = Clock::now() + std::chrono::milliseconds(publish_backoff_ms_);
-      publish_due_ = true;
-      spdlog::warn("event=memshare_publish_failed node={} retry_ms={} error={}", opts_.node_name, publish_backoff_ms_,
-                   Value(st.message()));
+      spdlog::warn("event=memshare_publish_failed node={} retry_ms={} error={}", opts_.node_name,
+                   schedule_.publish_backoff_ms(), Value(st.message()));
       return;
     }
-    publish_backoff_ms_ = 0;
     if (text != published_text_) {
       spdlog::info("event=memshare_published node={} gpus={} memory_gpus={} healthy_memory_gpus={} bytes={}",
                    opts_.node_name, desired_.gpus.size(), c.capacity, c.allocatable, text.size());
@@ -269,120 +278,141 @@ class Service final : public MemoryShareMode {
     published_text_ = text;
   }
 
+  // The inventory annotation, then (with `count`) aliyun.com/gpu-count in the node's status.
+  Status PatchNode(const std::string& text, std::optional<ms::GpuCount> count) {
+    Result<kube::Node> n =
+        opts_.client->PatchNodeAnnotations(opts_.node_name, {{std::string(ms::kInventoryAnnotation), text}});
+    if (!n.ok() || !count) return n.status();
+    const std::string key(ms::kGpuCountResource);
+    nlohmann::json status = {{"capacity", {{key, std::to_string(count->capacity)}}},
+                             {"allocatable", {{key, std::to_string(count->allocatable)}}}};
+    return opts_.client->PatchNodeStatus(opts_.node_name, status).status();
+  }
+
   // ---- reconciliation ---------------------------------------------------------------------
-  // Returns when the next reconcile should run.
-  Clock::time_point Reconcile() {
-    const Clock::time_point now = Clock::now();
-    if (!pods_->HasSynced()) return now + std::chrono::milliseconds(100);
-    if (now < last_list_ + opts_.min_list_interval) return last_list_ + opts_.min_list_interval;
-    last_list_ = now;
-    const int64_t list_started_ms = NowMs();
+  // One round: kubelet's PodResources List (the observe step in core/memshare_reconcile.h
+  // compares it with the pods' annotations), then the patches it calls for (the confirm step).
+  void Reconcile() GPUSHARE_EXCLUDES(mu_) {
+    const int64_t started = clock_->NowMs();
+    if (!MayList(started)) return;
     Result<std::vector<ContainerDevices>> listed = pod_resources_->List(opts_.rpc_timeout);
-    if (!listed.ok()) {
-      list_backoff_ms_ = listed.status().code() == StatusCode::kResourceExhausted
-                             ? std::min<int64_t>(std::max<int64_t>(list_backoff_ms_ * 2, 100), 2000)
-                             : std::min<int64_t>(std::max<int64_t>(list_backoff_ms_ * 2, 500), 30000);
-      spdlog::warn("event=memshare_pod_resources_failed socket={} retry_ms={} error={}", opts_.pod_resources_socket,
-                   list_backoff_ms_, Value(listed.status().message()));
-      return Clock::now() + std::chrono::milliseconds(list_backoff_ms_);
-    }
-    list_backoff_ms_ = 0;
+    if (!listed.ok()) return ListFailed(listed.status());
+    const Snapshot snap = TakeSnapshot();
+    const Observed observed = ObservedOf(*listed, snap.resource);
+    RecordListed(observed, started);
+    ms::Observation ob =
+        reconciler_.Observe(observed, CachedPods(observed, snap.resource), snap.inventory, snap.desired);
+    const int patched = Confirm(&ob);
+    Finish(ob, observed.size(), patched);
+  }
 
-    std::string resource;
-    Inventory inventory;
-    ms::NodeInventory desired;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      resource = resource_name_;
-      inventory = inventory_;
-      desired = desired_;
-    }
-    // pod key -> its containers' units of our resource, in the pod's container order.
-    std::map<std::string, std::vector<ms::ObservedContainer>> observed;
-    for (const ContainerDevices& c : *listed) {
-      if (c.resource != resource || c.device_ids.empty()) continue;
-      ms::ObservedContainer oc{c.container, c.device_ids};
-      std::sort(oc.unit_ids.begin(), oc.unit_ids.end());
-      observed[c.pod_namespace + "/" + c.pod_name].push_back(std::move(oc));
-    }
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      holdings_.Listed(observed, list_started_ms, kUnlistedGraceMs);
-    }
-    listed_cv_.notify_all();
+  // Whether the pod cache has synced and the pacing allows a List now.
+  bool MayList(int64_t now) GPUSHARE_EXCLUDES(mu_) {
+    const bool synced = pods_->HasSynced();
+    MutexLock lock(&mu_);
+    if (synced) return schedule_.MayList(now);
+    schedule_.NotSynced(now);
+    return false;
+  }
 
-    bool retry_soon = false;
-    int patched = 0, confirmed = 0;
-    for (const auto& [key, containers] : observed) {
-      std::shared_ptr<const kube::Pod> pod = pods_->Get(key);
-      if (!pod) {
-        // kubelet knows it and our cache not yet, or it was deleted and kubelet is still
-        // tearing it down: look again soon, but only for a while.
-        if (++unseen_[key] <= kMaxQuickRetries) retry_soon = true;
-        continue;
-      }
-      unseen_.erase(key);
+  void ListFailed(const Status& st) GPUSHARE_EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
+    schedule_.ListFailed(st.code() == StatusCode::kResourceExhausted, clock_->NowMs());
+    spdlog::warn("event=memshare_pod_resources_failed socket={} retry_ms={} error={}", opts_.pod_resources_socket,
+                 schedule_.list_backoff_ms(), Value(st.message()));
+  }
+
+  Snapshot TakeSnapshot() GPUSHARE_EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
+    return {resource_name_, inventory_, desired_};
+  }
+
+  void RecordListed(const Observed& observed, int64_t started_ms) GPUSHARE_EXCLUDES(mu_) {
+    {
+      MutexLock lock(&mu_);
+      holdings_.Listed(observed, started_ms, kUnlistedGraceMs);
+    }
+    listed_cv_.NotifyAll();
+  }
+
+  // The cache's view of the pods kubelet listed (those it has).
+  std::map<std::string, ms::CachedPod> CachedPods(const Observed& observed, const std::string& resource) {
+    std::map<std::string, ms::CachedPod> out;
+    for (const auto& entry : observed) {
+      std::shared_ptr<const kube::Pod> pod = pods_->Get(entry.first);
+      if (!pod) continue;
+      ms::CachedPod& c = out[entry.first];
+      c.annotations = pod->metadata.annotations;
+      c.resource_version = pod->metadata.resource_version;
       Result<ms::PodRequest> req = kube::PodMemRequest(*pod, resource);
-      if (!req.ok()) {
-        Once("request:" + key, "event=memshare_pod_unreadable pod=" + key + " error=" + Value(req.status().message()));
-        continue;
+      if (req.ok()) {
+        c.request = std::move(req).value();
+      } else {
+        c.request_error = req.status().message();
       }
-      ms::ActualPlacement actual = ms::ActualGpus(*req, containers, inventory);
-      for (const std::string& p : actual.problems) Once("problem:" + key + p, "event=memshare_pod_problem pod=" + key + " problem=" + Value(p));
-      if (!actual.complete) {
-        retry_soon = true;  // kubelet is still admitting its containers
-        continue;
-      }
-      ++confirmed;
-      int64_t dev = -1;
-      const std::vector<std::string> owners = req->DemandContainers();
-      if (!owners.empty()) {
-        if (const ms::InventoryGpu* g = desired.FindByIndex(actual.gpus[owners[0]])) dev = g->units;
-      }
-      std::map<std::string, std::string> changes =
-          ms::ReconcileChanges(pod->metadata.annotations, *req, actual.gpus, dev);
-      if (changes.empty()) continue;
-      auto w = written_.find(key);
-      if (w != written_.end() && w->second.changes == changes &&
-          w->second.resource_version == pod->metadata.resource_version) {
-        continue;  // written already; the cache has not caught up yet
-      }
-      ms::PodAssignment before = ms::ResolveAssignment(pod->metadata.annotations, *req);
-      kube::AnnotationChanges ac;
-      for (const auto& [k, v] : changes) ac[k] = v;
-      Result<kube::Pod> r = opts_.client->PatchPodAnnotations(pod->metadata.namespace_, pod->metadata.name, ac);
-      if (!r.ok()) {
-        spdlog::warn("event=memshare_confirm_failed pod={} error={}", key, Value(r.status().message()));
-        retry_soon = true;
-        continue;
-      }
-      ++patched;
-      written_[key] = {pod->metadata.resource_version, changes};
-      const bool moved = before.state != ms::AssignmentState::kNone && before.gpus != actual.gpus;
-      spdlog::info("event=memshare_confirmed pod={} gpus={} assumed={} corrected={}", key,
-                   Value(ms::EncodeContainerGpus(actual.gpus)),
-                   Value(before.state == ms::AssignmentState::kNone ? std::string("-") : ms::EncodeContainerGpus(before.gpus)),
-                   moved ? "true" : "false");
     }
-    // Forget what no longer matters: written entries of pods that are gone.
-    for (auto it = written_.begin(); it != written_.end();) {
-      it = observed.count(it->first) ? std::next(it) : written_.erase(it);
+    return out;
+  }
+
+  // The confirm step: logs what the observe step found and writes its patches. Returns how
+  // many were written; a failed one sets ob->retry_soon.
+  int Confirm(ms::Observation* ob) {
+    int patched = 0;
+    for (const ms::PodDecision& d : ob->pods) {
+      LogFindings(d);
+      if (d.verdict != ms::PodVerdict::kPatch) continue;
+      if (Patch(d)) {
+        ++patched;
+      } else {
+        ob->retry_soon = true;
+      }
     }
-    for (auto it = unseen_.begin(); it != unseen_.end();) {
-      it = observed.count(it->first) ? std::next(it) : unseen_.erase(it);
+    return patched;
+  }
+
+  void LogFindings(const ms::PodDecision& d) {
+    if (d.verdict == ms::PodVerdict::kUnreadable) {
+      const std::string error = d.problems.empty() ? std::string() : d.problems[0];
+      Once("request:" + d.key, "event=memshare_pod_unreadable pod=" + d.key + " error=" + Value(error));
+      return;
     }
+    for (const std::string& p : d.problems) {
+      Once("problem:" + d.key + p, "event=memshare_pod_problem pod=" + d.key + " problem=" + Value(p));
+    }
+  }
+
+  bool Patch(const ms::PodDecision& d) {
+    const size_t slash = d.key.find('/');
+    kube::AnnotationChanges ac;
+    for (const auto& [k, v] : d.changes) ac[k] = v;
+    Result<kube::Pod> r = opts_.client->PatchPodAnnotations(d.key.substr(0, slash), d.key.substr(slash + 1), ac);
+    if (!r.ok()) {
+      spdlog::warn("event=memshare_confirm_failed pod={} error={}", d.key, Value(r.status().message()));
+      return false;
+    }
+    reconciler_.Written(d);
+    const bool assumed = d.before.state != ms::AssignmentState::kNone;
+    spdlog::info("event=memshare_confirmed pod={} gpus={} assumed={} corrected={}", d.key,
+                 Value(ms::EncodeContainerGpus(d.actual)),
+                 Value(assumed ? ms::EncodeContainerGpus(d.before.gpus) : std::string("-")),
+                 assumed && d.before.gpus != d.actual ? "true" : "false");
+    return true;
+  }
+
+  // Ends the round: the next one soon while kubelet's view is incomplete, else periodically.
+  void Finish(const ms::Observation& ob, size_t pods, int patched) GPUSHARE_EXCLUDES(mu_) {
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (holdings_.unlisted() > 0) retry_soon = true;  // until a List shows them
+      MutexLock lock(&mu_);
+      const bool retry_soon = ob.retry_soon || holdings_.unlisted() > 0;  // until a List shows them
+      schedule_.Reconciled(retry_soon, clock_->NowMs());
     }
     if (patched > 0 || !ready_logged_) {
-      spdlog::info("event=memshare_reconciled pods={} confirmed={} patched={}", observed.size(), confirmed, patched);
+      spdlog::info("event=memshare_reconciled pods={} confirmed={} patched={}", pods, ob.confirmed, patched);
     }
     if (!ready_logged_) {
       ready_logged_ = true;
       spdlog::info("event=memshare_ready node={}", opts_.node_name);
     }
-    return Clock::now() + (retry_soon ? std::chrono::milliseconds(200) : opts_.reconcile_interval);
   }
 
   void Once(const std::string& key, const std::string& line) {
@@ -390,60 +420,54 @@ class Service final : public MemoryShareMode {
     if (logged_.size() > 10000) logged_.clear();
   }
 
+  // ---- the worker -------------------------------------------------------------------------
   void Loop() {
-    std::unique_lock<std::mutex> lock(mu_);
-    while (!stop_) {
-      const Clock::time_point now = Clock::now();
-      if (publish_due_ && now >= publish_retry_at_) {
-        lock.unlock();
+    for (;;) {
+      const std::optional<ms::WorkerStep> step = AwaitStep();
+      if (!step) return;
+      if (*step == ms::WorkerStep::kPublish) {
         Publish();
-        lock.lock();
-        continue;
+      } else {
+        Reconcile();
       }
-      if (now >= reconcile_at_) {
-        reconcile_at_ = now + opts_.reconcile_interval;  // an Allocate meanwhile may move it earlier
-        lock.unlock();
-        Clock::time_point next = Reconcile();
-        lock.lock();
-        if (next < reconcile_at_) reconcile_at_ = next;
-        continue;
-      }
-      Clock::time_point wake = reconcile_at_;
-      if (publish_due_) wake = std::min(wake, publish_retry_at_);
-      cv_.wait_until(lock, wake);
     }
   }
 
+  // The next step the schedule says is due, waiting for it; nullopt once stopping.
+  std::optional<ms::WorkerStep> AwaitStep() GPUSHARE_EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
+    while (!stop_) {
+      const ms::WorkerStep step = schedule_.Next(clock_->NowMs());
+      if (step != ms::WorkerStep::kWait) return step;
+      clock_->WaitUntil(&mu_, &cv_, schedule_.NextWakeMs());
+    }
+    return std::nullopt;
+  }
+
   const MemoryShareOptions opts_;
+  const std::shared_ptr<Clock> clock_;
   std::unique_ptr<kube::PodInformer> pods_;
   std::unique_ptr<kube::NodeInformer> nodes_;
   std::unique_ptr<PodResourcesClient> pod_resources_;
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stop_ = false;
-  Inventory inventory_;
-  NodeConfig config_;
-  std::string resource_name_;
-  ms::NodeInventory desired_;
-  std::string desired_text_;
-  std::string published_text_;
-  bool publish_due_ = false;
-  int64_t publish_backoff_ms_ = 0;
-  Clock::time_point publish_retry_at_{};
-  Clock::time_point reconcile_at_ = Clock::now();
+  Mutex mu_;
+  CondVar cv_;         // the schedule changed, or stop
+  CondVar listed_cv_;  // a List was recorded, or stop
+  bool stop_ GPUSHARE_GUARDED_BY(mu_) = false;
+  Inventory inventory_ GPUSHARE_GUARDED_BY(mu_);
+  NodeConfig config_ GPUSHARE_GUARDED_BY(mu_);
+  std::string resource_name_ GPUSHARE_GUARDED_BY(mu_);
+  ms::NodeInventory desired_ GPUSHARE_GUARDED_BY(mu_);
+  std::string desired_text_ GPUSHARE_GUARDED_BY(mu_);
+  std::string published_text_ GPUSHARE_GUARDED_BY(mu_);
+  ms::WorkerSchedule schedule_ GPUSHARE_GUARDED_BY(mu_);
   // What kubelet holds: its last PodResources List and the allocations it made since.
-  ms::KubeletHoldings holdings_;
-  std::condition_variable listed_cv_;  // the first List after the start
+  ms::KubeletHoldings holdings_ GPUSHARE_GUARDED_BY(mu_);
   // An allocation a List does not show this long after it is taken as failed.
   static constexpr int64_t kUnlistedGraceMs = 2000;
 
   // Worker thread only.
-  Clock::time_point last_list_{};
-  int64_t list_backoff_ms_ = 0;
-  std::map<std::string, Written> written_;
-  std::map<std::string, int> unseen_;  // pods in PodResources the cache does not have, by rounds
-  static constexpr int kMaxQuickRetries = 10;
+  ms::PodReconciler reconciler_;
   std::set<std::string> logged_;
   bool ready_logged_ = false;
 
@@ -486,6 +510,7 @@ Result<std::unique_ptr<MemoryShareMode>> StartMemoryShares(MemoryShareOptions op
         "node's GPUs and reads the pods bound to it)");
   }
   if (!options.client) return Status::InvalidArgument("memory shares: no Kubernetes API client");
+  if (!options.clock) return Status::InvalidArgument("memory shares: no clock");
   if (options.pod_resources_socket.empty()) {
     return Status::InvalidArgument("--pod-resources-socket: must not be empty");
   }

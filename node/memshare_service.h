@@ -1,6 +1,8 @@
 // MemoryShareService: gpushare-node's memory mode (gpushare.memoryShares, aliyun.com/gpu-mem).
 //
-// The pure decisions are in core/memshare_node.h; this part does the I/O around them:
+// The pure decisions are in core/: memshare_node.h (what to publish, which units, the one-GPU
+// check), memshare_reconcile.h (the reconciler's observe step) and memshare_timing.h (when to
+// publish and List, on MemoryShareOptions::clock); this part does the I/O around them:
 //   - publishes the node's GPUs as the node annotation gpushare.io/gpu-inventory (merge patch)
 //     and aliyun.com/gpu-count in the node's status capacity/allocatable, again whenever the
 //     plan or a GPU's health changes, and whenever the Node object stops saying it (a node
@@ -54,6 +56,8 @@ struct MemoryShareOptions {
   std::chrono::milliseconds min_list_interval{50};      // pacing (kubelet allows 100/s, burst 10)
   std::chrono::milliseconds sync_wait{5000};  // GetPreferredAllocation waits for the pod cache
   std::chrono::milliseconds rpc_timeout{5000};  // PodResources calls
+  // The time the worker's schedule (core/memshare_timing.h) runs on (tests: a SimulatedClock).
+  std::shared_ptr<Clock> clock = RealClock();
 };
 
 // The parts of memory mode that need no API: Allocate's one-GPU check and environment (with

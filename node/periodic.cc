@@ -1,36 +1,31 @@
 // See periodic.h.
 #include "node/periodic.h"
 
-#include <chrono>
-
 namespace gpushare::node {
 
-int64_t SteadyNowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+int64_t SteadyNowMs() { return RealClock()->NowMs(); }
 
-PeriodicThread::PeriodicThread(std::function<int64_t(int64_t now_ms)> step)
-    : step_(std::move(step)), thread_([this] { Loop(); }) {}
+PeriodicThread::PeriodicThread(std::function<int64_t(int64_t now_ms)> step, std::shared_ptr<Clock> clock)
+    : step_(std::move(step)), clock_(std::move(clock)), thread_([this] { Loop(); }) {}
 
 PeriodicThread::~PeriodicThread() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   thread_.join();
 }
 
 void PeriodicThread::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stop_) {
-    lock.unlock();
-    const int64_t next = step_(SteadyNowMs());
-    lock.lock();
-    const int64_t wait = next - SteadyNowMs();
-    if (wait > 0) cv_.wait_for(lock, std::chrono::milliseconds(wait), [this] { return stop_; });
+  while (WaitFor(step_(clock_->NowMs()))) {
   }
+}
+
+bool PeriodicThread::WaitFor(int64_t next) {
+  MutexLock lock(&mu_);
+  while (!stop_ && clock_->NowMs() < next) clock_->WaitUntil(&mu_, &cv_, next);
+  return !stop_;
 }
 
 }  // namespace gpushare::node

@@ -3,6 +3,8 @@
 // deletes every socket, with kubelet's 10 s dial-back for a socket that is gone.
 #include "deviceplugin/registration_lifecycle.h"
 
+#include "deviceplugin/plugin_lifecycle.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -322,6 +324,37 @@ TEST(RegistrationLifecycleTest, RandomKubeletRestartsAreFollowedByReRegistration
   }
   EXPECT_GT(issued_for_gone_sockets, 0) << "the model never hit the race it is about";
   RecordProperty("registers_for_gone_sockets", issued_for_gone_sockets);
+}
+
+// ---- PluginLifecycle: the whole loop's wake-ups ----------------------------------------
+
+TEST(PluginLifecycleTest, TheLoopPassesAtLeastEveryCheckInterval) {
+  PluginLifecycle p;
+  p.registration().Reset(0, 0, "start");
+  EXPECT_EQ(p.NextWakeMs(1000, std::nullopt), 1000 + PluginLifecycle::kCheckIntervalMs);
+  EXPECT_EQ(p.NextWakeMs(1000, 1200), 1200) << "a health recovery due earlier";
+  EXPECT_EQ(p.NextWakeMs(1000, 900), 1000) << "one overdue is due now";
+}
+
+TEST(PluginLifecycleTest, RegistrationStepsComeFirst) {
+  PluginLifecycle p;
+  p.registration().Reset(1, 1100, "start");
+  EXPECT_EQ(p.NextWakeMs(1000, std::nullopt), 1100);
+}
+
+TEST(PluginLifecycleTest, ALostWatchIsRetriedAndItsReturnIsAKubeletStart) {
+  PluginLifecycle p;
+  EXPECT_FALSE(p.WatchSet()) << "the first watch is no restart";
+  EXPECT_TRUE(p.watching());
+  p.WatchLost(1000);
+  EXPECT_FALSE(p.watching());
+  EXPECT_FALSE(p.WatchRetryDue(1000 + PluginLifecycle::kWatchRetryMs - 1));
+  EXPECT_TRUE(p.WatchRetryDue(1000 + PluginLifecycle::kWatchRetryMs));
+  EXPECT_EQ(p.NextWakeMs(1100, std::nullopt), 1000 + PluginLifecycle::kWatchRetryMs);
+  p.WatchLost(1500);  // the retry failed: again later
+  EXPECT_FALSE(p.WatchRetryDue(1999));
+  EXPECT_TRUE(p.WatchSet()) << "set again: kubelet recreated the directory";
+  EXPECT_FALSE(p.WatchRetryDue(5000));
 }
 
 }  // namespace

@@ -1,12 +1,17 @@
 // The agent in-process (no signals) against the kubelet double: registration, lifecycle after
 // kubelet restarts and dropped streams, health events, reloads. The real binary is covered by
 // node_integration_test.
+//
+// The agent runs on a SimulatedClock: its timers (debounce, backoff, settle, health recovery)
+// fire only when a test advances the clock (AdvanceUntil), never by waiting. WaitFor waits (a
+// bounded real time) for I/O only: the agent serving, kubelet's double registering it.
 #include "node/agent.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <atomic>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -21,7 +26,7 @@ using gpushare::testing::GpuUuid;
 using gpushare::testing::TempDir;
 using namespace std::chrono_literals;
 
-constexpr auto kWait = 10s;
+constexpr auto kWait = 10s;  // a liveness bound for real I/O over the unix sockets
 
 bool Exists(const std::string& p) {
   struct stat st {};
@@ -86,6 +91,8 @@ class AgentTest : public ::testing::Test {
     o.handle_signals = false;
     o.min_backoff = 50ms;
     o.max_backoff = 500ms;
+    o.clock = clock_;
+    o.on_load = [this](bool accepted) { (accepted ? accepted_ : rejected_)++; };
     o.load = [this]() -> Result<AgentInputs> {
       std::lock_guard<std::mutex> lock(mu_);
       if (!next_error_.empty()) return Status::InvalidArgument(next_error_);
@@ -100,6 +107,33 @@ class AgentTest : public ::testing::Test {
     ASSERT_TRUE(s.ok()) << s.ToString();
     runner_ = std::thread([this] { exit_code_ = agent_->Run(); });
   }
+
+  // Moves the simulated time on, 10 ms at a time, until `done` (bounded in real time: the
+  // agent's I/O between the steps takes what it takes).
+  bool AdvanceUntil(const std::function<bool()>& done) {
+    const auto give_up = std::chrono::steady_clock::now() + kWait;
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > give_up) return false;
+      clock_->Advance(10);
+      std::this_thread::sleep_for(1ms);
+    }
+    return true;
+  }
+  bool AdvanceUntilAllocatable(int64_t n, int registrations = 1) {
+    return AdvanceUntil([&] {
+      auto r = kubelet_->Resource("nvidia.com/gpu");
+      return r && r->connected && r->allocatable == n && r->registrations >= registrations;
+    });
+  }
+  // Lets simulated time pass in which nothing should happen, with the agent given real time
+  // to do it anyway (a negative check).
+  void Idle(int64_t sim_ms) {
+    for (int64_t t = 0; t < sim_ms; t += 50) {
+      clock_->Advance(50);
+      std::this_thread::sleep_for(5ms);
+    }
+  }
+  int Registrations() { return kubelet_->Resource("nvidia.com/gpu")->registrations; }
 
   void Inject(const std::string& uuid, uint32_t xid) {
     ASSERT_TRUE(kubelet_->WaitFor(
@@ -127,6 +161,8 @@ class AgentTest : public ::testing::Test {
   std::unique_ptr<Agent> agent_;
   std::thread runner_;
   std::atomic<int> exit_code_{-1};
+  std::shared_ptr<SimulatedClock> clock_ = std::make_shared<SimulatedClock>();
+  std::atomic<int> accepted_{0}, rejected_{0};
 };
 
 TEST_F(AgentTest, RegistersThePlanAndRemovesSocketsOnStop) {
@@ -144,9 +180,10 @@ TEST_F(AgentTest, RegistersThePlanAndRemovesSocketsOnStop) {
 
 TEST_F(AgentTest, RegistersWhenKubeletComesLater) {
   StartAgent();
-  std::this_thread::sleep_for(200ms);  // a few failed attempts (no kubelet.sock yet)
+  Idle(400);  // a few failed attempts, backing off (no kubelet.sock yet)
   ASSERT_TRUE(kubelet_->Start().ok());
-  ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 8, kWait));
+  // kubelet.sock appearing is a kubelet start: served again after the debounce, registered.
+  ASSERT_TRUE(AdvanceUntilAllocatable(8));
 }
 
 TEST_F(AgentTest, ReRegistersAfterKubeletRestarts) {
@@ -155,14 +192,14 @@ TEST_F(AgentTest, ReRegistersAfterKubeletRestarts) {
   ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 8, kWait));
   for (int round = 2; round <= 4; ++round) {
     ASSERT_TRUE(kubelet_->Restart().ok());
-    ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 8, kWait, round)) << "round " << round;
+    ASSERT_TRUE(AdvanceUntilAllocatable(8, round)) << "round " << round;
   }
-  std::this_thread::sleep_for(300ms);
-  EXPECT_LE(kubelet_->Resource("nvidia.com/gpu")->registrations, 4 + 3)
+  Idle(300);
+  EXPECT_LE(Registrations(), 4 + 3)
       << "at most one extra registration per restart (socket deletion seen before kubelet.sock)";
-  int before = kubelet_->Resource("nvidia.com/gpu")->registrations;
-  std::this_thread::sleep_for(300ms);
-  EXPECT_EQ(kubelet_->Resource("nvidia.com/gpu")->registrations, before) << "settled: no restart loop";
+  int before = Registrations();
+  Idle(1000);
+  EXPECT_EQ(Registrations(), before) << "settled: no restart loop";
 }
 
 TEST_F(AgentTest, ReRegistersAfterDroppedStream) {
@@ -171,10 +208,10 @@ TEST_F(AgentTest, ReRegistersAfterDroppedStream) {
   ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 8, kWait));
   ASSERT_TRUE(kubelet_->WaitFor([&] { return kubelet_->Resource("nvidia.com/gpu")->stream_open; }, kWait));
   ASSERT_TRUE(kubelet_->DropStream("nvidia.com/gpu"));
-  ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 8, kWait, 2));
+  ASSERT_TRUE(AdvanceUntilAllocatable(8, 2));
   // Exactly one re-registration: our own socket churn must not feed back into restarts.
-  std::this_thread::sleep_for(300ms);
-  EXPECT_EQ(kubelet_->Resource("nvidia.com/gpu")->registrations, 2);
+  Idle(1000);
+  EXPECT_EQ(Registrations(), 2);
 }
 
 TEST_F(AgentTest, SocketDeletedWhileKubeletRunsIsServedAgain) {
@@ -183,7 +220,7 @@ TEST_F(AgentTest, SocketDeletedWhileKubeletRunsIsServedAgain) {
   ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 8, kWait));
   std::string sock = dir_.Sub(kubelet_->Resource("nvidia.com/gpu")->endpoint);
   ::unlink(sock.c_str());
-  ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 8, kWait, 2));
+  ASSERT_TRUE(AdvanceUntilAllocatable(8, 2));
   EXPECT_TRUE(Exists(sock));
 }
 
@@ -201,8 +238,14 @@ TEST_F(AgentTest, XidMakesGpuUnhealthyAndItRecovers) {
   // A Unhealthy device is not admitted: the four healthy ones are all there is.
   for (int i = 0; i < 4; ++i) EXPECT_TRUE(kubelet_->Admit("p" + std::to_string(i) + "/c", "nvidia.com/gpu", 1).admitted);
   EXPECT_FALSE(kubelet_->Admit("p9/c", "nvidia.com/gpu", 1).admitted);
-  // After the quiet period (1 s in this config) the GPU is Healthy again.
-  ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 8, kWait));
+  // The clock stands still: no recovery, however long the agent runs.
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(kubelet_->Resource("nvidia.com/gpu")->allocatable, 4);
+  // Just before the quiet period (1 s in this config) ends: still Unhealthy; after it: Healthy.
+  clock_->Advance(990);
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(kubelet_->Resource("nvidia.com/gpu")->allocatable, 4);
+  ASSERT_TRUE(AdvanceUntilAllocatable(8));
 }
 
 TEST_F(AgentTest, ReloadWithBadConfigKeepsServing) {
@@ -214,7 +257,8 @@ TEST_F(AgentTest, ReloadWithBadConfigKeepsServing) {
     next_error_ = "sharing.timeSlicing.resources[0].replicas: must be 2..48, got 60";
   }
   agent_->RequestReload();
-  std::this_thread::sleep_for(300ms);
+  ASSERT_TRUE(kubelet_->WaitFor([&] { return rejected_.load() == 1; }, kWait));
+  Idle(500);
   auto r = kubelet_->Resource("nvidia.com/gpu");
   EXPECT_TRUE(r->connected);
   EXPECT_EQ(r->allocatable, 8);
@@ -226,7 +270,9 @@ TEST_F(AgentTest, ReloadWithBadConfigKeepsServing) {
     config_ = Replicated(10);
   }
   agent_->RequestReload();
-  ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 20, kWait, 2));
+  ASSERT_TRUE(kubelet_->WaitFor([&] { return accepted_.load() == 2; }, kWait));
+  // The old server had its stream open: the new one is served only after the settle.
+  ASSERT_TRUE(AdvanceUntilAllocatable(20, 2));
   EXPECT_EQ(feeds_created_.load(), 1) << "same GPUs: the health feed keeps running";
   // Health events still reach the new plan's servers.
   Inject(GpuUuid(0), 79);
