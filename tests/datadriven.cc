@@ -281,4 +281,8 @@ std::string FileTestName(const std::string& path) {
   return stem;
 }
 
+std::string FileParamName(const ::testing::TestParamInfo<std::string>& info) {
+  return FileTestName(info.param);
+}
+
 }  // namespace gpushare::datadriven

@@ -23,6 +23,8 @@
 // reviewable diff.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <functional>
 #include <optional>
 #include <string>
@@ -76,9 +78,11 @@ bool RewriteRequested();
 using Handler = std::function<std::string(const Case&)>;
 int RunDataFile(const std::string& path, const Handler& handler);
 
-// The data files (*.txt) in `dir`, sorted by name; the test of each is named by FileTestName.
+// The data files (*.txt) in `dir`, sorted by name; the test of each is named by FileParamName:
+//   INSTANTIATE_TEST_SUITE_P(Testdata, Suite, ::testing::ValuesIn(DataFiles(dir)), FileParamName);
 std::vector<std::string> DataFiles(const std::string& dir);
 // "per_gpu-sharing.txt" -> "per_gpu_sharing": a GoogleTest parameter name from a file path.
 std::string FileTestName(const std::string& path);
+std::string FileParamName(const ::testing::TestParamInfo<std::string>& info);
 
 }  // namespace gpushare::datadriven

@@ -192,9 +192,7 @@ TEST_P(ConfigData, File) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Testdata, ConfigData, ::testing::ValuesIn(datadriven::DataFiles(kDataDir)),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           return datadriven::FileTestName(info.param);
-                         });
+                         datadriven::FileParamName);
 
 }  // namespace
 }  // namespace gpushare

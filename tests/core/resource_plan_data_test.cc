@@ -37,56 +37,45 @@ std::string Errors(const std::string& what, const Status& s) {
   return what + ": " + std::string(StatusCodeName(s.code())) + "\n" + s.message() + "\n";
 }
 
-// key=value words after the first two of an inventory line.
-std::map<std::string, std::string> Options(const std::vector<std::string>& words, size_t from) {
-  std::map<std::string, std::string> m;
-  for (size_t i = from; i < words.size(); ++i) {
-    const size_t eq = words[i].find('=');
-    m[words[i].substr(0, eq)] = eq == std::string::npos ? "" : words[i].substr(eq + 1);
-  }
-  return m;
-}
-
 // One inventory line; an error names the line.
 Status AddInventoryLine(const std::string& line, Inventory* inv) {
-  // Words, with "..." quoting (product names have spaces), split as a command line is.
-  std::string text = "x " + line + "\n----\n";
+  // Split as a command line is: `kind index key=value key="a value"`.
   std::string error;
-  auto parsed = datadriven::ParseCases("", text, &error);
+  auto parsed = datadriven::ParseCases("", "x " + line + "\n----\n", &error);
   if (!parsed || parsed->size() != 1) return Status::InvalidArgument("cannot read inventory line: " + line);
-  std::vector<std::string> words;
-  for (const auto& a : (*parsed)[0].args) words.push_back(a.value.empty() ? a.key : a.key + "=" + a.value);
+  const std::vector<datadriven::Arg>& words = (*parsed)[0].args;
   if (words.empty()) return Status::Ok();
-  auto num = [&](const std::map<std::string, std::string>& o, const std::string& k, int64_t def) -> int64_t {
+  std::map<std::string, std::string> o;
+  for (size_t w = 2; w < words.size(); ++w) o[words[w].key] = words[w].value;
+  auto num = [&](const std::string& k, int64_t def) -> int64_t {
     auto it = o.find(k);
     return it == o.end() ? def : std::stoll(it->second);
   };
-  const std::string& kind = words[0];
+  const std::string& kind = words[0].key;
   if (kind == "eight-a10" || kind == "one-h100-mig") {
     Inventory preset = kind == "eight-a10" ? testing::EightA10() : testing::OneH100Mig();
     for (Gpu& g : preset.gpus) inv->gpus.push_back(std::move(g));
     return Status::Ok();
   }
   if (words.size() < 2) return Status::InvalidArgument("inventory line needs a GPU index: " + line);
-  const int index = std::stoi(words[1]);
-  const auto o = Options(words, 2);
+  const int index = std::stoi(words[1].key);
   if (kind == "gpu") {
-    inv->gpus.push_back(testing::WholeGpu(index, num(o, "memory", 23028), static_cast<int>(num(o, "numa", -1)),
+    inv->gpus.push_back(testing::WholeGpu(index, num("memory", 23028), static_cast<int>(num("numa", -1)),
                                           o.count("product") ? o.at("product") : "NVIDIA A10"));
   } else if (kind == "mig-gpu") {
-    inv->gpus.push_back(testing::MigGpu(index, o.at("profile"), static_cast<int>(num(o, "count", 0)),
-                                        num(o, "memory", 0), static_cast<int>(num(o, "first-gi", 7)),
-                                        static_cast<int>(num(o, "numa", 0))));
+    inv->gpus.push_back(testing::MigGpu(index, o.at("profile"), static_cast<int>(num("count", 0)),
+                                        num("memory", 0), static_cast<int>(num("first-gi", 7)),
+                                        static_cast<int>(num("numa", 0))));
   } else if (kind == "mig") {
     for (Gpu& g : inv->gpus) {
       if (g.index != index) continue;
       MigInstance m;
-      m.index = static_cast<int>(num(o, "index", 0));
+      m.index = static_cast<int>(num("index", 0));
       m.profile = o.at("profile");
-      m.gpu_instance_id = static_cast<int>(num(o, "gi", 0));
-      m.compute_instance_id = static_cast<int>(num(o, "ci", 0));
+      m.gpu_instance_id = static_cast<int>(num("gi", 0));
+      m.compute_instance_id = static_cast<int>(num("ci", 0));
       m.uuid = testing::MigUuid(index, m.index);
-      m.memory_mib = num(o, "memory", 0);
+      m.memory_mib = num("memory", 0);
       g.mig.push_back(m);
       return Status::Ok();
     }
@@ -214,7 +203,13 @@ class PlanCases {
     inventory_ = Inventory{};
     inventory_.source = "test";
     for (const std::string& line : SplitLines(c.input)) {
-      if (Status s = AddInventoryLine(line, &inventory_); !s.ok()) return s.message() + "\n";
+      Status s;
+      try {
+        s = AddInventoryLine(line, &inventory_);
+      } catch (const std::exception& e) {  // std::stoll, map::at: a number or a key is missing
+        s = Status::InvalidArgument("cannot read inventory line \"" + line + "\": " + e.what());
+      }
+      if (!s.ok()) return s.message() + "\n";
     }
     return PrintInventory(inventory_);
   }
@@ -262,9 +257,7 @@ TEST_P(ResourcePlanData, File) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Testdata, ResourcePlanData, ::testing::ValuesIn(datadriven::DataFiles(kDataDir)),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           return datadriven::FileTestName(info.param);
-                         });
+                         datadriven::FileParamName);
 
 }  // namespace
 }  // namespace gpushare
