@@ -11,6 +11,8 @@ function(gpushare_data_test name)
   target_link_libraries(${name} PRIVATE ${T_LIBS} gpushare_base GTest::gtest GTest::gtest_main Threads::Threads)
   target_compile_definitions(${name} PRIVATE GPUSHARE_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/tests)
+  # Pure translators: the unit tier, and the folder's label (tests/CMakeLists.txt).
+  get_filename_component(folder ${CMAKE_CURRENT_SOURCE_DIR} NAME)
   file(GLOB files CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/testdata/${T_DATA}/*.txt)
   foreach(f ${files})
     get_filename_component(stem ${f} NAME_WE)
@@ -18,6 +20,7 @@ function(gpushare_data_test name)
     add_test(NAME ${T_SUITE}/${stem}
              COMMAND ${name} --gtest_filter=Testdata/${T_SUITE}.File/${param})
     set_tests_properties(${T_SUITE}/${stem} PROPERTIES TIMEOUT 300
-                         PASS_REGULAR_EXPRESSION "\\[  PASSED  \\] 1 test\\.")
+                         PASS_REGULAR_EXPRESSION "\\[  PASSED  \\] 1 test\\."
+                         LABELS "unit;${folder}")
   endforeach()
 endfunction()
