@@ -780,29 +780,10 @@ std::vector<int64_t> GpuCache::Score(const ms::PodRequest& request, const std::v
   }
   const std::vector<pl::Verdict> verdicts = engine_->Evaluate(*shape, ids);
   // Min-max of the policy's value; when every value ties, of its tiebreak.
-  double lo = 0, hi = 0, tlo = 0, thi = 0;
-  bool any = false;
-  for (const auto& v : verdicts) {
-    if (v.rejection != pl::Rejection::kNone) continue;
-    const double x = v.choice.score.value, t = v.choice.score.tiebreak;
-    lo = any ? std::min(lo, x) : x;
-    hi = any ? std::max(hi, x) : x;
-    tlo = any ? std::min(tlo, t) : t;
-    thi = any ? std::max(thi, t) : t;
-    any = true;
-  }
-  if (!any) return out;
-  for (size_t k = 0; k < verdicts.size(); ++k) {
-    const pl::Verdict& v = verdicts[k];
-    if (v.rejection != pl::Rejection::kNone) continue;
-    double f = 1.0;
-    if (hi > lo) {
-      f = (v.choice.score.value - lo) / (hi - lo);
-    } else if (thi > tlo) {
-      f = (v.choice.score.tiebreak - tlo) / (thi - tlo);
-    }
-    out[where[k]] = std::clamp<int64_t>(std::lround(f * 10.0), 0, 10);
-  }
+  const std::vector<int> scaled = pl::PlacementEngine::ScaleScores(verdicts, 10);
+  if (std::none_of(scaled.begin(), scaled.end(), [](int x) { return x >= 0; })) return out;
+  for (size_t k = 0; k < scaled.size(); ++k)
+    if (scaled[k] >= 0) out[where[k]] = scaled[k];
   // The engine's own choice (its tie rank breaks ties) is the only 10.
   const pl::Decision d = engine_->ChooseEvaluated(*shape, verdicts);
   for (size_t k = 0; k < ids.size(); ++k) {
