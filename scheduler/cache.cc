@@ -133,7 +133,7 @@ void GpuCache::Log(const std::string& line) const {
 }
 
 void GpuCache::SetSynced(bool synced) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (synced && !synced_ && !ever_synced_ && options_.restart_hold_ns > 0) {
     // A start forgets the pods released while this process was away: on each node, no new
     // shares until the pods pending there now are confirmed or gone (one of them may sit in a
@@ -156,7 +156,7 @@ void GpuCache::SetSynced(bool synced) {
 }
 
 bool GpuCache::synced() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return synced_;
 }
 
@@ -185,7 +185,7 @@ GpuCache::NodeRec& GpuCache::NodeFor(const std::string& name) {
 // --- nodes -------------------------------------------------------------------------------------
 
 void GpuCache::UpsertNode(const kube::Node& node) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   NodeRec& n = NodeFor(node.metadata.name);
   struct RefreshOnReturn {
     GpuCache* cache;
@@ -259,7 +259,7 @@ void GpuCache::UpsertNode(const kube::Node& node) {
 }
 
 void GpuCache::DeleteNode(const std::string& name) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   NodeRec* found = FindNode(name);
   if (found == nullptr) return;
   NodeRec& n = *found;
@@ -422,7 +422,7 @@ void GpuCache::SettleGuards(NodeRec& n) {
 }
 
 void GpuCache::UpsertPod(const kube::Pod& pod) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   const std::string& uid = pod.metadata.uid;
   const std::string key = pod.metadata.namespace_ + "/" + pod.metadata.name;
   auto it = pods_.find(uid);
@@ -507,7 +507,7 @@ void GpuCache::UpsertPod(const kube::Pod& pod) {
 }
 
 void GpuCache::DeletePod(const kube::Pod& last_known) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = pods_.find(last_known.metadata.uid);
   if (it != pods_.end())
     Log("event=pod_released pod=" + Value(it->second->key) + " reason=deleted node=" + Value(it->second->node));
@@ -718,7 +718,7 @@ NodeVerdict GpuCache::Clash(const NodeRec& n, const ms::PodRequest& request) con
 // --- decisions ---------------------------------------------------------------------------------
 
 std::vector<NodeVerdict> GpuCache::Filter(const ms::PodRequest& request, const std::vector<std::string_view>& names) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   std::vector<NodeVerdict> out(names.size());
   EnsureEngine();
   Result<pl::ShapeId> shape = Shape(request);
@@ -754,7 +754,7 @@ std::vector<NodeVerdict> GpuCache::Filter(const ms::PodRequest& request, const s
 }
 
 std::vector<int64_t> GpuCache::Score(const ms::PodRequest& request, const std::vector<std::string_view>& names) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   std::vector<int64_t> out(names.size(), 0);
   EnsureEngine();
   Result<pl::ShapeId> shape = Shape(request);
@@ -798,7 +798,7 @@ std::vector<int64_t> GpuCache::Score(const ms::PodRequest& request, const std::v
 
 Result<Reservation> GpuCache::Reserve(const kube::Pod& pod, const ms::PodRequest& request, const std::string& node,
                                       int64_t now_ns) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (!synced_) return Status::Unavailable("cache not synced");
   const std::string& uid = pod.metadata.uid;
   const std::string key = pod.metadata.namespace_ + "/" + pod.metadata.name;
@@ -883,21 +883,21 @@ Result<Reservation> GpuCache::Reserve(const kube::Pod& pod, const ms::PodRequest
 }
 
 void GpuCache::Commit(const std::string& pod_uid, uint64_t token) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = pods_.find(pod_uid);
   if (it != pods_.end() && it->second->token == token && it->second->state == PodRec::State::kReserved)
     it->second->state = PodRec::State::kBound;
 }
 
 void GpuCache::Rollback(const std::string& pod_uid, uint64_t token) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = pods_.find(pod_uid);
   if (it != pods_.end() && it->second->token == token && it->second->state == PodRec::State::kReserved)
     RemovePod(pod_uid);
 }
 
 std::vector<ExpiredPod> GpuCache::ExpireAssumed(int64_t now_ns, int64_t timeout_ns) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   std::vector<ExpiredPod> out;
   for (auto& [name, n] : nodes_) {
     for (NodeRec::Guard& g : n->guards) {
@@ -928,7 +928,7 @@ std::vector<ExpiredPod> GpuCache::ExpireAssumed(int64_t now_ns, int64_t timeout_
 }
 
 std::vector<PlanMove> GpuCache::PlanMoves() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   std::vector<PlanMove> out;
   for (auto& [name, n] : nodes_) {
     if (!n->guards.empty() || n->pods.empty()) continue;
@@ -958,7 +958,7 @@ std::vector<PlanMove> GpuCache::PlanMoves() {
 // --- introspection -----------------------------------------------------------------------------
 
 std::vector<GpuState> GpuCache::NodeGpus(const std::string& node) const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   std::vector<GpuState> out;
   const NodeRec* found = FindNode(node);
   if (found == nullptr) return out;
@@ -976,7 +976,7 @@ std::vector<GpuState> GpuCache::NodeGpus(const std::string& node) const {
 }
 
 CacheStats GpuCache::stats() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   CacheStats s;
   for (const auto& [name, n] : nodes_) {
     if (n->has_inventory) ++s.nodes;
@@ -994,7 +994,7 @@ CacheStats GpuCache::stats() const {
 }
 
 ms::ContainerGpus GpuCache::PodGpus(const std::string& pod_uid) const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = pods_.find(pod_uid);
   if (it == pods_.end() || !it->second->counted) return {};
   return it->second->gpus;
