@@ -826,14 +826,13 @@ Result<Reservation> GpuCache::Reserve(const kube::Pod& pod, const ms::PodRequest
     return Status::FailedPrecondition("node " + node + ": " +
                                       (found == nullptr ? std::string("not in gpushare-scheduler's cache") : found->problem));
   NodeRec& n = *found;
-  Result<pl::ShapeId> shape = Shape(request);
-  if (!shape.ok()) return shape.status();
-  const NodeVerdict v = Check(n, request, engine_->shape(*shape));
+  GPUSHARE_ASSIGN_OR_RETURN(pl::ShapeId shape, Shape(request));
+  const NodeVerdict v = Check(n, request, engine_->shape(shape));
   if (v.kind != NodeVerdict::Kind::kFits) {
     return v.kind == NodeVerdict::Kind::kFailed ? Status::ResourceExhausted("node " + node + ": " + v.reason)
                                                 : Status::FailedPrecondition("node " + node + ": " + v.reason);
   }
-  const std::vector<pl::Verdict> verdicts = engine_->Evaluate(*shape, {n.eid});
+  const std::vector<pl::Verdict> verdicts = engine_->Evaluate(shape, {n.eid});
   if (verdicts.empty() || verdicts[0].rejection != pl::Rejection::kNone)
     return Status::ResourceExhausted("node " + node + ": no GPU choice fits");
   const pl::GpuAssignment& a = verdicts[0].choice.gpus;

@@ -51,10 +51,9 @@ struct Decoded {
 };
 
 Result<Decoded> DecodeArgs(std::string_view body, std::string_view resource) {
-  Result<ExtenderArgs> a = ParseExtenderArgs(body);
-  if (!a.ok()) return a.status();
+  GPUSHARE_ASSIGN_OR_RETURN(ExtenderArgs a, ParseExtenderArgs(body));
   Decoded d;
-  d.args = std::move(*a);
+  d.args = std::move(a);
   Result<kube::Pod> pod = kube::DecodePod(d.args.pod);
   if (!pod.ok()) return pod.status().WithContext("Pod");
   d.pod = std::move(*pod);

@@ -25,13 +25,12 @@ PlacementEngine::PlacementEngine(ClusterState& cluster, Policy& policy, EngineOp
 }
 
 Result<ShapeId> PlacementEngine::Intern(const PodRequest& request) {
-  Result<PodShape> shape = CompileShape(request, cluster_);
-  if (!shape.ok()) return shape.status();
-  std::string key = ShapeKey(*shape);
+  GPUSHARE_ASSIGN_OR_RETURN(PodShape shape, CompileShape(request, cluster_));
+  std::string key = ShapeKey(shape);
   auto it = shape_ids_.find(key);
   if (it != shape_ids_.end()) return it->second;
   const ShapeId id = static_cast<ShapeId>(shapes_.size());
-  shapes_.push_back(std::move(shape).value());
+  shapes_.push_back(std::move(shape));
   shape_ids_.emplace(std::move(key), id);
   cache_.emplace_back();
   return id;
