@@ -2,9 +2,11 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <set>
 #include <sstream>
+#include <variant>
 
 #include "base/strings.h"
 #include "config/duration.h"
@@ -24,15 +26,50 @@ using yaml::Problems;
 
 enum class Kind { kEnum, kBool, kString, kPath, kInt, kEnumList, kIntList, kDuration };
 
-// One overridable setting: a key in the file, an environment variable, a flag.
+// The typed setters: each writes its own setting's field, with a value already checked against
+// the row's kind, values and bounds. A text setter may still refuse its value: it returns the
+// problem ("must not be empty"), "" when it wrote the field.
+using SetBool = void (*)(NodeConfig&, bool);
+using SetInt = void (*)(NodeConfig&, int64_t);
+using SetEnum = void (*)(NodeConfig&, const std::string&);          // one of the row's values
+using SetText = std::string (*)(NodeConfig&, const std::string&);
+using SetNames = void (*)(NodeConfig&, const std::vector<std::string>&);  // kEnumList items
+using SetInts = void (*)(NodeConfig&, std::vector<uint32_t>);
+using SetDuration = void (*)(NodeConfig&, std::chrono::milliseconds);
+using Setter = std::variant<SetBool, SetEnum, SetText, SetInt, SetNames, SetInts, SetDuration>;
+
+// One overridable setting: a key in the file, an environment variable, a flag, what values it
+// takes, and the setter of its field. Rows are made by the functions below, which pair each
+// kind with its setter's type.
 struct Setting {
   NodeConfigSetting row;
   Kind kind;
+  Setter set;
   std::vector<std::string> values;  // allowed values for kEnum / kEnumList
   int64_t min = 0, max = 0;         // for kInt / kIntList
   const char* alt_env = nullptr;    // a second environment name (older NVIDIA spelling)
   const char* alt_flag = nullptr;   // a flag alias
 };
+
+Setting Bool(NodeConfigSetting row, SetBool set) { return {row, Kind::kBool, set}; }
+Setting Enum(NodeConfigSetting row, const std::vector<std::string>& values, SetEnum set) {
+  return {row, Kind::kEnum, set, values};
+}
+Setting Text(NodeConfigSetting row, SetText set) { return {row, Kind::kString, set}; }
+// An absolute path (or empty).
+Setting Path(NodeConfigSetting row, SetText set, const char* alt_env = nullptr, const char* alt_flag = nullptr) {
+  return {row, Kind::kPath, set, {}, 0, 0, alt_env, alt_flag};
+}
+Setting Int(NodeConfigSetting row, int64_t min, int64_t max, SetInt set) {
+  return {row, Kind::kInt, set, {}, min, max};
+}
+Setting EnumList(NodeConfigSetting row, const std::vector<std::string>& values, SetNames set) {
+  return {row, Kind::kEnumList, set, values};
+}
+Setting IntList(NodeConfigSetting row, int64_t min, int64_t max, SetInts set) {
+  return {row, Kind::kIntList, set, {}, min, max};
+}
+Setting Duration(NodeConfigSetting row, SetDuration set) { return {row, Kind::kDuration, set}; }
 
 const std::vector<std::string> kMigStrategies = {"none", "single", "mixed"};
 const std::vector<std::string> kDeviceListStrategies = {"envvar", "volume-mounts",
@@ -45,100 +82,173 @@ const std::vector<std::string> kComputeLimits = {"none", "evenSplit"};
 const std::vector<std::string> kMemoryComputeLimits = {"none", "proportional"};
 const std::vector<std::string> kMemoryUnits = {"GiB", "MiB"};
 
+// Setters shared by several rows, or with checks of their own.
+void SetAllocationPolicy(NodeConfig& c, const std::string& v) {
+  c.gpushare.allocation_policy = v == "packed" ? AllocationPolicy::kPacked : AllocationPolicy::kDistributed;
+}
+
+// Accepted, and nothing to set.
+void Ignored(NodeConfig&, const std::string&) {}
+std::string IgnoredText(NodeConfig&, const std::string&) { return ""; }
+
+// Setters of a string field (`Field` returns it): any value, or any but "".
+template <std::string& (*Field)(NodeConfig&)>
+std::string SetAny(NodeConfig& c, const std::string& v) {
+  Field(c) = v;
+  return "";
+}
+template <std::string& (*Field)(NodeConfig&)>
+std::string SetNonEmpty(NodeConfig& c, const std::string& v) {
+  if (v.empty()) return "must not be empty";
+  return SetAny<Field>(c, v);
+}
+
+std::string SetMemoryResourceName(NodeConfig& c, const std::string& v) {
+  const std::string why = ExtendedResourceNameProblem(v);
+  if (!why.empty()) return "\"" + v + "\" is not a valid extended resource name: " + why;
+  if (ResourceDomain(v) == "nvidia.com") {
+    return "\"" + v + "\": the nvidia.com domain is kept for whole, time-sliced and MIG devices";
+  }
+  c.gpushare.memory_shares.resource_name = v;
+  return "";
+}
+
+void SetDeviceListStrategy(NodeConfig& c, const std::vector<std::string>& items) {
+  DeviceListStrategy d{false, false, false, false};
+  for (const std::string& it : items) {
+    if (it == "envvar") d.envvar = true;
+    if (it == "volume-mounts") d.volume_mounts = true;
+    if (it == "cdi-annotations") d.cdi_annotations = true;
+    if (it == "cdi-cri") d.cdi_cri = true;
+  }
+  c.plugin.device_list_strategy = d;
+}
+
+std::string& DriverRoot(NodeConfig& c) { return c.plugin.nvidia_driver_root; }
+std::string& DevRoot(NodeConfig& c) { return c.plugin.nvidia_dev_root; }
+std::string& CdiPrefix(NodeConfig& c) { return c.plugin.cdi_annotation_prefix; }
+std::string& StateDir(NodeConfig& c) { return c.gpushare.container_state_dir; }
+std::string& CtkPath(NodeConfig& c) { return c.plugin.nvidia_ctk_path; }
+std::string& ContainerDriverRoot(NodeConfig& c) { return c.plugin.container_driver_root; }
+std::string& InterposerHostDir(NodeConfig& c) { return c.gpushare.interposer_host_dir; }
+
+// The settings table: one row per setting, in the order of docs/configuration.md.
 const std::vector<Setting>& Settings() {
   static const std::vector<Setting> s = {
-      {{"migStrategy", "flags.migStrategy", "MIG_STRATEGY", "--mig-strategy",
-        "how MIG devices are advertised: none, single or mixed (default none)"},
-       Kind::kEnum, kMigStrategies},
-      {{"failOnInitError", "flags.failOnInitError", "FAIL_ON_INIT_ERROR", "--fail-on-init-error",
-        "exit when NVML cannot start or finds no GPU (default true); false: log and wait idle"},
-       Kind::kBool},
-      {{"nvidiaDriverRoot", "flags.nvidiaDriverRoot", "NVIDIA_DRIVER_ROOT",
-        "--nvidia-driver-root", "root of the NVIDIA driver installation (default /)"},
-       Kind::kPath, {}, 0, 0, nullptr, "--driver-root"},
-      {{"nvidiaDevRoot", "flags.nvidiaDevRoot", "NVIDIA_DEV_ROOT", "--dev-root",
-        "root under which /dev/nvidia* live (default: the driver root)"},
-       Kind::kPath, {}, 0, 0, nullptr, "--nvidia-dev-root"},
-      {{"mpsRoot", "flags.mpsRoot", "MPS_ROOT", "--mps-root",
-        "MPS root (accepted; gpushare does not run MPS)"},
-       Kind::kString},
-      {{"gdrcopyEnabled", "flags.gdrcopyEnabled", "GDRCOPY_ENABLED", "--gdrcopy-enabled",
-        "set NVIDIA_GDRCOPY=enabled in containers"},
-       Kind::kBool},
-      {{"gdsEnabled", "flags.gdsEnabled", "GDS_ENABLED", "--gds-enabled",
-        "set NVIDIA_GDS=enabled in containers"},
-       Kind::kBool},
-      {{"mofedEnabled", "flags.mofedEnabled", "MOFED_ENABLED", "--mofed-enabled",
-        "set NVIDIA_MOFED=enabled in containers"},
-       Kind::kBool},
-      {{"deviceDiscoveryStrategy", "flags.deviceDiscoveryStrategy", "DEVICE_DISCOVERY_STRATEGY",
-        "--device-discovery-strategy", "auto or nvml (tegra is not supported)"},
-       Kind::kEnum, kDiscoveryStrategies},
-      {{"passDeviceSpecs", "flags.plugin.passDeviceSpecs", "PASS_DEVICE_SPECS",
-        "--pass-device-specs", "put /dev/nvidia* device specs into Allocate answers"},
-       Kind::kBool},
-      {{"deviceListStrategy", "flags.plugin.deviceListStrategy", "DEVICE_LIST_STRATEGY",
-        "--device-list-strategy",
-        "comma list of envvar, volume-mounts, cdi-annotations, cdi-cri (default envvar)"},
-       Kind::kEnumList, kDeviceListStrategies},
-      {{"deviceIDStrategy", "flags.plugin.deviceIDStrategy", "DEVICE_ID_STRATEGY",
-        "--device-id-strategy", "what containers are given: uuid or index (default uuid)"},
-       Kind::kEnum, kDeviceIdStrategies},
-      {{"cdiAnnotationPrefix", "flags.plugin.cdiAnnotationPrefix", "CDI_ANNOTATION_PREFIX",
-        "--cdi-annotation-prefix", "prefix of CDI annotations (default cdi.k8s.io/)"},
-       Kind::kString},
-      {{"nvidiaCTKPath", "flags.plugin.nvidiaCTKPath", "NVIDIA_CDI_HOOK_PATH",
-        "--nvidia-ctk-path", "path of nvidia-ctk (default /usr/bin/nvidia-ctk)"},
-       Kind::kPath, {}, 0, 0, "NVIDIA_CTK_PATH", "--nvidia-cdi-hook-path"},
-      {{"containerDriverRoot", "flags.plugin.containerDriverRoot", "DRIVER_ROOT_CTR_PATH",
-        "--container-driver-root", "where the driver root is mounted in this container"},
-       Kind::kPath, {}, 0, 0, "CONTAINER_DRIVER_ROOT", "--driver-root-ctr-path"},
-      {{"sharedDevicesAllocationPolicy", "flags.plugin.sharedDevicesAllocationPolicy",
-        "SHARED_DEVICES_ALLOCATION_POLICY", "--shared-devices-allocation-policy",
-        "preferred allocation of replicas: distributed or packed (default distributed)"},
-       Kind::kEnum, kAllocationPolicies},
-      {{"maxClientsPerGpu", "gpushare.maxClientsPerGpu", "GPUSHARE_MAX_CLIENTS_PER_GPU",
-        "--max-clients-per-gpu", "ceiling on containers sharing one physical GPU (default 48)"},
-       Kind::kInt, {}, 1, 1024},
-      {{"allocationPolicy", "gpushare.allocationPolicy", "GPUSHARE_ALLOCATION_POLICY",
-        "--allocation-policy", "same as sharedDevicesAllocationPolicy"},
-       Kind::kEnum, kAllocationPolicies},
-      {{"memoryLimit", "gpushare.timeSlicing.memoryLimit", "GPUSHARE_TIME_SLICING_MEMORY_LIMIT",
-        "--time-slicing-memory-limit",
-        "per-replica memory limit: none or evenSplit (device memory / replicas)"},
-       Kind::kEnum, kMemoryLimits},
-      {{"computeLimit", "gpushare.timeSlicing.computeLimit", "GPUSHARE_TIME_SLICING_COMPUTE_LIMIT",
-        "--time-slicing-compute-limit",
-        "per-replica SM limit: none or evenSplit (100% / replicas), enforced by the in-container library"},
-       Kind::kEnum, kComputeLimits},
-      {{"healthEnabled", "gpushare.health.enabled", "GPUSHARE_HEALTH_ENABLED", "--health-checks",
-        "watch XID events and mark devices Unhealthy (default true)"},
-       Kind::kBool},
-      {{"ignoredXids", "gpushare.health.ignoredXids", "GPUSHARE_IGNORED_XIDS", "--ignored-xids",
-        "XIDs that never mark a device Unhealthy (default 13,31,43,45,68,109)"},
-       Kind::kIntList, {}, 1, 65535},
-      {{"recoverAfter", "gpushare.health.recoverAfter", "GPUSHARE_RECOVER_AFTER",
-        "--recover-after", "quiet period before an Unhealthy device is Healthy again (default 5m; 0 = never)"},
-       Kind::kDuration},
-      {{"interposerHostDir", "gpushare.interposer.hostDir", "GPUSHARE_INTERPOSER_HOST_DIR",
-        "--interposer-host-dir", "host directory holding libgpushare-cuda.so (empty = not mounted)"},
-       Kind::kPath},
-      {{"stateDir", "gpushare.interposer.stateDir", "GPUSHARE_STATE_DIR", "--state-dir",
-        "host directory for per-container accounting (default /var/lib/gpushare/containers)"},
-       Kind::kPath},
-      {{"memoryResourceName", "gpushare.memoryShares.resourceName", "GPUSHARE_MEMORY_RESOURCE_NAME",
-        "--memory-resource-name", "resource of memory shares (default aliyun.com/gpu-mem)"},
-       Kind::kString},
-      {{"memoryUnit", "gpushare.memoryShares.unit", "GPUSHARE_MEMORY_UNIT", "--memory-unit",
-        "what one memory-share unit is: GiB or MiB (default GiB)"},
-       Kind::kEnum, kMemoryUnits},
-      {{"publishGpuCount", "gpushare.memoryShares.publishGpuCount", "GPUSHARE_PUBLISH_GPU_COUNT",
-        "--publish-gpu-count", "publish aliyun.com/gpu-count in the node's capacity (default true)"},
-       Kind::kBool},
-      {{"memoryComputeLimit", "gpushare.memoryShares.computeLimit", "GPUSHARE_MEMORY_COMPUTE_LIMIT",
-        "--memory-compute-limit",
-        "SM limit of a memory share: none or proportional (the share's fraction of the GPU's memory)"},
-       Kind::kEnum, kMemoryComputeLimits},
+      Enum({"migStrategy", "flags.migStrategy", "MIG_STRATEGY", "--mig-strategy",
+            "how MIG devices are advertised: none, single or mixed (default none)"},
+           kMigStrategies,
+           [](NodeConfig& c, const std::string& v) {
+             c.mig_strategy = v == "none" ? MigStrategy::kNone : v == "single" ? MigStrategy::kSingle : MigStrategy::kMixed;
+           }),
+      Bool({"failOnInitError", "flags.failOnInitError", "FAIL_ON_INIT_ERROR", "--fail-on-init-error",
+            "exit when NVML cannot start or finds no GPU (default true); false: log and wait idle"},
+           [](NodeConfig& c, bool b) { c.fail_on_init_error = b; }),
+      Path({"nvidiaDriverRoot", "flags.nvidiaDriverRoot", "NVIDIA_DRIVER_ROOT",
+            "--nvidia-driver-root", "root of the NVIDIA driver installation (default /)"},
+           SetNonEmpty<DriverRoot>, nullptr, "--driver-root"),
+      Path({"nvidiaDevRoot", "flags.nvidiaDevRoot", "NVIDIA_DEV_ROOT", "--dev-root",
+            "root under which /dev/nvidia* live (default: the driver root)"},
+           SetNonEmpty<DevRoot>, nullptr, "--nvidia-dev-root"),
+      Text({"mpsRoot", "flags.mpsRoot", "MPS_ROOT", "--mps-root",
+            "MPS root (accepted; gpushare does not run MPS)"},
+           IgnoredText),
+      Bool({"gdrcopyEnabled", "flags.gdrcopyEnabled", "GDRCOPY_ENABLED", "--gdrcopy-enabled",
+            "set NVIDIA_GDRCOPY=enabled in containers"},
+           [](NodeConfig& c, bool b) { c.gdrcopy_enabled = b; }),
+      Bool({"gdsEnabled", "flags.gdsEnabled", "GDS_ENABLED", "--gds-enabled",
+            "set NVIDIA_GDS=enabled in containers"},
+           [](NodeConfig& c, bool b) { c.gds_enabled = b; }),
+      Bool({"mofedEnabled", "flags.mofedEnabled", "MOFED_ENABLED", "--mofed-enabled",
+            "set NVIDIA_MOFED=enabled in containers"},
+           [](NodeConfig& c, bool b) { c.mofed_enabled = b; }),
+      Enum({"deviceDiscoveryStrategy", "flags.deviceDiscoveryStrategy", "DEVICE_DISCOVERY_STRATEGY",
+            "--device-discovery-strategy", "auto or nvml (tegra is not supported)"},
+           kDiscoveryStrategies, Ignored),
+      Bool({"passDeviceSpecs", "flags.plugin.passDeviceSpecs", "PASS_DEVICE_SPECS",
+            "--pass-device-specs", "put /dev/nvidia* device specs into Allocate answers"},
+           [](NodeConfig& c, bool b) { c.plugin.pass_device_specs = b; }),
+      EnumList({"deviceListStrategy", "flags.plugin.deviceListStrategy", "DEVICE_LIST_STRATEGY",
+                "--device-list-strategy",
+                "comma list of envvar, volume-mounts, cdi-annotations, cdi-cri (default envvar)"},
+               kDeviceListStrategies, SetDeviceListStrategy),
+      Enum({"deviceIDStrategy", "flags.plugin.deviceIDStrategy", "DEVICE_ID_STRATEGY",
+            "--device-id-strategy", "what containers are given: uuid or index (default uuid)"},
+           kDeviceIdStrategies,
+           [](NodeConfig& c, const std::string& v) {
+             c.plugin.device_id_strategy = v == "uuid" ? DeviceIdStrategy::kUuid : DeviceIdStrategy::kIndex;
+           }),
+      Text({"cdiAnnotationPrefix", "flags.plugin.cdiAnnotationPrefix", "CDI_ANNOTATION_PREFIX",
+            "--cdi-annotation-prefix", "prefix of CDI annotations (default cdi.k8s.io/)"},
+           SetNonEmpty<CdiPrefix>),
+      Path({"nvidiaCTKPath", "flags.plugin.nvidiaCTKPath", "NVIDIA_CDI_HOOK_PATH",
+            "--nvidia-ctk-path", "path of nvidia-ctk (default /usr/bin/nvidia-ctk)"},
+           SetAny<CtkPath>, "NVIDIA_CTK_PATH", "--nvidia-cdi-hook-path"),
+      Path({"containerDriverRoot", "flags.plugin.containerDriverRoot", "DRIVER_ROOT_CTR_PATH",
+            "--container-driver-root", "where the driver root is mounted in this container"},
+           SetAny<ContainerDriverRoot>, "CONTAINER_DRIVER_ROOT", "--driver-root-ctr-path"),
+      Enum({"sharedDevicesAllocationPolicy", "flags.plugin.sharedDevicesAllocationPolicy",
+            "SHARED_DEVICES_ALLOCATION_POLICY", "--shared-devices-allocation-policy",
+            "preferred allocation of replicas: distributed or packed (default distributed)"},
+           kAllocationPolicies, SetAllocationPolicy),
+      Int({"maxClientsPerGpu", "gpushare.maxClientsPerGpu", "GPUSHARE_MAX_CLIENTS_PER_GPU",
+           "--max-clients-per-gpu", "ceiling on containers sharing one physical GPU (default 48)"},
+          1, 1024, [](NodeConfig& c, int64_t x) { c.gpushare.max_clients_per_gpu = static_cast<int>(x); }),
+      Enum({"allocationPolicy", "gpushare.allocationPolicy", "GPUSHARE_ALLOCATION_POLICY",
+            "--allocation-policy", "same as sharedDevicesAllocationPolicy"},
+           kAllocationPolicies, SetAllocationPolicy),
+      Enum({"memoryLimit", "gpushare.timeSlicing.memoryLimit", "GPUSHARE_TIME_SLICING_MEMORY_LIMIT",
+            "--time-slicing-memory-limit",
+            "per-replica memory limit: none or evenSplit (device memory / replicas)"},
+           kMemoryLimits,
+           [](NodeConfig& c, const std::string& v) {
+             c.gpushare.replica_memory_limit = v == "evenSplit" ? ReplicaMemoryLimit::kEvenSplit : ReplicaMemoryLimit::kNone;
+           }),
+      Enum({"computeLimit", "gpushare.timeSlicing.computeLimit", "GPUSHARE_TIME_SLICING_COMPUTE_LIMIT",
+            "--time-slicing-compute-limit",
+            "per-replica SM limit: none or evenSplit (100% / replicas), enforced by the in-container library"},
+           kComputeLimits,
+           [](NodeConfig& c, const std::string& v) {
+             c.gpushare.replica_compute_limit =
+                 v == "evenSplit" ? ReplicaComputeLimit::kEvenSplit : ReplicaComputeLimit::kNone;
+           }),
+      Bool({"healthEnabled", "gpushare.health.enabled", "GPUSHARE_HEALTH_ENABLED", "--health-checks",
+            "watch XID events and mark devices Unhealthy (default true)"},
+           [](NodeConfig& c, bool b) { c.gpushare.health_checks_enabled = b; }),
+      IntList({"ignoredXids", "gpushare.health.ignoredXids", "GPUSHARE_IGNORED_XIDS", "--ignored-xids",
+               "XIDs that never mark a device Unhealthy (default 13,31,43,45,68,109)"},
+              1, 65535, [](NodeConfig& c, std::vector<uint32_t> xs) { c.gpushare.ignored_xids = std::move(xs); }),
+      Duration({"recoverAfter", "gpushare.health.recoverAfter", "GPUSHARE_RECOVER_AFTER", "--recover-after",
+                "quiet period before an Unhealthy device is Healthy again (default 5m; 0 = never)"},
+               [](NodeConfig& c, std::chrono::milliseconds d) {
+                 c.gpushare.health_recovery_seconds = (d.count() + 999) / 1000;
+               }),
+      Path({"interposerHostDir", "gpushare.interposer.hostDir", "GPUSHARE_INTERPOSER_HOST_DIR",
+            "--interposer-host-dir", "host directory holding libgpushare-cuda.so (empty = not mounted)"},
+           SetAny<InterposerHostDir>),
+      Path({"stateDir", "gpushare.interposer.stateDir", "GPUSHARE_STATE_DIR", "--state-dir",
+            "host directory for per-container accounting (default /var/lib/gpushare/containers)"},
+           SetNonEmpty<StateDir>),
+      Text({"memoryResourceName", "gpushare.memoryShares.resourceName", "GPUSHARE_MEMORY_RESOURCE_NAME",
+            "--memory-resource-name", "resource of memory shares (default aliyun.com/gpu-mem)"},
+           SetMemoryResourceName),
+      Enum({"memoryUnit", "gpushare.memoryShares.unit", "GPUSHARE_MEMORY_UNIT", "--memory-unit",
+            "what one memory-share unit is: GiB or MiB (default GiB)"},
+           kMemoryUnits,
+           [](NodeConfig& c, const std::string& v) {
+             c.gpushare.memory_shares.unit = *memshare::ParseMemoryUnit(v);
+           }),
+      Bool({"publishGpuCount", "gpushare.memoryShares.publishGpuCount", "GPUSHARE_PUBLISH_GPU_COUNT",
+            "--publish-gpu-count", "publish aliyun.com/gpu-count in the node's capacity (default true)"},
+           [](NodeConfig& c, bool b) { c.gpushare.memory_shares.publish_gpu_count = b; }),
+      Enum({"memoryComputeLimit", "gpushare.memoryShares.computeLimit", "GPUSHARE_MEMORY_COMPUTE_LIMIT",
+            "--memory-compute-limit",
+            "SM limit of a memory share: none or proportional (the share's fraction of the GPU's memory)"},
+           kMemoryComputeLimits,
+           [](NodeConfig& c, const std::string& v) {
+             c.gpushare.memory_shares.compute_limit =
+                 v == "proportional" ? MemoryComputeLimit::kProportional : MemoryComputeLimit::kNone;
+           }),
   };
   return s;
 }
@@ -602,161 +712,106 @@ class Interpreter {
  public:
   Interpreter(Problems* p, NodeConfig* c) : p_(p), c_(c) {}
 
+  // Checks `raw` against the row's kind, values and bounds and, when it passes, calls the row's
+  // setter; a problem names raw.origin (and the file position when it came from the file).
   void Apply(const Setting& s, const Raw& raw) {
-    const std::string& v = raw.value;
-    auto bad = [&](const std::string& what) {
-      p_->Add(raw.origin, what, raw.node.IsDefined() ? &raw.node : nullptr);
-    };
-    auto quoted = "\"" + v + "\"";
+    const Value v{s, raw.value, [&](const std::string& what) {
+                    p_->Add(raw.origin, what, raw.node.IsDefined() ? &raw.node : nullptr);
+                  }};
     switch (s.kind) {
-      case Kind::kBool: {
-        auto b = ParseBoolText(v);
-        if (!b) return bad("must be true or false, got " + quoted);
-        SetBool(s.row.key, *b);
-        return;
-      }
-      case Kind::kEnum:
-        if (std::find(s.values.begin(), s.values.end(), v) == s.values.end()) {
-          std::string extra;
-          if (std::string(s.row.key) == "deviceDiscoveryStrategy" && v == "tegra") {
-            extra = " (Tegra devices are not supported by gpushare)";
-          }
-          return bad("must be " + yaml::OneOf(s.values) + ", got " + quoted + extra);
-        }
-        SetEnum(s.row.key, v);
-        return;
-      case Kind::kEnumList: {
-        auto items = SplitCommas(v);
-        DeviceListStrategy d{false, false, false, false};
-        bool ok = !items.empty();
-        for (const auto& it : items) {
-          if (it == "envvar") d.envvar = true;
-          else if (it == "volume-mounts") d.volume_mounts = true;
-          else if (it == "cdi-annotations") d.cdi_annotations = true;
-          else if (it == "cdi-cri") d.cdi_cri = true;
-          else {
-            bad("must be one or more of " + Join(s.values) + ", got \"" + it + "\"");
-            ok = false;
-          }
-        }
-        if (items.empty()) bad("must name at least one of " + Join(s.values));
-        if (ok) c_->plugin.device_list_strategy = d;
-        return;
-      }
-      case Kind::kInt: {
-        int64_t x = 0;
-        bool ok = IsSmallNumber(v) || (v.size() > 1 && v[0] == '-' && IsSmallNumber(v.substr(1)));
-        if (ok) x = std::stoll(v);
-        if (!ok || x < s.min || x > s.max) {
-          return bad("must be " + std::to_string(s.min) + ".." + std::to_string(s.max) +
-                     ", got " + (ok ? v : quoted));
-        }
-        c_->gpushare.max_clients_per_gpu = static_cast<int>(x);
-        return;
-      }
-      case Kind::kIntList: {
-        std::vector<uint32_t> xs;
-        bool ok = true;
-        if (!v.empty()) {
-          for (const auto& it : SplitCommas(v)) {
-            if (!IsSmallNumber(it) || std::stoll(it) < s.min || std::stoll(it) > s.max) {
-              bad("must be a list of XIDs " + std::to_string(s.min) + ".." +
-                  std::to_string(s.max) + ", got \"" + it + "\"");
-              ok = false;
-              continue;
-            }
-            xs.push_back(static_cast<uint32_t>(std::stoll(it)));
-          }
-        }
-        if (ok) c_->gpushare.ignored_xids = xs;
-        return;
-      }
-      case Kind::kDuration: {
-        auto ms = ParseDurationMs(v);
-        if (!ms) return bad("must be a duration like 30s, 5m or 1h (0 = never), got " + quoted);
-        c_->gpushare.health_recovery_seconds = (*ms + 999) / 1000;
-        return;
-      }
+      case Kind::kBool: return ApplyBool(v);
+      case Kind::kEnum: return ApplyEnum(v);
+      case Kind::kEnumList: return ApplyEnumList(v);
+      case Kind::kInt: return ApplyInt(v);
+      case Kind::kIntList: return ApplyIntList(v);
+      case Kind::kDuration: return ApplyDuration(v);
       case Kind::kString:
-      case Kind::kPath:
-        if (s.kind == Kind::kPath && !v.empty() && v[0] != '/') {
-          return bad("must be an absolute path, got " + quoted);
-        }
-        SetString(s.row.key, v, bad);
-        return;
+      case Kind::kPath: return ApplyText(v);
     }
   }
 
  private:
-  void SetBool(const std::string& key, bool b) {
-    if (key == "failOnInitError") c_->fail_on_init_error = b;
-    else if (key == "gdrcopyEnabled") c_->gdrcopy_enabled = b;
-    else if (key == "gdsEnabled") c_->gds_enabled = b;
-    else if (key == "mofedEnabled") c_->mofed_enabled = b;
-    else if (key == "passDeviceSpecs") c_->plugin.pass_device_specs = b;
-    else if (key == "healthEnabled") c_->gpushare.health_checks_enabled = b;
-    else if (key == "publishGpuCount") c_->gpushare.memory_shares.publish_gpu_count = b;
+  // One value being applied, and how a problem with it is reported.
+  struct Value {
+    const Setting& s;
+    const std::string& text;
+    std::function<void(const std::string&)> bad;
+    std::string Quoted() const { return "\"" + text + "\""; }
+  };
+
+  void ApplyBool(const Value& v) {
+    auto b = ParseBoolText(v.text);
+    if (!b) return v.bad("must be true or false, got " + v.Quoted());
+    std::get<SetBool>(v.s.set)(*c_, *b);
   }
 
-  void SetEnum(const std::string& key, const std::string& v) {
-    if (key == "migStrategy") {
-      c_->mig_strategy = v == "none" ? MigStrategy::kNone
-                         : v == "single" ? MigStrategy::kSingle : MigStrategy::kMixed;
-    } else if (key == "deviceIDStrategy") {
-      c_->plugin.device_id_strategy = v == "uuid" ? DeviceIdStrategy::kUuid : DeviceIdStrategy::kIndex;
-    } else if (key == "sharedDevicesAllocationPolicy" || key == "allocationPolicy") {
-      c_->gpushare.allocation_policy =
-          v == "packed" ? AllocationPolicy::kPacked : AllocationPolicy::kDistributed;
-    } else if (key == "memoryUnit") {
-      c_->gpushare.memory_shares.unit = *memshare::ParseMemoryUnit(v);
-    } else if (key == "memoryLimit") {
-      c_->gpushare.replica_memory_limit =
-          v == "evenSplit" ? ReplicaMemoryLimit::kEvenSplit : ReplicaMemoryLimit::kNone;
-    } else if (key == "computeLimit") {
-      c_->gpushare.replica_compute_limit =
-          v == "evenSplit" ? ReplicaComputeLimit::kEvenSplit : ReplicaComputeLimit::kNone;
-    } else if (key == "memoryComputeLimit") {
-      c_->gpushare.memory_shares.compute_limit =
-          v == "proportional" ? MemoryComputeLimit::kProportional : MemoryComputeLimit::kNone;
-    }
-  }
-
-  template <typename Bad>
-  void SetString(const std::string& key, const std::string& v, Bad&& bad) {
-    if (key == "nvidiaDriverRoot") {
-      if (v.empty()) return bad("must not be empty");
-      c_->plugin.nvidia_driver_root = v;
-    } else if (key == "nvidiaDevRoot") {
-      if (v.empty()) return bad("must not be empty");
-      c_->plugin.nvidia_dev_root = v;
-      dev_root_set = true;
-    } else if (key == "cdiAnnotationPrefix") {
-      if (v.empty()) return bad("must not be empty");
-      c_->plugin.cdi_annotation_prefix = v;
-    } else if (key == "nvidiaCTKPath") {
-      c_->plugin.nvidia_ctk_path = v;
-    } else if (key == "containerDriverRoot") {
-      c_->plugin.container_driver_root = v;
-    } else if (key == "interposerHostDir") {
-      c_->gpushare.interposer_host_dir = v;
-    } else if (key == "stateDir") {
-      if (v.empty()) return bad("must not be empty");
-      c_->gpushare.container_state_dir = v;
-    } else if (key == "memoryResourceName") {
-      std::string why = ExtendedResourceNameProblem(v);
-      if (!why.empty()) return bad("\"" + v + "\" is not a valid extended resource name: " + why);
-      if (ResourceDomain(v) == "nvidia.com") {
-        return bad("\"" + v + "\": the nvidia.com domain is kept for whole, time-sliced and MIG devices");
+  void ApplyEnum(const Value& v) {
+    const auto& allowed = v.s.values;
+    if (std::find(allowed.begin(), allowed.end(), v.text) == allowed.end()) {
+      std::string extra;
+      if (std::string(v.s.row.key) == "deviceDiscoveryStrategy" && v.text == "tegra") {
+        extra = " (Tegra devices are not supported by gpushare)";
       }
-      c_->gpushare.memory_shares.resource_name = v;
+      return v.bad("must be " + yaml::OneOf(allowed) + ", got " + v.Quoted() + extra);
     }
+    std::get<SetEnum>(v.s.set)(*c_, v.text);
+  }
+
+  void ApplyEnumList(const Value& v) {
+    const auto& allowed = v.s.values;
+    const std::vector<std::string> items = SplitCommas(v.text);
+    bool ok = !items.empty();
+    for (const auto& it : items) {
+      if (std::find(allowed.begin(), allowed.end(), it) != allowed.end()) continue;
+      v.bad("must be one or more of " + Join(allowed) + ", got \"" + it + "\"");
+      ok = false;
+    }
+    if (items.empty()) v.bad("must name at least one of " + Join(allowed));
+    if (ok) std::get<SetNames>(v.s.set)(*c_, items);
+  }
+
+  void ApplyInt(const Value& v) {
+    const std::string& t = v.text;
+    const bool ok = IsSmallNumber(t) || (t.size() > 1 && t[0] == '-' && IsSmallNumber(t.substr(1)));
+    const int64_t x = ok ? std::stoll(t) : 0;
+    if (!ok || x < v.s.min || x > v.s.max) {
+      return v.bad("must be " + std::to_string(v.s.min) + ".." + std::to_string(v.s.max) + ", got " +
+                   (ok ? t : v.Quoted()));
+    }
+    std::get<SetInt>(v.s.set)(*c_, x);
+  }
+
+  void ApplyIntList(const Value& v) {
+    std::vector<uint32_t> xs;
+    bool ok = true;
+    for (const auto& it : v.text.empty() ? std::vector<std::string>{} : SplitCommas(v.text)) {
+      if (!IsSmallNumber(it) || std::stoll(it) < v.s.min || std::stoll(it) > v.s.max) {
+        v.bad("must be a list of XIDs " + std::to_string(v.s.min) + ".." + std::to_string(v.s.max) + ", got \"" +
+              it + "\"");
+        ok = false;
+        continue;
+      }
+      xs.push_back(static_cast<uint32_t>(std::stoll(it)));
+    }
+    if (ok) std::get<SetInts>(v.s.set)(*c_, std::move(xs));
+  }
+
+  void ApplyDuration(const Value& v) {
+    auto ms = ParseDurationMs(v.text);
+    if (!ms) return v.bad("must be a duration like 30s, 5m or 1h (0 = never), got " + v.Quoted());
+    std::get<SetDuration>(v.s.set)(*c_, std::chrono::milliseconds(*ms));
+  }
+
+  void ApplyText(const Value& v) {
+    if (v.s.kind == Kind::kPath && !v.text.empty() && v.text[0] != '/') {
+      return v.bad("must be an absolute path, got " + v.Quoted());
+    }
+    const std::string why = std::get<SetText>(v.s.set)(*c_, v.text);
+    if (!why.empty()) v.bad(why);
   }
 
   Problems* p_;
   NodeConfig* c_;
-
- public:
-  bool dev_root_set = false;
 };
 
 // NVIDIA's health environment variables: DP_DISABLE_HEALTHCHECKS=all|xids|<xid,...> and
@@ -791,92 +846,85 @@ void ApplyNvidiaHealthEnv(const Environment& env, NodeConfig* c, Problems* p) {
   parse("DP_ENABLE_HEALTHCHECKS", false);
 }
 
-Result<LoadedNodeConfig> Load(const NodeConfigFlags& flags, const Environment& env,
-                              const std::string* text, const std::string& source) {
-  LoadedNodeConfig out;
-  out.config_path = text != nullptr ? source : "";
-  Problems problems(source.empty() ? "config" : source);
-  FileContents file;
-  if (text != nullptr) {
-    if (static_cast<int64_t>(text->size()) > kMaxConfigFileBytes) {
-      return Status::InvalidArgument("cannot read config file " + source + ": " +
-                                     OverLimit(static_cast<int64_t>(text->size()), kMaxConfigFileBytes));
-    }
-    YAML::Node doc = yaml::ParseDocument(*text, &problems);
-    if (doc.IsDefined()) file = FileReader(&problems, &out.notes).Read(doc);
-    if (doc.IsNull()) {
-      out.warnings.push_back(source + " has no settings (empty or only comments): every setting takes its "
-                             "default, and nothing is shared");
+// The value of `s` at the highest level that sets it (flag > environment > file), if any.
+std::optional<Raw> Resolve(const Setting& s, const FileContents& file, const NodeConfigFlags& flags,
+                           const Environment& env) {
+  std::optional<Raw> raw;
+  if (auto it = file.settings.find(s.row.key); it != file.settings.end()) raw = it->second;
+  for (const char* name : {s.alt_env, s.row.env}) {
+    if (name == nullptr) continue;
+    if (auto it = env.find(name); it != env.end() && !it->second.empty()) {
+      raw = Raw{it->second, name, YAML::Node(YAML::NodeType::Undefined)};
     }
   }
+  if (auto it = flags.values.find(s.row.key); it != flags.values.end()) {
+    raw = Raw{it->second, s.row.flag, YAML::Node(YAML::NodeType::Undefined)};
+  }
+  return raw;
+}
 
-  // Precedence: flag > environment > file.
-  NodeConfig& c = out.config;
-  Interpreter interp(&problems, &c);
-  std::optional<Raw> shared_policy, own_policy;
+// Applies every setting's final value to out->config, then the rules between settings.
+void ApplySettings(const FileContents& file, const NodeConfigFlags& flags, const Environment& env,
+                   Problems* problems, LoadedNodeConfig* out) {
+  NodeConfig& c = out->config;
+  Interpreter interp(problems, &c);
+  std::map<std::string, Raw> given;  // by key: the settings set at some level
   for (const auto& s : Settings()) {
-    std::optional<Raw> raw;
-    if (auto it = file.settings.find(s.row.key); it != file.settings.end()) raw = it->second;
-    for (const char* name : {s.alt_env, s.row.env}) {
-      if (name == nullptr) continue;
-      if (auto it = env.find(name); it != env.end() && !it->second.empty()) {
-        raw = Raw{it->second, name, YAML::Node(YAML::NodeType::Undefined)};
-      }
-    }
-    if (auto it = flags.values.find(s.row.key); it != flags.values.end()) {
-      raw = Raw{it->second, s.row.flag, YAML::Node(YAML::NodeType::Undefined)};
-    }
+    std::optional<Raw> raw = Resolve(s, file, flags, env);
     if (!raw) continue;
     interp.Apply(s, *raw);
-    if (std::string(s.row.key) == "sharedDevicesAllocationPolicy") shared_policy = raw;
-    if (std::string(s.row.key) == "allocationPolicy") own_policy = raw;
-    if (std::string(s.row.key) == "mpsRoot" && !raw->value.empty()) {
-      out.notes.push_back(raw->origin + ": gpushare does not run MPS; ignored");
-    }
+    given[s.row.key] = *raw;
   }
-  if (shared_policy && own_policy && shared_policy->value != own_policy->value) {
-    problems.Add(own_policy->origin,
-                 "\"" + own_policy->value + "\" conflicts with " + shared_policy->origin + " \"" +
-                     shared_policy->value + "\"; set only one of them",
-                 own_policy->node.IsDefined() ? &own_policy->node : nullptr);
+  auto shared_policy = given.find("sharedDevicesAllocationPolicy"), own_policy = given.find("allocationPolicy");
+  if (shared_policy != given.end() && own_policy != given.end() &&
+      shared_policy->second.value != own_policy->second.value) {
+    const Raw& own = own_policy->second;
+    problems->Add(own.origin,
+                  "\"" + own.value + "\" conflicts with " + shared_policy->second.origin + " \"" +
+                      shared_policy->second.value + "\"; set only one of them",
+                  own.node.IsDefined() ? &own.node : nullptr);
   }
-  if (!interp.dev_root_set) c.plugin.nvidia_dev_root = c.plugin.nvidia_driver_root;
-  ApplyNvidiaHealthEnv(env, &c, &problems);
+  if (auto mps = given.find("mpsRoot"); mps != given.end() && !mps->second.value.empty()) {
+    out->notes.push_back(mps->second.origin + ": gpushare does not run MPS; ignored");
+  }
+  if (given.count("nvidiaDevRoot") == 0) c.plugin.nvidia_dev_root = c.plugin.nvidia_driver_root;
+}
 
-  // Sharing entries, now that the ceiling and the MIG strategy are final.
+// Checks each sharing entry now that the ceiling and the MIG strategy are final.
+void CheckEntries(const NodeConfig& c, FileContents& file, Problems* problems) {
   const int ceiling = c.gpushare.max_clients_per_gpu;
-  c.time_slicing.rename_by_default = file.rename_by_default;
-  c.time_slicing.fail_requests_greater_than_one = file.fail_requests_greater_than_one;
   for (auto& e : file.entries) {
     const std::string& path = e.resource.field_path;
     if (e.replicas) {
       if (*e.replicas < 2 || *e.replicas > ceiling) {
-        problems.Add(path + ".replicas",
-                     "must be 2.." + std::to_string(ceiling) + ", got " +
-                         std::to_string(*e.replicas) +
-                         (*e.replicas > ceiling ? " (the ceiling is gpushare.maxClientsPerGpu)" : ""),
-                     &e.replicas_node);
+        problems->Add(path + ".replicas",
+                      "must be 2.." + std::to_string(ceiling) + ", got " + std::to_string(*e.replicas) +
+                          (*e.replicas > ceiling ? " (the ceiling is gpushare.maxClientsPerGpu)" : ""),
+                      &e.replicas_node);
       } else {
         e.resource.replicas = static_cast<int>(*e.replicas);
       }
     }
     if (e.resource.name.rfind("nvidia.com/mig-", 0) == 0 && c.mig_strategy != MigStrategy::kMixed) {
-      problems.Add(path + ".name",
-                   e.resource.name + " exists only with flags.migStrategy mixed, got " +
-                       kMigStrategies[static_cast<int>(c.mig_strategy)],
-                   &e.name_node);
+      problems->Add(path + ".name",
+                    e.resource.name + " exists only with flags.migStrategy mixed, got " +
+                        kMigStrategies[static_cast<int>(c.mig_strategy)],
+                    &e.name_node);
     }
     if (e.resource.rename.empty() && file.rename_by_default && !e.resource.name.empty()) {
       std::string why = ExtendedResourceNameProblem(e.resource.name + ".shared");
       if (!why.empty()) {
-        problems.Add("sharing.timeSlicing.renameByDefault",
-                     e.resource.name + ".shared is not a valid extended resource name: " + why);
+        problems->Add("sharing.timeSlicing.renameByDefault",
+                      e.resource.name + ".shared is not a valid extended resource name: " + why);
       }
     }
   }
-  // Two entries for one resource where one takes every device overlap on any node. One line
-  // per entry that overlaps earlier ones, naming the first of them and counting the others
-  // (pair by pair, 1,000 entries gave 499,500 lines); linear in the entries.
+}
+
+// Two entries for one resource where one takes every device overlap on any node. One line
+// per entry that overlaps earlier ones, naming the first of them and counting the others
+// (pair by pair, 1,000 entries gave 499,500 lines); linear in the entries.
+void CheckOverlaps(const FileContents& file, Problems* problems) {
   struct Group {
     size_t entries = 0, all = 0;  // entries of this name so far, and those that take every device
     const RawEntry* first = nullptr;
@@ -894,32 +942,65 @@ Result<LoadedNodeConfig> Load(const NodeConfigFlags& flags, const Environment& e
       std::string others;
       if (overlapped == 2) others = " (and 1 more entry)";
       if (overlapped > 2) others = " (and " + std::to_string(overlapped - 1) + " more entries)";
-      problems.Add(r.field_path + ".devices",
-                   "overlaps " + first->resource.field_path + others + ", which shares the same resource " + r.name +
-                       " (one of them selects all devices); give both explicit devices lists");
+      problems->Add(r.field_path + ".devices",
+                    "overlaps " + first->resource.field_path + others + ", which shares the same resource " +
+                        r.name + " (one of them selects all devices); give both explicit devices lists");
     }
     if (g.entries++ == 0) g.first = &e;
     if (all && g.all++ == 0) g.first_all = &e;
   }
+}
+
+// A GPU serves one kind of share: memory shares and a time-slicing entry of nvidia.com/gpu
+// overlap on every node when either side takes all GPUs.
+void CheckMemorySharesOverlap(const FileContents& file, Problems* problems) {
+  if (!file.memory_devices) return;
+  for (const auto& e : file.entries) {
+    const auto& r = e.resource;
+    if (r.name != "nvidia.com/gpu") continue;
+    if (r.devices.kind == DeviceSelector::Kind::kAll || file.memory_devices->kind == DeviceSelector::Kind::kAll) {
+      problems->Add("gpushare.memoryShares.devices",
+                    "overlaps " + r.field_path + ", which time-slices nvidia.com/gpu (one of them selects "
+                    "all GPUs); a GPU serves one kind of share: give both explicit devices lists",
+                    file.memory_devices_node.IsDefined() ? &file.memory_devices_node : nullptr);
+    }
+  }
+}
+
+// Reads the file's text (when there is one) into `file`.
+Status ReadFile(const std::string& text, const std::string& source, Problems* problems, FileContents* file,
+                LoadedNodeConfig* out) {
+  if (static_cast<int64_t>(text.size()) > kMaxConfigFileBytes) {
+    return Status::InvalidArgument("cannot read config file " + source + ": " +
+                                   OverLimit(static_cast<int64_t>(text.size()), kMaxConfigFileBytes));
+  }
+  YAML::Node doc = yaml::ParseDocument(text, problems);
+  if (doc.IsDefined()) *file = FileReader(problems, &out->notes).Read(doc);
+  if (doc.IsNull()) {
+    out->warnings.push_back(source + " has no settings (empty or only comments): every setting takes its "
+                            "default, and nothing is shared");
+  }
+  return Status::Ok();
+}
+
+Result<LoadedNodeConfig> Load(const NodeConfigFlags& flags, const Environment& env,
+                              const std::string* text, const std::string& source) {
+  LoadedNodeConfig out;
+  out.config_path = text != nullptr ? source : "";
+  Problems problems(source.empty() ? "config" : source);
+  FileContents file;
+  if (text != nullptr) GPUSHARE_RETURN_IF_ERROR(ReadFile(*text, source, &problems, &file, &out));
+  ApplySettings(file, flags, env, &problems, &out);
+  NodeConfig& c = out.config;
+  ApplyNvidiaHealthEnv(env, &c, &problems);
+  c.time_slicing.rename_by_default = file.rename_by_default;
+  c.time_slicing.fail_requests_greater_than_one = file.fail_requests_greater_than_one;
+  CheckEntries(c, file, &problems);
+  CheckOverlaps(file, &problems);
   for (auto& e : file.entries) c.time_slicing.resources.push_back(e.resource);
   c.imex = file.imex;
   c.gpushare.memory_shares.devices = file.memory_devices;
-  // A GPU serves one kind of share: memory shares and a time-slicing entry of nvidia.com/gpu
-  // overlap on every node when either side takes all GPUs.
-  if (file.memory_devices) {
-    for (const auto& e : file.entries) {
-      const auto& r = e.resource;
-      if (r.name != "nvidia.com/gpu") continue;
-      if (r.devices.kind == DeviceSelector::Kind::kAll ||
-          file.memory_devices->kind == DeviceSelector::Kind::kAll) {
-        problems.Add("gpushare.memoryShares.devices",
-                     "overlaps " + r.field_path + ", which time-slices nvidia.com/gpu (one of them selects "
-                     "all GPUs); a GPU serves one kind of share: give both explicit devices lists",
-                     file.memory_devices_node.IsDefined() ? &file.memory_devices_node : nullptr);
-      }
-    }
-  }
-
+  CheckMemorySharesOverlap(file, &problems);
   if (!problems.empty()) return Status::InvalidArgument(problems.Joined());
   return out;
 }
@@ -993,9 +1074,8 @@ Result<LoadedNodeConfig> LoadNodeConfigWithNotes(const NodeConfigFlags& flags,
 }
 
 Result<NodeConfig> LoadNodeConfig(const NodeConfigFlags& flags, const Environment& env) {
-  auto r = LoadNodeConfigWithNotes(flags, env);
-  if (!r.ok()) return r.status();
-  return std::move(r->config);
+  GPUSHARE_ASSIGN_OR_RETURN(LoadedNodeConfig loaded, LoadNodeConfigWithNotes(flags, env));
+  return std::move(loaded.config);
 }
 
 Result<LoadedNodeConfig> ValidateConfigFile(const std::string& path) {

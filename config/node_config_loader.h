@@ -34,7 +34,7 @@ namespace gpushare {
 // The largest config file read: 1 MiB, the most a Kubernetes ConfigMap can hold.
 inline constexpr int64_t kMaxConfigFileBytes = int64_t{1} << 20;
 
-// Values given on the command line, keyed by setting (see kNodeConfigSettings in the .cc and
+// Values given on the command line, keyed by setting (NodeConfigSettings() below and
 // docs/configuration.md): e.g. {"migStrategy": "mixed"}. Only flags actually given are present.
 struct NodeConfigFlags {
   std::string config_file;               // --config / --config-file, empty = CONFIG_FILE or none
@@ -80,7 +80,8 @@ Result<std::string> ReadNodeConfigFile(const std::string& path);
 // Checks a config file on its own (no flags, no environment): `gpushare validate`.
 Result<LoadedNodeConfig> ValidateConfigFile(const std::string& path);
 
-// One row of the settings table, for docs and --help.
+// The names of one row of the settings table, for docs, --help and tests. Each row of the table
+// (in the .cc) also holds its kind, bounds and the typed setter of its own NodeConfig field.
 struct NodeConfigSetting {
   const char* key;        // internal key used in NodeConfigFlags::values
   const char* file_path;  // e.g. "flags.migStrategy"

@@ -212,10 +212,9 @@ Result<Inventory> ReadNvmlInventory(const NvmlLibrary& nvml, const NvmlInventory
 }
 
 Result<Inventory> NvmlInventorySource::Load() {
-  auto lib = NvmlLibrary::Open(options_.library_path);
-  if (!lib.ok()) return lib.status();
-  auto inv = ReadNvmlInventory(**lib, options_);
-  if (inv.ok()) library_ = *lib;
+  GPUSHARE_ASSIGN_OR_RETURN(auto lib, NvmlLibrary::Open(options_.library_path));
+  auto inv = ReadNvmlInventory(*lib, options_);
+  if (inv.ok()) library_ = lib;
   return inv;
 }
 

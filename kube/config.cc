@@ -115,11 +115,10 @@ Status MergeList(const YAML::Node& root, const char* list_key, const char* body_
 }
 
 Status MergeFile(const std::string& path, Merged* m) {
-  Result<std::string> text = ReadFile(path, "kubeconfig");
-  if (!text.ok()) return text.status();
+  GPUSHARE_ASSIGN_OR_RETURN(std::string text, ReadFile(path, "kubeconfig"));
   YAML::Node root;
   try {
-    root = YAML::Load(*text);
+    root = YAML::Load(text);
   } catch (const YAML::Exception& e) {
     return Status::InvalidArgument("kubeconfig " + path + ": not valid YAML: " + e.what());
   }
@@ -162,12 +161,11 @@ Status PemField(const Entry& e, const char* key, std::string* out) {
   }
   if (!file.empty()) {
     std::string path = Resolve(DirName(e.file), file);
-    Result<std::string> pem = ReadFile(path, e.field + "." + key);
-    if (!pem.ok()) return pem.status();
-    if (!LooksLikePem(*pem)) {
+    GPUSHARE_ASSIGN_OR_RETURN(std::string pem, ReadFile(path, e.field + "." + key));
+    if (!LooksLikePem(pem)) {
       return Status::InvalidArgument(e.field + "." + key + ": " + path + " is not PEM");
     }
-    *out = std::move(*pem);
+    *out = std::move(pem);
   }
   return Status::Ok();
 }

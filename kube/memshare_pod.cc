@@ -11,9 +11,8 @@ namespace {
 Status Read(const StringMap& m, const std::string& path, std::string_view resource, std::optional<int64_t>* out) {
   auto it = m.find(std::string(resource));
   if (it == m.end()) return Status::Ok();
-  Result<int64_t> v = ParseWholeQuantity(it->second, path + "[" + std::string(resource) + "]");
-  if (!v.ok()) return v.status();
-  *out = *v;
+  GPUSHARE_ASSIGN_OR_RETURN(int64_t v, ParseWholeQuantity(it->second, path + "[" + std::string(resource) + "]"));
+  *out = v;
   return Status::Ok();
 }
 

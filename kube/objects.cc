@@ -82,10 +82,9 @@ Status GetInt32(const json& obj, std::string_view key, std::string_view path, in
 
 // A map of string values (labels, annotations).
 Status GetStringMap(const json& obj, std::string_view key, std::string_view path, StringMap* out) {
-  Result<const json*> m = ObjectMember(obj, key, path);
-  if (!m.ok()) return m.status();
-  if (*m == nullptr) return Status::Ok();
-  for (auto it = (*m)->begin(); it != (*m)->end(); ++it) {
+  GPUSHARE_ASSIGN_OR_RETURN(const json* m, ObjectMember(obj, key, path));
+  if (m == nullptr) return Status::Ok();
+  for (auto it = (m)->begin(); it != (m)->end(); ++it) {
     if (!it->is_string()) return WrongType(Join(path, key) + "[" + it.key() + "]", "string", *it);
     (*out)[it.key()] = it->get<std::string>();
   }
@@ -94,10 +93,9 @@ Status GetStringMap(const json& obj, std::string_view key, std::string_view path
 
 // A map of quantities: strings, or numbers kept as their decimal spelling.
 Status GetQuantityMap(const json& obj, std::string_view key, std::string_view path, StringMap* out) {
-  Result<const json*> m = ObjectMember(obj, key, path);
-  if (!m.ok()) return m.status();
-  if (*m == nullptr) return Status::Ok();
-  for (auto it = (*m)->begin(); it != (*m)->end(); ++it) {
+  GPUSHARE_ASSIGN_OR_RETURN(const json* m, ObjectMember(obj, key, path));
+  if (m == nullptr) return Status::Ok();
+  for (auto it = (m)->begin(); it != (m)->end(); ++it) {
     if (it->is_string()) {
       (*out)[it.key()] = it->get<std::string>();
     } else if (it->is_number()) {
@@ -128,12 +126,11 @@ Status ForEach(const json& obj, std::string_view key, std::string_view path, Fn 
 Status DecodeContainer(const json& j, std::string_view path, Container* c) {
   GPUSHARE_RETURN_IF_ERROR(GetString(j, "name", path, &c->name));
   GPUSHARE_RETURN_IF_ERROR(GetString(j, "image", path, &c->image));
-  Result<const json*> res = ObjectMember(j, "resources", path);
-  if (!res.ok()) return res.status();
-  if (*res != nullptr) {
+  GPUSHARE_ASSIGN_OR_RETURN(const json* res, ObjectMember(j, "resources", path));
+  if (res != nullptr) {
     std::string rp = Join(path, "resources");
-    GPUSHARE_RETURN_IF_ERROR(GetQuantityMap(**res, "requests", rp, &c->resources.requests));
-    GPUSHARE_RETURN_IF_ERROR(GetQuantityMap(**res, "limits", rp, &c->resources.limits));
+    GPUSHARE_RETURN_IF_ERROR(GetQuantityMap(*res, "requests", rp, &c->resources.requests));
+    GPUSHARE_RETURN_IF_ERROR(GetQuantityMap(*res, "limits", rp, &c->resources.limits));
   }
   return Status::Ok();
 }
@@ -197,14 +194,12 @@ Result<Pod> DecodePod(const json& j) {
   GPUSHARE_RETURN_IF_ERROR(RequireObject(j, "pod"));
   Pod p;
   if (const json* meta = Member(j, "metadata")) {
-    Result<ObjectMeta> m = DecodeObjectMeta(*meta, "pod.metadata");
-    if (!m.ok()) return m.status();
-    p.metadata = std::move(*m);
+    GPUSHARE_ASSIGN_OR_RETURN(ObjectMeta m, DecodeObjectMeta(*meta, "pod.metadata"));
+    p.metadata = std::move(m);
   }
-  Result<const json*> spec = ObjectMember(j, "spec", "pod");
-  if (!spec.ok()) return spec.status();
-  if (*spec != nullptr) {
-    const json& s = **spec;
+  GPUSHARE_ASSIGN_OR_RETURN(const json* spec, ObjectMember(j, "spec", "pod"));
+  if (spec != nullptr) {
+    const json& s = *spec;
     GPUSHARE_RETURN_IF_ERROR(GetString(s, "nodeName", "pod.spec", &p.spec.node_name));
     GPUSHARE_RETURN_IF_ERROR(GetString(s, "schedulerName", "pod.spec", &p.spec.scheduler_name));
     GPUSHARE_RETURN_IF_ERROR(ForEach(s, "containers", "pod.spec", [&](const json& e, const std::string& ep) {
@@ -220,10 +215,9 @@ Result<Pod> DecodePod(const json& j) {
       return Status::Ok();
     }));
   }
-  Result<const json*> status = ObjectMember(j, "status", "pod");
-  if (!status.ok()) return status.status();
-  if (*status != nullptr) {
-    const json& s = **status;
+  GPUSHARE_ASSIGN_OR_RETURN(const json* status, ObjectMember(j, "status", "pod"));
+  if (status != nullptr) {
+    const json& s = *status;
     GPUSHARE_RETURN_IF_ERROR(GetString(s, "phase", "pod.status", &p.status.phase));
     GPUSHARE_RETURN_IF_ERROR(GetString(s, "reason", "pod.status", &p.status.reason));
     GPUSHARE_RETURN_IF_ERROR(GetString(s, "message", "pod.status", &p.status.message));
@@ -236,19 +230,16 @@ Result<Node> DecodeNode(const json& j) {
   GPUSHARE_RETURN_IF_ERROR(RequireObject(j, "node"));
   Node n;
   if (const json* meta = Member(j, "metadata")) {
-    Result<ObjectMeta> m = DecodeObjectMeta(*meta, "node.metadata");
-    if (!m.ok()) return m.status();
-    n.metadata = std::move(*m);
+    GPUSHARE_ASSIGN_OR_RETURN(ObjectMeta m, DecodeObjectMeta(*meta, "node.metadata"));
+    n.metadata = std::move(m);
   }
-  Result<const json*> spec = ObjectMember(j, "spec", "node");
-  if (!spec.ok()) return spec.status();
-  if (*spec != nullptr) {
-    GPUSHARE_RETURN_IF_ERROR(GetBool(**spec, "unschedulable", "node.spec", &n.unschedulable));
+  GPUSHARE_ASSIGN_OR_RETURN(const json* spec, ObjectMember(j, "spec", "node"));
+  if (spec != nullptr) {
+    GPUSHARE_RETURN_IF_ERROR(GetBool(*spec, "unschedulable", "node.spec", &n.unschedulable));
   }
-  Result<const json*> status = ObjectMember(j, "status", "node");
-  if (!status.ok()) return status.status();
-  if (*status != nullptr) {
-    const json& s = **status;
+  GPUSHARE_ASSIGN_OR_RETURN(const json* status, ObjectMember(j, "status", "node"));
+  if (status != nullptr) {
+    const json& s = *status;
     GPUSHARE_RETURN_IF_ERROR(GetQuantityMap(s, "capacity", "node.status", &n.status.capacity));
     GPUSHARE_RETURN_IF_ERROR(GetQuantityMap(s, "allocatable", "node.status", &n.status.allocatable));
     GPUSHARE_RETURN_IF_ERROR(DecodeConditions(s, "node.status", &n.status.conditions));
@@ -260,22 +251,20 @@ Result<Binding> DecodeBinding(const json& j) {
   GPUSHARE_RETURN_IF_ERROR(RequireObject(j, "binding"));
   Binding b;
   if (const json* meta = Member(j, "metadata")) {
-    Result<ObjectMeta> m = DecodeObjectMeta(*meta, "binding.metadata");
-    if (!m.ok()) return m.status();
-    b.pod_name = m->name;
-    b.pod_namespace = m->namespace_;
-    b.pod_uid = m->uid;
-    b.annotations = std::move(m->annotations);
+    GPUSHARE_ASSIGN_OR_RETURN(ObjectMeta m, DecodeObjectMeta(*meta, "binding.metadata"));
+    b.pod_name = m.name;
+    b.pod_namespace = m.namespace_;
+    b.pod_uid = m.uid;
+    b.annotations = std::move(m.annotations);
   }
-  Result<const json*> target = ObjectMember(j, "target", "binding");
-  if (!target.ok()) return target.status();
-  if (*target != nullptr) {
+  GPUSHARE_ASSIGN_OR_RETURN(const json* target, ObjectMember(j, "target", "binding"));
+  if (target != nullptr) {
     std::string kind;
-    GPUSHARE_RETURN_IF_ERROR(GetString(**target, "kind", "binding.target", &kind));
+    GPUSHARE_RETURN_IF_ERROR(GetString(*target, "kind", "binding.target", &kind));
     if (!kind.empty() && kind != "Node") {
       return Status::InvalidArgument("binding.target.kind: must be \"Node\", got \"" + kind + "\"");
     }
-    GPUSHARE_RETURN_IF_ERROR(GetString(**target, "name", "binding.target", &b.node_name));
+    GPUSHARE_RETURN_IF_ERROR(GetString(*target, "name", "binding.target", &b.node_name));
   }
   return b;
 }
@@ -286,14 +275,12 @@ Result<Event> DecodeEvent(const json& j) {
   e.type.clear();
   e.count = 0;
   if (const json* meta = Member(j, "metadata")) {
-    Result<ObjectMeta> m = DecodeObjectMeta(*meta, "event.metadata");
-    if (!m.ok()) return m.status();
-    e.metadata = std::move(*m);
+    GPUSHARE_ASSIGN_OR_RETURN(ObjectMeta m, DecodeObjectMeta(*meta, "event.metadata"));
+    e.metadata = std::move(m);
   }
-  Result<const json*> io = ObjectMember(j, "involvedObject", "event");
-  if (!io.ok()) return io.status();
-  if (*io != nullptr) {
-    const json& o = **io;
+  GPUSHARE_ASSIGN_OR_RETURN(const json* io, ObjectMember(j, "involvedObject", "event"));
+  if (io != nullptr) {
+    const json& o = *io;
     const char* p = "event.involvedObject";
     GPUSHARE_RETURN_IF_ERROR(GetString(o, "apiVersion", p, &e.involved_object.api_version));
     GPUSHARE_RETURN_IF_ERROR(GetString(o, "kind", p, &e.involved_object.kind));
@@ -308,13 +295,12 @@ Result<Event> DecodeEvent(const json& j) {
   GPUSHARE_RETURN_IF_ERROR(GetString(j, "type", "event", &e.type));
   GPUSHARE_RETURN_IF_ERROR(GetString(j, "reportingComponent", "event", &e.source_component));
   GPUSHARE_RETURN_IF_ERROR(GetString(j, "reportingInstance", "event", &e.reporting_instance));
-  Result<const json*> source = ObjectMember(j, "source", "event");
-  if (!source.ok()) return source.status();
-  if (*source != nullptr) {
+  GPUSHARE_ASSIGN_OR_RETURN(const json* source, ObjectMember(j, "source", "event"));
+  if (source != nullptr) {
     std::string component;
-    GPUSHARE_RETURN_IF_ERROR(GetString(**source, "component", "event.source", &component));
+    GPUSHARE_RETURN_IF_ERROR(GetString(*source, "component", "event.source", &component));
     if (!component.empty()) e.source_component = component;
-    GPUSHARE_RETURN_IF_ERROR(GetString(**source, "host", "event.source", &e.source_host));
+    GPUSHARE_RETURN_IF_ERROR(GetString(*source, "host", "event.source", &e.source_host));
   }
   GPUSHARE_RETURN_IF_ERROR(GetString(j, "firstTimestamp", "event", &e.first_timestamp));
   GPUSHARE_RETURN_IF_ERROR(GetString(j, "lastTimestamp", "event", &e.last_timestamp));
@@ -400,14 +386,12 @@ Result<int64_t> ExtendedResourceCount(const Container& c, std::string_view resou
   std::string base = "container " + c.name + ": resources";
   std::optional<int64_t> limit, request;
   if (lim != c.resources.limits.end()) {
-    Result<int64_t> v = ParseWholeQuantity(lim->second, base + ".limits[" + key + "]");
-    if (!v.ok()) return v.status();
-    limit = *v;
+    GPUSHARE_ASSIGN_OR_RETURN(int64_t v, ParseWholeQuantity(lim->second, base + ".limits[" + key + "]"));
+    limit = v;
   }
   if (req != c.resources.requests.end()) {
-    Result<int64_t> v = ParseWholeQuantity(req->second, base + ".requests[" + key + "]");
-    if (!v.ok()) return v.status();
-    request = *v;
+    GPUSHARE_ASSIGN_OR_RETURN(int64_t v, ParseWholeQuantity(req->second, base + ".requests[" + key + "]"));
+    request = v;
   }
   if (limit && request && *limit != *request) {
     return Status::InvalidArgument(base + "[" + key + "]: request " + std::to_string(*request) +

@@ -133,7 +133,7 @@ void GpuCache::Log(const std::string& line) const {
 }
 
 void GpuCache::SetSynced(bool synced) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (synced && !synced_ && !ever_synced_ && options_.restart_hold_ns > 0) {
     // A start forgets the pods released while this process was away: on each node, no new
     // shares until the pods pending there now are confirmed or gone (one of them may sit in a
@@ -156,7 +156,7 @@ void GpuCache::SetSynced(bool synced) {
 }
 
 bool GpuCache::synced() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return synced_;
 }
 
@@ -185,7 +185,7 @@ GpuCache::NodeRec& GpuCache::NodeFor(const std::string& name) {
 // --- nodes -------------------------------------------------------------------------------------
 
 void GpuCache::UpsertNode(const kube::Node& node) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   NodeRec& n = NodeFor(node.metadata.name);
   struct RefreshOnReturn {
     GpuCache* cache;
@@ -259,7 +259,7 @@ void GpuCache::UpsertNode(const kube::Node& node) {
 }
 
 void GpuCache::DeleteNode(const std::string& name) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   NodeRec* found = FindNode(name);
   if (found == nullptr) return;
   NodeRec& n = *found;
@@ -422,7 +422,7 @@ void GpuCache::SettleGuards(NodeRec& n) {
 }
 
 void GpuCache::UpsertPod(const kube::Pod& pod) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   const std::string& uid = pod.metadata.uid;
   const std::string key = pod.metadata.namespace_ + "/" + pod.metadata.name;
   auto it = pods_.find(uid);
@@ -507,7 +507,7 @@ void GpuCache::UpsertPod(const kube::Pod& pod) {
 }
 
 void GpuCache::DeletePod(const kube::Pod& last_known) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = pods_.find(last_known.metadata.uid);
   if (it != pods_.end())
     Log("event=pod_released pod=" + Value(it->second->key) + " reason=deleted node=" + Value(it->second->node));
@@ -718,7 +718,7 @@ NodeVerdict GpuCache::Clash(const NodeRec& n, const ms::PodRequest& request) con
 // --- decisions ---------------------------------------------------------------------------------
 
 std::vector<NodeVerdict> GpuCache::Filter(const ms::PodRequest& request, const std::vector<std::string_view>& names) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   std::vector<NodeVerdict> out(names.size());
   EnsureEngine();
   Result<pl::ShapeId> shape = Shape(request);
@@ -754,7 +754,7 @@ std::vector<NodeVerdict> GpuCache::Filter(const ms::PodRequest& request, const s
 }
 
 std::vector<int64_t> GpuCache::Score(const ms::PodRequest& request, const std::vector<std::string_view>& names) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   std::vector<int64_t> out(names.size(), 0);
   EnsureEngine();
   Result<pl::ShapeId> shape = Shape(request);
@@ -780,29 +780,10 @@ std::vector<int64_t> GpuCache::Score(const ms::PodRequest& request, const std::v
   }
   const std::vector<pl::Verdict> verdicts = engine_->Evaluate(*shape, ids);
   // Min-max of the policy's value; when every value ties, of its tiebreak.
-  double lo = 0, hi = 0, tlo = 0, thi = 0;
-  bool any = false;
-  for (const auto& v : verdicts) {
-    if (v.rejection != pl::Rejection::kNone) continue;
-    const double x = v.choice.score.value, t = v.choice.score.tiebreak;
-    lo = any ? std::min(lo, x) : x;
-    hi = any ? std::max(hi, x) : x;
-    tlo = any ? std::min(tlo, t) : t;
-    thi = any ? std::max(thi, t) : t;
-    any = true;
-  }
-  if (!any) return out;
-  for (size_t k = 0; k < verdicts.size(); ++k) {
-    const pl::Verdict& v = verdicts[k];
-    if (v.rejection != pl::Rejection::kNone) continue;
-    double f = 1.0;
-    if (hi > lo) {
-      f = (v.choice.score.value - lo) / (hi - lo);
-    } else if (thi > tlo) {
-      f = (v.choice.score.tiebreak - tlo) / (thi - tlo);
-    }
-    out[where[k]] = std::clamp<int64_t>(std::lround(f * 10.0), 0, 10);
-  }
+  const std::vector<int> scaled = pl::PlacementEngine::ScaleScores(verdicts, 10);
+  if (std::none_of(scaled.begin(), scaled.end(), [](int x) { return x >= 0; })) return out;
+  for (size_t k = 0; k < scaled.size(); ++k)
+    if (scaled[k] >= 0) out[where[k]] = scaled[k];
   // The engine's own choice (its tie rank breaks ties) is the only 10.
   const pl::Decision d = engine_->ChooseEvaluated(*shape, verdicts);
   for (size_t k = 0; k < ids.size(); ++k) {
@@ -817,7 +798,7 @@ std::vector<int64_t> GpuCache::Score(const ms::PodRequest& request, const std::v
 
 Result<Reservation> GpuCache::Reserve(const kube::Pod& pod, const ms::PodRequest& request, const std::string& node,
                                       int64_t now_ns) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   if (!synced_) return Status::Unavailable("cache not synced");
   const std::string& uid = pod.metadata.uid;
   const std::string key = pod.metadata.namespace_ + "/" + pod.metadata.name;
@@ -845,14 +826,13 @@ Result<Reservation> GpuCache::Reserve(const kube::Pod& pod, const ms::PodRequest
     return Status::FailedPrecondition("node " + node + ": " +
                                       (found == nullptr ? std::string("not in gpushare-scheduler's cache") : found->problem));
   NodeRec& n = *found;
-  Result<pl::ShapeId> shape = Shape(request);
-  if (!shape.ok()) return shape.status();
-  const NodeVerdict v = Check(n, request, engine_->shape(*shape));
+  GPUSHARE_ASSIGN_OR_RETURN(pl::ShapeId shape, Shape(request));
+  const NodeVerdict v = Check(n, request, engine_->shape(shape));
   if (v.kind != NodeVerdict::Kind::kFits) {
     return v.kind == NodeVerdict::Kind::kFailed ? Status::ResourceExhausted("node " + node + ": " + v.reason)
                                                 : Status::FailedPrecondition("node " + node + ": " + v.reason);
   }
-  const std::vector<pl::Verdict> verdicts = engine_->Evaluate(*shape, {n.eid});
+  const std::vector<pl::Verdict> verdicts = engine_->Evaluate(shape, {n.eid});
   if (verdicts.empty() || verdicts[0].rejection != pl::Rejection::kNone)
     return Status::ResourceExhausted("node " + node + ": no GPU choice fits");
   const pl::GpuAssignment& a = verdicts[0].choice.gpus;
@@ -902,21 +882,21 @@ Result<Reservation> GpuCache::Reserve(const kube::Pod& pod, const ms::PodRequest
 }
 
 void GpuCache::Commit(const std::string& pod_uid, uint64_t token) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = pods_.find(pod_uid);
   if (it != pods_.end() && it->second->token == token && it->second->state == PodRec::State::kReserved)
     it->second->state = PodRec::State::kBound;
 }
 
 void GpuCache::Rollback(const std::string& pod_uid, uint64_t token) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = pods_.find(pod_uid);
   if (it != pods_.end() && it->second->token == token && it->second->state == PodRec::State::kReserved)
     RemovePod(pod_uid);
 }
 
 std::vector<ExpiredPod> GpuCache::ExpireAssumed(int64_t now_ns, int64_t timeout_ns) {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   std::vector<ExpiredPod> out;
   for (auto& [name, n] : nodes_) {
     for (NodeRec::Guard& g : n->guards) {
@@ -947,7 +927,7 @@ std::vector<ExpiredPod> GpuCache::ExpireAssumed(int64_t now_ns, int64_t timeout_
 }
 
 std::vector<PlanMove> GpuCache::PlanMoves() {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   std::vector<PlanMove> out;
   for (auto& [name, n] : nodes_) {
     if (!n->guards.empty() || n->pods.empty()) continue;
@@ -977,7 +957,7 @@ std::vector<PlanMove> GpuCache::PlanMoves() {
 // --- introspection -----------------------------------------------------------------------------
 
 std::vector<GpuState> GpuCache::NodeGpus(const std::string& node) const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   std::vector<GpuState> out;
   const NodeRec* found = FindNode(node);
   if (found == nullptr) return out;
@@ -995,7 +975,7 @@ std::vector<GpuState> GpuCache::NodeGpus(const std::string& node) const {
 }
 
 CacheStats GpuCache::stats() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   CacheStats s;
   for (const auto& [name, n] : nodes_) {
     if (n->has_inventory) ++s.nodes;
@@ -1013,7 +993,7 @@ CacheStats GpuCache::stats() const {
 }
 
 ms::ContainerGpus GpuCache::PodGpus(const std::string& pod_uid) const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   auto it = pods_.find(pod_uid);
   if (it == pods_.end() || !it->second->counted) return {};
   return it->second->gpus;

@@ -15,23 +15,25 @@
 // (saturated at the GPU's capacity and client ceiling when the truth is over-full). The
 // engine's target workload is the distribution of the pods the cache has seen.
 //
-// Concurrency: every method takes one mutex, so a reservation made by Reserve() is visible to
+// Concurrency: every public method takes one mutex (mu_), so a reservation made by Reserve() is visible to
 // the next Filter()/Reserve() at once; the API calls of a bind happen outside the lock, and a
 // failed bind gives its reservation back with Rollback(). A GPU is never booked beyond its
-// capacity or client ceiling by Reserve(). No I/O, no clocks (times are passed in).
+// capacity or client ceiling by Reserve(). No I/O, no clocks (times are passed in). The private
+// helpers require mu_ held, and every member but options_ is guarded by it; clang's
+// -Wthread-safety checks both (base/sync.h).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "base/sync.h"
 #include "core/memshare.h"
 #include "core/placement/engine.h"
 #include "core/placement/fragmentation.h"
@@ -122,107 +124,112 @@ class GpuCache {
   GpuCache& operator=(const GpuCache&) = delete;
 
   // --- feeding (informer handlers) ---
-  void UpsertNode(const kube::Node& node);
-  void DeleteNode(const std::string& name);
-  void UpsertPod(const kube::Pod& pod);
-  void DeletePod(const kube::Pod& last_known);
+  void UpsertNode(const kube::Node& node) GPUSHARE_EXCLUDES(mu_);
+  void DeleteNode(const std::string& name) GPUSHARE_EXCLUDES(mu_);
+  void UpsertPod(const kube::Pod& pod) GPUSHARE_EXCLUDES(mu_);
+  void DeletePod(const kube::Pod& last_known) GPUSHARE_EXCLUDES(mu_);
   // Filter, prioritize and bind refuse to decide until the cache is synced.
-  void SetSynced(bool synced);
-  bool synced() const;
+  void SetSynced(bool synced) GPUSHARE_EXCLUDES(mu_);
+  bool synced() const GPUSHARE_EXCLUDES(mu_);
 
   // --- decisions ---
   // One verdict per node, in order (a name listed twice is marked `repeat` the second time).
-  std::vector<NodeVerdict> Filter(const memshare::PodRequest& request, const std::vector<std::string_view>& nodes);
+  std::vector<NodeVerdict> Filter(const memshare::PodRequest& request, const std::vector<std::string_view>& nodes)
+      GPUSHARE_EXCLUDES(mu_);
   // Scores 0..10 per node, in order (0 for nodes that cannot take the pod, -1 for a name listed
   // a second time). The node the engine would choose gets 10 and no other node does.
-  std::vector<int64_t> Score(const memshare::PodRequest& request, const std::vector<std::string_view>& nodes);
+  std::vector<int64_t> Score(const memshare::PodRequest& request, const std::vector<std::string_view>& nodes)
+      GPUSHARE_EXCLUDES(mu_);
   // Books `pod` on `node`: chooses the GPU(s) and records the reservation. Idempotent for a pod
   // already booked on that node (Reservation::already). Errors: kResourceExhausted (no room;
   // the reason says why), kFailedPrecondition (booked on another node, node unusable),
   // kAborted (a bind for the same pod is in flight), kUnavailable (not synced).
   Result<Reservation> Reserve(const kube::Pod& pod, const memshare::PodRequest& request, const std::string& node,
-                              int64_t now_ns);
+                              int64_t now_ns) GPUSHARE_EXCLUDES(mu_);
   // The API calls succeeded: the reservation stays until the pod's annotations arrive.
-  void Commit(const std::string& pod_uid, uint64_t token);
+  void Commit(const std::string& pod_uid, uint64_t token) GPUSHARE_EXCLUDES(mu_);
   // The API calls failed: the reservation is given back (no-op if the pod has meanwhile been
   // seen bound in the API, or was deleted).
-  void Rollback(const std::string& pod_uid, uint64_t token);
+  void Rollback(const std::string& pod_uid, uint64_t token) GPUSHARE_EXCLUDES(mu_);
 
   // Releases pods assumed (not confirmed) for longer than `timeout_ns` that are still Pending.
-  std::vector<ExpiredPod> ExpireAssumed(int64_t now_ns, int64_t timeout_ns);
+  std::vector<ExpiredPod> ExpireAssumed(int64_t now_ns, int64_t timeout_ns) GPUSHARE_EXCLUDES(mu_);
 
   // Plans to move (memshare::SettledPlanMoves): confirmed pods held off their plan whose
   // planned slot nobody pending needs any more. The cache counts the new plans at once; the
   // caller writes them (gpushare.io/gpu-mem-assumed), and the informer brings them back.
-  std::vector<PlanMove> PlanMoves();
+  std::vector<PlanMove> PlanMoves() GPUSHARE_EXCLUDES(mu_);
 
   // --- introspection ---
-  std::vector<GpuState> NodeGpus(const std::string& node) const;
-  CacheStats stats() const;
+  std::vector<GpuState> NodeGpus(const std::string& node) const GPUSHARE_EXCLUDES(mu_);
+  CacheStats stats() const GPUSHARE_EXCLUDES(mu_);
   // Where the cache books a pod (empty when it books nothing for it).
-  memshare::ContainerGpus PodGpus(const std::string& pod_uid) const;
+  memshare::ContainerGpus PodGpus(const std::string& pod_uid) const GPUSHARE_EXCLUDES(mu_);
 
  private:
   struct NodeRec;
   struct PodRec;
 
-  void Log(const std::string& line) const;
-  NodeRec& NodeFor(const std::string& name);
+  void Log(const std::string& line) const;  // options_.log, which needs no lock
+  NodeRec& NodeFor(const std::string& name) GPUSHARE_REQUIRES(mu_);
   // `released`: the pod is gone or finished (rather than not counted any more).
-  void RemovePod(const std::string& uid, bool released = false);
-  void GuardRelease(NodeRec& n, const PodRec& p);
-  void SettleGuards(NodeRec& n);
-  NodeVerdict HeldBack(const NodeRec& n) const;
-  void AddUse(PodRec& p);
-  void RemoveUse(PodRec& p);
-  void CountPod(NodeRec& n, const PodRec& p, int sign);
-  void Recount(NodeRec& n);
-  void SetPodShape(PodRec& p, bool counted);
-  void EnsureEngine();
-  void Rebuild();
-  void RefreshPolicy();
-  void AddToEngine(NodeRec& n);
-  void Resync(NodeRec& n);
-  Result<placement::ShapeId> Shape(const memshare::PodRequest& request);
-  NodeVerdict Check(const NodeRec& n, const memshare::PodRequest& request, const placement::PodShape& shape) const;
+  void RemovePod(const std::string& uid, bool released = false) GPUSHARE_REQUIRES(mu_);
+  void GuardRelease(NodeRec& n, const PodRec& p) GPUSHARE_REQUIRES(mu_);
+  void SettleGuards(NodeRec& n) GPUSHARE_REQUIRES(mu_);
+  NodeVerdict HeldBack(const NodeRec& n) const GPUSHARE_REQUIRES(mu_);
+  void AddUse(PodRec& p) GPUSHARE_REQUIRES(mu_);
+  void RemoveUse(PodRec& p) GPUSHARE_REQUIRES(mu_);
+  void CountPod(NodeRec& n, const PodRec& p, int sign) GPUSHARE_REQUIRES(mu_);
+  void Recount(NodeRec& n) GPUSHARE_REQUIRES(mu_);
+  void SetPodShape(PodRec& p, bool counted) GPUSHARE_REQUIRES(mu_);
+  void EnsureEngine() GPUSHARE_REQUIRES(mu_);
+  void Rebuild() GPUSHARE_REQUIRES(mu_);
+  void RefreshPolicy() GPUSHARE_REQUIRES(mu_);
+  void AddToEngine(NodeRec& n) GPUSHARE_REQUIRES(mu_);
+  void Resync(NodeRec& n) GPUSHARE_REQUIRES(mu_);
+  Result<placement::ShapeId> Shape(const memshare::PodRequest& request) GPUSHARE_REQUIRES(mu_);
+  NodeVerdict Check(const NodeRec& n, const memshare::PodRequest& request, const placement::PodShape& shape) const
+      GPUSHARE_REQUIRES(mu_);
   // kFailed when the pod's slot keys clash with the node's pending ones (memshare::FreshConflict).
-  NodeVerdict Clash(const NodeRec& n, const memshare::PodRequest& request) const;
+  NodeVerdict Clash(const NodeRec& n, const memshare::PodRequest& request) const GPUSHARE_REQUIRES(mu_);
 
-  CacheOptions options_;
-  mutable std::mutex mu_;
-  bool synced_ = false;
-  bool ever_synced_ = false;
-  std::map<std::string, std::unique_ptr<NodeRec>> nodes_;  // by name (ordered: deterministic rebuilds)
+  const CacheOptions options_;
+  mutable Mutex mu_;
+  bool synced_ GPUSHARE_GUARDED_BY(mu_) = false;
+  bool ever_synced_ GPUSHARE_GUARDED_BY(mu_) = false;
+  // By name (ordered: deterministic rebuilds).
+  std::map<std::string, std::unique_ptr<NodeRec>> nodes_ GPUSHARE_GUARDED_BY(mu_);
   // The hot path (filter and prioritize read one node per listed name): names to dense ids,
   // and per id the record and the little a verdict needs, packed (5,000 nodes: 80 KiB).
   struct NodeHot {
     placement::NodeId eid = -1;  // the engine's node when it can take shares (exists, inventory, GPUs), else -1
     uint64_t visit = 0;          // visit_ when last listed in a request (repeats)
   };
-  NameIndex node_index_;
-  std::vector<NodeRec*> by_id_;
-  std::vector<NodeHot> hot_;
-  NodeRec* FindNode(std::string_view name) const;
-  void RefreshHot(const NodeRec& n);
-  std::unordered_map<std::string, std::unique_ptr<PodRec>> pods_;  // by UID
-  std::unordered_map<std::string, std::string> unassigned_;       // UID -> node, not counted
-  uint64_t next_token_ = 1;
-  uint64_t visit_ = 0;  // marks nodes seen in the current request (repeats)
+  NameIndex node_index_ GPUSHARE_GUARDED_BY(mu_);
+  std::vector<NodeRec*> by_id_ GPUSHARE_GUARDED_BY(mu_);
+  std::vector<NodeHot> hot_ GPUSHARE_GUARDED_BY(mu_);
+  NodeRec* FindNode(std::string_view name) const GPUSHARE_REQUIRES(mu_);
+  void RefreshHot(const NodeRec& n) GPUSHARE_REQUIRES(mu_);
+  std::unordered_map<std::string, std::unique_ptr<PodRec>> pods_ GPUSHARE_GUARDED_BY(mu_);  // by UID
+  std::unordered_map<std::string, std::string> unassigned_ GPUSHARE_GUARDED_BY(mu_);  // UID -> node, not counted
+  uint64_t next_token_ GPUSHARE_GUARDED_BY(mu_) = 1;
+  uint64_t visit_ GPUSHARE_GUARDED_BY(mu_) = 0;  // marks nodes seen in the current request (repeats)
 
   // The engine's view.
-  placement::ClusterState cluster_;
-  placement::TargetWorkload workload_;
-  placement::Rng rng_;
-  std::unique_ptr<placement::Policy> policy_;
-  std::unique_ptr<placement::PlacementEngine> engine_;
-  bool rebuild_ = true;
-  std::vector<NodeRec*> to_add_;
-  std::set<NodeRec*> dirty_;
-  std::map<std::vector<int64_t>, int> shapes_live_;  // demands -> counted pods with them
-  std::set<std::vector<int64_t>> workload_shapes_;   // shapes in the current target workload
-  int workload_pods_ = 0;
-  bool workload_stale_ = true;
-  uint64_t rebuilds_ = 0, policy_refreshes_ = 0;
+  placement::ClusterState cluster_ GPUSHARE_GUARDED_BY(mu_);
+  placement::TargetWorkload workload_ GPUSHARE_GUARDED_BY(mu_);
+  placement::Rng rng_ GPUSHARE_GUARDED_BY(mu_);
+  std::unique_ptr<placement::Policy> policy_ GPUSHARE_GUARDED_BY(mu_);
+  std::unique_ptr<placement::PlacementEngine> engine_ GPUSHARE_GUARDED_BY(mu_);
+  bool rebuild_ GPUSHARE_GUARDED_BY(mu_) = true;
+  std::vector<NodeRec*> to_add_ GPUSHARE_GUARDED_BY(mu_);
+  std::set<NodeRec*> dirty_ GPUSHARE_GUARDED_BY(mu_);
+  std::map<std::vector<int64_t>, int> shapes_live_ GPUSHARE_GUARDED_BY(mu_);  // demands -> counted pods with them
+  std::set<std::vector<int64_t>> workload_shapes_ GPUSHARE_GUARDED_BY(mu_);   // shapes in the current target workload
+  int workload_pods_ GPUSHARE_GUARDED_BY(mu_) = 0;
+  bool workload_stale_ GPUSHARE_GUARDED_BY(mu_) = true;
+  uint64_t rebuilds_ GPUSHARE_GUARDED_BY(mu_) = 0;
+  uint64_t policy_refreshes_ GPUSHARE_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace gpushare::scheduler

@@ -40,6 +40,7 @@ std::string Ms(double v) {
 }
 
 std::string PodKey(const kube::Pod& p) { return p.metadata.namespace_ + "/" + p.metadata.name; }
+std::string Key(const BindingArgs& b) { return b.pod_namespace + "/" + b.pod_name; }
 
 // The request of a filter or prioritize call, decoded.
 struct Decoded {
@@ -50,10 +51,9 @@ struct Decoded {
 };
 
 Result<Decoded> DecodeArgs(std::string_view body, std::string_view resource) {
-  Result<ExtenderArgs> a = ParseExtenderArgs(body);
-  if (!a.ok()) return a.status();
+  GPUSHARE_ASSIGN_OR_RETURN(ExtenderArgs a, ParseExtenderArgs(body));
   Decoded d;
-  d.args = std::move(*a);
+  d.args = std::move(a);
   Result<kube::Pod> pod = kube::DecodePod(d.args.pod);
   if (!pod.ok()) return pod.status().WithContext("Pod");
   d.pod = std::move(*pod);
@@ -221,113 +221,133 @@ HttpReply Extender::Bind(std::string_view body) {
     spdlog::warn("event=bind_bad_request error={}", Value(b.status().message()));
     return {400, EncodeBindingResult("bad bind request: " + b.status().message())};
   }
-  const std::string error = DoBind(b->pod_namespace, b->pod_name, b->pod_uid, b->node);
-  const std::string key = b->pod_namespace + "/" + b->pod_name;
-  if (!error.empty()) {
+  const Status bound = DoBind(*b);
+  if (!bound.ok()) {
     bind_errors_.fetch_add(1);
-    spdlog::warn("event=bind_failed pod={} node={} error={} ms={}", Value(key), Value(b->node), Value(error),
-                 Ms(MsSince(t0)));
+    spdlog::warn("event=bind_failed pod={} node={} error={} ms={}", Value(Key(*b)), Value(b->node),
+                 Value(bound.message()), Ms(MsSince(t0)));
   } else {
     bind_ns_.fetch_add(static_cast<uint64_t>(MsSince(t0) * 1e6));
   }
-  return {200, EncodeBindingResult(error)};
+  return {200, EncodeBindingResult(bound.message())};
 }
 
-std::string Extender::DoBind(const std::string& ns, const std::string& name, const std::string& uid,
-                             const std::string& node) {
-  const std::string key = ns + "/" + name;
-  if (!cache_.synced()) return std::string(kNotSynced);
+Status Extender::DoBind(const BindingArgs& b) {
+  const std::string key = Key(b);
+  if (!cache_.synced()) return Status::Unavailable(std::string(kNotSynced));
   // kube-scheduler always sends the UID of the pod it scheduled; without it the bind could
   // land on another incarnation of the name.
-  if (uid.empty()) return "PodUID: missing or empty (the bind must name the pod's UID)";
+  if (b.pod_uid.empty()) return Status::InvalidArgument("PodUID: missing or empty (the bind must name the pod's UID)");
   const auto t0 = std::chrono::steady_clock::now();
-  // The pod: the informer's copy when it is the same incarnation, else the API's.
-  std::shared_ptr<const kube::Pod> pod;
-  if (options_.pod_lookup) pod = options_.pod_lookup(key);
-  if (!pod || pod->metadata.uid != uid) {
-    Result<kube::Pod> fresh = client_->GetPod(ns, name);
-    if (!fresh.ok()) {
-      return kube::IsNotFound(fresh.status()) ? "pod " + key + " not found"
-                                              : "reading pod " + key + ": " + fresh.status().message();
-    }
-    pod = std::make_shared<const kube::Pod>(std::move(*fresh));
-  }
-  if (pod->metadata.uid != uid)
-    return "pod " + key + " has UID " + pod->metadata.uid + ", the bind is for UID " + uid + " (the pod was recreated)";
-  if (pod->IsBeingDeleted()) return "pod " + key + " is being deleted";
+  GPUSHARE_ASSIGN_OR_RETURN(std::shared_ptr<const kube::Pod> pod, PodToBind(b));
   // Only pods that ask for the managed resource: the extender's RBAC may bind any pod, so this
   // endpoint must not become a way to place arbitrary pods on arbitrary nodes.
   if (!NamesResource(*pod, options_.resource_name))
-    return "pod " + key + " does not request " + options_.resource_name +
-           " (in any container or init container); gpushare-scheduler binds only pods that do";
-  Result<ms::PodRequest> req = kube::PodMemRequest(*pod, options_.resource_name);
-  if (!req.ok()) return req.status().message();
+    return Status::FailedPrecondition("pod " + key + " does not request " + options_.resource_name +
+                                      " (in any container or init container); gpushare-scheduler binds only pods "
+                                      "that do");
+  GPUSHARE_ASSIGN_OR_RETURN(const ms::PodRequest req, kube::PodMemRequest(*pod, options_.resource_name));
   const std::string& bound_to = pod->spec.node_name;
-  if (!bound_to.empty() && bound_to != node) return "pod " + key + " is already bound to node " + bound_to;
-  if (req->empty()) {
-    // It names the resource with 0 units (so kube-scheduler calls us), and there is nothing
-    // to place: bound as the default binder would, to a node that exists.
-    if (!bound_to.empty()) return "";  // a retry: it is on that node
-    if (options_.node_known && !options_.node_known(node))
-      return "node " + node + ": not seen by gpushare-scheduler's node informer";
-    Status s = client_->Bind({name, ns, pod->metadata.uid, node, {}});
-    if (!s.ok() && !(kube::IsConflict(s) || s.code() == StatusCode::kAlreadyExists)) return "binding: " + s.message();
-    spdlog::info("event=bind pod={} node={} gpu_mem=none", Value(key), Value(node));
-    return "";
+  if (!bound_to.empty() && bound_to != b.node)
+    return Status::FailedPrecondition("pod " + key + " is already bound to node " + bound_to);
+  if (req.empty()) return BindWithoutUnits(*pod, b);
+  if (!bound_to.empty()) return RetriedBind(*pod, req, b);
+  return BindWithGpus(*pod, req, b, t0);
+}
+
+Result<std::shared_ptr<const kube::Pod>> Extender::PodToBind(const BindingArgs& b) {
+  const std::string key = Key(b);
+  // The informer's copy when it is the same incarnation, else the API's.
+  std::shared_ptr<const kube::Pod> pod;
+  if (options_.pod_lookup) pod = options_.pod_lookup(key);
+  if (!pod || pod->metadata.uid != b.pod_uid) {
+    Result<kube::Pod> fresh = client_->GetPod(b.pod_namespace, b.pod_name);
+    if (!fresh.ok()) {
+      return kube::IsNotFound(fresh.status()) ? Status::NotFound("pod " + key + " not found")
+                                              : fresh.status().WithContext("reading pod " + key);
+    }
+    pod = std::make_shared<const kube::Pod>(std::move(*fresh));
   }
-  if (!bound_to.empty()) {
-    // A retry of a bind this extender made (the reply was lost, kube-scheduler asks again):
-    // the pod carries a GPU assignment written by gpushare. Anything else was bound by
-    // another binder, and is not ours to annotate.
-    if (ms::ResolveAssignment(pod->metadata.annotations, *req).state == ms::AssignmentState::kNone)
-      return "pod " + key + " is already bound to node " + bound_to +
-             ", not by gpushare-scheduler (it carries no GPU assignment); refusing to bind it again";
-    bind_idempotent_.fetch_add(1);
-    spdlog::info("event=bind_idempotent pod={} node={} detail=\"already bound and annotated\"", Value(key), Value(node));
-    return "";
-  }
-  Result<Reservation> r = cache_.Reserve(*pod, *req, node, options_.now_ns());
-  if (!r.ok()) return r.status().message();
-  if (r->already) {
+  if (pod->metadata.uid != b.pod_uid)
+    return Status::FailedPrecondition("pod " + key + " has UID " + pod->metadata.uid + ", the bind is for UID " +
+                                      b.pod_uid + " (the pod was recreated)");
+  if (pod->IsBeingDeleted()) return Status::FailedPrecondition("pod " + key + " is being deleted");
+  return pod;
+}
+
+Status Extender::BindWithoutUnits(const kube::Pod& pod, const BindingArgs& b) {
+  // It names the resource with 0 units (so kube-scheduler calls us), and there is nothing
+  // to place: bound as the default binder would, to a node that exists.
+  if (!pod.spec.node_name.empty()) return Status::Ok();  // a retry: it is on that node
+  if (options_.node_known && !options_.node_known(b.node))
+    return Status::NotFound("node " + b.node + ": not seen by gpushare-scheduler's node informer");
+  Status s = client_->Bind({b.pod_name, b.pod_namespace, pod.metadata.uid, b.node, {}});
+  if (!s.ok() && !(kube::IsConflict(s) || s.code() == StatusCode::kAlreadyExists)) return s.WithContext("binding");
+  spdlog::info("event=bind pod={} node={} gpu_mem=none", Value(Key(b)), Value(b.node));
+  return Status::Ok();
+}
+
+Status Extender::RetriedBind(const kube::Pod& pod, const ms::PodRequest& req, const BindingArgs& b) {
+  // A retry of a bind this extender made (the reply was lost, kube-scheduler asks again): the
+  // pod carries a GPU assignment written by gpushare. Anything else was bound by another
+  // binder, and is not ours to annotate.
+  if (ms::ResolveAssignment(pod.metadata.annotations, req).state == ms::AssignmentState::kNone)
+    return Status::FailedPrecondition("pod " + Key(b) + " is already bound to node " + pod.spec.node_name +
+                                      ", not by gpushare-scheduler (it carries no GPU assignment); refusing to bind "
+                                      "it again");
+  bind_idempotent_.fetch_add(1);
+  spdlog::info("event=bind_idempotent pod={} node={} detail=\"already bound and annotated\"", Value(Key(b)),
+               Value(b.node));
+  return Status::Ok();
+}
+
+Status Extender::BindWithGpus(const kube::Pod& pod, const ms::PodRequest& req, const BindingArgs& b,
+                              std::chrono::steady_clock::time_point t0) {
+  const std::string key = Key(b);
+  const std::string& node = b.node;
+  GPUSHARE_ASSIGN_OR_RETURN(const Reservation r, cache_.Reserve(pod, req, node, options_.now_ns()));
+  if (r.already) {
     bind_idempotent_.fetch_add(1);
     spdlog::info("event=bind_idempotent pod={} node={} gpus={}", Value(key), Value(node),
-                 Value(ms::EncodeContainerGpus(r->containers)));
-    return "";
+                 Value(ms::EncodeContainerGpus(r.containers)));
+    return Status::Ok();
   }
-  const auto annotations = ms::BindAnnotations(*req, r->demand_gpus, r->dev_units, r->assume_ns);
-  json patch = {{"metadata", {{"uid", pod->metadata.uid}, {"annotations", json::object()}}}};
+  const auto annotations = ms::BindAnnotations(req, r.demand_gpus, r.dev_units, r.assume_ns);
+  json patch = {{"metadata", {{"uid", pod.metadata.uid}, {"annotations", json::object()}}}};
   for (const auto& [k, v] : annotations) patch["metadata"]["annotations"][k] = v;
-  Result<json> patched = client_->MergePatch(kube::kPods, ns, name, patch);
+  Result<json> patched = client_->MergePatch(kube::kPods, b.pod_namespace, b.pod_name, patch);
   if (!patched.ok()) {
-    cache_.Rollback(pod->metadata.uid, r->token);
-    return "writing the GPU assignment into pod " + key + ": " + patched.status().message();
+    cache_.Rollback(pod.metadata.uid, r.token);
+    return patched.status().WithContext("writing the GPU assignment into pod " + key);
   }
-  {
-    Status s = client_->Bind({name, ns, pod->metadata.uid, node, {}});
-    if (!s.ok()) {
-      bool bound_here = false;
-      if (kube::IsConflict(s) || s.code() == StatusCode::kAlreadyExists) {
-        Result<kube::Pod> now = client_->GetPod(ns, name);
-        bound_here = now.ok() && now->spec.node_name == node && now->metadata.uid == pod->metadata.uid;
-      }
-      if (!bound_here) {
-        cache_.Rollback(pod->metadata.uid, r->token);
-        json undo = {{"metadata", {{"annotations", json::object()}}}};
-        for (const auto& [k, v] : annotations) undo["metadata"]["annotations"][k] = nullptr;
-        Result<kube::Pod> now = client_->GetPod(ns, name);
-        if (now.ok() && now->spec.node_name.empty() && now->metadata.uid == pod->metadata.uid) {
-          Result<json> undone = client_->MergePatch(kube::kPods, ns, name, undo);
-          if (!undone.ok())
-            spdlog::warn("event=bind_undo_failed pod={} error={}", Value(key), Value(undone.status().message()));
-        }
-        return "binding pod " + key + " to node " + node + ": " + s.message();
-      }
-    }
-  }
-  cache_.Commit(pod->metadata.uid, r->token);
+  GPUSHARE_RETURN_IF_ERROR(BindOrUndo(pod.metadata.uid, b, r.token, annotations));
+  cache_.Commit(pod.metadata.uid, r.token);
   spdlog::info("event=bind pod={} node={} gpus={} units={} ms={}", Value(key), Value(node),
-               Value(ms::EncodeContainerGpus(r->containers)), req->PodUnits(), Ms(MsSince(t0)));
-  return "";
+               Value(ms::EncodeContainerGpus(r.containers)), req.PodUnits(), Ms(MsSince(t0)));
+  return Status::Ok();
+}
+
+Status Extender::BindOrUndo(const std::string& uid, const BindingArgs& b, uint64_t token,
+                            const std::map<std::string, std::string>& annotations) {
+  const std::string& ns = b.pod_namespace;
+  const std::string& name = b.pod_name;
+  const std::string& node = b.node;
+  Status s = client_->Bind({name, ns, uid, node, {}});
+  if (s.ok()) return s;
+  if (kube::IsConflict(s) || s.code() == StatusCode::kAlreadyExists) {
+    Result<kube::Pod> now = client_->GetPod(ns, name);
+    if (now.ok() && now->spec.node_name == node && now->metadata.uid == uid) return Status::Ok();  // bound here
+  }
+  cache_.Rollback(uid, token);
+  json undo = {{"metadata", {{"annotations", json::object()}}}};
+  for (const auto& [k, v] : annotations) undo["metadata"]["annotations"][k] = nullptr;
+  Result<kube::Pod> now = client_->GetPod(ns, name);
+  if (now.ok() && now->spec.node_name.empty() && now->metadata.uid == uid) {
+    Result<json> undone = client_->MergePatch(kube::kPods, ns, name, undo);
+    if (!undone.ok())
+      spdlog::warn("event=bind_undo_failed pod={} error={}", Value(Key(b)), Value(undone.status().message()));
+  }
+  return s.WithContext("binding pod " + Key(b) + " to node " + node);
 }
 
 }  // namespace gpushare::scheduler

@@ -29,8 +29,10 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -39,6 +41,7 @@
 #include "kube/client.h"
 #include "kube/objects.h"
 #include "scheduler/cache.h"
+#include "scheduler/wire.h"
 
 namespace gpushare::scheduler {
 
@@ -78,8 +81,24 @@ class Extender {
   ExtenderStats stats() const;
 
  private:
-  // The bind itself; returns the Error text ("" on success).
-  std::string DoBind(const std::string& ns, const std::string& name, const std::string& uid, const std::string& node);
+  // The bind itself: OK when the pod is bound to b.node (by this call or an earlier one), else
+  // why not (the message is the Error of the reply; the code says what kind of refusal:
+  // kUnavailable not synced, kNotFound, kFailedPrecondition, kResourceExhausted no room, or the
+  // API's error). Each step below returns the same way.
+  Status DoBind(const BindingArgs& b);
+  // The pod named by `b`, of b.pod_uid and not being deleted (the informer's copy or the API's).
+  Result<std::shared_ptr<const kube::Pod>> PodToBind(const BindingArgs& b);
+  // A pod that names the resource with 0 units: bound as the default binder would.
+  Status BindWithoutUnits(const kube::Pod& pod, const BindingArgs& b);
+  // A pod already bound to b.node: success when gpushare assigned its GPUs.
+  Status RetriedBind(const kube::Pod& pod, const memshare::PodRequest& req, const BindingArgs& b);
+  // Reserves GPUs, writes the assignment into the pod's annotations, binds (BindOrUndo).
+  Status BindWithGpus(const kube::Pod& pod, const memshare::PodRequest& req, const BindingArgs& b,
+                      std::chrono::steady_clock::time_point t0);
+  // Creates the Binding; on failure gives the reservation `token` back and removes `annotations`
+  // again when the pod is still unbound.
+  Status BindOrUndo(const std::string& uid, const BindingArgs& b, uint64_t token,
+                    const std::map<std::string, std::string>& annotations);
 
   GpuCache& cache_;
   std::shared_ptr<kube::Client> client_;

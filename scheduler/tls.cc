@@ -127,9 +127,8 @@ Result<std::unique_ptr<TlsServerContext>> TlsServerContext::Load(const TlsOption
   GPUSHARE_RETURN_IF_ERROR(ValidateTlsOptions(options));
   std::unique_ptr<TlsServerContext> t(new TlsServerContext(options));
   t->signature_ = t->Signature();
-  Result<SSL_CTX*> ctx = BuildContext(options);
-  if (!ctx.ok()) return ctx.status();
-  t->ctx_ = *ctx;
+  GPUSHARE_ASSIGN_OR_RETURN(SSL_CTX* ctx, BuildContext(options));
+  t->ctx_ = ctx;
   return t;
 }
 
@@ -157,10 +156,9 @@ Status TlsServerContext::ReloadIfChanged(bool* reloaded) {
   std::vector<std::string> now = Signature();
   if (now == signature_) return Status::Ok();
   signature_ = std::move(now);
-  Result<SSL_CTX*> ctx = BuildContext(options_);
-  if (!ctx.ok()) return ctx.status();
+  GPUSHARE_ASSIGN_OR_RETURN(SSL_CTX* ctx, BuildContext(options_));
   SSL_CTX_free(ctx_);
-  ctx_ = *ctx;
+  ctx_ = ctx;
   *reloaded = true;
   return Status::Ok();
 }

@@ -240,13 +240,10 @@ Result<CertMaterial> IssueCertificates(const CertMaterial& current, CertAction a
   X509* ca = nullptr;
   CertMaterial out = current;
   if (action == CertAction::kNewCa) {
-    Result<KeyPtr> k = NewKey();
-    if (!k.ok()) return k.status();
-    ca_key = std::move(*k);
-    Result<X509Ptr> c = NewCert(ca_key.get(), "gpushare-webhook-ca@" + std::to_string(now), nullptr, ca_key.get(),
-                                now - p.backdate_s, now + p.ca_lifetime_s, /*ca=*/true, {});
-    if (!c.ok()) return c.status();
-    ca_owned = std::move(*c);
+    GPUSHARE_ASSIGN_OR_RETURN(ca_key, NewKey());
+    GPUSHARE_ASSIGN_OR_RETURN(ca_owned, NewCert(ca_key.get(), "gpushare-webhook-ca@" + std::to_string(now), nullptr,
+                                                ca_key.get(), now - p.backdate_s, now + p.ca_lifetime_s, /*ca=*/true,
+                                                {}));
     ca = ca_owned.get();
     out.ca_key = KeyPem(ca_key.get());
   } else {
@@ -262,14 +259,13 @@ Result<CertMaterial> IssueCertificates(const CertMaterial& current, CertAction a
     out.ca_crt += CertPem(x.get());
   }
   if (action == CertAction::kNewLeaf || action == CertAction::kNewCa) {
-    Result<KeyPtr> k = NewKey();
-    if (!k.ok()) return k.status();
+    GPUSHARE_ASSIGN_OR_RETURN(KeyPtr k, NewKey());
     const int64_t ca_end = Info(ca).not_after;
-    Result<X509Ptr> leaf = NewCert(k->get(), dns_names.back(), ca, ca_key.get(), now - p.backdate_s,
-                                   std::min(now + p.leaf_lifetime_s, ca_end), /*ca=*/false, dns_names);
-    if (!leaf.ok()) return leaf.status();
-    out.tls_crt = CertPem(leaf->get());
-    out.tls_key = KeyPem(k->get());
+    GPUSHARE_ASSIGN_OR_RETURN(X509Ptr leaf, NewCert(k.get(), dns_names.back(), ca, ca_key.get(), now - p.backdate_s,
+                                                    std::min(now + p.leaf_lifetime_s, ca_end), /*ca=*/false,
+                                                    dns_names));
+    out.tls_crt = CertPem(leaf.get());
+    out.tls_key = KeyPem(k.get());
   }
   ERR_clear_error();
   return out;

@@ -139,8 +139,7 @@ Result<CertMaterial> WebhookCertManager::ReconcileSecret() {
     if (d.action == CertAction::kKeep) return current;
     spdlog::info("event=webhook_cert_decision secret={} action={} reason={}", Value(ns + "/" + name),
                  CertActionName(d.action), Value(d.reason));
-    Result<CertMaterial> next = IssueCertificates(current, d.action, dns_names_, now, options_.policy);
-    if (!next.ok()) return next.status();
+    GPUSHARE_ASSIGN_OR_RETURN(CertMaterial next, IssueCertificates(current, d.action, dns_names_, now, options_.policy));
     json secret;
     if (present) {
       secret = *got;  // keeps its resourceVersion: a concurrent writer makes the PUT a 409
@@ -151,14 +150,14 @@ Result<CertMaterial> WebhookCertManager::ReconcileSecret() {
                  {{"name", name}, {"namespace", ns}, {"labels", {{"app.kubernetes.io/managed-by", "gpushare-scheduler"}}}}},
                 {"type", "kubernetes.io/tls"}};
     }
-    Encode(*next, secret["data"]);
+    Encode(next, secret["data"]);
     Result<json> written = present ? client_->Update(kube::kSecrets, ns, name, secret)
                                    : client_->Create(kube::kSecrets, ns, secret);
     if (written.ok()) {
       std::lock_guard<std::mutex> l(mu_);
       ++stats_.secret_writes;
       spdlog::info("event=webhook_cert_written secret={} action={}", Value(ns + "/" + name), CertActionName(d.action));
-      return *next;
+      return next;
     }
     const Status& s = written.status();
     if (s.code() == StatusCode::kAlreadyExists || kube::IsConflict(s)) {
@@ -235,10 +234,9 @@ Status WebhookCertManager::PatchConfiguration(const std::string& bundle) {
 
 Status WebhookCertManager::SyncOnce() {
   Status s = [this]() -> Status {
-    Result<CertMaterial> m = ReconcileSecret();
-    if (!m.ok()) return m.status();
-    GPUSHARE_RETURN_IF_ERROR(WriteFiles(*m));
-    return PatchConfiguration(m->ca_crt);
+    GPUSHARE_ASSIGN_OR_RETURN(CertMaterial m, ReconcileSecret());
+    GPUSHARE_RETURN_IF_ERROR(WriteFiles(m));
+    return PatchConfiguration(m.ca_crt);
   }();
   std::lock_guard<std::mutex> l(mu_);
   ++stats_.passes;

@@ -112,11 +112,10 @@ Status WrongType(std::string_view field, std::string_view want, const json& got)
 
 // A string field; null or absent is "".
 Status StringField(const json& obj, std::string_view name, std::string* out) {
-  Result<const json*> f = FindField(obj, name);
-  if (!f.ok()) return f.status();
-  if (*f == nullptr || (*f)->is_null()) return Status::Ok();
-  if (!(*f)->is_string()) return WrongType(name, "a string", **f);
-  *out = (*f)->get<std::string>();
+  GPUSHARE_ASSIGN_OR_RETURN(const json* f, FindField(obj, name));
+  if (f == nullptr || f->is_null()) return Status::Ok();
+  if (!f->is_string()) return WrongType(name, "a string", *f);
+  *out = f->get<std::string>();
   return Status::Ok();
 }
 

@@ -112,9 +112,8 @@ Result<CsvFile> CsvFile::Parse(std::string path, std::string_view content) {
 }
 
 Result<CsvFile> CsvFile::Read(const std::string& path, std::string_view what, std::string_view example_name) {
-  auto text = ReadInputFile(path, {what, kMaxTraceFileBytes, example_name});
-  if (!text.ok()) return text.status();
-  return Parse(path, *text);
+  GPUSHARE_ASSIGN_OR_RETURN(auto text, ReadInputFile(path, {what, kMaxTraceFileBytes, example_name}));
+  return Parse(path, text);
 }
 
 int CsvFile::FindColumn(std::string_view name) const {
@@ -179,11 +178,10 @@ Result<std::optional<int64_t>> CsvFile::OptionalInt(const CsvRow& row, int colum
 }
 
 Result<int64_t> CsvFile::Int(const CsvRow& row, int column, std::string_view name, int64_t min, int64_t max) const {
-  Result<std::optional<int64_t>> v = OptionalInt(row, column, name, min, max);
-  if (!v.ok()) return v.status();
-  if (!v->has_value())
+  GPUSHARE_ASSIGN_OR_RETURN(std::optional<int64_t> v, OptionalInt(row, column, name, min, max));
+  if (!v.has_value())
     return CsvError(Where(row, column) + ": " + std::string(name) + ": must not be empty");
-  return **v;
+  return *v;
 }
 
 }  // namespace gpushare::sim

@@ -88,9 +88,8 @@ DynamicResult RunDynamic(const Workload& workload, const placement::TargetWorklo
 
   auto shape_of = [&](int i) -> Result<placement::ShapeId> {
     if (shape[i] < 0) {
-      auto id = engine.Intern(workload.pods[i].request);
-      if (!id.ok()) return id.status();
-      shape[i] = *id;
+      GPUSHARE_ASSIGN_OR_RETURN(auto id, engine.Intern(workload.pods[i].request));
+      shape[i] = id;
     }
     return shape[i];
   };

@@ -113,10 +113,7 @@ std::vector<CurvePoint> BinSamples(const std::vector<Sample>& samples, int64_t c
 }
 
 Status AddNodes(const Workload& workload, ClusterState* cluster) {
-  for (const auto& n : workload.nodes) {
-    auto id = cluster->AddNode(n);
-    if (!id.ok()) return id.status();
-  }
+  for (const auto& n : workload.nodes) GPUSHARE_RETURN_IF_ERROR(cluster->AddNode(n).status());
   return Status::Ok();
 }
 

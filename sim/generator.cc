@@ -160,15 +160,13 @@ Result<PassResult> OnePass(const Workload& w, const std::vector<placement::PodRe
   const placement::TargetWorkload typical = placement::BuildTargetWorkload(requests, cluster, wo);
   placement::PolicyOptions po;
   po.gpu_unit = w.gpu_unit;
-  auto policy = placement::MakePolicy(policy_name, cluster, typical, po, &rng);
-  if (!policy.ok()) return policy.status();
-  placement::PlacementEngine engine(cluster, **policy);
+  GPUSHARE_ASSIGN_OR_RETURN(auto policy, placement::MakePolicy(policy_name, cluster, typical, po, &rng));
+  placement::PlacementEngine engine(cluster, *policy);
   PassResult r;
   for (int i : order) {
-    auto id = engine.Intern(requests[i]);
-    if (!id.ok()) return id.status();
-    const placement::Decision d = engine.Choose(*id);
-    if (d.placed() && engine.Commit(*id, d).ok()) {
+    GPUSHARE_ASSIGN_OR_RETURN(auto id, engine.Intern(requests[i]));
+    const placement::Decision d = engine.Choose(id);
+    if (d.placed() && engine.Commit(id, d).ok()) {
       ++r.placed;
     } else {
       ++r.failed;
@@ -201,16 +199,14 @@ Result<SharingComparison> CompareSharing(const Workload& w, const std::string& p
     }
     whole.push_back(std::move(r));
   }
-  auto a = OnePass(w, shared, policy, seed);
-  if (!a.ok()) return a.status();
-  auto b = OnePass(w, whole, policy, seed);
-  if (!b.ok()) return b.status();
-  c.shared_placed = a->placed;
-  c.shared_failed = a->failed;
-  c.shared_gpus_in_use = a->gpus_in_use;
-  c.whole_placed = b->placed;
-  c.whole_failed = b->failed;
-  c.whole_gpus_in_use = b->gpus_in_use;
+  GPUSHARE_ASSIGN_OR_RETURN(auto a, OnePass(w, shared, policy, seed));
+  GPUSHARE_ASSIGN_OR_RETURN(auto b, OnePass(w, whole, policy, seed));
+  c.shared_placed = a.placed;
+  c.shared_failed = a.failed;
+  c.shared_gpus_in_use = a.gpus_in_use;
+  c.whole_placed = b.placed;
+  c.whole_failed = b.failed;
+  c.whole_gpus_in_use = b.gpus_in_use;
   return c;
 }
 

@@ -21,27 +21,22 @@ Result<std::vector<placement::NodeSpec>> NodesFrom(const CsvFile& f) {
   std::unordered_map<std::string, int> seen;
   for (const auto& row : f.rows()) {
     placement::NodeSpec n;
-    auto name = f.String(row, *sn, "sn", true);
-    if (!name.ok()) return name.status();
-    n.name = *name;
+    GPUSHARE_ASSIGN_OR_RETURN(auto name, f.String(row, *sn, "sn", true));
+    n.name = name;
     if (auto [it, fresh] = seen.emplace(n.name, row.line); !fresh)
       return CsvError(f.Where(row, *sn) + ": sn: duplicate node '" + n.name + "' (first on line " +
                                      std::to_string(it->second) + ")");
-    auto c = f.Int(row, *cpu, "cpu_milli", 0, kMaxInt);
-    if (!c.ok()) return c.status();
-    auto m = f.Int(row, *mem, "memory_mib", 0, kMaxInt);
-    if (!m.ok()) return m.status();
-    auto g = f.Int(row, *gpu, "gpu", 0, placement::kMaxGpusPerNode);
-    if (!g.ok()) return g.status();
-    auto md = f.String(row, *model, "model", false);
-    if (!md.ok()) return md.status();
-    n.cpu_milli = *c;
-    n.memory_mib = *m;
-    n.gpu_model = *md;
+    GPUSHARE_ASSIGN_OR_RETURN(auto c, f.Int(row, *cpu, "cpu_milli", 0, kMaxInt));
+    GPUSHARE_ASSIGN_OR_RETURN(auto m, f.Int(row, *mem, "memory_mib", 0, kMaxInt));
+    GPUSHARE_ASSIGN_OR_RETURN(auto g, f.Int(row, *gpu, "gpu", 0, placement::kMaxGpusPerNode));
+    GPUSHARE_ASSIGN_OR_RETURN(auto md, f.String(row, *model, "model", false));
+    n.cpu_milli = c;
+    n.memory_mib = m;
+    n.gpu_model = md;
     if (n.gpu_model == "nan") n.gpu_model.clear();  // pandas' rendering of an empty cell
-    if (*g > 0 && n.gpu_model.empty())
+    if (g > 0 && n.gpu_model.empty())
       return CsvError(f.Where(row, *model) + ": model: a node with GPUs needs a GPU model");
-    n.gpu_capacity.assign(static_cast<size_t>(*g), kMilliPerGpu);
+    n.gpu_capacity.assign(static_cast<size_t>(g), kMilliPerGpu);
     nodes.push_back(std::move(n));
   }
   if (nodes.empty()) return CsvError(f.path() + ": no nodes");
@@ -64,47 +59,39 @@ Result<std::vector<TracePod>> PodsFrom(const CsvFile& f) {
   for (const auto& row : f.rows()) {
     TracePod p;
     p.line = row.line;
-    auto nm = f.String(row, *name, "name", true);
-    if (!nm.ok()) return nm.status();
-    p.name = *nm;
+    GPUSHARE_ASSIGN_OR_RETURN(auto nm, f.String(row, *name, "name", true));
+    p.name = nm;
     if (auto [it, fresh] = seen.emplace(p.name, row.line); !fresh)
       return CsvError(f.Where(row, *name) + ": name: duplicate pod '" + p.name + "' (first on line " +
                                      std::to_string(it->second) + ")");
-    auto c = f.Int(row, *cpu, "cpu_milli", 0, kMaxInt);
-    if (!c.ok()) return c.status();
-    auto m = f.Int(row, *mem, "memory_mib", 0, kMaxInt);
-    if (!m.ok()) return m.status();
-    auto n = f.Int(row, *num, "num_gpu", 0, placement::kMaxGpusPerNode);
-    if (!n.ok()) return n.status();
-    auto g = f.Int(row, *milli, "gpu_milli", 0, kMilliPerGpu);
-    if (!g.ok()) return g.status();
-    if (*n == 0 && *g != 0)
+    GPUSHARE_ASSIGN_OR_RETURN(auto c, f.Int(row, *cpu, "cpu_milli", 0, kMaxInt));
+    GPUSHARE_ASSIGN_OR_RETURN(auto m, f.Int(row, *mem, "memory_mib", 0, kMaxInt));
+    GPUSHARE_ASSIGN_OR_RETURN(auto n, f.Int(row, *num, "num_gpu", 0, placement::kMaxGpusPerNode));
+    GPUSHARE_ASSIGN_OR_RETURN(auto g, f.Int(row, *milli, "gpu_milli", 0, kMilliPerGpu));
+    if (n == 0 && g != 0)
       return CsvError(f.Where(row, *milli) + ": gpu_milli: must be 0 when num_gpu is 0, got " +
-                                     std::to_string(*g));
-    if (*n > 0 && *g == 0)
+                                     std::to_string(g));
+    if (n > 0 && g == 0)
       return CsvError(f.Where(row, *milli) + ": gpu_milli: must be > 0 when num_gpu is " +
-                                     std::to_string(*n));
-    if (*n > 1 && *g < kMilliPerGpu)
+                                     std::to_string(n));
+    if (n > 1 && g < kMilliPerGpu)
       return CsvError(f.Where(row, *milli) + ": gpu_milli: a share below 1000 needs num_gpu = 1, got " +
-                                     std::to_string(*n) + " GPUs x " + std::to_string(*g));
+                                     std::to_string(n) + " GPUs x " + std::to_string(g));
     if (spec >= 0) {
-      auto s = f.String(row, spec, "gpu_spec", false);
-      if (!s.ok()) return s.status();
-      p.gpu_spec = *s == "nan" ? std::string() : *s;
+      GPUSHARE_ASSIGN_OR_RETURN(auto s, f.String(row, spec, "gpu_spec", false));
+      p.gpu_spec = s == "nan" ? std::string() : s;
     }
     if (created >= 0) {
-      auto t = f.OptionalInt(row, created, "creation_time", 0, kMaxInt);
-      if (!t.ok()) return t.status();
-      p.creation_time = *t;
+      GPUSHARE_ASSIGN_OR_RETURN(auto t, f.OptionalInt(row, created, "creation_time", 0, kMaxInt));
+      p.creation_time = t;
     }
     if (deleted >= 0) {
-      auto t = f.OptionalInt(row, deleted, "deletion_time", 0, kMaxInt);
-      if (!t.ok()) return t.status();
-      p.deletion_time = *t;
+      GPUSHARE_ASSIGN_OR_RETURN(auto t, f.OptionalInt(row, deleted, "deletion_time", 0, kMaxInt));
+      p.deletion_time = t;
     }
-    p.num_gpu = static_cast<int>(*n);
-    p.gpu_milli = *g;
-    p.request = placement::MakePodRequest(*c, *m, p.num_gpu, p.gpu_milli, p.gpu_spec, kMilliPerGpu);
+    p.num_gpu = static_cast<int>(n);
+    p.gpu_milli = g;
+    p.request = placement::MakePodRequest(c, m, p.num_gpu, p.gpu_milli, p.gpu_spec, kMilliPerGpu);
     pods.push_back(std::move(p));
   }
   if (pods.empty()) return CsvError(f.path() + ": no pods");
@@ -121,38 +108,32 @@ std::string BaseName(const std::string& path) {
 }  // namespace
 
 Result<std::vector<placement::NodeSpec>> ParseNodeCsv(const std::string& path, std::string_view content) {
-  auto f = CsvFile::Parse(path, content);
-  if (!f.ok()) return f.status();
-  return NodesFrom(*f);
+  GPUSHARE_ASSIGN_OR_RETURN(auto f, CsvFile::Parse(path, content));
+  return NodesFrom(f);
 }
 
 Result<std::vector<TracePod>> ParsePodCsv(const std::string& path, std::string_view content) {
-  auto f = CsvFile::Parse(path, content);
-  if (!f.ok()) return f.status();
-  return PodsFrom(*f);
+  GPUSHARE_ASSIGN_OR_RETURN(auto f, CsvFile::Parse(path, content));
+  return PodsFrom(f);
 }
 
 Result<std::vector<placement::NodeSpec>> LoadNodeCsv(const std::string& path) {
-  auto f = CsvFile::Read(path, "node list CSV", "nodes.csv");
-  if (!f.ok()) return f.status();
-  return NodesFrom(*f);
+  GPUSHARE_ASSIGN_OR_RETURN(auto f, CsvFile::Read(path, "node list CSV", "nodes.csv"));
+  return NodesFrom(f);
 }
 
 Result<std::vector<TracePod>> LoadPodCsv(const std::string& path) {
-  auto f = CsvFile::Read(path, "pod list CSV", "pods.csv");
-  if (!f.ok()) return f.status();
-  return PodsFrom(*f);
+  GPUSHARE_ASSIGN_OR_RETURN(auto f, CsvFile::Read(path, "pod list CSV", "pods.csv"));
+  return PodsFrom(f);
 }
 
 Result<Workload> LoadWorkload(const std::string& nodes_path, const std::string& pods_path) {
   Workload w;
-  auto nodes = LoadNodeCsv(nodes_path);
-  if (!nodes.ok()) return nodes.status();
-  auto pods = LoadPodCsv(pods_path);
-  if (!pods.ok()) return pods.status();
+  GPUSHARE_ASSIGN_OR_RETURN(auto nodes, LoadNodeCsv(nodes_path));
+  GPUSHARE_ASSIGN_OR_RETURN(auto pods, LoadPodCsv(pods_path));
   w.name = BaseName(pods_path);
-  w.nodes = std::move(nodes).value();
-  w.pods = std::move(pods).value();
+  w.nodes = std::move(nodes);
+  w.pods = std::move(pods);
   return w;
 }
 

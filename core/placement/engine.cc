@@ -25,13 +25,12 @@ PlacementEngine::PlacementEngine(ClusterState& cluster, Policy& policy, EngineOp
 }
 
 Result<ShapeId> PlacementEngine::Intern(const PodRequest& request) {
-  Result<PodShape> shape = CompileShape(request, cluster_);
-  if (!shape.ok()) return shape.status();
-  std::string key = ShapeKey(*shape);
+  GPUSHARE_ASSIGN_OR_RETURN(PodShape shape, CompileShape(request, cluster_));
+  std::string key = ShapeKey(shape);
   auto it = shape_ids_.find(key);
   if (it != shape_ids_.end()) return it->second;
   const ShapeId id = static_cast<ShapeId>(shapes_.size());
-  shapes_.push_back(std::move(shape).value());
+  shapes_.push_back(std::move(shape));
   shape_ids_.emplace(std::move(key), id);
   cache_.emplace_back();
   return id;
@@ -261,23 +260,40 @@ std::string PlacementEngine::Explain(ShapeId pod, const Decision& d) const {
   return out;
 }
 
+namespace {
+
+// The range of one part of the feasible verdicts' scores.
+struct Range {
+  double lo = 0, hi = 0;
+  void Add(double x, bool first) {
+    lo = first ? x : std::min(lo, x);
+    hi = first ? x : std::max(hi, x);
+  }
+  double Fraction(double x) const { return (x - lo) / (hi - lo); }
+};
+
+}  // namespace
+
 std::vector<int> PlacementEngine::ScaleScores(const std::vector<Verdict>& verdicts, int max_score) {
   std::vector<int> out(verdicts.size(), -1);
-  double lo = 0, hi = 0;
+  Range value, tiebreak;
   bool any = false;
   for (const auto& v : verdicts) {
     if (v.rejection != Rejection::kNone) continue;
-    lo = any ? std::min(lo, v.choice.score.value) : v.choice.score.value;
-    hi = any ? std::max(hi, v.choice.score.value) : v.choice.score.value;
+    value.Add(v.choice.score.value, !any);
+    tiebreak.Add(v.choice.score.tiebreak, !any);
     any = true;
   }
   for (size_t i = 0; i < verdicts.size(); ++i) {
     if (verdicts[i].rejection != Rejection::kNone) continue;
-    if (hi <= lo) {
-      out[i] = max_score;
-    } else {
-      out[i] = static_cast<int>(std::lround((verdicts[i].choice.score.value - lo) / (hi - lo) * max_score));
+    const Score& s = verdicts[i].choice.score;
+    double f = 1.0;
+    if (value.hi > value.lo) {
+      f = value.Fraction(s.value);
+    } else if (tiebreak.hi > tiebreak.lo) {
+      f = tiebreak.Fraction(s.tiebreak);
     }
+    out[i] = static_cast<int>(std::lround(f * max_score));
   }
   return out;
 }

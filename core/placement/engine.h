@@ -83,8 +83,9 @@ class PlacementEngine {
   // An operator-readable account of a decision: where and why, or why nothing fits.
   std::string Explain(ShapeId pod, const Decision& decision) const;
 
-  // Scores of feasible verdicts mapped to integers 0..max_score (min-max; all equal -> max),
-  // -1 for infeasible ones. For scheduler extenders (0..10).
+  // Scores of feasible verdicts mapped to integers 0..max_score: min-max of Score::value, or of
+  // Score::tiebreak when every value ties, max_score when both tie; -1 for infeasible ones.
+  // For scheduler extenders (0..10; GpuCache::Score).
   static std::vector<int> ScaleScores(const std::vector<Verdict>& verdicts, int max_score = 10);
 
   ClusterState& cluster() { return cluster_; }

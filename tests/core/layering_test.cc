@@ -27,7 +27,7 @@ const std::map<std::string, std::set<std::string>>& AllowedEdges() {
       {"kube", {"base", "core", "kube"}},
       {"deviceplugin", {"base", "core", "proto", "deviceplugin"}},
       {"node", {"base", "core", "config", "gpu", "kube", "proto", "deviceplugin", "node"}},
-      {"scheduler", {"base", "core", "kube", "scheduler"}},
+      {"scheduler", {"base", "core", "config", "kube", "scheduler"}},  // config: flags.cc's durations
       {"sim", {"base", "core", "config", "sim"}},
       {"cli", {"base", "core", "config", "gpu", "kube", "node", "scheduler", "sim", "cli"}},
       {"interpose", {"interpose"}},

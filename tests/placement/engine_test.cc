@@ -55,6 +55,20 @@ TEST_F(EngineTest, ScaleScoresMapsToZeroToTen) {
   EXPECT_EQ(PlacementEngine::ScaleScores(v, 10), (std::vector<int>{0, 10, 5}));
 }
 
+// When every value ties, the tiebreak spreads the scores (GpuCache::Score relies on it); when
+// both tie, every feasible verdict gets the maximum.
+TEST_F(EngineTest, ScaleScoresFallsBackToTheTiebreak) {
+  std::vector<Verdict> v(4);
+  for (auto& x : v) x.choice.score.value = 3;
+  v[0].choice.score.tiebreak = 1;
+  v[1].choice.score.tiebreak = 5;
+  v[2].choice.score.tiebreak = 2;
+  v[3].rejection = Rejection::kCpu;
+  EXPECT_EQ(PlacementEngine::ScaleScores(v, 10), (std::vector<int>{0, 10, 3, -1}));
+  for (auto& x : v) x.choice.score.tiebreak = 7;
+  EXPECT_EQ(PlacementEngine::ScaleScores(v, 10), (std::vector<int>{10, 10, 10, -1}));
+}
+
 TEST_F(EngineTest, ChooseTakesTheBestScoreThenTheSmallestTieRank) {
   auto p = Make("packing");
   PlacementEngine e(c_, *p);
