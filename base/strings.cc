@@ -2,7 +2,9 @@
 
 namespace gpushare {
 
-std::string JoinLines(const std::vector<std::string>& lines) { return Join(lines, "\n"); }
+std::string JoinLines(const std::vector<std::string>& lines) {
+  return Join(lines, "\n");
+}
 
 std::vector<std::string> SplitLines(std::string_view text) {
   std::vector<std::string> out;

@@ -72,7 +72,8 @@ class CondVar {
     return WaitUntil(mu, std::chrono::steady_clock::now() + timeout);
   }
   template <typename Clock, typename Duration>
-  bool WaitUntil(Mutex* mu, std::chrono::time_point<Clock, Duration> deadline) GPUSHARE_REQUIRES(mu) {
+  bool WaitUntil(Mutex* mu, std::chrono::time_point<Clock, Duration> deadline)
+      GPUSHARE_REQUIRES(mu) {
     std::unique_lock<std::mutex> lock(mu->mu_, std::adopt_lock);
     const bool notified = cv_.wait_until(lock, deadline) == std::cv_status::no_timeout;
     lock.release();

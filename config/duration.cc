@@ -36,13 +36,20 @@ std::optional<int64_t> ParseDurationMs(std::string_view s) {
       s.remove_prefix(u.size());
       return true;
     };
-    if (take("ns")) unit = 1;
-    else if (take("us") || take("\xC2\xB5s")) unit = 1'000;
-    else if (take("ms")) unit = 1'000'000;
-    else if (take("s")) unit = 1'000'000'000;
-    else if (take("m")) unit = 60'000'000'000LL;
-    else if (take("h")) unit = 3'600'000'000'000LL;
-    else return std::nullopt;
+    if (take("ns"))
+      unit = 1;
+    else if (take("us") || take("\xC2\xB5s"))
+      unit = 1'000;
+    else if (take("ms"))
+      unit = 1'000'000;
+    else if (take("s"))
+      unit = 1'000'000'000;
+    else if (take("m"))
+      unit = 60'000'000'000LL;
+    else if (take("h"))
+      unit = 3'600'000'000'000LL;
+    else
+      return std::nullopt;
     total_ns += whole * unit + (frac * unit + frac_scale - 1) / frac_scale;
     if (total_ns > kMax) return std::nullopt;
   }

@@ -13,7 +13,8 @@ namespace {
 
 std::string NotRegular(mode_t mode, const std::string& path, std::string_view example_name) {
   if (S_ISDIR(mode)) {
-    return "it is a directory (name the file inside it, e.g. " + path + "/" + std::string(example_name) + ")";
+    return "it is a directory (name the file inside it, e.g. " + path + "/" +
+           std::string(example_name) + ")";
   }
   if (S_ISFIFO(mode)) return "it is a FIFO (named pipe), not a regular file";
   if (S_ISCHR(mode)) return "it is a character device, not a regular file";
@@ -45,9 +46,12 @@ std::string DescribeBytes(int64_t bytes) {
     return std::to_string(t / 10) + "." + std::to_string(t % 10) + " " + name;
   };
   std::string human;
-  if (bytes >= kGiB) human = tenths(kGiB, "GiB");
-  else if (bytes > 0 && bytes % kMiB == 0) human = std::to_string(bytes / kMiB) + " MiB";
-  else human = tenths(kMiB, "MiB");
+  if (bytes >= kGiB)
+    human = tenths(kGiB, "GiB");
+  else if (bytes > 0 && bytes % kMiB == 0)
+    human = std::to_string(bytes / kMiB) + " MiB";
+  else
+    human = tenths(kMiB, "MiB");
   return std::to_string(bytes) + " bytes (" + human + ")";
 }
 
@@ -64,14 +68,17 @@ Result<std::string> ReadInputFile(const std::string& path, const InputFileRules&
   // The type first, from the path: a FIFO or a device is never opened.
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return failed(errno);
-  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument(prefix + NotRegular(st.st_mode, path, rules.example_name));
+  if (!S_ISREG(st.st_mode))
+    return Status::InvalidArgument(prefix + NotRegular(st.st_mode, path, rules.example_name));
   // Then on the opened file, which is what is read (the path may have changed meanwhile);
   // O_NONBLOCK: should it have become a FIFO, opening it does not wait for a writer.
   Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
   if (fd.get() < 0) return failed(errno);
   if (::fstat(fd.get(), &st) != 0) return failed(errno);
-  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument(prefix + NotRegular(st.st_mode, path, rules.example_name));
-  if (st.st_size > rules.max_bytes) return Status::InvalidArgument(prefix + OverLimit(st.st_size, rules.max_bytes));
+  if (!S_ISREG(st.st_mode))
+    return Status::InvalidArgument(prefix + NotRegular(st.st_mode, path, rules.example_name));
+  if (st.st_size > rules.max_bytes)
+    return Status::InvalidArgument(prefix + OverLimit(st.st_size, rules.max_bytes));
   std::string out;
   out.resize(static_cast<size_t>(st.st_size) + 1);
   size_t have = 0;
@@ -89,8 +96,8 @@ Result<std::string> ReadInputFile(const std::string& path, const InputFileRules&
     have += static_cast<size_t>(n);
   }
   if (static_cast<int64_t>(have) > rules.max_bytes) {
-    return Status::InvalidArgument(prefix + "it grew past the limit of " + DescribeBytes(rules.max_bytes) +
-                                   " while it was read");
+    return Status::InvalidArgument(prefix + "it grew past the limit of " +
+                                   DescribeBytes(rules.max_bytes) + " while it was read");
   }
   out.resize(have);
   return out;

@@ -28,13 +28,15 @@ std::string Number(double v) {
   return buf;
 }
 
-std::string Got(const std::string& s) { return ", got " + EscapeControlBytes(s); }
+std::string Got(const std::string& s) {
+  return ", got " + EscapeControlBytes(s);
+}
 
 }  // namespace
 
 CLI::Validator IntegerIn(int64_t min, int64_t max, std::string note) {
-  const std::string allowed =
-      "must be " + std::to_string(min) + ".." + std::to_string(max) + (note.empty() ? "" : " (" + note + ")");
+  const std::string allowed = "must be " + std::to_string(min) + ".." + std::to_string(max) +
+                              (note.empty() ? "" : " (" + note + ")");
   return CLI::Validator(
       [=](std::string& s) -> std::string {
         auto v = Parse<int64_t>(s);
@@ -54,8 +56,10 @@ CLI::Validator NumberIn(double min, double max, std::string note) {
       Number(min) + ".." + Number(max));
 }
 
-CLI::Validator DurationIn(int64_t min_ms, std::string min_text, int64_t max_ms, std::string max_text) {
-  const std::string allowed = "must be a positive duration from " + min_text + " to " + max_text + ", like 10s";
+CLI::Validator DurationIn(int64_t min_ms, std::string min_text, int64_t max_ms,
+                          std::string max_text) {
+  const std::string allowed =
+      "must be a positive duration from " + min_text + " to " + max_text + ", like 10s";
   return CLI::Validator(
       [=](std::string& s) -> std::string {
         auto ms = ParseDurationMs(s);

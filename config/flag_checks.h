@@ -18,8 +18,9 @@ CLI::Validator IntegerIn(int64_t min, int64_t max, std::string note = "");
 // A finite decimal number in [min, max] (not nan or inf).
 CLI::Validator NumberIn(double min, double max, std::string note = "");
 
-// A duration as config/duration.h reads it ("10s", "1m30s"), from min_ms (> 0) to max_ms; the bounds
-// are given as they are written in the message: DurationIn(100, "100ms", 86400000, "24h").
-CLI::Validator DurationIn(int64_t min_ms, std::string min_text, int64_t max_ms, std::string max_text);
+// A duration as config/duration.h reads it ("10s", "1m30s"), from min_ms (> 0) to max_ms; the
+// bounds are given as they are written in the message: DurationIn(100, "100ms", 86400000, "24h").
+CLI::Validator DurationIn(int64_t min_ms, std::string min_text, int64_t max_ms,
+                          std::string max_text);
 
 }  // namespace gpushare

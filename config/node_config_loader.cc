@@ -31,7 +31,7 @@ enum class Kind { kEnum, kBool, kString, kPath, kInt, kEnumList, kIntList, kDura
 // problem ("must not be empty"), "" when it wrote the field.
 using SetBool = void (*)(NodeConfig&, bool);
 using SetInt = void (*)(NodeConfig&, int64_t);
-using SetEnum = void (*)(NodeConfig&, const std::string&);          // one of the row's values
+using SetEnum = void (*)(NodeConfig&, const std::string&);  // one of the row's values
 using SetText = std::string (*)(NodeConfig&, const std::string&);
 using SetNames = void (*)(NodeConfig&, const std::vector<std::string>&);  // kEnumList items
 using SetInts = void (*)(NodeConfig&, std::vector<uint32_t>);
@@ -51,13 +51,18 @@ struct Setting {
   const char* alt_flag = nullptr;   // a flag alias
 };
 
-Setting Bool(NodeConfigSetting row, SetBool set) { return {row, Kind::kBool, set}; }
+Setting Bool(NodeConfigSetting row, SetBool set) {
+  return {row, Kind::kBool, set};
+}
 Setting Enum(NodeConfigSetting row, const std::vector<std::string>& values, SetEnum set) {
   return {row, Kind::kEnum, set, values};
 }
-Setting Text(NodeConfigSetting row, SetText set) { return {row, Kind::kString, set}; }
+Setting Text(NodeConfigSetting row, SetText set) {
+  return {row, Kind::kString, set};
+}
 // An absolute path (or empty).
-Setting Path(NodeConfigSetting row, SetText set, const char* alt_env = nullptr, const char* alt_flag = nullptr) {
+Setting Path(NodeConfigSetting row, SetText set, const char* alt_env = nullptr,
+             const char* alt_flag = nullptr) {
   return {row, Kind::kPath, set, {}, 0, 0, alt_env, alt_flag};
 }
 Setting Int(NodeConfigSetting row, int64_t min, int64_t max, SetInt set) {
@@ -69,7 +74,9 @@ Setting EnumList(NodeConfigSetting row, const std::vector<std::string>& values, 
 Setting IntList(NodeConfigSetting row, int64_t min, int64_t max, SetInts set) {
   return {row, Kind::kIntList, set, {}, min, max};
 }
-Setting Duration(NodeConfigSetting row, SetDuration set) { return {row, Kind::kDuration, set}; }
+Setting Duration(NodeConfigSetting row, SetDuration set) {
+  return {row, Kind::kDuration, set};
+}
 
 const std::vector<std::string> kMigStrategies = {"none", "single", "mixed"};
 const std::vector<std::string> kDeviceListStrategies = {"envvar", "volume-mounts",
@@ -84,12 +91,15 @@ const std::vector<std::string> kMemoryUnits = {"GiB", "MiB"};
 
 // Setters shared by several rows, or with checks of their own.
 void SetAllocationPolicy(NodeConfig& c, const std::string& v) {
-  c.gpushare.allocation_policy = v == "packed" ? AllocationPolicy::kPacked : AllocationPolicy::kDistributed;
+  c.gpushare.allocation_policy =
+      v == "packed" ? AllocationPolicy::kPacked : AllocationPolicy::kDistributed;
 }
 
 // Accepted, and nothing to set.
 void Ignored(NodeConfig&, const std::string&) {}
-std::string IgnoredText(NodeConfig&, const std::string&) { return ""; }
+std::string IgnoredText(NodeConfig&, const std::string&) {
+  return "";
+}
 
 // Setters of a string field (`Field` returns it): any value, or any but "".
 template <std::string& (*Field)(NodeConfig&)>
@@ -124,13 +134,27 @@ void SetDeviceListStrategy(NodeConfig& c, const std::vector<std::string>& items)
   c.plugin.device_list_strategy = d;
 }
 
-std::string& DriverRoot(NodeConfig& c) { return c.plugin.nvidia_driver_root; }
-std::string& DevRoot(NodeConfig& c) { return c.plugin.nvidia_dev_root; }
-std::string& CdiPrefix(NodeConfig& c) { return c.plugin.cdi_annotation_prefix; }
-std::string& StateDir(NodeConfig& c) { return c.gpushare.container_state_dir; }
-std::string& CtkPath(NodeConfig& c) { return c.plugin.nvidia_ctk_path; }
-std::string& ContainerDriverRoot(NodeConfig& c) { return c.plugin.container_driver_root; }
-std::string& InterposerHostDir(NodeConfig& c) { return c.gpushare.interposer_host_dir; }
+std::string& DriverRoot(NodeConfig& c) {
+  return c.plugin.nvidia_driver_root;
+}
+std::string& DevRoot(NodeConfig& c) {
+  return c.plugin.nvidia_dev_root;
+}
+std::string& CdiPrefix(NodeConfig& c) {
+  return c.plugin.cdi_annotation_prefix;
+}
+std::string& StateDir(NodeConfig& c) {
+  return c.gpushare.container_state_dir;
+}
+std::string& CtkPath(NodeConfig& c) {
+  return c.plugin.nvidia_ctk_path;
+}
+std::string& ContainerDriverRoot(NodeConfig& c) {
+  return c.plugin.container_driver_root;
+}
+std::string& InterposerHostDir(NodeConfig& c) {
+  return c.gpushare.interposer_host_dir;
+}
 
 // The settings table: one row per setting, in the order of docs/configuration.md.
 const std::vector<Setting>& Settings() {
@@ -139,11 +163,14 @@ const std::vector<Setting>& Settings() {
             "how MIG devices are advertised: none, single or mixed (default none)"},
            kMigStrategies,
            [](NodeConfig& c, const std::string& v) {
-             c.mig_strategy = v == "none" ? MigStrategy::kNone : v == "single" ? MigStrategy::kSingle : MigStrategy::kMixed;
+             c.mig_strategy = v == "none"     ? MigStrategy::kNone
+                              : v == "single" ? MigStrategy::kSingle
+                                              : MigStrategy::kMixed;
            }),
-      Bool({"failOnInitError", "flags.failOnInitError", "FAIL_ON_INIT_ERROR", "--fail-on-init-error",
-            "exit when NVML cannot start or finds no GPU (default true); false: log and wait idle"},
-           [](NodeConfig& c, bool b) { c.fail_on_init_error = b; }),
+      Bool(
+          {"failOnInitError", "flags.failOnInitError", "FAIL_ON_INIT_ERROR", "--fail-on-init-error",
+           "exit when NVML cannot start or finds no GPU (default true); false: log and wait idle"},
+          [](NodeConfig& c, bool b) { c.fail_on_init_error = b; }),
       Path({"nvidiaDriverRoot", "flags.nvidiaDriverRoot", "NVIDIA_DRIVER_ROOT",
             "--nvidia-driver-root", "root of the NVIDIA driver installation (default /)"},
            SetNonEmpty<DriverRoot>, nullptr, "--driver-root"),
@@ -176,7 +203,8 @@ const std::vector<Setting>& Settings() {
             "--device-id-strategy", "what containers are given: uuid or index (default uuid)"},
            kDeviceIdStrategies,
            [](NodeConfig& c, const std::string& v) {
-             c.plugin.device_id_strategy = v == "uuid" ? DeviceIdStrategy::kUuid : DeviceIdStrategy::kIndex;
+             c.plugin.device_id_strategy =
+                 v == "uuid" ? DeviceIdStrategy::kUuid : DeviceIdStrategy::kIndex;
            }),
       Text({"cdiAnnotationPrefix", "flags.plugin.cdiAnnotationPrefix", "CDI_ANNOTATION_PREFIX",
             "--cdi-annotation-prefix", "prefix of CDI annotations (default cdi.k8s.io/)"},
@@ -193,7 +221,8 @@ const std::vector<Setting>& Settings() {
            kAllocationPolicies, SetAllocationPolicy),
       Int({"maxClientsPerGpu", "gpushare.maxClientsPerGpu", "GPUSHARE_MAX_CLIENTS_PER_GPU",
            "--max-clients-per-gpu", "ceiling on containers sharing one physical GPU (default 48)"},
-          1, 1024, [](NodeConfig& c, int64_t x) { c.gpushare.max_clients_per_gpu = static_cast<int>(x); }),
+          1, 1024,
+          [](NodeConfig& c, int64_t x) { c.gpushare.max_clients_per_gpu = static_cast<int>(x); }),
       Enum({"allocationPolicy", "gpushare.allocationPolicy", "GPUSHARE_ALLOCATION_POLICY",
             "--allocation-policy", "same as sharedDevicesAllocationPolicy"},
            kAllocationPolicies, SetAllocationPolicy),
@@ -202,35 +231,42 @@ const std::vector<Setting>& Settings() {
             "per-replica memory limit: none or evenSplit (device memory / replicas)"},
            kMemoryLimits,
            [](NodeConfig& c, const std::string& v) {
-             c.gpushare.replica_memory_limit = v == "evenSplit" ? ReplicaMemoryLimit::kEvenSplit : ReplicaMemoryLimit::kNone;
+             c.gpushare.replica_memory_limit =
+                 v == "evenSplit" ? ReplicaMemoryLimit::kEvenSplit : ReplicaMemoryLimit::kNone;
            }),
-      Enum({"computeLimit", "gpushare.timeSlicing.computeLimit", "GPUSHARE_TIME_SLICING_COMPUTE_LIMIT",
-            "--time-slicing-compute-limit",
-            "per-replica SM limit: none or evenSplit (100% / replicas), enforced by the in-container library"},
+      Enum({"computeLimit", "gpushare.timeSlicing.computeLimit",
+            "GPUSHARE_TIME_SLICING_COMPUTE_LIMIT", "--time-slicing-compute-limit",
+            "per-replica SM limit: none or evenSplit (100% / replicas), enforced by the "
+            "in-container library"},
            kComputeLimits,
            [](NodeConfig& c, const std::string& v) {
              c.gpushare.replica_compute_limit =
                  v == "evenSplit" ? ReplicaComputeLimit::kEvenSplit : ReplicaComputeLimit::kNone;
            }),
-      Bool({"healthEnabled", "gpushare.health.enabled", "GPUSHARE_HEALTH_ENABLED", "--health-checks",
-            "watch XID events and mark devices Unhealthy (default true)"},
+      Bool({"healthEnabled", "gpushare.health.enabled", "GPUSHARE_HEALTH_ENABLED",
+            "--health-checks", "watch XID events and mark devices Unhealthy (default true)"},
            [](NodeConfig& c, bool b) { c.gpushare.health_checks_enabled = b; }),
-      IntList({"ignoredXids", "gpushare.health.ignoredXids", "GPUSHARE_IGNORED_XIDS", "--ignored-xids",
-               "XIDs that never mark a device Unhealthy (default 13,31,43,45,68,109)"},
-              1, 65535, [](NodeConfig& c, std::vector<uint32_t> xs) { c.gpushare.ignored_xids = std::move(xs); }),
-      Duration({"recoverAfter", "gpushare.health.recoverAfter", "GPUSHARE_RECOVER_AFTER", "--recover-after",
+      IntList(
+          {"ignoredXids", "gpushare.health.ignoredXids", "GPUSHARE_IGNORED_XIDS", "--ignored-xids",
+           "XIDs that never mark a device Unhealthy (default 13,31,43,45,68,109)"},
+          1, 65535,
+          [](NodeConfig& c, std::vector<uint32_t> xs) { c.gpushare.ignored_xids = std::move(xs); }),
+      Duration({"recoverAfter", "gpushare.health.recoverAfter", "GPUSHARE_RECOVER_AFTER",
+                "--recover-after",
                 "quiet period before an Unhealthy device is Healthy again (default 5m; 0 = never)"},
                [](NodeConfig& c, std::chrono::milliseconds d) {
                  c.gpushare.health_recovery_seconds = (d.count() + 999) / 1000;
                }),
       Path({"interposerHostDir", "gpushare.interposer.hostDir", "GPUSHARE_INTERPOSER_HOST_DIR",
-            "--interposer-host-dir", "host directory holding libgpushare-cuda.so (empty = not mounted)"},
+            "--interposer-host-dir",
+            "host directory holding libgpushare-cuda.so (empty = not mounted)"},
            SetAny<InterposerHostDir>),
       Path({"stateDir", "gpushare.interposer.stateDir", "GPUSHARE_STATE_DIR", "--state-dir",
             "host directory for per-container accounting (default /var/lib/gpushare/containers)"},
            SetNonEmpty<StateDir>),
-      Text({"memoryResourceName", "gpushare.memoryShares.resourceName", "GPUSHARE_MEMORY_RESOURCE_NAME",
-            "--memory-resource-name", "resource of memory shares (default aliyun.com/gpu-mem)"},
+      Text({"memoryResourceName", "gpushare.memoryShares.resourceName",
+            "GPUSHARE_MEMORY_RESOURCE_NAME", "--memory-resource-name",
+            "resource of memory shares (default aliyun.com/gpu-mem)"},
            SetMemoryResourceName),
       Enum({"memoryUnit", "gpushare.memoryShares.unit", "GPUSHARE_MEMORY_UNIT", "--memory-unit",
             "what one memory-share unit is: GiB or MiB (default GiB)"},
@@ -238,16 +274,19 @@ const std::vector<Setting>& Settings() {
            [](NodeConfig& c, const std::string& v) {
              c.gpushare.memory_shares.unit = *memshare::ParseMemoryUnit(v);
            }),
-      Bool({"publishGpuCount", "gpushare.memoryShares.publishGpuCount", "GPUSHARE_PUBLISH_GPU_COUNT",
-            "--publish-gpu-count", "publish aliyun.com/gpu-count in the node's capacity (default true)"},
+      Bool({"publishGpuCount", "gpushare.memoryShares.publishGpuCount",
+            "GPUSHARE_PUBLISH_GPU_COUNT", "--publish-gpu-count",
+            "publish aliyun.com/gpu-count in the node's capacity (default true)"},
            [](NodeConfig& c, bool b) { c.gpushare.memory_shares.publish_gpu_count = b; }),
-      Enum({"memoryComputeLimit", "gpushare.memoryShares.computeLimit", "GPUSHARE_MEMORY_COMPUTE_LIMIT",
-            "--memory-compute-limit",
-            "SM limit of a memory share: none or proportional (the share's fraction of the GPU's memory)"},
+      Enum({"memoryComputeLimit", "gpushare.memoryShares.computeLimit",
+            "GPUSHARE_MEMORY_COMPUTE_LIMIT", "--memory-compute-limit",
+            "SM limit of a memory share: none or proportional (the share's fraction of the GPU's "
+            "memory)"},
            kMemoryComputeLimits,
            [](NodeConfig& c, const std::string& v) {
-             c.gpushare.memory_shares.compute_limit =
-                 v == "proportional" ? MemoryComputeLimit::kProportional : MemoryComputeLimit::kNone;
+             c.gpushare.memory_shares.compute_limit = v == "proportional"
+                                                          ? MemoryComputeLimit::kProportional
+                                                          : MemoryComputeLimit::kNone;
            }),
   };
   return s;
@@ -272,14 +311,18 @@ std::vector<std::string> SplitCommas(const std::string& s) {
   return out;
 }
 
-std::string Leaf(const std::string& path) { return path.substr(path.rfind('.') + 1); }
+std::string Leaf(const std::string& path) {
+  return path.substr(path.rfind('.') + 1);
+}
 std::string Parent(const std::string& path) {
   size_t dot = path.rfind('.');
   return dot == std::string::npos ? "" : path.substr(0, dot);
 }
 
 // Digits short enough for std::stoll and for any count or index a setting takes.
-bool IsSmallNumber(std::string_view s) { return s.size() < 10 && IsDigits(s); }
+bool IsSmallNumber(std::string_view s) {
+  return s.size() < 10 && IsDigits(s);
+}
 
 // A devices list item as NVIDIA accepts it: GPU index, MIG index "i:j", GPU UUID, MIG UUID
 // ("MIG-<uuid>" or "MIG-GPU-<uuid>/<gi>/<ci>").
@@ -323,8 +366,7 @@ struct FileContents {
 
 class FileReader {
  public:
-  FileReader(Problems* problems, std::vector<std::string>* notes)
-      : p_(problems), notes_(notes) {}
+  FileReader(Problems* problems, std::vector<std::string>* notes) : p_(problems), notes_(notes) {}
 
   FileContents Read(const YAML::Node& doc) {
     if (!doc.IsDefined() || doc.IsNull()) return std::move(out_);
@@ -368,13 +410,19 @@ class FileReader {
       std::optional<std::string> text;
       switch (s.kind) {
         case Kind::kBool:
-          if (auto b = yaml::ScalarBool(n)) text = *b ? "true" : "false";
-          else p_->Add(path, "must be true or false, got " + yaml::KindName(n), &n);
+          if (auto b = yaml::ScalarBool(n))
+            text = *b ? "true" : "false";
+          else
+            p_->Add(path, "must be true or false, got " + yaml::KindName(n), &n);
           break;
         case Kind::kInt:
-          if (auto i = yaml::ScalarInt(n)) text = std::to_string(*i);
-          else p_->Add(path, "must be an integer " + std::to_string(s.min) + ".." +
-                                 std::to_string(s.max) + ", got " + yaml::KindName(n), &n);
+          if (auto i = yaml::ScalarInt(n))
+            text = std::to_string(*i);
+          else
+            p_->Add(path,
+                    "must be an integer " + std::to_string(s.min) + ".." + std::to_string(s.max) +
+                        ", got " + yaml::KindName(n),
+                    &n);
           break;
         case Kind::kEnumList:
         case Kind::kIntList:
@@ -384,8 +432,10 @@ class FileReader {
         case Kind::kString:
         case Kind::kPath:
         case Kind::kDuration:
-          if (n.IsScalar()) text = n.Scalar();
-          else p_->Add(path, "must be a string, got " + yaml::KindName(n), &n);
+          if (n.IsScalar())
+            text = n.Scalar();
+          else
+            p_->Add(path, "must be a string, got " + yaml::KindName(n), &n);
           break;
       }
       if (text) out_.settings[s.row.key] = {*text, path, n};
@@ -433,8 +483,9 @@ class FileReader {
     if (!m.ok()) return;
     ReadSettings(m, "flags");
     if (auto b = m.Bool("useNodeFeatureAPI"); b && *b) {
-      notes_->push_back("flags.useNodeFeatureAPI: a gpu-feature-discovery setting; ignored by "
-                        "gpushare-node");
+      notes_->push_back(
+          "flags.useNodeFeatureAPI: a gpu-feature-discovery setting; ignored by "
+          "gpushare-node");
     }
     MapReader plugin(m.Get("plugin"), "flags.plugin", p_, SettingKeys("flags.plugin"));
     ReadSettings(plugin, "flags.plugin");
@@ -450,8 +501,9 @@ class FileReader {
         p_->Add("flags.gfd.sleepInterval", "must be a duration like 60s or 5m, got \"" + *d + "\"",
                 &dn);
       }
-      notes_->push_back("flags.gfd: gpu-feature-discovery settings are accepted and ignored by "
-                        "gpushare-node");
+      notes_->push_back(
+          "flags.gfd: gpu-feature-discovery settings are accepted and ignored by "
+          "gpushare-node");
     }
   }
 
@@ -497,15 +549,15 @@ class FileReader {
     out_.has_time_slicing = true;
     if (auto s = ts.String("strategy"); s && !s->empty()) {
       YAML::Node sn = ts.Get("strategy");
-      p_->Add("sharing.timeSlicing.strategy", "must be empty (the only strategy), got \"" + *s + "\"",
-              &sn);
+      p_->Add("sharing.timeSlicing.strategy",
+              "must be empty (the only strategy), got \"" + *s + "\"", &sn);
     }
     out_.rename_by_default = ts.Bool("renameByDefault").value_or(false);
     out_.fail_requests_greater_than_one = ts.Bool("failRequestsGreaterThanOne").value_or(false);
     YAML::Node list = ts.Get("resources");
     if (!list.IsDefined() || (list.IsSequence() && list.size() == 0)) {
-      p_->Add("sharing.timeSlicing.resources",
-              "at least one entry {name, replicas} is required", &tsn);
+      p_->Add("sharing.timeSlicing.resources", "at least one entry {name, replicas} is required",
+              &tsn);
       return;
     }
     if (!list.IsSequence()) {
@@ -578,8 +630,8 @@ class FileReader {
       }
       if (slices) {
         return "compute-instance sub-profiles are never advertised; use the GPU-instance "
-               "profile, e.g. nvidia.com/mig-" + std::to_string(slices->gpu_slices) + "g." +
-               std::to_string(slices->memory_gb) + "gb";
+               "profile, e.g. nvidia.com/mig-" +
+               std::to_string(slices->gpu_slices) + "g." + std::to_string(slices->memory_gb) + "gb";
       }
     }
     return "must be nvidia.com/gpu or nvidia.com/mig-<profile> (e.g. nvidia.com/mig-1g.10gb)";
@@ -595,13 +647,17 @@ class FileReader {
   };
 
   // "all", a positive count or a list. nullopt: nothing selected, or a problem (recorded).
-  std::optional<DeviceSelector> ReadSelector(const YAML::Node& n, const std::string& path, const SelectorRules& r) {
+  std::optional<DeviceSelector> ReadSelector(const YAML::Node& n, const std::string& path,
+                                             const SelectorRules& r) {
     DeviceSelector out;
     if (n.IsScalar()) {
       if (!yaml::IsQuoted(n) && yaml::ScalarInt(n)) {
         int64_t c = *yaml::ScalarInt(n);
         if (c <= 0) {
-          p_->Add(path, r.count_problem + ", got " + n.Scalar() + (r.none_allowed ? " (use none for no GPU)" : ""), &n);
+          p_->Add(path,
+                  r.count_problem + ", got " + n.Scalar() +
+                      (r.none_allowed ? " (use none for no GPU)" : ""),
+                  &n);
           return std::nullopt;
         }
         out.kind = DeviceSelector::Kind::kCount;
@@ -637,8 +693,9 @@ class FileReader {
   void ReadDevices(const YAML::Node& n, const std::string& path, DeviceSelector* out) {
     if (!n.IsDefined()) return;  // default: all
     SelectorRules r;
-    r.expect = "must be \"all\", a positive count, or a list of GPU indices (0), MIG indices (0:1), "
-               "GPU UUIDs (GPU-...) or MIG UUIDs (MIG-...)";
+    r.expect =
+        "must be \"all\", a positive count, or a list of GPU indices (0), MIG indices (0:1), "
+        "GPU UUIDs (GPU-...) or MIG UUIDs (MIG-...)";
     r.count_problem = "a count of devices must be > 0";
     r.empty_problem = "an empty list selects nothing; omit devices (= all) or list devices";
     r.item_problem = [](const YAML::Node& item) -> std::string {
@@ -665,8 +722,9 @@ class FileReader {
   }
 
   void ReadGpushare(const YAML::Node& n) {
-    MapReader m(n, "gpushare", p_,
-                Plus(SettingKeys("gpushare"), {"timeSlicing", "health", "interposer", "memoryShares"}));
+    MapReader m(
+        n, "gpushare", p_,
+        Plus(SettingKeys("gpushare"), {"timeSlicing", "health", "interposer", "memoryShares"}));
     if (!m.ok()) return;
     ReadSettings(m, "gpushare");
     for (const char* section : {"timeSlicing", "health", "interposer"}) {
@@ -685,11 +743,14 @@ class FileReader {
     YAML::Node d = m.Get("devices");
     out_.memory_devices_node = d;
     if (!d.IsDefined()) {
-      notes_->push_back(path + ".devices is not set: no GPU serves memory shares (set all, a count or a list)");
+      notes_->push_back(
+          path + ".devices is not set: no GPU serves memory shares (set all, a count or a list)");
       return;
     }
     SelectorRules r;
-    r.expect = "must be \"all\", \"none\", a positive count, or a list of GPU indices (0) or GPU UUIDs (GPU-...)";
+    r.expect =
+        "must be \"all\", \"none\", a positive count, or a list of GPU indices (0) or GPU UUIDs "
+        "(GPU-...)";
     r.count_problem = "a count of GPUs must be > 0";
     r.none_allowed = true;
     r.item_problem = [](const YAML::Node& item) -> std::string {
@@ -719,14 +780,21 @@ class Interpreter {
                     p_->Add(raw.origin, what, raw.node.IsDefined() ? &raw.node : nullptr);
                   }};
     switch (s.kind) {
-      case Kind::kBool: return ApplyBool(v);
-      case Kind::kEnum: return ApplyEnum(v);
-      case Kind::kEnumList: return ApplyEnumList(v);
-      case Kind::kInt: return ApplyInt(v);
-      case Kind::kIntList: return ApplyIntList(v);
-      case Kind::kDuration: return ApplyDuration(v);
+      case Kind::kBool:
+        return ApplyBool(v);
+      case Kind::kEnum:
+        return ApplyEnum(v);
+      case Kind::kEnumList:
+        return ApplyEnumList(v);
+      case Kind::kInt:
+        return ApplyInt(v);
+      case Kind::kIntList:
+        return ApplyIntList(v);
+      case Kind::kDuration:
+        return ApplyDuration(v);
       case Kind::kString:
-      case Kind::kPath: return ApplyText(v);
+      case Kind::kPath:
+        return ApplyText(v);
     }
   }
 
@@ -775,8 +843,8 @@ class Interpreter {
     const bool ok = IsSmallNumber(t) || (t.size() > 1 && t[0] == '-' && IsSmallNumber(t.substr(1)));
     const int64_t x = ok ? std::stoll(t) : 0;
     if (!ok || x < v.s.min || x > v.s.max) {
-      return v.bad("must be " + std::to_string(v.s.min) + ".." + std::to_string(v.s.max) + ", got " +
-                   (ok ? t : v.Quoted()));
+      return v.bad("must be " + std::to_string(v.s.min) + ".." + std::to_string(v.s.max) +
+                   ", got " + (ok ? t : v.Quoted()));
     }
     std::get<SetInt>(v.s.set)(*c_, x);
   }
@@ -786,8 +854,8 @@ class Interpreter {
     bool ok = true;
     for (const auto& it : v.text.empty() ? std::vector<std::string>{} : SplitCommas(v.text)) {
       if (!IsSmallNumber(it) || std::stoll(it) < v.s.min || std::stoll(it) > v.s.max) {
-        v.bad("must be a list of XIDs " + std::to_string(v.s.min) + ".." + std::to_string(v.s.max) + ", got \"" +
-              it + "\"");
+        v.bad("must be a list of XIDs " + std::to_string(v.s.min) + ".." + std::to_string(v.s.max) +
+              ", got \"" + it + "\"");
         ok = false;
         continue;
       }
@@ -875,7 +943,8 @@ void ApplySettings(const FileContents& file, const NodeConfigFlags& flags, const
     interp.Apply(s, *raw);
     given[s.row.key] = *raw;
   }
-  auto shared_policy = given.find("sharedDevicesAllocationPolicy"), own_policy = given.find("allocationPolicy");
+  auto shared_policy = given.find("sharedDevicesAllocationPolicy"),
+       own_policy = given.find("allocationPolicy");
   if (shared_policy != given.end() && own_policy != given.end() &&
       shared_policy->second.value != own_policy->second.value) {
     const Raw& own = own_policy->second;
@@ -897,10 +966,11 @@ void CheckEntries(const NodeConfig& c, FileContents& file, Problems* problems) {
     const std::string& path = e.resource.field_path;
     if (e.replicas) {
       if (*e.replicas < 2 || *e.replicas > ceiling) {
-        problems->Add(path + ".replicas",
-                      "must be 2.." + std::to_string(ceiling) + ", got " + std::to_string(*e.replicas) +
-                          (*e.replicas > ceiling ? " (the ceiling is gpushare.maxClientsPerGpu)" : ""),
-                      &e.replicas_node);
+        problems->Add(
+            path + ".replicas",
+            "must be 2.." + std::to_string(ceiling) + ", got " + std::to_string(*e.replicas) +
+                (*e.replicas > ceiling ? " (the ceiling is gpushare.maxClientsPerGpu)" : ""),
+            &e.replicas_node);
       } else {
         e.resource.replicas = static_cast<int>(*e.replicas);
       }
@@ -943,8 +1013,9 @@ void CheckOverlaps(const FileContents& file, Problems* problems) {
       if (overlapped == 2) others = " (and 1 more entry)";
       if (overlapped > 2) others = " (and " + std::to_string(overlapped - 1) + " more entries)";
       problems->Add(r.field_path + ".devices",
-                    "overlaps " + first->resource.field_path + others + ", which shares the same resource " +
-                        r.name + " (one of them selects all devices); give both explicit devices lists");
+                    "overlaps " + first->resource.field_path + others +
+                        ", which shares the same resource " + r.name +
+                        " (one of them selects all devices); give both explicit devices lists");
     }
     if (g.entries++ == 0) g.first = &e;
     if (all && g.all++ == 0) g.first_all = &e;
@@ -958,26 +1029,31 @@ void CheckMemorySharesOverlap(const FileContents& file, Problems* problems) {
   for (const auto& e : file.entries) {
     const auto& r = e.resource;
     if (r.name != "nvidia.com/gpu") continue;
-    if (r.devices.kind == DeviceSelector::Kind::kAll || file.memory_devices->kind == DeviceSelector::Kind::kAll) {
-      problems->Add("gpushare.memoryShares.devices",
-                    "overlaps " + r.field_path + ", which time-slices nvidia.com/gpu (one of them selects "
-                    "all GPUs); a GPU serves one kind of share: give both explicit devices lists",
-                    file.memory_devices_node.IsDefined() ? &file.memory_devices_node : nullptr);
+    if (r.devices.kind == DeviceSelector::Kind::kAll ||
+        file.memory_devices->kind == DeviceSelector::Kind::kAll) {
+      problems->Add(
+          "gpushare.memoryShares.devices",
+          "overlaps " + r.field_path +
+              ", which time-slices nvidia.com/gpu (one of them selects "
+              "all GPUs); a GPU serves one kind of share: give both explicit devices lists",
+          file.memory_devices_node.IsDefined() ? &file.memory_devices_node : nullptr);
     }
   }
 }
 
 // Reads the file's text (when there is one) into `file`.
-Status ReadFile(const std::string& text, const std::string& source, Problems* problems, FileContents* file,
-                LoadedNodeConfig* out) {
+Status ReadFile(const std::string& text, const std::string& source, Problems* problems,
+                FileContents* file, LoadedNodeConfig* out) {
   if (static_cast<int64_t>(text.size()) > kMaxConfigFileBytes) {
-    return Status::InvalidArgument("cannot read config file " + source + ": " +
-                                   OverLimit(static_cast<int64_t>(text.size()), kMaxConfigFileBytes));
+    return Status::InvalidArgument(
+        "cannot read config file " + source + ": " +
+        OverLimit(static_cast<int64_t>(text.size()), kMaxConfigFileBytes));
   }
   YAML::Node doc = yaml::ParseDocument(text, problems);
   if (doc.IsDefined()) *file = FileReader(problems, &out->notes).Read(doc);
   if (doc.IsNull()) {
-    out->warnings.push_back(source + " has no settings (empty or only comments): every setting takes its "
+    out->warnings.push_back(source +
+                            " has no settings (empty or only comments): every setting takes its "
                             "default, and nothing is shared");
   }
   return Status::Ok();
@@ -1021,8 +1097,9 @@ const std::vector<NodeConfigSetting>& NodeConfigSettings() {
 }
 
 void AddNodeConfigFlags(CLI::App& app, NodeConfigFlags& flags) {
-  app.add_option("--config,--config-file", flags.config_file,
-                 "sharing config file (NVIDIA device plugin format, YAML or JSON) [env CONFIG_FILE]");
+  app.add_option(
+      "--config,--config-file", flags.config_file,
+      "sharing config file (NVIDIA device plugin format, YAML or JSON) [env CONFIG_FILE]");
   for (const auto& s : Settings()) {
     std::string names = s.row.flag;
     if (s.alt_flag != nullptr) names += std::string(",") + s.alt_flag;

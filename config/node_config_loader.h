@@ -37,7 +37,7 @@ inline constexpr int64_t kMaxConfigFileBytes = int64_t{1} << 20;
 // Values given on the command line, keyed by setting (NodeConfigSettings() below and
 // docs/configuration.md): e.g. {"migStrategy": "mixed"}. Only flags actually given are present.
 struct NodeConfigFlags {
-  std::string config_file;               // --config / --config-file, empty = CONFIG_FILE or none
+  std::string config_file;  // --config / --config-file, empty = CONFIG_FILE or none
   std::map<std::string, std::string> values;
 };
 
@@ -57,7 +57,7 @@ Environment ProcessEnvironment();
 // a file without any setting).
 struct LoadedNodeConfig {
   NodeConfig config;
-  std::string config_path;          // the file read, empty = none
+  std::string config_path;  // the file read, empty = none
   std::vector<std::string> notes;
   std::vector<std::string> warnings;
 };

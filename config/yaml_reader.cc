@@ -24,7 +24,8 @@ void Problems::Add(const std::string& path, const std::string& message, const YA
   if (at != nullptr) {
     line += Location(source_, *at);
     if (at->IsDefined() && !at->Mark().is_null() && at->Mark().line >= 0) {
-      order = (static_cast<uint64_t>(at->Mark().line) << 32) | static_cast<uint32_t>(at->Mark().column);
+      order =
+          (static_cast<uint64_t>(at->Mark().line) << 32) | static_cast<uint32_t>(at->Mark().column);
     }
   }
   list_.Add(line, order);
@@ -41,12 +42,17 @@ class ValueCounter : public YAML::EventHandler {
   void OnDocumentEnd() override {}
   void OnNull(const YAML::Mark&, YAML::anchor_t) override { Count(); }
   void OnAlias(const YAML::Mark&, YAML::anchor_t) override { Count(); }
-  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override { Count(); }
-  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {
+    Count();
+  }
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {
     Count();
   }
   void OnSequenceEnd() override {}
-  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {
     Count();
   }
   void OnMapEnd() override {}
@@ -95,8 +101,9 @@ YAML::Node ParseDocument(const std::string& text, Problems* problems, size_t max
     }
     return YAML::Load(text);
   } catch (const ValueCounter::TooMany&) {
-    problems->AddLine(problems->source() + ": more than " + std::to_string(max_values) +
-                      " YAML values (scalars, lists and mappings); refused before it is read into memory");
+    problems->AddLine(
+        problems->source() + ": more than " + std::to_string(max_values) +
+        " YAML values (scalars, lists and mappings); refused before it is read into memory");
     return YAML::Node(YAML::NodeType::Undefined);
   } catch (const YAML::Exception& e) {
     std::string where;
@@ -111,7 +118,9 @@ YAML::Node ParseDocument(const std::string& text, Problems* problems, size_t max
   }
 }
 
-bool IsQuoted(const YAML::Node& n) { return n.IsScalar() && n.Tag() == "!"; }
+bool IsQuoted(const YAML::Node& n) {
+  return n.IsScalar() && n.Tag() == "!";
+}
 
 std::optional<bool> ScalarBool(const YAML::Node& n) {
   if (!n.IsScalar() || IsQuoted(n)) return std::nullopt;
@@ -173,7 +182,9 @@ MapReader::MapReader(const YAML::Node& node, std::string path, Problems* problem
   ok_ = true;
 }
 
-MapReader::~MapReader() { Finish(); }
+MapReader::~MapReader() {
+  Finish();
+}
 
 std::string MapReader::PathOf(const std::string& key) const {
   return path_.empty() ? key : path_ + "." + key;

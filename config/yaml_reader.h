@@ -57,13 +57,14 @@ class Problems {
 // off). A document with more than `max_values` values is refused before its tree is built.
 // Returns a null node (IsNull) for an empty document, and an undefined node (!IsDefined) after
 // a problem.
-YAML::Node ParseDocument(const std::string& text, Problems* problems, size_t max_values = kMaxYamlValues);
+YAML::Node ParseDocument(const std::string& text, Problems* problems,
+                         size_t max_values = kMaxYamlValues);
 
 // A scalar's kind, as YAML 1.1 types a plain (unquoted) scalar.
 bool IsQuoted(const YAML::Node& n);
-std::optional<bool> ScalarBool(const YAML::Node& n);      // plain true/false/yes/no/on/off/y/n
-std::optional<int64_t> ScalarInt(const YAML::Node& n);    // plain decimal integer
-std::string KindName(const YAML::Node& n);                // "a mapping", "a list", "the string \"x\"", ...
+std::optional<bool> ScalarBool(const YAML::Node& n);    // plain true/false/yes/no/on/off/y/n
+std::optional<int64_t> ScalarInt(const YAML::Node& n);  // plain decimal integer
+std::string KindName(const YAML::Node& n);  // "a mapping", "a list", "the string \"x\"", ...
 
 // Reads one mapping. Get() marks a key as known; Finish() reports the unknown ones.
 class MapReader {

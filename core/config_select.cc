@@ -19,36 +19,44 @@ bool Has(const std::vector<std::string>& names, const std::string& n) {
 
 }  // namespace
 
-Result<std::string> SelectConfig(const std::map<std::string, std::string>& labels, const std::string& label_key,
-                                 const std::string& default_name, const std::vector<std::string>& available) {
+Result<std::string> SelectConfig(const std::map<std::string, std::string>& labels,
+                                 const std::string& label_key, const std::string& default_name,
+                                 const std::vector<std::string>& available) {
   if (auto it = labels.find(label_key); it != labels.end()) {
     if (Has(available, it->second)) return it->second;
-    return Status::NotFound("node label " + label_key + "=\"" + it->second + "\" names a config that does not exist (available: " +
-                            Available(available) + ")");
+    return Status::NotFound(
+        "node label " + label_key + "=\"" + it->second +
+        "\" names a config that does not exist (available: " + Available(available) + ")");
   }
   if (!default_name.empty()) {
     if (Has(available, default_name)) return default_name;
-    return Status::NotFound("the node has no label " + label_key + " and --default-config \"" + default_name +
-                            "\" names a config that does not exist (available: " + Available(available) + ")");
+    return Status::NotFound(
+        "the node has no label " + label_key + " and --default-config \"" + default_name +
+        "\" names a config that does not exist (available: " + Available(available) + ")");
   }
   if (available.size() == 1) return available[0];
-  return Status::FailedPrecondition("the node has no label " + label_key +
-                                    " and no --default-config is given, so the config cannot be chosen among " +
-                                    (available.empty() ? std::string("none (the config directory is empty)")
-                                                       : std::to_string(available.size()) + " (available: " +
-                                                             Available(available) + ")") +
-                                    "; label the node or set --default-config");
+  return Status::FailedPrecondition(
+      "the node has no label " + label_key +
+      " and no --default-config is given, so the config cannot be chosen among " +
+      (available.empty()
+           ? std::string("none (the config directory is empty)")
+           : std::to_string(available.size()) + " (available: " + Available(available) + ")") +
+      "; label the node or set --default-config");
 }
 
 ConfigPoller::ConfigPoller(int64_t interval_ms, std::string name, uint64_t hash, int64_t now_ms)
-    : interval_ms_(interval_ms), next_poll_ms_(now_ms + interval_ms), serving_{std::move(name), hash} {}
+    : interval_ms_(interval_ms),
+      next_poll_ms_(now_ms + interval_ms),
+      serving_{std::move(name), hash} {}
 
 ConfigDecision ConfigPoller::Observe(const ConfigLook& look, int64_t now_ms) {
   next_poll_ms_ = now_ms + interval_ms_;
   if (look.kind != ConfigLook::Kind::kSelected) {
     if (look.message == reported_) return {};
     reported_ = look.message;
-    return {look.kind == ConfigLook::Kind::kUnselectable ? ConfigAction::kReject : ConfigAction::kWarn, look.message};
+    return {
+        look.kind == ConfigLook::Kind::kUnselectable ? ConfigAction::kReject : ConfigAction::kWarn,
+        look.message};
   }
   reported_.clear();
   const Key k{look.name, look.hash};
@@ -58,10 +66,10 @@ ConfigDecision ConfigPoller::Observe(const ConfigLook& look, int64_t now_ms) {
   }
   if (attempted_ && *attempted_ == k) return {};  // asked already; rejected or under way
   attempted_ = k;
-  std::string what = look.name.empty() ? std::string("the config file changed")
+  std::string what = look.name.empty()            ? std::string("the config file changed")
                      : look.name == serving_.name ? "config \"" + look.name + "\" changed"
-                                                  : "the node now selects config \"" + look.name + "\" (was \"" +
-                                                        serving_.name + "\")";
+                                                  : "the node now selects config \"" + look.name +
+                                                        "\" (was \"" + serving_.name + "\")";
   return {ConfigAction::kReload, what};
 }
 
@@ -70,7 +78,8 @@ void ConfigPoller::Loaded(const std::string& name, uint64_t hash) {
   if (attempted_ && *attempted_ == serving_) attempted_.reset();
 }
 
-std::optional<int64_t> StartupRetryAtMs(int64_t started_ms, int64_t now_ms, int failures, int64_t budget_ms) {
+std::optional<int64_t> StartupRetryAtMs(int64_t started_ms, int64_t now_ms, int failures,
+                                        int64_t budget_ms) {
   int64_t delay = 500;
   for (int i = 1; i < failures && delay < 8000; ++i) delay *= 2;
   delay = std::min<int64_t>(delay, 8000);

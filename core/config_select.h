@@ -30,8 +30,9 @@ inline constexpr const char* kDefaultConfigNodeLabel = "nvidia.com/device-plugin
 // The name of the config to use. kNotFound when the label (or the default) names a config the
 // directory does not hold; kFailedPrecondition when nothing names one and the directory holds
 // none or several. `available` need not be sorted; messages list it sorted.
-Result<std::string> SelectConfig(const std::map<std::string, std::string>& labels, const std::string& label_key,
-                                 const std::string& default_name, const std::vector<std::string>& available);
+Result<std::string> SelectConfig(const std::map<std::string, std::string>& labels,
+                                 const std::string& label_key, const std::string& default_name,
+                                 const std::vector<std::string>& available);
 
 // What one look at the config found.
 struct ConfigLook {
@@ -84,12 +85,13 @@ class ConfigPoller {
   int64_t interval_ms_;
   int64_t next_poll_ms_;
   Key serving_;
-  std::optional<Key> attempted_;    // the last reload asked for that did not become serving_
-  std::string reported_;            // the last rejection or warning reported (once each)
+  std::optional<Key> attempted_;  // the last reload asked for that did not become serving_
+  std::string reported_;          // the last rejection or warning reported (once each)
 };
 
 // Retrying the node's labels at start: the first failure is retried after 500 ms, doubling to
 // 8 s, for at most `budget_ms` since the first attempt (30 s in the agent). nullopt: give up.
-std::optional<int64_t> StartupRetryAtMs(int64_t started_ms, int64_t now_ms, int failures, int64_t budget_ms);
+std::optional<int64_t> StartupRetryAtMs(int64_t started_ms, int64_t now_ms, int failures,
+                                        int64_t budget_ms);
 
 }  // namespace gpushare

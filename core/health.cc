@@ -77,8 +77,8 @@ std::vector<HealthTransition> HealthTracker::OnEvent(const HealthEvent& event,
   };
   if (!options_.enabled) return ignore("health checks are disabled");
   const bool lost = event.kind == HealthEventKind::kDeviceLost;
-  if (!lost && std::find(options_.ignored_xids.begin(), options_.ignored_xids.end(),
-                         event.xid) != options_.ignored_xids.end()) {
+  if (!lost && std::find(options_.ignored_xids.begin(), options_.ignored_xids.end(), event.xid) !=
+                   options_.ignored_xids.end()) {
     return ignore("xid " + std::to_string(event.xid) + " is in the ignore list");
   }
   std::vector<Unit*> targets;
@@ -113,8 +113,7 @@ std::vector<HealthTransition> HealthTracker::Advance(int64_t now_ms) {
       u.unhealthy = false;
     }
   }
-  return Diff(before, "no error for " + std::to_string(options_.recovery_ms / 1000) + "s",
-              now_ms);
+  return Diff(before, "no error for " + std::to_string(options_.recovery_ms / 1000) + "s", now_ms);
 }
 
 std::optional<int64_t> HealthTracker::NextRecoveryMs() const {

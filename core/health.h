@@ -35,8 +35,8 @@ enum class HealthEventKind {
 
 struct HealthEvent {
   HealthEventKind kind = HealthEventKind::kXid;
-  std::string uuid;    // GPU or MIG UUID; empty = every GPU of the node
-  uint32_t xid = 0;    // for kXid
+  std::string uuid;  // GPU or MIG UUID; empty = every GPU of the node
+  uint32_t xid = 0;  // for kXid
   int64_t time_ms = 0;
   std::string detail;  // free text for logs, e.g. the NVML error
 };
@@ -51,9 +51,9 @@ HealthOptions HealthOptionsFromSettings(const GpushareSettings& s);
 
 // One change of a unit's (GPU or MIG instance) health, for the log and for ListAndWatch.
 struct HealthTransition {
-  std::string uuid;    // the GPU or MIG device
+  std::string uuid;  // the GPU or MIG device
   int gpu_index = 0;
-  int mig_index = -1;  // j of "i:j" for a MIG instance
+  int mig_index = -1;    // j of "i:j" for a MIG instance
   bool healthy = false;  // the new state
   std::string reason;    // "xid 79 on GPU-...", "no error for 300s", ...
   int64_t time_ms = 0;
@@ -105,7 +105,7 @@ class HealthTracker {
   bool Effective(const Unit& u) const;
 
   HealthOptions options_;
-  std::vector<Unit> units_;                 // GPUs and MIG instances in inventory order
+  std::vector<Unit> units_;                // GPUs and MIG instances in inventory order
   std::map<std::string, size_t> by_uuid_;  // uuid -> index into units_
 };
 

@@ -2,20 +2,22 @@
 // tests/interpose/interposer_contract_test.cc feeds this output through that parser.
 #include "core/interposer_contract.h"
 
-#include "base/strings.h"
-
 #include <algorithm>
 #include <sstream>
+
+#include "base/strings.h"
 
 namespace gpushare {
 namespace {
 
-bool Absolute(const std::string& p) { return !p.empty() && p[0] == '/'; }
-
+bool Absolute(const std::string& p) {
+  return !p.empty() && p[0] == '/';
+}
 
 }  // namespace
 
-std::vector<InterposerDevice> InterposerDevicesFor(const std::vector<const PlannedDevice*>& devices) {
+std::vector<InterposerDevice> InterposerDevicesFor(
+    const std::vector<const PlannedDevice*>& devices) {
   // Per underlying device: the sums, and whether every one of its planned devices had a limit.
   struct Sum {
     std::string uuid;
@@ -40,14 +42,16 @@ std::vector<InterposerDevice> InterposerDevicesFor(const std::vector<const Plann
     // 1e6/replicas: every replica of it) is no limit.
     const bool whole = s.share_ppm >= 999'000u;
     const uint32_t pct = static_cast<uint32_t>(std::max<uint64_t>(1, s.share_ppm / 10'000u));
-    out.push_back(InterposerDevice{s.uuid, s.all_limited ? s.memory_mib : 0, s.all_shared && !whole ? pct : 0});
+    out.push_back(InterposerDevice{s.uuid, s.all_limited ? s.memory_mib : 0,
+                                   s.all_shared && !whole ? pct : 0});
   }
   return out;
 }
 
 bool AnyLimited(const std::vector<InterposerDevice>& devices) {
   for (const InterposerDevice& d : devices) {
-    if (d.memory_limit_mib != 0 || (d.sm_limit_percent != 0 && d.sm_limit_percent != 100)) return true;
+    if (d.memory_limit_mib != 0 || (d.sm_limit_percent != 0 && d.sm_limit_percent != 100))
+      return true;
   }
   return false;
 }
@@ -60,7 +64,8 @@ Result<InterposerSetup> BuildInterposerSetup(const std::vector<InterposerDevice>
     if (d.uuid.empty())
       return Status::InvalidArgument("interposer: device " + std::to_string(i) + " has no UUID");
     if (d.sm_limit_percent > 100)
-      return Status::InvalidArgument("interposer: device " + d.uuid + ": SM limit must be 0..100, got " +
+      return Status::InvalidArgument("interposer: device " + d.uuid +
+                                     ": SM limit must be 0..100, got " +
                                      std::to_string(d.sm_limit_percent));
   }
   if (!AnyLimited(devices)) return setup;
@@ -68,14 +73,17 @@ Result<InterposerSetup> BuildInterposerSetup(const std::vector<InterposerDevice>
     return Status::InvalidArgument("gpushare.interposerHostDir: must be an absolute path, got \"" +
                                    options.library_host_dir + "\"");
   if (!Absolute(options.container_host_dir))
-    return Status::InvalidArgument("interposer: container directory must be an absolute path, got \"" +
-                                   options.container_host_dir + "\"");
+    return Status::InvalidArgument(
+        "interposer: container directory must be an absolute path, got \"" +
+        options.container_host_dir + "\"");
 
   std::ostringstream config;
-  config << "# Written by gpushare-node Allocate; read by libgpushare-cuda.so (docs/interposer.md).\n"
-         << "version=1\n"
-         << "region=" << kContainerRegionPath << "\n";
-  if (options.context_overhead_mib != 0) config << "context_overhead=" << options.context_overhead_mib << "m\n";
+  config
+      << "# Written by gpushare-node Allocate; read by libgpushare-cuda.so (docs/interposer.md).\n"
+      << "version=1\n"
+      << "region=" << kContainerRegionPath << "\n";
+  if (options.context_overhead_mib != 0)
+    config << "context_overhead=" << options.context_overhead_mib << "m\n";
   for (size_t i = 0; i < devices.size(); ++i) {
     const InterposerDevice& d = devices[i];
     std::string idx = std::to_string(i);

@@ -45,7 +45,8 @@ struct InterposerDevice {
 // The container's GPUs, in the order of its device list, with summed limits: memory limits add
 // up (none if one device has none), and so do SM shares (PlannedDevice::sm_share_ppm), as a
 // whole percent rounded down, at least 1, and none for the whole device or a device without one.
-std::vector<InterposerDevice> InterposerDevicesFor(const std::vector<const PlannedDevice*>& devices);
+std::vector<InterposerDevice> InterposerDevicesFor(
+    const std::vector<const PlannedDevice*>& devices);
 
 // Whether any device carries a limit (memory, or an SM limit below 100 %): what makes a
 // container need the library at all.

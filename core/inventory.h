@@ -18,7 +18,7 @@ struct MigInstance {
   std::string profile;      // e.g. "1g.10gb", "1c.2g.20gb", "1g.10gb+me"
   int gpu_instance_id = 0;  // GI ID
   int compute_instance_id = 0;  // CI ID
-  std::string uuid;         // "MIG-<uuid>"
+  std::string uuid;             // "MIG-<uuid>"
   uint64_t memory_mib = 0;
   int multiprocessors = 0;  // SM count of the instance, 0 when unknown
 };
@@ -31,18 +31,18 @@ struct Gpu {
   uint64_t memory_mib = 0;  // total framebuffer memory
   int cc_major = 0;         // compute capability
   int cc_minor = 0;
-  int numa_node = -1;       // -1: no NUMA affinity known
-  std::string pci_bus_id;   // e.g. "0000:17:00.0", may be empty
-  int multiprocessors = 0;  // SM count, 0 when unknown
-  bool mig_enabled = false; // MIG mode currently enabled
+  int numa_node = -1;            // -1: no NUMA affinity known
+  std::string pci_bus_id;        // e.g. "0000:17:00.0", may be empty
+  int multiprocessors = 0;       // SM count, 0 when unknown
+  bool mig_enabled = false;      // MIG mode currently enabled
   std::vector<MigInstance> mig;  // the MIG devices, in index order (empty unless mig_enabled)
 };
 
 struct Inventory {
-  std::string source;          // "nvml" or the inventory file's path, for logs
-  std::string driver_version;  // e.g. "570.124.06", may be empty
+  std::string source;               // "nvml" or the inventory file's path, for logs
+  std::string driver_version;       // e.g. "570.124.06", may be empty
   std::string cuda_driver_version;  // e.g. "12.8", may be empty
-  std::vector<Gpu> gpus;       // in index order
+  std::vector<Gpu> gpus;            // in index order
 
   const Gpu* FindByIndex(int index) const;
   const Gpu* FindByUuid(const std::string& uuid) const;

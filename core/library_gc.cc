@@ -24,7 +24,8 @@ Result<AllocationMarker> ParseAllocationMarker(const std::string& text) {
     const std::string key = eq == std::string::npos ? line : line.substr(0, eq);
     const std::string value = eq == std::string::npos ? "" : line.substr(eq + 1);
     if (eq == std::string::npos || value.empty())
-      return Status::InvalidArgument("line " + std::to_string(n) + ": want key=value, got \"" + line + "\"");
+      return Status::InvalidArgument("line " + std::to_string(n) + ": want key=value, got \"" +
+                                     line + "\"");
     if (key == "library") {
       m.library_dir = value;
     } else if (key == "resource") {
@@ -52,7 +53,8 @@ GcPlan PlanCollection(const GcInput& in) {
     const bool old = d.age_s >= in.grace_s;
     if (!d.answered) {
       if (old) {
-        plan.state_dirs.push_back({d.path, "incomplete (no ld.so.preload: its Allocate never answered)"});
+        plan.state_dirs.push_back(
+            {d.path, "incomplete (no ld.so.preload: its Allocate never answered)"});
       }
       // Young and incomplete: an Allocate is writing it; it mounts the current library.
       continue;
@@ -70,15 +72,18 @@ GcPlan PlanCollection(const GcInput& in) {
       }
     }
     if (old && !in_use) {
-      plan.state_dirs.push_back({d.path, "kubelet allocates none of its devices (" + d.marker.resource + ")"});
+      plan.state_dirs.push_back(
+          {d.path, "kubelet allocates none of its devices (" + d.marker.resource + ")"});
       continue;
     }
     if (!d.marker.library_dir.empty()) referenced.insert(d.marker.library_dir);
   }
   if (unknown_use || in.current_library_dir.empty()) return plan;
   for (const LibraryDirSeen& l : in.library_dirs) {
-    if (l.path == in.current_library_dir || l.age_s < in.grace_s || referenced.count(l.path)) continue;
-    plan.library_dirs.push_back({l.path, "not the installed version and no container's state refers to it"});
+    if (l.path == in.current_library_dir || l.age_s < in.grace_s || referenced.count(l.path))
+      continue;
+    plan.library_dirs.push_back(
+        {l.path, "not the installed version and no container's state refers to it"});
   }
   return plan;
 }

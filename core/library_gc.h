@@ -51,9 +51,9 @@ using LiveDevice = std::pair<std::string, std::string>;
 
 struct StateDirSeen {
   std::string path;
-  int64_t age_s = 0;       // now - last modification; negative (clock moved back) counts as young
-  bool answered = false;   // ld.so.preload exists
-  bool marked = false;     // the marker was read and parsed
+  int64_t age_s = 0;      // now - last modification; negative (clock moved back) counts as young
+  bool answered = false;  // ld.so.preload exists
+  bool marked = false;    // the marker was read and parsed
   AllocationMarker marker;
 };
 
@@ -64,11 +64,13 @@ struct LibraryDirSeen {
 
 struct GcInput {
   std::vector<StateDirSeen> state_dirs;
-  bool state_dirs_listed = true;  // false: a state directory could not be listed (keep every library)
+  bool state_dirs_listed =
+      true;  // false: a state directory could not be listed (keep every library)
   std::vector<LibraryDirSeen> library_dirs;
-  std::string current_library_dir;  // the version installed now (never removed); "" = unknown, keep all
-  bool live_listed = false;         // PodResources answered
-  std::set<LiveDevice> live;        // what it listed
+  std::string
+      current_library_dir;    // the version installed now (never removed); "" = unknown, keep all
+  bool live_listed = false;   // PodResources answered
+  std::set<LiveDevice> live;  // what it listed
   int64_t grace_s = 600;
 };
 
@@ -82,7 +84,7 @@ struct GcPlan {
   std::vector<GcRemoval> state_dirs;
   std::vector<GcRemoval> library_dirs;
   std::vector<std::string> kept_unmarked;  // state directories kept because their use is unknown
-  std::string skipped;  // why nothing was collected ("" when it ran)
+  std::string skipped;                     // why nothing was collected ("" when it ran)
 };
 
 GcPlan PlanCollection(const GcInput& in);

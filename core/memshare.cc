@@ -25,9 +25,10 @@ struct Json {
   bool b = false;
   bool is_int = false;  // a number without fraction or exponent that fits int64
   int64_t i = 0;
-  std::string s;        // string value, or a number's spelling
+  std::string s;  // string value, or a number's spelling
   std::vector<Json> items;
-  struct Member;  // a pair of an incomplete type is rejected by clang with libstdc++; a struct is not
+  struct Member;  // a pair of an incomplete type is rejected by clang with libstdc++; a struct is
+                  // not
   std::vector<Member> members;
 
   const Json* Find(std::string_view key) const;
@@ -46,12 +47,18 @@ const Json* Json::Find(std::string_view key) const {
 
 std::string_view TypeName(Json::Type t) {
   switch (t) {
-    case Json::Type::kNull: return "null";
-    case Json::Type::kBool: return "a boolean";
-    case Json::Type::kNumber: return "a number";
-    case Json::Type::kString: return "a string";
-    case Json::Type::kArray: return "an array";
-    case Json::Type::kObject: return "an object";
+    case Json::Type::kNull:
+      return "null";
+    case Json::Type::kBool:
+      return "a boolean";
+    case Json::Type::kNumber:
+      return "a number";
+    case Json::Type::kString:
+      return "a string";
+    case Json::Type::kArray:
+      return "an array";
+    case Json::Type::kObject:
+      return "an object";
   }
   return "?";
 }
@@ -62,12 +69,13 @@ class Reader {
 
   Result<Json> ParseDocument() {
     if (t_.size() > kMaxBytes)
-      return Status::InvalidArgument("JSON value of " + std::to_string(t_.size()) + " bytes, at most " +
-                                     std::to_string(kMaxBytes) + " accepted");
+      return Status::InvalidArgument("JSON value of " + std::to_string(t_.size()) +
+                                     " bytes, at most " + std::to_string(kMaxBytes) + " accepted");
     Json v;
     if (!Value(&v, 0)) return Status::InvalidArgument(error_);
     Ws();
-    if (p_ != t_.size()) return Status::InvalidArgument(Where("unexpected data after the JSON value"));
+    if (p_ != t_.size())
+      return Status::InvalidArgument(Where("unexpected data after the JSON value"));
     return v;
   }
 
@@ -80,7 +88,8 @@ class Reader {
     return false;
   }
   void Ws() {
-    while (p_ < t_.size() && (t_[p_] == ' ' || t_[p_] == '\t' || t_[p_] == '\n' || t_[p_] == '\r')) ++p_;
+    while (p_ < t_.size() && (t_[p_] == ' ' || t_[p_] == '\t' || t_[p_] == '\n' || t_[p_] == '\r'))
+      ++p_;
   }
   bool Literal(std::string_view word) {
     if (t_.substr(p_, word.size()) != word) return Fail("invalid literal");
@@ -93,12 +102,24 @@ class Reader {
     if (p_ >= t_.size()) return Fail("unexpected end of input");
     const char c = t_[p_];
     switch (c) {
-      case '{': return Object(out, depth + 1);
-      case '[': return Array(out, depth + 1);
-      case '"': out->type = Json::Type::kString; return String(&out->s);
-      case 't': out->type = Json::Type::kBool; out->b = true; return Literal("true");
-      case 'f': out->type = Json::Type::kBool; out->b = false; return Literal("false");
-      case 'n': out->type = Json::Type::kNull; return Literal("null");
+      case '{':
+        return Object(out, depth + 1);
+      case '[':
+        return Array(out, depth + 1);
+      case '"':
+        out->type = Json::Type::kString;
+        return String(&out->s);
+      case 't':
+        out->type = Json::Type::kBool;
+        out->b = true;
+        return Literal("true");
+      case 'f':
+        out->type = Json::Type::kBool;
+        out->b = false;
+        return Literal("false");
+      case 'n':
+        out->type = Json::Type::kNull;
+        return Literal("null");
       default:
         if (c == '-' || (c >= '0' && c <= '9')) return Number(out);
         return Fail(std::string("unexpected character '") + c + "'");
@@ -221,14 +242,30 @@ class Reader {
       if (p_ >= t_.size()) return Fail("unterminated escape");
       const char e = t_[p_++];
       switch (e) {
-        case '"': *out += '"'; break;
-        case '\\': *out += '\\'; break;
-        case '/': *out += '/'; break;
-        case 'b': *out += '\b'; break;
-        case 'f': *out += '\f'; break;
-        case 'n': *out += '\n'; break;
-        case 'r': *out += '\r'; break;
-        case 't': *out += '\t'; break;
+        case '"':
+          *out += '"';
+          break;
+        case '\\':
+          *out += '\\';
+          break;
+        case '/':
+          *out += '/';
+          break;
+        case 'b':
+          *out += '\b';
+          break;
+        case 'f':
+          *out += '\f';
+          break;
+        case 'n':
+          *out += '\n';
+          break;
+        case 'r':
+          *out += '\r';
+          break;
+        case 't':
+          *out += '\t';
+          break;
         case 'u': {
           uint32_t cp = 0;
           if (!Hex4(&cp)) return false;
@@ -316,11 +353,16 @@ std::string Quote(std::string_view s) {
 
 std::string Spelling(const Json& v) {
   switch (v.type) {
-    case Json::Type::kString: return Quote(v.s);
-    case Json::Type::kNumber: return v.s;
-    case Json::Type::kBool: return v.b ? "true" : "false";
-    case Json::Type::kNull: return "null";
-    default: return std::string(TypeName(v.type));
+    case Json::Type::kString:
+      return Quote(v.s);
+    case Json::Type::kNumber:
+      return v.s;
+    case Json::Type::kBool:
+      return v.b ? "true" : "false";
+    case Json::Type::kNull:
+      return "null";
+    default:
+      return std::string(TypeName(v.type));
   }
 }
 
@@ -328,8 +370,8 @@ std::string Spelling(const Json& v) {
 Status WantInt(const Json* v, const std::string& path, int64_t lo, int64_t hi, int64_t* out) {
   if (v == nullptr) return Status::InvalidArgument(path + ": missing");
   if (v->type != Json::Type::kNumber || !v->is_int || v->i < lo || v->i > hi)
-    return Status::InvalidArgument(path + ": must be an integer in " + std::to_string(lo) + ".." + std::to_string(hi) +
-                                   ", got " + Spelling(*v));
+    return Status::InvalidArgument(path + ": must be an integer in " + std::to_string(lo) + ".." +
+                                   std::to_string(hi) + ", got " + Spelling(*v));
   *out = v->i;
   return Status::Ok();
 }
@@ -364,7 +406,9 @@ std::optional<int> ParseGpuIndex(std::string_view s) {
 
 // --- units -----------------------------------------------------------------------------------
 
-std::string_view MemoryUnitName(MemoryUnit u) { return u == MemoryUnit::kMiB ? "MiB" : "GiB"; }
+std::string_view MemoryUnitName(MemoryUnit u) {
+  return u == MemoryUnit::kMiB ? "MiB" : "GiB";
+}
 
 std::optional<MemoryUnit> ParseMemoryUnit(std::string_view s) {
   if (s == "GiB") return MemoryUnit::kGiB;
@@ -372,7 +416,9 @@ std::optional<MemoryUnit> ParseMemoryUnit(std::string_view s) {
   return std::nullopt;
 }
 
-int64_t UnitMiB(MemoryUnit u) { return u == MemoryUnit::kMiB ? 1 : 1024; }
+int64_t UnitMiB(MemoryUnit u) {
+  return u == MemoryUnit::kMiB ? 1 : 1024;
+}
 
 int64_t UnitsForMemory(int64_t memory_mib, MemoryUnit u) {
   return memory_mib <= 0 ? 0 : memory_mib / UnitMiB(u);
@@ -412,15 +458,18 @@ const InventoryGpu* NodeInventory::FindByUuid(std::string_view uuid) const {
 }
 
 std::string EncodeInventory(const NodeInventory& inv) {
-  std::string out = "{\"version\":" + std::to_string(inv.version) + ",\"unit\":" +
-                    Quote(MemoryUnitName(inv.unit)) + ",\"maxClientsPerGpu\":" +
-                    std::to_string(inv.max_clients_per_gpu) + ",\"gpus\":[";
+  std::string out = "{\"version\":" + std::to_string(inv.version) +
+                    ",\"unit\":" + Quote(MemoryUnitName(inv.unit)) +
+                    ",\"maxClientsPerGpu\":" + std::to_string(inv.max_clients_per_gpu) +
+                    ",\"gpus\":[";
   for (size_t k = 0; k < inv.gpus.size(); ++k) {
     const InventoryGpu& g = inv.gpus[k];
     if (k) out += ",";
-    out += "{\"index\":" + std::to_string(g.index) + ",\"uuid\":" + Quote(g.uuid) + ",\"model\":" + Quote(g.model) +
-           ",\"memoryMiB\":" + std::to_string(g.memory_mib) + ",\"units\":" + std::to_string(g.units) +
-           ",\"health\":" + Quote(g.healthy ? "Healthy" : "Unhealthy") + ",\"mode\":" + Quote(g.mode) + "}";
+    out += "{\"index\":" + std::to_string(g.index) + ",\"uuid\":" + Quote(g.uuid) +
+           ",\"model\":" + Quote(g.model) + ",\"memoryMiB\":" + std::to_string(g.memory_mib) +
+           ",\"units\":" + std::to_string(g.units) +
+           ",\"health\":" + Quote(g.healthy ? "Healthy" : "Unhealthy") +
+           ",\"mode\":" + Quote(g.mode) + "}";
   }
   return out + "]}";
 }
@@ -430,14 +479,17 @@ Result<NodeInventory> DecodeInventory(std::string_view json) {
   if (!doc.ok()) return doc.status();
   const Json& root = *doc;
   if (root.type != Json::Type::kObject)
-    return Status::InvalidArgument("inventory: must be a JSON object, got " + std::string(TypeName(root.type)));
+    return Status::InvalidArgument("inventory: must be a JSON object, got " +
+                                   std::string(TypeName(root.type)));
   NodeInventory inv;
   int64_t version = 0;
-  GPUSHARE_RETURN_IF_ERROR(WantInt(root.Find("version"), "version", 1, std::numeric_limits<int32_t>::max(), &version));
+  GPUSHARE_RETURN_IF_ERROR(
+      WantInt(root.Find("version"), "version", 1, std::numeric_limits<int32_t>::max(), &version));
   if (version > kInventoryVersion)
-    return Status::InvalidArgument("version: " + std::to_string(version) +
-                                   " was written by a newer gpushare-node; this build reads version " +
-                                   std::to_string(kInventoryVersion));
+    return Status::InvalidArgument(
+        "version: " + std::to_string(version) +
+        " was written by a newer gpushare-node; this build reads version " +
+        std::to_string(kInventoryVersion));
   inv.version = static_cast<int>(version);
   std::string unit;
   GPUSHARE_RETURN_IF_ERROR(WantString(root.Find("unit"), "unit", true, &unit));
@@ -446,19 +498,22 @@ Result<NodeInventory> DecodeInventory(std::string_view json) {
   inv.unit = *u;
   int64_t clients = 48;
   if (root.Find("maxClientsPerGpu") != nullptr)
-    GPUSHARE_RETURN_IF_ERROR(WantInt(root.Find("maxClientsPerGpu"), "maxClientsPerGpu", 1, 1024, &clients));
+    GPUSHARE_RETURN_IF_ERROR(
+        WantInt(root.Find("maxClientsPerGpu"), "maxClientsPerGpu", 1, 1024, &clients));
   inv.max_clients_per_gpu = static_cast<int>(clients);
   const Json* gpus = root.Find("gpus");
   if (gpus == nullptr) return Status::InvalidArgument("gpus: missing");
   if (gpus->type != Json::Type::kArray)
-    return Status::InvalidArgument("gpus: must be an array, got " + std::string(TypeName(gpus->type)));
+    return Status::InvalidArgument("gpus: must be an array, got " +
+                                   std::string(TypeName(gpus->type)));
   std::set<int64_t> indices;
   std::set<std::string> uuids;
   for (size_t k = 0; k < gpus->items.size(); ++k) {
     const Json& g = gpus->items[k];
     const std::string path = "gpus[" + std::to_string(k) + "]";
     if (g.type != Json::Type::kObject)
-      return Status::InvalidArgument(path + ": must be an object, got " + std::string(TypeName(g.type)));
+      return Status::InvalidArgument(path + ": must be an object, got " +
+                                     std::string(TypeName(g.type)));
     InventoryGpu out;
     int64_t index = 0, mem = 0, units = 0;
     GPUSHARE_RETURN_IF_ERROR(WantInt(g.Find("index"), path + ".index", 0, 1023, &index));
@@ -470,19 +525,23 @@ Result<NodeInventory> DecodeInventory(std::string_view json) {
     if (!uuids.insert(out.uuid).second)
       return Status::InvalidArgument(path + ".uuid: " + Quote(out.uuid) + " appears twice");
     GPUSHARE_RETURN_IF_ERROR(WantString(g.Find("model"), path + ".model", false, &out.model));
-    GPUSHARE_RETURN_IF_ERROR(WantInt(g.Find("memoryMiB"), path + ".memoryMiB", 0, int64_t{1} << 40, &mem));
-    GPUSHARE_RETURN_IF_ERROR(WantInt(g.Find("units"), path + ".units", 0, int64_t{1} << 40, &units));
+    GPUSHARE_RETURN_IF_ERROR(
+        WantInt(g.Find("memoryMiB"), path + ".memoryMiB", 0, int64_t{1} << 40, &mem));
+    GPUSHARE_RETURN_IF_ERROR(
+        WantInt(g.Find("units"), path + ".units", 0, int64_t{1} << 40, &units));
     out.memory_mib = mem;
     out.units = units;
     std::string health = "Healthy";
     GPUSHARE_RETURN_IF_ERROR(WantString(g.Find("health"), path + ".health", false, &health));
     if (health != "Healthy" && health != "Unhealthy")
-      return Status::InvalidArgument(path + ".health: must be \"Healthy\" or \"Unhealthy\", got " + Quote(health));
+      return Status::InvalidArgument(path + ".health: must be \"Healthy\" or \"Unhealthy\", got " +
+                                     Quote(health));
     out.healthy = health == "Healthy";
     GPUSHARE_RETURN_IF_ERROR(WantString(g.Find("mode"), path + ".mode", false, &out.mode));
     inv.gpus.push_back(std::move(out));
   }
-  std::sort(inv.gpus.begin(), inv.gpus.end(), [](const InventoryGpu& a, const InventoryGpu& b) { return a.index < b.index; });
+  std::sort(inv.gpus.begin(), inv.gpus.end(),
+            [](const InventoryGpu& a, const InventoryGpu& b) { return a.index < b.index; });
   return inv;
 }
 
@@ -522,13 +581,17 @@ Result<PodRequest> ComputePodRequest(const std::vector<ContainerUnits>& containe
   PodRequest out;
   std::set<std::string> names;
   for (const ContainerUnits& c : containers) {
-    const std::string what = std::string(c.init ? "init container" : "container") + " \"" + c.name + "\"";
-    if (!names.insert(c.name).second) return Status::InvalidArgument(what + ": duplicate container name");
+    const std::string what =
+        std::string(c.init ? "init container" : "container") + " \"" + c.name + "\"";
+    if (!names.insert(c.name).second)
+      return Status::InvalidArgument(what + ": duplicate container name");
     if ((c.limit && *c.limit < 0) || (c.request && *c.request < 0))
-      return Status::InvalidArgument(what + ": " + std::string(kResourceName) + " must not be negative");
+      return Status::InvalidArgument(what + ": " + std::string(kResourceName) +
+                                     " must not be negative");
     if (c.limit && c.request && *c.limit != *c.request)
       return Status::InvalidArgument(what + ": " + std::string(kResourceName) + " request " +
-                                     std::to_string(*c.request) + " differs from limit " + std::to_string(*c.limit) +
+                                     std::to_string(*c.request) + " differs from limit " +
+                                     std::to_string(*c.limit) +
                                      " (extended resources cannot be overcommitted)");
     const int64_t units = c.limit ? *c.limit : c.request.value_or(0);
     if (units == 0) continue;
@@ -554,7 +617,8 @@ Result<ContainerGpus> DecodeContainerGpus(std::string_view json) {
   Result<Json> doc = Reader(json).ParseDocument();
   if (!doc.ok()) return doc.status();
   if (doc->type != Json::Type::kObject)
-    return Status::InvalidArgument("must be a JSON object {container: GPU index}, got " + std::string(TypeName(doc->type)));
+    return Status::InvalidArgument("must be a JSON object {container: GPU index}, got " +
+                                   std::string(TypeName(doc->type)));
   ContainerGpus out;
   for (const auto& [name, v] : doc->members) {
     int64_t idx = 0;
@@ -567,12 +631,14 @@ Result<ContainerGpus> DecodeContainerGpus(std::string_view json) {
 ContainerGpus AssignContainers(const PodRequest& request, const std::vector<int>& demand_gpus) {
   ContainerGpus out;
   if (demand_gpus.empty()) return out;
-  for (size_t k = 0; k < request.app.size() && k < demand_gpus.size(); ++k) out[request.app[k].name] = demand_gpus[k];
+  for (size_t k = 0; k < request.app.size() && k < demand_gpus.size(); ++k)
+    out[request.app[k].name] = demand_gpus[k];
   for (const auto& c : request.init) out[c.name] = demand_gpus[0];
   return out;
 }
 
-std::map<int, GpuUse> GpuUsage(const PodRequest& request, const ContainerGpus& gpus, std::vector<std::string>* missing) {
+std::map<int, GpuUse> GpuUsage(const PodRequest& request, const ContainerGpus& gpus,
+                               std::vector<std::string>* missing) {
   std::map<int, int64_t> app_units, init_max;
   std::map<int, int> app_clients;
   for (const auto& c : request.app) {
@@ -602,7 +668,9 @@ std::map<int, GpuUse> GpuUsage(const PodRequest& request, const ContainerGpus& g
   return out;
 }
 
-std::string EncodeAssumeTime(int64_t unix_nanos) { return std::to_string(unix_nanos); }
+std::string EncodeAssumeTime(int64_t unix_nanos) {
+  return std::to_string(unix_nanos);
+}
 
 std::optional<int64_t> DecodeAssumeTime(std::string_view s) {
   int64_t v = 0;
@@ -610,7 +678,8 @@ std::optional<int64_t> DecodeAssumeTime(std::string_view s) {
   return v;
 }
 
-std::map<std::string, std::string> BindAnnotations(const PodRequest& request, const std::vector<int>& demand_gpus,
+std::map<std::string, std::string> BindAnnotations(const PodRequest& request,
+                                                   const std::vector<int>& demand_gpus,
                                                    int64_t dev_units, int64_t assume_unix_nanos) {
   std::map<std::string, std::string> a;
   a[std::string(kIdxKey)] = demand_gpus.empty() ? "-1" : std::to_string(demand_gpus[0]);
@@ -622,7 +691,8 @@ std::map<std::string, std::string> BindAnnotations(const PodRequest& request, co
   return a;
 }
 
-std::map<std::string, std::string> ConfirmAnnotations(const PodRequest& request, const ContainerGpus& actual) {
+std::map<std::string, std::string> ConfirmAnnotations(const PodRequest& request,
+                                                      const ContainerGpus& actual) {
   std::map<std::string, std::string> a;
   a[std::string(kAssignedKey)] = "true";
   const std::vector<std::string> owners = request.DemandContainers();
@@ -636,14 +706,18 @@ std::map<std::string, std::string> ConfirmAnnotations(const PodRequest& request,
 
 std::string_view AssignmentStateName(AssignmentState s) {
   switch (s) {
-    case AssignmentState::kNone: return "none";
-    case AssignmentState::kAssumed: return "assumed";
-    case AssignmentState::kConfirmed: return "confirmed";
+    case AssignmentState::kNone:
+      return "none";
+    case AssignmentState::kAssumed:
+      return "assumed";
+    case AssignmentState::kConfirmed:
+      return "confirmed";
   }
   return "?";
 }
 
-PodAssignment ResolveAssignment(const std::map<std::string, std::string>& annotations, const PodRequest& request) {
+PodAssignment ResolveAssignment(const std::map<std::string, std::string>& annotations,
+                                const PodRequest& request) {
   PodAssignment out;
   auto get = [&](std::string_view key) -> const std::string* {
     auto it = annotations.find(std::string(key));
@@ -652,7 +726,8 @@ PodAssignment ResolveAssignment(const std::map<std::string, std::string>& annota
   std::optional<int> idx;
   if (const std::string* v = get(kIdxKey)) {
     idx = ParseGpuIndex(*v);
-    if (!idx && *v != "-1") out.problems.push_back(std::string(kIdxKey) + ": not a GPU index: \"" + *v + "\"");
+    if (!idx && *v != "-1")
+      out.problems.push_back(std::string(kIdxKey) + ": not a GPU index: \"" + *v + "\"");
   }
   auto read_map = [&](std::string_view key) -> std::optional<ContainerGpus> {
     const std::string* v = get(key);
@@ -669,7 +744,8 @@ PodAssignment ResolveAssignment(const std::map<std::string, std::string>& annota
   const ContainerGpus* source = confirmed ? &*confirmed : assumed ? &*assumed : nullptr;
   if (const std::string* t = get(kAssumeTimeKey)) {
     out.assume_time = DecodeAssumeTime(*t);
-    if (!out.assume_time) out.problems.push_back(std::string(kAssumeTimeKey) + ": not UnixNano: \"" + *t + "\"");
+    if (!out.assume_time)
+      out.problems.push_back(std::string(kAssumeTimeKey) + ": not UnixNano: \"" + *t + "\"");
   }
   if (request.empty()) return out;
   ContainerGpus gpus;
@@ -700,7 +776,8 @@ PodAssignment ResolveAssignment(const std::map<std::string, std::string>& annota
   }
   out.gpus = std::move(gpus);
   const std::string* assigned = get(kAssignedKey);
-  out.state = (confirmed || (assigned && *assigned == "true")) ? AssignmentState::kConfirmed : AssignmentState::kAssumed;
+  out.state = (confirmed || (assigned && *assigned == "true")) ? AssignmentState::kConfirmed
+                                                               : AssignmentState::kAssumed;
   return out;
 }
 

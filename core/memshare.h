@@ -45,8 +45,8 @@ inline constexpr std::string_view kGpuCountResource = "aliyun.com/gpu-count";
 
 // gpushare's own annotation keys all start with this prefix (chosen once; see the doc).
 inline constexpr std::string_view kAnnotationPrefix = "gpushare.io/";
-inline constexpr std::string_view kInventoryAnnotation = "gpushare.io/gpu-inventory";   // node
-inline constexpr std::string_view kAssumedAnnotation = "gpushare.io/gpu-mem-assumed";   // pod
+inline constexpr std::string_view kInventoryAnnotation = "gpushare.io/gpu-inventory";      // node
+inline constexpr std::string_view kAssumedAnnotation = "gpushare.io/gpu-mem-assumed";      // pod
 inline constexpr std::string_view kConfirmedAnnotation = "gpushare.io/gpu-mem-confirmed";  // pod
 
 // Alibaba gpushare's pod annotation keys (also the environment variable names Allocate sets).
@@ -67,9 +67,9 @@ inline constexpr std::string_view kMemoryMode = "memory";
 // What one aliyun.com/gpu-mem unit is. GiB is the default (Alibaba's too).
 enum class MemoryUnit { kGiB, kMiB };
 
-std::string_view MemoryUnitName(MemoryUnit u);            // "GiB", "MiB"
+std::string_view MemoryUnitName(MemoryUnit u);                  // "GiB", "MiB"
 std::optional<MemoryUnit> ParseMemoryUnit(std::string_view s);  // exactly "GiB" or "MiB"
-int64_t UnitMiB(MemoryUnit u);                            // 1024 or 1
+int64_t UnitMiB(MemoryUnit u);                                  // 1024 or 1
 // Units a GPU of `memory_mib` advertises: its memory rounded down to whole units.
 int64_t UnitsForMemory(int64_t memory_mib, MemoryUnit u);
 
@@ -91,12 +91,12 @@ Result<UnitId> ParseUnitDeviceId(std::string_view id);
 // --- node inventory ------------------------------------------------------------------------
 
 struct InventoryGpu {
-  int index = 0;              // NVML index
-  std::string uuid;           // "GPU-..."
-  std::string model;          // product name, e.g. "NVIDIA A10"
-  int64_t memory_mib = 0;     // total framebuffer memory
-  int64_t units = 0;          // aliyun.com/gpu-mem units this GPU advertises
-  bool healthy = true;        // "health": "Healthy" | "Unhealthy"
+  int index = 0;                                // NVML index
+  std::string uuid;                             // "GPU-..."
+  std::string model;                            // product name, e.g. "NVIDIA A10"
+  int64_t memory_mib = 0;                       // total framebuffer memory
+  int64_t units = 0;                            // aliyun.com/gpu-mem units this GPU advertises
+  bool healthy = true;                          // "health": "Healthy" | "Unhealthy"
   std::string mode = std::string(kMemoryMode);  // "memory", or what else the GPU serves
                                                 // ("exclusive", "time-slicing", "mig", ...)
 
@@ -106,7 +106,7 @@ struct InventoryGpu {
 struct NodeInventory {
   int version = kInventoryVersion;
   MemoryUnit unit = MemoryUnit::kGiB;
-  int max_clients_per_gpu = 48;  // containers that may share one GPU
+  int max_clients_per_gpu = 48;    // containers that may share one GPU
   std::vector<InventoryGpu> gpus;  // in index order
 
   const InventoryGpu* FindByIndex(int index) const;
@@ -190,11 +190,13 @@ std::optional<int64_t> DecodeAssumeTime(std::string_view s);
 
 // The annotations gpushare-scheduler writes at bind. `gpus` has one entry per demand;
 // `dev_units` is the units of the first demand's GPU.
-std::map<std::string, std::string> BindAnnotations(const PodRequest& request, const std::vector<int>& demand_gpus,
+std::map<std::string, std::string> BindAnnotations(const PodRequest& request,
+                                                   const std::vector<int>& demand_gpus,
                                                    int64_t dev_units, int64_t assume_unix_nanos);
 // The annotations gpushare-node writes once it knows where each container's units are:
 // ASSIGNED=true, IDX=the real GPU of the first demand's container, and the confirmed JSON.
-std::map<std::string, std::string> ConfirmAnnotations(const PodRequest& request, const ContainerGpus& actual);
+std::map<std::string, std::string> ConfirmAnnotations(const PodRequest& request,
+                                                      const ContainerGpus& actual);
 
 // What a pod's annotations say about where it runs.
 enum class AssignmentState {
@@ -206,12 +208,12 @@ std::string_view AssignmentStateName(AssignmentState s);
 
 struct PodAssignment {
   AssignmentState state = AssignmentState::kNone;
-  ContainerGpus gpus;                // every container of the request, when state != kNone
+  ContainerGpus gpus;  // every container of the request, when state != kNone
   // Where the scheduler placed the containers: gpushare.io/gpu-mem-assumed when readable (the
   // node agent never rewrites it), else the same as `gpus` (pods written by Alibaba's extender
   // or bound around the extender). Every container of the request, when state != kNone.
   ContainerGpus planned;
-  bool has_plan = false;             // gpushare.io/gpu-mem-assumed was readable
+  bool has_plan = false;               // gpushare.io/gpu-mem-assumed was readable
   std::optional<int64_t> assume_time;  // ALIYUN_COM_GPU_MEM_ASSUME_TIME
   std::vector<std::string> problems;   // unreadable annotations that were skipped
 };
@@ -221,6 +223,7 @@ struct PodAssignment {
 // (pods written by Alibaba's extender); containers missing from a JSON map fall back to IDX.
 // State: confirmed when the confirmed map is readable or ASSIGNED is "true", assumed when a
 // location is known otherwise, none when no container can be located.
-PodAssignment ResolveAssignment(const std::map<std::string, std::string>& annotations, const PodRequest& request);
+PodAssignment ResolveAssignment(const std::map<std::string, std::string>& annotations,
+                                const PodRequest& request);
 
 }  // namespace gpushare::memshare

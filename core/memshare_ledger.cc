@@ -14,7 +14,8 @@ std::vector<SlotKey> SlotKeys(const PodRequest& request) {
   out.reserve(demands.size());
   for (size_t i = 0; i < demands.size(); ++i) {
     int64_t fresh = demands[i];
-    if (i == 0) fresh = request.init.empty() ? request.app.front().units : request.init.front().units;
+    if (i == 0)
+      fresh = request.init.empty() ? request.app.front().units : request.init.front().units;
     out.push_back({fresh, demands[i]});
   }
   return out;
@@ -28,7 +29,8 @@ std::string SlotKeyText(const SlotKey& key, MemoryUnit unit) {
 
 // --- the scheduler's count ---------------------------------------------------------------------
 
-std::map<int, GpuUse> EffectiveUsage(const std::map<int, GpuUse>& plan, const std::map<int, GpuUse>& current,
+std::map<int, GpuUse> EffectiveUsage(const std::map<int, GpuUse>& plan,
+                                     const std::map<int, GpuUse>& current,
                                      const std::map<int, int64_t>& capacity) {
   std::map<int, GpuUse> out = current;
   int64_t plan_total = 0, current_total = 0;
@@ -63,18 +65,21 @@ std::map<int, GpuUse> EffectiveUsage(const std::map<int, GpuUse>& plan, const st
     out[best].units += take;
     missing -= take;
   }
-  for (auto it = out.begin(); it != out.end();) it = it->second.units == 0 && it->second.clients == 0 ? out.erase(it) : std::next(it);
+  for (auto it = out.begin(); it != out.end();)
+    it = it->second.units == 0 && it->second.clients == 0 ? out.erase(it) : std::next(it);
   return out;
 }
 
-std::optional<std::string> FreshConflict(const std::vector<SlotKey>& pod, const std::map<SlotKey, int>& pending,
-                                         MemoryUnit unit) {
+std::optional<std::string> FreshConflict(const std::vector<SlotKey>& pod,
+                                         const std::map<SlotKey, int>& pending, MemoryUnit unit) {
   for (const SlotKey& k : pod) {
     // Keys with the same first request are adjacent in the map's order.
-    for (auto it = pending.lower_bound({k.fresh, INT64_MIN}); it != pending.end() && it->first.fresh == k.fresh; ++it) {
+    for (auto it = pending.lower_bound({k.fresh, INT64_MIN});
+         it != pending.end() && it->first.fresh == k.fresh; ++it) {
       if (it->second <= 0 || it->first.demand == k.demand) continue;
-      return "a pod asking " + SlotKeyText(it->first, unit) + " is still being admitted here and this one asks " +
-             SlotKeyText(k, unit) + ": kubelet's first requests of the two look the same to gpushare-node, so this " +
+      return "a pod asking " + SlotKeyText(it->first, unit) +
+             " is still being admitted here and this one asks " + SlotKeyText(k, unit) +
+             ": kubelet's first requests of the two look the same to gpushare-node, so this " +
              "pod waits until the other is admitted";
     }
   }
@@ -103,9 +108,10 @@ int GpuOfUnits(const std::vector<std::string>& ids, const Inventory& inventory) 
 
 }  // namespace
 
-std::vector<HeldSlot> HeldSlots(const std::vector<PlannedPod>& plans,
-                                const std::map<std::string, std::vector<ObservedContainer>>& observed,
-                                const std::set<std::string>& foreign, const Inventory& inventory) {
+std::vector<HeldSlot> HeldSlots(
+    const std::vector<PlannedPod>& plans,
+    const std::map<std::string, std::vector<ObservedContainer>>& observed,
+    const std::set<std::string>& foreign, const Inventory& inventory) {
   std::map<std::string, const PlannedPod*> by_key;
   for (const PlannedPod& p : plans) by_key[p.key] = &p;
   std::vector<HeldSlot> out;
@@ -171,14 +177,17 @@ SlotLedger BuildLedger(const std::vector<PlannedPod>& plans, const std::vector<H
         out.pending.push_back({p.key, owners[i], keys[i], g->second, p.assume_time});
     }
   }
-  std::stable_sort(out.pending.begin(), out.pending.end(), [](const PendingSlot& a, const PendingSlot& b) {
-    return std::tie(a.assume_time, a.pod) < std::tie(b.assume_time, b.pod);
-  });
-  for (auto it = out.open.begin(); it != out.open.end();) it = it->second == 0 ? out.open.erase(it) : std::next(it);
+  std::stable_sort(out.pending.begin(), out.pending.end(),
+                   [](const PendingSlot& a, const PendingSlot& b) {
+                     return std::tie(a.assume_time, a.pod) < std::tie(b.assume_time, b.pod);
+                   });
+  for (auto it = out.open.begin(); it != out.open.end();)
+    it = it->second == 0 ? out.open.erase(it) : std::next(it);
   return out;
 }
 
-std::map<std::string, ContainerGpus> SettledPlanMoves(const std::vector<CountedPod>& pods, bool settled) {
+std::map<std::string, ContainerGpus> SettledPlanMoves(const std::vector<CountedPod>& pods,
+                                                      bool settled) {
   std::map<std::string, ContainerGpus> out;
   if (!settled) return out;
   struct Demand {
@@ -226,10 +235,11 @@ std::map<std::string, ContainerGpus> SettledPlanMoves(const std::vector<CountedP
 
 // --- allocations not yet listed ----------------------------------------------------------------
 
-void RecentAllocations::Add(const std::vector<std::string>& ids, int gpu, const SlotKey& key, int64_t now_ms,
-                            bool reuse) {
+void RecentAllocations::Add(const std::vector<std::string>& ids, int gpu, const SlotKey& key,
+                            int64_t now_ms, bool reuse) {
   auto overlaps = [&](const Entry& e) {
-    return std::any_of(ids.begin(), ids.end(), [&](const std::string& id) { return e.ids.count(id) > 0; });
+    return std::any_of(ids.begin(), ids.end(),
+                       [&](const std::string& id) { return e.ids.count(id) > 0; });
   };
   if (reuse) {
     for (Entry& e : entries_) {
@@ -243,11 +253,13 @@ void RecentAllocations::Add(const std::vector<std::string>& ids, int gpu, const 
   entries_.push_back({std::set<std::string>(ids.begin(), ids.end()), gpu, key, now_ms});
 }
 
-void RecentAllocations::Observe(const std::set<std::string>& listed, int64_t list_started_ms, int64_t grace_ms) {
+void RecentAllocations::Observe(const std::set<std::string>& listed, int64_t list_started_ms,
+                                int64_t grace_ms) {
   entries_.erase(std::remove_if(entries_.begin(), entries_.end(),
                                 [&](const Entry& e) {
-                                  const bool shown = std::any_of(e.ids.begin(), e.ids.end(),
-                                                                 [&](const std::string& id) { return listed.count(id) > 0; });
+                                  const bool shown = std::any_of(
+                                      e.ids.begin(), e.ids.end(),
+                                      [&](const std::string& id) { return listed.count(id) > 0; });
                                   return shown || e.at_ms + grace_ms < list_started_ms;
                                 }),
                  entries_.end());
@@ -255,14 +267,16 @@ void RecentAllocations::Observe(const std::set<std::string>& listed, int64_t lis
 
 std::vector<HeldSlot> RecentAllocations::Held() const {
   std::vector<HeldSlot> out;
-  for (const Entry& e : entries_) out.push_back({e.key, e.gpu, "", -1, {e.ids.begin(), e.ids.end()}});
+  for (const Entry& e : entries_)
+    out.push_back({e.key, e.gpu, "", -1, {e.ids.begin(), e.ids.end()}});
   return out;
 }
 
 std::string RecentAllocations::Fingerprint() const {
   std::vector<std::string> parts;
   for (const Entry& e : entries_) {
-    std::string p = std::to_string(e.gpu) + ":" + std::to_string(e.key.fresh) + "/" + std::to_string(e.key.demand) + "[";
+    std::string p = std::to_string(e.gpu) + ":" + std::to_string(e.key.fresh) + "/" +
+                    std::to_string(e.key.demand) + "[";
     for (const std::string& id : e.ids) p += id + ",";
     parts.push_back(p + "]");
   }
@@ -274,8 +288,8 @@ std::string RecentAllocations::Fingerprint() const {
 
 // --- the agent's account -----------------------------------------------------------------------
 
-void KubeletHoldings::Listed(std::map<std::string, std::vector<ObservedContainer>> observed, int64_t started_ms,
-                             int64_t grace_ms) {
+void KubeletHoldings::Listed(std::map<std::string, std::vector<ObservedContainer>> observed,
+                             int64_t started_ms, int64_t grace_ms) {
   std::set<std::string> ids;
   for (const auto& [pod, containers] : observed)
     for (const ObservedContainer& c : containers) ids.insert(c.unit_ids.begin(), c.unit_ids.end());
@@ -294,9 +308,11 @@ std::string KubeletHoldings::Fingerprint() const {
     }
     out += ")";
   }
-  out += "}R{" + recent_.Fingerprint() + "}A{" + std::to_string(advice_.given) + std::to_string(advice_.reuse) +
-         std::to_string(advice_.gpu) + "/" + std::to_string(advice_.size);
-  if (advice_.key) out += "/" + std::to_string(advice_.key->fresh) + "." + std::to_string(advice_.key->demand);
+  out += "}R{" + recent_.Fingerprint() + "}A{" + std::to_string(advice_.given) +
+         std::to_string(advice_.reuse) + std::to_string(advice_.gpu) + "/" +
+         std::to_string(advice_.size);
+  if (advice_.key)
+    out += "/" + std::to_string(advice_.key->fresh) + "." + std::to_string(advice_.key->demand);
   return out + "}";
 }
 
@@ -313,8 +329,10 @@ void KubeletHoldings::Allocated(const std::vector<std::string>& ids, int gpu, in
   recent_.Add(ids, gpu, key, now_ms, reuse);
 }
 
-std::vector<HeldSlot> KubeletHoldings::Held(const std::vector<PlannedPod>& plans, const std::set<std::string>& foreign,
-                                            const Inventory& inventory, const std::set<std::string>* free) const {
+std::vector<HeldSlot> KubeletHoldings::Held(const std::vector<PlannedPod>& plans,
+                                            const std::set<std::string>& foreign,
+                                            const Inventory& inventory,
+                                            const std::set<std::string>* free) const {
   std::vector<HeldSlot> held = HeldSlots(plans, observed_, foreign, inventory);
   // A unit has one holder: a listed container whose units kubelet has allocated again since the
   // List (its pod is gone, and the next admission got them) holds nothing any more. Counting both
@@ -324,28 +342,32 @@ std::vector<HeldSlot> KubeletHoldings::Held(const std::vector<PlannedPod>& plans
   for (const HeldSlot& h : recent) reallocated.insert(h.ids.begin(), h.ids.end());
   held.erase(std::remove_if(held.begin(), held.end(),
                             [&](const HeldSlot& h) {
-                              return std::any_of(h.ids.begin(), h.ids.end(),
-                                                 [&](const std::string& id) { return reallocated.count(id) > 0; });
+                              return std::any_of(
+                                  h.ids.begin(), h.ids.end(),
+                                  [&](const std::string& id) { return reallocated.count(id) > 0; });
                             }),
              held.end());
   held.insert(held.end(), recent.begin(), recent.end());
   if (free != nullptr) {
     held.erase(std::remove_if(held.begin(), held.end(),
                               [&](const HeldSlot& h) {
-                                return std::any_of(h.ids.begin(), h.ids.end(),
-                                                   [&](const std::string& id) { return free->count(id) > 0; });
+                                return std::any_of(
+                                    h.ids.begin(), h.ids.end(),
+                                    [&](const std::string& id) { return free->count(id) > 0; });
                               }),
                held.end());
   }
   return held;
 }
 
-SlotLedger KubeletHoldings::Ledger(const std::vector<PlannedPod>& plans, const std::set<std::string>& foreign,
-                                   const Inventory& inventory, const std::set<std::string>* free) const {
+SlotLedger KubeletHoldings::Ledger(const std::vector<PlannedPod>& plans,
+                                   const std::set<std::string>& foreign, const Inventory& inventory,
+                                   const std::set<std::string>* free) const {
   return BuildLedger(plans, Held(plans, foreign, inventory, free));
 }
 
-std::optional<PlannedPod> PlanOf(const std::string& key, const PodRequest& request, const PodAssignment& assignment) {
+std::optional<PlannedPod> PlanOf(const std::string& key, const PodRequest& request,
+                                 const PodAssignment& assignment) {
   if (request.empty() || assignment.state == AssignmentState::kNone) return std::nullopt;
   return PlannedPod{key, request, assignment.planned, assignment.assume_time.value_or(0)};
 }

@@ -75,15 +75,16 @@ std::string SlotKeyText(const SlotKey& key, MemoryUnit unit);
 // `capacity`), the difference is charged to the node's other GPUs, most free first, so the node
 // never shows more free units in total than it has. GPUs missing from `capacity` are counted
 // as they are.
-std::map<int, GpuUse> EffectiveUsage(const std::map<int, GpuUse>& plan, const std::map<int, GpuUse>& current,
+std::map<int, GpuUse> EffectiveUsage(const std::map<int, GpuUse>& plan,
+                                     const std::map<int, GpuUse>& current,
                                      const std::map<int, int64_t>& capacity);
 
 // Why `pod` must wait before it may be placed on a node whose pending (not yet confirmed)
 // slots have the keys `pending` (key -> count), or nullopt. A clash is a key with the same
 // first request and another demand: the agent could not tell the two requests apart, and a
 // swap would move units between slots of different sizes.
-std::optional<std::string> FreshConflict(const std::vector<SlotKey>& pod, const std::map<SlotKey, int>& pending,
-                                         MemoryUnit unit);
+std::optional<std::string> FreshConflict(const std::vector<SlotKey>& pod,
+                                         const std::map<SlotKey, int>& pending, MemoryUnit unit);
 
 // Whether the scheduler must keep counting a pod's planned GPUs after the pod is released
 // (deleted or finished), as its annotations last said. Unless the agent confirmed the pod
@@ -124,9 +125,10 @@ struct HeldSlot {
 // not in `plans` and not in `foreign` (bound around the extender), every container with units,
 // keyed by its unit count (a pod the agent's cache has not seen yet). Units naming no GPU of
 // `inventory` are skipped.
-std::vector<HeldSlot> HeldSlots(const std::vector<PlannedPod>& plans,
-                                const std::map<std::string, std::vector<ObservedContainer>>& observed,
-                                const std::set<std::string>& foreign, const Inventory& inventory);
+std::vector<HeldSlot> HeldSlots(
+    const std::vector<PlannedPod>& plans,
+    const std::map<std::string, std::vector<ObservedContainer>>& observed,
+    const std::set<std::string>& foreign, const Inventory& inventory);
 
 // A demand kubelet has not given units yet.
 struct PendingSlot {
@@ -169,9 +171,11 @@ struct CountedPod {
 // held on a GPU over-held in its key have their plans moved to where they are (their
 // containers, init containers with the first demand), as many as the GPU is over-held. Any
 // subset of the moves, made in any order, keeps every GPU counted at least as full as it is; a
-// chain of swaps unwinds over successive calls. Returns the new plans by pod key. Pods pending with a key keep every slot of that key as it is (one of them may need
-// it); `settled` false (a release guard or the hold after a start is up) moves nothing.
-std::map<std::string, ContainerGpus> SettledPlanMoves(const std::vector<CountedPod>& pods, bool settled);
+// chain of swaps unwinds over successive calls. Returns the new plans by pod key. Pods pending with
+// a key keep every slot of that key as it is (one of them may need it); `settled` false (a release
+// guard or the hold after a start is up) moves nothing.
+std::map<std::string, ContainerGpus> SettledPlanMoves(const std::vector<CountedPod>& pods,
+                                                      bool settled);
 
 // Allocations kubelet made (Allocate calls) that its PodResources List may not show yet: kubelet
 // records a container's devices right after Allocate returns. Times are milliseconds of any
@@ -182,7 +186,8 @@ class RecentAllocations {
   // the next container of the same pod), an entry whose IDs overlap is extended; otherwise
   // overlapping entries are stale (their pod is gone and kubelet gave the units out again) and
   // replaced by a new entry with `key`.
-  void Add(const std::vector<std::string>& ids, int gpu, const SlotKey& key, int64_t now_ms, bool reuse);
+  void Add(const std::vector<std::string>& ids, int gpu, const SlotKey& key, int64_t now_ms,
+           bool reuse);
   // A List that started at `list_started_ms` shows the unit IDs `listed`: entries it shows are
   // dropped (the List counts them), and so are entries made more than `grace_ms` before the
   // List started that it does not show (the admission failed, or the pod is gone).
@@ -209,9 +214,12 @@ class RecentAllocations {
 class KubeletHoldings {
  public:
   // A PodResources List that started at `started_ms`: pod key -> containers with units.
-  void Listed(std::map<std::string, std::vector<ObservedContainer>> observed, int64_t started_ms, int64_t grace_ms);
+  void Listed(std::map<std::string, std::vector<ObservedContainer>> observed, int64_t started_ms,
+              int64_t grace_ms);
   bool listed() const { return listed_; }
-  const std::map<std::string, std::vector<ObservedContainer>>& observed() const { return observed_; }
+  const std::map<std::string, std::vector<ObservedContainer>>& observed() const {
+    return observed_;
+  }
   // GetPreferredAllocation answered `size` units on `gpu` for a slot of `key` (none: no slot);
   // `reuse`: the request carried must_include (units an init container of the pod holds).
   void Advised(int gpu, std::optional<SlotKey> key, int64_t size, bool reuse);
@@ -230,8 +238,9 @@ class KubeletHoldings {
   SlotLedger Ledger(const std::vector<PlannedPod>& plans, const std::set<std::string>& foreign,
                     const Inventory& inventory, const std::set<std::string>* free = nullptr) const;
   // The held slots that ledger is built from.
-  std::vector<HeldSlot> Held(const std::vector<PlannedPod>& plans, const std::set<std::string>& foreign,
-                             const Inventory& inventory, const std::set<std::string>* free = nullptr) const;
+  std::vector<HeldSlot> Held(const std::vector<PlannedPod>& plans,
+                             const std::set<std::string>& foreign, const Inventory& inventory,
+                             const std::set<std::string>* free = nullptr) const;
 
  private:
   std::map<std::string, std::vector<ObservedContainer>> observed_;
@@ -248,6 +257,7 @@ class KubeletHoldings {
 
 // The plan of one pod bound to the node (nullopt when its annotations place nothing: a pod bound
 // around the scheduler).
-std::optional<PlannedPod> PlanOf(const std::string& key, const PodRequest& request, const PodAssignment& assignment);
+std::optional<PlannedPod> PlanOf(const std::string& key, const PodRequest& request,
+                                 const PodAssignment& assignment);
 
 }  // namespace gpushare::memshare

@@ -13,14 +13,25 @@ namespace {
 // List shows every allocation made before it that is still held, so none is needed.
 constexpr int64_t kListGrace = 0;
 
-std::string GpuUuidOf(int g) { return "GPU-model-" + std::to_string(g); }
+std::string GpuUuidOf(int g) {
+  return "GPU-model-" + std::to_string(g);
+}
 
 }  // namespace
 
 std::string Event::Text() const {
-  static const char* names[] = {"reserve",      "annotate",      "bind",         "scheduler_sees",
-                                "scheduler_restart", "scheduler_moves_plan", "admit", "delete",
-                                "agent_sees",   "agent_list",    "agent_confirm", "agent_restart"};
+  static const char* names[] = {"reserve",
+                                "annotate",
+                                "bind",
+                                "scheduler_sees",
+                                "scheduler_restart",
+                                "scheduler_moves_plan",
+                                "admit",
+                                "delete",
+                                "agent_sees",
+                                "agent_list",
+                                "agent_confirm",
+                                "agent_restart"};
   std::string out = names[static_cast<int>(kind)];
   if (pod >= 0) out += " p" + std::to_string(pod);
   if (!demand_gpus.empty()) {
@@ -64,8 +75,10 @@ Model::Model(Config config)
       unit_owner_(unit_gpu_.size(), -1) {
   for (const PodShape& s : config_.pods) {
     Pod p;
-    for (size_t i = 0; i < s.init.size(); ++i) p.request.init.push_back({"i" + std::to_string(i), s.init[i]});
-    for (size_t i = 0; i < s.app.size(); ++i) p.request.app.push_back({"a" + std::to_string(i), s.app[i]});
+    for (size_t i = 0; i < s.init.size(); ++i)
+      p.request.init.push_back({"i" + std::to_string(i), s.init[i]});
+    for (size_t i = 0; i < s.app.size(); ++i)
+      p.request.app.push_back({"a" + std::to_string(i), s.app[i]});
     p.sched = {true, p.api};  // the informers list every pod at the start
     p.agent = {true, p.api};
     pods_.push_back(std::move(p));
@@ -90,8 +103,12 @@ Model::Model(const Model& o)
       agent_restarts_(o.agent_restarts_),
       deletions_(o.deletions_) {}
 
-std::string Model::UnitId(int unit) const { return resource_.devices[static_cast<size_t>(unit)].id; }
-int Model::GpuOfUnit(int unit) const { return unit_gpu_[static_cast<size_t>(unit)]; }
+std::string Model::UnitId(int unit) const {
+  return resource_.devices[static_cast<size_t>(unit)].id;
+}
+int Model::GpuOfUnit(int unit) const {
+  return unit_gpu_[static_cast<size_t>(unit)];
+}
 
 // Informers hand over what matters of a pod: gone, bound with its annotations, or not bound
 // (whose annotations neither binary reads).
@@ -125,7 +142,8 @@ Model::Count Model::SchedulerCount() const {
       add(plan, GpuUsage(p.request, a.planned));
       counted_pending = a.state != AssignmentState::kConfirmed;
     } else if (p.bind.stage != Stage::kNone && !(p.sched.seen && !p.sched.pod.exists)) {
-      const std::map<int, GpuUse> use = GpuUsage(p.request, AssignContainers(p.request, p.bind.demand_gpus));
+      const std::map<int, GpuUse> use =
+          GpuUsage(p.request, AssignContainers(p.request, p.bind.demand_gpus));
       add(current, use);
       add(plan, use);
       counted_pending = true;
@@ -140,7 +158,8 @@ Model::Count Model::SchedulerCount() const {
     add(current, g.hold);
   }
   std::map<int, int64_t> capacity;
-  for (size_t g = 0; g < config_.gpu_units.size(); ++g) capacity[static_cast<int>(g)] = config_.gpu_units[g];
+  for (size_t g = 0; g < config_.gpu_units.size(); ++g)
+    capacity[static_cast<int>(g)] = config_.gpu_units[g];
   count.used = config_.count_current_only ? current : EffectiveUsage(plan, current, capacity);
   return count;
 }
@@ -157,7 +176,8 @@ bool Model::PendingForScheduler(const Pod& p) const {
 std::set<int> Model::PendingPods(int except) const {
   std::set<int> out;
   for (size_t i = 0; i < pods_.size(); ++i)
-    if (static_cast<int>(i) != except && PendingForScheduler(pods_[i])) out.insert(static_cast<int>(i));
+    if (static_cast<int>(i) != except && PendingForScheduler(pods_[i]))
+      out.insert(static_cast<int>(i));
   return out;
 }
 
@@ -167,9 +187,11 @@ std::map<std::string, ContainerGpus> Model::SchedulerPlanMoves() const {
     const Pod& p = pods_[i];
     if (p.sched.seen && !p.sched.pod.exists) continue;
     PodAssignment a;
-    if (p.sched.seen && p.sched.pod.bound) a = ResolveAssignment(p.sched.pod.annotations, p.request);
+    if (p.sched.seen && p.sched.pod.bound)
+      a = ResolveAssignment(p.sched.pod.annotations, p.request);
     if (a.state != AssignmentState::kNone) {
-      counted.push_back({PodKey(static_cast<int>(i)), p.request, a.planned, a.gpus, a.state == AssignmentState::kConfirmed});
+      counted.push_back({PodKey(static_cast<int>(i)), p.request, a.planned, a.gpus,
+                         a.state == AssignmentState::kConfirmed});
     } else if (p.bind.stage != Stage::kNone) {
       const ContainerGpus g = AssignContainers(p.request, p.bind.demand_gpus);
       counted.push_back({PodKey(static_cast<int>(i)), p.request, g, g, false});
@@ -181,9 +203,11 @@ std::map<std::string, ContainerGpus> Model::SchedulerPlanMoves() const {
 void Model::PruneGuards() {
   for (Guard& g : guards_) {
     for (auto it = g.waiting.begin(); it != g.waiting.end();)
-      it = PendingForScheduler(pods_[static_cast<size_t>(*it)]) ? std::next(it) : g.waiting.erase(it);
+      it = PendingForScheduler(pods_[static_cast<size_t>(*it)]) ? std::next(it)
+                                                                : g.waiting.erase(it);
   }
-  guards_.erase(std::remove_if(guards_.begin(), guards_.end(), [](const Guard& g) { return g.waiting.empty(); }),
+  guards_.erase(std::remove_if(guards_.begin(), guards_.end(),
+                               [](const Guard& g) { return g.waiting.empty(); }),
                 guards_.end());
 }
 
@@ -198,7 +222,8 @@ bool Model::Fits(int pod, const std::vector<int>& demand_gpus, const Count& coun
   return true;
 }
 
-void Model::Assignments(int pod, const Count& count, std::vector<int>* gpus, std::vector<Event>* out) const {
+void Model::Assignments(int pod, const Count& count, std::vector<int>* gpus,
+                        std::vector<Event>* out) const {
   const size_t demands = pods_[static_cast<size_t>(pod)].request.Demands().size();
   if (gpus->size() == demands) {
     if (Fits(pod, *gpus, count)) out->push_back({EventKind::kReserve, pod, *gpus});
@@ -220,13 +245,14 @@ SlotLedger Model::AgentLedger(bool fresh_from_api, const std::set<std::string>* 
   return holdings_.Ledger(plans, foreign, inventory_, free);
 }
 
-void Model::AgentPlans(bool fresh_from_api, std::vector<PlannedPod>* plans, std::set<std::string>* foreign) const {
+void Model::AgentPlans(bool fresh_from_api, std::vector<PlannedPod>* plans,
+                       std::set<std::string>* foreign) const {
   for (size_t i = 0; i < pods_.size(); ++i) {
     const Pod& p = pods_[i];
     const Api* seen = fresh_from_api ? &p.api : (p.agent.seen ? &p.agent.pod : nullptr);
     if (seen == nullptr || !seen->exists || !seen->bound) continue;
-    std::optional<PlannedPod> plan =
-        PlanOf(PodKey(static_cast<int>(i)), p.request, ResolveAssignment(seen->annotations, p.request));
+    std::optional<PlannedPod> plan = PlanOf(PodKey(static_cast<int>(i)), p.request,
+                                            ResolveAssignment(seen->annotations, p.request));
     if (plan) {
       plans->push_back(std::move(*plan));
     } else {
@@ -275,27 +301,30 @@ std::optional<std::string> Model::Admit(int pod) {
       available = must;
       std::vector<int> free;
       for (size_t u = 0; u < unit_owner_.size(); ++u) {
-        if (unit_owner_[u] < 0 && std::find(got.begin(), got.end(), static_cast<int>(u)) == got.end()) {
+        if (unit_owner_[u] < 0 &&
+            std::find(got.begin(), got.end(), static_cast<int>(u)) == got.end()) {
           free.push_back(static_cast<int>(u));
           available.push_back(UnitId(static_cast<int>(u)));
         }
       }
       const int64_t needed = c->units - static_cast<int64_t>(got.size());
       if (static_cast<int64_t>(free.size()) < needed) {
-        return "kubelet: " + PodKey(pod) + "/" + c->name + " needs " + std::to_string(needed) + " units, " +
-               std::to_string(free.size()) + " free on the node";
+        return "kubelet: " + PodKey(pod) + "/" + c->name + " needs " + std::to_string(needed) +
+               " units, " + std::to_string(free.size()) + " free on the node";
       }
       // GetPreferredAllocation: the agent lists the node's pods from the API for a first request.
       const UnitQuery q{available, must, c->units};
       std::set<std::string> free_ids;
       for (int u : free) free_ids.insert(UnitId(u));
-      Result<UnitChoice> choice = ChooseUnits(resource_, q, AgentLedger(/*fresh_from_api=*/must.empty(), &free_ids));
+      Result<UnitChoice> choice =
+          ChooseUnits(resource_, q, AgentLedger(/*fresh_from_api=*/must.empty(), &free_ids));
       if (!choice.ok()) return "agent: GetPreferredAllocation failed: " + choice.status().message();
       holdings_.Advised(choice->gpu, choice->key, c->units, !must.empty());
       for (const std::string& id : choice->ids) {
         if (static_cast<int64_t>(got.size()) == c->units) break;
         for (int u : free) {
-          if (UnitId(u) == id && std::find(got.begin(), got.end(), u) == got.end()) got.push_back(u);
+          if (UnitId(u) == id && std::find(got.begin(), got.end(), u) == got.end())
+            got.push_back(u);
         }
       }
       for (int u : free) {  // kubelet fills what the advice left out
@@ -311,7 +340,8 @@ std::optional<std::string> Model::Admit(int pod) {
       ids.push_back(UnitId(u));
     }
     Result<UnitAllocation> a = CheckUnits(resource_, devices);
-    if (!a.ok()) return "Allocate refused " + PodKey(pod) + "/" + c->name + ": " + a.status().message();
+    if (!a.ok())
+      return "Allocate refused " + PodKey(pod) + "/" + c->name + ": " + a.status().message();
     holdings_.Allocated(ids, a->gpu, clock_);
     for (int u : got) unit_owner_[static_cast<size_t>(u)] = pod;
     p.kubelet.units[c->name] = got;
@@ -319,9 +349,10 @@ std::optional<std::string> Model::Admit(int pod) {
       for (int u : got)
         if (std::find(reuse.begin(), reuse.end(), u) == reuse.end()) reuse.push_back(u);
     } else {
-      reuse.erase(std::remove_if(reuse.begin(), reuse.end(),
-                                 [&](int u) { return std::find(got.begin(), got.end(), u) != got.end(); }),
-                  reuse.end());
+      reuse.erase(
+          std::remove_if(reuse.begin(), reuse.end(),
+                         [&](int u) { return std::find(got.begin(), got.end(), u) != got.end(); }),
+          reuse.end());
     }
   }
   p.kubelet.admitted = true;
@@ -340,7 +371,8 @@ std::optional<std::map<std::string, std::string>> Model::ConfirmChanges(int pod)
   const std::vector<std::string> owners = p.request.DemandContainers();
   if (!owners.empty() && actual.gpus.count(owners[0]))
     dev = config_.gpu_units[static_cast<size_t>(actual.gpus.at(owners[0]))];
-  std::map<std::string, std::string> changes = ReconcileChanges(p.agent.pod.annotations, p.request, actual.gpus, dev);
+  std::map<std::string, std::string> changes =
+      ReconcileChanges(p.agent.pod.annotations, p.request, actual.gpus, dev);
   if (changes.empty()) return std::nullopt;
   // A patch that would change nothing in the API is not worth an event.
   bool differs = false;
@@ -365,17 +397,24 @@ std::vector<Event> Model::Enabled() const {
       std::vector<int> gpus;
       Assignments(pod, count, &gpus, &out);
     }
-    if (p.api.exists && p.bind.stage == Stage::kReserved) out.push_back({EventKind::kAnnotate, pod, {}});
-    if (p.api.exists && p.bind.stage == Stage::kAnnotated) out.push_back({EventKind::kBind, pod, {}});
+    if (p.api.exists && p.bind.stage == Stage::kReserved)
+      out.push_back({EventKind::kAnnotate, pod, {}});
+    if (p.api.exists && p.bind.stage == Stage::kAnnotated)
+      out.push_back({EventKind::kBind, pod, {}});
     if (!Same(p.sched, p.api)) out.push_back({EventKind::kSchedulerSees, pod, {}});
-    if (p.api.exists && p.api.bound && !p.kubelet.admitted) out.push_back({EventKind::kAdmit, pod, {}});
-    if (p.api.exists && p.api.bound && deletions_ < config_.deletions) out.push_back({EventKind::kDelete, pod, {}});
+    if (p.api.exists && p.api.bound && !p.kubelet.admitted)
+      out.push_back({EventKind::kAdmit, pod, {}});
+    if (p.api.exists && p.api.bound && deletions_ < config_.deletions)
+      out.push_back({EventKind::kDelete, pod, {}});
     if (!Same(p.agent, p.api)) out.push_back({EventKind::kAgentSees, pod, {}});
-    if (p.kubelet.admitted && ConfirmChanges(pod)) out.push_back({EventKind::kAgentConfirm, pod, {}});
+    if (p.kubelet.admitted && ConfirmChanges(pod))
+      out.push_back({EventKind::kAgentConfirm, pod, {}});
     if (moves.count(PodKey(pod))) out.push_back({EventKind::kSchedulerMovesPlan, pod, {}});
   }
-  if (kubelet_changes_ != listed_changes_ || !holdings_.listed()) out.push_back({EventKind::kAgentList, -1, {}});
-  if (scheduler_restarts_ < config_.scheduler_restarts) out.push_back({EventKind::kSchedulerRestart, -1, {}});
+  if (kubelet_changes_ != listed_changes_ || !holdings_.listed())
+    out.push_back({EventKind::kAgentList, -1, {}});
+  if (scheduler_restarts_ < config_.scheduler_restarts)
+    out.push_back({EventKind::kSchedulerRestart, -1, {}});
   if (agent_restarts_ < config_.agent_restarts) out.push_back({EventKind::kAgentRestart, -1, {}});
   return out;
 }
@@ -395,7 +434,8 @@ std::optional<std::string> Model::Step(const Event& e) {
       break;
     case EventKind::kAnnotate: {
       const int64_t dev = config_.gpu_units[static_cast<size_t>(p->bind.demand_gpus.front())];
-      for (const auto& [k, v] : BindAnnotations(p->request, p->bind.demand_gpus, dev, p->bind.assume))
+      for (const auto& [k, v] :
+           BindAnnotations(p->request, p->bind.demand_gpus, dev, p->bind.assume))
         p->api.annotations[k] = v;
       p->bind.stage = Stage::kAnnotated;
       break;
@@ -478,7 +518,8 @@ std::optional<std::string> Model::Step(const Event& e) {
     case EventKind::kAgentRestart:
       ++agent_restarts_;
       holdings_ = KubeletHoldings();
-      holdings_.Listed(PodResources(), clock_, kListGrace);  // the agent answers after its first List
+      holdings_.Listed(PodResources(), clock_,
+                       kListGrace);  // the agent answers after its first List
       listed_changes_ = kubelet_changes_;
       for (Pod& q : pods_) q.agent = {true, q.api};
       break;
@@ -497,12 +538,16 @@ std::string Model::Key() const {
   };
   auto api = [&](const Api& a) {
     if (!a.exists) return std::string("gone");
-    if (!a.bound) return std::string("unbound");  // what informers make of it: annotations of an unbound pod count nowhere
+    if (!a.bound)
+      return std::string(
+          "unbound");  // what informers make of it: annotations of an unbound pod count nowhere
     return "{" + values(a.annotations) + "}";
   };
   for (const Pod& p : pods_) {
-    out += "[" + std::string(p.api.exists ? "E" : "-") + (p.api.bound ? "B" : "-") + values(p.api.annotations);
-    out += "|" + (p.sched.seen ? api(p.sched.pod) : "?") + "|" + (p.agent.seen ? api(p.agent.pod) : "?");
+    out += "[" + std::string(p.api.exists ? "E" : "-") + (p.api.bound ? "B" : "-") +
+           values(p.api.annotations);
+    out += "|" + (p.sched.seen ? api(p.sched.pod) : "?") + "|" +
+           (p.agent.seen ? api(p.agent.pod) : "?");
     out += "b" + std::to_string(static_cast<int>(p.bind.stage));
     for (int g : p.bind.demand_gpus) out += "," + std::to_string(g);
     out += "@" + std::to_string(p.bind.assume) + (p.kubelet.admitted ? "A" : "-");
@@ -514,11 +559,13 @@ std::string Model::Key() const {
   }
   for (const Guard& g : guards_) {
     out += "G" + std::string(g.whole_node ? "*" : "");
-    for (const auto& [gpu, u] : g.hold) out += std::to_string(gpu) + ":" + std::to_string(u.units) + ",";
+    for (const auto& [gpu, u] : g.hold)
+      out += std::to_string(gpu) + ":" + std::to_string(u.units) + ",";
     for (int w : g.waiting) out += "w" + std::to_string(w);
   }
   out += holdings_.Fingerprint() + "|" + std::to_string(kubelet_changes_ == listed_changes_) + "|" +
-         std::to_string(scheduler_restarts_) + std::to_string(agent_restarts_) + std::to_string(deletions_);
+         std::to_string(scheduler_restarts_) + std::to_string(agent_restarts_) +
+         std::to_string(deletions_);
   return out;
 }
 

@@ -51,7 +51,7 @@ struct Config {
   std::vector<PodShape> pods;
   int scheduler_restarts = 0;  // at most this many restarts of each
   int agent_restarts = 0;
-  int deletions = 0;           // at most this many pods deleted
+  int deletions = 0;  // at most this many pods deleted
   // The scheduler's count before issue 10's fix (annotations only: confirmed where confirmed,
   // planned elsewhere), to show that the checker finds the over-booking it caused.
   bool count_current_only = false;
@@ -144,9 +144,11 @@ class Model {
   };
   Count SchedulerCount() const;
   bool Fits(int pod, const std::vector<int>& demand_gpus, const Count& count) const;
-  void Assignments(int pod, const Count& count, std::vector<int>* gpus, std::vector<Event>* out) const;
+  void Assignments(int pod, const Count& count, std::vector<int>* gpus,
+                   std::vector<Event>* out) const;
   SlotLedger AgentLedger(bool fresh_from_api, const std::set<std::string>* free = nullptr) const;
-  void AgentPlans(bool fresh_from_api, std::vector<PlannedPod>* plans, std::set<std::string>* foreign) const;
+  void AgentPlans(bool fresh_from_api, std::vector<PlannedPod>* plans,
+                  std::set<std::string>* foreign) const;
   std::optional<std::string> Step(const Event& e);
   bool PendingForScheduler(const Pod& p) const;
   std::set<int> PendingPods(int except) const;

@@ -27,7 +27,8 @@ const PlannedResource* FindMemoryResource(const ResourcePlan& plan) {
   return nullptr;
 }
 
-NodeInventory BuildNodeInventory(const Inventory& inventory, const NodeConfig& config, const ResourcePlan& plan) {
+NodeInventory BuildNodeInventory(const Inventory& inventory, const NodeConfig& config,
+                                 const ResourcePlan& plan) {
   NodeInventory out;
   out.unit = config.gpushare.memory_shares.unit;
   out.max_clients_per_gpu = config.gpushare.max_clients_per_gpu;
@@ -62,12 +63,16 @@ NodeInventory BuildNodeInventory(const Inventory& inventory, const NodeConfig& c
         }
       }
       e.units = 0;
-      e.mode = std::string(mig ? kMigMode : shared ? kTimeSlicingMode : any ? kExclusiveMode : "unused");
+      e.mode = std::string(mig      ? kMigMode
+                           : shared ? kTimeSlicingMode
+                           : any    ? kExclusiveMode
+                                    : "unused");
       e.healthy = healthy;
     }
     out.gpus.push_back(std::move(e));
   }
-  std::sort(out.gpus.begin(), out.gpus.end(), [](const InventoryGpu& a, const InventoryGpu& b) { return a.index < b.index; });
+  std::sort(out.gpus.begin(), out.gpus.end(),
+            [](const InventoryGpu& a, const InventoryGpu& b) { return a.index < b.index; });
   return out;
 }
 
@@ -81,9 +86,11 @@ GpuCount CountMemoryGpus(const NodeInventory& inventory) {
   return c;
 }
 
-Result<UnitChoice> ChooseUnits(const PlannedResource& resource, const UnitQuery& q, const SlotLedger& ledger) {
+Result<UnitChoice> ChooseUnits(const PlannedResource& resource, const UnitQuery& q,
+                               const SlotLedger& ledger) {
   if (q.size < 1) {
-    return Status::InvalidArgument("resource " + resource.name + ": allocation_size must be at least 1, got " +
+    return Status::InvalidArgument("resource " + resource.name +
+                                   ": allocation_size must be at least 1, got " +
                                    std::to_string(q.size));
   }
   std::unordered_map<std::string, const PlannedDevice*> by_id;
@@ -101,8 +108,8 @@ Result<UnitChoice> ChooseUnits(const PlannedResource& resource, const UnitQuery&
   }
   if (static_cast<int64_t>(out.ids.size()) > q.size) {
     return Status::InvalidArgument("resource " + resource.name + ": must_include_deviceIDs has " +
-                                   std::to_string(out.ids.size()) + " devices, more than allocation_size " +
-                                   std::to_string(q.size));
+                                   std::to_string(out.ids.size()) +
+                                   " devices, more than allocation_size " + std::to_string(q.size));
   }
   const int64_t need = q.size - static_cast<int64_t>(out.ids.size());
   std::map<int, std::vector<const PlannedDevice*>> free;  // GPU index -> free units
@@ -143,7 +150,8 @@ Result<UnitChoice> ChooseUnits(const PlannedResource& resource, const UnitQuery&
         use_slot(p.key, p.gpu, "planned");
         break;
       }
-      const int g = fullest([&](int gpu, int64_t n) { return n >= p.key.demand && ledger.Vacated(p.key, gpu) > 0; });
+      const int g = fullest(
+          [&](int gpu, int64_t n) { return n >= p.key.demand && ledger.Vacated(p.key, gpu) > 0; });
       if (g >= 0) {
         out.steered = p;
         use_slot(p.key, g, "swapped");
@@ -164,7 +172,8 @@ Result<UnitChoice> ChooseUnits(const PlannedResource& resource, const UnitQuery&
       }
     }
     if (out.gpu < 0) {
-      out.gpu = fullest([&](int gpu, int64_t n) { return n - ledger.PromisedUnits(gpu) >= want.demand; });
+      out.gpu =
+          fullest([&](int gpu, int64_t n) { return n - ledger.PromisedUnits(gpu) >= want.demand; });
       out.reason = "unpromised_best_fit";
     }
     if (out.gpu < 0) {
@@ -184,23 +193,30 @@ Result<UnitChoice> ChooseUnits(const PlannedResource& resource, const UnitQuery&
   }
   if (need > 0 && out.gpu >= 0) {
     std::vector<const PlannedDevice*>& units = free[out.gpu];
-    std::sort(units.begin(), units.end(), [](const PlannedDevice* a, const PlannedDevice* b) { return a->replica < b->replica; });
-    for (int64_t k = 0; k < need && k < static_cast<int64_t>(units.size()); ++k) out.ids.push_back(units[k]->id);
+    std::sort(units.begin(), units.end(), [](const PlannedDevice* a, const PlannedDevice* b) {
+      return a->replica < b->replica;
+    });
+    for (int64_t k = 0; k < need && k < static_cast<int64_t>(units.size()); ++k)
+      out.ids.push_back(units[k]->id);
   }
   return out;
 }
 
-Result<UnitAllocation> CheckUnits(const PlannedResource& resource, const std::vector<const PlannedDevice*>& units) {
+Result<UnitAllocation> CheckUnits(const PlannedResource& resource,
+                                  const std::vector<const PlannedDevice*>& units) {
   std::map<int, int64_t> per_gpu;
   for (const PlannedDevice* d : units) per_gpu[d->gpu_index]++;
   if (per_gpu.empty()) {
-    return Status::InvalidArgument("resource " + resource.name + ": container request has no units");
+    return Status::InvalidArgument("resource " + resource.name +
+                                   ": container request has no units");
   }
   if (per_gpu.size() > 1) {
     return Status::InvalidArgument(
-        "resource " + resource.name + ": the " + std::to_string(units.size()) + " units of this container span " +
-        std::to_string(per_gpu.size()) + " GPUs (" + JoinGpuCounts(per_gpu) +
-        "); a container's memory share must come from one GPU. No single GPU had " + std::to_string(units.size()) +
+        "resource " + resource.name + ": the " + std::to_string(units.size()) +
+        " units of this container span " + std::to_string(per_gpu.size()) + " GPUs (" +
+        JoinGpuCounts(per_gpu) +
+        "); a container's memory share must come from one GPU. No single GPU had " +
+        std::to_string(units.size()) +
         " free units, or kubelet did not follow GetPreferredAllocation's advice");
   }
   UnitAllocation a;
@@ -221,7 +237,8 @@ std::map<std::string, std::string> AllocationEnv(const UnitAllocation& a) {
   };
 }
 
-ActualPlacement ActualGpus(const PodRequest& request, const std::vector<ObservedContainer>& observed,
+ActualPlacement ActualGpus(const PodRequest& request,
+                           const std::vector<ObservedContainer>& observed,
                            const Inventory& inventory) {
   ActualPlacement out;
   for (const ObservedContainer& c : observed) {
@@ -231,7 +248,8 @@ ActualPlacement ActualGpus(const PodRequest& request, const std::vector<Observed
       if (a.name == c.name) share = &a;
     }
     if (share == nullptr) {
-      out.problems.push_back("container \"" + c.name + "\" holds " + std::to_string(c.unit_ids.size()) +
+      out.problems.push_back("container \"" + c.name + "\" holds " +
+                             std::to_string(c.unit_ids.size()) +
                              " units but its spec asks for none");
       continue;
     }
@@ -242,8 +260,9 @@ ActualPlacement ActualGpus(const PodRequest& request, const std::vector<Observed
       const Gpu* g = u.ok() ? inventory.FindByUuid(u->gpu_uuid) : nullptr;
       if (g == nullptr) {
         out.problems.push_back("container \"" + c.name + "\": " +
-                               (u.ok() ? "device ID \"" + id + "\" names a GPU this node does not have"
-                                       : u.status().message()));
+                               (u.ok()
+                                    ? "device ID \"" + id + "\" names a GPU this node does not have"
+                                    : u.status().message()));
         unknown = true;
         continue;
       }
@@ -251,17 +270,20 @@ ActualPlacement ActualGpus(const PodRequest& request, const std::vector<Observed
     }
     if (unknown) continue;
     if (per_gpu.size() != 1) {
-      out.problems.push_back("container \"" + c.name + "\": units span GPUs (" + JoinGpuCounts(per_gpu) + ")");
+      out.problems.push_back("container \"" + c.name + "\": units span GPUs (" +
+                             JoinGpuCounts(per_gpu) + ")");
       continue;
     }
     if (static_cast<int64_t>(c.unit_ids.size()) != share->units) {
-      out.problems.push_back("container \"" + c.name + "\" holds " + std::to_string(c.unit_ids.size()) +
-                             " units, its spec asks for " + std::to_string(share->units));
+      out.problems.push_back("container \"" + c.name + "\" holds " +
+                             std::to_string(c.unit_ids.size()) + " units, its spec asks for " +
+                             std::to_string(share->units));
     }
     out.gpus[c.name] = per_gpu.begin()->first;
   }
   out.complete = !request.app.empty();
-  for (const ContainerShare& a : request.app) out.complete = out.complete && out.gpus.count(a.name) > 0;
+  for (const ContainerShare& a : request.app)
+    out.complete = out.complete && out.gpus.count(a.name) > 0;
   if (out.complete) {
     const int first = out.gpus[request.app.front().name];
     for (const ContainerShare& i : request.init) out.gpus[i.name] = first;
@@ -269,9 +291,9 @@ ActualPlacement ActualGpus(const PodRequest& request, const std::vector<Observed
   return out;
 }
 
-std::map<std::string, std::string> ReconcileChanges(const std::map<std::string, std::string>& annotations,
-                                                    const PodRequest& request, const ContainerGpus& actual,
-                                                    int64_t dev_units) {
+std::map<std::string, std::string> ReconcileChanges(
+    const std::map<std::string, std::string>& annotations, const PodRequest& request,
+    const ContainerGpus& actual, int64_t dev_units) {
   std::map<std::string, std::string> want = ConfirmAnnotations(request, actual);
   if (dev_units >= 0) want[std::string(kDevKey)] = std::to_string(dev_units);
   std::map<std::string, std::string> out;

@@ -40,7 +40,8 @@ inline constexpr std::string_view kMigMode = "mig";
 // One entry per GPU, in index order: its mode from the plan ("memory" when the memory-share
 // resource has units on it), its units, and its health (a memory GPU is Unhealthy when its
 // units are; any other GPU when any device on it is).
-NodeInventory BuildNodeInventory(const Inventory& inventory, const NodeConfig& config, const ResourcePlan& plan);
+NodeInventory BuildNodeInventory(const Inventory& inventory, const NodeConfig& config,
+                                 const ResourcePlan& plan);
 
 // The memory-share resource of a plan, or null.
 const PlannedResource* FindMemoryResource(const ResourcePlan& plan);
@@ -61,13 +62,13 @@ struct UnitQuery {
 };
 
 struct UnitChoice {
-  std::vector<std::string> ids;  // must_include first, then units of `gpu` by unit number
-  int gpu = -1;                  // the GPU index chosen, -1 when nothing fits
+  std::vector<std::string> ids;        // must_include first, then units of `gpu` by unit number
+  int gpu = -1;                        // the GPU index chosen, -1 when nothing fits
   std::optional<PendingSlot> steered;  // the pending slot the advice most likely serves, if any
   std::optional<SlotKey> key;          // the key of the open slot the advice uses
-  bool matched_pending = false;  // a pending slot asks this size first (else the caller may
-                                 // look for pods its cache has not seen yet)
-  std::string reason;            // for the log: "planned", "swapped", "must_include", ...
+  bool matched_pending = false;        // a pending slot asks this size first (else the caller may
+                                       // look for pods its cache has not seen yet)
+  std::string reason;                  // for the log: "planned", "swapped", "must_include", ...
 };
 
 // GetPreferredAllocation's advice: units of one GPU, never of two.
@@ -84,7 +85,8 @@ struct UnitChoice {
 //     why: "no_gpu_has_room").
 // Units within a GPU are taken lowest number first. kInvalidArgument for a size below 1 or
 // more must_include than size. IDs the resource does not advertise are ignored.
-Result<UnitChoice> ChooseUnits(const PlannedResource& resource, const UnitQuery& query, const SlotLedger& ledger);
+Result<UnitChoice> ChooseUnits(const PlannedResource& resource, const UnitQuery& query,
+                               const SlotLedger& ledger);
 
 // --- Allocate ------------------------------------------------------------------------------
 
@@ -98,7 +100,8 @@ struct UnitAllocation {
 
 // All units must be on one GPU of `resource`: kInvalidArgument naming the GPUs and their unit
 // counts when they are not (kubelet mixed GPUs because no single GPU had room).
-Result<UnitAllocation> CheckUnits(const PlannedResource& resource, const std::vector<const PlannedDevice*>& units);
+Result<UnitAllocation> CheckUnits(const PlannedResource& resource,
+                                  const std::vector<const PlannedDevice*>& units);
 
 // ALIYUN_COM_GPU_MEM_IDX / _CONTAINER / _DEV / _POD for the container. Allocate sees one
 // container and no pod, so _POD is this container's units (the pod's total for the usual pod
@@ -108,22 +111,23 @@ std::map<std::string, std::string> AllocationEnv(const UnitAllocation& a);
 // --- reconciliation ------------------------------------------------------------------------
 
 struct ActualPlacement {
-  ContainerGpus gpus;                  // every container of the request (init ones included)
-  bool complete = false;               // every app container with units was seen with units
-  std::vector<std::string> problems;   // unknown IDs, units that span GPUs, wrong counts
+  ContainerGpus gpus;                 // every container of the request (init ones included)
+  bool complete = false;              // every app container with units was seen with units
+  std::vector<std::string> problems;  // unknown IDs, units that span GPUs, wrong counts
 };
 
 // Maps each observed container's unit IDs to the GPU they encode (by UUID, through the node's
 // GPUs, so it holds across reloads). Init containers are not listed by PodResources; they ran
 // on the GPU of the first app container with units (they are given that GPU).
-ActualPlacement ActualGpus(const PodRequest& request, const std::vector<ObservedContainer>& observed,
+ActualPlacement ActualGpus(const PodRequest& request,
+                           const std::vector<ObservedContainer>& observed,
                            const Inventory& inventory);
 
 // The annotation changes that make a pod's annotations say `actual` (memshare::ConfirmAnnotations,
 // plus ALIYUN_COM_GPU_MEM_DEV = `dev_units` of the real GPU when >= 0), only the keys whose
 // value differs; empty when the pod already tells the truth.
-std::map<std::string, std::string> ReconcileChanges(const std::map<std::string, std::string>& annotations,
-                                                    const PodRequest& request, const ContainerGpus& actual,
-                                                    int64_t dev_units = -1);
+std::map<std::string, std::string> ReconcileChanges(
+    const std::map<std::string, std::string>& annotations, const PodRequest& request,
+    const ContainerGpus& actual, int64_t dev_units = -1);
 
 }  // namespace gpushare::memshare

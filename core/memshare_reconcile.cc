@@ -7,7 +7,8 @@ namespace gpushare::memshare {
 namespace {
 
 // ALIYUN_COM_GPU_MEM_DEV: the units of the GPU the pod's first demand really got (-1: unknown).
-int64_t DevUnits(const PodRequest& request, const ContainerGpus& actual, const NodeInventory& desired) {
+int64_t DevUnits(const PodRequest& request, const ContainerGpus& actual,
+                 const NodeInventory& desired) {
   const std::vector<std::string> owners = request.DemandContainers();
   if (owners.empty()) return -1;
   auto it = actual.find(owners[0]);
@@ -18,9 +19,10 @@ int64_t DevUnits(const PodRequest& request, const ContainerGpus& actual, const N
 
 }  // namespace
 
-Observation PodReconciler::Observe(const std::map<std::string, std::vector<ObservedContainer>>& observed,
-                                   const std::map<std::string, CachedPod>& cached, const Inventory& inventory,
-                                   const NodeInventory& desired) {
+Observation PodReconciler::Observe(
+    const std::map<std::string, std::vector<ObservedContainer>>& observed,
+    const std::map<std::string, CachedPod>& cached, const Inventory& inventory,
+    const NodeInventory& desired) {
   Observation out;
   for (const auto& [key, containers] : observed) {
     auto c = cached.find(key);
@@ -34,14 +36,16 @@ Observation PodReconciler::Observe(const std::map<std::string, std::vector<Obser
     unseen_.erase(key);
     PodDecision d = Decide(key, containers, c->second, inventory, desired);
     if (d.verdict == PodVerdict::kIncomplete) out.retry_soon = true;
-    if (d.verdict != PodVerdict::kIncomplete && d.verdict != PodVerdict::kUnreadable) ++out.confirmed;
+    if (d.verdict != PodVerdict::kIncomplete && d.verdict != PodVerdict::kUnreadable)
+      ++out.confirmed;
     out.pods.push_back(std::move(d));
   }
   Forget(observed);
   return out;
 }
 
-PodDecision PodReconciler::Decide(const std::string& key, const std::vector<ObservedContainer>& containers,
+PodDecision PodReconciler::Decide(const std::string& key,
+                                  const std::vector<ObservedContainer>& containers,
                                   const CachedPod& pod, const Inventory& inventory,
                                   const NodeInventory& desired) const {
   PodDecision d{key, PodVerdict::kUnreadable, {}, {}, {}, {}, pod.resource_version};
@@ -56,11 +60,14 @@ PodDecision PodReconciler::Decide(const std::string& key, const std::vector<Obse
     d.verdict = PodVerdict::kIncomplete;
     return d;
   }
-  d.changes = ReconcileChanges(pod.annotations, *pod.request, d.actual, DevUnits(*pod.request, d.actual, desired));
+  d.changes = ReconcileChanges(pod.annotations, *pod.request, d.actual,
+                               DevUnits(*pod.request, d.actual, desired));
   auto w = written_.find(key);
-  const bool written =
-      w != written_.end() && w->second.changes == d.changes && w->second.resource_version == pod.resource_version;
-  d.verdict = d.changes.empty() ? PodVerdict::kTruthful : written ? PodVerdict::kWritten : PodVerdict::kPatch;
+  const bool written = w != written_.end() && w->second.changes == d.changes &&
+                       w->second.resource_version == pod.resource_version;
+  d.verdict = d.changes.empty() ? PodVerdict::kTruthful
+              : written         ? PodVerdict::kWritten
+                                : PodVerdict::kPatch;
   if (d.verdict == PodVerdict::kPatch) d.before = ResolveAssignment(pod.annotations, *pod.request);
   return d;
 }

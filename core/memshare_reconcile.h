@@ -42,8 +42,8 @@ struct PodDecision {
   std::vector<std::string> problems;  // what ActualGpus found wrong, or why it is unreadable
   ContainerGpus actual;               // where kubelet put the containers (complete pods)
   std::map<std::string, std::string> changes;  // kPatch
-  PodAssignment before;               // kPatch: what the annotations said
-  std::string resource_version;       // kPatch: of the cached pod
+  PodAssignment before;                        // kPatch: what the annotations said
+  std::string resource_version;                // kPatch: of the cached pod
 };
 
 struct Observation {
@@ -72,7 +72,8 @@ class PodReconciler {
   };
 
   PodDecision Decide(const std::string& key, const std::vector<ObservedContainer>& containers,
-                     const CachedPod& pod, const Inventory& inventory, const NodeInventory& desired) const;
+                     const CachedPod& pod, const Inventory& inventory,
+                     const NodeInventory& desired) const;
   void Forget(const std::map<std::string, std::vector<ObservedContainer>>& observed);
 
   std::map<std::string, Write> written_;

@@ -58,7 +58,8 @@ bool WorkerSchedule::MayList(int64_t now) {
 }
 
 void WorkerSchedule::ListFailed(bool rate_limited, int64_t now) {
-  list_backoff_ms_ = rate_limited ? Double(list_backoff_ms_, 100, 2000) : Double(list_backoff_ms_, 500, 30000);
+  list_backoff_ms_ =
+      rate_limited ? Double(list_backoff_ms_, 100, 2000) : Double(list_backoff_ms_, 500, 30000);
   Rearm(now + list_backoff_ms_);
 }
 
@@ -67,6 +68,8 @@ void WorkerSchedule::Reconciled(bool retry_soon, int64_t now) {
   Rearm(now + (retry_soon ? t_.retry_soon_ms : t_.reconcile_interval_ms));
 }
 
-void WorkerSchedule::Rearm(int64_t at) { reconcile_at_ = std::min(reconcile_at_, at); }
+void WorkerSchedule::Rearm(int64_t at) {
+  reconcile_at_ = std::min(reconcile_at_, at);
+}
 
 }  // namespace gpushare::memshare

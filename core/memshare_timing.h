@@ -30,7 +30,8 @@ struct ScheduleTiming {
 enum class WorkerStep {
   kWait,       // nothing due before NextWakeMs()
   kPublish,    // publish the node's GPUs; then report Published()
-  kReconcile,  // a reconcile round; report NotSynced(), or ask MayList() and then ListFailed()/Reconciled()
+  kReconcile,  // a reconcile round; report NotSynced(), or ask MayList() and then
+               // ListFailed()/Reconciled()
 };
 
 class WorkerSchedule {

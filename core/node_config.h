@@ -17,7 +17,10 @@ namespace gpushare {
 
 enum class MigStrategy { kNone, kSingle, kMixed };
 enum class DeviceIdStrategy { kUuid, kIndex };
-enum class AllocationPolicy { kDistributed, kPacked };  // replicas / MIG devices in GetPreferredAllocation
+enum class AllocationPolicy {
+  kDistributed,
+  kPacked
+};  // replicas / MIG devices in GetPreferredAllocation
 
 // flags.plugin.deviceListStrategy: any combination of these.
 struct DeviceListStrategy {
@@ -39,11 +42,11 @@ struct DeviceSelector {
 
 // One sharing.timeSlicing.resources[] entry.
 struct ReplicatedResource {
-  std::string name;     // the resource being replicated: "nvidia.com/gpu", "nvidia.com/mig-1g.10gb"
-  std::string rename;   // advertised name instead of `name`, empty = none (or <name>.shared
-                        // when renameByDefault); always fully qualified after validation
+  std::string name;    // the resource being replicated: "nvidia.com/gpu", "nvidia.com/mig-1g.10gb"
+  std::string rename;  // advertised name instead of `name`, empty = none (or <name>.shared
+                       // when renameByDefault); always fully qualified after validation
   DeviceSelector devices;
-  int replicas = 2;     // 2..GpushareSettings::max_clients_per_gpu
+  int replicas = 2;        // 2..GpushareSettings::max_clients_per_gpu
   std::string field_path;  // e.g. "sharing.timeSlicing.resources[1]" for messages
 };
 
@@ -55,14 +58,14 @@ struct TimeSlicing {
 
 // How a replica's memory limit is derived (gpushare.timeSlicing.memoryLimit).
 enum class ReplicaMemoryLimit {
-  kNone,        // replicas are not memory-limited (NVIDIA behaviour)
-  kEvenSplit,   // each replica gets floor(device memory / replicas)
+  kNone,       // replicas are not memory-limited (NVIDIA behaviour)
+  kEvenSplit,  // each replica gets floor(device memory / replicas)
 };
 
 // How a replica's compute share is derived (gpushare.timeSlicing.computeLimit).
 enum class ReplicaComputeLimit {
-  kNone,        // replicas are not SM-limited
-  kEvenSplit,   // each replica gets floor(100% / replicas) of the device's SMs (at least 1%)
+  kNone,       // replicas are not SM-limited
+  kEvenSplit,  // each replica gets floor(100% / replicas) of the device's SMs (at least 1%)
 };
 
 // How a memory share's compute share is derived (gpushare.memoryShares.computeLimit).
@@ -95,7 +98,8 @@ struct GpushareSettings {
   // Health (XID) handling.
   bool health_checks_enabled = true;
   std::vector<uint32_t> ignored_xids = {13, 31, 43, 45, 68, 109};
-  int64_t health_recovery_seconds = 300;  // quiet period after which an Unhealthy device recovers; 0 = never
+  int64_t health_recovery_seconds =
+      300;  // quiet period after which an Unhealthy device recovers; 0 = never
 
   // Where the in-container library lives on the host (mounted by Allocate); empty = not mounted.
   std::string interposer_host_dir;
@@ -111,9 +115,9 @@ struct PluginFlags {
   DeviceIdStrategy device_id_strategy = DeviceIdStrategy::kUuid;
   std::string cdi_annotation_prefix = "cdi.k8s.io/";
   std::string cdi_vendor_class = "k8s.device-plugin.nvidia.com/gpu";  // CDI kind for names
-  std::string nvidia_dev_root = "/";  // where /dev/nvidia* live, for passDeviceSpecs
-  std::string nvidia_driver_root = "/";         // flags.nvidiaDriverRoot
-  std::string container_driver_root = "/driver-root";  // flags.plugin.containerDriverRoot
+  std::string nvidia_dev_root = "/";     // where /dev/nvidia* live, for passDeviceSpecs
+  std::string nvidia_driver_root = "/";  // flags.nvidiaDriverRoot
+  std::string container_driver_root = "/driver-root";   // flags.plugin.containerDriverRoot
   std::string nvidia_ctk_path = "/usr/bin/nvidia-ctk";  // flags.plugin.nvidiaCTKPath
 };
 

@@ -10,7 +10,8 @@ namespace {
 // "... and 3 more problems (23 in all)", "... and 1 more note (21 in all)"; `what` is plural.
 std::string MoreLine(size_t more, size_t total, std::string what) {
   if (more == 1 && !what.empty() && what.back() == 's') what.pop_back();
-  return "... and " + std::to_string(more) + " more " + what + " (" + std::to_string(total) + " in all)";
+  return "... and " + std::to_string(more) + " more " + what + " (" + std::to_string(total) +
+         " in all)";
 }
 
 }  // namespace
@@ -26,10 +27,18 @@ std::string EscapeControlBytes(std::string_view s) {
       continue;
     }
     switch (c) {
-      case 0: out += "\\0"; break;
-      case '\t': out += "\\t"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
+      case 0:
+        out += "\\0";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
       default:
         out += "\\x";
         out += kHex[c >> 4];
@@ -73,7 +82,8 @@ std::string ProblemList::Joined() const {
   return JoinLines(lines);
 }
 
-std::vector<std::string> CapLines(std::vector<std::string> lines, const std::string& what, size_t shown) {
+std::vector<std::string> CapLines(std::vector<std::string> lines, const std::string& what,
+                                  size_t shown) {
   if (lines.size() <= shown) return lines;
   const size_t total = lines.size();
   lines.resize(shown);

@@ -6,8 +6,12 @@ namespace gpushare {
 
 namespace {
 
-bool IsLowerAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
-bool IsAlnum(char c) { return IsLowerAlnum(c) || (c >= 'A' && c <= 'Z'); }
+bool IsLowerAlnum(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+bool IsAlnum(char c) {
+  return IsLowerAlnum(c) || (c >= 'A' && c <= 'Z');
+}
 
 // DNS-1123 subdomain: dot-separated labels of [a-z0-9-], each starting and ending
 // alphanumeric, at most 253 characters in all.

@@ -67,7 +67,8 @@ void CollectBaseDevices(const Inventory& inv, MigStrategy strategy, std::vector<
     if (!mig_gpus.empty() && !plain_gpus.empty()) {
       problems->push_back(
           "flags.migStrategy: single requires MIG to be enabled on every GPU or on none; MIG is "
-          "enabled on GPU " + JoinInts(mig_gpus) + " and disabled on GPU " + JoinInts(plain_gpus) +
+          "enabled on GPU " +
+          JoinInts(mig_gpus) + " and disabled on GPU " + JoinInts(plain_gpus) +
           " (use migStrategy mixed for such a node)");
       return;
     }
@@ -150,7 +151,8 @@ std::string SelectorKey(const std::string& item) {
     if (s2 == std::string::npos) return "";
     const std::string gi = rest.substr(s1 + 1, s2 - s1 - 1), ci = rest.substr(s2 + 1);
     if (!IsUnsignedNumber(gi) || !IsUnsignedNumber(ci)) return "";
-    return "c" + rest.substr(0, s1) + "/" + std::to_string(std::stoi(gi)) + "/" + std::to_string(std::stoi(ci));
+    return "c" + rest.substr(0, s1) + "/" + std::to_string(std::stoi(gi)) + "/" +
+           std::to_string(std::stoi(ci));
   }
   if (item.rfind("MIG-", 0) == 0) return "m" + item;
   return "";
@@ -165,7 +167,8 @@ class SelectorIndex {
       by_key_["#" + std::to_string(d.gpu->index)].push_back(&d);
       by_key_["g" + d.gpu->uuid].push_back(&d);
       if (d.mig == nullptr) continue;
-      by_key_["@" + std::to_string(d.gpu->index) + ":" + std::to_string(d.mig->index)].push_back(&d);
+      by_key_["@" + std::to_string(d.gpu->index) + ":" + std::to_string(d.mig->index)].push_back(
+          &d);
       by_key_["c" + d.gpu->uuid + "/" + std::to_string(d.mig->gpu_instance_id) + "/" +
               std::to_string(d.mig->compute_instance_id)]
           .push_back(&d);
@@ -203,8 +206,9 @@ std::string NameField(const ReplicatedResource& r, size_t i, const TimeSlicing& 
 
 // The devices a `devices` list selects for entry `i` (each once); records items that match no
 // device of the entry's resource. `chosen_by` holds the entry that last chose each device.
-std::vector<BaseDevice*> ChooseListed(const ReplicatedResource& r, size_t i, const SelectorIndex& index,
-                                      BaseDevice* first, std::vector<size_t>* chosen_by, ProblemList* problems) {
+std::vector<BaseDevice*> ChooseListed(const ReplicatedResource& r, size_t i,
+                                      const SelectorIndex& index, BaseDevice* first,
+                                      std::vector<size_t>* chosen_by, ProblemList* problems) {
   const std::string path = EntryPath(r, i);
   std::vector<BaseDevice*> chosen;
   for (size_t j = 0; j < r.devices.items.size(); ++j) {
@@ -221,10 +225,11 @@ std::vector<BaseDevice*> ChooseListed(const ReplicatedResource& r, size_t i, con
       }
     }
     if (matched) continue;
-    std::string msg = path + ".devices[" + std::to_string(j) + "]: \"" + item + "\" matches no " + r.name +
-                      " device on this node";
+    std::string msg = path + ".devices[" + std::to_string(j) + "]: \"" + item + "\" matches no " +
+                      r.name + " device on this node";
     if (!named.empty()) {
-      msg += " (" + named.front()->Describe() + " is advertised as " + named.front()->resource + ")";
+      msg +=
+          " (" + named.front()->Describe() + " is advertised as " + named.front()->resource + ")";
     }
     problems->push_back(msg);
   }
@@ -233,7 +238,8 @@ std::vector<BaseDevice*> ChooseListed(const ReplicatedResource& r, size_t i, con
 
 // Gives the `chosen` devices to entry `i`; records devices that serve memory shares or that
 // another entry already took.
-void AssignEntry(const TimeSlicing& ts, size_t i, const std::vector<BaseDevice*>& chosen, ProblemList* problems) {
+void AssignEntry(const TimeSlicing& ts, size_t i, const std::vector<BaseDevice*>& chosen,
+                 ProblemList* problems) {
   const std::string path = EntryPath(ts.resources[i], i);
   for (BaseDevice* d : chosen) {
     if (d->entry == kMemoryEntry) {
@@ -259,7 +265,8 @@ void ApplySelectors(const TimeSlicing& ts, std::vector<BaseDevice>* devices, Pro
   const SelectorIndex index(*devices);
   std::unordered_map<std::string, std::vector<BaseDevice*>> by_resource;
   for (auto& d : *devices) by_resource[d.resource].push_back(&d);
-  std::vector<size_t> chosen_by(devices->size(), SIZE_MAX);  // the entry that last chose each device
+  std::vector<size_t> chosen_by(devices->size(),
+                                SIZE_MAX);  // the entry that last chose each device
   for (size_t i = 0; i < ts.resources.size(); ++i) {
     const ReplicatedResource& r = ts.resources[i];
     const std::string path = EntryPath(r, i);
@@ -268,15 +275,17 @@ void ApplySelectors(const TimeSlicing& ts, std::vector<BaseDevice>* devices, Pro
     switch (r.devices.kind) {
       case DeviceSelector::Kind::kAll:
         if (candidates.empty()) {
-          notes->push_back(path + ": this node has no " + r.name + " devices; the entry is unused here");
+          notes->push_back(path + ": this node has no " + r.name +
+                           " devices; the entry is unused here");
         }
         chosen = candidates;
         break;
       case DeviceSelector::Kind::kCount:
         if (r.devices.count <= 0 || static_cast<size_t>(r.devices.count) > candidates.size()) {
-          problems->push_back(path + ".devices: count " + std::to_string(r.devices.count) + " must be 1.." +
-                              std::to_string(candidates.size()) + " (this node has " +
-                              std::to_string(candidates.size()) + " " + r.name + " devices)");
+          problems->push_back(path + ".devices: count " + std::to_string(r.devices.count) +
+                              " must be 1.." + std::to_string(candidates.size()) +
+                              " (this node has " + std::to_string(candidates.size()) + " " +
+                              r.name + " devices)");
           break;
         }
         chosen.assign(candidates.begin(), candidates.begin() + r.devices.count);
@@ -300,8 +309,8 @@ struct NameSource {
 
 // The GPUs gpushare.memoryShares.devices selects, in index order. `all` skips MIG-enabled GPUs
 // (with a note); naming one explicitly is a problem.
-std::vector<const Gpu*> SelectMemoryGpus(const Inventory& inv, const DeviceSelector& sel, ProblemList* problems,
-                                         std::vector<std::string>* notes) {
+std::vector<const Gpu*> SelectMemoryGpus(const Inventory& inv, const DeviceSelector& sel,
+                                         ProblemList* problems, std::vector<std::string>* notes) {
   const std::string path = std::string(kMemoryField) + ".devices";
   std::vector<const Gpu*> out;
   auto mig_problem = [&](const std::string& where, const Gpu& g) {
@@ -312,7 +321,8 @@ std::vector<const Gpu*> SelectMemoryGpus(const Inventory& inv, const DeviceSelec
     case DeviceSelector::Kind::kAll:
       for (const Gpu& g : inv.gpus) {
         if (g.mig_enabled) {
-          notes->push_back(path + ": GPU " + std::to_string(g.index) + " has MIG enabled and does not serve memory shares");
+          notes->push_back(path + ": GPU " + std::to_string(g.index) +
+                           " has MIG enabled and does not serve memory shares");
           continue;
         }
         out.push_back(&g);
@@ -321,21 +331,24 @@ std::vector<const Gpu*> SelectMemoryGpus(const Inventory& inv, const DeviceSelec
     case DeviceSelector::Kind::kCount:
       if (sel.count <= 0 || static_cast<size_t>(sel.count) > inv.gpus.size()) {
         problems->push_back(path + ": count " + std::to_string(sel.count) + " must be 1.." +
-                            std::to_string(inv.gpus.size()) + " (this node has " + std::to_string(inv.gpus.size()) +
-                            " GPUs)");
+                            std::to_string(inv.gpus.size()) + " (this node has " +
+                            std::to_string(inv.gpus.size()) + " GPUs)");
         break;
       }
       for (int k = 0; k < sel.count; ++k) {
         const Gpu& g = inv.gpus[k];
-        if (g.mig_enabled) mig_problem(path, g);
-        else out.push_back(&g);
+        if (g.mig_enabled)
+          mig_problem(path, g);
+        else
+          out.push_back(&g);
       }
       break;
     case DeviceSelector::Kind::kList:
       for (size_t j = 0; j < sel.items.size(); ++j) {
         const std::string& item = sel.items[j];
         const std::string where = path + "[" + std::to_string(j) + "]";
-        const Gpu* g = IsUnsignedNumber(item) ? inv.FindByIndex(std::stoi(item)) : inv.FindByUuid(item);
+        const Gpu* g =
+            IsUnsignedNumber(item) ? inv.FindByIndex(std::stoi(item)) : inv.FindByUuid(item);
         if (g == nullptr) {
           problems->push_back(where + ": \"" + item + "\" matches no GPU on this node");
           continue;
@@ -346,7 +359,8 @@ std::vector<const Gpu*> SelectMemoryGpus(const Inventory& inv, const DeviceSelec
         }
         out.push_back(g);
       }
-      std::sort(out.begin(), out.end(), [](const Gpu* a, const Gpu* b) { return a->index < b->index; });
+      std::sort(out.begin(), out.end(),
+                [](const Gpu* a, const Gpu* b) { return a->index < b->index; });
       out.erase(std::unique(out.begin(), out.end()), out.end());
       break;
   }
@@ -367,7 +381,8 @@ PlannedResource BuildMemoryResource(const std::vector<const Gpu*>& gpus, const M
     if (units <= 0) {
       notes->push_back(std::string(kMemoryField) + ": GPU " + std::to_string(g->index) + " has " +
                        std::to_string(g->memory_mib) + " MiB, less than one " +
-                       std::string(memshare::MemoryUnitName(ms.unit)) + "; it advertises no " + pr.name);
+                       std::string(memshare::MemoryUnitName(ms.unit)) + "; it advertises no " +
+                       pr.name);
       continue;
     }
     PlannedDevice base;
@@ -379,7 +394,8 @@ PlannedResource BuildMemoryResource(const std::vector<const Gpu*>& gpus, const M
     base.memory_mib = g->memory_mib;
     base.memory_limit_mib = static_cast<uint64_t>(pr.unit_mib);
     if (ms.compute_limit == MemoryComputeLimit::kProportional && g->memory_mib > 0)
-      base.sm_share_ppm = static_cast<uint32_t>(static_cast<uint64_t>(pr.unit_mib) * 1'000'000u / g->memory_mib);
+      base.sm_share_ppm =
+          static_cast<uint32_t>(static_cast<uint64_t>(pr.unit_mib) * 1'000'000u / g->memory_mib);
     for (int64_t j = 0; j < units; ++j) {
       PlannedDevice d = base;
       d.id = memshare::UnitDeviceId(g->uuid, j);
@@ -399,7 +415,9 @@ int64_t VarintBytes(uint64_t v) {
   }
   return n;
 }
-int64_t LengthDelimited(int64_t len) { return 1 + VarintBytes(static_cast<uint64_t>(len)) + len; }
+int64_t LengthDelimited(int64_t len) {
+  return 1 + VarintBytes(static_cast<uint64_t>(len)) + len;
+}
 
 std::string MiBText(int64_t bytes) {
   const int64_t tenths = (bytes * 10 + (1 << 20) - 1) >> 20;
@@ -409,7 +427,9 @@ std::string MiBText(int64_t bytes) {
 // One device's share of a ListAndWatchResponse (health "Unhealthy", as ListAndWatchBytes).
 int64_t DeviceBytes(int64_t id_len, int64_t numa) {
   int64_t dev = LengthDelimited(9) + (id_len > 0 ? LengthDelimited(id_len) : 0);
-  if (numa >= 0) dev += LengthDelimited(LengthDelimited(numa == 0 ? 0 : 1 + VarintBytes(static_cast<uint64_t>(numa))));
+  if (numa >= 0)
+    dev += LengthDelimited(
+        LengthDelimited(numa == 0 ? 0 : 1 + VarintBytes(static_cast<uint64_t>(numa))));
   return LengthDelimited(dev);
 }
 
@@ -420,20 +440,23 @@ int64_t MemoryListBytes(const std::vector<const Gpu*>& gpus, memshare::MemoryUni
     const int64_t units = memshare::UnitsForMemory(static_cast<int64_t>(g->memory_mib), unit);
     const int64_t prefix = static_cast<int64_t>(g->uuid.size() + memshare::kUnitIdSeparator.size());
     for (int64_t digits = 1, lo = 0; lo < units; ++digits, lo = lo == 0 ? 10 : lo * 10) {
-      const int64_t hi = std::min<int64_t>(units, lo == 0 ? 10 : lo * 10);  // j in [lo, hi) has `digits` digits
+      const int64_t hi =
+          std::min<int64_t>(units, lo == 0 ? 10 : lo * 10);  // j in [lo, hi) has `digits` digits
       total += (hi - lo) * DeviceBytes(prefix + digits, g->numa_node);
     }
   }
   return total;
 }
 
-std::string SizeProblem(const std::string& field, const std::string& name, int64_t devices, int64_t bytes,
-                        bool mib_units) {
+std::string SizeProblem(const std::string& field, const std::string& name, int64_t devices,
+                        int64_t bytes, bool mib_units) {
   const int64_t per_device = std::max<int64_t>(1, bytes / std::max<int64_t>(1, devices));
-  std::string msg = field + ": " + std::to_string(devices) + " " + name + " devices need a ListAndWatch message of " +
-                    MiBText(bytes) + ", more than kubelet's 4 MiB gRPC limit (about " +
+  std::string msg = field + ": " + std::to_string(devices) + " " + name +
+                    " devices need a ListAndWatch message of " + MiBText(bytes) +
+                    ", more than kubelet's 4 MiB gRPC limit (about " +
                     std::to_string(kMaxListAndWatchBytes / per_device) + " devices fit)";
-  if (mib_units) msg += "; use unit GiB, or select fewer GPUs with " + std::string(kMemoryField) + ".devices";
+  if (mib_units)
+    msg += "; use unit GiB, or select fewer GPUs with " + std::string(kMemoryField) + ".devices";
   return msg;
 }
 
@@ -442,7 +465,8 @@ std::string SizeProblem(const std::string& field, const std::string& name, int64
 // Marks the whole GPUs that serve memory shares (kMemoryEntry): they leave the whole-GPU devices.
 void MarkMemoryGpus(const std::vector<const Gpu*>& memory_gpus, std::vector<BaseDevice>* devices) {
   for (auto& d : *devices) {
-    if (d.mig == nullptr && std::find(memory_gpus.begin(), memory_gpus.end(), d.gpu) != memory_gpus.end()) {
+    if (d.mig == nullptr &&
+        std::find(memory_gpus.begin(), memory_gpus.end(), d.gpu) != memory_gpus.end()) {
       d.entry = kMemoryEntry;
     }
   }
@@ -462,11 +486,13 @@ void CheckReplicas(const TimeSlicing& ts, int ceiling, ProblemList* problems) {
 using NameFields = std::map<std::string, std::string>;
 
 // The name `d` is advertised under, where it comes from, and the field that decides it.
-NameSource SourceOf(const BaseDevice& d, const TimeSlicing& ts, std::string* name, std::string* field) {
+NameSource SourceOf(const BaseDevice& d, const TimeSlicing& ts, std::string* name,
+                    std::string* field) {
   if (d.entry < 0) {
     *name = d.resource;
-    *field = d.mig != nullptr ? "MIG profile " + d.mig->profile + " of GPU " + std::to_string(d.gpu->index)
-                              : "GPU " + std::to_string(d.gpu->index);
+    *field = d.mig != nullptr
+                 ? "MIG profile " + d.mig->profile + " of GPU " + std::to_string(d.gpu->index)
+                 : "GPU " + std::to_string(d.gpu->index);
     return {-1, d.resource, 1};
   }
   const auto& r = ts.resources[d.entry];
@@ -500,8 +526,9 @@ std::string CollisionProblem(const std::string& name, const NameSource& have, co
 
 // Who advertises what: records collisions between sources (each colliding pair once) and
 // returns the names advertised by the devices, each with its field.
-std::map<std::string, NameSource> CollectNames(const std::vector<BaseDevice>& devices, const TimeSlicing& ts,
-                                               NameFields* name_field, ProblemList* problems) {
+std::map<std::string, NameSource> CollectNames(const std::vector<BaseDevice>& devices,
+                                               const TimeSlicing& ts, NameFields* name_field,
+                                               ProblemList* problems) {
   std::map<std::string, NameSource> sources;
   std::set<std::tuple<std::string, int, int>> reported;
   for (const auto& d : devices) {
@@ -515,7 +542,8 @@ std::map<std::string, NameSource> CollectNames(const std::vector<BaseDevice>& de
     }
     const NameSource& have = it->second;
     if (have.entry == src.entry) continue;
-    if (have.entry >= 0 && src.entry >= 0 && have.base == src.base && have.replicas == src.replicas) continue;
+    if (have.entry >= 0 && src.entry >= 0 && have.base == src.base && have.replicas == src.replicas)
+      continue;
     if (!reported.insert({name, have.entry, src.entry}).second) continue;
     problems->push_back(CollisionProblem(name, have, src, devices, ts));
   }
@@ -523,10 +551,11 @@ std::map<std::string, NameSource> CollectNames(const std::vector<BaseDevice>& de
 }
 
 // Names: collisions between sources, with the memory-share resource, and invalid names.
-NameFields CheckNames(const std::vector<BaseDevice>& devices, const TimeSlicing& ts, const MemoryShares& ms,
-                      bool memory_shares, ProblemList* problems) {
+NameFields CheckNames(const std::vector<BaseDevice>& devices, const TimeSlicing& ts,
+                      const MemoryShares& ms, bool memory_shares, ProblemList* problems) {
   NameFields name_field;
-  const std::map<std::string, NameSource> sources = CollectNames(devices, ts, &name_field, problems);
+  const std::map<std::string, NameSource> sources =
+      CollectNames(devices, ts, &name_field, problems);
   if (memory_shares && sources.count(ms.resource_name) > 0) {
     problems->push_back(std::string(kMemoryField) + ".resourceName: " + ms.resource_name +
                         " is also advertised by " + name_field[ms.resource_name] +
@@ -535,15 +564,16 @@ NameFields CheckNames(const std::vector<BaseDevice>& devices, const TimeSlicing&
   for (const auto& [name, src] : sources) {
     std::string why = ExtendedResourceNameProblem(name);
     if (!why.empty()) {
-      problems->push_back(name_field[name] + ": " + name + " is not a valid extended resource name: " + why);
+      problems->push_back(name_field[name] + ": " + name +
+                          " is not a valid extended resource name: " + why);
     }
   }
   return name_field;
 }
 
 // The per-GPU client ceiling, counting every advertised device on the physical GPU.
-void CheckClientCeiling(const Gpu& g, const std::vector<BaseDevice>& devices, const TimeSlicing& ts, int ceiling,
-                        ProblemList* problems) {
+void CheckClientCeiling(const Gpu& g, const std::vector<BaseDevice>& devices, const TimeSlicing& ts,
+                        int ceiling, ProblemList* problems) {
   int clients = 0;
   int mig_devices = 0;
   std::set<int> entries;
@@ -559,8 +589,8 @@ void CheckClientCeiling(const Gpu& g, const std::vector<BaseDevice>& devices, co
   }
   if (entries.empty() || clients <= ceiling) return;
   const int e = *entries.begin();
-  std::string msg = EntryPath(ts.resources[e], e) + ".replicas: GPU " + std::to_string(g.index) + " (" + g.uuid +
-                    ") would have " + std::to_string(clients) + " clients";
+  std::string msg = EntryPath(ts.resources[e], e) + ".replicas: GPU " + std::to_string(g.index) +
+                    " (" + g.uuid + ") would have " + std::to_string(clients) + " clients";
   if (mig_devices > 0) {
     msg += " (" + std::to_string(mig_devices) + " MIG devices";
     if (entries.size() == 1) msg += " x " + std::to_string(ts.resources[e].replicas) + " replicas";
@@ -580,8 +610,10 @@ Status AddMemoryResource(const std::vector<const Gpu*>& memory_gpus, const Memor
   const int64_t bytes = MemoryListBytes(memory_gpus, ms.unit);
   if (bytes > kMaxListAndWatchBytes) {
     int64_t count = 0;
-    for (const Gpu* g : memory_gpus) count += memshare::UnitsForMemory(static_cast<int64_t>(g->memory_mib), ms.unit);
-    return Status::InvalidArgument(SizeProblem(std::string(kMemoryField) + ".unit", ms.resource_name, count, bytes,
+    for (const Gpu* g : memory_gpus)
+      count += memshare::UnitsForMemory(static_cast<int64_t>(g->memory_mib), ms.unit);
+    return Status::InvalidArgument(SizeProblem(std::string(kMemoryField) + ".unit",
+                                               ms.resource_name, count, bytes,
                                                ms.unit == memshare::MemoryUnit::kMiB));
   }
   PlannedResource pr = BuildMemoryResource(memory_gpus, ms, notes);
@@ -642,8 +674,8 @@ void AddDevice(const BaseDevice& d, const TimeSlicing& ts, const GpushareSetting
 
 // Moves the built resources into the plan, in name order; records resources that would share a
 // socket or whose device list would not fit in a ListAndWatch message.
-void AddResources(std::map<std::string, PlannedResource>* by_name, NameFields* name_field, ResourcePlan* plan,
-                  ProblemList* problems) {
+void AddResources(std::map<std::string, PlannedResource>* by_name, NameFields* name_field,
+                  ResourcePlan* plan, ProblemList* problems) {
   std::map<std::string, std::string> sockets;
   for (auto& [name, pr] : *by_name) {
     auto [it, inserted] = sockets.emplace(pr.socket_name, name);
@@ -653,8 +685,8 @@ void AddResources(std::map<std::string, PlannedResource>* by_name, NameFields* n
     }
     const int64_t bytes = ListAndWatchBytes(pr);
     if (bytes > kMaxListAndWatchBytes) {
-      problems->push_back(
-          SizeProblem((*name_field)[name], name, static_cast<int64_t>(pr.devices.size()), bytes, false));
+      problems->push_back(SizeProblem((*name_field)[name], name,
+                                      static_cast<int64_t>(pr.devices.size()), bytes, false));
     }
     plan->resources.push_back(std::move(pr));
   }
@@ -672,7 +704,9 @@ void NoteUnenforcedLimits(const GpushareSettings& gs, ResourcePlan* plan) {
   }
   if (memory || compute) {
     plan->notes.push_back(std::string("gpushare.interposer.hostDir is not set: the ") +
-                          (memory && compute ? "memory and compute" : memory ? "memory" : "compute") +
+                          (memory && compute ? "memory and compute"
+                           : memory          ? "memory"
+                                             : "compute") +
                           " limits of this plan are advertised but not enforced in containers "
                           "(set it to the host directory holding libgpushare-cuda.so)");
   }
@@ -682,13 +716,15 @@ void NoteUnenforcedLimits(const GpushareSettings& gs, ResourcePlan* plan) {
 
 int64_t ListAndWatchBytes(const PlannedResource& resource) {
   int64_t total = 0;
-  const int64_t health = LengthDelimited(static_cast<int64_t>(std::string_view("Unhealthy").size()));
+  const int64_t health =
+      LengthDelimited(static_cast<int64_t>(std::string_view("Unhealthy").size()));
   for (const PlannedDevice& d : resource.devices) {
     int64_t dev = health;
     if (!d.id.empty()) dev += LengthDelimited(static_cast<int64_t>(d.id.size()));
     if (!d.numa_nodes.empty()) {
       int64_t topo = 0;
-      for (int64_t n : d.numa_nodes) topo += LengthDelimited(n == 0 ? 0 : 1 + VarintBytes(static_cast<uint64_t>(n)));
+      for (int64_t n : d.numa_nodes)
+        topo += LengthDelimited(n == 0 ? 0 : 1 + VarintBytes(static_cast<uint64_t>(n)));
       dev += LengthDelimited(topo);
     }
     total += LengthDelimited(dev);
@@ -739,7 +775,8 @@ Result<ResourcePlan> BuildResourcePlan(const Inventory& inventory, const NodeCon
   // Build the resources.
   std::map<std::string, PlannedResource> by_name;
   if (!memory_gpus.empty()) {
-    GPUSHARE_RETURN_IF_ERROR(AddMemoryResource(memory_gpus, ms, &by_name, &name_field, &plan.notes));
+    GPUSHARE_RETURN_IF_ERROR(
+        AddMemoryResource(memory_gpus, ms, &by_name, &name_field, &plan.notes));
   }
   for (const auto& d : devices) {
     if (d.entry != kMemoryEntry) AddDevice(d, ts, config.gpushare, &by_name);

@@ -19,20 +19,20 @@ namespace gpushare {
 
 // What one advertised device stands for.
 struct PlannedDevice {
-  std::string id;           // the ID kubelet sees: "<uuid>", "<uuid>::<n>", "MIG-<uuid>::<n>"
-  bool healthy = true;      // initial health; health changes are applied by the node agent
+  std::string id;       // the ID kubelet sees: "<uuid>", "<uuid>::<n>", "MIG-<uuid>::<n>"
+  bool healthy = true;  // initial health; health changes are applied by the node agent
   std::vector<int64_t> numa_nodes;  // topology; empty = no NUMA affinity
 
-  int gpu_index = 0;        // the physical GPU this device lives on
-  std::string gpu_uuid;     // its UUID
+  int gpu_index = 0;     // the physical GPU this device lives on
+  std::string gpu_uuid;  // its UUID
   bool is_mig = false;
-  int mig_index = -1;       // j of "i:j" when is_mig
-  int mig_gi = -1;          // GPU instance ID when is_mig (nvidia-caps access)
-  int mig_ci = -1;          // compute instance ID when is_mig
-  std::string device_uuid;  // the GPU or MIG UUID a container is given
-  std::string device_index; // "i" or "i:j": the index form a container is given
-  int replica = -1;         // n of "::n", -1 when not replicated
-  uint64_t memory_mib = 0;  // memory of the underlying GPU or MIG device
+  int mig_index = -1;             // j of "i:j" when is_mig
+  int mig_gi = -1;                // GPU instance ID when is_mig (nvidia-caps access)
+  int mig_ci = -1;                // compute instance ID when is_mig
+  std::string device_uuid;        // the GPU or MIG UUID a container is given
+  std::string device_index;       // "i" or "i:j": the index form a container is given
+  int replica = -1;               // n of "::n", -1 when not replicated
+  uint64_t memory_mib = 0;        // memory of the underlying GPU or MIG device
   uint64_t memory_limit_mib = 0;  // per-container limit for the interposer, 0 = none
   // This device's share of its GPU's (or MIG device's) SMs, in millionths, for the interposer's
   // SM limit: a container's limit is the sum over its devices of one GPU. 0 = no SM limit.
@@ -40,12 +40,12 @@ struct PlannedDevice {
 };
 
 struct PlannedResource {
-  std::string name;         // "nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-1g.10gb"
-  std::string socket_name;  // file name in the device-plugin dir, e.g. "gpushare-gpu.sock"
-  int replicas = 1;         // per underlying device; 1 = not shared
-  std::string base_name;    // the resource it derives from ("nvidia.com/gpu" for .shared)
-  std::string source_field; // the config entry it comes from, e.g.
-                            // "sharing.timeSlicing.resources[0]"; empty = not shared
+  std::string name;          // "nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-1g.10gb"
+  std::string socket_name;   // file name in the device-plugin dir, e.g. "gpushare-gpu.sock"
+  int replicas = 1;          // per underlying device; 1 = not shared
+  std::string base_name;     // the resource it derives from ("nvidia.com/gpu" for .shared)
+  std::string source_field;  // the config entry it comes from, e.g.
+                             // "sharing.timeSlicing.resources[0]"; empty = not shared
   bool fail_requests_greater_than_one = false;
   // Memory shares (gpushare.memoryShares): MiB per unit (1024 for GiB, 1 for MiB); 0 for every
   // other resource. Each device is one unit "<GPU-uuid>-_-<j>" (core/memshare.h) whose
@@ -74,7 +74,8 @@ struct ResourcePlan {
 Result<ResourcePlan> BuildResourcePlan(const Inventory& inventory, const NodeConfig& config);
 
 // kubelet receives ListAndWatch with grpc-go's default limit of 4 MiB per message
-// (kubernetes-protocols.md section 1.9); the plan refuses a resource whose device list would not fit.
+// (kubernetes-protocols.md section 1.9); the plan refuses a resource whose device list would not
+// fit.
 inline constexpr int64_t kMaxListAndWatchBytes = int64_t{4} << 20;
 
 // The exact size in bytes of the ListAndWatchResponse that lists `resource`'s devices, every

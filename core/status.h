@@ -19,17 +19,17 @@ namespace gpushare {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,    // the input is malformed or out of range
-  kNotFound,           // a named thing does not exist
-  kAlreadyExists,      // creating something that is there
-  kFailedPrecondition, // the system is not in a state where this can be done
-  kResourceExhausted,  // no room: memory, devices, quota
-  kUnavailable,        // a peer is unreachable; retrying may help
-  kDeadlineExceeded,   // a timeout
-  kAborted,            // a conflict (e.g. optimistic concurrency); retry from a fresh read
+  kInvalidArgument,     // the input is malformed or out of range
+  kNotFound,            // a named thing does not exist
+  kAlreadyExists,       // creating something that is there
+  kFailedPrecondition,  // the system is not in a state where this can be done
+  kResourceExhausted,   // no room: memory, devices, quota
+  kUnavailable,         // a peer is unreachable; retrying may help
+  kDeadlineExceeded,    // a timeout
+  kAborted,             // a conflict (e.g. optimistic concurrency); retry from a fresh read
   kPermissionDenied,
   kUnimplemented,
-  kInternal,           // a bug or a broken invariant
+  kInternal,  // a bug or a broken invariant
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -40,7 +40,9 @@ class [[nodiscard]] Status {
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
   static Status Ok() { return Status(); }
-  static Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+  static Status InvalidArgument(std::string m) {
+    return {StatusCode::kInvalidArgument, std::move(m)};
+  }
   static Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
   static Status AlreadyExists(std::string m) { return {StatusCode::kAlreadyExists, std::move(m)}; }
   static Status FailedPrecondition(std::string m) {
@@ -84,7 +86,7 @@ namespace internal {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}        // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {  // NOLINT
     assert(!std::get<Status>(v_).ok() && "Result constructed from an OK status");
   }
@@ -120,9 +122,9 @@ class [[nodiscard]] Result {
 }  // namespace gpushare
 
 // Propagates a non-OK Status from an expression returning Status.
-#define GPUSHARE_RETURN_IF_ERROR(expr)           \
-  do {                                           \
-    ::gpushare::Status gpushare_status_ = (expr); \
+#define GPUSHARE_RETURN_IF_ERROR(expr)                   \
+  do {                                                   \
+    ::gpushare::Status gpushare_status_ = (expr);        \
     if (!gpushare_status_.ok()) return gpushare_status_; \
   } while (0)
 
@@ -135,6 +137,6 @@ class [[nodiscard]] Result {
 #define GPUSHARE_ASSIGN_OR_RETURN(lhs, expr) \
   GPUSHARE_ASSIGN_OR_RETURN_IMPL(GPUSHARE_STATUS_CONCAT(gpushare_result_, __LINE__), lhs, expr)
 #define GPUSHARE_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
-  auto tmp = (expr);                                    \
-  if (!tmp.ok()) return tmp.status();                   \
+  auto tmp = (expr);                                   \
+  if (!tmp.ok()) return tmp.status();                  \
   lhs = std::move(tmp).value()

@@ -1,17 +1,19 @@
 #include "deviceplugin/allocation.h"
 
-#include "base/strings.h"
-
 #include <sys/stat.h>
 
 #include <fstream>
-#include <sstream>
 #include <set>
+#include <sstream>
+
+#include "base/strings.h"
 
 namespace gpushare::deviceplugin {
 namespace {
 
-std::string JoinIds(const std::vector<std::string>& ids) { return JoinLimited(ids, 8); }
+std::string JoinIds(const std::vector<std::string>& ids) {
+  return JoinLimited(ids, 8);
+}
 
 bool IsCharDevice(const std::string& path) {
   struct stat st {};
@@ -37,8 +39,9 @@ std::string AnnotationKeyName(const std::string& resource_name) {
     s += ok ? c : '_';
   }
   if (s.size() > 63) s.resize(63);
-  while (!s.empty() && !((s.back() >= 'a' && s.back() <= 'z') || (s.back() >= 'A' && s.back() <= 'Z') ||
-                         (s.back() >= '0' && s.back() <= '9'))) {
+  while (!s.empty() &&
+         !((s.back() >= 'a' && s.back() <= 'z') || (s.back() >= 'A' && s.back() <= 'Z') ||
+           (s.back() >= '0' && s.back() <= '9'))) {
     s.pop_back();
   }
   return s;
@@ -78,7 +81,8 @@ const PlannedDevice* DeviceIndex::Find(const std::string& id) const {
   return p < 0 ? nullptr : &resource_->devices[p];
 }
 
-Result<ResolvedRequest> ResolveDevices(const DeviceIndex& index, const std::vector<std::string>& ids) {
+Result<ResolvedRequest> ResolveDevices(const DeviceIndex& index,
+                                       const std::vector<std::string>& ids) {
   const PlannedResource& res = index.resource();
   if (ids.empty()) {
     return Status::InvalidArgument("resource " + res.name +
@@ -102,7 +106,8 @@ Result<ResolvedRequest> ResolveDevices(const DeviceIndex& index, const std::vect
     out.devices.push_back(d);
   }
   if (!unknown.empty()) {
-    return Status::InvalidArgument("resource " + res.name + ": unknown device IDs: " + JoinIds(unknown));
+    return Status::InvalidArgument("resource " + res.name +
+                                   ": unknown device IDs: " + JoinIds(unknown));
   }
   if (!duplicate.empty()) {
     return Status::InvalidArgument("resource " + res.name +
@@ -114,9 +119,10 @@ Result<ResolvedRequest> ResolveDevices(const DeviceIndex& index, const std::vect
   }
   if (res.fail_requests_greater_than_one && res.replicas > 1 && out.devices.size() > 1) {
     return Status::FailedPrecondition(
-        "resource " + res.name + " is time-sliced with failRequestsGreaterThanOne: a container may "
-        "request at most 1 device, got " + std::to_string(out.devices.size()) +
-        " (maximum request size for shared resources is 1)");
+        "resource " + res.name +
+        " is time-sliced with failRequestsGreaterThanOne: a container may "
+        "request at most 1 device, got " +
+        std::to_string(out.devices.size()) + " (maximum request size for shared resources is 1)");
   }
   return out;
 }
@@ -127,8 +133,8 @@ HostDeviceNodes ProbeHostDeviceNodes(const std::string& dev_root) {
   n.nvidia_uvm = IsCharDevice(HostPath(dev_root, "/dev/nvidia-uvm"));
   n.nvidia_uvm_tools = IsCharDevice(HostPath(dev_root, "/dev/nvidia-uvm-tools"));
   n.nvidia_modeset = IsCharDevice(HostPath(dev_root, "/dev/nvidia-modeset"));
-  for (const std::string& path :
-       {HostPath(dev_root, "/proc/driver/nvidia-caps/mig-minors"), std::string("/proc/driver/nvidia-caps/mig-minors")}) {
+  for (const std::string& path : {HostPath(dev_root, "/proc/driver/nvidia-caps/mig-minors"),
+                                  std::string("/proc/driver/nvidia-caps/mig-minors")}) {
     std::ifstream in(path);
     if (!in) continue;
     std::stringstream text;
@@ -148,13 +154,16 @@ std::map<std::string, int> ParseMigMinors(const std::string& text) {
     std::istringstream l(line);
     std::string name, minor, extra;
     if (!(l >> name >> minor) || (l >> extra)) continue;
-    if (minor.empty() || minor.size() > 9 || minor.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (minor.empty() || minor.size() > 9 ||
+        minor.find_first_not_of("0123456789") != std::string::npos)
+      continue;
     out[name] = std::stoi(minor);
   }
   return out;
 }
 
-std::vector<std::string> VisibleDeviceNames(const ResolvedRequest& request, DeviceIdStrategy strategy) {
+std::vector<std::string> VisibleDeviceNames(const ResolvedRequest& request,
+                                            DeviceIdStrategy strategy) {
   std::vector<std::string> names;
   std::set<std::string> seen;
   for (const PlannedDevice* d : request.devices) {
@@ -174,8 +183,9 @@ ExtraEnv ExtraEnv::FromConfig(const NodeConfig& config) {
   return e;
 }
 
-ContainerAllocation BuildContainerAllocation(const ResolvedRequest& request, const PluginFlags& flags,
-                                             const HostDeviceNodes& nodes, const ExtraEnv& extra) {
+ContainerAllocation BuildContainerAllocation(const ResolvedRequest& request,
+                                             const PluginFlags& flags, const HostDeviceNodes& nodes,
+                                             const ExtraEnv& extra) {
   ContainerAllocation a;
   const std::vector<std::string> names = VisibleDeviceNames(request, flags.device_id_strategy);
   const DeviceListStrategy& s = flags.device_list_strategy;
@@ -223,18 +233,22 @@ ContainerAllocation BuildContainerAllocation(const ResolvedRequest& request, con
     std::set<std::string> caps;
     for (const PlannedDevice* d : request.devices) {
       if (!d->is_mig) continue;
-      const std::string gi = "gpu" + std::to_string(d->gpu_index) + "/gi" + std::to_string(d->mig_gi);
-      for (const std::string& key : {gi + "/access", gi + "/ci" + std::to_string(d->mig_ci) + "/access"}) {
+      const std::string gi =
+          "gpu" + std::to_string(d->gpu_index) + "/gi" + std::to_string(d->mig_gi);
+      for (const std::string& key :
+           {gi + "/access", gi + "/ci" + std::to_string(d->mig_ci) + "/access"}) {
         auto m = nodes.mig_minors.find(key);
         if (m == nodes.mig_minors.end()) {
-          a.problem = "passDeviceSpecs: no nvidia-caps minor for " + key + " of MIG device " + d->device_uuid +
+          a.problem = "passDeviceSpecs: no nvidia-caps minor for " + key + " of MIG device " +
+                      d->device_uuid +
                       (nodes.mig_minors_source.empty()
                            ? std::string(" (/proc/driver/nvidia-caps/mig-minors is not readable)")
                            : " in " + nodes.mig_minors_source);
           return a;
         }
         const std::string p = "/dev/nvidia-caps/nvidia-cap" + std::to_string(m->second);
-        if (caps.insert(p).second) a.device_nodes.push_back({p, HostPath(flags.nvidia_dev_root, p), "rw"});
+        if (caps.insert(p).second)
+          a.device_nodes.push_back({p, HostPath(flags.nvidia_dev_root, p), "rw"});
       }
     }
   }

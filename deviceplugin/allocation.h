@@ -94,7 +94,8 @@ class DeviceIndex {
 // at most one device when the resource is shared with failRequestsGreaterThanOne. Errors name
 // the offending IDs: kInvalidArgument for malformed or unknown, kFailedPrecondition for
 // unhealthy devices and the failRequestsGreaterThanOne refusal.
-Result<ResolvedRequest> ResolveDevices(const DeviceIndex& index, const std::vector<std::string>& ids);
+Result<ResolvedRequest> ResolveDevices(const DeviceIndex& index,
+                                       const std::vector<std::string>& ids);
 
 // Which optional control device nodes exist on the host (checked under the dev root).
 struct HostDeviceNodes {
@@ -130,11 +131,13 @@ struct ExtraEnv {
 };
 
 // The strategy's answer for a resolved request. Pure: host facts come in through `nodes`.
-ContainerAllocation BuildContainerAllocation(const ResolvedRequest& request, const PluginFlags& flags,
-                                             const HostDeviceNodes& nodes, const ExtraEnv& extra = {});
+ContainerAllocation BuildContainerAllocation(const ResolvedRequest& request,
+                                             const PluginFlags& flags, const HostDeviceNodes& nodes,
+                                             const ExtraEnv& extra = {});
 
 // The device names a container is given, one per underlying GPU or MIG device (replicas of one
 // device collapse), per deviceIDStrategy: UUIDs, or "i" / "i:j" indices.
-std::vector<std::string> VisibleDeviceNames(const ResolvedRequest& request, DeviceIdStrategy strategy);
+std::vector<std::string> VisibleDeviceNames(const ResolvedRequest& request,
+                                            DeviceIdStrategy strategy);
 
 }  // namespace gpushare::deviceplugin

@@ -8,12 +8,14 @@
 namespace gpushare::deviceplugin {
 namespace {
 
-int64_t NumaOf(const PlannedDevice& d) { return d.numa_nodes.empty() ? -1 : d.numa_nodes.front(); }
+int64_t NumaOf(const PlannedDevice& d) {
+  return d.numa_nodes.empty() ? -1 : d.numa_nodes.front();
+}
 
 // Picks `remaining` replicas one at a time by (in use on the unit, in use on its GPU).
-void ChooseShared(const DeviceIndex& index, const std::vector<int>& available, const std::vector<int>& chosen,
-                  const std::vector<int>& candidates, int remaining, AllocationPolicy policy, uint64_t rotation,
-                  std::vector<std::string>* out) {
+void ChooseShared(const DeviceIndex& index, const std::vector<int>& available,
+                  const std::vector<int>& chosen, const std::vector<int>& candidates, int remaining,
+                  AllocationPolicy policy, uint64_t rotation, std::vector<std::string>* out) {
   const auto& devices = index.resource().devices;
   std::vector<int> used_unit(index.unit_count()), used_gpu(index.gpu_count());
   for (int u = 0; u < index.unit_count(); ++u) used_unit[u] = index.healthy_in_unit(u);
@@ -50,7 +52,8 @@ void ChooseShared(const DeviceIndex& index, const std::vector<int>& available, c
       int u = order[(start + i) % order.size()];
       if (next[u] >= free[u].size()) continue;
       std::pair<int, int> key{used_unit[u], used_gpu[index.gpu_of(free[u][0])]};
-      bool better = best < 0 || (policy == AllocationPolicy::kDistributed ? key < best_key : key > best_key);
+      bool better =
+          best < 0 || (policy == AllocationPolicy::kDistributed ? key < best_key : key > best_key);
       if (better) {
         best = u;
         best_key = key;
@@ -65,13 +68,15 @@ void ChooseShared(const DeviceIndex& index, const std::vector<int>& available, c
 }
 
 // Whole GPUs: from one NUMA node when one has enough, else from as few nodes as possible.
-void ChooseWholeNuma(const DeviceIndex& index, const std::vector<int>& chosen, const std::vector<int>& candidates,
-                     int remaining, std::vector<std::string>* out) {
+void ChooseWholeNuma(const DeviceIndex& index, const std::vector<int>& chosen,
+                     const std::vector<int>& candidates, int remaining,
+                     std::vector<std::string>* out) {
   const auto& devices = index.resource().devices;
   std::map<int64_t, std::vector<int>> by_node;
   for (int p : candidates) by_node[NumaOf(devices[p])].push_back(p);
   for (auto& [n, v] : by_node) {
-    std::sort(v.begin(), v.end(), [&](int a, int b) { return devices[a].gpu_index < devices[b].gpu_index; });
+    std::sort(v.begin(), v.end(),
+              [&](int a, int b) { return devices[a].gpu_index < devices[b].gpu_index; });
   }
   std::set<int64_t> chosen_nodes;
   for (int p : chosen) chosen_nodes.insert(NumaOf(devices[p]));
@@ -103,10 +108,11 @@ void ChooseWholeNuma(const DeviceIndex& index, const std::vector<int>& chosen, c
 }  // namespace
 
 Result<std::vector<std::string>> PreferredAllocator::Choose(const DeviceIndex& index,
-                                                             const PreferredAllocationQuery& q) {
+                                                            const PreferredAllocationQuery& q) {
   const PlannedResource& res = index.resource();
   if (q.allocation_size < 1) {
-    return Status::InvalidArgument("resource " + res.name + ": allocation_size must be at least 1, got " +
+    return Status::InvalidArgument("resource " + res.name +
+                                   ": allocation_size must be at least 1, got " +
                                    std::to_string(q.allocation_size));
   }
   const int n = static_cast<int>(res.devices.size());
@@ -126,9 +132,9 @@ Result<std::vector<std::string>> PreferredAllocator::Choose(const DeviceIndex& i
     chosen.push_back(p);
   }
   if (static_cast<int>(chosen.size()) > q.allocation_size) {
-    return Status::InvalidArgument("resource " + res.name + ": must_include_deviceIDs has " +
-                                   std::to_string(chosen.size()) + " devices, more than allocation_size " +
-                                   std::to_string(q.allocation_size));
+    return Status::InvalidArgument(
+        "resource " + res.name + ": must_include_deviceIDs has " + std::to_string(chosen.size()) +
+        " devices, more than allocation_size " + std::to_string(q.allocation_size));
   }
   std::vector<std::string> out;
   for (int p : chosen) out.push_back(res.devices[p].id);

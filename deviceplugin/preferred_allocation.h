@@ -36,8 +36,8 @@ struct PreferredAllocationQuery {
 
 // A resource-specific replacement for PreferredAllocator (DevicePluginServerOptions::preferred):
 // memory shares steer kubelet to the GPU the scheduler chose. Same contract as Choose().
-using PreferredChooser =
-    std::function<Result<std::vector<std::string>>(const DeviceIndex& index, const PreferredAllocationQuery& q)>;
+using PreferredChooser = std::function<Result<std::vector<std::string>>(
+    const DeviceIndex& index, const PreferredAllocationQuery& q)>;
 
 class PreferredAllocator {
  public:
@@ -45,7 +45,8 @@ class PreferredAllocator {
 
   // kInvalidArgument when allocation_size < 1 or must_include is larger than allocation_size.
   // IDs the resource does not advertise are ignored (kubelet only sends advertised IDs).
-  Result<std::vector<std::string>> Choose(const DeviceIndex& index, const PreferredAllocationQuery& q);
+  Result<std::vector<std::string>> Choose(const DeviceIndex& index,
+                                          const PreferredAllocationQuery& q);
 
  private:
   AllocationPolicy policy_;

@@ -13,7 +13,8 @@ void RegistrationLifecycle::Reset(size_t slots, int64_t first_serve_ms, const st
   }
 }
 
-void RegistrationLifecycle::Reserve(Slot& s, int64_t now, const std::string& reason, bool kubelet_started) {
+void RegistrationLifecycle::Reserve(Slot& s, int64_t now, const std::string& reason,
+                                    bool kubelet_started) {
   if (s.in_flight) {
     s.cancel.push_back(s.attempt);
     s.in_flight = false;
@@ -36,14 +37,16 @@ void RegistrationLifecycle::Reserve(Slot& s, int64_t now, const std::string& rea
   }
   // Already pending: a burst of events (one kubelet restart) is coalesced, up to a bound; a
   // kubelet start also ends a wait for a retry or a settle.
-  const int64_t want = std::max(now, std::min(now + t_.debounce_ms, s.reserve_since + t_.max_debounce_ms));
+  const int64_t want =
+      std::max(now, std::min(now + t_.debounce_ms, s.reserve_since + t_.max_debounce_ms));
   if (s.due_ms < want || kubelet_started) s.due_ms = want;
   if (kubelet_started) s.reason = reason;
 }
 
 void RegistrationLifecycle::Fail(Slot& s, int64_t now) {
   s.failures++;
-  s.backoff_ms = s.backoff_ms == 0 ? t_.min_backoff_ms : std::min(s.backoff_ms * 2, t_.max_backoff_ms);
+  s.backoff_ms =
+      s.backoff_ms == 0 ? t_.min_backoff_ms : std::min(s.backoff_ms * 2, t_.max_backoff_ms);
   s.due_ms = now + s.backoff_ms;
 }
 
@@ -127,7 +130,8 @@ int64_t RegistrationLifecycle::NextWakeMs(int64_t now) const {
   for (const Slot& s : slots_) {
     if (!s.cancel.empty()) return now;
     if (s.stepping) continue;
-    if (s.reserve || (s.serving && !s.registered && !s.in_flight)) next = std::min(next, std::max(now, s.due_ms));
+    if (s.reserve || (s.serving && !s.registered && !s.in_flight))
+      next = std::min(next, std::max(now, s.due_ms));
   }
   return next;
 }

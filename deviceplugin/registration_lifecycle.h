@@ -104,16 +104,16 @@ class RegistrationLifecycle {
 
  private:
   struct Slot {
-    bool serving = false;       // a server runs (served, not stopped since)
-    bool reserve = true;        // stop (if serving) and serve anew before registering
-    bool stepping = false;      // a kStop or kServe was handed out; its outcome is awaited
-    uint64_t events = 0;        // re-serve requests so far
-    uint64_t step_events = 0;   // ...when the last kStop/kServe was handed out
+    bool serving = false;              // a server runs (served, not stopped since)
+    bool reserve = true;               // stop (if serving) and serve anew before registering
+    bool stepping = false;             // a kStop or kServe was handed out; its outcome is awaited
+    uint64_t events = 0;               // re-serve requests so far
+    uint64_t step_events = 0;          // ...when the last kStop/kServe was handed out
     bool after_kubelet_start = false;  // the pending re-serve follows a kubelet start
-    int64_t reserve_since = 0;  // when the pending re-serve was asked for (bounds the debounce)
-    int64_t due_ms = 0;         // the next serve (reserve) or Register, not before this
-    bool in_flight = false;     // a Register is running
-    uint64_t attempt = 0;       // id of the last Register handed out
+    int64_t reserve_since = 0;     // when the pending re-serve was asked for (bounds the debounce)
+    int64_t due_ms = 0;            // the next serve (reserve) or Register, not before this
+    bool in_flight = false;        // a Register is running
+    uint64_t attempt = 0;          // id of the last Register handed out
     std::vector<uint64_t> cancel;  // attempts to cancel at the next Poll
     bool registered = false;
     int failures = 0;

@@ -49,18 +49,30 @@ struct Snapshot {
 
 grpc::StatusCode ToGrpcCode(StatusCode c) {
   switch (c) {
-    case StatusCode::kOk: return grpc::StatusCode::OK;
-    case StatusCode::kInvalidArgument: return grpc::StatusCode::INVALID_ARGUMENT;
-    case StatusCode::kNotFound: return grpc::StatusCode::NOT_FOUND;
-    case StatusCode::kAlreadyExists: return grpc::StatusCode::ALREADY_EXISTS;
-    case StatusCode::kFailedPrecondition: return grpc::StatusCode::FAILED_PRECONDITION;
-    case StatusCode::kResourceExhausted: return grpc::StatusCode::RESOURCE_EXHAUSTED;
-    case StatusCode::kUnavailable: return grpc::StatusCode::UNAVAILABLE;
-    case StatusCode::kDeadlineExceeded: return grpc::StatusCode::DEADLINE_EXCEEDED;
-    case StatusCode::kAborted: return grpc::StatusCode::ABORTED;
-    case StatusCode::kPermissionDenied: return grpc::StatusCode::PERMISSION_DENIED;
-    case StatusCode::kUnimplemented: return grpc::StatusCode::UNIMPLEMENTED;
-    case StatusCode::kInternal: return grpc::StatusCode::INTERNAL;
+    case StatusCode::kOk:
+      return grpc::StatusCode::OK;
+    case StatusCode::kInvalidArgument:
+      return grpc::StatusCode::INVALID_ARGUMENT;
+    case StatusCode::kNotFound:
+      return grpc::StatusCode::NOT_FOUND;
+    case StatusCode::kAlreadyExists:
+      return grpc::StatusCode::ALREADY_EXISTS;
+    case StatusCode::kFailedPrecondition:
+      return grpc::StatusCode::FAILED_PRECONDITION;
+    case StatusCode::kResourceExhausted:
+      return grpc::StatusCode::RESOURCE_EXHAUSTED;
+    case StatusCode::kUnavailable:
+      return grpc::StatusCode::UNAVAILABLE;
+    case StatusCode::kDeadlineExceeded:
+      return grpc::StatusCode::DEADLINE_EXCEEDED;
+    case StatusCode::kAborted:
+      return grpc::StatusCode::ABORTED;
+    case StatusCode::kPermissionDenied:
+      return grpc::StatusCode::PERMISSION_DENIED;
+    case StatusCode::kUnimplemented:
+      return grpc::StatusCode::UNIMPLEMENTED;
+    case StatusCode::kInternal:
+      return grpc::StatusCode::INTERNAL;
   }
   return grpc::StatusCode::UNKNOWN;
 }
@@ -105,7 +117,8 @@ grpc::Status Guard(const std::string& resource, const char* rpc, F&& body) {
   try {
     return body();
   } catch (const std::exception& e) {
-    spdlog::error("event=handler_exception resource={} rpc={} error={}", resource, rpc, Value(e.what()));
+    spdlog::error("event=handler_exception resource={} rpc={} error={}", resource, rpc,
+                  Value(e.what()));
     return grpc::Status(grpc::StatusCode::INTERNAL, std::string(rpc) + " failed: " + e.what());
   } catch (...) {
     spdlog::error("event=handler_exception resource={} rpc={}", resource, rpc);
@@ -224,37 +237,41 @@ class DevicePluginServer::Impl final : public pb::DevicePlugin::Service {
         --streams;
         report = !stopping && streams == 0;
       }
-      spdlog::info("event=list_and_watch_end resource={} reason={}", opts.resource.name, Value(why));
+      spdlog::info("event=list_and_watch_end resource={} reason={}", opts.resource.name,
+                   Value(why));
       if (report && opts.on_stream_end) opts.on_stream_end(opts.generation);
       return grpc::Status::OK;
     });
   }
 
   grpc::Status NoContainers(const char* message) const {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        "resource " + opts.resource.name + ": " + message + " has no container_requests");
+    return grpc::Status(
+        grpc::StatusCode::INVALID_ARGUMENT,
+        "resource " + opts.resource.name + ": " + message + " has no container_requests");
   }
 
-  grpc::Status GetPreferredAllocation(grpc::ServerContext*, const pb::PreferredAllocationRequest* req,
+  grpc::Status GetPreferredAllocation(grpc::ServerContext*,
+                                      const pb::PreferredAllocationRequest* req,
                                       pb::PreferredAllocationResponse* resp) override {
     return Guard(opts.resource.name, "GetPreferredAllocation", [&] {
       if (req->container_requests_size() == 0) return NoContainers("PreferredAllocationRequest");
       std::shared_ptr<const Snapshot> s = Current();
       for (const pb::ContainerPreferredAllocationRequest& c : req->container_requests()) {
-        PreferredAllocationQuery q{ToVector(c.available_deviceids()), ToVector(c.must_include_deviceids()),
-                                   c.allocation_size()};
+        PreferredAllocationQuery q{ToVector(c.available_deviceids()),
+                                   ToVector(c.must_include_deviceids()), c.allocation_size()};
         Result<std::vector<std::string>> chosen =
             opts.preferred ? opts.preferred(s->index, q) : preferred.Choose(s->index, q);
         if (!chosen.ok()) {
-          spdlog::warn("event=preferred_allocation_refused resource={} error={}", opts.resource.name,
-                       Value(chosen.status().message()));
+          spdlog::warn("event=preferred_allocation_refused resource={} error={}",
+                       opts.resource.name, Value(chosen.status().message()));
           return ToGrpc(chosen.status());
         }
         pb::ContainerPreferredAllocationResponse* out = resp->add_container_responses();
         for (const std::string& id : *chosen) out->add_deviceids(id);
         if (spdlog::should_log(spdlog::level::debug)) {
           spdlog::debug("event=preferred_allocation resource={} size={} available={} chosen={}",
-                        opts.resource.name, q.allocation_size, q.available.size(), Summary(*chosen));
+                        opts.resource.name, q.allocation_size, q.available.size(),
+                        Summary(*chosen));
         }
       }
       return grpc::Status::OK;
@@ -285,15 +302,15 @@ class DevicePluginServer::Impl final : public pb::DevicePlugin::Service {
         if (opts.decorator) {
           Status st = opts.decorator(*r, &a);
           if (!st.ok()) {
-            spdlog::warn("event=allocate_refused resource={} devices={} error={}", opts.resource.name,
-                         Value(Summary(ids)), Value(st.message()));
+            spdlog::warn("event=allocate_refused resource={} devices={} error={}",
+                         opts.resource.name, Value(Summary(ids)), Value(st.message()));
             return ToGrpc(st);
           }
         }
         ToProto(a, resp->add_container_responses());
         auto env = a.envs.find(kVisibleDevicesEnv);
-        spdlog::info("event=allocate resource={} devices={} count={} visible={}", opts.resource.name,
-                     Value(Summary(ids)), ids.size(),
+        spdlog::info("event=allocate resource={} devices={} count={} visible={}",
+                     opts.resource.name, Value(Summary(ids)), ids.size(),
                      Value(env == a.envs.end() ? std::string("-") : env->second));
       }
       return grpc::Status::OK;
@@ -315,23 +332,26 @@ class DevicePluginServer::Impl final : public pb::DevicePlugin::Service {
   int streams = 0;                       // guarded by mu
 };
 
-Result<std::unique_ptr<DevicePluginServer>> DevicePluginServer::Start(DevicePluginServerOptions options) {
+Result<std::unique_ptr<DevicePluginServer>> DevicePluginServer::Start(
+    DevicePluginServerOptions options) {
   const std::string name = options.resource.name;
   if (name.empty()) return Status::InvalidArgument("device plugin: resource name is empty");
   const std::string sock = options.resource.socket_name;
   if (sock.empty() || sock.find('/') != std::string::npos || sock == kKubeletSocketName) {
-    return Status::InvalidArgument("device plugin " + name + ": invalid socket file name \"" + sock + "\"");
+    return Status::InvalidArgument("device plugin " + name + ": invalid socket file name \"" +
+                                   sock + "\"");
   }
   std::string path = options.plugin_dir + "/" + sock;
   if (path.size() >= sizeof(sockaddr_un::sun_path)) {
-    return Status::InvalidArgument("device plugin " + name + ": socket path " + path + " is longer than " +
+    return Status::InvalidArgument("device plugin " + name + ": socket path " + path +
+                                   " is longer than " +
                                    std::to_string(sizeof(sockaddr_un::sun_path) - 1) + " bytes");
   }
   std::error_code ec;
   std::filesystem::create_directories(options.plugin_dir, ec);
   if (ec) {
-    return Status::Unavailable("device plugin " + name + ": cannot create " + options.plugin_dir + ": " +
-                               ec.message());
+    return Status::Unavailable("device plugin " + name + ": cannot create " + options.plugin_dir +
+                               ": " + ec.message());
   }
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0) {
@@ -340,8 +360,8 @@ Result<std::unique_ptr<DevicePluginServer>> DevicePluginServer::Start(DevicePlug
                                         " exists and is not a socket; refusing to remove it");
     }
     if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-      return Status::Unavailable("device plugin " + name + ": cannot remove stale socket " + path + ": " +
-                                 std::strerror(errno));
+      return Status::Unavailable("device plugin " + name + ": cannot remove stale socket " + path +
+                                 ": " + std::strerror(errno));
     }
   }
 
@@ -373,7 +393,8 @@ Result<std::unique_ptr<DevicePluginServer>> DevicePluginServer::Start(DevicePlug
 
   // Prove the server answers before telling kubelet about it. A socket deleted meanwhile
   // (kubelet starting: it deletes every socket) fails at once instead of after the timeout.
-  auto channel = grpc::CreateCustomChannel("unix:" + path, grpc::InsecureChannelCredentials(), OwnConnection());
+  auto channel = grpc::CreateCustomChannel("unix:" + path, grpc::InsecureChannelCredentials(),
+                                           OwnConnection());
   const auto deadline = std::chrono::system_clock::now() + self_dial_timeout;
   for (;;) {
     auto now = std::chrono::system_clock::now();
@@ -385,8 +406,9 @@ Result<std::unique_ptr<DevicePluginServer>> DevicePluginServer::Start(DevicePlug
     }
     if (now >= deadline) {
       self->Stop();
-      return Status::Unavailable("device plugin " + name + ": self-dial of " + path + " failed within " +
-                                 std::to_string(self_dial_timeout.count()) + " ms");
+      return Status::Unavailable("device plugin " + name + ": self-dial of " + path +
+                                 " failed within " + std::to_string(self_dial_timeout.count()) +
+                                 " ms");
     }
   }
   spdlog::info("event=serving resource={} socket={} devices={} healthy={}", name, path,
@@ -394,7 +416,9 @@ Result<std::unique_ptr<DevicePluginServer>> DevicePluginServer::Start(DevicePlug
   return self;
 }
 
-DevicePluginServer::~DevicePluginServer() { Stop(); }
+DevicePluginServer::~DevicePluginServer() {
+  Stop();
+}
 
 void DevicePluginServer::ReapRegisters(std::unique_lock<std::mutex>& lock) {
   // Finished calls are destroyed here, on the owner's thread, never inside their own callback
@@ -403,7 +427,8 @@ void DevicePluginServer::ReapRegisters(std::unique_lock<std::mutex>& lock) {
   for (auto& c : registering_) {
     if (c->finished) done.push_back(std::move(c));
   }
-  registering_.erase(std::remove(registering_.begin(), registering_.end(), nullptr), registering_.end());
+  registering_.erase(std::remove(registering_.begin(), registering_.end(), nullptr),
+                     registering_.end());
   lock.unlock();
   done.clear();
   lock.lock();
@@ -411,7 +436,8 @@ void DevicePluginServer::ReapRegisters(std::unique_lock<std::mutex>& lock) {
 
 void DevicePluginServer::StartRegister(std::function<void(const Status&)> done) {
   const DevicePluginServerOptions& o = impl_->opts;
-  const std::string kubelet = o.kubelet_socket.empty() ? o.plugin_dir + "/" + kKubeletSocketName : o.kubelet_socket;
+  const std::string kubelet =
+      o.kubelet_socket.empty() ? o.plugin_dir + "/" + kKubeletSocketName : o.kubelet_socket;
   auto owned = std::make_unique<RegisterCall>();
   RegisterCall* call = owned.get();
   call->req.set_version(kApiVersion);
@@ -419,7 +445,8 @@ void DevicePluginServer::StartRegister(std::function<void(const Status&)> done) 
   call->req.set_resource_name(o.resource.name);
   call->req.mutable_options()->set_pre_start_required(false);
   call->req.mutable_options()->set_get_preferred_allocation_available(true);
-  call->channel = grpc::CreateCustomChannel("unix:" + kubelet, grpc::InsecureChannelCredentials(), OwnConnection());
+  call->channel = grpc::CreateCustomChannel("unix:" + kubelet, grpc::InsecureChannelCredentials(),
+                                            OwnConnection());
   call->stub = pb::Registration::NewStub(call->channel);
   call->ctx.set_deadline(std::chrono::system_clock::now() + o.register_timeout);
   bool stopping;
@@ -440,11 +467,13 @@ void DevicePluginServer::StartRegister(std::function<void(const Status&)> done) 
       [this, call, done = std::move(done), resource, endpoint, kubelet](grpc::Status s) {
         Status st;
         if (s.ok()) {
-          spdlog::info("event=registered resource={} endpoint={} kubelet={}", resource, endpoint, kubelet);
+          spdlog::info("event=registered resource={} endpoint={} kubelet={}", resource, endpoint,
+                       kubelet);
         } else {
-          StatusCode code = s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ? StatusCode::kDeadlineExceeded
-                            : s.error_code() == grpc::StatusCode::CANCELLED      ? StatusCode::kAborted
-                                                                                 : StatusCode::kUnavailable;
+          StatusCode code =
+              s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ? StatusCode::kDeadlineExceeded
+              : s.error_code() == grpc::StatusCode::CANCELLED       ? StatusCode::kAborted
+                                                                    : StatusCode::kUnavailable;
           st = Status(code, "register " + resource + " with " + kubelet + ": " + s.error_message());
         }
         done(st);
@@ -492,7 +521,8 @@ void DevicePluginServer::Stop() {
       if (!c->finished) c->ctx.TryCancel();
     }
     reg_cv_.wait(reg, [&] {
-      return std::all_of(registering_.begin(), registering_.end(), [](const auto& c) { return c->finished; });
+      return std::all_of(registering_.begin(), registering_.end(),
+                         [](const auto& c) { return c->finished; });
     });
     ReapRegisters(reg);
   }
@@ -506,15 +536,21 @@ void DevicePluginServer::Stop() {
   spdlog::info("event=stopped resource={} socket={}", impl_->opts.resource.name, socket_path_);
 }
 
-const std::string& DevicePluginServer::resource_name() const { return impl_->opts.resource.name; }
-uint64_t DevicePluginServer::generation() const { return impl_->opts.generation; }
+const std::string& DevicePluginServer::resource_name() const {
+  return impl_->opts.resource.name;
+}
+uint64_t DevicePluginServer::generation() const {
+  return impl_->opts.generation;
+}
 
 int DevicePluginServer::open_streams() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->streams;
 }
 
-int DevicePluginServer::healthy_count() const { return impl_->Current()->healthy; }
+int DevicePluginServer::healthy_count() const {
+  return impl_->Current()->healthy;
+}
 int DevicePluginServer::device_count() const {
   return static_cast<int>(impl_->Current()->resource.devices.size());
 }

@@ -22,9 +22,9 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -53,8 +53,8 @@ struct DevicePluginServerOptions {
   PluginFlags plugin;                          // strategies for Allocate
   ExtraEnv extra_env;                          // node-wide environment additions
   AllocationPolicy allocation_policy = AllocationPolicy::kDistributed;
-  AllocationDecorator decorator;               // optional, run after the strategy's answer
-  PreferredChooser preferred;                  // optional, replaces the allocation policy
+  AllocationDecorator decorator;  // optional, run after the strategy's answer
+  PreferredChooser preferred;     // optional, replaces the allocation policy
 
   // Called (from a gRPC thread; must not block) when the last ListAndWatch stream ends and the
   // server is not being stopped. `generation` is the value given here.
@@ -125,7 +125,7 @@ class DevicePluginServer {
   std::mutex reg_mu_;
   std::condition_variable reg_cv_;
   std::vector<std::unique_ptr<RegisterCall>> registering_;  // guarded by reg_mu_
-  bool stopped_registering_ = false;        // guarded by reg_mu_
+  bool stopped_registering_ = false;                        // guarded by reg_mu_
 };
 
 }  // namespace gpushare::deviceplugin

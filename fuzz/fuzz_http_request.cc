@@ -51,7 +51,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   limits.max_body_bytes = 4096;
   const http::HeadResult r = http::ParseRequestHead(input, limits);
   if (r.kind == http::HeadResult::Kind::kRefused) {
-    if (r.refusal.status < 400 || r.refusal.status > 599 || r.refusal.reason.empty()) __builtin_trap();
+    if (r.refusal.status < 400 || r.refusal.status > 599 || r.refusal.reason.empty())
+      __builtin_trap();
     return 0;
   }
   if (r.kind != http::HeadResult::Kind::kDone) return 0;
@@ -65,7 +66,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const Decoded whole = Decode(rest, rest.size() + 1, limits.max_body_bytes);
   const Decoded bytewise = Decode(rest, 1, limits.max_body_bytes);
   if (whole.state != bytewise.state || whole.status != bytewise.status) __builtin_trap();
-  if (whole.state == http::ChunkedDecoder::State::kDone && (whole.body != bytewise.body || whole.used != bytewise.used))
+  if (whole.state == http::ChunkedDecoder::State::kDone &&
+      (whole.body != bytewise.body || whole.used != bytewise.used))
     __builtin_trap();
   return 0;
 }

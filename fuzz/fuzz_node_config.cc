@@ -12,6 +12,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   gpushare::NodeConfigFlags flags;
   gpushare::Environment env;
   auto loaded = gpushare::LoadNodeConfigFromText(flags, env, text, "fuzz.yaml");
-  if (!loaded.ok() && loaded.status().message().empty()) __builtin_trap();  // an error names what is wrong
+  if (!loaded.ok() && loaded.status().message().empty())
+    __builtin_trap();  // an error names what is wrong
   return 0;
 }

@@ -29,8 +29,8 @@ bool IsPciBusId(const std::string& s) {
   for (size_t i = 0; i < colon; ++i) {
     if (!IsHexDigit(s[i])) return false;
   }
-  return IsHexDigit(rest[0]) && IsHexDigit(rest[1]) && IsHexDigit(rest[3]) &&
-         IsHexDigit(rest[4]) && rest[6] >= '0' && rest[6] <= '7';
+  return IsHexDigit(rest[0]) && IsHexDigit(rest[1]) && IsHexDigit(rest[3]) && IsHexDigit(rest[4]) &&
+         rest[6] >= '0' && rest[6] <= '7';
 }
 
 // "8.6" -> (8, 6). YAML reads a plain 8.6 as a float scalar; its text is what we parse.
@@ -95,13 +95,14 @@ class InventoryReader {
   template <typename T>
   void Required(MapReader& m, const std::string& key, const std::optional<T>& v,
                 const YAML::Node& parent, const std::string& what) {
-    if (!v && !m.Get(key).IsDefined()) p_->Add(m.PathOf(key), "is required (" + what + ")", &parent);
+    if (!v && !m.Get(key).IsDefined())
+      p_->Add(m.PathOf(key), "is required (" + what + ")", &parent);
   }
 
   // The required "uuid" field: "<kind>-<8-4-4-4-12 hex digits>" as `valid` checks it, or "" with
   // the problem reported.
-  std::string Uuid(MapReader& m, const YAML::Node& n, const std::string& path, const std::string& kind,
-                   bool (*valid)(const std::string&)) {
+  std::string Uuid(MapReader& m, const YAML::Node& n, const std::string& path,
+                   const std::string& kind, bool (*valid)(const std::string&)) {
     const std::string form = kind + "-<8-4-4-4-12 hex digits>";
     auto uuid = m.String("uuid");
     Required(m, "uuid", uuid, n, form);
@@ -138,7 +139,8 @@ class InventoryReader {
     YAML::Node ccn = m.Get("computeCapability");
     if (!ccn.IsDefined()) {
       p_->Add(path + ".computeCapability", "is required (major.minor, e.g. \"8.6\")", &n);
-    } else if (!ccn.IsScalar() || !ParseComputeCapability(ccn.Scalar(), &g->cc_major, &g->cc_minor)) {
+    } else if (!ccn.IsScalar() ||
+               !ParseComputeCapability(ccn.Scalar(), &g->cc_major, &g->cc_minor)) {
       p_->Add(path + ".computeCapability",
               "must be major.minor, e.g. \"8.6\", got " + yaml::KindName(ccn), &ccn);
     }
@@ -179,7 +181,8 @@ class InventoryReader {
                 {"index", "profile", "gpuInstanceId", "computeInstanceId", "uuid", "memoryMiB",
                  "multiprocessors"});
     if (!m.ok()) {
-      if (!n.IsDefined() || n.IsNull()) p_->Add(path, "must be a mapping describing a MIG device", &n);
+      if (!n.IsDefined() || n.IsNull())
+        p_->Add(path, "must be a mapping describing a MIG device", &n);
       return false;
     }
     if (auto idx = m.Int("index", 0, 63)) mi->index = static_cast<int>(*idx);
@@ -187,10 +190,10 @@ class InventoryReader {
     Required(m, "profile", profile, n, "e.g. 1g.10gb");
     if (profile && !ParseMigProfile(*profile)) {
       YAML::Node pn = m.Get("profile");
-      p_->Add(path + ".profile",
-              "must be a MIG profile like 1g.10gb, 1c.2g.20gb or 1g.10gb+me, got \"" + *profile +
-                  "\"",
-              &pn);
+      p_->Add(
+          path + ".profile",
+          "must be a MIG profile like 1g.10gb, 1c.2g.20gb or 1g.10gb+me, got \"" + *profile + "\"",
+          &pn);
     }
     mi->profile = profile.value_or("");
     auto gi = m.Int("gpuInstanceId", 0, 1023);
@@ -222,9 +225,9 @@ class InventoryReader {
       auto [it, fresh] = pairs.emplace(std::make_pair(m.gpu_instance_id, m.compute_instance_id),
                                        static_cast<int>(j));
       if (!fresh && m.gpu_instance_id >= 0) {
-        p_->Add(mp, "gpuInstanceId " + std::to_string(m.gpu_instance_id) +
-                        " / computeInstanceId " + std::to_string(m.compute_instance_id) +
-                        " is also used by " + path + ".mig[" + std::to_string(it->second) + "]");
+        p_->Add(mp, "gpuInstanceId " + std::to_string(m.gpu_instance_id) + " / computeInstanceId " +
+                        std::to_string(m.compute_instance_id) + " is also used by " + path +
+                        ".mig[" + std::to_string(it->second) + "]");
       }
       if (m.memory_mib > g.memory_mib && g.memory_mib > 0) {
         p_->Add(mp + ".memoryMiB", std::to_string(m.memory_mib) + " is more than the GPU's " +
@@ -232,8 +235,8 @@ class InventoryReader {
       }
       auto slices = ParseMigProfile(m.profile);
       if (!slices || m.gpu_instance_id < 0) continue;
-      auto [git, gfresh] = gis.emplace(m.gpu_instance_id,
-                                       std::make_pair(slices->gpu_slices, m.memory_mib));
+      auto [git, gfresh] =
+          gis.emplace(m.gpu_instance_id, std::make_pair(slices->gpu_slices, m.memory_mib));
       if (!gfresh && git->second.first != slices->gpu_slices) {
         p_->Add(mp + ".profile", m.profile + " does not match the other devices of GPU instance " +
                                      std::to_string(m.gpu_instance_id));
@@ -251,7 +254,8 @@ class InventoryReader {
     }
     if (g.memory_mib > 0 && mem > g.memory_mib) {
       p_->Add(path + ".mig", "the GPU instances have " + std::to_string(mem) +
-                                 " MiB in all, more than the GPU's " + std::to_string(g.memory_mib));
+                                 " MiB in all, more than the GPU's " +
+                                 std::to_string(g.memory_mib));
     }
     std::sort(g.mig.begin(), g.mig.end(),
               [](const MigInstance& a, const MigInstance& b) { return a.index < b.index; });
@@ -290,8 +294,9 @@ class InventoryReader {
 
 Result<Inventory> ParseInventoryYaml(const std::string& text, const std::string& source_name) {
   if (static_cast<int64_t>(text.size()) > kMaxInventoryFileBytes) {
-    return Status::InvalidArgument("cannot read inventory file " + source_name + ": " +
-                                   OverLimit(static_cast<int64_t>(text.size()), kMaxInventoryFileBytes));
+    return Status::InvalidArgument(
+        "cannot read inventory file " + source_name + ": " +
+        OverLimit(static_cast<int64_t>(text.size()), kMaxInventoryFileBytes));
   }
   Problems problems(source_name);
   YAML::Node doc = yaml::ParseDocument(text, &problems);

@@ -46,8 +46,8 @@ Result<std::optional<HealthEvent>> ParseHealthEventLine(const std::string& raw) 
       have_kind = true;
     } else if (k == "uuid") {
       if (!IsGpuUuid(v) && !IsMigUuid(v)) {
-        return Status::InvalidArgument("\"" + raw + "\": uuid must be GPU-<uuid> or MIG-<uuid>, got \"" +
-                                       v + "\"");
+        return Status::InvalidArgument(
+            "\"" + raw + "\": uuid must be GPU-<uuid> or MIG-<uuid>, got \"" + v + "\"");
       }
       e.uuid = v;
     } else {
@@ -130,9 +130,11 @@ class EventsFileSource : public HealthEventSource {
 
 class NvmlHealthEventSource : public HealthEventSource {
  public:
-  NvmlHealthEventSource(std::shared_ptr<NvmlLibrary> nvml, Inventory inventory,
-                        nvmlEventSet_t set, MillisClock clock)
-      : nvml_(std::move(nvml)), inventory_(std::move(inventory)), set_(set),
+  NvmlHealthEventSource(std::shared_ptr<NvmlLibrary> nvml, Inventory inventory, nvmlEventSet_t set,
+                        MillisClock clock)
+      : nvml_(std::move(nvml)),
+        inventory_(std::move(inventory)),
+        set_(set),
         clock_(std::move(clock)) {}
   ~NvmlHealthEventSource() override {
     if (set_ != nullptr && nvml_->EventSetFree != nullptr) nvml_->EventSetFree(set_);

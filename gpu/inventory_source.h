@@ -30,8 +30,8 @@ enum class InitFailureAction { kExit, kWaitIdle };
 
 struct InitFailureDecision {
   InitFailureAction action = InitFailureAction::kExit;
-  int exit_code = 1;     // for kExit
-  std::string message;   // the line to log, naming the problem and the way out
+  int exit_code = 1;    // for kExit
+  std::string message;  // the line to log, naming the problem and the way out
 };
 
 InitFailureDecision DecideOnInitFailure(const Status& error, bool fail_on_init_error);

@@ -57,7 +57,8 @@ typedef int nvmlReturn_t;
 /* MIG. */
 #define NVML_DEVICE_MIG_DISABLE 0
 #define NVML_DEVICE_MIG_ENABLE 1
-#define NVML_INVALID_INSTANCE_ID 0xFFFFFFFFu /* gpuInstanceId/computeInstanceId of a non-MIG event */
+#define NVML_INVALID_INSTANCE_ID \
+  0xFFFFFFFFu /* gpuInstanceId/computeInstanceId of a non-MIG event */
 
 /* Event types (bit mask). */
 #define nvmlEventTypeSingleBitEccError 0x0000000000000001ULL

@@ -53,8 +53,8 @@ std::string MigProfileFromAttributes(unsigned gpu_slices, unsigned compute_slice
   constexpr unsigned long long kGiB = 1024ULL * 1024 * 1024;
   unsigned long long mem_gb = 0;
   if (parent_memory_bytes > 0) {
-    double fraction = static_cast<double>(mig_memory_mib) * kMiB /
-                      static_cast<double>(parent_memory_bytes);
+    double fraction =
+        static_cast<double>(mig_memory_mib) * kMiB / static_cast<double>(parent_memory_bytes);
     fraction = std::ceil(fraction * 8.0) / 8.0;
     double parent_gb = static_cast<double>((parent_memory_bytes + kGiB - 1) / kGiB);
     mem_gb = static_cast<unsigned long long>(std::llround(fraction * parent_gb));
@@ -76,7 +76,8 @@ Result<Inventory> ReadNvmlInventory(const NvmlLibrary& nvml, const NvmlInventory
   int cuda = 0;
   if (nvml.SystemGetCudaDriverVersion != nullptr &&
       nvml.SystemGetCudaDriverVersion(&cuda) == NVML_SUCCESS && cuda > 0) {
-    inv.cuda_driver_version = std::to_string(cuda / 1000) + "." + std::to_string((cuda % 1000) / 10);
+    inv.cuda_driver_version =
+        std::to_string(cuda / 1000) + "." + std::to_string((cuda % 1000) / 10);
   }
   unsigned count = 0;
   if (nvmlReturn_t r = nvml.DeviceGetCount(&count); r != NVML_SUCCESS) {
@@ -106,7 +107,8 @@ Result<Inventory> ReadNvmlInventory(const NvmlLibrary& nvml, const NvmlInventory
     unsigned long long total_bytes = 0;
     nvmlMemory_v2_t m2 = {};
     m2.version = nvmlMemory_v2;
-    if (nvml.DeviceGetMemoryInfoV2 != nullptr && nvml.DeviceGetMemoryInfoV2(dev, &m2) == NVML_SUCCESS) {
+    if (nvml.DeviceGetMemoryInfoV2 != nullptr &&
+        nvml.DeviceGetMemoryInfoV2(dev, &m2) == NVML_SUCCESS) {
       total_bytes = m2.total;
     } else {
       nvmlMemory_t m1 = {};
@@ -155,7 +157,8 @@ Result<Inventory> ReadNvmlInventory(const NvmlLibrary& nvml, const NvmlInventory
         nvmlDevice_t mig = nullptr;
         nvmlReturn_t r = nvml.DeviceGetMigDeviceHandleByIndex(dev, j, &mig);
         if (r == NVML_ERROR_NOT_FOUND) continue;  // an empty slot
-        const std::string mwhere = "MIG device " + std::to_string(i) + ":" + std::to_string(j) + ": ";
+        const std::string mwhere =
+            "MIG device " + std::to_string(i) + ":" + std::to_string(j) + ": ";
         if (r != NVML_SUCCESS) return nvml.Error(mwhere + "nvmlDeviceGetMigDeviceHandleByIndex", r);
         MigInstance mi;
         mi.index = static_cast<int>(j);
@@ -185,7 +188,8 @@ Result<Inventory> ReadNvmlInventory(const NvmlLibrary& nvml, const NvmlInventory
         }
         std::string derived;
         nvmlDeviceAttributes_t a = {};
-        if (nvml.DeviceGetAttributes != nullptr && nvml.DeviceGetAttributes(mig, &a) == NVML_SUCCESS) {
+        if (nvml.DeviceGetAttributes != nullptr &&
+            nvml.DeviceGetAttributes(mig, &a) == NVML_SUCCESS) {
           mi.multiprocessors = static_cast<int>(a.multiprocessorCount);
           derived = MigProfileFromAttributes(a.gpuInstanceSliceCount, a.computeInstanceSliceCount,
                                              a.memorySizeMB, total_bytes);

@@ -72,10 +72,12 @@ Result<std::shared_ptr<NvmlLibrary>> NvmlLibrary::Open(const std::string& path) 
   if (r != NVML_SUCCESS) {
     Status s = lib->Error("nvmlInit_v2", r);
     std::string hint;
-    if (r == NVML_ERROR_DRIVER_NOT_LOADED) hint = ": the NVIDIA kernel driver is not loaded";
+    if (r == NVML_ERROR_DRIVER_NOT_LOADED)
+      hint = ": the NVIDIA kernel driver is not loaded";
     else if (r == NVML_ERROR_LIB_RM_VERSION_MISMATCH)
       hint = ": the user-space driver does not match the kernel driver (reboot or reload it)";
-    else if (r == NVML_ERROR_NO_PERMISSION) hint = ": no permission to open /dev/nvidia*";
+    else if (r == NVML_ERROR_NO_PERMISSION)
+      hint = ": no permission to open /dev/nvidia*";
     return Status::FailedPrecondition(s.message() + hint);
   }
   lib->initialized_ = true;
@@ -94,10 +96,14 @@ std::string NvmlLibrary::ErrorString(nvmlReturn_t r) const {
 
 Status NvmlLibrary::Error(const std::string& call, nvmlReturn_t r) const {
   StatusCode code = StatusCode::kInternal;
-  if (r == NVML_ERROR_GPU_IS_LOST) code = StatusCode::kUnavailable;
-  else if (r == NVML_ERROR_TIMEOUT) code = StatusCode::kDeadlineExceeded;
-  else if (r == NVML_ERROR_NOT_FOUND) code = StatusCode::kNotFound;
-  else if (r == NVML_ERROR_NOT_SUPPORTED) code = StatusCode::kUnimplemented;
+  if (r == NVML_ERROR_GPU_IS_LOST)
+    code = StatusCode::kUnavailable;
+  else if (r == NVML_ERROR_TIMEOUT)
+    code = StatusCode::kDeadlineExceeded;
+  else if (r == NVML_ERROR_NOT_FOUND)
+    code = StatusCode::kNotFound;
+  else if (r == NVML_ERROR_NOT_SUPPORTED)
+    code = StatusCode::kUnimplemented;
   else if (r == NVML_ERROR_UNINITIALIZED || r == NVML_ERROR_DRIVER_NOT_LOADED)
     code = StatusCode::kFailedPrecondition;
   return Status(code, call + ": " + ErrorString(r) + " (" + std::to_string(r) + ")");

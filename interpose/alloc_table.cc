@@ -7,11 +7,11 @@ namespace gpushare::interpose {
 namespace {
 
 // Prime capacities just above powers of two (a prime modulus spreads strided addresses).
-constexpr uint64_t kPrimes[] = {1031ull,      2053ull,      4099ull,       8209ull,       16411ull,
-                                32771ull,     65537ull,     131101ull,     262147ull,     524309ull,
-                                1048583ull,   2097169ull,   4194319ull,    8388617ull,    16777259ull,
-                                33554467ull,  67108879ull,  134217757ull,  268435459ull,  536870923ull,
-                                1073741827ull, 2147483659ull, 4294967311ull};
+constexpr uint64_t kPrimes[] = {
+    1031ull,      2053ull,      4099ull,       8209ull,       16411ull,     32771ull,
+    65537ull,     131101ull,    262147ull,     524309ull,     1048583ull,   2097169ull,
+    4194319ull,   8388617ull,   16777259ull,   33554467ull,   67108879ull,  134217757ull,
+    268435459ull, 536870923ull, 1073741827ull, 2147483659ull, 4294967311ull};
 
 AllocEntry* MapSlots(size_t n) {
   size_t bytes = n * sizeof(AllocEntry);
@@ -34,13 +34,15 @@ size_t AllocTable::Home(AllocKind kind, uint64_t key) const {
   // handles by value, modulo a prime. Allocations close in address space (the driver reuses and
   // packs addresses) land in nearby slots, so an insert rarely touches a cold cache line, while
   // the prime keeps power-of-two strides from piling onto a few slots.
-  bool address = kind == AllocKind::kLinear || kind == AllocKind::kAsync || kind == AllocKind::kIpc ||
-                 kind == AllocKind::kVmmMapping;
+  bool address = kind == AllocKind::kLinear || kind == AllocKind::kAsync ||
+                 kind == AllocKind::kIpc || kind == AllocKind::kVmmMapping;
   uint64_t v = (address ? key >> 9 : key) + static_cast<uint64_t>(kind) * 0x9e3779b97f4aull;
   return static_cast<size_t>(v % cap_);
 }
 
-size_t AllocTable::Next(size_t i) const { return i + 1 == cap_ ? 0 : i + 1; }
+size_t AllocTable::Next(size_t i) const {
+  return i + 1 == cap_ ? 0 : i + 1;
+}
 
 bool AllocTable::Grow() {
   size_t ncap = 0;

@@ -5,9 +5,9 @@
 // walking a list (HAMi-core's linear free list costs ~25 us per free at 10,000 live
 // allocations). Open addressing with linear probing and backward-shift deletion: no tombstones,
 // so lookups stay short however many allocations come and go; a locality-preserving hash
-// (address granule modulo a prime capacity) keeps nearby allocations in nearby slots. Storage comes from mmap, never
-// from malloc (the library must not depend on the process's allocator) and grows by doubling at
-// half load. Not thread-safe: the caller holds its process-local lock.
+// (address granule modulo a prime capacity) keeps nearby allocations in nearby slots. Storage comes
+// from mmap, never from malloc (the library must not depend on the process's allocator) and grows
+// by doubling at half load. Not thread-safe: the caller holds its process-local lock.
 #pragma once
 
 #include <stddef.h>
@@ -30,12 +30,12 @@ enum class AllocKind : uint32_t {
 struct AllocEntry {
   uint64_t key = 0;
   AllocKind kind = AllocKind::kEmpty;
-  int32_t dev = -1;      // region device index, -1 when not charged
-  uint64_t bytes = 0;    // charge held for this entry
-  uint64_t ctx = 0;      // owning context (freed with it), 0 = none
-  uint64_t aux = 0;      // kind-specific (pool, handle)
-  uint32_t refs = 0;     // kVmmHandle: unreleased references
-  uint32_t maps = 0;     // kVmmHandle: live mappings
+  int32_t dev = -1;    // region device index, -1 when not charged
+  uint64_t bytes = 0;  // charge held for this entry
+  uint64_t ctx = 0;    // owning context (freed with it), 0 = none
+  uint64_t aux = 0;    // kind-specific (pool, handle)
+  uint32_t refs = 0;   // kVmmHandle: unreleased references
+  uint32_t maps = 0;   // kVmmHandle: live mappings
 };
 
 class AllocTable {

@@ -96,7 +96,8 @@ void ApplyKey(Config* c, const char* key, size_t klen, const char* v, size_t vle
   if (ApplyDeviceKey(c, key, klen, v, vlen)) return;
   if (EqualsIgnoreCase(key, klen, "version")) {
     uint64_t ver = 0;
-    if (!ParseU64(v, vlen, &ver) || ver != 1) SetProblem(c, true, "only version 1 is known", k, v, vlen);
+    if (!ParseU64(v, vlen, &ver) || ver != 1)
+      SetProblem(c, true, "only version 1 is known", k, v, vlen);
   } else if (EqualsIgnoreCase(key, klen, "region")) {
     if (vlen == 0 || v[0] != '/' || !CopyStr(c->region_path, sizeof(c->region_path), v, vlen))
       SetProblem(c, true, "must be an absolute path shorter than 512 bytes", k, v, vlen);
@@ -107,30 +108,45 @@ void ApplyKey(Config* c, const char* key, size_t klen, const char* v, size_t vle
   } else if (EqualsIgnoreCase(key, klen, "context_overhead")) {
     ApplySize(c, k, v, vlen, nullptr, &c->context_overhead);
   } else if (EqualsIgnoreCase(key, klen, "managed_memory")) {
-    if (EqualsIgnoreCase(v, vlen, "count")) c->managed = ManagedPolicy::kCount;
-    else if (EqualsIgnoreCase(v, vlen, "ignore")) c->managed = ManagedPolicy::kIgnore;
-    else SetProblem(c, false, "must be count or ignore (kept count)", k, v, vlen);
+    if (EqualsIgnoreCase(v, vlen, "count"))
+      c->managed = ManagedPolicy::kCount;
+    else if (EqualsIgnoreCase(v, vlen, "ignore"))
+      c->managed = ManagedPolicy::kIgnore;
+    else
+      SetProblem(c, false, "must be count or ignore (kept count)", k, v, vlen);
   } else if (EqualsIgnoreCase(key, klen, "ipc_imports") ||
              EqualsIgnoreCase(key, klen, "external_memory")) {
-    ImportPolicy* p = EqualsIgnoreCase(key, klen, "ipc_imports") ? &c->ipc_imports : &c->external_memory;
-    if (EqualsIgnoreCase(v, vlen, "count")) *p = ImportPolicy::kCount;
-    else if (EqualsIgnoreCase(v, vlen, "ignore")) *p = ImportPolicy::kIgnore;
-    else SetProblem(c, false, "must be count or ignore (kept the default)", k, v, vlen);
+    ImportPolicy* p =
+        EqualsIgnoreCase(key, klen, "ipc_imports") ? &c->ipc_imports : &c->external_memory;
+    if (EqualsIgnoreCase(v, vlen, "count"))
+      *p = ImportPolicy::kCount;
+    else if (EqualsIgnoreCase(v, vlen, "ignore"))
+      *p = ImportPolicy::kIgnore;
+    else
+      SetProblem(c, false, "must be count or ignore (kept the default)", k, v, vlen);
   } else if (EqualsIgnoreCase(key, klen, "sm_limiter")) {
-    if (EqualsIgnoreCase(v, vlen, "on")) c->sm_limiter_enabled = true;
-    else if (EqualsIgnoreCase(v, vlen, "off")) c->sm_limiter_enabled = false;
-    else SetProblem(c, false, "must be on or off (kept on)", k, v, vlen);
+    if (EqualsIgnoreCase(v, vlen, "on"))
+      c->sm_limiter_enabled = true;
+    else if (EqualsIgnoreCase(v, vlen, "off"))
+      c->sm_limiter_enabled = false;
+    else
+      SetProblem(c, false, "must be on or off (kept on)", k, v, vlen);
   } else if (EqualsIgnoreCase(key, klen, "log_level")) {
     uint64_t lvl = 0;
-    if (ParseU64(v, vlen, &lvl) && lvl <= 4) c->log_level = static_cast<int>(lvl);
-    else SetProblem(c, false, "must be 0..4 (kept 2)", k, v, vlen);
+    if (ParseU64(v, vlen, &lvl) && lvl <= 4)
+      c->log_level = static_cast<int>(lvl);
+    else
+      SetProblem(c, false, "must be 0..4 (kept 2)", k, v, vlen);
   } else {
     SetProblem(c, false, "unknown key (ignored)", k, v, vlen);
   }
 }
 
 const char* Trim(const char* s, size_t* len) {
-  while (*len > 0 && (*s == ' ' || *s == '\t')) { ++s; --*len; }
+  while (*len > 0 && (*s == ' ' || *s == '\t')) {
+    ++s;
+    --*len;
+  }
   while (*len > 0 && (s[*len - 1] == ' ' || s[*len - 1] == '\t' || s[*len - 1] == '\r')) --*len;
   return s;
 }

@@ -39,17 +39,17 @@ enum class ImportPolicy : uint8_t { kIgnore, kCount };
 struct DeviceConfig {
   bool has_uuid = false;
   uint8_t uuid[16] = {};
-  bool memory_set = false;      // memory_limit given for this index
-  uint64_t memory_limit = 0;    // bytes; 0 with memory_set = no limit for this device
+  bool memory_set = false;    // memory_limit given for this index
+  uint64_t memory_limit = 0;  // bytes; 0 with memory_set = no limit for this device
   bool sm_set = false;
-  uint32_t sm_limit = 0;        // percent 1..99 limits; 0/100 = none
+  uint32_t sm_limit = 0;  // percent 1..99 limits; 0/100 = none
 };
 
 struct Config {
   enum Source : uint8_t { kNone, kEnvironment, kFile };
   Source source = kNone;
-  bool fail_closed = false;     // a limit could not be read: refuse every allocation
-  char problem[256] = {};       // why fail_closed is set (or the first warning)
+  bool fail_closed = false;  // a limit could not be read: refuse every allocation
+  char problem[256] = {};    // why fail_closed is set (or the first warning)
 
   uint64_t default_memory_limit = 0;  // 0 = none
   uint32_t default_sm_limit = 0;      // 0 = none

@@ -38,8 +38,10 @@ const char* ResolveEntryPoint(const char* base, int cuda_version, uint64_t flags
   int lo = 0, hi = kCount;
   while (lo < hi) {
     int mid = (lo + hi) / 2;
-    if (strcmp(kTable[mid].base, base) < 0) lo = mid + 1;
-    else hi = mid;
+    if (strcmp(kTable[mid].base, base) < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   if (lo == kCount || strcmp(kTable[lo].base, base) != 0) return nullptr;
   const EntryPoint* legacy = nullptr;
@@ -57,7 +59,8 @@ const char* ResolveEntryPoint(const char* base, int cuda_version, uint64_t flags
     *version_too_low = true;
     return nullptr;
   }
-  if ((flags & 2u) != 0 && per_thread != nullptr && IsPerThreadOf(per_thread->exported, legacy->exported))
+  if ((flags & 2u) != 0 && per_thread != nullptr &&
+      IsPerThreadOf(per_thread->exported, legacy->exported))
     return per_thread->exported;
   return legacy->exported;
 }

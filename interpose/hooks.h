@@ -16,7 +16,9 @@
 #include "interpose/cuda_abi.h"
 #include "interpose/nvml_abi.h"
 
-// Exported wrappers (C ABI). X(name) for each.
+// Exported wrappers (C ABI). X(name) for each. The lists keep one API area per line, so
+// clang-format leaves them alone.
+// clang-format off
 #define GPUSHARE_CUDA_HOOKS(X)                                                                    \
   X(cuGetProcAddress) X(cuGetProcAddress_v2)                                                    \
   X(cuMemAlloc) X(cuMemAlloc_v2) X(cuMemAllocPitch) X(cuMemAllocPitch_v2) X(cuMemFree)           \
@@ -80,6 +82,7 @@ struct CUmemPoolPtrExportData;
 #define GPUSHARE_NVML_INTERNAL(X)                                                                 \
   X(nvmlDeviceGetUUID, nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned int))                      \
   X(nvmlDeviceGetIndex, nvmlReturn_t (*)(nvmlDevice_t, unsigned int*))
+// clang-format on
 
 enum FnId : int {
 #define GPUSHARE_ID(name) kFn_##name,
@@ -116,8 +119,8 @@ CUresult cuMemAlloc(unsigned int* dptr, unsigned int bytesize);
 CUresult cuMemAlloc_v2(gc::CUdeviceptr* dptr, size_t bytesize);
 CUresult cuMemAllocPitch(unsigned int* dptr, unsigned int* pPitch, unsigned int WidthInBytes,
                          unsigned int Height, unsigned int ElementSizeBytes);
-CUresult cuMemAllocPitch_v2(gc::CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes, size_t Height,
-                            unsigned int ElementSizeBytes);
+CUresult cuMemAllocPitch_v2(gc::CUdeviceptr* dptr, size_t* pPitch, size_t WidthInBytes,
+                            size_t Height, unsigned int ElementSizeBytes);
 CUresult cuMemFree(unsigned int dptr);
 CUresult cuMemFree_v2(gc::CUdeviceptr dptr);
 CUresult cuMemAllocManaged(gc::CUdeviceptr* dptr, size_t bytesize, unsigned int flags);
@@ -130,7 +133,8 @@ CUresult cuArrayCreate_v2(gc::CUarray* pHandle, const gc::CUDA_ARRAY_DESCRIPTOR*
 CUresult cuArray3DCreate(gc::CUarray* pHandle, const gc::CUDA_ARRAY3D_DESCRIPTOR_v1* desc);
 CUresult cuArray3DCreate_v2(gc::CUarray* pHandle, const gc::CUDA_ARRAY3D_DESCRIPTOR* desc);
 CUresult cuArrayDestroy(gc::CUarray hArray);
-CUresult cuMipmappedArrayCreate(gc::CUmipmappedArray* pHandle, const gc::CUDA_ARRAY3D_DESCRIPTOR* desc,
+CUresult cuMipmappedArrayCreate(gc::CUmipmappedArray* pHandle,
+                                const gc::CUDA_ARRAY3D_DESCRIPTOR* desc,
                                 unsigned int numMipmapLevels);
 CUresult cuMipmappedArrayDestroy(gc::CUmipmappedArray hMipmappedArray);
 CUresult cuMemAllocAsync(gc::CUdeviceptr* dptr, size_t bytesize, gc::CUstream hStream);
@@ -157,14 +161,15 @@ CUresult cuEventSynchronize(gc::CUevent hEvent);
 CUresult cuMemCreate(gc::CUmemGenericAllocationHandle* handle, size_t size,
                      const gc::CUmemAllocationProp* prop, unsigned long long flags);
 CUresult cuMemRelease(gc::CUmemGenericAllocationHandle handle);
-CUresult cuMemMap(gc::CUdeviceptr ptr, size_t size, size_t offset, gc::CUmemGenericAllocationHandle handle,
-                  unsigned long long flags);
+CUresult cuMemMap(gc::CUdeviceptr ptr, size_t size, size_t offset,
+                  gc::CUmemGenericAllocationHandle handle, unsigned long long flags);
 CUresult cuMemUnmap(gc::CUdeviceptr ptr, size_t size);
 CUresult cuMemRetainAllocationHandle(gc::CUmemGenericAllocationHandle* handle, void* addr);
 CUresult cuMemImportFromShareableHandle(gc::CUmemGenericAllocationHandle* handle, void* osHandle,
                                         int shHandleType);
 CUresult cuIpcOpenMemHandle(gc::CUdeviceptr* pdptr, gc::CUipcMemHandle handle, unsigned int Flags);
-CUresult cuIpcOpenMemHandle_v2(gc::CUdeviceptr* pdptr, gc::CUipcMemHandle handle, unsigned int Flags);
+CUresult cuIpcOpenMemHandle_v2(gc::CUdeviceptr* pdptr, gc::CUipcMemHandle handle,
+                               unsigned int Flags);
 CUresult cuIpcCloseMemHandle(gc::CUdeviceptr dptr);
 CUresult cuImportExternalMemory(gc::CUexternalMemory* extMem_out,
                                 const gc::CUDA_EXTERNAL_MEMORY_HANDLE_DESC* memHandleDesc);
@@ -178,8 +183,8 @@ CUresult cuCtxCreate(gc::CUcontext* pctx, unsigned int flags, gc::CUdevice dev);
 CUresult cuCtxCreate_v2(gc::CUcontext* pctx, unsigned int flags, gc::CUdevice dev);
 CUresult cuCtxCreate_v3(gc::CUcontext* pctx, gi::CUexecAffinityParam* paramsArray, int numParams,
                         unsigned int flags, gc::CUdevice dev);
-CUresult cuCtxCreate_v4(gc::CUcontext* pctx, gi::CUctxCreateParams* ctxCreateParams, unsigned int flags,
-                        gc::CUdevice dev);
+CUresult cuCtxCreate_v4(gc::CUcontext* pctx, gi::CUctxCreateParams* ctxCreateParams,
+                        unsigned int flags, gc::CUdevice dev);
 CUresult cuCtxDestroy(gc::CUcontext ctx);
 CUresult cuCtxDestroy_v2(gc::CUcontext ctx);
 CUresult cuLaunchKernel(gc::CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -188,22 +193,22 @@ CUresult cuLaunchKernel(gc::CUfunction f, unsigned int gridDimX, unsigned int gr
                         void** kernelParams, void** extra);
 CUresult cuLaunchKernel_ptsz(gc::CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
                              unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
-                             unsigned int blockDimZ, unsigned int sharedMemBytes, gc::CUstream hStream,
-                             void** kernelParams, void** extra);
+                             unsigned int blockDimZ, unsigned int sharedMemBytes,
+                             gc::CUstream hStream, void** kernelParams, void** extra);
 CUresult cuLaunchKernelEx(const gc::CUlaunchConfig* config, gc::CUfunction f, void** kernelParams,
                           void** extra);
-CUresult cuLaunchKernelEx_ptsz(const gc::CUlaunchConfig* config, gc::CUfunction f, void** kernelParams,
-                               void** extra);
+CUresult cuLaunchKernelEx_ptsz(const gc::CUlaunchConfig* config, gc::CUfunction f,
+                               void** kernelParams, void** extra);
 CUresult cuLaunchCooperativeKernel(gc::CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
                                    unsigned int gridDimZ, unsigned int blockDimX,
                                    unsigned int blockDimY, unsigned int blockDimZ,
                                    unsigned int sharedMemBytes, gc::CUstream hStream,
                                    void** kernelParams);
-CUresult cuLaunchCooperativeKernel_ptsz(gc::CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
-                                        unsigned int gridDimZ, unsigned int blockDimX,
-                                        unsigned int blockDimY, unsigned int blockDimZ,
-                                        unsigned int sharedMemBytes, gc::CUstream hStream,
-                                        void** kernelParams);
+CUresult cuLaunchCooperativeKernel_ptsz(gc::CUfunction f, unsigned int gridDimX,
+                                        unsigned int gridDimY, unsigned int gridDimZ,
+                                        unsigned int blockDimX, unsigned int blockDimY,
+                                        unsigned int blockDimZ, unsigned int sharedMemBytes,
+                                        gc::CUstream hStream, void** kernelParams);
 CUresult cuGraphLaunch(gc::CUgraphExec hGraphExec, gc::CUstream hStream);
 CUresult cuGraphLaunch_ptsz(gc::CUgraphExec hGraphExec, gc::CUstream hStream);
 CUresult cuGraphAddMemAllocNode(gc::CUgraphNode* phGraphNode, gc::CUgraph hGraph,

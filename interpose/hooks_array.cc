@@ -12,11 +12,16 @@ uint64_t ElementBytes(int format, unsigned int channels) {
   uint64_t b = 4;  // block-compressed, YUV and normalised formats: corrected after creation
   switch (format) {
     case CU_AD_FORMAT_UNSIGNED_INT8:
-    case CU_AD_FORMAT_SIGNED_INT8: b = 1; break;
+    case CU_AD_FORMAT_SIGNED_INT8:
+      b = 1;
+      break;
     case CU_AD_FORMAT_UNSIGNED_INT16:
     case CU_AD_FORMAT_SIGNED_INT16:
-    case CU_AD_FORMAT_HALF: b = 2; break;
-    default: break;
+    case CU_AD_FORMAT_HALF:
+      b = 2;
+      break;
+    default:
+      break;
   }
   return b * (channels == 0 ? 1 : channels);
 }
@@ -65,12 +70,13 @@ template <typename Fn, typename Desc>
 CUresult CreateArray(Fn real, CUarray* handle, const Desc* desc, uint64_t depth, unsigned int flags,
                      const char* api) {
   if (!Active() || desc == nullptr) return real(handle, desc);
-  return CreateArrayLike([&] { return real(handle, desc); },
-                         Real<CUresult (*)(CUDA_ARRAY_MEMORY_REQUIREMENTS*, CUarray, CUdevice)>(
-                             kFn_cuArrayGetMemoryRequirements),
-                         GPUSHARE_REAL(cuArrayDestroy), handle,
-                         ArrayEstimate(desc->Width, desc->Height, depth, desc->Format, desc->NumChannels),
-                         (flags & (kArraySparse | kArrayDeferredMapping)) != 0, AllocKind::kArray, api);
+  return CreateArrayLike(
+      [&] { return real(handle, desc); },
+      Real<CUresult (*)(CUDA_ARRAY_MEMORY_REQUIREMENTS*, CUarray, CUdevice)>(
+          kFn_cuArrayGetMemoryRequirements),
+      GPUSHARE_REAL(cuArrayDestroy), handle,
+      ArrayEstimate(desc->Width, desc->Height, depth, desc->Format, desc->NumChannels),
+      (flags & (kArraySparse | kArrayDeferredMapping)) != 0, AllocKind::kArray, api);
 }
 
 }  // namespace
@@ -90,14 +96,14 @@ GPUSHARE_EXPORT CUresult cuArrayCreate(CUarray* handle, const CUDA_ARRAY_DESCRIP
 
 GPUSHARE_EXPORT CUresult cuArray3DCreate_v2(CUarray* handle, const CUDA_ARRAY3D_DESCRIPTOR* desc) {
   GPUSHARE_GET_REAL(cuArray3DCreate_v2);
-  return CreateArray(real, handle, desc, desc != nullptr ? desc->Depth : 1, desc != nullptr ? desc->Flags : 0,
-                     "cuArray3DCreate");
+  return CreateArray(real, handle, desc, desc != nullptr ? desc->Depth : 1,
+                     desc != nullptr ? desc->Flags : 0, "cuArray3DCreate");
 }
 
 GPUSHARE_EXPORT CUresult cuArray3DCreate(CUarray* handle, const CUDA_ARRAY3D_DESCRIPTOR_v1* desc) {
   GPUSHARE_GET_REAL(cuArray3DCreate);
-  return CreateArray(real, handle, desc, desc != nullptr ? desc->Depth : 1, desc != nullptr ? desc->Flags : 0,
-                     "cuArray3DCreate");
+  return CreateArray(real, handle, desc, desc != nullptr ? desc->Depth : 1,
+                     desc != nullptr ? desc->Flags : 0, "cuArray3DCreate");
 }
 
 GPUSHARE_EXPORT CUresult cuArrayDestroy(CUarray h) {
@@ -116,12 +122,13 @@ GPUSHARE_EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray* handle,
     estimate = SatAdd(estimate, ArrayEstimate(w == 0 ? 1 : w, h == 0 ? 1 : h, d == 0 ? 1 : d,
                                               desc->Format, desc->NumChannels));
   }
-  return CreateArrayLike([&] { return real(handle, desc, levels); },
-                         Real<CUresult (*)(CUDA_ARRAY_MEMORY_REQUIREMENTS*, CUmipmappedArray, CUdevice)>(
-                             kFn_cuMipmappedArrayGetMemoryRequirements),
-                         GPUSHARE_REAL(cuMipmappedArrayDestroy), handle, estimate,
-                         (desc->Flags & (kArraySparse | kArrayDeferredMapping)) != 0,
-                         AllocKind::kMipmapped, "cuMipmappedArrayCreate", true);
+  return CreateArrayLike(
+      [&] { return real(handle, desc, levels); },
+      Real<CUresult (*)(CUDA_ARRAY_MEMORY_REQUIREMENTS*, CUmipmappedArray, CUdevice)>(
+          kFn_cuMipmappedArrayGetMemoryRequirements),
+      GPUSHARE_REAL(cuMipmappedArrayDestroy), handle, estimate,
+      (desc->Flags & (kArraySparse | kArrayDeferredMapping)) != 0, AllocKind::kMipmapped,
+      "cuMipmappedArrayCreate", true);
 }
 
 GPUSHARE_EXPORT CUresult cuMipmappedArrayDestroy(CUmipmappedArray h) {

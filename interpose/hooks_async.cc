@@ -43,8 +43,8 @@ bool SettleAsync(FreeAsync free_async, CUdeviceptr ptr, CUstream stream, const T
   }
   auto get_attr = Real<CUresult (*)(CUmemoryPool, int, void*)>(kFn_cuMemPoolGetAttribute);
   uint64_t now_reserved = 0;
-  bool have = get_attr != nullptr &&
-              get_attr(pp.pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &now_reserved) == CUDA_SUCCESS;
+  bool have = get_attr != nullptr && get_attr(pp.pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
+                                              &now_reserved) == CUDA_SUCCESS;
   LockLocal();
   PoolInfo* p = AddPool(pp.pool, pp.ordinal, dev);
   uint64_t before = p != nullptr ? p->charged : 0;
@@ -302,12 +302,12 @@ GPUSHARE_EXPORT CUresult cuMemPoolImportPointer(CUdeviceptr* out, CUmemoryPool p
   return r;
 }
 
-#define GPUSHARE_SYNC_BODY(call)                          \
-  CUresult r = call;                                      \
-  if (Active()) {                                         \
-    if (HasPools()) RefreshPools();                       \
-    RefreshGraphMemory(-1);                               \
-  }                                                       \
+#define GPUSHARE_SYNC_BODY(call)    \
+  CUresult r = call;                \
+  if (Active()) {                   \
+    if (HasPools()) RefreshPools(); \
+    RefreshGraphMemory(-1);         \
+  }                                 \
   return r
 
 GPUSHARE_EXPORT CUresult cuStreamSynchronize(CUstream s) {
@@ -331,7 +331,8 @@ GPUSHARE_EXPORT CUresult cuEventSynchronize(CUevent e) {
   GPUSHARE_SYNC_BODY(real(e));
 }
 
-// ---- graph memory ----------------------------------------------------------------------------------
+// ---- graph memory
+// ----------------------------------------------------------------------------------
 
 GPUSHARE_EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode* node, CUgraph graph,
                                                 const CUgraphNode* deps, size_t ndeps,

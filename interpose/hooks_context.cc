@@ -51,8 +51,8 @@ GPUSHARE_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   return ResetPrimary(real, dev);
 }
 
-#define GPUSHARE_CTX_CREATE_BODY(call, pctx, dev)                                   \
-  CUresult r = call;                                                                \
+#define GPUSHARE_CTX_CREATE_BODY(call, pctx, dev)                                                \
+  CUresult r = call;                                                                             \
   if (r == CUDA_SUCCESS && (pctx) != nullptr && Active()) OnContextCreated(*(pctx), dev, false); \
   return r
 

@@ -20,9 +20,8 @@ struct FnRow {
 
 #define GPUSHARE_ROW(name) {#name, reinterpret_cast<void*>(&::name)},
 #define GPUSHARE_ROW2(name, type) {#name, nullptr},
-const FnRow kRows[kFnCount] = {
-    GPUSHARE_CUDA_HOOKS(GPUSHARE_ROW) GPUSHARE_NVML_HOOKS(GPUSHARE_ROW)
-        GPUSHARE_CUDA_INTERNAL(GPUSHARE_ROW2) GPUSHARE_NVML_INTERNAL(GPUSHARE_ROW2)};
+const FnRow kRows[kFnCount] = {GPUSHARE_CUDA_HOOKS(GPUSHARE_ROW) GPUSHARE_NVML_HOOKS(
+    GPUSHARE_ROW) GPUSHARE_CUDA_INTERNAL(GPUSHARE_ROW2) GPUSHARE_NVML_INTERNAL(GPUSHARE_ROW2)};
 #undef GPUSHARE_ROW
 #undef GPUSHARE_ROW2
 
@@ -74,8 +73,12 @@ void SubstituteProc(const char* symbol, void** pfn, int version, cuuint64_t flag
 
 }  // namespace
 
-const char* FnName(int id) { return id >= 0 && id < kFnCount ? kRows[id].name : nullptr; }
-void* HookWrapper(int id) { return id >= 0 && id < kHookCount ? kRows[id].wrapper : nullptr; }
+const char* FnName(int id) {
+  return id >= 0 && id < kFnCount ? kRows[id].name : nullptr;
+}
+void* HookWrapper(int id) {
+  return id >= 0 && id < kHookCount ? kRows[id].wrapper : nullptr;
+}
 bool IsNvmlFn(int id) {
   return (id > kNvmlHookBase && id < kHookCount) || (id > kNvmlInternalBase && id < kFnCount);
 }
@@ -88,8 +91,10 @@ int HookByName(const char* name) {
     int mid = (lo + hi) / 2;
     int c = strcmp(kRows[g_sorted[mid]].name, name);
     if (c == 0) return g_sorted[mid];
-    if (c < 0) lo = mid + 1;
-    else hi = mid;
+    if (c < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return -1;
 }
@@ -109,7 +114,8 @@ extern "C" {
 __attribute__((visibility("hidden"))) extern void* gpushare_real_dlsym_ptr;
 __attribute__((visibility("hidden"))) void* gpushare_resolve_real_dlsym(void);
 
-__attribute__((visibility("hidden"), used)) void* gpushare_dlsym_hook(void* handle, const char* symbol) {
+__attribute__((visibility("hidden"), used)) void* gpushare_dlsym_hook(void* handle,
+                                                                      const char* symbol) {
   void* caller = __builtin_return_address(0);
   DlsymFn real = RealDlsym();
   if (real == nullptr) return nullptr;
@@ -139,7 +145,7 @@ __asm__(
     ".type dlsym,@function\n"
     ".p2align 4\n"
     "dlsym:\n"
-    "  cmpq $-1, %rdi\n"            // RTLD_NEXT
+    "  cmpq $-1, %rdi\n"  // RTLD_NEXT
     "  je 1f\n"
     "  jmp gpushare_dlsym_hook\n"
     "1:\n"
@@ -193,7 +199,8 @@ __asm__(
 #error "dlsym trampoline: only x86_64 and aarch64 are supported"
 #endif
 
-// ---- cuGetProcAddress ----------------------------------------------------------------------------
+// ---- cuGetProcAddress
+// ----------------------------------------------------------------------------
 
 extern "C" __attribute__((visibility("default"))) CUresult cuGetProcAddress_v2(
     const char* symbol, void** pfn, int version, cuuint64_t flags,
@@ -215,7 +222,8 @@ extern "C" __attribute__((visibility("default"))) CUresult cuGetProcAddress(cons
   return r;
 }
 
-// ---- NVML ----------------------------------------------------------------------------------------
+// ---- NVML
+// ----------------------------------------------------------------------------------------
 
 namespace {
 
@@ -225,10 +233,12 @@ bool NvmlLimit(nvmlDevice_t device, uint64_t* limit, uint64_t* used) {
   auto get_index = Real<nvmlReturn_t (*)(nvmlDevice_t, unsigned int*)>(kFn_nvmlDeviceGetIndex);
   char text[gpushare::nvml::NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
   uint8_t uuid[16] = {};
-  bool have_uuid = get_uuid != nullptr && get_uuid(device, text, sizeof(text)) == gpushare::nvml::NVML_SUCCESS &&
+  bool have_uuid = get_uuid != nullptr &&
+                   get_uuid(device, text, sizeof(text)) == gpushare::nvml::NVML_SUCCESS &&
                    ParseUuid(text, StrLen(text), uuid);
   unsigned int index = 0;
-  bool have_index = get_index != nullptr && get_index(device, &index) == gpushare::nvml::NVML_SUCCESS;
+  bool have_index =
+      get_index != nullptr && get_index(device, &index) == gpushare::nvml::NVML_SUCCESS;
   const Config& config = GetConfig();
   if (config.fail_closed) {
     *limit = 0;
@@ -236,8 +246,8 @@ bool NvmlLimit(nvmlDevice_t device, uint64_t* limit, uint64_t* used) {
     return true;
   }
   Region& region = TheRegion();
-  DeviceLimits lim = LimitsFor(config, have_index ? static_cast<int>(index) : -1,
-                               have_uuid ? uuid : nullptr);
+  DeviceLimits lim =
+      LimitsFor(config, have_index ? static_cast<int>(index) : -1, have_uuid ? uuid : nullptr);
   // The container's usage lives in the region, which an NVML-only process (nvidia-smi) attaches
   // without taking a slot. A device some CUDA process registered carries the enforced limit.
   int dev = (have_uuid && AttachRegionForQueries()) ? region.FindDevice(uuid) : -1;
@@ -259,7 +269,8 @@ bool NvmlLimit(nvmlDevice_t device, uint64_t* limit, uint64_t* used) {
 template <typename Mem>
 nvmlReturn_t ClampMemory(nvmlReturn_t r, nvmlDevice_t device, Mem* memory) {
   uint64_t limit = 0, used = 0;
-  if (r != gpushare::nvml::NVML_SUCCESS || memory == nullptr || !Active() || !NvmlLimit(device, &limit, &used))
+  if (r != gpushare::nvml::NVML_SUCCESS || memory == nullptr || !Active() ||
+      !NvmlLimit(device, &limit, &used))
     return r;
   uint64_t total = Min(limit, memory->total);
   uint64_t free_bytes = Min(SatSub(total, used), memory->free);

@@ -12,8 +12,8 @@
 namespace gpushare::interpose {
 namespace {
 
-constexpr int64_t kToleranceNs = 20'000'000;   // burst the gate allows (wall time)
-constexpr int64_t kMaxSleepNs = 50'000'000;    // re-check the gate at least this often
+constexpr int64_t kToleranceNs = 20'000'000;  // burst the gate allows (wall time)
+constexpr int64_t kMaxSleepNs = 50'000'000;   // re-check the gate at least this often
 
 void SleepNs(int64_t ns) {
   timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
@@ -61,7 +61,8 @@ bool EnsureEvents(LimiterSlot* ls, int pos) {
   auto create = Real<CUresult (*)(CUevent*, unsigned int)>(kFn_cuEventCreate);
   if (create == nullptr) return false;
   for (int i = 0; i < 2; ++i) {
-    if (ls->events[pos][i] == nullptr && create(&ls->events[pos][i], CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
+    if (ls->events[pos][i] == nullptr &&
+        create(&ls->events[pos][i], CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
       ls->events[pos][i] = nullptr;
       return false;
     }
@@ -78,7 +79,7 @@ CUresult LimitedLaunch(CUstream stream, uint64_t key, bool per_thread, Launch la
   if (o == nullptr || o->dev < 0 || o->sm_limit == 0) return launch();
   // Work captured into a graph does not run now: its graph launch is limited instead.
   auto capturing = Real<CUresult (*)(CUstream, int*)>(per_thread ? kFn_cuStreamIsCapturing_ptsz
-                                                                   : kFn_cuStreamIsCapturing);
+                                                                 : kFn_cuStreamIsCapturing);
   int status = CU_STREAM_CAPTURE_STATUS_NONE;
   if (capturing != nullptr && capturing(stream, &status) == CUDA_SUCCESS &&
       status != CU_STREAM_CAPTURE_STATUS_NONE)
@@ -116,7 +117,7 @@ CUresult LimitedLaunch(CUstream stream, uint64_t key, bool per_thread, Launch la
   while (ls->tracker.full()) Drain(ls, bucket, params, true);
   int pos = ls->tracker.Push(key, cost, known);
   auto record = Real<CUresult (*)(CUevent, CUstream)>(per_thread ? kFn_cuEventRecord_ptsz
-                                                                   : kFn_cuEventRecord);
+                                                                 : kFn_cuEventRecord);
   bool ok = record != nullptr && EnsureEvents(ls, pos) &&
             record(ls->events[pos][0], stream) == CUDA_SUCCESS;
   CUresult r = launch();
@@ -151,10 +152,10 @@ CUresult GraphLaunch(Fn real, CUgraphExec exec, CUstream s, bool per_thread) {
 
 using namespace gpushare::interpose;  // NOLINT
 
-#define GPUSHARE_LAUNCH_BODY(name, stream, key, per_thread, ...)              \
-  auto real = GPUSHARE_REAL(name);                                           \
-  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;                    \
-  if (SmState() != 2) return real(__VA_ARGS__);                              \
+#define GPUSHARE_LAUNCH_BODY(name, stream, key, per_thread, ...)            \
+  auto real = GPUSHARE_REAL(name);                                          \
+  if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;                   \
+  if (SmState() != 2) return real(__VA_ARGS__);                             \
   return LimitedLaunch(stream, reinterpret_cast<uint64_t>(key), per_thread, \
                        [&]() { return real(__VA_ARGS__); })
 
@@ -163,7 +164,8 @@ extern "C" {
 __attribute__((visibility("default"))) CUresult cuLaunchKernel(
     CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx,
     unsigned int by, unsigned int bz, unsigned int shm, CUstream s, void** params, void** extra) {
-  GPUSHARE_LAUNCH_BODY(cuLaunchKernel, s, f, false, f, gx, gy, gz, bx, by, bz, shm, s, params, extra);
+  GPUSHARE_LAUNCH_BODY(cuLaunchKernel, s, f, false, f, gx, gy, gz, bx, by, bz, shm, s, params,
+                       extra);
 }
 
 __attribute__((visibility("default"))) CUresult cuLaunchKernel_ptsz(
@@ -174,15 +176,15 @@ __attribute__((visibility("default"))) CUresult cuLaunchKernel_ptsz(
 }
 
 __attribute__((visibility("default"))) CUresult cuLaunchKernelEx(const CUlaunchConfig* config,
-                                                                  CUfunction f, void** params,
-                                                                  void** extra) {
+                                                                 CUfunction f, void** params,
+                                                                 void** extra) {
   GPUSHARE_LAUNCH_BODY(cuLaunchKernelEx, config != nullptr ? config->hStream : nullptr, f, false,
                        config, f, params, extra);
 }
 
 __attribute__((visibility("default"))) CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* config,
-                                                                       CUfunction f, void** params,
-                                                                       void** extra) {
+                                                                      CUfunction f, void** params,
+                                                                      void** extra) {
   GPUSHARE_LAUNCH_BODY(cuLaunchKernelEx_ptsz, config != nullptr ? config->hStream : nullptr, f,
                        true, config, f, params, extra);
 }

@@ -4,10 +4,10 @@
 // hooks_ipc.cc (IPC and external memory), hooks_context.cc (contexts), hooks_info.cc (queries).
 //
 // The memory wrappers cover every way a CUDA program obtains device memory, and the queries
-// that report it. The pattern is always the same: work out the device, reserve the footprint atomically in
-// the shared region (refusing with CUDA_ERROR_OUT_OF_MEMORY before the driver is called, so
-// nothing is allocated), call the driver, then either give the reservation back (the driver
-// failed) or record the allocation so that its free releases exactly what was charged. Where
+// that report it. The pattern is always the same: work out the device, reserve the footprint
+// atomically in the shared region (refusing with CUDA_ERROR_OUT_OF_MEMORY before the driver is
+// called, so nothing is allocated), call the driver, then either give the reservation back (the
+// driver failed) or record the allocation so that its free releases exactly what was charged. Where
 // the real footprint is only known afterwards (pitch, array padding, pool growth) the
 // reservation is adjusted to it, and an allocation whose real footprint does not fit is freed
 // again before CUDA_ERROR_OUT_OF_MEMORY is returned. docs/interposer.md has the per-API policy.
@@ -52,8 +52,10 @@ inline void Track(const AllocEntry& e) {
   bool ok = Table().Put(e);
   UnlockLocal();
   if (!ok)
-    Log(kLogError, "msg=\"cannot record an allocation (out of memory for the table); it stays "
-                   "charged\" bytes=%llu", static_cast<unsigned long long>(e.bytes));
+    Log(kLogError,
+        "msg=\"cannot record an allocation (out of memory for the table); it stays "
+        "charged\" bytes=%llu",
+        static_cast<unsigned long long>(e.bytes));
 }
 
 inline bool Untrack(AllocKind kind, uint64_t key, AllocEntry* out) {
@@ -96,7 +98,8 @@ inline bool Adjust(int dev, uint64_t have, uint64_t need, const char* api) {
 inline void ChargeOrphan(CUdeviceptr ptr, uint64_t bytes) {
   auto attr = Real<CUresult (*)(void*, int, CUdeviceptr)>(kFn_cuPointerGetAttribute);
   int ordinal = -1;
-  if (!Active() || attr == nullptr || attr(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr) != CUDA_SUCCESS)
+  if (!Active() || attr == nullptr ||
+      attr(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr) != CUDA_SUCCESS)
     return;
   const OrdinalInfo* o = Ordinal(ordinal);
   if (o == nullptr || o->dev < 0 || o->memory_limited == 0) return;
@@ -135,6 +138,6 @@ inline CUresult DestroyTracked(Fn real, Handle h, AllocKind kind) {
 }  // namespace gpushare::interpose
 
 #define GPUSHARE_EXPORT extern "C" __attribute__((visibility("default")))
-#define GPUSHARE_GET_REAL(name)                 \
-  auto real = GPUSHARE_REAL(name);              \
+#define GPUSHARE_GET_REAL(name)    \
+  auto real = GPUSHARE_REAL(name); \
   if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED

@@ -116,7 +116,8 @@ GPUSHARE_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
   return r;
 }
 
-GPUSHARE_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle, void* addr) {
+GPUSHARE_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle,
+                                                     void* addr) {
   GPUSHARE_GET_REAL(cuMemRetainAllocationHandle);
   CUresult r = real(handle, addr);
   if (r != CUDA_SUCCESS || handle == nullptr || !Active()) return r;

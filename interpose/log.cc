@@ -18,8 +18,12 @@ void SetLogLevel(int level) {
   if (level > kLogDebug) level = kLogDebug;
   StoreRelaxed(&g_level, level);
 }
-int GetLogLevel() { return LoadRelaxed(&g_level); }
-bool LogEnabled(int level) { return level <= LoadRelaxed(&g_level); }
+int GetLogLevel() {
+  return LoadRelaxed(&g_level);
+}
+bool LogEnabled(int level) {
+  return level <= LoadRelaxed(&g_level);
+}
 
 void Log(int level, const char* fmt, ...) {
   if (!LogEnabled(level)) return;

@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/stat.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "interpose/base.h"
@@ -211,7 +211,9 @@ bool Region::Lock() {
   return false;
 }
 
-void Region::Unlock() { pthread_mutex_unlock(&file_->header.mutex); }
+void Region::Unlock() {
+  pthread_mutex_unlock(&file_->header.mutex);
+}
 
 void Region::ReclaimSlotLocked(int s) {
   RegionSlot& slot = file_->slots[s];
@@ -232,7 +234,8 @@ void Region::RepairLocked() {
   if (hw > static_cast<uint32_t>(kMaxSlots)) hw = kMaxSlots;
   for (uint32_t s = 0; s < hw; ++s) {
     RegionSlot& slot = file_->slots[s];
-    if (slot.pid != 0 && !IsAlive(slot.pid, slot.start_time)) ReclaimSlotLocked(static_cast<int>(s));
+    if (slot.pid != 0 && !IsAlive(slot.pid, slot.start_time))
+      ReclaimSlotLocked(static_cast<int>(s));
   }
   for (int d = 0; d < kMaxDevices; ++d) {
     uint64_t total = 0;

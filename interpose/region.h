@@ -52,20 +52,20 @@ struct RegionDevice {
 };
 
 struct RegionSlot {
-  int32_t pid;            // 0 = free
+  int32_t pid;  // 0 = free
   uint32_t reserved0;
-  uint64_t start_time;    // /proc/<pid>/stat field 22, 0 = unknown
+  uint64_t start_time;  // /proc/<pid>/stat field 22, 0 = unknown
   uint64_t used[kMaxDevices];
 };
 
 struct RegionHeader {
   uint64_t magic;
   uint32_t layout_version;
-  uint32_t header_size;   // sizeof(RegionHeader)
-  uint64_t file_size;     // sizeof(RegionFile)
-  uint32_t ready;         // set last by the initialiser (release)
+  uint32_t header_size;  // sizeof(RegionHeader)
+  uint64_t file_size;    // sizeof(RegionFile)
+  uint32_t ready;        // set last by the initialiser (release)
   uint32_t slot_high_water;
-  uint64_t repairs;       // times a dead lock owner was recovered from
+  uint64_t repairs;  // times a dead lock owner was recovered from
   uint64_t reclaimed_slots;
   union {
     pthread_mutex_t mutex;

@@ -81,8 +81,12 @@ void* OpenLibrary(void** slot, const char* soname) {
   return LoadAcquire(slot);
 }
 
-void* Driver() { return OpenLibrary(&g_driver, "libcuda.so.1"); }
-void* Nvml() { return OpenLibrary(&g_nvml, "libnvidia-ml.so.1"); }
+void* Driver() {
+  return OpenLibrary(&g_driver, "libcuda.so.1");
+}
+void* Nvml() {
+  return OpenLibrary(&g_nvml, "libnvidia-ml.so.1");
+}
 
 uintptr_t BaseOf(void* lib, uintptr_t* cache, const char* probe_symbol) {
   uintptr_t b = LoadRelaxed(cache);
@@ -191,8 +195,10 @@ bool EnsureRegion() {
       StoreRelease(&g_region_state, 1);
       return true;
     }
-    Log(kLogError, "msg=\"shared accounting region unusable; GPU allocations will be refused\" "
-                   "reason=\"%s\"", err);
+    Log(kLogError,
+        "msg=\"shared accounting region unusable; GPU allocations will be refused\" "
+        "reason=\"%s\"",
+        err);
     StoreRelease(&g_region_state, 3);
     return false;
   }
@@ -210,8 +216,9 @@ bool EnsureSlot() {
     int32_t pid = static_cast<int32_t>(getpid());
     int slot = g_region.RegisterProcess(pid, ProcStartTime(pid));
     if (slot < 0) {
-      Log(kLogError, "msg=\"no free process slot in the shared region (1024 live processes); "
-                     "GPU allocations will be refused\"");
+      Log(kLogError,
+          "msg=\"no free process slot in the shared region (1024 live processes); "
+          "GPU allocations will be refused\"");
       StoreRelease(&g_slot_state, 3);
       return false;
     }
@@ -225,7 +232,8 @@ bool EnsureSlot() {
 
 }  // namespace
 
-// ---- real functions ------------------------------------------------------------------------------
+// ---- real functions
+// ------------------------------------------------------------------------------
 
 }  // namespace gpushare::interpose
 
@@ -256,7 +264,9 @@ extern "C" void* gpushare_resolve_real_dlsym(void) {
 
 namespace gpushare::interpose {
 
-DlsymFn RealDlsym() { return reinterpret_cast<DlsymFn>(gpushare_resolve_real_dlsym()); }
+DlsymFn RealDlsym() {
+  return reinterpret_cast<DlsymFn>(gpushare_resolve_real_dlsym());
+}
 
 void* RealFn(int id) {
   void* p = LoadAcquire(&g_real[id]);
@@ -276,7 +286,9 @@ void RememberReal(int id, void* fn) {
   CasStrong(&g_real[id], &expected, fn);
 }
 
-uintptr_t DriverBase() { return BaseOf(Driver(), &g_driver_base, "cuGetProcAddress"); }
+uintptr_t DriverBase() {
+  return BaseOf(Driver(), &g_driver_base, "cuGetProcAddress");
+}
 uintptr_t NvmlBase() {
   void* lib = LoadAcquire(&g_nvml);
   if (lib == nullptr) lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_NOLOAD);
@@ -287,7 +299,8 @@ uintptr_t NvmlBase() {
   return BaseOf(LoadAcquire(&g_nvml), &g_nvml_base, "nvmlDeviceGetMemoryInfo");
 }
 
-// ---- configuration --------------------------------------------------------------------------------
+// ---- configuration
+// --------------------------------------------------------------------------------
 
 void EnsureInit() {
   if (LoadAcquire(&g_init_state) == 2) return;
@@ -321,7 +334,9 @@ int SmState() {
   return s == 0 ? 1 : s;
 }
 
-Region& TheRegion() { return g_region; }
+Region& TheRegion() {
+  return g_region;
+}
 
 uint64_t NowNs() {
   timespec ts;
@@ -329,16 +344,23 @@ uint64_t NowNs() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
 }
 
-void LockLocal() { pthread_mutex_lock(&g_lock); }
-void UnlockLocal() { pthread_mutex_unlock(&g_lock); }
-AllocTable& Table() { return g_table; }
+void LockLocal() {
+  pthread_mutex_lock(&g_lock);
+}
+void UnlockLocal() {
+  pthread_mutex_unlock(&g_lock);
+}
+AllocTable& Table() {
+  return g_table;
+}
 
 uint64_t LinearFootprint(uint64_t bytes, uint64_t granularity) {
   if (bytes < (1ull << 20)) return RoundUp(bytes, 512);
   return RoundUp(bytes, granularity == 0 ? kDefaultGranularity : granularity);
 }
 
-// ---- devices ---------------------------------------------------------------------------------------
+// ---- devices
+// ---------------------------------------------------------------------------------------
 
 const OrdinalInfo* Ordinal(int ordinal) {
   if (ordinal < 0 || ordinal >= kMaxOrdinals) return nullptr;
@@ -435,14 +457,16 @@ bool CurrentContext(CUcontext* ctx, int* ordinal) {
   return true;
 }
 
-// ---- accounting ------------------------------------------------------------------------------------
+// ---- accounting
+// ------------------------------------------------------------------------------------
 
 bool Reserve(int dev, uint64_t bytes, const char* api) {
   if (g_config.fail_closed || dev == -2) {
     if (!LoadRelaxed(&g_warned_fail_closed)) {
       StoreRelaxed(&g_warned_fail_closed, true);
-      Log(kLogError, "msg=\"GPU allocation refused: limits cannot be enforced\" api=%s problem=\"%s\"",
-          api, g_config.fail_closed ? g_config.problem : "shared region unusable");
+      Log(kLogError,
+          "msg=\"GPU allocation refused: limits cannot be enforced\" api=%s problem=\"%s\"", api,
+          g_config.fail_closed ? g_config.problem : "shared region unusable");
     }
     return false;
   }
@@ -461,7 +485,8 @@ bool Reserve(int dev, uint64_t bytes, const char* api) {
   Log(kLogNotice,
       "msg=\"GPU allocation refused: over the container's memory limit\" api=%s bytes=%llu "
       "used=%llu limit=%llu",
-      api, static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(LoadRelaxed(&d.used)),
+      api, static_cast<unsigned long long>(bytes),
+      static_cast<unsigned long long>(LoadRelaxed(&d.used)),
       static_cast<unsigned long long>(d.memory_limit));
   return false;
 }
@@ -476,14 +501,17 @@ void ForceCharge(int dev, uint64_t bytes) {
   g_region.Charge(LoadAcquire(&g_slot), dev, bytes);
 }
 
-bool AttachRegionForQueries() { return Active() && EnsureRegion(); }
+bool AttachRegionForQueries() {
+  return Active() && EnsureRegion();
+}
 
 uint64_t ContainerUsed(int dev) {
   if (dev < 0 || !EnsureRegion()) return 0;
   return g_region.Used(dev);
 }
 
-// ---- pools -----------------------------------------------------------------------------------------
+// ---- pools
+// -----------------------------------------------------------------------------------------
 
 PoolInfo* FindPool(CUmemoryPool pool) {
   for (int i = 0; i < g_npools; ++i)
@@ -508,7 +536,9 @@ void RemovePool(PoolInfo* p) {
   g_pools[i] = g_pools[--g_npools];
 }
 
-bool HasPools() { return LoadRelaxed(&g_npools) != 0; }
+bool HasPools() {
+  return LoadRelaxed(&g_npools) != 0;
+}
 
 uint64_t AsyncGrowthStep(int ordinal) {
   if (ordinal < 0 || ordinal >= kMaxOrdinals) return kDefaultGranularity;
@@ -551,8 +581,12 @@ void RefreshPools() {
   }
 }
 
-void NoteGraphMemoryPossible() { StoreRelaxed(&g_graph_possible, true); }
-bool GraphMemoryPossible() { return LoadRelaxed(&g_graph_possible); }
+void NoteGraphMemoryPossible() {
+  StoreRelaxed(&g_graph_possible, true);
+}
+bool GraphMemoryPossible() {
+  return LoadRelaxed(&g_graph_possible);
+}
 
 void RefreshGraphMemory(int ordinal) {
   if (!LoadRelaxed(&g_graph_possible)) return;
@@ -574,7 +608,8 @@ void RefreshGraphMemory(int ordinal) {
   }
 }
 
-// ---- contexts --------------------------------------------------------------------------------------
+// ---- contexts
+// --------------------------------------------------------------------------------------
 
 void OnContextCreated(CUcontext ctx, int ordinal, bool primary) {
   (void)primary;
@@ -597,7 +632,8 @@ void OnContextDestroyed(CUcontext ctx, bool destroyed_context) {
   if (destroyed_context) {
     for (int i = 0; i < g_nctx; ++i) {
       if (g_ctxs[i].ctx != ctx) continue;
-      if (g_ctxs[i].dev >= 0) release[g_ctxs[i].dev] = SatAdd(release[g_ctxs[i].dev], g_ctxs[i].overhead);
+      if (g_ctxs[i].dev >= 0)
+        release[g_ctxs[i].dev] = SatAdd(release[g_ctxs[i].dev], g_ctxs[i].overhead);
       g_ctxs[i] = g_ctxs[--g_nctx];
       break;
     }
@@ -643,7 +679,8 @@ int PrimaryRelease(int ordinal) {
   return n;
 }
 
-// ---- SM limiter ------------------------------------------------------------------------------------
+// ---- SM limiter
+// ------------------------------------------------------------------------------------
 
 LimiterSlot* Limiter(int dev) {
   if (dev < 0 || dev >= kMaxDevices) return nullptr;

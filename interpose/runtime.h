@@ -40,7 +40,8 @@ template <typename F>
 inline F Real(int id) {
   return reinterpret_cast<F>(RealFn(id));
 }
-#define GPUSHARE_REAL(name) (::gpushare::interpose::Real<decltype(&::name)>(::gpushare::interpose::kFn_##name))
+#define GPUSHARE_REAL(name) \
+  (::gpushare::interpose::Real<decltype(&::name)>(::gpushare::interpose::kFn_##name))
 // The real dlsym (glibc's), found with dlvsym(RTLD_NEXT, ...).
 using DlsymFn = void* (*)(void*, const char*);
 DlsymFn RealDlsym();
@@ -57,11 +58,11 @@ const Config& GetConfig();
 
 // What one device (by this process's ordinal) is, once probed.
 struct OrdinalInfo {
-  uint32_t probed;        // 1 when the fields below are valid (acquire)
-  int32_t dev;            // region device index, -1 = not limited / not accounted
-  uint32_t sm_limit;      // 0 = none
-  uint64_t granularity;   // VMM minimum granularity (the driver's large page), default 2 MiB
-  uint64_t limit;         // memory limit as enforced by the region
+  uint32_t probed;          // 1 when the fields below are valid (acquire)
+  int32_t dev;              // region device index, -1 = not limited / not accounted
+  uint32_t sm_limit;        // 0 = none
+  uint64_t granularity;     // VMM minimum granularity (the driver's large page), default 2 MiB
+  uint64_t limit;           // memory limit as enforced by the region
   uint32_t memory_limited;  // 1 when allocations on it are accounted (limit may be 0: fail closed)
   uint8_t uuid[16];
 };
@@ -104,8 +105,8 @@ uint64_t LinearFootprint(uint64_t bytes, uint64_t granularity);
 struct PoolInfo {
   CUmemoryPool pool;
   int ordinal;
-  int dev;             // region device, -1 = not accounted
-  uint64_t charged;    // bytes charged for this pool
+  int dev;               // region device, -1 = not accounted
+  uint64_t charged;      // bytes charged for this pool
   uint32_t outstanding;  // live allocations from it
   bool destroyed;
 };

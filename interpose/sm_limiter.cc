@@ -70,7 +70,8 @@ int SmCostTracker::Push(uint64_t key, int64_t charged_ns, bool known) {
 
 void SmCostTracker::Learn(uint64_t key, int64_t measured_ns) {
   // Exponentially weighted moving average, weight 1/4 for the newest sample.
-  global_ewma_ns_ = any_measured_ ? global_ewma_ns_ + (measured_ns - global_ewma_ns_) / 4 : measured_ns;
+  global_ewma_ns_ =
+      any_measured_ ? global_ewma_ns_ + (measured_ns - global_ewma_ns_) / 4 : measured_ns;
   any_measured_ = true;
   if (key == 0) return;
   uint64_t h = Mix(key) & (kTableSize - 1);

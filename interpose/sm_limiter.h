@@ -34,15 +34,15 @@ namespace gpushare::interpose {
 
 // Shared (per device, in the region) gate state. All fields are updated with atomics.
 struct SmBucket {
-  int64_t tat_ns;          // theoretical arrival time, CLOCK_MONOTONIC ns
-  uint64_t admitted;       // launches admitted
-  uint64_t delayed;        // launches that had to wait
-  uint64_t waited_ns;      // total wait
+  int64_t tat_ns;      // theoretical arrival time, CLOCK_MONOTONIC ns
+  uint64_t admitted;   // launches admitted
+  uint64_t delayed;    // launches that had to wait
+  uint64_t waited_ns;  // total wait
 };
 
 struct SmGateParams {
-  uint32_t limit_pct = 100;              // 1..99 limits
-  int64_t tolerance_ns = 20'000'000;     // burst: how far TAT may run ahead of now (wall ns)
+  uint32_t limit_pct = 100;           // 1..99 limits
+  int64_t tolerance_ns = 20'000'000;  // burst: how far TAT may run ahead of now (wall ns)
 };
 
 // Tries to admit a launch with estimated GPU cost `cost_ns` at `now_ns`. Returns 0 when admitted

@@ -105,11 +105,16 @@ json AnnotationsPatch(const AnnotationChanges& changes) {
 
 std::string_view WatchEventTypeName(WatchEventType t) {
   switch (t) {
-    case WatchEventType::kAdded: return "ADDED";
-    case WatchEventType::kModified: return "MODIFIED";
-    case WatchEventType::kDeleted: return "DELETED";
-    case WatchEventType::kBookmark: return "BOOKMARK";
-    case WatchEventType::kError: return "ERROR";
+    case WatchEventType::kAdded:
+      return "ADDED";
+    case WatchEventType::kModified:
+      return "MODIFIED";
+    case WatchEventType::kDeleted:
+      return "DELETED";
+    case WatchEventType::kBookmark:
+      return "BOOKMARK";
+    case WatchEventType::kError:
+      return "ERROR";
   }
   return "UNKNOWN";
 }
@@ -178,16 +183,16 @@ Status Client::Init() {
   const std::string& s = config_.server;
   bool https = s.rfind("https://", 0) == 0;
   if (!https && s.rfind("http://", 0) != 0) {
-    return Status::InvalidArgument("server: must start with https:// or http://, got \"" + s + "\"");
+    return Status::InvalidArgument("server: must start with https:// or http://, got \"" + s +
+                                   "\"");
   }
   size_t host_start = https ? 8 : 7;
   size_t path_start = s.find('/', host_start);
   if (path_start != std::string::npos && path_start + 1 < s.size()) {
     return Status::InvalidArgument("server: a path prefix is not supported, got \"" + s + "\"");
   }
-  std::string hostport = s.substr(host_start, path_start == std::string::npos
-                                                  ? std::string::npos
-                                                  : path_start - host_start);
+  std::string hostport = s.substr(
+      host_start, path_start == std::string::npos ? std::string::npos : path_start - host_start);
   if (hostport.empty()) return Status::InvalidArgument("server: no host in \"" + s + "\"");
   std::string host = hostport, port = https ? "443" : "80";
   size_t colon = hostport.rfind(':');
@@ -311,8 +316,9 @@ class Exchange {
 
   // Builds the request on `h` and runs it on `m` until it is done, fails or `cancel` fires (the
   // caller registers `m` with it).
-  void Send(CURL* h, CURLM* m, const HttpRequest& request, const std::string& token, const std::string& connect_to,
-            const Cancellation* cancel, std::chrono::milliseconds timeout) {
+  void Send(CURL* h, CURLM* m, const HttpRequest& request, const std::string& token,
+            const std::string& connect_to, const Cancellation* cancel,
+            std::chrono::milliseconds timeout) {
     curl_easy_reset(h);
     SetTransport(h, connect_to, timeout);
     SetRequest(h, request, token);
@@ -329,8 +335,9 @@ class Exchange {
   Status Outcome(const HttpRequest& request, std::chrono::milliseconds timeout) const {
     if (cancelled_) return Status::Unavailable("request cancelled");
     if (st_.too_large) {
-      return Status::ResourceExhausted("response to " + request.method + " " + request.path_and_query +
-                                       " is larger than " + std::to_string(options_.max_response_bytes) + " bytes");
+      return Status::ResourceExhausted("response to " + request.method + " " +
+                                       request.path_and_query + " is larger than " +
+                                       std::to_string(options_.max_response_bytes) + " bytes");
     }
     if (result_ != CURLE_OK && !(result_ == CURLE_WRITE_ERROR && st_.stopped)) {
       return TransportError(result_, errbuf_, timeout).WithContext(request.method + " " + url_);
@@ -353,8 +360,10 @@ class Exchange {
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(h, CURLOPT_USERAGENT, options_.user_agent.c_str());
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options_.connect_timeout.count()));
-    if (timeout.count() > 0) curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS,
+                     static_cast<long>(options_.connect_timeout.count()));
+    if (timeout.count() > 0)
+      curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
     if (!connect_to.empty()) {
@@ -368,13 +377,14 @@ class Exchange {
       curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
       curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
     } else if (!config_.ca_pem.empty()) {
-      curl_blob blob{const_cast<char*>(config_.ca_pem.data()), config_.ca_pem.size(), CURL_BLOB_NOCOPY};
+      curl_blob blob{const_cast<char*>(config_.ca_pem.data()), config_.ca_pem.size(),
+                     CURL_BLOB_NOCOPY};
       curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &blob);
       curl_easy_setopt(h, CURLOPT_CAPATH, nullptr);
     }
     if (config_.client_cert_pem.empty()) return;
-    curl_blob cert{const_cast<char*>(config_.client_cert_pem.data()), config_.client_cert_pem.size(),
-                   CURL_BLOB_NOCOPY};
+    curl_blob cert{const_cast<char*>(config_.client_cert_pem.data()),
+                   config_.client_cert_pem.size(), CURL_BLOB_NOCOPY};
     curl_blob key{const_cast<char*>(config_.client_key_pem.data()), config_.client_key_pem.size(),
                   CURL_BLOB_NOCOPY};
     curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert);
@@ -398,10 +408,12 @@ class Exchange {
       curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
       return;
     }
-    if (request.method != "POST") curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, request.method.c_str());
+    if (request.method != "POST")
+      curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, request.method.c_str());
     if (!request.body.empty() || request.method == "POST") {
       curl_easy_setopt(h, CURLOPT_POSTFIELDS, request.body.data());
-      curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
+      curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE,
+                       static_cast<curl_off_t>(request.body.size()));
     }
   }
 
@@ -491,14 +503,15 @@ Result<HttpResponse> Client::Do(const HttpRequest& request, const Cancellation* 
 Result<json> Client::JsonCall(const HttpRequest& request, const Cancellation* cancel) {
   GPUSHARE_ASSIGN_OR_RETURN(const HttpResponse r, Do(request, cancel));
   if (r.code < 200 || r.code > 299) {
-    return StatusFromHttp(r.code, r.body).WithContext(request.method + " " + request.path_and_query);
+    return StatusFromHttp(r.code, r.body)
+        .WithContext(request.method + " " + request.path_and_query);
   }
   if (r.body.empty()) return json(nullptr);
   json j = json::parse(r.body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     return Status::Internal(request.method + " " + request.path_and_query +
-                            ": the API server sent malformed JSON (" + std::to_string(r.body.size()) +
-                            " bytes)");
+                            ": the API server sent malformed JSON (" +
+                            std::to_string(r.body.size()) + " bytes)");
   }
   return j;
 }
@@ -508,7 +521,8 @@ Result<json> Client::JsonCall(const HttpRequest& request, const Cancellation* ca
 
 Result<json> Client::Get(ResourceRef r, std::string_view ns, std::string_view name,
                          std::string_view subresource) {
-  if (name.empty()) return Status::InvalidArgument("get " + std::string(r.resource) + ": empty name");
+  if (name.empty())
+    return Status::InvalidArgument("get " + std::string(r.resource) + ": empty name");
   return JsonCall({"GET", ResourcePath(r, ns, name, subresource), "", ""});
 }
 
@@ -544,7 +558,8 @@ Result<RawList> Client::List(ResourceRef r, std::string_view ns, const ListOptio
       }
       return j.status();
     }
-    if (!j->is_object()) return Status::Internal("list " + std::string(r.resource) + ": reply is not an object");
+    if (!j->is_object())
+      return Status::Internal("list " + std::string(r.resource) + ": reply is not an object");
     const json& items = (*j)["items"];
     if (!items.is_null() && !items.is_array()) {
       return Status::Internal("list " + std::string(r.resource) + ": items is not an array");
@@ -562,7 +577,8 @@ Result<RawList> Client::List(ResourceRef r, std::string_view ns, const ListOptio
     }
     if (cont.empty()) break;
     if (!seen_tokens.insert(cont).second) {
-      return Status::Internal("list " + std::string(r.resource) + ": the server repeated a continue token");
+      return Status::Internal("list " + std::string(r.resource) +
+                              ": the server repeated a continue token");
     }
     page.continue_token = cont;
   }
@@ -571,12 +587,13 @@ Result<RawList> Client::List(ResourceRef r, std::string_view ns, const ListOptio
 
 Status Client::Watch(ResourceRef r, std::string_view ns, const WatchOptions& o,
                      const WatchHandler& handler, const Cancellation* cancel) {
-  std::string q = Query({{"watch", "true"},
-                         {"labelSelector", o.label_selector},
-                         {"fieldSelector", o.field_selector},
-                         {"resourceVersion", o.resource_version},
-                         {"allowWatchBookmarks", o.allow_bookmarks ? "true" : ""},
-                         {"timeoutSeconds", o.timeout_seconds > 0 ? std::to_string(o.timeout_seconds) : ""}});
+  std::string q =
+      Query({{"watch", "true"},
+             {"labelSelector", o.label_selector},
+             {"fieldSelector", o.field_selector},
+             {"resourceVersion", o.resource_version},
+             {"allowWatchBookmarks", o.allow_bookmarks ? "true" : ""},
+             {"timeoutSeconds", o.timeout_seconds > 0 ? std::to_string(o.timeout_seconds) : ""}});
   HttpRequest req{"GET", ResourcePath(r, ns) + q, "", ""};
 
   std::string buffer;      // the incomplete event line
@@ -588,8 +605,9 @@ Status Client::Watch(ResourceRef r, std::string_view ns, const WatchOptions& o,
     if (b == std::string_view::npos) return true;  // blank line
     json ev = json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (ev.is_discarded() || !ev.is_object() || !ev.contains("type") || !ev["type"].is_string()) {
-      stream_error = Status::Unavailable("watch " + std::string(r.resource) +
-                                         ": malformed event (" + std::to_string(line.size()) + " bytes)");
+      stream_error =
+          Status::Unavailable("watch " + std::string(r.resource) + ": malformed event (" +
+                              std::to_string(line.size()) + " bytes)");
       return false;
     }
     std::string type = ev["type"].get<std::string>();
@@ -605,12 +623,14 @@ Status Client::Watch(ResourceRef r, std::string_view ns, const WatchOptions& o,
     } else if (type == "ERROR") {
       e.type = WatchEventType::kError;
     } else {
-      stream_error = Status::Unavailable("watch " + std::string(r.resource) + ": unknown event type \"" + type + "\"");
+      stream_error = Status::Unavailable("watch " + std::string(r.resource) +
+                                         ": unknown event type \"" + type + "\"");
       return false;
     }
     auto obj = ev.find("object");
     if (obj == ev.end() || !obj->is_object()) {
-      stream_error = Status::Unavailable("watch " + std::string(r.resource) + ": " + type + " event without an object");
+      stream_error = Status::Unavailable("watch " + std::string(r.resource) + ": " + type +
+                                         " event without an object");
       return false;
     }
     e.object = std::move(*obj);
@@ -628,8 +648,9 @@ Status Client::Watch(ResourceRef r, std::string_view ns, const WatchOptions& o,
       size_t nl = chunk.find('\n', start);
       size_t piece = (nl == std::string_view::npos ? chunk.size() : nl) - start;
       if (buffer.size() + piece > max_line) {
-        stream_error = Status::ResourceExhausted("watch " + std::string(r.resource) +
-                                                 ": event larger than " + std::to_string(max_line) + " bytes");
+        stream_error =
+            Status::ResourceExhausted("watch " + std::string(r.resource) + ": event larger than " +
+                                      std::to_string(max_line) + " bytes");
         return false;
       }
       if (nl == std::string_view::npos) {
@@ -674,8 +695,11 @@ Result<json> Client::Create(ResourceRef r, std::string_view ns, const json& body
 
 Result<json> Client::MergePatch(ResourceRef r, std::string_view ns, std::string_view name,
                                 json patch, const PatchOptions& options) {
-  if (name.empty()) return Status::InvalidArgument("patch " + std::string(r.resource) + ": empty name");
-  if (!patch.is_object()) return Status::InvalidArgument("patch " + std::string(r.resource) + ": patch must be an object");
+  if (name.empty())
+    return Status::InvalidArgument("patch " + std::string(r.resource) + ": empty name");
+  if (!patch.is_object())
+    return Status::InvalidArgument("patch " + std::string(r.resource) +
+                                   ": patch must be an object");
   if (!options.resource_version.empty()) {
     patch["metadata"]["resourceVersion"] = options.resource_version;
   }
@@ -683,24 +707,34 @@ Result<json> Client::MergePatch(ResourceRef r, std::string_view ns, std::string_
                    "application/merge-patch+json"});
 }
 
-Result<json> Client::Update(ResourceRef r, std::string_view ns, std::string_view name, const json& object) {
-  if (name.empty()) return Status::InvalidArgument("update " + std::string(r.resource) + ": empty name");
-  if (!object.is_object()) return Status::InvalidArgument("update " + std::string(r.resource) + ": the object must be an object");
+Result<json> Client::Update(ResourceRef r, std::string_view ns, std::string_view name,
+                            const json& object) {
+  if (name.empty())
+    return Status::InvalidArgument("update " + std::string(r.resource) + ": empty name");
+  if (!object.is_object())
+    return Status::InvalidArgument("update " + std::string(r.resource) +
+                                   ": the object must be an object");
   return JsonCall({"PUT", ResourcePath(r, ns, name), object.dump(), "application/json"});
 }
 
-Result<json> Client::JsonPatch(ResourceRef r, std::string_view ns, std::string_view name, const json& ops) {
-  if (name.empty()) return Status::InvalidArgument("patch " + std::string(r.resource) + ": empty name");
-  if (!ops.is_array()) return Status::InvalidArgument("patch " + std::string(r.resource) + ": a JSON patch is an array");
+Result<json> Client::JsonPatch(ResourceRef r, std::string_view ns, std::string_view name,
+                               const json& ops) {
+  if (name.empty())
+    return Status::InvalidArgument("patch " + std::string(r.resource) + ": empty name");
+  if (!ops.is_array())
+    return Status::InvalidArgument("patch " + std::string(r.resource) +
+                                   ": a JSON patch is an array");
   return JsonCall({"PATCH", ResourcePath(r, ns, name), ops.dump(), "application/json-patch+json"});
 }
 
 Status Client::Delete(ResourceRef r, std::string_view ns, std::string_view name,
                       const DeleteOptions& options) {
-  if (name.empty()) return Status::InvalidArgument("delete " + std::string(r.resource) + ": empty name");
+  if (name.empty())
+    return Status::InvalidArgument("delete " + std::string(r.resource) + ": empty name");
   json body = {{"apiVersion", "v1"}, {"kind", "DeleteOptions"}};
   if (options.grace_period_seconds) body["gracePeriodSeconds"] = *options.grace_period_seconds;
-  if (!options.uid_precondition.empty()) body["preconditions"] = {{"uid", options.uid_precondition}};
+  if (!options.uid_precondition.empty())
+    body["preconditions"] = {{"uid", options.uid_precondition}};
   Result<json> j = JsonCall({"DELETE", ResourcePath(r, ns, name), body.dump(), "application/json"});
   return j.status();
 }
@@ -747,27 +781,32 @@ Result<std::vector<Node>> Client::ListNodes(const ListOptions& options) {
 }
 
 Result<Pod> Client::PatchPodAnnotations(std::string_view ns, std::string_view name,
-                                        const AnnotationChanges& changes, const PatchOptions& options) {
-  return DecodeResult<Pod>(MergePatch(kPods, ns, name, AnnotationsPatch(changes), options), DecodePod);
+                                        const AnnotationChanges& changes,
+                                        const PatchOptions& options) {
+  return DecodeResult<Pod>(MergePatch(kPods, ns, name, AnnotationsPatch(changes), options),
+                           DecodePod);
 }
 
 Result<Pod> Client::PatchPodStatus(std::string_view ns, std::string_view name,
                                    const json& status_patch, const PatchOptions& options) {
   PatchOptions o = options;
   o.subresource = "status";
-  return DecodeResult<Pod>(MergePatch(kPods, ns, name, json{{"status", status_patch}}, o), DecodePod);
+  return DecodeResult<Pod>(MergePatch(kPods, ns, name, json{{"status", status_patch}}, o),
+                           DecodePod);
 }
 
 Result<Node> Client::PatchNodeAnnotations(std::string_view name, const AnnotationChanges& changes,
                                           const PatchOptions& options) {
-  return DecodeResult<Node>(MergePatch(kNodes, "", name, AnnotationsPatch(changes), options), DecodeNode);
+  return DecodeResult<Node>(MergePatch(kNodes, "", name, AnnotationsPatch(changes), options),
+                            DecodeNode);
 }
 
 Result<Node> Client::PatchNodeStatus(std::string_view name, const json& status_patch,
                                      const PatchOptions& options) {
   PatchOptions o = options;
   o.subresource = "status";
-  return DecodeResult<Node>(MergePatch(kNodes, "", name, json{{"status", status_patch}}, o), DecodeNode);
+  return DecodeResult<Node>(MergePatch(kNodes, "", name, json{{"status", status_patch}}, o),
+                            DecodeNode);
 }
 
 Status Client::Bind(const Binding& b) {

@@ -27,13 +27,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 #include "kube/config.h"
@@ -44,11 +43,11 @@
 namespace gpushare::kube {
 
 struct ClientOptions {
-  double qps = 50;   // requests per second; <= 0: unlimited
+  double qps = 50;  // requests per second; <= 0: unlimited
   int burst = 100;
   std::chrono::milliseconds request_timeout{30000};  // whole request (not watches)
   std::chrono::milliseconds connect_timeout{10000};
-  size_t max_response_bytes = 256u << 20;   // a larger body fails with kResourceExhausted
+  size_t max_response_bytes = 256u << 20;    // a larger body fails with kResourceExhausted
   size_t max_watch_event_bytes = 16u << 20;  // one watch event line
   size_t max_idle_connections = 16;
   std::string user_agent = "gpushare/0.1";
@@ -95,12 +94,12 @@ inline constexpr ResourceRef kMutatingWebhookConfigurations{"mutatingwebhookconf
                                                             "admissionregistration.k8s.io/v1"};
 
 struct ListOptions {
-  std::string label_selector;   // "app=x,tier!=db"
-  std::string field_selector;   // "spec.nodeName=node-1,status.phase=Pending"
-  std::string resource_version; // "" (most recent), "0" (any), or a version
+  std::string label_selector;          // "app=x,tier!=db"
+  std::string field_selector;          // "spec.nodeName=node-1,status.phase=Pending"
+  std::string resource_version;        // "" (most recent), "0" (any), or a version
   std::string resource_version_match;  // "", "NotOlderThan", "Exact"
-  int64_t limit = 0;            // page size; 0: everything in one reply
-  std::string continue_token;   // for ListPage only
+  int64_t limit = 0;                   // page size; 0: everything in one reply
+  std::string continue_token;          // for ListPage only
 };
 
 struct WatchOptions {
@@ -108,7 +107,7 @@ struct WatchOptions {
   std::string field_selector;
   std::string resource_version;  // start after this version; "" or "0": current state as ADDED
   bool allow_bookmarks = true;
-  int timeout_seconds = 300;     // the server ends the stream after this long; 0: server default
+  int timeout_seconds = 300;  // the server ends the stream after this long; 0: server default
 };
 
 enum class WatchEventType { kAdded, kModified, kDeleted, kBookmark, kError };
@@ -127,7 +126,7 @@ struct RawList {
 };
 
 struct PatchOptions {
-  std::string subresource;       // "" or "status"
+  std::string subresource;  // "" or "status"
   // Optimistic concurrency: when set, the patch carries metadata.resourceVersion and the API
   // server rejects it with 409 (kAborted) if the object changed since that version.
   std::string resource_version;
@@ -145,7 +144,7 @@ struct HttpRequest {
   std::string method = "GET";
   std::string path_and_query;  // "/api/v1/namespaces/ns/pods?limit=5"
   std::string body;
-  std::string content_type;    // set when there is a body
+  std::string content_type;  // set when there is a body
 };
 
 struct HttpResponse {
@@ -154,10 +153,10 @@ struct HttpResponse {
 };
 
 struct ClientStats {
-  uint64_t requests = 0;         // HTTP requests sent (including retries and watches)
-  uint64_t throttled = 0;        // requests that had to wait for the rate limiter
-  uint64_t throttle_wait_ns = 0; // total time spent waiting for it
-  uint64_t token_reloads = 0;    // 401s that led to a re-read token and a retry
+  uint64_t requests = 0;          // HTTP requests sent (including retries and watches)
+  uint64_t throttled = 0;         // requests that had to wait for the rate limiter
+  uint64_t throttle_wait_ns = 0;  // total time spent waiting for it
+  uint64_t token_reloads = 0;     // 401s that led to a re-read token and a retry
   uint64_t watch_events = 0;
 };
 
@@ -210,7 +209,8 @@ class Client {
   Result<std::vector<Pod>> ListPods(std::string_view ns, const ListOptions& options = {});
   Result<std::vector<Node>> ListNodes(const ListOptions& options = {});
   Result<Pod> PatchPodAnnotations(std::string_view ns, std::string_view name,
-                                  const AnnotationChanges& changes, const PatchOptions& options = {});
+                                  const AnnotationChanges& changes,
+                                  const PatchOptions& options = {});
   // Merge-patches pods/{name}/status with {"status": status_patch}.
   Result<Pod> PatchPodStatus(std::string_view ns, std::string_view name,
                              const nlohmann::json& status_patch, const PatchOptions& options = {});
@@ -234,9 +234,9 @@ class Client {
   bool ReloadToken(std::string* token);
   // Performs one HTTP exchange. `on_data` (optional) receives the body as it streams in and
   // returns false to stop; without it the body is collected into the response.
-  Result<HttpResponse> Perform(const HttpRequest& request, const Cancellation* cancel,
-                               std::chrono::milliseconds timeout,
-                               const std::function<bool(long code, std::string_view chunk)>* on_data);
+  Result<HttpResponse> Perform(
+      const HttpRequest& request, const Cancellation* cancel, std::chrono::milliseconds timeout,
+      const std::function<bool(long code, std::string_view chunk)>* on_data);
   Result<nlohmann::json> JsonCall(const HttpRequest& request, const Cancellation* cancel = nullptr);
 
   ClientConfig config_;

@@ -1,13 +1,12 @@
 #include "kube/config.h"
 
 #include <sys/stat.h>
+#include <yaml-cpp/yaml.h>
 
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <sstream>
-
-#include <yaml-cpp/yaml.h>
 
 #include "base/strings.h"
 #include "kube/base64.h"
@@ -47,7 +46,9 @@ std::string Resolve(const std::string& base_dir, const std::string& p) {
   return base_dir + "/" + p;
 }
 
-bool LooksLikePem(const std::string& s) { return s.find("-----BEGIN") != std::string::npos; }
+bool LooksLikePem(const std::string& s) {
+  return s.find("-----BEGIN") != std::string::npos;
+}
 
 // One named entry (cluster, user or context) and the file it came from.
 struct Entry {
@@ -84,7 +85,8 @@ Status ScalarBool(const YAML::Node& map, const char* key, const std::string& fie
   } else if (s == "false" || s == "False" || s == "FALSE") {
     *out = false;
   } else {
-    return Status::InvalidArgument(field + "." + key + ": expected true or false, got \"" + s + "\"");
+    return Status::InvalidArgument(field + "." + key + ": expected true or false, got \"" + s +
+                                   "\"");
   }
   return Status::Ok();
 }
@@ -207,8 +209,8 @@ Result<ClientConfig> BuildFromMerged(const Merged& m, const std::string& context
   if (c.server.empty()) return fail(Status::InvalidArgument(cl.field + ".server: missing"));
   while (c.server.size() > 1 && c.server.back() == '/') c.server.pop_back();
   if (c.server.rfind("https://", 0) != 0 && c.server.rfind("http://", 0) != 0) {
-    return fail(Status::InvalidArgument(cl.field + ".server: must start with https:// or http://, got \"" +
-                                        c.server + "\""));
+    return fail(Status::InvalidArgument(
+        cl.field + ".server: must start with https:// or http://, got \"" + c.server + "\""));
   }
   s = ScalarBool(cl.body, "insecure-skip-tls-verify", cl.field, &c.insecure_skip_tls_verify);
   if (s.ok()) s = ScalarString(cl.body, "tls-server-name", cl.field, &c.tls_server_name);
@@ -228,22 +230,24 @@ Result<ClientConfig> BuildFromMerged(const Merged& m, const std::string& context
   if (!user_name.empty()) {
     auto us_it = m.users.find(user_name);
     if (us_it == m.users.end()) {
-      return fail(Status::NotFound(ctx.field + ".user: user \"" + user_name + "\" not found in users"));
+      return fail(
+          Status::NotFound(ctx.field + ".user: user \"" + user_name + "\" not found in users"));
     }
     const Entry& us = us_it->second;
     for (const char* unsupported : {"exec", "auth-provider"}) {
       if (us.body[unsupported] && !us.body[unsupported].IsNull()) {
-        return fail(Status::Unimplemented(
-            us.field + "." + unsupported +
-            ": credential plugins are not supported; use token, tokenFile or a client certificate"));
+        return fail(Status::Unimplemented(us.field + "." + unsupported +
+                                          ": credential plugins are not supported; use token, "
+                                          "tokenFile or a client certificate"));
       }
     }
     std::string username;
     s = ScalarString(us.body, "username", us.field, &username);
     if (s.ok() && !username.empty()) {
-      return fail(Status::Unimplemented(us.field +
-                                        ".username: basic authentication is not supported by "
-                                        "the API server any more; use a token or a client certificate"));
+      return fail(
+          Status::Unimplemented(us.field +
+                                ".username: basic authentication is not supported by "
+                                "the API server any more; use a token or a client certificate"));
     }
     s = ScalarString(us.body, "token", us.field, &c.token);
     std::string token_file;
@@ -280,7 +284,9 @@ std::vector<std::string> SplitPathList(const std::string& s) {
   return out;
 }
 
-std::string JoinPaths(const std::vector<std::string>& v) { return Join(v, ":"); }
+std::string JoinPaths(const std::vector<std::string>& v) {
+  return Join(v, ":");
+}
 
 }  // namespace
 

@@ -26,13 +26,13 @@
 namespace gpushare::kube {
 
 struct ClientConfig {
-  std::string server;                  // "https://10.96.0.1:443" (scheme, host, port; no path)
-  std::string ca_pem;                  // CA bundle (PEM); empty: the system trust store
+  std::string server;  // "https://10.96.0.1:443" (scheme, host, port; no path)
+  std::string ca_pem;  // CA bundle (PEM); empty: the system trust store
   bool insecure_skip_tls_verify = false;
-  std::string tls_server_name;         // verify the server certificate for this name instead
-  std::string token;                   // fixed bearer token
-  std::string token_file;              // bearer token file (wins over `token`; re-read on change)
-  std::string client_cert_pem;         // client certificate (PEM) for mutual TLS
+  std::string tls_server_name;  // verify the server certificate for this name instead
+  std::string token;            // fixed bearer token
+  std::string token_file;       // bearer token file (wins over `token`; re-read on change)
+  std::string client_cert_pem;  // client certificate (PEM) for mutual TLS
   std::string client_key_pem;
   std::string namespace_ = "default";  // the default namespace (service account or context)
   std::string source;                  // where this came from, for logs
@@ -67,7 +67,7 @@ struct LoadOptions {
   std::string kubeconfig;  // --kubeconfig value; empty: not given
   std::string context;     // --context value; empty: current-context
   InClusterOptions in_cluster;
-  EnvLookup env;           // default: the process environment (KUBECONFIG, HOME, KUBERNETES_*)
+  EnvLookup env;  // default: the process environment (KUBECONFIG, HOME, KUBERNETES_*)
 };
 
 Result<ClientConfig> LoadClientConfig(const LoadOptions& options);

@@ -1,8 +1,7 @@
 #include "kube/errors.h"
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "kube/objects.h"
 
@@ -11,23 +10,40 @@ namespace {
 
 std::string_view DefaultReason(long code) {
   switch (code) {
-    case 400: return "BadRequest";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "NotFound";
-    case 405: return "MethodNotAllowed";
-    case 406: return "NotAcceptable";
-    case 409: return "Conflict";
-    case 410: return "Gone";
-    case 412: return "PreconditionFailed";
-    case 413: return "RequestEntityTooLarge";
-    case 415: return "UnsupportedMediaType";
-    case 422: return "Invalid";
-    case 429: return "TooManyRequests";
-    case 500: return "InternalError";
-    case 503: return "ServiceUnavailable";
-    case 504: return "Timeout";
-    default: return "";
+    case 400:
+      return "BadRequest";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "NotFound";
+    case 405:
+      return "MethodNotAllowed";
+    case 406:
+      return "NotAcceptable";
+    case 409:
+      return "Conflict";
+    case 410:
+      return "Gone";
+    case 412:
+      return "PreconditionFailed";
+    case 413:
+      return "RequestEntityTooLarge";
+    case 415:
+      return "UnsupportedMediaType";
+    case 422:
+      return "Invalid";
+    case 429:
+      return "TooManyRequests";
+    case 500:
+      return "InternalError";
+    case 503:
+      return "ServiceUnavailable";
+    case 504:
+      return "Timeout";
+    default:
+      return "";
   }
 }
 
@@ -37,16 +53,25 @@ StatusCode CodeFor(long http, std::string_view reason) {
     case 405:
     case 406:
     case 415:
-    case 422: return StatusCode::kInvalidArgument;
+    case 422:
+      return StatusCode::kInvalidArgument;
     case 401:
-    case 403: return StatusCode::kPermissionDenied;
-    case 404: return StatusCode::kNotFound;
-    case 409: return reason == "AlreadyExists" ? StatusCode::kAlreadyExists : StatusCode::kAborted;
-    case 410: return StatusCode::kFailedPrecondition;
-    case 412: return StatusCode::kAborted;
-    case 413: return StatusCode::kResourceExhausted;
-    case 504: return StatusCode::kDeadlineExceeded;
-    default: break;
+    case 403:
+      return StatusCode::kPermissionDenied;
+    case 404:
+      return StatusCode::kNotFound;
+    case 409:
+      return reason == "AlreadyExists" ? StatusCode::kAlreadyExists : StatusCode::kAborted;
+    case 410:
+      return StatusCode::kFailedPrecondition;
+    case 412:
+      return StatusCode::kAborted;
+    case 413:
+      return StatusCode::kResourceExhausted;
+    case 504:
+      return StatusCode::kDeadlineExceeded;
+    default:
+      break;
   }
   if (http == 429 || http >= 500) return StatusCode::kUnavailable;
   if (http >= 400) return StatusCode::kInvalidArgument;

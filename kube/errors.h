@@ -32,8 +32,14 @@ Status StatusFromHttp(long http_code, std::string_view body);
 // The same, when the API Status fields are already known (e.g. from a watch ERROR event).
 Status StatusFromApi(long http_code, std::string_view reason, std::string_view message);
 
-inline bool IsExpired(const Status& s) { return s.code() == StatusCode::kFailedPrecondition; }
-inline bool IsConflict(const Status& s) { return s.code() == StatusCode::kAborted; }
-inline bool IsNotFound(const Status& s) { return s.code() == StatusCode::kNotFound; }
+inline bool IsExpired(const Status& s) {
+  return s.code() == StatusCode::kFailedPrecondition;
+}
+inline bool IsConflict(const Status& s) {
+  return s.code() == StatusCode::kAborted;
+}
+inline bool IsNotFound(const Status& s) {
+  return s.code() == StatusCode::kNotFound;
+}
 
 }  // namespace gpushare::kube

@@ -35,16 +35,26 @@ void EventRecorder::Record(const ObjectReference& object, std::string type, std:
 
 void EventRecorder::RecordPod(const Pod& pod, std::string type, std::string reason,
                               std::string message) {
-  ObjectReference ref{"v1", "Pod", pod.metadata.namespace_, pod.metadata.name, pod.metadata.uid,
-                      pod.metadata.resource_version, ""};
+  ObjectReference ref{"v1",
+                      "Pod",
+                      pod.metadata.namespace_,
+                      pod.metadata.name,
+                      pod.metadata.uid,
+                      pod.metadata.resource_version,
+                      ""};
   Record(ref, std::move(type), std::move(reason), std::move(message));
 }
 
 void EventRecorder::RecordNode(const Node& node, std::string type, std::string reason,
                                std::string message) {
   // Node events reference the node by name as its UID, as kubelet does.
-  ObjectReference ref{"v1", "Node", "", node.metadata.name,
-                      node.metadata.uid.empty() ? node.metadata.name : node.metadata.uid, "", ""};
+  ObjectReference ref{"v1",
+                      "Node",
+                      "",
+                      node.metadata.name,
+                      node.metadata.uid.empty() ? node.metadata.name : node.metadata.uid,
+                      "",
+                      ""};
   Record(ref, std::move(type), std::move(reason), std::move(message));
 }
 
@@ -86,9 +96,9 @@ void EventRecorder::Send(const Pending& p) {
   }
   if (prior) {
     int32_t count = prior->count + 1;
-    Result<nlohmann::json> r = client_->MergePatch(
-        kEvents, prior->namespace_, prior->name,
-        nlohmann::json{{"count", count}, {"lastTimestamp", now}});
+    Result<nlohmann::json> r =
+        client_->MergePatch(kEvents, prior->namespace_, prior->name,
+                            nlohmann::json{{"count", count}, {"lastTimestamp", now}});
     if (r.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = seen_.find(key);
@@ -109,9 +119,10 @@ void EventRecorder::Send(const Pending& p) {
   Event e;
   e.metadata.namespace_ = p.object.namespace_.empty() ? "default" : p.object.namespace_;
   char suffix[32];
-  std::snprintf(suffix, sizeof(suffix), ".%llx",
-                static_cast<unsigned long long>(
-                    std::chrono::duration_cast<std::chrono::nanoseconds>(p.when.time_since_epoch()).count()));
+  std::snprintf(
+      suffix, sizeof(suffix), ".%llx",
+      static_cast<unsigned long long>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(p.when.time_since_epoch()).count()));
   e.metadata.name = p.object.name + suffix;
   e.involved_object = p.object;
   e.reason = p.reason;

@@ -31,7 +31,7 @@ struct EventRecorderOptions {
   std::string host;                    // source.host (the node name for the node agent)
   size_t queue_limit = 1000;
   std::chrono::seconds dedupe_window{600};
-  size_t dedupe_entries = 4096;        // remembered events (oldest forgotten first)
+  size_t dedupe_entries = 4096;  // remembered events (oldest forgotten first)
 };
 
 struct EventRecorderStats {

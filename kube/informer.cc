@@ -41,7 +41,9 @@ ListWatchLoop::ListWatchLoop(std::shared_ptr<Client> client, ResourceRef resourc
   if (options_.watch_timeout_seconds < 1) options_.watch_timeout_seconds = 1;
 }
 
-ListWatchLoop::~ListWatchLoop() { Stop(); }
+ListWatchLoop::~ListWatchLoop() {
+  Stop();
+}
 
 Status ListWatchLoop::Start() {
   if (!client_) return Status::InvalidArgument("informer: no client");
@@ -80,7 +82,8 @@ InformerStats ListWatchLoop::stats() const {
 }
 
 void ListWatchLoop::Log(const std::string& line) const {
-  std::string full = "component=kube-informer resource=" + std::string(resource_.resource) + " " + line;
+  std::string full =
+      "component=kube-informer resource=" + std::string(resource_.resource) + " " + line;
   if (options_.log) {
     options_.log(full);
   } else {
@@ -106,8 +109,8 @@ bool ListWatchLoop::SleepBackoff(Backoff* backoff, const Status& why) {
       stats_.backoff_delays.erase(stats_.backoff_delays.begin());
     }
   }
-  Log("event=backoff delay_ms=" + std::to_string(d.count()) + " attempt=" +
-      std::to_string(backoff->attempts()) + " after=" + Quoted(why.ToString()));
+  Log("event=backoff delay_ms=" + std::to_string(d.count()) +
+      " attempt=" + std::to_string(backoff->attempts()) + " after=" + Quoted(why.ToString()));
   return cancel_.SleepFor(d);
 }
 

@@ -30,6 +30,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <shared_mutex>
 #include <string>
 #include <string_view>
@@ -37,8 +38,6 @@
 #include <unordered_map>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 #include "kube/client.h"
@@ -48,14 +47,14 @@
 namespace gpushare::kube {
 
 struct InformerOptions {
-  std::string namespace_;      // "" watches all namespaces (ignored for cluster-scoped kinds)
+  std::string namespace_;  // "" watches all namespaces (ignored for cluster-scoped kinds)
   std::string label_selector;
-  std::string field_selector;  // e.g. "spec.nodeName=node-1"
-  int64_t page_size = 500;     // list page size; 0: one reply
+  std::string field_selector;       // e.g. "spec.nodeName=node-1"
+  int64_t page_size = 500;          // list page size; 0: one reply
   int watch_timeout_seconds = 300;  // each watch asks for a random timeout in [t, 2t)
   bool allow_bookmarks = true;
-  BackoffOptions backoff;      // initial 800 ms, max 30 s, factor 2, jitter 0.5
-  uint64_t seed = 0;           // for the jitter; 0: from std::random_device
+  BackoffOptions backoff;  // initial 800 ms, max 30 s, factor 2, jitter 0.5
+  uint64_t seed = 0;       // for the jitter; 0: from std::random_device
   // Receives one structured line per notable event (errors, relists). Default: stderr.
   std::function<void(const std::string& line)> log;
 };
@@ -75,8 +74,8 @@ struct InformerStats {
   uint64_t errors = 0;                 // failed lists and watches (410 included)
   uint64_t events = 0;                 // ADDED/MODIFIED/DELETED applied
   uint64_t bookmarks = 0;
-  uint64_t decode_errors = 0;          // objects skipped because they did not decode
-  std::string resource_version;        // where the next watch starts
+  uint64_t decode_errors = 0;    // objects skipped because they did not decode
+  std::string resource_version;  // where the next watch starts
   std::string last_error;
   std::vector<std::chrono::milliseconds> backoff_delays;  // the most recent ones, oldest first
 };

@@ -8,10 +8,12 @@
 namespace gpushare::kube {
 namespace {
 
-Status Read(const StringMap& m, const std::string& path, std::string_view resource, std::optional<int64_t>* out) {
+Status Read(const StringMap& m, const std::string& path, std::string_view resource,
+            std::optional<int64_t>* out) {
   auto it = m.find(std::string(resource));
   if (it == m.end()) return Status::Ok();
-  GPUSHARE_ASSIGN_OR_RETURN(int64_t v, ParseWholeQuantity(it->second, path + "[" + std::string(resource) + "]"));
+  GPUSHARE_ASSIGN_OR_RETURN(
+      int64_t v, ParseWholeQuantity(it->second, path + "[" + std::string(resource) + "]"));
   *out = v;
   return Status::Ok();
 }
@@ -38,8 +40,10 @@ Result<memshare::PodRequest> PodMemRequest(const Pod& pod, std::string_view reso
   std::vector<memshare::ContainerUnits> units;
   Status s = Collect(pod.spec.init_containers, true, resource, &units);
   if (s.ok()) s = Collect(pod.spec.containers, false, resource, &units);
-  Result<memshare::PodRequest> r = s.ok() ? memshare::ComputePodRequest(units) : Result<memshare::PodRequest>(s);
-  if (!r.ok()) return r.status().WithContext("pod " + pod.metadata.namespace_ + "/" + pod.metadata.name);
+  Result<memshare::PodRequest> r =
+      s.ok() ? memshare::ComputePodRequest(units) : Result<memshare::PodRequest>(s);
+  if (!r.ok())
+    return r.status().WithContext("pod " + pod.metadata.namespace_ + "/" + pod.metadata.name);
   return r;
 }
 

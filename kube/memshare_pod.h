@@ -8,8 +8,6 @@
 
 #include <string_view>
 
-#include <string_view>
-
 #include "core/memshare.h"
 #include "core/status.h"
 #include "kube/objects.h"
@@ -17,9 +15,10 @@
 namespace gpushare::kube {
 
 // Errors name the container and the field, e.g.
-// `pod ml/train-0: spec.containers[1].resources.limits[aliyun.com/gpu-mem]: must be a whole number, got "1.5"`.
-// `resource` is the memory-share resource name (renamed with gpushare-node's
+// `pod ml/train-0: spec.containers[1].resources.limits[aliyun.com/gpu-mem]: must be a whole number,
+// got "1.5"`. `resource` is the memory-share resource name (renamed with gpushare-node's
 // memoryShares.resourceName and gpushare-scheduler's --resource-name).
-Result<memshare::PodRequest> PodMemRequest(const Pod& pod, std::string_view resource = memshare::kResourceName);
+Result<memshare::PodRequest> PodMemRequest(const Pod& pod,
+                                           std::string_view resource = memshare::kResourceName);
 
 }  // namespace gpushare::kube

@@ -9,15 +9,22 @@ using nlohmann::json;
 
 const char* TypeName(const json& j) {
   switch (j.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::object: return "object";
-    case json::value_t::array: return "array";
-    case json::value_t::string: return "string";
-    case json::value_t::boolean: return "boolean";
+    case json::value_t::null:
+      return "null";
+    case json::value_t::object:
+      return "object";
+    case json::value_t::array:
+      return "array";
+    case json::value_t::string:
+      return "string";
+    case json::value_t::boolean:
+      return "boolean";
     case json::value_t::number_integer:
     case json::value_t::number_unsigned:
-    case json::value_t::number_float: return "number";
-    default: return "value";
+    case json::value_t::number_float:
+      return "number";
+    default:
+      return "value";
   }
 }
 
@@ -92,7 +99,8 @@ Status GetStringMap(const json& obj, std::string_view key, std::string_view path
 }
 
 // A map of quantities: strings, or numbers kept as their decimal spelling.
-Status GetQuantityMap(const json& obj, std::string_view key, std::string_view path, StringMap* out) {
+Status GetQuantityMap(const json& obj, std::string_view key, std::string_view path,
+                      StringMap* out) {
   GPUSHARE_ASSIGN_OR_RETURN(const json* m, ObjectMember(obj, key, path));
   if (m == nullptr) return Status::Ok();
   for (auto it = (m)->begin(); it != (m)->end(); ++it) {
@@ -177,16 +185,17 @@ Result<ObjectMeta> DecodeObjectMeta(const json& j, std::string_view path) {
   if (!deletion.empty()) m.deletion_timestamp = deletion;
   GPUSHARE_RETURN_IF_ERROR(GetStringMap(j, "labels", path, &m.labels));
   GPUSHARE_RETURN_IF_ERROR(GetStringMap(j, "annotations", path, &m.annotations));
-  GPUSHARE_RETURN_IF_ERROR(ForEach(j, "ownerReferences", path, [&](const json& e, const std::string& ep) {
-    OwnerReference r;
-    GPUSHARE_RETURN_IF_ERROR(GetString(e, "apiVersion", ep, &r.api_version));
-    GPUSHARE_RETURN_IF_ERROR(GetString(e, "kind", ep, &r.kind));
-    GPUSHARE_RETURN_IF_ERROR(GetString(e, "name", ep, &r.name));
-    GPUSHARE_RETURN_IF_ERROR(GetString(e, "uid", ep, &r.uid));
-    GPUSHARE_RETURN_IF_ERROR(GetBool(e, "controller", ep, &r.controller));
-    m.owner_references.push_back(std::move(r));
-    return Status::Ok();
-  }));
+  GPUSHARE_RETURN_IF_ERROR(
+      ForEach(j, "ownerReferences", path, [&](const json& e, const std::string& ep) {
+        OwnerReference r;
+        GPUSHARE_RETURN_IF_ERROR(GetString(e, "apiVersion", ep, &r.api_version));
+        GPUSHARE_RETURN_IF_ERROR(GetString(e, "kind", ep, &r.kind));
+        GPUSHARE_RETURN_IF_ERROR(GetString(e, "name", ep, &r.name));
+        GPUSHARE_RETURN_IF_ERROR(GetString(e, "uid", ep, &r.uid));
+        GPUSHARE_RETURN_IF_ERROR(GetBool(e, "controller", ep, &r.controller));
+        m.owner_references.push_back(std::move(r));
+        return Status::Ok();
+      }));
   return m;
 }
 
@@ -202,18 +211,20 @@ Result<Pod> DecodePod(const json& j) {
     const json& s = *spec;
     GPUSHARE_RETURN_IF_ERROR(GetString(s, "nodeName", "pod.spec", &p.spec.node_name));
     GPUSHARE_RETURN_IF_ERROR(GetString(s, "schedulerName", "pod.spec", &p.spec.scheduler_name));
-    GPUSHARE_RETURN_IF_ERROR(ForEach(s, "containers", "pod.spec", [&](const json& e, const std::string& ep) {
-      Container c;
-      GPUSHARE_RETURN_IF_ERROR(DecodeContainer(e, ep, &c));
-      p.spec.containers.push_back(std::move(c));
-      return Status::Ok();
-    }));
-    GPUSHARE_RETURN_IF_ERROR(ForEach(s, "initContainers", "pod.spec", [&](const json& e, const std::string& ep) {
-      Container c;
-      GPUSHARE_RETURN_IF_ERROR(DecodeContainer(e, ep, &c));
-      p.spec.init_containers.push_back(std::move(c));
-      return Status::Ok();
-    }));
+    GPUSHARE_RETURN_IF_ERROR(
+        ForEach(s, "containers", "pod.spec", [&](const json& e, const std::string& ep) {
+          Container c;
+          GPUSHARE_RETURN_IF_ERROR(DecodeContainer(e, ep, &c));
+          p.spec.containers.push_back(std::move(c));
+          return Status::Ok();
+        }));
+    GPUSHARE_RETURN_IF_ERROR(
+        ForEach(s, "initContainers", "pod.spec", [&](const json& e, const std::string& ep) {
+          Container c;
+          GPUSHARE_RETURN_IF_ERROR(DecodeContainer(e, ep, &c));
+          p.spec.init_containers.push_back(std::move(c));
+          return Status::Ok();
+        }));
   }
   GPUSHARE_ASSIGN_OR_RETURN(const json* status, ObjectMember(j, "status", "pod"));
   if (status != nullptr) {
@@ -241,7 +252,8 @@ Result<Node> DecodeNode(const json& j) {
   if (status != nullptr) {
     const json& s = *status;
     GPUSHARE_RETURN_IF_ERROR(GetQuantityMap(s, "capacity", "node.status", &n.status.capacity));
-    GPUSHARE_RETURN_IF_ERROR(GetQuantityMap(s, "allocatable", "node.status", &n.status.allocatable));
+    GPUSHARE_RETURN_IF_ERROR(
+        GetQuantityMap(s, "allocatable", "node.status", &n.status.allocatable));
     GPUSHARE_RETURN_IF_ERROR(DecodeConditions(s, "node.status", &n.status.conditions));
   }
   return n;
@@ -287,7 +299,8 @@ Result<Event> DecodeEvent(const json& j) {
     GPUSHARE_RETURN_IF_ERROR(GetString(o, "namespace", p, &e.involved_object.namespace_));
     GPUSHARE_RETURN_IF_ERROR(GetString(o, "name", p, &e.involved_object.name));
     GPUSHARE_RETURN_IF_ERROR(GetString(o, "uid", p, &e.involved_object.uid));
-    GPUSHARE_RETURN_IF_ERROR(GetString(o, "resourceVersion", p, &e.involved_object.resource_version));
+    GPUSHARE_RETURN_IF_ERROR(
+        GetString(o, "resourceVersion", p, &e.involved_object.resource_version));
     GPUSHARE_RETURN_IF_ERROR(GetString(o, "fieldPath", p, &e.involved_object.field_path));
   }
   GPUSHARE_RETURN_IF_ERROR(GetString(j, "reason", "event", &e.reason));
@@ -356,15 +369,20 @@ json EncodeEvent(const Event& e) {
   put(source, "host", e.source_host);
   out["source"] = std::move(source);
   put(out, "reportingComponent", e.source_component);
-  put(out, "reportingInstance", e.reporting_instance.empty() ? e.source_host : e.reporting_instance);
+  put(out, "reportingInstance",
+      e.reporting_instance.empty() ? e.source_host : e.reporting_instance);
   put(out, "firstTimestamp", e.first_timestamp);
   put(out, "lastTimestamp", e.last_timestamp);
   return out;
 }
 
-std::string Pod::Key() const { return metadata.namespace_ + "/" + metadata.name; }
+std::string Pod::Key() const {
+  return metadata.namespace_ + "/" + metadata.name;
+}
 
-bool Pod::IsTerminal() const { return status.phase == "Succeeded" || status.phase == "Failed"; }
+bool Pod::IsTerminal() const {
+  return status.phase == "Succeeded" || status.phase == "Failed";
+}
 
 const Condition* Pod::FindCondition(std::string_view type) const {
   return Find(status.conditions, type);
@@ -386,11 +404,13 @@ Result<int64_t> ExtendedResourceCount(const Container& c, std::string_view resou
   std::string base = "container " + c.name + ": resources";
   std::optional<int64_t> limit, request;
   if (lim != c.resources.limits.end()) {
-    GPUSHARE_ASSIGN_OR_RETURN(int64_t v, ParseWholeQuantity(lim->second, base + ".limits[" + key + "]"));
+    GPUSHARE_ASSIGN_OR_RETURN(int64_t v,
+                              ParseWholeQuantity(lim->second, base + ".limits[" + key + "]"));
     limit = v;
   }
   if (req != c.resources.requests.end()) {
-    GPUSHARE_ASSIGN_OR_RETURN(int64_t v, ParseWholeQuantity(req->second, base + ".requests[" + key + "]"));
+    GPUSHARE_ASSIGN_OR_RETURN(int64_t v,
+                              ParseWholeQuantity(req->second, base + ".requests[" + key + "]"));
     request = v;
   }
   if (limit && request && *limit != *request) {

@@ -11,12 +11,11 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 
@@ -34,11 +33,11 @@ struct OwnerReference {
 
 struct ObjectMeta {
   std::string name;
-  std::string namespace_;          // empty for cluster-scoped objects (nodes)
+  std::string namespace_;  // empty for cluster-scoped objects (nodes)
   std::string uid;
   std::string resource_version;
   std::string generate_name;
-  std::string creation_timestamp;  // RFC 3339, as sent
+  std::string creation_timestamp;                 // RFC 3339, as sent
   std::optional<std::string> deletion_timestamp;  // set once deletion has started
   StringMap labels;
   StringMap annotations;
@@ -114,9 +113,9 @@ struct Node {
 struct Binding {
   std::string pod_name;
   std::string pod_namespace;
-  std::string pod_uid;   // optional precondition: the bind fails if the pod's UID differs
-  std::string node_name; // target.name; target.kind is "Node"
-  StringMap annotations; // copied onto the pod by the API server
+  std::string pod_uid;    // optional precondition: the bind fails if the pod's UID differs
+  std::string node_name;  // target.name; target.kind is "Node"
+  StringMap annotations;  // copied onto the pod by the API server
 };
 
 struct ObjectReference {
@@ -131,13 +130,13 @@ struct ObjectReference {
 
 // A core/v1 Event.
 struct Event {
-  ObjectMeta metadata;            // name and namespace; the recorder fills them in
+  ObjectMeta metadata;  // name and namespace; the recorder fills them in
   ObjectReference involved_object;
-  std::string reason;             // UpperCamelCase, e.g. "FailedAllocate"
+  std::string reason;  // UpperCamelCase, e.g. "FailedAllocate"
   std::string message;
-  std::string type = "Normal";    // "Normal" or "Warning"
-  std::string source_component;   // source.component / reportingComponent
-  std::string source_host;        // source.host
+  std::string type = "Normal";   // "Normal" or "Warning"
+  std::string source_component;  // source.component / reportingComponent
+  std::string source_host;       // source.host
   std::string reporting_instance;
   std::string first_timestamp;
   std::string last_timestamp;
@@ -146,10 +145,10 @@ struct Event {
 
 // The API's Status object, returned with every error (and by some successful calls).
 struct ApiStatus {
-  std::string status;   // "Success" or "Failure"
+  std::string status;  // "Success" or "Failure"
   std::string message;
-  std::string reason;   // "NotFound", "Conflict", "Expired", ...
-  int code = 0;         // the HTTP status code
+  std::string reason;  // "NotFound", "Conflict", "Expired", ...
+  int code = 0;        // the HTTP status code
 };
 
 // Decoders. `j` is the object's JSON; a top-level null or non-object is an error.

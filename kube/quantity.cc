@@ -75,24 +75,39 @@ Result<Quantity> Quantity::Parse(std::string_view text) {
 
   // Suffix.
   std::string_view suffix = text.substr(i);
-  int dec_exp = 0;   // power of ten
-  int bin_exp = 0;   // power of two
+  int dec_exp = 0;  // power of ten
+  int bin_exp = 0;  // power of two
   if (suffix.empty()) {
-  } else if (suffix == "Ki") { bin_exp = 10;
-  } else if (suffix == "Mi") { bin_exp = 20;
-  } else if (suffix == "Gi") { bin_exp = 30;
-  } else if (suffix == "Ti") { bin_exp = 40;
-  } else if (suffix == "Pi") { bin_exp = 50;
-  } else if (suffix == "Ei") { bin_exp = 60;
-  } else if (suffix == "n") { dec_exp = -9;
-  } else if (suffix == "u") { dec_exp = -6;
-  } else if (suffix == "m") { dec_exp = -3;
-  } else if (suffix == "k") { dec_exp = 3;
-  } else if (suffix == "M") { dec_exp = 6;
-  } else if (suffix == "G") { dec_exp = 9;
-  } else if (suffix == "T") { dec_exp = 12;
-  } else if (suffix == "P") { dec_exp = 15;
-  } else if (suffix == "E") { dec_exp = 18;
+  } else if (suffix == "Ki") {
+    bin_exp = 10;
+  } else if (suffix == "Mi") {
+    bin_exp = 20;
+  } else if (suffix == "Gi") {
+    bin_exp = 30;
+  } else if (suffix == "Ti") {
+    bin_exp = 40;
+  } else if (suffix == "Pi") {
+    bin_exp = 50;
+  } else if (suffix == "Ei") {
+    bin_exp = 60;
+  } else if (suffix == "n") {
+    dec_exp = -9;
+  } else if (suffix == "u") {
+    dec_exp = -6;
+  } else if (suffix == "m") {
+    dec_exp = -3;
+  } else if (suffix == "k") {
+    dec_exp = 3;
+  } else if (suffix == "M") {
+    dec_exp = 6;
+  } else if (suffix == "G") {
+    dec_exp = 9;
+  } else if (suffix == "T") {
+    dec_exp = 12;
+  } else if (suffix == "P") {
+    dec_exp = 15;
+  } else if (suffix == "E") {
+    dec_exp = 18;
   } else if (suffix[0] == 'e' || suffix[0] == 'E') {
     size_t j = 1;
     bool neg_exp = false;
@@ -135,7 +150,9 @@ Result<Quantity> Quantity::Parse(std::string_view text) {
   return Quantity(negative ? -v : v);
 }
 
-Quantity Quantity::FromInt(int64_t n) { return Quantity(static_cast<Int128>(n) * kNano); }
+Quantity Quantity::FromInt(int64_t n) {
+  return Quantity(static_cast<Int128>(n) * kNano);
+}
 
 int64_t Quantity::Value() const {
   Int128 q = nanos_ >= 0 ? CeilDiv(nanos_, kNano) : -((-nanos_) / kNano);
@@ -150,7 +167,9 @@ int64_t Quantity::MilliValue() const {
   return static_cast<int64_t>(q);
 }
 
-bool Quantity::IsWholeNumber() const { return nanos_ % kNano == 0; }
+bool Quantity::IsWholeNumber() const {
+  return nanos_ % kNano == 0;
+}
 
 std::string Quantity::ToString() const {
   auto to_string = [](Int128 v) {

@@ -39,7 +39,8 @@ std::string FormatTimestamp(std::chrono::system_clock::time_point t) {
 
 std::string FormatMicroTimestamp(std::chrono::system_clock::time_point t) {
   auto secs = std::chrono::floor<std::chrono::seconds>(t);
-  long micros = static_cast<long>(std::chrono::duration_cast<std::chrono::microseconds>(t - secs).count());
+  long micros =
+      static_cast<long>(std::chrono::duration_cast<std::chrono::microseconds>(t - secs).count());
   return FormatSeconds(secs, micros, true);
 }
 
@@ -83,7 +84,8 @@ Result<std::chrono::system_clock::time_point> ParseTimestamp(std::string_view s)
     ++i;
   } else if (i < s.size() && (s[i] == '+' || s[i] == '-')) {
     int oh, om;
-    if (!num(i + 1, 2, &oh) || i + 3 >= s.size() || s[i + 3] != ':' || !num(i + 4, 2, &om)) return bad();
+    if (!num(i + 1, 2, &oh) || i + 3 >= s.size() || s[i + 3] != ':' || !num(i + 4, 2, &om))
+      return bad();
     offset_s = (oh * 3600 + om * 60) * (s[i] == '-' ? -1 : 1);
     i += 6;
   } else {

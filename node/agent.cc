@@ -57,7 +57,9 @@ std::string DirOf(const std::string& path) {
   return d.empty() ? "." : d;
 }
 
-std::string BaseOf(const std::string& path) { return std::filesystem::path(path).filename().string(); }
+std::string BaseOf(const std::string& path) {
+  return std::filesystem::path(path).filename().string();
+}
 
 std::string Canonical(const std::string& path) {
   std::error_code ec;
@@ -106,9 +108,11 @@ deviceplugin::LifecycleTiming TimingOf(const AgentOptions& o) {
 
 class Agent::Impl {
  public:
-  explicit Impl(AgentOptions o) : opts_(std::move(o)), clock_(opts_.clock), lifecycle_(TimingOf(opts_)) {
-    kubelet_socket_ = opts_.kubelet_socket.empty() ? opts_.plugin_dir + "/" + deviceplugin::kKubeletSocketName
-                                                   : opts_.kubelet_socket;
+  explicit Impl(AgentOptions o)
+      : opts_(std::move(o)), clock_(opts_.clock), lifecycle_(TimingOf(opts_)) {
+    kubelet_socket_ = opts_.kubelet_socket.empty()
+                          ? opts_.plugin_dir + "/" + deviceplugin::kKubeletSocketName
+                          : opts_.kubelet_socket;
   }
 
   ~Impl() {
@@ -168,7 +172,8 @@ class Agent::Impl {
     if (opts_.handle_signals) GPUSHARE_RETURN_IF_ERROR(BlockSignals());
     wake_fd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
     inotify_fd_.reset(::inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
-    if (!wake_fd_ || !inotify_fd_) return Status::Internal(std::string("eventfd/inotify: ") + std::strerror(errno));
+    if (!wake_fd_ || !inotify_fd_)
+      return Status::Internal(std::string("eventfd/inotify: ") + std::strerror(errno));
     return Status::Ok();
   }
 
@@ -176,7 +181,8 @@ class Agent::Impl {
     sigset_t set;
     sigemptyset(&set);
     for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&set, sig);
-    if (pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0) return Status::Internal("pthread_sigmask failed");
+    if (pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0)
+      return Status::Internal("pthread_sigmask failed");
     signal_fd_.reset(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
     if (!signal_fd_) return Status::Internal(std::string("signalfd: ") + std::strerror(errno));
     return Status::Ok();
@@ -185,12 +191,14 @@ class Agent::Impl {
   void Prepare() {
     std::error_code ec;
     std::filesystem::create_directories(opts_.plugin_dir, ec);
-    if (ec) spdlog::warn("event=plugin_dir_missing dir={} error={}", opts_.plugin_dir, Value(ec.message()));
+    if (ec)
+      spdlog::warn("event=plugin_dir_missing dir={} error={}", opts_.plugin_dir,
+                   Value(ec.message()));
     AddWatches(clock_->NowMs());
     kubelet_id_ = IdOf(kubelet_socket_);
     StartFeed();
-    spdlog::info("event=agent_started plugin_dir={} kubelet_socket={} resources={}", opts_.plugin_dir,
-                 kubelet_socket_, slots_.size());
+    spdlog::info("event=agent_started plugin_dir={} kubelet_socket={} resources={}",
+                 opts_.plugin_dir, kubelet_socket_, slots_.size());
   }
 
   // Builds the memory-share mode the first time a plan needs it.
@@ -199,8 +207,9 @@ class Agent::Impl {
                                     [](const PlannedResource& r) { return r.is_memory_shares(); });
     if (!wanted || memory_) return Status::Ok();
     if (!opts_.memory_shares) {
-      spdlog::warn("event=memory_shares_unsteered reason={}",
-                   Value("no memory-share mode configured: GetPreferredAllocation picks the best-fit GPU"));
+      spdlog::warn(
+          "event=memory_shares_unsteered reason={}",
+          Value("no memory-share mode configured: GetPreferredAllocation picks the best-fit GPU"));
       return Status::Ok();
     }
     GPUSHARE_ASSIGN_OR_RETURN(memory_, opts_.memory_shares(in));
@@ -221,8 +230,8 @@ class Agent::Impl {
     slots_.clear();
     for (const PlannedResource& r : plan_.resources) {
       slots_.push_back(Slot{r, nullptr, 0, false});
-      spdlog::info("event=planned resource={} devices={} replicas={} socket={}", r.name, r.devices.size(),
-                   r.replicas, r.socket_name);
+      spdlog::info("event=planned resource={} devices={} replicas={} socket={}", r.name,
+                   r.devices.size(), r.replicas, r.socket_name);
     }
     lifecycle_.registration().Reset(slots_.size(), first_serve_ms, reason);
     if (slots_.empty()) {
@@ -233,8 +242,8 @@ class Agent::Impl {
 
   // A health tracker for the new inputs, carrying over what the old one knew.
   void AdoptHealth() {
-    auto tracker =
-        std::make_unique<HealthTracker>(inputs_.inventory, HealthOptionsFromSettings(inputs_.config.gpushare));
+    auto tracker = std::make_unique<HealthTracker>(
+        inputs_.inventory, HealthOptionsFromSettings(inputs_.config.gpushare));
     if (health_) {
       const int carried = tracker->CarryOver(*health_);
       if (carried > 0) spdlog::info("event=health_carried_over unhealthy_units={}", carried);
@@ -283,7 +292,8 @@ class Agent::Impl {
   // Sleeps until the lifecycle's next wake-up, a signal, a directory event or a posted event.
   void Wait() {
     const int64_t now = clock_->NowMs();
-    const int timeout = clock_->PollTimeoutMs(lifecycle_.NextWakeMs(now, health_->NextRecoveryMs()));
+    const int timeout =
+        clock_->PollTimeoutMs(lifecycle_.NextWakeMs(now, health_->NextRecoveryMs()));
     pollfd fds[3];
     int n = 0;
     if (signal_fd_) fds[n++] = {signal_fd_.get(), POLLIN, 0};
@@ -360,8 +370,9 @@ class Agent::Impl {
     const size_t i = SlotOf(o.generation);
     if (i == slots_.size() || !reg.RegisterDone(i, o.attempt, o.status.ok(), now)) return;  // stale
     if (o.status.ok()) return;
-    spdlog::warn("event=register_failed resource={} attempt={} retry_ms={} error={}", slots_[i].resource.name,
-                 reg.failures(i), reg.backoff_ms(i), Value(o.status.message()));
+    spdlog::warn("event=register_failed resource={} attempt={} retry_ms={} error={}",
+                 slots_[i].resource.name, reg.failures(i), reg.backoff_ms(i),
+                 Value(o.status.message()));
   }
 
   void OnStreamEnd(uint64_t generation, int64_t now) {
@@ -377,8 +388,9 @@ class Agent::Impl {
     std::string ignored;
     auto t = health_->OnEvent(ev, &ignored);
     if (t.empty()) {
-      spdlog::info("event=health_event_ignored uuid={} xid={} reason={}", Value(ev.uuid.empty() ? "*" : ev.uuid),
-                   ev.xid, Value(ignored.empty() ? "no change" : ignored));
+      spdlog::info("event=health_event_ignored uuid={} xid={} reason={}",
+                   Value(ev.uuid.empty() ? "*" : ev.uuid), ev.xid,
+                   Value(ignored.empty() ? "no change" : ignored));
     }
     ApplyHealth(t);
   }
@@ -400,8 +412,10 @@ class Agent::Impl {
 
   // Sets the inotify watches that are missing; a failure is retried (PluginLifecycle).
   void AddWatches(int64_t now) {
-    const uint32_t mask = IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE_SELF | IN_MOVE_SELF;
-    if (watch_plugin_ < 0) watch_plugin_ = ::inotify_add_watch(inotify_fd_.get(), opts_.plugin_dir.c_str(), mask);
+    const uint32_t mask =
+        IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_MOVED_FROM | IN_DELETE_SELF | IN_MOVE_SELF;
+    if (watch_plugin_ < 0)
+      watch_plugin_ = ::inotify_add_watch(inotify_fd_.get(), opts_.plugin_dir.c_str(), mask);
     const bool separate = Canonical(DirOf(kubelet_socket_)) != Canonical(opts_.plugin_dir);
     if (separate && watch_kubelet_ < 0) {
       watch_kubelet_ = ::inotify_add_watch(inotify_fd_.get(), DirOf(kubelet_socket_).c_str(), mask);
@@ -411,8 +425,8 @@ class Agent::Impl {
       return;
     }
     lifecycle_.WatchLost(now);
-    spdlog::warn("event=watch_failed dir={} error={} retry_ms={}", opts_.plugin_dir, Value(std::strerror(errno)),
-                 deviceplugin::PluginLifecycle::kWatchRetryMs);
+    spdlog::warn("event=watch_failed dir={} error={} retry_ms={}", opts_.plugin_dir,
+                 Value(std::strerror(errno)), deviceplugin::PluginLifecycle::kWatchRetryMs);
   }
 
   void ReadInotify() {
@@ -442,9 +456,11 @@ class Agent::Impl {
       lifecycle_.WatchLost(now);
       return;
     }
-    const bool in_kubelet_dir = (watch_kubelet_ >= 0) ? ev.wd == watch_kubelet_ : ev.wd == watch_plugin_;
+    const bool in_kubelet_dir =
+        (watch_kubelet_ >= 0) ? ev.wd == watch_kubelet_ : ev.wd == watch_plugin_;
     const std::string name = ev.len ? std::string(ev.name) : std::string();
-    if ((ev.mask & (IN_CREATE | IN_MOVED_TO)) && in_kubelet_dir && name == BaseOf(kubelet_socket_)) {
+    if ((ev.mask & (IN_CREATE | IN_MOVED_TO)) && in_kubelet_dir &&
+        name == BaseOf(kubelet_socket_)) {
       KubeletRestarted(now, "kubelet_socket_created");
     }
     // A deletion of one of our sockets only wakes the loop: CheckFiles compares the file with
@@ -474,8 +490,10 @@ class Agent::Impl {
       AddWatches(now);
     }
     CheckFiles(now);
-    for (int round = 0; round < 8; ++round) {  // a stop is followed by a serve, a serve by a Register
-      std::vector<deviceplugin::LifecycleAction> actions = lifecycle_.registration().Poll(clock_->NowMs());
+    for (int round = 0; round < 8;
+         ++round) {  // a stop is followed by a serve, a serve by a Register
+      std::vector<deviceplugin::LifecycleAction> actions =
+          lifecycle_.registration().Poll(clock_->NowMs());
       if (actions.empty()) break;
       for (const deviceplugin::LifecycleAction& a : actions) Execute(a);
     }
@@ -491,7 +509,9 @@ class Agent::Impl {
     }
     for (size_t i = 0; i < slots_.size(); ++i) {
       Slot& s = slots_[i];
-      if (!s.server || s.loss_reported || InodeOf(s.server->socket_path()) == s.server->socket_inode()) continue;
+      if (!s.server || s.loss_reported ||
+          InodeOf(s.server->socket_path()) == s.server->socket_inode())
+        continue;
       s.loss_reported = true;
       spdlog::info("event=socket_lost resource={} socket={} action=serve_again", s.resource.name,
                    s.server->socket_path());
@@ -501,10 +521,14 @@ class Agent::Impl {
 
   void Execute(const deviceplugin::LifecycleAction& a) {
     switch (a.step) {
-      case deviceplugin::LifecycleStep::kCancelRegister: return CancelRegister(a);
-      case deviceplugin::LifecycleStep::kStop: return StopSlot(a.slot);
-      case deviceplugin::LifecycleStep::kServe: return ServeSlot(a);
-      case deviceplugin::LifecycleStep::kRegister: return StartRegister(a);
+      case deviceplugin::LifecycleStep::kCancelRegister:
+        return CancelRegister(a);
+      case deviceplugin::LifecycleStep::kStop:
+        return StopSlot(a.slot);
+      case deviceplugin::LifecycleStep::kServe:
+        return ServeSlot(a);
+      case deviceplugin::LifecycleStep::kRegister:
+        return StartRegister(a);
     }
   }
 
@@ -544,8 +568,9 @@ class Agent::Impl {
       return;
     }
     const uint64_t generation = s.generation, attempt = a.attempt;
-    s.server->StartRegister(
-        [this, generation, attempt](const Status& st) { PostOutcome({generation, attempt, st}); });
+    s.server->StartRegister([this, generation, attempt](const Status& st) {
+      PostOutcome({generation, attempt, st});
+    });
   }
 
   Status Serve(Slot& s, const std::string& reason) {
@@ -573,8 +598,9 @@ class Agent::Impl {
     if (r.is_memory_shares()) {
       // Units of one GPU only, steered by the memory-share mode when it runs.
       o.preferred = memory_ ? memory_->Preferred() : MemoryUnitsBestFit();
-      o.decorator = [first = memory_ ? memory_->Decorator() : MemoryUnitsDecorator(), then = decorator_](
-                        const deviceplugin::ResolvedRequest& q, deviceplugin::ContainerAllocation* a) -> Status {
+      o.decorator = [first = memory_ ? memory_->Decorator() : MemoryUnitsDecorator(),
+                     then = decorator_](const deviceplugin::ResolvedRequest& q,
+                                        deviceplugin::ContainerAllocation* a) -> Status {
         GPUSHARE_RETURN_IF_ERROR(first(q, a));
         return then ? then(q, a) : Status::Ok();
       };
@@ -587,8 +613,8 @@ class Agent::Impl {
   void ApplyHealth(const std::vector<HealthTransition>& transitions) {
     if (transitions.empty()) return;
     for (const HealthTransition& t : transitions) {
-      spdlog::info("event=health_transition uuid={} gpu={} mig={} state={} reason={}", t.uuid, t.gpu_index,
-                   t.mig_index, t.healthy ? "Healthy" : "Unhealthy", Value(t.reason));
+      spdlog::info("event=health_transition uuid={} gpu={} mig={} state={} reason={}", t.uuid,
+                   t.gpu_index, t.mig_index, t.healthy ? "Healthy" : "Unhealthy", Value(t.reason));
     }
     health_->ApplyTo(&plan_);
     if (memory_) memory_->Update(inputs_, plan_);
@@ -606,7 +632,8 @@ class Agent::Impl {
     }
     s.resource = *r;
     if (s.server && s.server->SetHealth(by_id)) {
-      spdlog::info("event=health_pushed resource={} healthy={} devices={}", r->name, healthy, r->devices.size());
+      spdlog::info("event=health_pushed resource={} healthy={} devices={}", r->name, healthy,
+                   r->devices.size());
     }
   }
 
@@ -616,14 +643,16 @@ class Agent::Impl {
     Result<ResourcePlan> p = in.ok() ? BuildResourcePlan(in->inventory, in->config) : in.status();
     if (!p.ok()) return RejectReload(p.status());
     Status m = EnsureMemoryMode(*in, *p);
-    if (!m.ok()) spdlog::error("event=memory_shares_failed error={} action=serve_unsteered", Value(m.message()));
+    if (!m.ok())
+      spdlog::error("event=memory_shares_failed error={} action=serve_unsteered",
+                    Value(m.message()));
     if (opts_.on_load) opts_.on_load(true);
     spdlog::info("event=reload_accepted resources={}", p->resources.size());
     // Stop before serving the new plan; with streams open, settle first (see StopSlot).
     const bool had_streams = StopAll();
     std::vector<std::string> old_gpus = GpuUuids(inputs_.inventory);
-    Adopt(std::move(in).value(), std::move(p).value(), clock_->NowMs() + (had_streams ? opts_.settle.count() : 0),
-          "reload");
+    Adopt(std::move(in).value(), std::move(p).value(),
+          clock_->NowMs() + (had_streams ? opts_.settle.count() : 0), "reload");
     // The feed keeps running across reloads of the same GPUs (an events file is not replayed,
     // NVML registrations stay); a different set of GPUs gets a new feed.
     if (GpuUuids(inputs_.inventory) != old_gpus || !feed_) StartFeed();
@@ -664,7 +693,8 @@ class Agent::Impl {
   UniqueFd inotify_fd_;
   UniqueFd wake_fd_;  // written by Wake() from any thread
   int watch_plugin_ = -1;
-  int watch_kubelet_ = -1;  // -1 when kubelet.sock lives in the plugin dir (watch_plugin_ covers it)
+  int watch_kubelet_ =
+      -1;  // -1 when kubelet.sock lives in the plugin dir (watch_plugin_ covers it)
   std::shared_ptr<void> on_advance_;  // a simulated clock's advances wake the loop
 
   Mutex mu_;
@@ -674,10 +704,20 @@ class Agent::Impl {
 Agent::Agent(AgentOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
 Agent::~Agent() = default;
 
-Status Agent::Init() { return impl_->Init(); }
-int Agent::Run() { return impl_->Run(); }
-const ResourcePlan& Agent::plan() const { return impl_->plan(); }
-void Agent::RequestStop() { impl_->RequestStop("requested"); }
-void Agent::RequestReload() { impl_->RequestReload(); }
+Status Agent::Init() {
+  return impl_->Init();
+}
+int Agent::Run() {
+  return impl_->Run();
+}
+const ResourcePlan& Agent::plan() const {
+  return impl_->plan();
+}
+void Agent::RequestStop() {
+  impl_->RequestStop("requested");
+}
+void Agent::RequestReload() {
+  impl_->RequestReload();
+}
 
 }  // namespace gpushare::node

@@ -69,7 +69,8 @@ using HealthFeedFactory =
 
 // Builds the Allocate decorator for a config (the seam where the in-container library's
 // environment and mounts are added); may return an empty function.
-using DecoratorFactory = std::function<deviceplugin::AllocationDecorator(const AgentInputs& inputs)>;
+using DecoratorFactory =
+    std::function<deviceplugin::AllocationDecorator(const AgentInputs& inputs)>;
 
 // Memory shares (gpushare.memoryShares, node/memshare_service.h): what the agent needs from the
 // part that talks to the API server and to kubelet's PodResources API.
@@ -86,7 +87,8 @@ class MemoryShareMode {
 };
 // Built the first time a plan has a memory-share resource. An error stops Init (and is
 // logged on a reload, which then serves without memory mode).
-using MemoryShareFactory = std::function<Result<std::unique_ptr<MemoryShareMode>>(const AgentInputs& inputs)>;
+using MemoryShareFactory =
+    std::function<Result<std::unique_ptr<MemoryShareMode>>(const AgentInputs& inputs)>;
 
 // Something that runs beside the agent on its own thread (the config watch, the collection of
 // old library versions): started once Init succeeded, destroyed after Run returned.
@@ -97,22 +99,22 @@ class Companion {
 
 struct AgentOptions {
   std::string plugin_dir = "/var/lib/kubelet/device-plugins";
-  std::string kubelet_socket;  // empty = <plugin_dir>/kubelet.sock
-  InputLoader load;            // required
-  HealthFeedFactory health;    // optional
-  DecoratorFactory decorator;  // optional
+  std::string kubelet_socket;        // empty = <plugin_dir>/kubelet.sock
+  InputLoader load;                  // required
+  HealthFeedFactory health;          // optional
+  DecoratorFactory decorator;        // optional
   MemoryShareFactory memory_shares;  // optional; without it memory shares go by best fit (one GPU)
-  bool handle_signals = true;  // block SIGTERM/SIGINT/SIGHUP and read them from a signalfd
+  bool handle_signals = true;        // block SIGTERM/SIGINT/SIGHUP and read them from a signalfd
   // Optional: told after every load (Init's and each reload's) whether the agent took the
   // inputs (true) or kept the old ones (false). Called on the agent thread.
   std::function<void(bool accepted)> on_load;
 
   // Lifecycle timing (deviceplugin::LifecycleTiming). Reactions are event-driven; these only
   // coalesce bursts and pace retries.
-  std::chrono::milliseconds debounce{20};        // coalesces a burst of directory events (x5 at most)
-  std::chrono::milliseconds settle{100};         // after stopping a server with open streams
-  std::chrono::milliseconds min_backoff{200};    // registration retries...
-  std::chrono::milliseconds max_backoff{5000};   // ...double up to this
+  std::chrono::milliseconds debounce{20};      // coalesces a burst of directory events (x5 at most)
+  std::chrono::milliseconds settle{100};       // after stopping a server with open streams
+  std::chrono::milliseconds min_backoff{200};  // registration retries...
+  std::chrono::milliseconds max_backoff{5000};  // ...double up to this
 
   // The time every decision is made in and waited for (tests pass a SimulatedClock).
   std::shared_ptr<Clock> clock = RealClock();

@@ -17,7 +17,8 @@ constexpr int64_t kLostWakeupBoundMs = 10;
 class Real final : public Clock {
  public:
   int64_t NowMs() override {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(Steady::now().time_since_epoch()).count();
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Steady::now().time_since_epoch())
+        .count();
   }
 
   void WaitUntil(Mutex* mu, CondVar* cv, int64_t deadline_ms) override GPUSHARE_REQUIRES(mu) {
@@ -55,9 +56,13 @@ void SimulatedClock::WaitUntil(Mutex* mu, CondVar* cv, int64_t deadline_ms) {
   cv->WaitFor(mu, std::chrono::milliseconds(kLostWakeupBoundMs));
 }
 
-int SimulatedClock::PollTimeoutMs(int64_t deadline_ms) { return NowMs() >= deadline_ms ? 0 : -1; }
+int SimulatedClock::PollTimeoutMs(int64_t deadline_ms) {
+  return NowMs() >= deadline_ms ? 0 : -1;
+}
 
-std::shared_ptr<void> SimulatedClock::OnAdvance(std::function<void()> wake) { return Subscribe(std::move(wake)); }
+std::shared_ptr<void> SimulatedClock::OnAdvance(std::function<void()> wake) {
+  return Subscribe(std::move(wake));
+}
 
 std::shared_ptr<void> SimulatedClock::Subscribe(std::function<void()> wake) {
   MutexLock lock(&mu_);

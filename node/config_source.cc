@@ -11,10 +11,10 @@
 #include <cstring>
 #include <thread>
 
+#include "base/logfmt.h"
 #include "config/duration.h"
 #include "config/flag_checks.h"
 #include "config/node_config_loader.h"
-#include "base/logfmt.h"
 #include "kube/client.h"
 #include "kube/objects.h"
 #include "node/files.h"
@@ -28,7 +28,9 @@ using logfmt::Value;
 
 constexpr int64_t kMinPollMs = 1000, kMaxPollMs = 3600 * 1000;
 
-std::string Quoted(const std::string& s) { return "\"" + s + "\""; }
+std::string Quoted(const std::string& s) {
+  return "\"" + s + "\"";
+}
 
 }  // namespace
 
@@ -62,14 +64,17 @@ ConfigSource::ConfigSource(ConfigSourceOptions options) : opts_(std::move(option
 Result<std::shared_ptr<ConfigSource>> ConfigSource::Open(ConfigSourceOptions options) {
   const ConfigSourceFlags& f = options.flags;
   if (!f.config_dir.empty() && !options.config_file.empty()) {
-    return Status::InvalidArgument("--config-dir (CONFIG_DIR) and --config (CONFIG_FILE) are mutually exclusive: got "
-                                   "--config-dir " + f.config_dir + " and " + options.config_file_origin + " " +
-                                   options.config_file + "; give one of them");
+    return Status::InvalidArgument(
+        "--config-dir (CONFIG_DIR) and --config (CONFIG_FILE) are mutually exclusive: got "
+        "--config-dir " +
+        f.config_dir + " and " + options.config_file_origin + " " + options.config_file +
+        "; give one of them");
   }
   std::optional<int64_t> poll = ParseDurationMs(f.poll_interval);
   if (!poll || *poll < kMinPollMs || *poll > kMaxPollMs) {
-    return Status::InvalidArgument("--config-poll-interval: must be a positive duration from 1s to 1h, like 10s, got " +
-                                   Quoted(f.poll_interval));
+    return Status::InvalidArgument(
+        "--config-poll-interval: must be a positive duration from 1s to 1h, like 10s, got " +
+        Quoted(f.poll_interval));
   }
   std::shared_ptr<ConfigSource> s(new ConfigSource(std::move(options)));
   s->interval_ms_ = *poll;
@@ -82,12 +87,16 @@ Result<std::shared_ptr<ConfigSource>> ConfigSource::Open(ConfigSourceOptions opt
   std::string name;
   if (s->dir_mode_) {
     const ConfigSourceOptions& o = s->opts_;
-    if (o.flags.node_label.empty()) return Status::InvalidArgument("--config-node-label: must not be empty");
+    if (o.flags.node_label.empty())
+      return Status::InvalidArgument("--config-node-label: must not be empty");
     if (o.node_name.empty()) {
-      return Status::InvalidArgument("--node-name (or NODE_NAME): required with --config-dir (the node's label " +
-                                     o.flags.node_label + " chooses the config)");
+      return Status::InvalidArgument(
+          "--node-name (or NODE_NAME): required with --config-dir (the node's label " +
+          o.flags.node_label + " chooses the config)");
     }
-    if (!o.labels) return Status::InvalidArgument("--config-dir: no Kubernetes API client to read the node's labels");
+    if (!o.labels)
+      return Status::InvalidArgument(
+          "--config-dir: no Kubernetes API client to read the node's labels");
     Result<std::vector<std::string>> names = s->Names();
     if (!names.ok()) return names.status();
     // The node's labels, retried with backoff for a bounded time.
@@ -96,10 +105,11 @@ Result<std::shared_ptr<ConfigSource>> ConfigSource::Open(ConfigSourceOptions opt
     Result<NodeLabels> labels = o.labels();
     while (!labels.ok()) {
       ++failures;
-      std::optional<int64_t> at = StartupRetryAtMs(started, o.now_ms(), failures, o.startup_budget_ms);
+      std::optional<int64_t> at =
+          StartupRetryAtMs(started, o.now_ms(), failures, o.startup_budget_ms);
       if (!at) break;
-      spdlog::warn("event=config_labels_unavailable node={} attempt={} retry_ms={} error={}", o.node_name, failures,
-                   *at - o.now_ms(), Value(labels.status().message()));
+      spdlog::warn("event=config_labels_unavailable node={} attempt={} retry_ms={} error={}",
+                   o.node_name, failures, *at - o.now_ms(), Value(labels.status().message()));
       o.sleep_ms(std::max<int64_t>(0, *at - o.now_ms()));
       labels = o.labels();
     }
@@ -107,26 +117,32 @@ Result<std::shared_ptr<ConfigSource>> ConfigSource::Open(ConfigSourceOptions opt
     if (labels.ok()) {
       chosen = SelectConfig(*labels, o.flags.node_label, o.flags.default_config, *names);
     } else if (!o.flags.default_config.empty()) {
-      spdlog::warn("event=config_labels_unavailable node={} action=use_default_config config={} error={}", o.node_name,
-                   Value(o.flags.default_config), Value(labels.status().message()));
+      spdlog::warn(
+          "event=config_labels_unavailable node={} action=use_default_config config={} error={}",
+          o.node_name, Value(o.flags.default_config), Value(labels.status().message()));
       chosen = SelectConfig({}, o.flags.node_label, o.flags.default_config, *names);
     } else {
-      return Status::Unavailable("--config-dir: cannot read node " + o.node_name + "'s label " + o.flags.node_label +
-                                 " from the API server (" + labels.status().message() + ", for " +
+      return Status::Unavailable("--config-dir: cannot read node " + o.node_name + "'s label " +
+                                 o.flags.node_label + " from the API server (" +
+                                 labels.status().message() + ", for " +
                                  std::to_string(o.startup_budget_ms / 1000) +
                                  " s) and no --default-config is given to fall back on");
     }
-    if (!chosen.ok()) return Status::InvalidArgument("--config-dir " + o.flags.config_dir + ": " + chosen.status().message());
+    if (!chosen.ok())
+      return Status::InvalidArgument("--config-dir " + o.flags.config_dir + ": " +
+                                     chosen.status().message());
     name = *chosen;
   }
   Result<ConfigSnapshot> first = s->Read(name);
   if (!first.ok()) return first.status();
   if (s->dir_mode_) {
-    spdlog::info("event=config_selected config={} label={} path={} poll_interval_ms={}", Value(name),
-                 Value(s->opts_.flags.node_label), Value(first->path), s->interval_ms_);
+    spdlog::info("event=config_selected config={} label={} path={} poll_interval_ms={}",
+                 Value(name), Value(s->opts_.flags.node_label), Value(first->path),
+                 s->interval_ms_);
   }
   s->selected_ = name;
-  s->poller_ = std::make_unique<ConfigPoller>(s->interval_ms_, name, first->hash, s->opts_.now_ms());
+  s->poller_ =
+      std::make_unique<ConfigPoller>(s->interval_ms_, name, first->hash, s->opts_.now_ms());
   s->found_ = std::move(first).value();
   return s;
 }
@@ -135,7 +151,8 @@ Result<std::vector<std::string>> ConfigSource::Names() const {
   const std::string& dir = opts_.flags.config_dir;
   DIR* d = opendir(dir.c_str());
   if (d == nullptr) {
-    return Status::InvalidArgument("--config-dir: cannot list " + dir + ": " + std::strerror(errno));
+    return Status::InvalidArgument("--config-dir: cannot list " + dir + ": " +
+                                   std::strerror(errno));
   }
   std::vector<std::string> names;
   while (dirent* e = readdir(d)) {
@@ -153,12 +170,14 @@ Result<ConfigSnapshot> ConfigSource::Read(const std::string& name) const {
   ConfigSnapshot s;
   s.name = name;
   if (!watching_) return s;
-  s.path = dir_mode_ ? opts_.flags.config_dir + (opts_.flags.config_dir.back() == '/' ? "" : "/") + name
-                     : opts_.config_file;
+  s.path = dir_mode_
+               ? opts_.flags.config_dir + (opts_.flags.config_dir.back() == '/' ? "" : "/") + name
+               : opts_.config_file;
   Result<std::string> text = ReadNodeConfigFile(s.path);
   if (!text.ok()) {
-    return Status::InvalidArgument((dir_mode_ ? std::string("--config-dir") : opts_.config_file_origin) + ": " +
-                                   text.status().message());
+    return Status::InvalidArgument(
+        (dir_mode_ ? std::string("--config-dir") : opts_.config_file_origin) + ": " +
+        text.status().message());
   }
   s.text = std::move(text).value();
   s.hash = ContentHash64(s.text);
@@ -205,12 +224,16 @@ ConfigLook ConfigSource::Look(std::optional<ConfigSnapshot>* found) {
     Result<NodeLabels> labels = opts_.labels();
     if (!labels.ok()) {
       return {ConfigLook::Kind::kLabelsUnavailable, "", 0,
-              "cannot read node " + opts_.node_name + "'s labels from the API server: " + labels.status().message() + keep};
+              "cannot read node " + opts_.node_name +
+                  "'s labels from the API server: " + labels.status().message() + keep};
     }
     Result<std::vector<std::string>> names = Names();
-    if (!names.ok()) return {ConfigLook::Kind::kUnselectable, "", 0, names.status().message() + keep};
-    Result<std::string> chosen = SelectConfig(*labels, opts_.flags.node_label, opts_.flags.default_config, *names);
-    if (!chosen.ok()) return {ConfigLook::Kind::kUnselectable, "", 0, chosen.status().message() + keep};
+    if (!names.ok())
+      return {ConfigLook::Kind::kUnselectable, "", 0, names.status().message() + keep};
+    Result<std::string> chosen =
+        SelectConfig(*labels, opts_.flags.node_label, opts_.flags.default_config, *names);
+    if (!chosen.ok())
+      return {ConfigLook::Kind::kUnselectable, "", 0, chosen.status().message() + keep};
     name = *chosen;
   }
   Result<ConfigSnapshot> s = Read(name);
@@ -235,7 +258,8 @@ int64_t ConfigSource::NextPollMs() {
   return poller_ ? poller_->NextPollMs() : opts_.now_ms() + interval_ms_;
 }
 
-std::unique_ptr<Companion> StartConfigWatch(std::shared_ptr<ConfigSource> source, std::function<void()> request_reload) {
+std::unique_ptr<Companion> StartConfigWatch(std::shared_ptr<ConfigSource> source,
+                                            std::function<void()> request_reload) {
   if (!source || !source->watching()) return nullptr;
   spdlog::info("event=config_watch_started interval_ms={}", source->interval_ms());
   // The first look is one interval after the start (the start itself just read the config).
@@ -258,18 +282,18 @@ std::unique_ptr<Companion> StartConfigWatch(std::shared_ptr<ConfigSource> source
         spdlog::error("event=reload_rejected problem={}", Value(d.message));
         break;
       case ConfigAction::kWarn:
-        spdlog::warn("event=config_labels_unavailable action=keep_config error={}", Value(d.message));
+        spdlog::warn("event=config_labels_unavailable action=keep_config error={}",
+                     Value(d.message));
         break;
     }
     return source->NextPollMs();
   });
 }
 
-Result<std::shared_ptr<ConfigSource>> OpenConfigSourceFromFlags(const ConfigSourceFlags& flags,
-                                                                const std::string& config_file,
-                                                                const std::map<std::string, std::string>& env,
-                                                                const std::string& node_name,
-                                                                const std::string& kubeconfig) {
+Result<std::shared_ptr<ConfigSource>> OpenConfigSourceFromFlags(
+    const ConfigSourceFlags& flags, const std::string& config_file,
+    const std::map<std::string, std::string>& env, const std::string& node_name,
+    const std::string& kubeconfig) {
   ConfigSourceOptions c;
   c.flags = flags;
   c.config_file = config_file;

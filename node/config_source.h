@@ -51,7 +51,8 @@ void AddConfigSourceFlags(CLI::App& app, ConfigSourceFlags& flags);
 // A config's bytes and where they came from.
 struct ConfigSnapshot {
   std::string name;  // the config selected in directory mode; "" otherwise
-  std::string path;  // the file read; "" = no file (every setting from flags, environment, defaults)
+  std::string
+      path;  // the file read; "" = no file (every setting from flags, environment, defaults)
   std::string text;
   uint64_t hash = 0;
 };
@@ -62,13 +63,13 @@ using NodeLabelReader = std::function<Result<NodeLabels>()>;
 
 struct ConfigSourceOptions {
   ConfigSourceFlags flags;
-  std::string config_file;         // --config, or $CONFIG_FILE; "" = none
-  std::string config_file_origin;  // "--config" or "CONFIG_FILE", for messages
-  std::string node_name;           // --node-name / $NODE_NAME: required with --config-dir
-  NodeLabelReader labels;          // required with --config-dir
-  int64_t startup_budget_ms = 30000;                // how long the start retries the labels
-  std::function<void(int64_t ms)> sleep_ms;         // test hook; default: sleeps
-  std::function<int64_t()> now_ms;                  // test hook; default: SteadyNowMs
+  std::string config_file;                   // --config, or $CONFIG_FILE; "" = none
+  std::string config_file_origin;            // "--config" or "CONFIG_FILE", for messages
+  std::string node_name;                     // --node-name / $NODE_NAME: required with --config-dir
+  NodeLabelReader labels;                    // required with --config-dir
+  int64_t startup_budget_ms = 30000;         // how long the start retries the labels
+  std::function<void(int64_t ms)> sleep_ms;  // test hook; default: sleeps
+  std::function<int64_t()> now_ms;           // test hook; default: SteadyNowMs
 };
 
 class ConfigSource {
@@ -96,7 +97,7 @@ class ConfigSource {
  private:
   explicit ConfigSource(ConfigSourceOptions options);
   Result<ConfigSnapshot> Read(const std::string& name) const;  // the file of a config
-  Result<std::vector<std::string>> Names() const;               // the configs in the directory
+  Result<std::vector<std::string>> Names() const;              // the configs in the directory
   ConfigLook Look(std::optional<ConfigSnapshot>* found);
 
   ConfigSourceOptions opts_;
@@ -104,8 +105,8 @@ class ConfigSource {
   bool watching_ = false;
   int64_t interval_ms_ = 10000;
   std::mutex mu_;
-  std::string selected_;                 // the name selected last (directory mode)
-  std::optional<ConfigSnapshot> found_;  // what a look asked to load
+  std::string selected_;                   // the name selected last (directory mode)
+  std::optional<ConfigSnapshot> found_;    // what a look asked to load
   std::optional<ConfigSnapshot> loading_;  // what Next() returned last
   std::unique_ptr<ConfigPoller> poller_;
 };
@@ -113,11 +114,10 @@ class ConfigSource {
 // The source a main opens from its flags: --config FILE ($CONFIG_FILE, named `config_file_flag`
 // in messages) or `flags.config_dir` with the node's labels read from the API server
 // (`kubeconfig`, in-cluster when empty; short timeouts, so a poll never hangs).
-Result<std::shared_ptr<ConfigSource>> OpenConfigSourceFromFlags(const ConfigSourceFlags& flags,
-                                                                const std::string& config_file,
-                                                                const std::map<std::string, std::string>& env,
-                                                                const std::string& node_name,
-                                                                const std::string& kubeconfig);
+Result<std::shared_ptr<ConfigSource>> OpenConfigSourceFromFlags(
+    const ConfigSourceFlags& flags, const std::string& config_file,
+    const std::map<std::string, std::string>& env, const std::string& node_name,
+    const std::string& kubeconfig);
 
 // The watch: a PeriodicThread that polls `source` and calls `request_reload` (the agent's
 // RequestReload) when the config changed. Null when there is nothing to watch.

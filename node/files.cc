@@ -25,7 +25,8 @@ Status MakeDirs(const std::string& path) {
   for (size_t at = 1; at <= path.size(); ++at) {
     if (at != path.size() && path[at] != '/') continue;
     std::string prefix = path.substr(0, at);
-    if (mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) return ErrnoStatus("cannot create", prefix);
+    if (mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST)
+      return ErrnoStatus("cannot create", prefix);
   }
   return Status::Ok();
 }

@@ -50,7 +50,8 @@ deviceplugin::AllocationDecorator MakeInterposerDecorator(const InterposerMountO
 // file; if the install fails, Allocate of a container that needs limits fails with the reason.
 // With `paths`, every load records its stateDir, hostDir and installed version there (what the
 // collection of node/library_gc.h works from).
-DecoratorFactory InterposerDecoratorFactory(std::string library_source = "", std::string version = "",
+DecoratorFactory InterposerDecoratorFactory(std::string library_source = "",
+                                            std::string version = "",
                                             std::shared_ptr<InterposerPaths> paths = nullptr);
 
 }  // namespace gpushare::node

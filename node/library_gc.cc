@@ -12,9 +12,9 @@
 #include <filesystem>
 #include <optional>
 
+#include "base/logfmt.h"
 #include "base/strings.h"
 #include "core/interposer_contract.h"
-#include "base/logfmt.h"
 #include "node/periodic.h"
 #include "node/pod_resources.h"
 
@@ -64,7 +64,8 @@ std::optional<std::string> ReadSmall(const std::string& path) {
 // "<version>-<16 hex digits>": what node/library_install.h names an installed version.
 bool IsVersionDirName(const std::string& n) {
   if (n.size() < 18 || n[n.size() - 17] != '-') return false;
-  return std::all_of(n.end() - 16, n.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+  return std::all_of(n.end() - 16, n.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
 bool Remove(const std::string& path, const char* event, const std::string& reason) {
@@ -78,14 +79,13 @@ bool Remove(const std::string& path, const char* event, const std::string& reaso
   return true;
 }
 
-
 }  // namespace
 
 void InterposerPaths::Loaded(const std::string& state_dir, const std::string& host_dir,
                              const std::string& current_library_dir) {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!state_dir.empty() &&
-      std::find(view_.state_dirs.begin(), view_.state_dirs.end(), state_dir) == view_.state_dirs.end()) {
+  if (!state_dir.empty() && std::find(view_.state_dirs.begin(), view_.state_dirs.end(),
+                                      state_dir) == view_.state_dirs.end()) {
     view_.state_dirs.push_back(state_dir);
   }
   view_.host_dir = host_dir;
@@ -98,14 +98,16 @@ InterposerPaths::View InterposerPaths::Get() const {
   return view_;
 }
 
-GcPlan CollectOnce(const InterposerPaths::View& paths, const LiveDeviceLister& live, int64_t now_s, int64_t grace_s) {
+GcPlan CollectOnce(const InterposerPaths::View& paths, const LiveDeviceLister& live, int64_t now_s,
+                   int64_t grace_s) {
   GcInput in;
   in.grace_s = grace_s;
   in.current_library_dir = paths.current_library_dir;
   for (const std::string& root : paths.state_dirs) {
     std::vector<std::string> names;
     if (!ListNames(root, &names)) {
-      spdlog::warn("event=gc_list_failed dir={} error={}", Value(root), Value(std::strerror(errno)));
+      spdlog::warn("event=gc_list_failed dir={} error={}", Value(root),
+                   Value(std::strerror(errno)));
       in.state_dirs_listed = false;
       continue;
     }
@@ -126,12 +128,14 @@ GcPlan CollectOnce(const InterposerPaths::View& paths, const LiveDeviceLister& l
   if (!paths.host_dir.empty()) {
     std::vector<std::string> names;
     if (!ListNames(paths.host_dir, &names)) {
-      spdlog::warn("event=gc_list_failed dir={} error={}", Value(paths.host_dir), Value(std::strerror(errno)));
+      spdlog::warn("event=gc_list_failed dir={} error={}", Value(paths.host_dir),
+                   Value(std::strerror(errno)));
     }
     for (const std::string& n : names) {
       LibraryDirSeen l;
       l.path = JoinPath(paths.host_dir, n);
-      if (IsVersionDirName(n) && IsDir(l.path) && AgeOf(l.path, now_s, &l.age_s)) in.library_dirs.push_back(l);
+      if (IsVersionDirName(n) && IsDir(l.path) && AgeOf(l.path, now_s, &l.age_s))
+        in.library_dirs.push_back(l);
     }
   }
   Result<std::set<LiveDevice>> listed = live();
@@ -140,19 +144,22 @@ GcPlan CollectOnce(const InterposerPaths::View& paths, const LiveDeviceLister& l
 
   GcPlan plan = PlanCollection(in);
   if (!plan.skipped.empty()) {
-    spdlog::warn("event=gc_skipped reason={} error={}", Value(plan.skipped), Value(listed.status().message()));
+    spdlog::warn("event=gc_skipped reason={} error={}", Value(plan.skipped),
+                 Value(listed.status().message()));
     return plan;
   }
   for (const std::string& p : plan.kept_unmarked) {
-    spdlog::info("event=state_dir_kept path={} reason={}", Value(p),
-                 Value("no allocation marker: its use is unknown, so no library version is removed"));
+    spdlog::info(
+        "event=state_dir_kept path={} reason={}", Value(p),
+        Value("no allocation marker: its use is unknown, so no library version is removed"));
   }
   for (const GcRemoval& r : plan.state_dirs) Remove(r.path, "state_dir_removed", r.reason);
   for (const GcRemoval& r : plan.library_dirs) Remove(r.path, "library_removed", r.reason);
   return plan;
 }
 
-std::unique_ptr<Companion> StartLibraryGc(std::shared_ptr<InterposerPaths> paths, LibraryGcOptions options) {
+std::unique_ptr<Companion> StartLibraryGc(std::shared_ptr<InterposerPaths> paths,
+                                          LibraryGcOptions options) {
   if (options.interval_ms <= 0) {
     spdlog::info("event=gc_disabled");
     return nullptr;
@@ -167,8 +174,8 @@ std::unique_ptr<Companion> StartLibraryGc(std::shared_ptr<InterposerPaths> paths
     }
     return out;
   };
-  spdlog::info("event=gc_started interval_ms={} grace_s={} pod_resources={}", options.interval_ms, kGcGraceSeconds,
-               Value(options.pod_resources_socket));
+  spdlog::info("event=gc_started interval_ms={} grace_s={} pod_resources={}", options.interval_ms,
+               kGcGraceSeconds, Value(options.pod_resources_socket));
   const int64_t interval = options.interval_ms;
   return std::make_unique<PeriodicThread>([paths, live, interval](int64_t now) -> int64_t {
     InterposerPaths::View v = paths->Get();

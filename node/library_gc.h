@@ -29,10 +29,12 @@ class InterposerPaths {
  public:
   // After a load: its gpushare.interposer.stateDir and hostDir, and the library version
   // directory installed for it ("" when none was installed).
-  void Loaded(const std::string& state_dir, const std::string& host_dir, const std::string& current_library_dir);
+  void Loaded(const std::string& state_dir, const std::string& host_dir,
+              const std::string& current_library_dir);
 
   struct View {
-    std::vector<std::string> state_dirs;  // every stateDir loaded since the start (a reload may move it)
+    std::vector<std::string>
+        state_dirs;  // every stateDir loaded since the start (a reload may move it)
     std::string host_dir;
     std::string current_library_dir;
     bool loaded = false;
@@ -58,6 +60,7 @@ struct LibraryGcOptions {
 };
 
 // The periodic collection; null when the interval is 0.
-std::unique_ptr<Companion> StartLibraryGc(std::shared_ptr<InterposerPaths> paths, LibraryGcOptions options);
+std::unique_ptr<Companion> StartLibraryGc(std::shared_ptr<InterposerPaths> paths,
+                                          LibraryGcOptions options);
 
 }  // namespace gpushare::node

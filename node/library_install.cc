@@ -25,7 +25,8 @@ constexpr time_t kStaleTempSeconds = 600;
 Result<std::string> ReadSmallFile(const std::string& path, const std::string& role) {
   int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Status::FailedPrecondition(role + " " + path + ": " + std::strerror(errno));
-  const std::string too_big = role + " " + path + ": larger than " + std::to_string(kMaxLibraryBytes >> 20) + " MiB";
+  const std::string too_big =
+      role + " " + path + ": larger than " + std::to_string(kMaxLibraryBytes >> 20) + " MiB";
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     close(fd);
@@ -59,8 +60,8 @@ Result<std::string> ReadSmallFile(const std::string& path, const std::string& ro
 bool ValidVersion(std::string_view v) {
   if (v.empty() || v.size() > 64 || v[0] == '.') return false;
   for (char c : v) {
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '.' || c == '_' ||
-          c == '-' || c == '+'))
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '.' ||
+          c == '_' || c == '-' || c == '+'))
       return false;
   }
   return true;
@@ -87,7 +88,8 @@ void RemoveStaleTemps(const std::string& host_dir) {
     if (name.rfind(kTempPrefix, 0) != 0) continue;
     struct stat st;
     std::string path = host_dir + "/" + name;
-    if (lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && now - st.st_mtime > kStaleTempSeconds)
+    if (lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode) &&
+        now - st.st_mtime > kStaleTempSeconds)
       RemoveTree(path);
   }
   closedir(d);
@@ -108,7 +110,8 @@ Result<InstalledLibrary> Existing(const InstalledLibrary& want, const std::strin
     return Status::FailedPrecondition(want.dir + " exists but its library is unreadable (" +
                                       have.status().message() + "); not overwritten");
   if (*have != data)
-    return Status::FailedPrecondition(want.path + " exists with other content than this version's library; "
+    return Status::FailedPrecondition(want.path +
+                                      " exists with other content than this version's library; "
                                       "not overwritten (a container may have it mapped)");
   return want;
 }
@@ -118,16 +121,19 @@ Result<InstalledLibrary> Existing(const InstalledLibrary& want, const std::strin
 Result<InstalledLibrary> InstallLibrary(const std::string& source, const std::string& host_dir,
                                         std::string_view version) {
   if (host_dir.empty() || host_dir[0] != '/')
-    return Status::InvalidArgument("gpushare.interposer.hostDir: must be an absolute path, got \"" + host_dir + "\"");
+    return Status::InvalidArgument("gpushare.interposer.hostDir: must be an absolute path, got \"" +
+                                   host_dir + "\"");
   if (!ValidVersion(version))
     return Status::InvalidArgument("library version \"" + std::string(version) +
                                    "\": want 1-64 letters, digits, '.', '_', '-' or '+'");
   Result<std::string> data = ReadSmallFile(source, "the library to install,");
   if (!data.ok()) return data.status();
-  if (data->empty()) return Status::FailedPrecondition("the library to install, " + source + ", is empty");
+  if (data->empty())
+    return Status::FailedPrecondition("the library to install, " + source + ", is empty");
 
   InstalledLibrary want;
-  want.dir = host_dir + (host_dir.back() == '/' ? "" : "/") + std::string(version) + "-" + ContentHashHex(*data);
+  want.dir = host_dir + (host_dir.back() == '/' ? "" : "/") + std::string(version) + "-" +
+             ContentHashHex(*data);
   want.path = want.dir + "/" + kLibraryFileName;
   struct stat st;
   if (lstat(want.dir.c_str(), &st) == 0) return Existing(want, *data);

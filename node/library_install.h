@@ -19,8 +19,8 @@
 namespace gpushare::node {
 
 struct InstalledLibrary {
-  std::string dir;    // <hostDir>/<version>-<hash>: what Allocate mounts from
-  std::string path;   // dir + "/libgpushare-cuda.so"
+  std::string dir;       // <hostDir>/<version>-<hash>: what Allocate mounts from
+  std::string path;      // dir + "/libgpushare-cuda.so"
   bool written = false;  // false: that version was already installed
 };
 

@@ -80,8 +80,8 @@ class Service final : public MemoryShareMode {
     GPUSHARE_RETURN_IF_ERROR(nodes_->Start());
     pod_resources_ = std::make_unique<PodResourcesClient>(opts_.pod_resources_socket);
     worker_ = std::thread([this] { Loop(); });
-    spdlog::info("event=memshare_started node={} pod_resources={} reconcile_interval_ms={}", opts_.node_name,
-                 opts_.pod_resources_socket, opts_.reconcile_interval.count());
+    spdlog::info("event=memshare_started node={} pod_resources={} reconcile_interval_ms={}",
+                 opts_.node_name, opts_.pod_resources_socket, opts_.reconcile_interval.count());
     return Status::Ok();
   }
 
@@ -101,14 +101,17 @@ class Service final : public MemoryShareMode {
   }
 
   deviceplugin::PreferredChooser Preferred() override {
-    return [this](const deviceplugin::DeviceIndex& index, const deviceplugin::PreferredAllocationQuery& q) {
+    return [this](const deviceplugin::DeviceIndex& index,
+                  const deviceplugin::PreferredAllocationQuery& q) {
       return Choose(index.resource(), q);
     };
   }
 
   deviceplugin::AllocationDecorator Decorator() override {
     return MemoryUnitsDecorator(
-        [this](const ms::UnitAllocation& a, const std::vector<std::string>& ids) { AfterAllocate(a, ids); });
+        [this](const ms::UnitAllocation& a, const std::vector<std::string>& ids) {
+          AfterAllocate(a, ids);
+        });
   }
 
  private:
@@ -143,7 +146,8 @@ class Service final : public MemoryShareMode {
   // ---- GetPreferredAllocation -------------------------------------------------------------
   // The slots of this node: the plans of the pods bound here (not finished; pods being deleted
   // still hold their units) minus what kubelet holds.
-  ms::SlotLedger Ledger(const std::vector<std::shared_ptr<const kube::Pod>>& pods) GPUSHARE_EXCLUDES(mu_) {
+  ms::SlotLedger Ledger(const std::vector<std::shared_ptr<const kube::Pod>>& pods)
+      GPUSHARE_EXCLUDES(mu_) {
     MutexLock lock(&mu_);
     std::vector<ms::PlannedPod> plans;
     std::set<std::string> foreign;
@@ -165,10 +169,12 @@ class Service final : public MemoryShareMode {
   Result<std::vector<std::string>> Choose(const PlannedResource& resource,
                                           const deviceplugin::PreferredAllocationQuery& q) {
     if (!WaitListed()) {
-      spdlog::warn("event=memshare_pod_resources_not_listed action=best_fit waited_ms={}", opts_.sync_wait.count());
+      spdlog::warn("event=memshare_pod_resources_not_listed action=best_fit waited_ms={}",
+                   opts_.sync_wait.count());
     }
     const ms::UnitQuery uq{q.available, q.must_include, q.allocation_size};
-    if (!q.must_include.empty()) return Answer(q, ms::ChooseUnits(resource, uq, {}));  // the GPU is decided
+    if (!q.must_include.empty())
+      return Answer(q, ms::ChooseUnits(resource, uq, {}));  // the GPU is decided
     return Answer(q, ms::ChooseUnits(resource, uq, Ledger(BoundPods())));
   }
 
@@ -183,15 +189,17 @@ class Service final : public MemoryShareMode {
       for (kube::Pod& p : *fresh) pods.push_back(std::make_shared<const kube::Pod>(std::move(p)));
       return pods;
     }
-    spdlog::warn("event=memshare_list_pods_failed action=use_cache error={}", Value(fresh.status().message()));
+    spdlog::warn("event=memshare_list_pods_failed action=use_cache error={}",
+                 Value(fresh.status().message()));
     if (!pods_->HasSynced() && !pods_->WaitForSync(opts_.sync_wait)) {
-      spdlog::warn("event=memshare_cache_not_synced action=best_fit waited_ms={}", opts_.sync_wait.count());
+      spdlog::warn("event=memshare_cache_not_synced action=best_fit waited_ms={}",
+                   opts_.sync_wait.count());
     }
     return pods_->List();
   }
 
-  Result<std::vector<std::string>> Answer(const deviceplugin::PreferredAllocationQuery& q, Result<ms::UnitChoice> c)
-      GPUSHARE_EXCLUDES(mu_) {
+  Result<std::vector<std::string>> Answer(const deviceplugin::PreferredAllocationQuery& q,
+                                          Result<ms::UnitChoice> c) GPUSHARE_EXCLUDES(mu_) {
     if (!c.ok()) return c.status();
     {
       MutexLock lock(&mu_);
@@ -201,9 +209,11 @@ class Service final : public MemoryShareMode {
     const std::string container = c->steered ? c->steered->container : "-";
     const bool promise_kept = c->key.has_value() || !q.must_include.empty() || !c->matched_pending;
     auto level = promise_kept ? spdlog::level::info : spdlog::level::warn;
-    spdlog::log(level, "event=memshare_preferred size={} gpu={} reason={} pod={} container={} must_include={} chosen={}",
-                q.allocation_size, c->gpu, c->reason, Value(pod), Value(container), q.must_include.size(),
-                Value(Summary(c->ids)));
+    spdlog::log(level,
+                "event=memshare_preferred size={} gpu={} reason={} pod={} container={} "
+                "must_include={} chosen={}",
+                q.allocation_size, c->gpu, c->reason, Value(pod), Value(container),
+                q.must_include.size(), Value(Summary(c->ids)));
     return c->ids;
   }
 
@@ -222,7 +232,8 @@ class Service final : public MemoryShareMode {
   // ---- Allocate -----------------------------------------------------------------------------
   // Kubelet gave these units to a container: held from now on, before any List shows them;
   // a reconcile soon.
-  void AfterAllocate(const ms::UnitAllocation& a, const std::vector<std::string>& ids) GPUSHARE_EXCLUDES(mu_) {
+  void AfterAllocate(const ms::UnitAllocation& a, const std::vector<std::string>& ids)
+      GPUSHARE_EXCLUDES(mu_) {
     {
       MutexLock lock(&mu_);
       const int64_t now = clock_->NowMs();
@@ -237,8 +248,10 @@ class Service final : public MemoryShareMode {
     MutexLock lock(&mu_);
     if (desired_text_.empty()) return;
     auto it = n.metadata.annotations.find(std::string(ms::kInventoryAnnotation));
-    if (it != n.metadata.annotations.end() && it->second == desired_text_ && CountMatches(n)) return;
-    if (schedule_.NodeDiffers()) spdlog::info("event=memshare_node_differs node={} action=patch", opts_.node_name);
+    if (it != n.metadata.annotations.end() && it->second == desired_text_ && CountMatches(n))
+      return;
+    if (schedule_.NodeDiffers())
+      spdlog::info("event=memshare_node_differs node={} action=patch", opts_.node_name);
     cv_.NotifyAll();
   }
 
@@ -272,16 +285,17 @@ class Service final : public MemoryShareMode {
       return;
     }
     if (text != published_text_) {
-      spdlog::info("event=memshare_published node={} gpus={} memory_gpus={} healthy_memory_gpus={} bytes={}",
-                   opts_.node_name, desired_.gpus.size(), c.capacity, c.allocatable, text.size());
+      spdlog::info(
+          "event=memshare_published node={} gpus={} memory_gpus={} healthy_memory_gpus={} bytes={}",
+          opts_.node_name, desired_.gpus.size(), c.capacity, c.allocatable, text.size());
     }
     published_text_ = text;
   }
 
   // The inventory annotation, then (with `count`) aliyun.com/gpu-count in the node's status.
   Status PatchNode(const std::string& text, std::optional<ms::GpuCount> count) {
-    Result<kube::Node> n =
-        opts_.client->PatchNodeAnnotations(opts_.node_name, {{std::string(ms::kInventoryAnnotation), text}});
+    Result<kube::Node> n = opts_.client->PatchNodeAnnotations(
+        opts_.node_name, {{std::string(ms::kInventoryAnnotation), text}});
     if (!n.ok() || !count) return n.status();
     const std::string key(ms::kGpuCountResource);
     nlohmann::json status = {{"capacity", {{key, std::to_string(count->capacity)}}},
@@ -300,8 +314,8 @@ class Service final : public MemoryShareMode {
     const Snapshot snap = TakeSnapshot();
     const Observed observed = ObservedOf(*listed, snap.resource);
     RecordListed(observed, started);
-    ms::Observation ob =
-        reconciler_.Observe(observed, CachedPods(observed, snap.resource), snap.inventory, snap.desired);
+    ms::Observation ob = reconciler_.Observe(observed, CachedPods(observed, snap.resource),
+                                             snap.inventory, snap.desired);
     const int patched = Confirm(&ob);
     Finish(ob, observed.size(), patched);
   }
@@ -318,8 +332,8 @@ class Service final : public MemoryShareMode {
   void ListFailed(const Status& st) GPUSHARE_EXCLUDES(mu_) {
     MutexLock lock(&mu_);
     schedule_.ListFailed(st.code() == StatusCode::kResourceExhausted, clock_->NowMs());
-    spdlog::warn("event=memshare_pod_resources_failed socket={} retry_ms={} error={}", opts_.pod_resources_socket,
-                 schedule_.list_backoff_ms(), Value(st.message()));
+    spdlog::warn("event=memshare_pod_resources_failed socket={} retry_ms={} error={}",
+                 opts_.pod_resources_socket, schedule_.list_backoff_ms(), Value(st.message()));
   }
 
   Snapshot TakeSnapshot() GPUSHARE_EXCLUDES(mu_) {
@@ -336,7 +350,8 @@ class Service final : public MemoryShareMode {
   }
 
   // The cache's view of the pods kubelet listed (those it has).
-  std::map<std::string, ms::CachedPod> CachedPods(const Observed& observed, const std::string& resource) {
+  std::map<std::string, ms::CachedPod> CachedPods(const Observed& observed,
+                                                  const std::string& resource) {
     std::map<std::string, ms::CachedPod> out;
     for (const auto& entry : observed) {
       std::shared_ptr<const kube::Pod> pod = pods_->Get(entry.first);
@@ -373,11 +388,13 @@ class Service final : public MemoryShareMode {
   void LogFindings(const ms::PodDecision& d) {
     if (d.verdict == ms::PodVerdict::kUnreadable) {
       const std::string error = d.problems.empty() ? std::string() : d.problems[0];
-      Once("request:" + d.key, "event=memshare_pod_unreadable pod=" + d.key + " error=" + Value(error));
+      Once("request:" + d.key,
+           "event=memshare_pod_unreadable pod=" + d.key + " error=" + Value(error));
       return;
     }
     for (const std::string& p : d.problems) {
-      Once("problem:" + d.key + p, "event=memshare_pod_problem pod=" + d.key + " problem=" + Value(p));
+      Once("problem:" + d.key + p,
+           "event=memshare_pod_problem pod=" + d.key + " problem=" + Value(p));
     }
   }
 
@@ -385,9 +402,11 @@ class Service final : public MemoryShareMode {
     const size_t slash = d.key.find('/');
     kube::AnnotationChanges ac;
     for (const auto& [k, v] : d.changes) ac[k] = v;
-    Result<kube::Pod> r = opts_.client->PatchPodAnnotations(d.key.substr(0, slash), d.key.substr(slash + 1), ac);
+    Result<kube::Pod> r =
+        opts_.client->PatchPodAnnotations(d.key.substr(0, slash), d.key.substr(slash + 1), ac);
     if (!r.ok()) {
-      spdlog::warn("event=memshare_confirm_failed pod={} error={}", d.key, Value(r.status().message()));
+      spdlog::warn("event=memshare_confirm_failed pod={} error={}", d.key,
+                   Value(r.status().message()));
       return false;
     }
     reconciler_.Written(d);
@@ -407,7 +426,8 @@ class Service final : public MemoryShareMode {
       schedule_.Reconciled(retry_soon, clock_->NowMs());
     }
     if (patched > 0 || !ready_logged_) {
-      spdlog::info("event=memshare_reconciled pods={} confirmed={} patched={}", pods, ob.confirmed, patched);
+      spdlog::info("event=memshare_reconciled pods={} confirmed={} patched={}", pods, ob.confirmed,
+                   patched);
     }
     if (!ready_logged_) {
       ready_logged_ = true;
@@ -477,14 +497,16 @@ class Service final : public MemoryShareMode {
 }  // namespace
 
 deviceplugin::AllocationDecorator MemoryUnitsDecorator(
-    std::function<void(const ms::UnitAllocation&, const std::vector<std::string>& ids)> on_allocate) {
-  return [on_allocate](const deviceplugin::ResolvedRequest& r, deviceplugin::ContainerAllocation* a) -> Status {
+    std::function<void(const ms::UnitAllocation&, const std::vector<std::string>& ids)>
+        on_allocate) {
+  return [on_allocate](const deviceplugin::ResolvedRequest& r,
+                       deviceplugin::ContainerAllocation* a) -> Status {
     if (r.resource == nullptr || !r.resource->is_memory_shares()) return Status::Ok();
     Result<ms::UnitAllocation> u = ms::CheckUnits(*r.resource, r.devices);
     if (!u.ok()) return u.status();
     for (const auto& [k, v] : ms::AllocationEnv(*u)) a->envs[k] = v;
-    spdlog::info("event=memshare_allocate gpu={} uuid={} units={} gpu_units={} limit_mib={}", u->gpu, u->gpu_uuid,
-                 u->units, u->gpu_units, u->limit_mib);
+    spdlog::info("event=memshare_allocate gpu={} uuid={} units={} gpu_units={} limit_mib={}",
+                 u->gpu, u->gpu_uuid, u->units, u->gpu_units, u->limit_mib);
     if (on_allocate) {
       std::vector<std::string> ids;
       for (const PlannedDevice* d : r.devices) ids.push_back(d->id);
@@ -497,7 +519,8 @@ deviceplugin::AllocationDecorator MemoryUnitsDecorator(
 deviceplugin::PreferredChooser MemoryUnitsBestFit() {
   return [](const deviceplugin::DeviceIndex& index,
             const deviceplugin::PreferredAllocationQuery& q) -> Result<std::vector<std::string>> {
-    Result<ms::UnitChoice> c = ms::ChooseUnits(index.resource(), {q.available, q.must_include, q.allocation_size}, ms::SlotLedger{});
+    Result<ms::UnitChoice> c = ms::ChooseUnits(
+        index.resource(), {q.available, q.must_include, q.allocation_size}, ms::SlotLedger{});
     if (!c.ok()) return c.status();
     return c->ids;
   };
@@ -506,7 +529,8 @@ deviceplugin::PreferredChooser MemoryUnitsBestFit() {
 Result<std::unique_ptr<MemoryShareMode>> StartMemoryShares(MemoryShareOptions options) {
   if (options.node_name.empty()) {
     return Status::InvalidArgument(
-        "--node-name (or NODE_NAME): required when gpushare.memoryShares selects GPUs (the agent publishes the "
+        "--node-name (or NODE_NAME): required when gpushare.memoryShares selects GPUs (the agent "
+        "publishes the "
         "node's GPUs and reads the pods bound to it)");
   }
   if (!options.client) return Status::InvalidArgument("memory shares: no Kubernetes API client");
@@ -522,29 +546,38 @@ Result<std::unique_ptr<MemoryShareMode>> StartMemoryShares(MemoryShareOptions op
 void AddMemoryShareFlags(CLI::App& app, MemoryShareFlags& flags) {
   app.add_option("--node-name", flags.node_name, "this node's name (memory shares) [env NODE_NAME]")
       ->envname("NODE_NAME");
-  app.add_option("--kubeconfig", flags.kubeconfig,
-                 "kubeconfig for the API server (memory shares; default $KUBECONFIG, then in-cluster)");
-  app.add_option("--pod-resources-socket", flags.pod_resources_socket, "kubelet's PodResources API socket")
+  app.add_option(
+      "--kubeconfig", flags.kubeconfig,
+      "kubeconfig for the API server (memory shares; default $KUBECONFIG, then in-cluster)");
+  app.add_option("--pod-resources-socket", flags.pod_resources_socket,
+                 "kubelet's PodResources API socket")
       ->capture_default_str();
   app.add_option("--reconcile-interval", flags.reconcile_interval,
                  "how often the PodResources records are compared with the pods' annotations")
       ->capture_default_str();
 }
 
-Result<std::shared_ptr<kube::Client>> MakeApiClient(const std::string& kubeconfig, const std::string& purpose) {
+Result<std::shared_ptr<kube::Client>> MakeApiClient(const std::string& kubeconfig,
+                                                    const std::string& purpose) {
   return MakeApiClient(kubeconfig, purpose, kube::ClientOptions{});
 }
 
-Result<std::shared_ptr<kube::Client>> MakeApiClient(const std::string& kubeconfig, const std::string& purpose,
+Result<std::shared_ptr<kube::Client>> MakeApiClient(const std::string& kubeconfig,
+                                                    const std::string& purpose,
                                                     const kube::ClientOptions& options) {
   kube::LoadOptions lo;
   lo.kubeconfig = kubeconfig;
   Result<kube::ClientConfig> cfg = kube::LoadClientConfig(lo);
-  if (!cfg.ok()) return Status::InvalidArgument(purpose + " need the Kubernetes API: " + cfg.status().message());
-  for (const std::string& w : cfg->warnings) spdlog::warn("event=kube_config_warning warning={}", Value(w));
+  if (!cfg.ok())
+    return Status::InvalidArgument(purpose + " need the Kubernetes API: " + cfg.status().message());
+  for (const std::string& w : cfg->warnings)
+    spdlog::warn("event=kube_config_warning warning={}", Value(w));
   Result<std::shared_ptr<kube::Client>> client = kube::Client::Create(*cfg, options);
-  if (!client.ok()) return Status::InvalidArgument(purpose + ": Kubernetes API client: " + client.status().message());
-  spdlog::info("event=kube_config purpose={} source={} server={}", Value(purpose), Value(cfg->source), cfg->server);
+  if (!client.ok())
+    return Status::InvalidArgument(purpose +
+                                   ": Kubernetes API client: " + client.status().message());
+  spdlog::info("event=kube_config purpose={} source={} server={}", Value(purpose),
+               Value(cfg->source), cfg->server);
   return client;
 }
 
@@ -555,8 +588,9 @@ MemoryShareFactory MemoryShareFactoryFromFlags(const MemoryShareFlags& flags) {
     o.pod_resources_socket = flags.pod_resources_socket;
     std::optional<int64_t> ms = ParseDurationMs(flags.reconcile_interval);
     if (!ms || *ms <= 0) {
-      return Status::InvalidArgument("--reconcile-interval: must be a positive duration like 10s, got \"" +
-                                     flags.reconcile_interval + "\"");
+      return Status::InvalidArgument(
+          "--reconcile-interval: must be a positive duration like 10s, got \"" +
+          flags.reconcile_interval + "\"");
     }
     o.reconcile_interval = std::chrono::milliseconds(*ms);
     if (o.node_name.empty()) return StartMemoryShares(std::move(o));  // names the missing flag

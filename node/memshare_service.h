@@ -7,7 +7,8 @@
 //     and aliyun.com/gpu-count in the node's status capacity/allocatable, again whenever the
 //     plan or a GPU's health changes, and whenever the Node object stops saying it (a node
 //     informer on metadata.name=<node>);
-//   - GetPreferredAllocation: a GPU with an open slot of the request's size (core/memshare_ledger.h:
+//   - GetPreferredAllocation: a GPU with an open slot of the request's size
+//   (core/memshare_ledger.h:
 //     the plans of the pods bound here, from a pod informer on spec.nodeName=<node>, minus what
 //     kubelet holds; one fresh list from the API when no pending pod asks that size), so that
 //     whatever order kubelet admits identical pods in, the GPUs fill as the scheduler planned;
@@ -41,20 +42,21 @@ class App;
 namespace gpushare::kube {
 class Client;
 struct ClientOptions;
-}
+}  // namespace gpushare::kube
 
 namespace gpushare::node {
 
-inline constexpr const char* kDefaultPodResourcesSocket = "/var/lib/kubelet/pod-resources/kubelet.sock";
+inline constexpr const char* kDefaultPodResourcesSocket =
+    "/var/lib/kubelet/pod-resources/kubelet.sock";
 
 struct MemoryShareOptions {
-  std::string node_name;                    // required
-  std::shared_ptr<kube::Client> client;     // required
+  std::string node_name;                 // required
+  std::shared_ptr<kube::Client> client;  // required
   std::string pod_resources_socket = kDefaultPodResourcesSocket;
   std::chrono::milliseconds reconcile_interval{10000};  // periodic PodResources List
   std::chrono::milliseconds after_allocate{50};         // a List this long after an Allocate
   std::chrono::milliseconds min_list_interval{50};      // pacing (kubelet allows 100/s, burst 10)
-  std::chrono::milliseconds sync_wait{5000};  // GetPreferredAllocation waits for the pod cache
+  std::chrono::milliseconds sync_wait{5000};    // GetPreferredAllocation waits for the pod cache
   std::chrono::milliseconds rpc_timeout{5000};  // PodResources calls
   // The time the worker's schedule (core/memshare_timing.h) runs on (tests: a SimulatedClock).
   std::shared_ptr<Clock> clock = RealClock();
@@ -65,7 +67,8 @@ struct MemoryShareOptions {
 // (units of one GPU, the fullest that has room). The agent uses them for a memory-share
 // resource whenever no MemoryShareMode runs, so a container never gets units of two GPUs.
 deviceplugin::AllocationDecorator MemoryUnitsDecorator(
-    std::function<void(const memshare::UnitAllocation& allocation, const std::vector<std::string>& unit_ids)>
+    std::function<void(const memshare::UnitAllocation& allocation,
+                       const std::vector<std::string>& unit_ids)>
         on_allocate = nullptr);
 deviceplugin::PreferredChooser MemoryUnitsBestFit();
 
@@ -85,9 +88,11 @@ void AddMemoryShareFlags(CLI::App& app, MemoryShareFlags& flags);
 // A client of the API server from --kubeconfig (empty: $KUBECONFIG, then in-cluster, then
 // ~/.kube/config). `purpose` ("memory shares", "--config-dir") starts the messages.
 // kInvalidArgument (exit 2) for an unusable configuration.
-Result<std::shared_ptr<kube::Client>> MakeApiClient(const std::string& kubeconfig, const std::string& purpose,
+Result<std::shared_ptr<kube::Client>> MakeApiClient(const std::string& kubeconfig,
+                                                    const std::string& purpose,
                                                     const kube::ClientOptions& options);
-Result<std::shared_ptr<kube::Client>> MakeApiClient(const std::string& kubeconfig, const std::string& purpose);
+Result<std::shared_ptr<kube::Client>> MakeApiClient(const std::string& kubeconfig,
+                                                    const std::string& purpose);
 
 // For AgentOptions::memory_shares: checks the flags, loads the API client configuration and
 // starts the service. kInvalidArgument (exit 2) for a missing node name, a bad duration or an

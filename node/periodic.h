@@ -23,7 +23,8 @@ class PeriodicThread final : public Companion {
  public:
   // step(now_ms) does one round and returns when the next round is due (on `clock`); the
   // first round runs at once.
-  explicit PeriodicThread(std::function<int64_t(int64_t now_ms)> step, std::shared_ptr<Clock> clock = RealClock());
+  explicit PeriodicThread(std::function<int64_t(int64_t now_ms)> step,
+                          std::shared_ptr<Clock> clock = RealClock());
   ~PeriodicThread() override;  // stops, waiting for a round in progress to end
 
  private:

@@ -14,9 +14,12 @@ using nlohmann::json;
 
 const char* MigStrategyName(MigStrategy s) {
   switch (s) {
-    case MigStrategy::kNone: return "none";
-    case MigStrategy::kSingle: return "single";
-    case MigStrategy::kMixed: return "mixed";
+    case MigStrategy::kNone:
+      return "none";
+    case MigStrategy::kSingle:
+      return "single";
+    case MigStrategy::kMixed:
+      return "mixed";
   }
   return "none";
 }
@@ -43,16 +46,17 @@ json InventoryJson(const Inventory& inv) {
                      {"memoryMiB", m.memory_mib},
                      {"multiprocessors", m.multiprocessors}});
     }
-    gpus.push_back({{"index", g.index},
-                    {"uuid", g.uuid},
-                    {"product", g.product},
-                    {"memoryMiB", g.memory_mib},
-                    {"computeCapability", std::to_string(g.cc_major) + "." + std::to_string(g.cc_minor)},
-                    {"numaNode", g.numa_node},
-                    {"pciBusId", g.pci_bus_id},
-                    {"multiprocessors", g.multiprocessors},
-                    {"migEnabled", g.mig_enabled},
-                    {"mig", mig}});
+    gpus.push_back(
+        {{"index", g.index},
+         {"uuid", g.uuid},
+         {"product", g.product},
+         {"memoryMiB", g.memory_mib},
+         {"computeCapability", std::to_string(g.cc_major) + "." + std::to_string(g.cc_minor)},
+         {"numaNode", g.numa_node},
+         {"pciBusId", g.pci_bus_id},
+         {"multiprocessors", g.multiprocessors},
+         {"migEnabled", g.mig_enabled},
+         {"mig", mig}});
   }
   return {{"source", inv.source},
           {"driverVersion", inv.driver_version},
@@ -109,8 +113,10 @@ std::string WhereTheDevicesAre(const PlannedResource& r) {
   std::set<int> whole;
   std::map<int, std::set<int>> mig;
   for (const auto& d : r.devices) {
-    if (d.is_mig) mig[d.gpu_index].insert(d.mig_index);
-    else whole.insert(d.gpu_index);
+    if (d.is_mig)
+      mig[d.gpu_index].insert(d.mig_index);
+    else
+      whole.insert(d.gpu_index);
   }
   std::string s;
   if (!whole.empty()) s = "GPU " + Ranges({whole.begin(), whole.end()});
@@ -147,8 +153,8 @@ std::string FormatTable(const PlanPrintInput& in, const std::vector<std::string>
   if (!inv.driver_version.empty()) os << ", driver " << inv.driver_version;
   if (!inv.cuda_driver_version.empty()) os << ", CUDA " << inv.cuda_driver_version;
   os << ")\n";
-  os << "config: " << (in.config_path.empty() ? "defaults" : in.config_path)
-     << " (migStrategy " << MigStrategyName(in.config->mig_strategy) << ", maxClientsPerGpu "
+  os << "config: " << (in.config_path.empty() ? "defaults" : in.config_path) << " (migStrategy "
+     << MigStrategyName(in.config->mig_strategy) << ", maxClientsPerGpu "
      << in.config->gpushare.max_clients_per_gpu << ")\n\n";
   std::vector<std::vector<std::string>> gpus = {
       {"GPU", "UUID", "PRODUCT", "MEMORY", "CC", "NUMA", "MIG"}};
@@ -159,10 +165,12 @@ std::string FormatTable(const PlanPrintInput& in, const std::vector<std::string>
       for (const auto& m : g.mig) ++profiles[m.profile];
       mig = "enabled";
       std::string list;
-      for (const auto& [p, n] : profiles) list += (list.empty() ? "" : ", ") + std::to_string(n) + "x " + p;
+      for (const auto& [p, n] : profiles)
+        list += (list.empty() ? "" : ", ") + std::to_string(n) + "x " + p;
       if (!list.empty()) mig += ": " + list;
     }
-    gpus.push_back({std::to_string(g.index), g.uuid, g.product, std::to_string(g.memory_mib) + " MiB",
+    gpus.push_back({std::to_string(g.index), g.uuid, g.product,
+                    std::to_string(g.memory_mib) + " MiB",
                     std::to_string(g.cc_major) + "." + std::to_string(g.cc_minor),
                     g.numa_node >= 0 ? std::to_string(g.numa_node) : "-", mig});
   }
@@ -186,8 +194,9 @@ std::string FormatTable(const PlanPrintInput& in, const std::vector<std::string>
     total += r.devices.size();
   }
   os << Table(res);
-  os << "\n" << in.plan->resources.size() << " resource"
-     << (in.plan->resources.size() == 1 ? "" : "s") << ", " << total << " devices\n";
+  os << "\n"
+     << in.plan->resources.size() << " resource" << (in.plan->resources.size() == 1 ? "" : "s")
+     << ", " << total << " devices\n";
   for (const auto& n : notes) os << "note: " << n << "\n";
   return os.str();
 }
@@ -201,18 +210,18 @@ std::string FormatPlan(const PlanPrintInput& in, PlanFormat format) {
   const NodeConfig& c = *in.config;
   json resources = json::array();
   for (const auto& r : in.plan->resources) resources.push_back(ResourceJson(r));
-  json out = {
-      {"inventory", InventoryJson(*in.inventory)},
-      {"config",
-       {{"path", in.config_path},
-        {"migStrategy", MigStrategyName(c.mig_strategy)},
-        {"deviceIDStrategy", c.plugin.device_id_strategy == DeviceIdStrategy::kUuid ? "uuid" : "index"},
-        {"deviceListStrategy", DeviceListNames(c.plugin.device_list_strategy)},
-        {"maxClientsPerGpu", c.gpushare.max_clients_per_gpu},
-        {"renameByDefault", c.time_slicing.rename_by_default},
-        {"failRequestsGreaterThanOne", c.time_slicing.fail_requests_greater_than_one}}},
-      {"resources", resources},
-      {"notes", notes}};
+  json out = {{"inventory", InventoryJson(*in.inventory)},
+              {"config",
+               {{"path", in.config_path},
+                {"migStrategy", MigStrategyName(c.mig_strategy)},
+                {"deviceIDStrategy",
+                 c.plugin.device_id_strategy == DeviceIdStrategy::kUuid ? "uuid" : "index"},
+                {"deviceListStrategy", DeviceListNames(c.plugin.device_list_strategy)},
+                {"maxClientsPerGpu", c.gpushare.max_clients_per_gpu},
+                {"renameByDefault", c.time_slicing.rename_by_default},
+                {"failRequestsGreaterThanOne", c.time_slicing.fail_requests_greater_than_one}}},
+              {"resources", resources},
+              {"notes", notes}};
   return out.dump(2) + "\n";
 }
 

@@ -22,8 +22,8 @@ struct PlanPrintInput {
   const Inventory* inventory = nullptr;
   const NodeConfig* config = nullptr;
   const ResourcePlan* plan = nullptr;
-  std::string config_path;          // empty = defaults only
-  std::vector<std::string> notes;   // config notes; the plan's own notes are added
+  std::string config_path;         // empty = defaults only
+  std::vector<std::string> notes;  // config notes; the plan's own notes are added
 };
 
 std::string FormatPlan(const PlanPrintInput& in, PlanFormat format);

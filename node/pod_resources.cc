@@ -14,7 +14,8 @@ struct PodResourcesClient::Stub {
   std::unique_ptr<::v1::PodResourcesLister::Stub> lister;
 };
 
-PodResourcesClient::PodResourcesClient(std::string socket) : socket_(std::move(socket)), stub_(std::make_unique<Stub>()) {
+PodResourcesClient::PodResourcesClient(std::string socket)
+    : socket_(std::move(socket)), stub_(std::make_unique<Stub>()) {
   stub_->channel = grpc::CreateChannel("unix:" + socket_, grpc::InsecureChannelCredentials());
   stub_->lister = ::v1::PodResourcesLister::NewStub(stub_->channel);
 }

@@ -10,10 +10,10 @@
 #include <optional>
 #include <thread>
 
-#include "config/duration.h"
-#include "config/flag_checks.h"
 #include "base/logfmt.h"
 #include "base/strings.h"
+#include "config/duration.h"
+#include "config/flag_checks.h"
 
 namespace gpushare::node {
 namespace {
@@ -34,18 +34,21 @@ class PollingFeed final : public HealthFeed {
     while (!stop_) {
       Result<HealthPoll> r = source_->Wait(std::chrono::milliseconds(200));
       if (!r.ok()) {
-        spdlog::error("event=health_source_failed error={} action=mark_all_unhealthy", Value(r.status().message()));
+        spdlog::error("event=health_source_failed error={} action=mark_all_unhealthy",
+                      Value(r.status().message()));
         HealthEvent lost;
         lost.kind = HealthEventKind::kDeviceLost;
         lost.detail = "health event source failed: " + r.status().message();
         sink_(lost);
         return;
       }
-      for (const std::string& p : r->problems) spdlog::warn("event=health_event_malformed problem={}", Value(p));
+      for (const std::string& p : r->problems)
+        spdlog::warn("event=health_event_malformed problem={}", Value(p));
       for (const HealthEvent& ev : r->events) {
         spdlog::info("event=health_event kind={} uuid={} xid={} detail={}",
-                     ev.kind == HealthEventKind::kXid ? "xid" : "lost", Value(ev.uuid.empty() ? "*" : ev.uuid),
-                     ev.xid, Value(ev.detail.empty() ? "-" : ev.detail));
+                     ev.kind == HealthEventKind::kXid ? "xid" : "lost",
+                     Value(ev.uuid.empty() ? "*" : ev.uuid), ev.xid,
+                     Value(ev.detail.empty() ? "-" : ev.detail));
         sink_(ev);
       }
     }
@@ -79,15 +82,18 @@ void AddServeFlags(CLI::App& app, ServeFlags& flags) {
     o->check(DurationIn(100, "100ms", 24 * 3600 * 1000, "24h"));
   }
   const CLI::Validator gc_range = DurationIn(1000, "1s", 24 * 3600 * 1000, "24h");
-  app.add_option("--gc-interval", flags.gc_interval,
-                 "how often per-container state directories no container uses and old library versions "
-                 "are removed (also at the start); 0 = never; else 1s..24h")
+  app.add_option(
+         "--gc-interval", flags.gc_interval,
+         "how often per-container state directories no container uses and old library versions "
+         "are removed (also at the start); 0 = never; else 1s..24h")
       ->check(CLI::Validator(
           [gc_range](std::string& v) -> std::string {
             if (v == "0") return "";
             std::string copy = v;
             std::string why = gc_range(copy);
-            return why.empty() ? "" : "must be 0 (never) or a duration from 1s to 24h, like 10m, got " + v;
+            return why.empty()
+                       ? ""
+                       : "must be 0 (never) or a duration from 1s to 24h, like 10m, got " + v;
           },
           "0 or 1s..24h"))
       ->capture_default_str();
@@ -105,7 +111,8 @@ void BlockServeSignals() {
 Status ConfigureLogging(const std::string& level) {
   spdlog::level::level_enum l = spdlog::level::from_str(level);
   if (l == spdlog::level::off && level != "off") {
-    return Status::InvalidArgument("--log-level: must be trace, debug, info, warn, error or off, got " + level);
+    return Status::InvalidArgument(
+        "--log-level: must be trace, debug, info, warn, error or off, got " + level);
   }
   auto logger = spdlog::get("gpushare");
   if (!logger) logger = spdlog::stderr_logger_mt("gpushare");
@@ -116,7 +123,8 @@ Status ConfigureLogging(const std::string& level) {
   return Status::Ok();
 }
 
-std::unique_ptr<HealthFeed> MakeHealthFeed(std::unique_ptr<HealthEventSource> source, HealthSink sink) {
+std::unique_ptr<HealthFeed> MakeHealthFeed(std::unique_ptr<HealthEventSource> source,
+                                           HealthSink sink) {
   return std::make_unique<PollingFeed>(std::move(source), std::move(sink));
 }
 
@@ -144,8 +152,9 @@ int Serve(ServeOptions options) {
   a.on_load = std::move(options.on_load);
   std::optional<int64_t> gc_ms = ParseDurationMs(options.flags.gc_interval);
   if (!gc_ms) {
-    std::fprintf(stderr, "--gc-interval: must be 0 (never) or a duration from 1s to 24h, like 10m, got %s\n",
-                 options.flags.gc_interval.c_str());
+    std::fprintf(
+        stderr, "--gc-interval: must be 0 (never) or a duration from 1s to 24h, like 10m, got %s\n",
+        options.flags.gc_interval.c_str());
     return 2;
   }
   Agent agent(std::move(a));
@@ -164,7 +173,8 @@ int Serve(ServeOptions options) {
     LibraryGcOptions g;
     g.pod_resources_socket = options.flags.memory.pod_resources_socket;
     g.interval_ms = *gc_ms;
-    if (std::unique_ptr<Companion> c = StartLibraryGc(options.interposer_paths, g)) companions.push_back(std::move(c));
+    if (std::unique_ptr<Companion> c = StartLibraryGc(options.interposer_paths, g))
+      companions.push_back(std::move(c));
   }
   const int rc = agent.Run();
   companions.clear();

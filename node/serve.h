@@ -2,9 +2,9 @@
 //
 // AddServeFlags registers the serving flags (--device-plugin-dir, --kubelet-socket,
 // --log-level, --gc-interval, and memory mode's --node-name, --kubeconfig,
-// --pod-resources-socket, --reconcile-interval); Serve builds an Agent (node/agent.h) from a loader and a health-source
-// factory, runs it and returns the process exit status: 0 after SIGTERM/SIGINT, 2 when the
-// inputs are invalid (every problem printed, one per line), 1 for anything else.
+// --pod-resources-socket, --reconcile-interval); Serve builds an Agent (node/agent.h) from a loader
+// and a health-source factory, runs it and returns the process exit status: 0 after SIGTERM/SIGINT,
+// 2 when the inputs are invalid (every problem printed, one per line), 1 for anything else.
 // MakeHealthFeed adapts a gpu/ HealthEventSource (NVML or the events file) to the agent's
 // HealthFeed: a thread that waits for events and hands them over.
 #pragma once
@@ -30,8 +30,9 @@ struct ServeFlags {
   std::string plugin_dir = "/var/lib/kubelet/device-plugins";
   std::string kubelet_socket;  // empty = <plugin_dir>/kubelet.sock
   std::string log_level = "info";
-  MemoryShareFlags memory;     // --node-name, --kubeconfig, --pod-resources-socket, ...
-  std::string gc_interval = "10m";  // --gc-interval: collection of state dirs and old libraries; 0 = never
+  MemoryShareFlags memory;  // --node-name, --kubeconfig, --pod-resources-socket, ...
+  std::string gc_interval =
+      "10m";  // --gc-interval: collection of state dirs and old libraries; 0 = never
 };
 
 void AddServeFlags(CLI::App& app, ServeFlags& flags);
@@ -53,7 +54,8 @@ using HealthSourceFactory =
 
 // Starts a Companion once the agent is initialised; `request_reload` is the agent's
 // RequestReload. May return null (nothing to run).
-using CompanionFactory = std::function<std::unique_ptr<Companion>(std::function<void()> request_reload)>;
+using CompanionFactory =
+    std::function<std::unique_ptr<Companion>(std::function<void()> request_reload)>;
 
 struct ServeOptions {
   ServeFlags flags;
@@ -61,7 +63,7 @@ struct ServeOptions {
   HealthSourceFactory health_source;  // optional
   DecoratorFactory decorator;         // optional: the interposer's additions to Allocate
   std::function<void(bool accepted)> on_load;  // optional: AgentOptions::on_load
-  std::vector<CompanionFactory> companions;     // optional: started after Init, stopped after Run
+  std::vector<CompanionFactory> companions;    // optional: started after Init, stopped after Run
   // Optional: where the loads put the interposer's files; with it (and --gc-interval > 0) the
   // collection of node/library_gc.h runs.
   std::shared_ptr<InterposerPaths> interposer_paths;
@@ -71,6 +73,7 @@ int Serve(ServeOptions options);
 
 // A feed that polls `source` from its own thread and calls `sink` for every event. When the
 // source breaks, every GPU is reported lost (NVIDIA marks every device Unhealthy then).
-std::unique_ptr<HealthFeed> MakeHealthFeed(std::unique_ptr<HealthEventSource> source, HealthSink sink);
+std::unique_ptr<HealthFeed> MakeHealthFeed(std::unique_ptr<HealthEventSource> source,
+                                           HealthSink sink);
 
 }  // namespace gpushare::node

@@ -18,14 +18,14 @@ namespace pl = placement;
 
 struct GpuCache::NodeRec {
   std::string name;
-  int32_t id = -1;            // in node_index_, by_id_ and hot_
+  int32_t id = -1;  // in node_index_, by_id_ and hot_
   pl::NodeId eid = -1;
-  bool exists = false;        // the Node object is known
+  bool exists = false;  // the Node object is known
   bool has_inventory = false;
   // The engine's view: usable GPUs only, slot -> GPU index.
   std::vector<int> slots;
-  std::string problem;        // why the node cannot take shares (when !has_inventory or no GPU)
-  std::string inventory_text; // the annotation as last decoded
+  std::string problem;         // why the node cannot take shares (when !has_inventory or no GPU)
+  std::string inventory_text;  // the annotation as last decoded
   ms::NodeInventory inv;
   // Usage per GPU index: every counted pod where the scheduler placed it (plan), and where its
   // annotations say it is (current); the slots of pods not yet confirmed by the agent (pending)
@@ -62,8 +62,8 @@ struct GpuCache::PodRec {
   std::string uid, key, node;
   ms::PodRequest request;
   std::vector<int64_t> demands;
-  ms::ContainerGpus gpus;          // where the annotations say the containers are
-  ms::ContainerGpus planned;       // where the scheduler placed them
+  ms::ContainerGpus gpus;              // where the annotations say the containers are
+  ms::ContainerGpus planned;           // where the scheduler placed them
   std::map<int, ms::GpuUse> use;       // counted on `node` at `gpus` (empty when nothing is)
   std::map<int, ms::GpuUse> plan_use;  // counted on `node` at `planned`
   std::vector<ms::SlotKey> keys;       // per demand
@@ -83,7 +83,9 @@ std::string_view StateName(int s) {
   return names[s];
 }
 
-std::string Units(int64_t v, ms::MemoryUnit u) { return std::to_string(v) + " " + std::string(ms::MemoryUnitName(u)); }
+std::string Units(int64_t v, ms::MemoryUnit u) {
+  return std::to_string(v) + " " + std::string(ms::MemoryUnitName(u));
+}
 
 constexpr size_t kMaxAskedShapes = 1024;
 
@@ -104,7 +106,8 @@ std::string GpuList(const ms::ContainerGpus& g) {
 std::vector<size_t> ShapeOrder(const std::vector<int64_t>& demands) {
   std::vector<size_t> order(demands.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return demands[a] > demands[b]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return demands[a] > demands[b]; });
   return order;
 }
 
@@ -146,7 +149,8 @@ void GpuCache::SetSynced(bool synced) {
         if (p != pods_.end() && p->second->Pending()) g.waiting.insert(uid);
       }
       if (g.waiting.empty()) continue;
-      Log("event=node_held_back node=" + Value(name) + " waiting_for=" + std::to_string(g.waiting.size()));
+      Log("event=node_held_back node=" + Value(name) +
+          " waiting_for=" + std::to_string(g.waiting.size()));
       n->guards.push_back(std::move(g));
       ++n->held_back;
     }
@@ -166,7 +170,8 @@ GpuCache::NodeRec* GpuCache::FindNode(std::string_view name) const {
 }
 
 void GpuCache::RefreshHot(const NodeRec& n) {
-  hot_[static_cast<size_t>(n.id)].eid = n.exists && n.has_inventory && !n.slots.empty() ? n.eid : -1;
+  hot_[static_cast<size_t>(n.id)].eid =
+      n.exists && n.has_inventory && !n.slots.empty() ? n.eid : -1;
 }
 
 GpuCache::NodeRec& GpuCache::NodeFor(const std::string& name) {
@@ -207,13 +212,17 @@ void GpuCache::UpsertNode(const kube::Node& node) {
     n.problem = "no " + std::string(ms::kInventoryAnnotation) +
                 " annotation (gpushare-node is not running in memory-share mode on this node)";
   } else if (Result<ms::NodeInventory> inv = ms::DecodeInventory(text); !inv.ok()) {
-    n.problem = "annotation " + std::string(ms::kInventoryAnnotation) + " is unreadable: " + inv.status().message();
-    Log("event=node_inventory_invalid node=" + Value(n.name) + " error=" + Value(inv.status().message()));
+    n.problem = "annotation " + std::string(ms::kInventoryAnnotation) +
+                " is unreadable: " + inv.status().message();
+    Log("event=node_inventory_invalid node=" + Value(n.name) +
+        " error=" + Value(inv.status().message()));
   } else if (inv->unit != options_.unit) {
-    n.problem = "node counts " + options_.resource_name + " in " + std::string(ms::MemoryUnitName(inv->unit)) +
-                ", gpushare-scheduler in " + std::string(ms::MemoryUnitName(options_.unit)) +
+    n.problem = "node counts " + options_.resource_name + " in " +
+                std::string(ms::MemoryUnitName(inv->unit)) + ", gpushare-scheduler in " +
+                std::string(ms::MemoryUnitName(options_.unit)) +
                 " (--memory-unit must match every node)";
-    Log("event=node_unit_mismatch node=" + Value(n.name) + " node_unit=" + std::string(ms::MemoryUnitName(inv->unit)));
+    Log("event=node_unit_mismatch node=" + Value(n.name) +
+        " node_unit=" + std::string(ms::MemoryUnitName(inv->unit)));
   } else {
     n.inv = std::move(*inv);
     n.has_inventory = true;
@@ -222,22 +231,29 @@ void GpuCache::UpsertNode(const kube::Node& node) {
       if (n.Usable(g)) {
         n.slots.push_back(g.index);
       } else {
-        skipped += (skipped.empty() ? "" : ", ") + std::string("GPU ") + std::to_string(g.index) + " " +
-                   (!g.healthy ? "unhealthy" : g.mode != ms::kMemoryMode ? "in mode " + g.mode : "has no units");
+        skipped += (skipped.empty() ? "" : ", ") + std::string("GPU ") + std::to_string(g.index) +
+                   " " +
+                   (!g.healthy                  ? "unhealthy"
+                    : g.mode != ms::kMemoryMode ? "in mode " + g.mode
+                                                : "has no units");
       }
     }
     if (n.slots.size() > static_cast<size_t>(pl::kMaxGpusPerNode)) {
       n.has_inventory = false;
       n.slots.clear();
-      n.problem = "more than " + std::to_string(pl::kMaxGpusPerNode) + " GPUs serve memory shares; not supported";
+      n.problem = "more than " + std::to_string(pl::kMaxGpusPerNode) +
+                  " GPUs serve memory shares; not supported";
     } else if (n.slots.empty()) {
-      n.problem = n.inv.gpus.empty() ? "the node has no GPUs" : "no GPU serves memory shares (" + skipped + ")";
+      n.problem = n.inv.gpus.empty() ? "the node has no GPUs"
+                                     : "no GPU serves memory shares (" + skipped + ")";
     } else {
       n.problem.clear();
     }
-    Log("event=node_inventory node=" + Value(n.name) + " gpus=" + std::to_string(n.inv.gpus.size()) +
-        " usable=" + std::to_string(n.slots.size()) + " unit=" + std::string(ms::MemoryUnitName(n.inv.unit)) +
-        " max_clients=" + std::to_string(n.inv.max_clients_per_gpu) + (skipped.empty() ? "" : " skipped=" + Value(skipped)));
+    Log("event=node_inventory node=" + Value(n.name) +
+        " gpus=" + std::to_string(n.inv.gpus.size()) + " usable=" + std::to_string(n.slots.size()) +
+        " unit=" + std::string(ms::MemoryUnitName(n.inv.unit)) +
+        " max_clients=" + std::to_string(n.inv.max_clients_per_gpu) +
+        (skipped.empty() ? "" : " skipped=" + Value(skipped)));
   }
   Recount(n);  // capacities may have changed
   // The engine's node must change shape: capacities, usable GPUs, model or ceiling.
@@ -247,7 +263,8 @@ void GpuCache::UpsertNode(const kube::Node& node) {
     for (int idx : n.slots) {
       const ms::InventoryGpu* a = old_inv.FindByIndex(idx);
       const ms::InventoryGpu* b = n.inv.FindByIndex(idx);
-      if (a == nullptr || b == nullptr || a->units != b->units || a->model != b->model) same = false;
+      if (a == nullptr || b == nullptr || a->units != b->units || a->model != b->model)
+        same = false;
     }
   }
   if (same) return;
@@ -280,8 +297,8 @@ namespace {
 
 // The usage of `request` at `gpus`, on the GPUs the node's inventory knows (on all of them while
 // the node has no inventory yet).
-std::map<int, ms::GpuUse> KnownUsage(const ms::NodeInventory& inv, bool has_inventory, const ms::PodRequest& request,
-                                     const ms::ContainerGpus& gpus) {
+std::map<int, ms::GpuUse> KnownUsage(const ms::NodeInventory& inv, bool has_inventory,
+                                     const ms::PodRequest& request, const ms::ContainerGpus& gpus) {
   std::map<int, ms::GpuUse> out;
   for (const auto& [g, u] : ms::GpuUsage(request, gpus))
     if (!has_inventory || inv.FindByIndex(g) != nullptr) out[g] = u;
@@ -299,7 +316,9 @@ void AddTo(std::map<int, ms::GpuUse>& total, const std::map<int, ms::GpuUse>& us
 
 }  // namespace
 
-bool GpuCache::PodRec::Pending() const { return state != State::kConfirmed && state != State::kExpired; }
+bool GpuCache::PodRec::Pending() const {
+  return state != State::kConfirmed && state != State::kExpired;
+}
 
 void GpuCache::CountPod(NodeRec& n, const PodRec& p, int sign) {
   AddTo(n.current, p.use, sign);
@@ -375,7 +394,8 @@ void GpuCache::RemovePod(const std::string& uid, bool released) {
 // confirms that pod. The slot stays counted until the pods pending now are confirmed or gone.
 void GpuCache::GuardRelease(NodeRec& n, const PodRec& p) {
   ms::PodAssignment last;
-  last.state = p.state == PodRec::State::kConfirmed ? ms::AssignmentState::kConfirmed : ms::AssignmentState::kAssumed;
+  last.state = p.state == PodRec::State::kConfirmed ? ms::AssignmentState::kConfirmed
+                                                    : ms::AssignmentState::kAssumed;
   last.gpus = p.gpus;
   last.planned = p.planned;
   if (!ms::ReleaseNeedsGuard(last) || p.plan_use.empty()) return;
@@ -388,8 +408,8 @@ void GpuCache::GuardRelease(NodeRec& n, const PodRec& p) {
   if (g.waiting.empty()) return;
   AddTo(n.plan, g.hold, +1);
   AddTo(n.current, g.hold, +1);
-  Log("event=slot_guarded node=" + Value(n.name) + " pod=" + Value(p.key) + " gpus=" + Value(GpuList(p.planned)) +
-      " waiting_for=" + std::to_string(g.waiting.size()));
+  Log("event=slot_guarded node=" + Value(n.name) + " pod=" + Value(p.key) +
+      " gpus=" + Value(GpuList(p.planned)) + " waiting_for=" + std::to_string(g.waiting.size()));
   n.guards.push_back(std::move(g));
   Recount(n);
 }
@@ -401,7 +421,8 @@ void GpuCache::SettleGuards(NodeRec& n) {
   for (auto g = n.guards.begin(); g != n.guards.end();) {
     for (auto w = g->waiting.begin(); w != g->waiting.end();) {
       auto p = pods_.find(*w);
-      const bool waits = p != pods_.end() && p->second->counted && p->second->node == n.name && p->second->Pending();
+      const bool waits = p != pods_.end() && p->second->counted && p->second->node == n.name &&
+                         p->second->Pending();
       w = waits ? std::next(w) : g->waiting.erase(w);
     }
     if (!g->waiting.empty()) {
@@ -428,17 +449,22 @@ void GpuCache::UpsertPod(const kube::Pod& pod) {
   auto it = pods_.find(uid);
   PodRec* rec = it == pods_.end() ? nullptr : it->second.get();
   if (pod.IsTerminal()) {
-    if (rec) Log("event=pod_released pod=" + Value(key) + " reason=" + pod.status.phase + " node=" + Value(rec->node));
+    if (rec)
+      Log("event=pod_released pod=" + Value(key) + " reason=" + pod.status.phase +
+          " node=" + Value(rec->node));
     RemovePod(uid, /*released=*/true);
     return;
   }
   Result<ms::PodRequest> req = kube::PodMemRequest(pod, options_.resource_name);
   if (!req.ok() || req->empty()) {
-    if (!req.ok()) Log("event=pod_request_invalid pod=" + Value(key) + " error=" + Value(req.status().message()));
+    if (!req.ok())
+      Log("event=pod_request_invalid pod=" + Value(key) +
+          " error=" + Value(req.status().message()));
     RemovePod(uid);
     return;
   }
-  const bool local = rec && (rec->state == PodRec::State::kReserved || rec->state == PodRec::State::kBound);
+  const bool local =
+      rec && (rec->state == PodRec::State::kReserved || rec->state == PodRec::State::kBound);
   if (rec) rec->pending = pod.status.phase.empty() || pod.status.phase == "Pending";
   if (pod.spec.node_name.empty()) {
     // Not bound (yet): only this process's own bind in flight counts.
@@ -454,7 +480,8 @@ void GpuCache::UpsertPod(const kube::Pod& pod) {
       RemovePod(uid);
       if (unassigned_.emplace(uid, pod.spec.node_name).second)
         Log("event=pod_unassigned pod=" + Value(key) + " node=" + Value(pod.spec.node_name) +
-          " detail=\"bound with " + options_.resource_name + " but no GPU assignment; not counted on any GPU\"");
+            " detail=\"bound with " + options_.resource_name +
+            " but no GPU assignment; not counted on any GPU\"");
     }
     return;
   }
@@ -466,19 +493,19 @@ void GpuCache::UpsertPod(const kube::Pod& pod) {
   if (node.has_inventory) {
     for (const auto& [c, g] : a.gpus) {
       if (node.inv.FindByIndex(g) == nullptr)
-        Log("event=pod_gpu_unknown pod=" + Value(key) + " node=" + Value(node.name) + " container=" + Value(c) +
-            " gpu=" + std::to_string(g));
+        Log("event=pod_gpu_unknown pod=" + Value(key) + " node=" + Value(node.name) +
+            " container=" + Value(c) + " gpu=" + std::to_string(g));
     }
   }
-  const PodRec::State state =
-      a.state == ms::AssignmentState::kConfirmed ? PodRec::State::kConfirmed : PodRec::State::kAssumed;
-  if (rec && rec->counted && rec->node == pod.spec.node_name && rec->gpus == a.gpus && rec->planned == a.planned &&
-      rec->state == state)
+  const PodRec::State state = a.state == ms::AssignmentState::kConfirmed ? PodRec::State::kConfirmed
+                                                                         : PodRec::State::kAssumed;
+  if (rec && rec->counted && rec->node == pod.spec.node_name && rec->gpus == a.gpus &&
+      rec->planned == a.planned && rec->state == state)
     return;
   if (rec && rec->gpus != a.gpus && !rec->gpus.empty())
-    Log("event=pod_assignment_changed pod=" + Value(key) + " node=" + Value(pod.spec.node_name) + " from=" +
-        Value(GpuList(rec->gpus)) + " to=" + Value(GpuList(a.gpus)) + " state=" +
-        std::string(ms::AssignmentStateName(a.state)));
+    Log("event=pod_assignment_changed pod=" + Value(key) + " node=" + Value(pod.spec.node_name) +
+        " from=" + Value(GpuList(rec->gpus)) + " to=" + Value(GpuList(a.gpus)) +
+        " state=" + std::string(ms::AssignmentStateName(a.state)));
   unassigned_.erase(uid);
   if (!rec) {
     auto fresh = std::make_unique<PodRec>();
@@ -510,7 +537,8 @@ void GpuCache::DeletePod(const kube::Pod& last_known) {
   MutexLock l(&mu_);
   auto it = pods_.find(last_known.metadata.uid);
   if (it != pods_.end())
-    Log("event=pod_released pod=" + Value(it->second->key) + " reason=deleted node=" + Value(it->second->node));
+    Log("event=pod_released pod=" + Value(it->second->key) +
+        " reason=deleted node=" + Value(it->second->node));
   RemovePod(last_known.metadata.uid, /*released=*/true);
 }
 
@@ -600,10 +628,11 @@ void GpuCache::RefreshPolicy() {
   int64_t cap = 0;
   for (pl::NodeId i = 0; i < cluster_.num_nodes(); ++i) cap += cluster_.node(i).gpu_capacity_total;
   po.gpu_unit = cluster_.total_gpus() > 0 ? std::max<int64_t>(1, cap / cluster_.total_gpus()) : 1;
-  Result<std::unique_ptr<pl::Policy>> p = pl::MakePolicy(options_.policy, cluster_, workload_, po, &rng_);
+  Result<std::unique_ptr<pl::Policy>> p =
+      pl::MakePolicy(options_.policy, cluster_, workload_, po, &rng_);
   if (!p.ok()) {
-    Log("event=policy_failed policy=" + Value(options_.policy) + " error=" + Value(p.status().message()) +
-        " fallback=default");
+    Log("event=policy_failed policy=" + Value(options_.policy) +
+        " error=" + Value(p.status().message()) + " fallback=default");
     p = pl::MakePolicy("default", cluster_, workload_, po, &rng_);
   }
   policy_ = std::move(p).value();
@@ -662,10 +691,13 @@ Result<pl::ShapeId> GpuCache::Shape(const ms::PodRequest& request) {
   return engine_->Intern(r);
 }
 
-NodeVerdict GpuCache::Check(const NodeRec& n, const ms::PodRequest& request, const pl::PodShape& shape) const {
+NodeVerdict GpuCache::Check(const NodeRec& n, const ms::PodRequest& request,
+                            const pl::PodShape& shape) const {
   using K = NodeVerdict::Kind;
   const ms::MemoryUnit unit = options_.unit;
-  if (!n.exists) return {K::kUnresolvable, "node is not in gpushare-scheduler's cache (not seen by its node informer)"};
+  if (!n.exists)
+    return {K::kUnresolvable,
+            "node is not in gpushare-scheduler's cache (not seen by its node informer)"};
   if (!n.has_inventory || n.slots.empty() || n.eid < 0) return {K::kUnresolvable, n.problem};
   if (n.held_back > 0) return HeldBack(n);
   const pl::NodeState& s = cluster_.node(n.eid);
@@ -677,39 +709,49 @@ NodeVerdict GpuCache::Check(const NodeRec& n, const ms::PodRequest& request, con
   for (int g = 0; g < s.num_gpus; ++g) largest_cap = std::max(largest_cap, s.gpu_capacity[g]);
   std::string free_list;
   for (int g = 0; g < s.num_gpus; ++g)
-    free_list += (g ? "," : "") + std::to_string(n.slots[g]) + ":" + std::to_string(s.gpu_free[g]) + "/" +
-                 std::to_string(s.gpu_capacity[g]);
-  const std::string free_text = " (free/total " + std::string(ms::MemoryUnitName(unit)) + " per GPU " + free_list + ")";
+    free_list += (g ? "," : "") + std::to_string(n.slots[g]) + ":" + std::to_string(s.gpu_free[g]) +
+                 "/" + std::to_string(s.gpu_capacity[g]);
+  const std::string free_text =
+      " (free/total " + std::string(ms::MemoryUnitName(unit)) + " per GPU " + free_list + ")";
   for (size_t i = 0; i < demands.size(); ++i) {
     if (demands[i] > largest_cap)
-      return {K::kUnresolvable, "container " + owners[i] + " asks " + Units(demands[i], unit) +
-                                    ", more than any GPU here has (largest: " + Units(largest_cap, unit) + ")"};
+      return {K::kUnresolvable,
+              "container " + owners[i] + " asks " + Units(demands[i], unit) +
+                  ", more than any GPU here has (largest: " + Units(largest_cap, unit) + ")"};
   }
   if (pl::CheckFit(Emptied(s), shape) != pl::Rejection::kNone) {
     return {K::kUnresolvable, "the pod's " + std::to_string(demands.size()) + " GPU containers (" +
-                                  DemandList(demands, unit) + ") cannot fit on this node's GPUs even when they are empty" + free_text};
+                                  DemandList(demands, unit) +
+                                  ") cannot fit on this node's GPUs even when they are empty" +
+                                  free_text};
   }
   const pl::Rejection r = pl::CheckFit(s, shape);
   if (r == pl::Rejection::kClientLimit)
     return {K::kFailed, "the GPUs with room already serve " + std::to_string(s.max_clients) +
                             " containers each (maxClientsPerGpu)" + free_text};
   if (demands.size() == 1)
-    return {K::kFailed, "no GPU has " + Units(demands[0], unit) + " free for container " + owners[0] + free_text};
-  return {K::kFailed, "the pod's containers (" + DemandList(demands, unit) + ") do not fit on the GPUs' free memory" + free_text};
+    return {K::kFailed, "no GPU has " + Units(demands[0], unit) + " free for container " +
+                            owners[0] + free_text};
+  return {K::kFailed, "the pod's containers (" + DemandList(demands, unit) +
+                          ") do not fit on the GPUs' free memory" + free_text};
 }
 
 NodeVerdict GpuCache::HeldBack(const NodeRec& n) const {
   size_t waiting = 0;
   for (const NodeRec::Guard& g : n.guards)
     if (g.whole_node) waiting += g.waiting.size();
-  return {NodeVerdict::Kind::kFailed, "gpushare-scheduler started recently and takes no new shares here until the " +
-                                          std::to_string(waiting) + " pods bound here before its start are admitted and confirmed by gpushare-node"};
+  return {NodeVerdict::Kind::kFailed,
+          "gpushare-scheduler started recently and takes no new shares here until the " +
+              std::to_string(waiting) +
+              " pods bound here before its start are admitted and confirmed by gpushare-node"};
 }
 
 NodeVerdict GpuCache::Clash(const NodeRec& n, const ms::PodRequest& request) const {
   if (n.pending == 0) return {};
   const std::vector<ms::SlotKey> keys = ms::SlotKeys(request);
-  if (n.odd_pending == 0 && std::none_of(keys.begin(), keys.end(), [](const ms::SlotKey& k) { return k.odd(); })) return {};
+  if (n.odd_pending == 0 &&
+      std::none_of(keys.begin(), keys.end(), [](const ms::SlotKey& k) { return k.odd(); }))
+    return {};
   std::optional<std::string> why = ms::FreshConflict(keys, n.pending_keys, options_.unit);
   if (!why) return {};
   return {NodeVerdict::Kind::kFailed, *why};
@@ -717,7 +759,8 @@ NodeVerdict GpuCache::Clash(const NodeRec& n, const ms::PodRequest& request) con
 
 // --- decisions ---------------------------------------------------------------------------------
 
-std::vector<NodeVerdict> GpuCache::Filter(const ms::PodRequest& request, const std::vector<std::string_view>& names) {
+std::vector<NodeVerdict> GpuCache::Filter(const ms::PodRequest& request,
+                                          const std::vector<std::string_view>& names) {
   MutexLock l(&mu_);
   std::vector<NodeVerdict> out(names.size());
   EnsureEngine();
@@ -725,12 +768,14 @@ std::vector<NodeVerdict> GpuCache::Filter(const ms::PodRequest& request, const s
   const pl::PodShape* fast = shape.ok() ? &engine_->shape(*shape) : nullptr;
   const uint64_t visit = ++visit_;
   const std::vector<ms::SlotKey> keys = ms::SlotKeys(request);
-  const bool odd = std::any_of(keys.begin(), keys.end(), [](const ms::SlotKey& k) { return k.odd(); });
+  const bool odd =
+      std::any_of(keys.begin(), keys.end(), [](const ms::SlotKey& k) { return k.odd(); });
   std::unordered_set<std::string_view> unknown;  // names not in the cache, for their repeats
   for (size_t i = 0; i < names.size(); ++i) {
     const int32_t id = node_index_.Find(names[i]);
     if (id == NameIndex::kNone) {
-      out[i] = {NodeVerdict::Kind::kUnresolvable, "node is not in gpushare-scheduler's cache (not seen by its node informer)"};
+      out[i] = {NodeVerdict::Kind::kUnresolvable,
+                "node is not in gpushare-scheduler's cache (not seen by its node informer)"};
       out[i].repeat = !unknown.insert(names[i]).second;
       continue;
     }
@@ -753,7 +798,8 @@ std::vector<NodeVerdict> GpuCache::Filter(const ms::PodRequest& request, const s
   return out;
 }
 
-std::vector<int64_t> GpuCache::Score(const ms::PodRequest& request, const std::vector<std::string_view>& names) {
+std::vector<int64_t> GpuCache::Score(const ms::PodRequest& request,
+                                     const std::vector<std::string_view>& names) {
   MutexLock l(&mu_);
   std::vector<int64_t> out(names.size(), 0);
   EnsureEngine();
@@ -796,8 +842,8 @@ std::vector<int64_t> GpuCache::Score(const ms::PodRequest& request, const std::v
   return out;
 }
 
-Result<Reservation> GpuCache::Reserve(const kube::Pod& pod, const ms::PodRequest& request, const std::string& node,
-                                      int64_t now_ns) {
+Result<Reservation> GpuCache::Reserve(const kube::Pod& pod, const ms::PodRequest& request,
+                                      const std::string& node, int64_t now_ns) {
   MutexLock l(&mu_);
   if (!synced_) return Status::Unavailable("cache not synced");
   const std::string& uid = pod.metadata.uid;
@@ -806,10 +852,12 @@ Result<Reservation> GpuCache::Reserve(const kube::Pod& pod, const ms::PodRequest
   if (it != pods_.end() && it->second->state != PodRec::State::kExpired) {
     PodRec& p = *it->second;
     if (p.state == PodRec::State::kReserved)
-      return Status::Aborted("a bind of pod " + key + " is already in progress (node " + p.node + ")");
+      return Status::Aborted("a bind of pod " + key + " is already in progress (node " + p.node +
+                             ")");
     if (p.node != node)
-      return Status::FailedPrecondition("pod " + key + " is already assigned to node " + p.node + " (" +
-                                        std::string(StateName(static_cast<int>(p.state))) + ")");
+      return Status::FailedPrecondition("pod " + key + " is already assigned to node " + p.node +
+                                        " (" + std::string(StateName(static_cast<int>(p.state))) +
+                                        ")");
     Reservation r;
     r.already = true;
     r.containers = p.gpus;
@@ -823,22 +871,25 @@ Result<Reservation> GpuCache::Reserve(const kube::Pod& pod, const ms::PodRequest
   EnsureEngine();
   NodeRec* found = FindNode(node);
   if (found == nullptr || found->eid < 0)
-    return Status::FailedPrecondition("node " + node + ": " +
-                                      (found == nullptr ? std::string("not in gpushare-scheduler's cache") : found->problem));
+    return Status::FailedPrecondition(
+        "node " + node + ": " +
+        (found == nullptr ? std::string("not in gpushare-scheduler's cache") : found->problem));
   NodeRec& n = *found;
   GPUSHARE_ASSIGN_OR_RETURN(pl::ShapeId shape, Shape(request));
   const NodeVerdict v = Check(n, request, engine_->shape(shape));
   if (v.kind != NodeVerdict::Kind::kFits) {
-    return v.kind == NodeVerdict::Kind::kFailed ? Status::ResourceExhausted("node " + node + ": " + v.reason)
-                                                : Status::FailedPrecondition("node " + node + ": " + v.reason);
+    return v.kind == NodeVerdict::Kind::kFailed
+               ? Status::ResourceExhausted("node " + node + ": " + v.reason)
+               : Status::FailedPrecondition("node " + node + ": " + v.reason);
   }
   const std::vector<pl::Verdict> verdicts = engine_->Evaluate(shape, {n.eid});
   if (verdicts.empty() || verdicts[0].rejection != pl::Rejection::kNone)
     return Status::ResourceExhausted("node " + node + ": no GPU choice fits");
   const pl::GpuAssignment& a = verdicts[0].choice.gpus;
   const std::vector<int64_t> demands = request.Demands();
-  if (a.count != demands.size()) return Status::Internal("engine returned " + std::to_string(a.count) + " GPUs for " +
-                                                         std::to_string(demands.size()) + " demands");
+  if (a.count != demands.size())
+    return Status::Internal("engine returned " + std::to_string(a.count) + " GPUs for " +
+                            std::to_string(demands.size()) + " demands");
   const std::vector<size_t> order = ShapeOrder(demands);
   std::vector<int> gpus(demands.size(), -1);
   for (size_t i = 0; i < order.size(); ++i) gpus[order[i]] = n.slots[a.gpu[i]];
@@ -852,9 +903,11 @@ Result<Reservation> GpuCache::Reserve(const kube::Pod& pod, const ms::PodRequest
     const ms::InventoryGpu* gpu = n.inv.FindByIndex(g);
     const int64_t used = n.used.count(g) ? n.used.at(g) : 0;
     const int clients = n.clients.count(g) ? n.clients.at(g) : 0;
-    if (gpu == nullptr || used + u.units > gpu->units || clients + u.clients > n.inv.max_clients_per_gpu)
-      return Status::Internal("node " + node + ": GPU " + std::to_string(g) + " would be over-committed (" +
-                              std::to_string(used) + "+" + std::to_string(u.units) + " of " +
+    if (gpu == nullptr || used + u.units > gpu->units ||
+        clients + u.clients > n.inv.max_clients_per_gpu)
+      return Status::Internal("node " + node + ": GPU " + std::to_string(g) +
+                              " would be over-committed (" + std::to_string(used) + "+" +
+                              std::to_string(u.units) + " of " +
                               std::to_string(gpu ? gpu->units : 0) + "); refusing");
   }
   r.dev_units = n.inv.FindByIndex(gpus[0])->units;
@@ -884,14 +937,16 @@ Result<Reservation> GpuCache::Reserve(const kube::Pod& pod, const ms::PodRequest
 void GpuCache::Commit(const std::string& pod_uid, uint64_t token) {
   MutexLock l(&mu_);
   auto it = pods_.find(pod_uid);
-  if (it != pods_.end() && it->second->token == token && it->second->state == PodRec::State::kReserved)
+  if (it != pods_.end() && it->second->token == token &&
+      it->second->state == PodRec::State::kReserved)
     it->second->state = PodRec::State::kBound;
 }
 
 void GpuCache::Rollback(const std::string& pod_uid, uint64_t token) {
   MutexLock l(&mu_);
   auto it = pods_.find(pod_uid);
-  if (it != pods_.end() && it->second->token == token && it->second->state == PodRec::State::kReserved)
+  if (it != pods_.end() && it->second->token == token &&
+      it->second->state == PodRec::State::kReserved)
     RemovePod(pod_uid);
 }
 
@@ -903,7 +958,8 @@ std::vector<ExpiredPod> GpuCache::ExpireAssumed(int64_t now_ns, int64_t timeout_
       if (!g.whole_node) continue;
       if (g.since_ns == 0) g.since_ns = now_ns;
       if (now_ns - g.since_ns < options_.restart_hold_ns) continue;
-      Log("event=node_hold_timed_out node=" + Value(name) + " still_pending=" + std::to_string(g.waiting.size()));
+      Log("event=node_hold_timed_out node=" + Value(name) +
+          " still_pending=" + std::to_string(g.waiting.size()));
       g.waiting.clear();
     }
     SettleGuards(*n);
@@ -937,7 +993,8 @@ std::vector<PlanMove> GpuCache::PlanMoves() {
       auto it = pods_.find(uid);
       if (it == pods_.end() || !it->second->counted) continue;
       PodRec& p = *it->second;
-      counted.push_back({p.key, p.request, p.planned, p.gpus, p.state == PodRec::State::kConfirmed});
+      counted.push_back(
+          {p.key, p.request, p.planned, p.gpus, p.state == PodRec::State::kConfirmed});
       by_key[p.key] = &p;
     }
     for (auto& [key, plan] : ms::SettledPlanMoves(counted, true)) {
@@ -947,8 +1004,8 @@ std::vector<PlanMove> GpuCache::PlanMoves() {
       p.planned = plan;
       p.plan_use = KnownUsage(n->inv, n->has_inventory, p.request, plan);
       AddUse(p);
-      Log("event=plan_moved pod=" + Value(key) + " node=" + Value(name) + " from=" + Value(GpuList(out.back().from)) +
-          " to=" + Value(GpuList(plan)));
+      Log("event=plan_moved pod=" + Value(key) + " node=" + Value(name) +
+          " from=" + Value(GpuList(out.back().from)) + " to=" + Value(GpuList(plan)));
     }
   }
   return out;

@@ -15,9 +15,9 @@
 // (saturated at the GPU's capacity and client ceiling when the truth is over-full). The
 // engine's target workload is the distribution of the pods the cache has seen.
 //
-// Concurrency: every public method takes one mutex (mu_), so a reservation made by Reserve() is visible to
-// the next Filter()/Reserve() at once; the API calls of a bind happen outside the lock, and a
-// failed bind gives its reservation back with Rollback(). A GPU is never booked beyond its
+// Concurrency: every public method takes one mutex (mu_), so a reservation made by Reserve() is
+// visible to the next Filter()/Reserve() at once; the API calls of a bind happen outside the lock,
+// and a failed bind gives its reservation back with Rollback(). A GPU is never booked beyond its
 // capacity or client ceiling by Reserve(). No I/O, no clocks (times are passed in). The private
 // helpers require mu_ held, and every member but options_ is guarded by it; clang's
 // -Wthread-safety checks both (base/sync.h).
@@ -48,8 +48,8 @@ namespace gpushare::scheduler {
 struct CacheOptions {
   memshare::MemoryUnit unit = memshare::MemoryUnit::kGiB;  // the cluster's aliyun.com/gpu-mem unit
   std::string resource_name = std::string(memshare::kResourceName);  // the memory-share resource
-  std::string policy = "default";                          // placement policy (core/placement/policy.h)
-  uint64_t seed = 1;                                       // for the `random` policy
+  std::string policy = "default";  // placement policy (core/placement/policy.h)
+  uint64_t seed = 1;               // for the `random` policy
   // After the cache first syncs, each node with pending pods (placed, not yet confirmed by the
   // node agent) takes no new shares until they are confirmed or gone, or for this long at most
   // (counted from the first ExpireAssumed sweep); 0: no hold. Why: a restart forgets the pods
@@ -64,18 +64,18 @@ struct CacheOptions {
 struct NodeVerdict {
   enum class Kind { kFits, kFailed, kUnresolvable };
   Kind kind = Kind::kFits;
-  std::string reason;      // empty when it fits
-  bool repeat = false;     // the name appeared earlier in the same request
+  std::string reason;   // empty when it fits
+  bool repeat = false;  // the name appeared earlier in the same request
 };
 
 // A bind's booking, made under the lock before the API calls.
 struct Reservation {
-  bool already = false;              // the pod already had this booking: nothing to write
-  std::vector<int> demand_gpus;      // GPU index per demand (PodRequest::Demands order)
+  bool already = false;          // the pod already had this booking: nothing to write
+  std::vector<int> demand_gpus;  // GPU index per demand (PodRequest::Demands order)
   memshare::ContainerGpus containers;
-  int64_t dev_units = 0;             // units of the first demand's GPU
+  int64_t dev_units = 0;  // units of the first demand's GPU
   int64_t assume_ns = 0;
-  uint64_t token = 0;                // identifies this reservation for Commit/Rollback
+  uint64_t token = 0;  // identifies this reservation for Commit/Rollback
 };
 
 // One GPU as the cache sees it (for tests, /inspect and logs).
@@ -84,7 +84,7 @@ struct GpuState {
   int64_t capacity = 0;  // units
   int64_t used = 0;      // units booked (may exceed capacity when the truth is over-full)
   int clients = 0;
-  bool usable = false;   // healthy and in memory mode
+  bool usable = false;  // healthy and in memory mode
 };
 
 // A plan move (PlanMoves).
@@ -106,13 +106,13 @@ struct ExpiredPod {
 };
 
 struct CacheStats {
-  int nodes = 0;             // nodes with a readable inventory
+  int nodes = 0;  // nodes with a readable inventory
   int usable_gpus = 0;
-  int pods = 0;              // pods whose usage is counted
-  int reserved = 0;          // binds in flight
-  int expired = 0;           // pods released by the assume timeout and not confirmed since
-  int unassigned = 0;        // bound pods asking for units with no readable assignment
-  uint64_t rebuilds = 0;     // engine views rebuilt from scratch
+  int pods = 0;           // pods whose usage is counted
+  int reserved = 0;       // binds in flight
+  int expired = 0;        // pods released by the assume timeout and not confirmed since
+  int unassigned = 0;     // bound pods asking for units with no readable assignment
+  uint64_t rebuilds = 0;  // engine views rebuilt from scratch
   uint64_t policy_refreshes = 0;
 };
 
@@ -134,18 +134,19 @@ class GpuCache {
 
   // --- decisions ---
   // One verdict per node, in order (a name listed twice is marked `repeat` the second time).
-  std::vector<NodeVerdict> Filter(const memshare::PodRequest& request, const std::vector<std::string_view>& nodes)
+  std::vector<NodeVerdict> Filter(const memshare::PodRequest& request,
+                                  const std::vector<std::string_view>& nodes)
       GPUSHARE_EXCLUDES(mu_);
   // Scores 0..10 per node, in order (0 for nodes that cannot take the pod, -1 for a name listed
   // a second time). The node the engine would choose gets 10 and no other node does.
-  std::vector<int64_t> Score(const memshare::PodRequest& request, const std::vector<std::string_view>& nodes)
-      GPUSHARE_EXCLUDES(mu_);
+  std::vector<int64_t> Score(const memshare::PodRequest& request,
+                             const std::vector<std::string_view>& nodes) GPUSHARE_EXCLUDES(mu_);
   // Books `pod` on `node`: chooses the GPU(s) and records the reservation. Idempotent for a pod
   // already booked on that node (Reservation::already). Errors: kResourceExhausted (no room;
   // the reason says why), kFailedPrecondition (booked on another node, node unusable),
   // kAborted (a bind for the same pod is in flight), kUnavailable (not synced).
-  Result<Reservation> Reserve(const kube::Pod& pod, const memshare::PodRequest& request, const std::string& node,
-                              int64_t now_ns) GPUSHARE_EXCLUDES(mu_);
+  Result<Reservation> Reserve(const kube::Pod& pod, const memshare::PodRequest& request,
+                              const std::string& node, int64_t now_ns) GPUSHARE_EXCLUDES(mu_);
   // The API calls succeeded: the reservation stays until the pod's annotations arrive.
   void Commit(const std::string& pod_uid, uint64_t token) GPUSHARE_EXCLUDES(mu_);
   // The API calls failed: the reservation is given back (no-op if the pod has meanwhile been
@@ -188,10 +189,11 @@ class GpuCache {
   void AddToEngine(NodeRec& n) GPUSHARE_REQUIRES(mu_);
   void Resync(NodeRec& n) GPUSHARE_REQUIRES(mu_);
   Result<placement::ShapeId> Shape(const memshare::PodRequest& request) GPUSHARE_REQUIRES(mu_);
-  NodeVerdict Check(const NodeRec& n, const memshare::PodRequest& request, const placement::PodShape& shape) const
-      GPUSHARE_REQUIRES(mu_);
+  NodeVerdict Check(const NodeRec& n, const memshare::PodRequest& request,
+                    const placement::PodShape& shape) const GPUSHARE_REQUIRES(mu_);
   // kFailed when the pod's slot keys clash with the node's pending ones (memshare::FreshConflict).
-  NodeVerdict Clash(const NodeRec& n, const memshare::PodRequest& request) const GPUSHARE_REQUIRES(mu_);
+  NodeVerdict Clash(const NodeRec& n, const memshare::PodRequest& request) const
+      GPUSHARE_REQUIRES(mu_);
 
   const CacheOptions options_;
   mutable Mutex mu_;
@@ -202,18 +204,22 @@ class GpuCache {
   // The hot path (filter and prioritize read one node per listed name): names to dense ids,
   // and per id the record and the little a verdict needs, packed (5,000 nodes: 80 KiB).
   struct NodeHot {
-    placement::NodeId eid = -1;  // the engine's node when it can take shares (exists, inventory, GPUs), else -1
-    uint64_t visit = 0;          // visit_ when last listed in a request (repeats)
+    placement::NodeId eid =
+        -1;  // the engine's node when it can take shares (exists, inventory, GPUs), else -1
+    uint64_t visit = 0;  // visit_ when last listed in a request (repeats)
   };
   NameIndex node_index_ GPUSHARE_GUARDED_BY(mu_);
   std::vector<NodeRec*> by_id_ GPUSHARE_GUARDED_BY(mu_);
   std::vector<NodeHot> hot_ GPUSHARE_GUARDED_BY(mu_);
   NodeRec* FindNode(std::string_view name) const GPUSHARE_REQUIRES(mu_);
   void RefreshHot(const NodeRec& n) GPUSHARE_REQUIRES(mu_);
-  std::unordered_map<std::string, std::unique_ptr<PodRec>> pods_ GPUSHARE_GUARDED_BY(mu_);  // by UID
-  std::unordered_map<std::string, std::string> unassigned_ GPUSHARE_GUARDED_BY(mu_);  // UID -> node, not counted
+  std::unordered_map<std::string, std::unique_ptr<PodRec>> pods_
+      GPUSHARE_GUARDED_BY(mu_);  // by UID
+  std::unordered_map<std::string, std::string> unassigned_
+      GPUSHARE_GUARDED_BY(mu_);  // UID -> node, not counted
   uint64_t next_token_ GPUSHARE_GUARDED_BY(mu_) = 1;
-  uint64_t visit_ GPUSHARE_GUARDED_BY(mu_) = 0;  // marks nodes seen in the current request (repeats)
+  uint64_t visit_ GPUSHARE_GUARDED_BY(mu_) =
+      0;  // marks nodes seen in the current request (repeats)
 
   // The engine's view.
   placement::ClusterState cluster_ GPUSHARE_GUARDED_BY(mu_);
@@ -224,8 +230,10 @@ class GpuCache {
   bool rebuild_ GPUSHARE_GUARDED_BY(mu_) = true;
   std::vector<NodeRec*> to_add_ GPUSHARE_GUARDED_BY(mu_);
   std::set<NodeRec*> dirty_ GPUSHARE_GUARDED_BY(mu_);
-  std::map<std::vector<int64_t>, int> shapes_live_ GPUSHARE_GUARDED_BY(mu_);  // demands -> counted pods with them
-  std::set<std::vector<int64_t>> workload_shapes_ GPUSHARE_GUARDED_BY(mu_);   // shapes in the current target workload
+  std::map<std::vector<int64_t>, int> shapes_live_
+      GPUSHARE_GUARDED_BY(mu_);  // demands -> counted pods with them
+  std::set<std::vector<int64_t>> workload_shapes_
+      GPUSHARE_GUARDED_BY(mu_);  // shapes in the current target workload
   int workload_pods_ GPUSHARE_GUARDED_BY(mu_) = 0;
   bool workload_stale_ GPUSHARE_GUARDED_BY(mu_) = true;
   uint64_t rebuilds_ GPUSHARE_GUARDED_BY(mu_) = 0;

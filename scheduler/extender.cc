@@ -7,8 +7,8 @@
 #include <string_view>
 #include <unordered_set>
 
-#include "core/memshare.h"
 #include "base/logfmt.h"
+#include "core/memshare.h"
 #include "kube/errors.h"
 #include "kube/memshare_pod.h"
 #include "scheduler/wire.h"
@@ -25,7 +25,8 @@ constexpr std::string_view kNotSynced =
     "cache not synced: gpushare-scheduler is still reading nodes and pods from the API server";
 
 int64_t SystemNowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -39,8 +40,12 @@ std::string Ms(double v) {
   return buf;
 }
 
-std::string PodKey(const kube::Pod& p) { return p.metadata.namespace_ + "/" + p.metadata.name; }
-std::string Key(const BindingArgs& b) { return b.pod_namespace + "/" + b.pod_name; }
+std::string PodKey(const kube::Pod& p) {
+  return p.metadata.namespace_ + "/" + p.metadata.name;
+}
+std::string Key(const BindingArgs& b) {
+  return b.pod_namespace + "/" + b.pod_name;
+}
 
 // The request of a filter or prioritize call, decoded.
 struct Decoded {
@@ -71,7 +76,8 @@ Result<Decoded> DecodeArgs(std::string_view body, std::string_view resource) {
 bool NamesResource(const kube::Pod& pod, const std::string& resource) {
   for (const auto* list : {&pod.spec.containers, &pod.spec.init_containers})
     for (const kube::Container& c : *list)
-      if (c.resources.limits.count(resource) != 0 || c.resources.requests.count(resource) != 0) return true;
+      if (c.resources.limits.count(resource) != 0 || c.resources.requests.count(resource) != 0)
+        return true;
   return false;
 }
 
@@ -156,19 +162,23 @@ HttpReply Extender::Filter(std::string_view body) {
           r.nodes.push_back(std::move((*d->args.nodes)[i]));
         }
         break;
-      case NodeVerdict::Kind::kFailed: r.failed[std::string(names[i])] = verdicts[i].reason; break;
-      case NodeVerdict::Kind::kUnresolvable: r.unresolvable[std::string(names[i])] = verdicts[i].reason; break;
+      case NodeVerdict::Kind::kFailed:
+        r.failed[std::string(names[i])] = verdicts[i].reason;
+        break;
+      case NodeVerdict::Kind::kUnresolvable:
+        r.unresolvable[std::string(names[i])] = verdicts[i].reason;
+        break;
     }
   }
   const size_t passed = r.names_mode ? r.node_names.size() : r.nodes.size();
   const double ms = MsSince(t0);
   if (passed == 0) {
-    spdlog::info("event=filter pod={} nodes={} passed=0 failed={} unresolvable={} reasons={} ms={}", Value(key),
-                 names.size(), r.failed.size(), r.unresolvable.size(),
+    spdlog::info("event=filter pod={} nodes={} passed=0 failed={} unresolvable={} reasons={} ms={}",
+                 Value(key), names.size(), r.failed.size(), r.unresolvable.size(),
                  Value(Join(r.failed.empty() ? r.unresolvable : r.failed, 3)), Ms(ms));
   } else {
-    spdlog::debug("event=filter pod={} nodes={} passed={} failed={} unresolvable={} ms={}", Value(key), names.size(),
-                  passed, r.failed.size(), r.unresolvable.size(), Ms(ms));
+    spdlog::debug("event=filter pod={} nodes={} passed={} failed={} unresolvable={} ms={}",
+                  Value(key), names.size(), passed, r.failed.size(), r.unresolvable.size(), Ms(ms));
   }
   return {200, EncodeFilterResult(r)};
 }
@@ -206,7 +216,8 @@ HttpReply Extender::Prioritize(std::string_view body) {
       out.push_back({names[i], scores[i]});
     }
   }
-  spdlog::debug("event=prioritize pod={} nodes={} ms={}", Value(PodKey(d->pod)), names.size(), Ms(MsSince(t0)));
+  spdlog::debug("event=prioritize pod={} nodes={} ms={}", Value(PodKey(d->pod)), names.size(),
+                Ms(MsSince(t0)));
   return {200, EncodeHostPriorities(out)};
 }
 
@@ -237,16 +248,19 @@ Status Extender::DoBind(const BindingArgs& b) {
   if (!cache_.synced()) return Status::Unavailable(std::string(kNotSynced));
   // kube-scheduler always sends the UID of the pod it scheduled; without it the bind could
   // land on another incarnation of the name.
-  if (b.pod_uid.empty()) return Status::InvalidArgument("PodUID: missing or empty (the bind must name the pod's UID)");
+  if (b.pod_uid.empty())
+    return Status::InvalidArgument("PodUID: missing or empty (the bind must name the pod's UID)");
   const auto t0 = std::chrono::steady_clock::now();
   GPUSHARE_ASSIGN_OR_RETURN(std::shared_ptr<const kube::Pod> pod, PodToBind(b));
   // Only pods that ask for the managed resource: the extender's RBAC may bind any pod, so this
   // endpoint must not become a way to place arbitrary pods on arbitrary nodes.
   if (!NamesResource(*pod, options_.resource_name))
-    return Status::FailedPrecondition("pod " + key + " does not request " + options_.resource_name +
-                                      " (in any container or init container); gpushare-scheduler binds only pods "
-                                      "that do");
-  GPUSHARE_ASSIGN_OR_RETURN(const ms::PodRequest req, kube::PodMemRequest(*pod, options_.resource_name));
+    return Status::FailedPrecondition(
+        "pod " + key + " does not request " + options_.resource_name +
+        " (in any container or init container); gpushare-scheduler binds only pods "
+        "that do");
+  GPUSHARE_ASSIGN_OR_RETURN(const ms::PodRequest req,
+                            kube::PodMemRequest(*pod, options_.resource_name));
   const std::string& bound_to = pod->spec.node_name;
   if (!bound_to.empty() && bound_to != b.node)
     return Status::FailedPrecondition("pod " + key + " is already bound to node " + bound_to);
@@ -269,8 +283,9 @@ Result<std::shared_ptr<const kube::Pod>> Extender::PodToBind(const BindingArgs& 
     pod = std::make_shared<const kube::Pod>(std::move(*fresh));
   }
   if (pod->metadata.uid != b.pod_uid)
-    return Status::FailedPrecondition("pod " + key + " has UID " + pod->metadata.uid + ", the bind is for UID " +
-                                      b.pod_uid + " (the pod was recreated)");
+    return Status::FailedPrecondition("pod " + key + " has UID " + pod->metadata.uid +
+                                      ", the bind is for UID " + b.pod_uid +
+                                      " (the pod was recreated)");
   if (pod->IsBeingDeleted()) return Status::FailedPrecondition("pod " + key + " is being deleted");
   return pod;
 }
@@ -282,22 +297,25 @@ Status Extender::BindWithoutUnits(const kube::Pod& pod, const BindingArgs& b) {
   if (options_.node_known && !options_.node_known(b.node))
     return Status::NotFound("node " + b.node + ": not seen by gpushare-scheduler's node informer");
   Status s = client_->Bind({b.pod_name, b.pod_namespace, pod.metadata.uid, b.node, {}});
-  if (!s.ok() && !(kube::IsConflict(s) || s.code() == StatusCode::kAlreadyExists)) return s.WithContext("binding");
+  if (!s.ok() && !(kube::IsConflict(s) || s.code() == StatusCode::kAlreadyExists))
+    return s.WithContext("binding");
   spdlog::info("event=bind pod={} node={} gpu_mem=none", Value(Key(b)), Value(b.node));
   return Status::Ok();
 }
 
-Status Extender::RetriedBind(const kube::Pod& pod, const ms::PodRequest& req, const BindingArgs& b) {
+Status Extender::RetriedBind(const kube::Pod& pod, const ms::PodRequest& req,
+                             const BindingArgs& b) {
   // A retry of a bind this extender made (the reply was lost, kube-scheduler asks again): the
   // pod carries a GPU assignment written by gpushare. Anything else was bound by another
   // binder, and is not ours to annotate.
   if (ms::ResolveAssignment(pod.metadata.annotations, req).state == ms::AssignmentState::kNone)
-    return Status::FailedPrecondition("pod " + Key(b) + " is already bound to node " + pod.spec.node_name +
-                                      ", not by gpushare-scheduler (it carries no GPU assignment); refusing to bind "
-                                      "it again");
+    return Status::FailedPrecondition(
+        "pod " + Key(b) + " is already bound to node " + pod.spec.node_name +
+        ", not by gpushare-scheduler (it carries no GPU assignment); refusing to bind "
+        "it again");
   bind_idempotent_.fetch_add(1);
-  spdlog::info("event=bind_idempotent pod={} node={} detail=\"already bound and annotated\"", Value(Key(b)),
-               Value(b.node));
+  spdlog::info("event=bind_idempotent pod={} node={} detail=\"already bound and annotated\"",
+               Value(Key(b)), Value(b.node));
   return Status::Ok();
 }
 
@@ -336,7 +354,8 @@ Status Extender::BindOrUndo(const std::string& uid, const BindingArgs& b, uint64
   if (s.ok()) return s;
   if (kube::IsConflict(s) || s.code() == StatusCode::kAlreadyExists) {
     Result<kube::Pod> now = client_->GetPod(ns, name);
-    if (now.ok() && now->spec.node_name == node && now->metadata.uid == uid) return Status::Ok();  // bound here
+    if (now.ok() && now->spec.node_name == node && now->metadata.uid == uid)
+      return Status::Ok();  // bound here
   }
   cache_.Rollback(uid, token);
   json undo = {{"metadata", {{"annotations", json::object()}}}};
@@ -345,7 +364,8 @@ Status Extender::BindOrUndo(const std::string& uid, const BindingArgs& b, uint64
   if (now.ok() && now->spec.node_name.empty() && now->metadata.uid == uid) {
     Result<json> undone = client_->MergePatch(kube::kPods, ns, name, undo);
     if (!undone.ok())
-      spdlog::warn("event=bind_undo_failed pod={} error={}", Value(Key(b)), Value(undone.status().message()));
+      spdlog::warn("event=bind_undo_failed pod={} error={}", Value(Key(b)),
+                   Value(undone.status().message()));
   }
   return s.WithContext("binding pod " + Key(b) + " to node " + node);
 }

@@ -66,8 +66,8 @@ struct ExtenderStats {
   uint64_t filter = 0, filter_errors = 0;
   uint64_t prioritize = 0, prioritize_errors = 0;
   uint64_t bind = 0, bind_errors = 0, bind_idempotent = 0;
-  uint64_t bad_requests = 0;     // HTTP 400
-  uint64_t bind_ns_total = 0;    // time spent in successful binds
+  uint64_t bad_requests = 0;   // HTTP 400
+  uint64_t bind_ns_total = 0;  // time spent in successful binds
 };
 
 class Extender {
@@ -104,7 +104,8 @@ class Extender {
   std::shared_ptr<kube::Client> client_;
   ExtenderOptions options_;
   std::atomic<uint64_t> filter_{0}, filter_errors_{0}, prioritize_{0}, prioritize_errors_{0};
-  std::atomic<uint64_t> bind_{0}, bind_errors_{0}, bind_idempotent_{0}, bad_requests_{0}, bind_ns_{0};
+  std::atomic<uint64_t> bind_{0}, bind_errors_{0}, bind_idempotent_{0}, bad_requests_{0},
+      bind_ns_{0};
 };
 
 }  // namespace gpushare::scheduler

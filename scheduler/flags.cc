@@ -20,10 +20,13 @@ using std::chrono::milliseconds;
 constexpr int64_t kHour = 3600 * 1000;
 constexpr int64_t kDay = 24 * kHour;
 
-Status Bad(const std::string& message) { return Status::InvalidArgument(message); }
+Status Bad(const std::string& message) {
+  return Status::InvalidArgument(message);
+}
 
 // ADDR:PORT (ADDR may be empty for every address, or [v6]).
-Status ParseListen(const std::string& flag, const std::string& listen, std::string* host, int* port) {
+Status ParseListen(const std::string& flag, const std::string& listen, std::string* host,
+                   int* port) {
   const size_t colon = listen.rfind(':');
   const std::string p = colon == std::string::npos ? "" : listen.substr(colon + 1);
   if (p.empty() || p.size() > 5 || !IsDigits(p) || std::stoi(p) > 65535)
@@ -43,13 +46,14 @@ Result<int64_t> Whole(const std::string& flag, const std::string& text, int64_t 
     return Bad(flag + ": want a whole number " + range + ", got \"" + text + "\"");
   errno = 0;
   const long long v = std::strtoll(text.c_str(), nullptr, 10);
-  if (errno == ERANGE || v < lo || v > hi) return Bad(flag + ": must be " + range + ", got " + text);
+  if (errno == ERANGE || v < lo || v > hi)
+    return Bad(flag + ": must be " + range + ", got " + text);
   return int64_t{v};
 }
 
 // A Go duration in [lo_ms, hi_ms]; `range` says so in words.
-Result<milliseconds> Duration(const std::string& flag, const std::string& text, int64_t lo_ms, int64_t hi_ms,
-                              const std::string& range) {
+Result<milliseconds> Duration(const std::string& flag, const std::string& text, int64_t lo_ms,
+                              int64_t hi_ms, const std::string& range) {
   std::optional<int64_t> ms = ParseDurationMs(text);
   if (!ms) return Bad(flag + ": want a duration like 10s or 5m, got \"" + text + "\"");
   if (*ms < lo_ms || *ms > hi_ms) return Bad(flag + ": must be " + range + ", got " + text);
@@ -70,7 +74,8 @@ bool IsDnsSubdomain(const std::string& s) {
   size_t start = 0;
   for (;;) {
     const size_t dot = s.find('.', start);
-    if (!IsDnsLabel(s.substr(start, dot == std::string::npos ? std::string::npos : dot - start))) return false;
+    if (!IsDnsLabel(s.substr(start, dot == std::string::npos ? std::string::npos : dot - start)))
+      return false;
     if (dot == std::string::npos) return true;
     start = dot + 1;
   }
@@ -79,7 +84,8 @@ bool IsDnsSubdomain(const std::string& s) {
 // "a", "a and b", "a, b and c".
 std::string Listed(const std::vector<std::string>& v) {
   std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i == 0 ? "" : i + 1 == v.size() ? " and " : ", ") + v[i];
+  for (size_t i = 0; i < v.size(); ++i)
+    s += (i == 0 ? "" : i + 1 == v.size() ? " and " : ", ") + v[i];
   return s;
 }
 
@@ -87,7 +93,8 @@ std::string Listed(const std::vector<std::string>& v) {
 Status CheckServing(const SchedulerFlags& f, ServiceOptions* o) {
   GPUSHARE_RETURN_IF_ERROR(ParseListen("--listen", f.listen, &o->http.host, &o->http.port));
   if (!f.health_listen.empty())
-    GPUSHARE_RETURN_IF_ERROR(ParseListen("--health-listen", f.health_listen, &o->health_host, &o->health_port));
+    GPUSHARE_RETURN_IF_ERROR(
+        ParseListen("--health-listen", f.health_listen, &o->health_host, &o->health_port));
   GPUSHARE_RETURN_IF_ERROR(ValidateTlsOptions(o->http.tls));
   std::optional<memshare::MemoryUnit> u = memshare::ParseMemoryUnit(f.memory_unit);
   if (!u) return Bad("--memory-unit: must be GiB or MiB, got \"" + f.memory_unit + "\"");
@@ -97,31 +104,41 @@ Status CheckServing(const SchedulerFlags& f, ServiceOptions* o) {
 
 // The assume timeout, its sweep and the restart hold.
 Status CheckAssume(const SchedulerFlags& f, ServiceOptions* o) {
-  GPUSHARE_ASSIGN_OR_RETURN(o->assume_timeout, Duration("--assume-timeout", f.assume_timeout, 1, 7 * kDay,
-                                                        "a positive duration up to 168h"));
-  GPUSHARE_ASSIGN_OR_RETURN(o->expiry_interval, Duration("--expiry-interval", f.expiry_interval, 1, kDay,
-                                                         "a positive duration up to 24h"));
-  GPUSHARE_ASSIGN_OR_RETURN(o->restart_hold, Duration("--restart-hold", f.restart_hold, 0, kHour, "0s (no hold)..1h"));
+  GPUSHARE_ASSIGN_OR_RETURN(o->assume_timeout,
+                            Duration("--assume-timeout", f.assume_timeout, 1, 7 * kDay,
+                                     "a positive duration up to 168h"));
+  GPUSHARE_ASSIGN_OR_RETURN(o->expiry_interval, Duration("--expiry-interval", f.expiry_interval, 1,
+                                                         kDay, "a positive duration up to 24h"));
+  GPUSHARE_ASSIGN_OR_RETURN(
+      o->restart_hold, Duration("--restart-hold", f.restart_hold, 0, kHour, "0s (no hold)..1h"));
   const std::string& name = o->resource_name;
-  if (const std::string p = ExtendedResourceNameProblem(name); !p.empty() || name.find('/') == std::string::npos)
-    return Bad("--resource-name: \"" + name + "\" is not an extended resource name" + (p.empty() ? "" : ": " + p));
+  if (const std::string p = ExtendedResourceNameProblem(name);
+      !p.empty() || name.find('/') == std::string::npos)
+    return Bad("--resource-name: \"" + name + "\" is not an extended resource name" +
+               (p.empty() ? "" : ": " + p));
   return Status::Ok();
 }
 
 // The HTTP server's limits and timeouts.
 Status CheckHttp(const SchedulerFlags& f, HttpServerOptions* h) {
-  GPUSHARE_ASSIGN_OR_RETURN(const int64_t body, Whole("--max-body-bytes", f.max_body_bytes, 1024, int64_t{1} << 30));
+  GPUSHARE_ASSIGN_OR_RETURN(const int64_t body,
+                            Whole("--max-body-bytes", f.max_body_bytes, 1024, int64_t{1} << 30));
   h->max_body_bytes = static_cast<size_t>(body);
-  GPUSHARE_ASSIGN_OR_RETURN(const int64_t threads, Whole("--http-threads", f.http_threads, 2, 1024));
+  GPUSHARE_ASSIGN_OR_RETURN(const int64_t threads,
+                            Whole("--http-threads", f.http_threads, 2, 1024));
   h->threads = static_cast<int>(threads);
-  GPUSHARE_ASSIGN_OR_RETURN(const int64_t conns, Whole("--http-max-connections", f.http_max_connections, 0, 1 << 20));
+  GPUSHARE_ASSIGN_OR_RETURN(const int64_t conns,
+                            Whole("--http-max-connections", f.http_max_connections, 0, 1 << 20));
   if (conns != 0 && conns < 16)
-    return Bad("--http-max-connections: must be 0 (from RLIMIT_NOFILE) or 16..1048576, got " + f.http_max_connections);
+    return Bad("--http-max-connections: must be 0 (from RLIMIT_NOFILE) or 16..1048576, got " +
+               f.http_max_connections);
   h->max_connections = static_cast<int>(conns);
-  GPUSHARE_ASSIGN_OR_RETURN(h->header_timeout,
-                            Duration("--http-read-header-timeout", f.header_timeout, 100, kHour, "100ms..1h"));
-  GPUSHARE_ASSIGN_OR_RETURN(h->read_timeout, Duration("--http-read-timeout", f.read_timeout, 100, kHour, "100ms..1h"));
-  GPUSHARE_ASSIGN_OR_RETURN(h->idle_timeout, Duration("--http-idle-timeout", f.idle_timeout, 100, kDay, "100ms..24h"));
+  GPUSHARE_ASSIGN_OR_RETURN(h->header_timeout, Duration("--http-read-header-timeout",
+                                                        f.header_timeout, 100, kHour, "100ms..1h"));
+  GPUSHARE_ASSIGN_OR_RETURN(
+      h->read_timeout, Duration("--http-read-timeout", f.read_timeout, 100, kHour, "100ms..1h"));
+  GPUSHARE_ASSIGN_OR_RETURN(
+      h->idle_timeout, Duration("--http-idle-timeout", f.idle_timeout, 100, kDay, "100ms..24h"));
   return Status::Ok();
 }
 
@@ -131,20 +148,24 @@ Status CheckKubeApi(const SchedulerFlags& f, ServiceOptions* o) {
   char* end = nullptr;
   errno = 0;
   const double q = std::strtod(qps.c_str(), &end);
-  if (qps.empty() || end == nullptr || *end != '\0' || errno == ERANGE || !std::isfinite(q) || !(q > 0) || q > 100000)
+  if (qps.empty() || end == nullptr || *end != '\0' || errno == ERANGE || !std::isfinite(q) ||
+      !(q > 0) || q > 100000)
     return Bad("--kube-api-qps: must be a number > 0 and <= 100000, got \"" + qps + "\"");
   o->kube_qps = q;
-  GPUSHARE_ASSIGN_OR_RETURN(const int64_t burst, Whole("--kube-api-burst", f.kube_api_burst, 1, 100000));
+  GPUSHARE_ASSIGN_OR_RETURN(const int64_t burst,
+                            Whole("--kube-api-burst", f.kube_api_burst, 1, 100000));
   o->kube_burst = static_cast<int>(burst);
   if (!placement::IsPolicyName(o->policy))
-    return Bad("--policy: unknown policy \"" + o->policy + "\" (known: " + placement::JoinedPolicyNames() + ")");
+    return Bad("--policy: unknown policy \"" + o->policy +
+               "\" (known: " + placement::JoinedPolicyNames() + ")");
   return Status::Ok();
 }
 
 // The webhook's certificate comes from files or is managed by gpushare.
-const std::vector<std::string> kCertFiles = {"--webhook-tls-cert-file", "--webhook-tls-private-key-file"};
-const std::vector<std::string> kManaged = {"--webhook-cert-dir", "--webhook-secret", "--webhook-configuration",
-                                           "--webhook-service"};
+const std::vector<std::string> kCertFiles = {"--webhook-tls-cert-file",
+                                             "--webhook-tls-private-key-file"};
+const std::vector<std::string> kManaged = {"--webhook-cert-dir", "--webhook-secret",
+                                           "--webhook-configuration", "--webhook-service"};
 
 std::vector<std::string> Given(const CLI::App& app, const std::vector<std::string>& flags) {
   std::vector<std::string> out;
@@ -156,9 +177,10 @@ std::vector<std::string> Given(const CLI::App& app, const std::vector<std::strin
 // Webhook flags given without --webhook-listen.
 Status CheckNoWebhook(const CLI::App& app) {
   std::vector<std::string> any = Given(app, kCertFiles);
-  for (const std::vector<std::string>& set : {kManaged, std::vector<std::string>{"--webhook-scheduler-name",
-                                                                                 "--webhook-cert-check-interval",
-                                                                                 "--webhook-port-file"}}) {
+  for (const std::vector<std::string>& set :
+       {kManaged,
+        std::vector<std::string>{"--webhook-scheduler-name", "--webhook-cert-check-interval",
+                                 "--webhook-port-file"}}) {
     for (const std::string& f : Given(app, set)) any.push_back(f);
   }
   return any.empty() ? Status::Ok() : Bad(Listed(any) + ": only with --webhook-listen");
@@ -186,124 +208,163 @@ Result<WebhookCertOptions> ManagedCerts(const CLI::App& app, const SchedulerFlag
     return Bad("--webhook-service: want NAME.NAMESPACE (the Service the API server calls), got \"" +
                f.webhook_service + "\"");
   if (!IsDnsSubdomain(certs.configuration))
-    return Bad("--webhook-configuration: \"" + certs.configuration + "\" is not a valid object name");
+    return Bad("--webhook-configuration: \"" + certs.configuration +
+               "\" is not a valid object name");
   if (certs.cert_dir.empty()) return Bad("--webhook-cert-dir: empty");
-  GPUSHARE_ASSIGN_OR_RETURN(certs.check_interval, Duration("--webhook-cert-check-interval", f.webhook_interval, 100,
-                                                           7 * kDay, "100ms..168h"));
+  GPUSHARE_ASSIGN_OR_RETURN(
+      certs.check_interval,
+      Duration("--webhook-cert-check-interval", f.webhook_interval, 100, 7 * kDay, "100ms..168h"));
   return certs;
 }
 
 // The admission webhook's listener and certificate.
 Status CheckWebhook(const CLI::App& app, const SchedulerFlags& f, ServiceOptions* o) {
   if (f.webhook_listen.empty()) return CheckNoWebhook(app);
-  GPUSHARE_RETURN_IF_ERROR(ParseListen("--webhook-listen", f.webhook_listen, &o->webhook_host, &o->webhook_port));
+  GPUSHARE_RETURN_IF_ERROR(
+      ParseListen("--webhook-listen", f.webhook_listen, &o->webhook_host, &o->webhook_port));
   if (!IsDnsSubdomain(o->webhook_scheduler_name))
     return Bad("--webhook-scheduler-name: \"" + o->webhook_scheduler_name +
                "\" is not a valid scheduler name (DNS-1123 subdomain)");
   const std::vector<std::string> files = Given(app, kCertFiles), managed = Given(app, kManaged);
-  const std::string ways = "the webhook's certificate comes either from files (" + Listed(kCertFiles) +
-                           ") or is managed by gpushare (all of " + Listed(kManaged) + ")";
+  const std::string ways = "the webhook's certificate comes either from files (" +
+                           Listed(kCertFiles) + ") or is managed by gpushare (all of " +
+                           Listed(kManaged) + ")";
   if (files.empty() && managed.empty()) return Bad("--webhook-listen: " + ways);
-  if (!files.empty() && !managed.empty()) return Bad(Listed(files) + " with " + Listed(managed) + ": choose one: " + ways);
+  if (!files.empty() && !managed.empty())
+    return Bad(Listed(files) + " with " + Listed(managed) + ": choose one: " + ways);
   if (files.empty()) {
     GPUSHARE_ASSIGN_OR_RETURN(o->webhook_certs, ManagedCerts(app, f));
     return Status::Ok();
   }
-  if (files.size() != kCertFiles.size()) return Bad(Listed(files) + ": needs " + Listed(kCertFiles) + " together");
+  if (files.size() != kCertFiles.size())
+    return Bad(Listed(files) + ": needs " + Listed(kCertFiles) + " together");
   if (app.count("--webhook-cert-check-interval") > 0)
-    return Bad("--webhook-cert-check-interval: only with a certificate managed by gpushare (--webhook-cert-dir ...)");
+    return Bad(
+        "--webhook-cert-check-interval: only with a certificate managed by gpushare "
+        "(--webhook-cert-dir ...)");
   return Status::Ok();
 }
 
 void AddServingFlags(CLI::App& app, SchedulerFlags& f) {
   ServiceOptions& o = f.options;
   app.add_option("--listen", f.listen,
-                 "ADDR:PORT to serve the extender on; loopback by default, beside kube-scheduler (port 0 picks a "
+                 "ADDR:PORT to serve the extender on; loopback by default, beside kube-scheduler "
+                 "(port 0 picks a "
                  "free one; see --port-file)")
       ->capture_default_str();
-  app.add_option("--url-prefix", o.http.url_prefix, "path prefix of the verbs: PREFIX/filter, PREFIX/prioritize, PREFIX/bind")
+  app.add_option("--url-prefix", o.http.url_prefix,
+                 "path prefix of the verbs: PREFIX/filter, PREFIX/prioritize, PREFIX/bind")
       ->capture_default_str();
   app.add_option("--health-listen", f.health_listen,
-                 "ADDR:PORT of a second, plain-HTTP listener with only /healthz, /readyz and /metrics (for kubelet's "
+                 "ADDR:PORT of a second, plain-HTTP listener with only /healthz, /readyz and "
+                 "/metrics (for kubelet's "
                  "probes; default: none)");
   app.add_option("--tls-cert-file", o.http.tls.cert_file,
-                 "serve the extender over HTTPS with this certificate (PEM, with intermediates); re-read when it changes");
-  app.add_option("--tls-private-key-file", o.http.tls.key_file, "the private key of --tls-cert-file (PEM)");
-  app.add_option("--client-ca-file", o.http.tls.client_ca_file,
-                 "require client certificates signed by one of these CAs (PEM bundle): kube-scheduler's "
-                 "tlsConfig.certFile/keyFile");
-  app.add_option("--kubeconfig", o.kubeconfig, "kubeconfig file (default: KUBECONFIG, in-cluster, ~/.kube/config)");
+                 "serve the extender over HTTPS with this certificate (PEM, with intermediates); "
+                 "re-read when it changes");
+  app.add_option("--tls-private-key-file", o.http.tls.key_file,
+                 "the private key of --tls-cert-file (PEM)");
+  app.add_option(
+      "--client-ca-file", o.http.tls.client_ca_file,
+      "require client certificates signed by one of these CAs (PEM bundle): kube-scheduler's "
+      "tlsConfig.certFile/keyFile");
+  app.add_option("--kubeconfig", o.kubeconfig,
+                 "kubeconfig file (default: KUBECONFIG, in-cluster, ~/.kube/config)");
   app.add_option("--context", o.context, "kubeconfig context (default: current-context)");
   app.add_option("--port-file", o.port_file, "write the listening port to this file once serving");
-  app.add_option("--health-port-file", o.health_port_file, "write the --health-listen port to this file once serving");
+  app.add_option("--health-port-file", o.health_port_file,
+                 "write the --health-listen port to this file once serving");
 }
 
 void AddPlacementFlags(CLI::App& app, SchedulerFlags& f) {
   ServiceOptions& o = f.options;
-  app.add_option("--memory-unit", f.memory_unit, "what one aliyun.com/gpu-mem unit is: GiB or MiB (must match the nodes)")
+  app.add_option("--memory-unit", f.memory_unit,
+                 "what one aliyun.com/gpu-mem unit is: GiB or MiB (must match the nodes)")
       ->capture_default_str();
-  app.add_option("--resource-name", o.resource_name,
-                 "the memory-share resource pods ask for (gpushare-node's memoryShares.resourceName)")
+  app.add_option(
+         "--resource-name", o.resource_name,
+         "the memory-share resource pods ask for (gpushare-node's memoryShares.resourceName)")
       ->capture_default_str();
-  app.add_option("--policy", o.policy, "placement policy for prioritize and bind (default, fgd, bestfit, ...)")
+  app.add_option("--policy", o.policy,
+                 "placement policy for prioritize and bind (default, fgd, bestfit, ...)")
       ->capture_default_str();
   app.add_option("--assume-timeout", f.assume_timeout,
-                 "release a pod assumed at bind but not confirmed by gpushare-node (and still Pending) after this long")
+                 "release a pod assumed at bind but not confirmed by gpushare-node (and still "
+                 "Pending) after this long")
       ->capture_default_str();
-  app.add_option("--expiry-interval", f.expiry_interval, "how often assumed pods are checked against --assume-timeout")
+  app.add_option("--expiry-interval", f.expiry_interval,
+                 "how often assumed pods are checked against --assume-timeout")
       ->capture_default_str();
   app.add_option("--restart-hold", f.restart_hold,
-                 "after a start, nodes with pods bound before it take no new shares until gpushare-node confirmed "
+                 "after a start, nodes with pods bound before it take no new shares until "
+                 "gpushare-node confirmed "
                  "those pods, or this long (0s: no hold; at most 1h)")
       ->capture_default_str();
 }
 
 void AddLimitFlags(CLI::App& app, SchedulerFlags& f) {
-  app.add_option("--max-body-bytes", f.max_body_bytes, "largest request body accepted, 1024..1073741824 (larger: HTTP 413)")
+  app.add_option("--max-body-bytes", f.max_body_bytes,
+                 "largest request body accepted, 1024..1073741824 (larger: HTTP 413)")
       ->capture_default_str();
   app.add_option("--http-threads", f.http_threads,
-                 "threads serving requests, 2..1024 (one of them watches every connection; idle or slow ones cost no thread)")
+                 "threads serving requests, 2..1024 (one of them watches every connection; idle or "
+                 "slow ones cost no thread)")
       ->capture_default_str();
   app.add_option("--http-max-connections", f.http_max_connections,
-                 "open connections at most, 16..1048576; the oldest idle ones are closed first (0: from RLIMIT_NOFILE)")
+                 "open connections at most, 16..1048576; the oldest idle ones are closed first (0: "
+                 "from RLIMIT_NOFILE)")
       ->capture_default_str();
-  app.add_option("--http-read-header-timeout", f.header_timeout,
-                 "a request head (and a TLS handshake) must arrive within this of its first byte, else 408")
+  app.add_option(
+         "--http-read-header-timeout", f.header_timeout,
+         "a request head (and a TLS handshake) must arrive within this of its first byte, else 408")
       ->capture_default_str();
   app.add_option("--http-read-timeout", f.read_timeout,
-                 "a whole request, head and body, must arrive within this, else 408; also bounds writing a reply")
+                 "a whole request, head and body, must arrive within this, else 408; also bounds "
+                 "writing a reply")
       ->capture_default_str();
-  app.add_option("--http-idle-timeout", f.idle_timeout, "close a keep-alive connection idle this long")
+  app.add_option("--http-idle-timeout", f.idle_timeout,
+                 "close a keep-alive connection idle this long")
       ->capture_default_str();
-  app.add_option("--kube-api-qps", f.kube_api_qps,
-                 "client-side rate limit towards the API server, 0 < Q <= 100000 (a bind takes 2 calls)")
+  app.add_option(
+         "--kube-api-qps", f.kube_api_qps,
+         "client-side rate limit towards the API server, 0 < Q <= 100000 (a bind takes 2 calls)")
       ->capture_default_str();
-  app.add_option("--kube-api-burst", f.kube_api_burst, "burst of the client-side rate limit, 1..100000")
+  app.add_option("--kube-api-burst", f.kube_api_burst,
+                 "burst of the client-side rate limit, 1..100000")
       ->capture_default_str();
-  app.add_option("--log-level", f.log_level, "trace, debug, info, warn, error or off")->capture_default_str();
+  app.add_option("--log-level", f.log_level, "trace, debug, info, warn, error or off")
+      ->capture_default_str();
 }
 
 void AddWebhookFlags(CLI::App& app, SchedulerFlags& f) {
   ServiceOptions& o = f.options;
   app.add_option("--webhook-listen", f.webhook_listen,
-                 "ADDR:PORT of the mutating admission webhook (HTTPS only, POST /mutate-pods and nothing else); "
+                 "ADDR:PORT of the mutating admission webhook (HTTPS only, POST /mutate-pods and "
+                 "nothing else); "
                  "default: no webhook");
   app.add_option("--webhook-scheduler-name", o.webhook_scheduler_name,
                  "the spec.schedulerName the webhook sets on pods that request --resource-name")
       ->capture_default_str();
-  app.add_option("--webhook-port-file", o.webhook_port_file, "write the --webhook-listen port to this file once serving");
-  app.add_option("--webhook-tls-cert-file", o.webhook_tls.cert_file,
-                 "the webhook's serving certificate (PEM), managed by the operator; re-read when it changes");
-  app.add_option("--webhook-tls-private-key-file", o.webhook_tls.key_file, "the private key of --webhook-tls-cert-file");
+  app.add_option("--webhook-port-file", o.webhook_port_file,
+                 "write the --webhook-listen port to this file once serving");
+  app.add_option(
+      "--webhook-tls-cert-file", o.webhook_tls.cert_file,
+      "the webhook's serving certificate (PEM), managed by the operator; re-read when it changes");
+  app.add_option("--webhook-tls-private-key-file", o.webhook_tls.key_file,
+                 "the private key of --webhook-tls-cert-file");
   app.add_option("--webhook-cert-dir", f.certs.cert_dir,
-                 "self-managed certificate: the directory (an emptyDir) where tls.crt and tls.key are written");
+                 "self-managed certificate: the directory (an emptyDir) where tls.crt and tls.key "
+                 "are written");
   app.add_option("--webhook-secret", f.webhook_secret,
-                 "self-managed certificate: NAMESPACE/NAME of the kubernetes.io/tls Secret holding it and its CA, "
+                 "self-managed certificate: NAMESPACE/NAME of the kubernetes.io/tls Secret holding "
+                 "it and its CA, "
                  "shared by all replicas");
   app.add_option("--webhook-configuration", f.certs.configuration,
-                 "self-managed certificate: the MutatingWebhookConfiguration whose webhooks' caBundle is kept current");
+                 "self-managed certificate: the MutatingWebhookConfiguration whose webhooks' "
+                 "caBundle is kept current");
   app.add_option("--webhook-service", f.webhook_service,
-                 "self-managed certificate: NAME.NAMESPACE of the Service the API server calls (the certificate's names)");
+                 "self-managed certificate: NAME.NAMESPACE of the Service the API server calls "
+                 "(the certificate's names)");
   app.add_option("--webhook-cert-check-interval", f.webhook_interval,
                  "self-managed certificate: how often the Secret is checked and rotated when due")
       ->capture_default_str();
@@ -311,7 +372,9 @@ void AddWebhookFlags(CLI::App& app, SchedulerFlags& f) {
 
 }  // namespace
 
-SchedulerFlags::SchedulerFlags() { options.http.url_prefix = "/gpushare-scheduler"; }
+SchedulerFlags::SchedulerFlags() {
+  options.http.url_prefix = "/gpushare-scheduler";
+}
 
 void AddSchedulerFlags(CLI::App& app, SchedulerFlags& flags) {
   AddServingFlags(app, flags);

@@ -9,14 +9,13 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <pthread.h>
+#include <spdlog/spdlog.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
-
-#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <atomic>
@@ -49,10 +48,10 @@ namespace {
 constexpr size_t kReadChunk = 64 * 1024;   // one read of a head (bodies: as much as has arrived)
 constexpr size_t kBodyReserve = 1u << 20;  // room made for a Content-Length body before it arrives
 constexpr size_t kQuickBodyBytes = 1u << 20;  // larger requests are not served by the leader itself
-constexpr size_t kPumpBytes = 1u << 20;    // read from one connection before the others get a turn
+constexpr size_t kPumpBytes = 1u << 20;  // read from one connection before the others get a turn
 constexpr int kMaxEvents = 256;
-constexpr int kAcceptBurst = 256;          // connections accepted per readiness of the listener
-constexpr rlim_t kFdReserve = 256;         // descriptors left to the rest of the process
+constexpr int kAcceptBurst = 256;   // connections accepted per readiness of the listener
+constexpr rlim_t kFdReserve = 256;  // descriptors left to the rest of the process
 constexpr auto kTlsCheckEvery = std::chrono::seconds(1);
 
 bool JsonContentType(const http::RequestHead& req) {
@@ -292,7 +291,7 @@ struct HttpServer::Impl {
   // The leader's own (the lead passes under `mu`, which orders one leader's writes before the
   // next one's reads).
   std::vector<epoll_event> events = std::vector<epoll_event>(kMaxEvents);
-  std::vector<Conn*> found;      // complete requests of this round
+  std::vector<Conn*> found;  // complete requests of this round
   std::unordered_set<Conn*> conns;
   std::vector<Conn*> graveyard;  // closed during this round of events; deleted after it
   std::vector<Conn*> again;      // read their share; more may be waiting (TLS: inside OpenSSL)
@@ -304,8 +303,8 @@ struct HttpServer::Impl {
   std::vector<char> scratch = std::vector<char>(kReadChunk);
 
   std::atomic<uint64_t> n_buffered{0};
-  std::atomic<uint64_t> n_connections{0}, n_accepted{0}, n_requests{0}, n_refused{0}, n_timeouts{0}, n_evicted{0},
-      n_tls_errors{0}, n_tls_reloads{0}, n_tls_reload_errors{0};
+  std::atomic<uint64_t> n_connections{0}, n_accepted{0}, n_requests{0}, n_refused{0}, n_timeouts{0},
+      n_evicted{0}, n_tls_errors{0}, n_tls_reloads{0}, n_tls_reload_errors{0};
 
   // Tags of the two descriptors that are not connections, in epoll_event.data.ptr.
   char listen_tag = 0, wake_tag = 0;
@@ -351,7 +350,8 @@ struct HttpServer::Impl {
     epoll_event e{};
     e.events = EPOLLONESHOT | (c->want == Io::kWantWrite ? EPOLLOUT : EPOLLIN);
     e.data.ptr = c;
-    if (::epoll_ctl(epoll_fd.get(), c->registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c->fd.get(), &e) != 0) {
+    if (::epoll_ctl(epoll_fd.get(), c->registered ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, c->fd.get(),
+                    &e) != 0) {
       spdlog::warn("event=http_epoll_failed error={}", Value(std::strerror(errno)));
       Close(c);
       return;
@@ -410,11 +410,16 @@ struct HttpServer::Impl {
       return Io::kDone;
     }
     switch (SSL_get_error(c->ssl, n)) {
-      case SSL_ERROR_WANT_READ: return Io::kWantRead;
-      case SSL_ERROR_WANT_WRITE: return Io::kWantWrite;
-      case SSL_ERROR_ZERO_RETURN: return Io::kEof;
-      case SSL_ERROR_SYSCALL: return errno == 0 ? Io::kEof : Io::kError;
-      default: return Io::kError;
+      case SSL_ERROR_WANT_READ:
+        return Io::kWantRead;
+      case SSL_ERROR_WANT_WRITE:
+        return Io::kWantWrite;
+      case SSL_ERROR_ZERO_RETURN:
+        return Io::kEof;
+      case SSL_ERROR_SYSCALL:
+        return errno == 0 ? Io::kEof : Io::kError;
+      default:
+        return Io::kError;
     }
   }
   // Writes the pending output (serving threads call it too: it touches nothing but `c`).
@@ -426,7 +431,8 @@ struct HttpServer::Impl {
         int count = 0;
         if (c->out_off < h) iov[count++] = {c->out_head.data() + c->out_off, h - c->out_off};
         const size_t boff = c->out_off > h ? c->out_off - h : 0;
-        if (boff < c->out_body.size()) iov[count++] = {c->out_body.data() + boff, c->out_body.size() - boff};
+        if (boff < c->out_body.size())
+          iov[count++] = {c->out_body.data() + boff, c->out_body.size() - boff};
         msghdr m{};
         m.msg_iov = iov;
         m.msg_iovlen = static_cast<size_t>(count);
@@ -440,7 +446,8 @@ struct HttpServer::Impl {
       }
       // TLS: one piece at a time (a record never spans the head and the body; that costs one
       // more record per reply, not a copy of the body).
-      const char* p = c->out_off < h ? c->out_head.data() + c->out_off : c->out_body.data() + (c->out_off - h);
+      const char* p =
+          c->out_off < h ? c->out_head.data() + c->out_off : c->out_body.data() + (c->out_off - h);
       const size_t len = c->out_off < h ? h - c->out_off : c->out_body.size() - (c->out_off - h);
       ERR_clear_error();
       const int n = SSL_write(c->ssl, p, static_cast<int>(std::min<size_t>(len, 1u << 30)));
@@ -449,9 +456,12 @@ struct HttpServer::Impl {
         continue;
       }
       switch (SSL_get_error(c->ssl, n)) {
-        case SSL_ERROR_WANT_READ: return Io::kWantRead;
-        case SSL_ERROR_WANT_WRITE: return Io::kWantWrite;
-        default: return Io::kError;
+        case SSL_ERROR_WANT_READ:
+          return Io::kWantRead;
+        case SSL_ERROR_WANT_WRITE:
+          return Io::kWantWrite;
+        default:
+          return Io::kError;
       }
     }
     return Io::kDone;
@@ -464,7 +474,8 @@ struct HttpServer::Impl {
     if (c->state == State::kBody && c->chunked == nullptr) {
       const size_t old = c->in.size();
       const uint64_t remaining = c->body_length - (old - c->body_start);
-      const size_t want = static_cast<size_t>(std::min<uint64_t>(remaining, std::max(kReadChunk, c->in.capacity() - old)));
+      const size_t want = static_cast<size_t>(
+          std::min<uint64_t>(remaining, std::max(kReadChunk, c->in.capacity() - old)));
       const Io r = Read(c, c->in.Extend(want), want, got);
       c->in.Commit(*got);
       return r;
@@ -481,7 +492,8 @@ struct HttpServer::Impl {
   // --- the HTTP layer's own answers -----------------------------------------------------------
   void Queue(Conn* c, int status, const std::string& why, After after) {
     Reply r = JsonReply(status, EncodeError(why));
-    c->out_head = http::ResponseHead(status, r.content_type, r.body.size(), true, {{"Date", DateValue()}});
+    c->out_head =
+        http::ResponseHead(status, r.content_type, r.body.size(), true, {{"Date", DateValue()}});
     c->out_body = std::move(r.body);
     c->out_off = 0;
     c->after = after;
@@ -490,7 +502,8 @@ struct HttpServer::Impl {
   // client still sends when `drain`).
   void Refuse(Conn* c, int status, const std::string& why, bool drain) {
     n_refused.fetch_add(1);
-    spdlog::warn("event=http_refused peer={} status={} error={}", Peer(c->fd.get()), status, Value(why));
+    spdlog::warn("event=http_refused peer={} status={} error={}", Peer(c->fd.get()), status,
+                 Value(why));
     c->in.Free();
     c->start = c->scanned = 0;
     ReleaseBuffers(c);
@@ -509,8 +522,8 @@ struct HttpServer::Impl {
         }
     if (victim == nullptr) return false;
     n_evicted.fetch_add(1);
-    spdlog::info("event=http_evicted peer={} reason={} state={}", Peer(victim->fd.get()), Value(why),
-                 victim->state == State::kIdle ? "idle" : "reading");
+    spdlog::info("event=http_evicted peer={} reason={} state={}", Peer(victim->fd.get()),
+                 Value(why), victim->state == State::kIdle ? "idle" : "reading");
     Close(victim);
     return true;
   }
@@ -525,14 +538,17 @@ struct HttpServer::Impl {
           break;
         }
       if (victim == nullptr) {
-        Refuse(c, 503, "server busy: " + std::to_string(buffered) + " bytes of requests already held (limit " +
-                           std::to_string(max_buffered) + "); retry",
+        Refuse(c, 503,
+               "server busy: " + std::to_string(buffered) +
+                   " bytes of requests already held (limit " + std::to_string(max_buffered) +
+                   "); retry",
                false);
         return;
       }
       n_evicted.fetch_add(1);
-      spdlog::info("event=http_evicted peer={} reason=\"request bytes held over the limit\" bytes={}",
-                   Peer(victim->fd.get()), victim->charged);
+      spdlog::info(
+          "event=http_evicted peer={} reason=\"request bytes held over the limit\" bytes={}",
+          Peer(victim->fd.get()), victim->charged);
       Close(victim);
     }
   }
@@ -557,7 +573,8 @@ struct HttpServer::Impl {
     }
     if (c->state == State::kHead) {
       const std::string_view pending = c->in.view().substr(c->start);
-      if (!MayEndHead(pending, &c->scanned) && pending.size() <= limits.max_head_bytes) return false;
+      if (!MayEndHead(pending, &c->scanned) && pending.size() <= limits.max_head_bytes)
+        return false;
       http::HeadResult h = http::ParseRequestHead(pending, limits);
       if (h.kind == http::HeadResult::Kind::kIncomplete) return false;  // leading blank lines only
       if (h.kind == http::HeadResult::Kind::kRefused) {
@@ -586,7 +603,8 @@ struct HttpServer::Impl {
         // Room for the body as announced, up to kBodyReserve (memory is counted as it arrives;
         // a larger body grows as it comes).
         c->body_length = c->head.content_length;
-        const size_t room = c->body_start + static_cast<size_t>(std::min<uint64_t>(c->body_length, kBodyReserve));
+        const size_t room =
+            c->body_start + static_cast<size_t>(std::min<uint64_t>(c->body_length, kBodyReserve));
         if (c->in.capacity() < room) c->in.reserve(room);
       }
       SetState(c, State::kBody, c->request_start + o->read_timeout, &reading);
@@ -627,7 +645,9 @@ struct HttpServer::Impl {
     if (!c->peeked) {
       unsigned char first = 0;
       const ssize_t n = ::recv(c->fd.get(), &first, 1, MSG_PEEK);
-      if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? Io::kWantRead : Io::kError;
+      if (n < 0)
+        return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? Io::kWantRead
+                                                                         : Io::kError;
       if (n == 0) return Io::kEof;
       c->peeked = true;
       if (first != 0x16) {  // not a TLS handshake record
@@ -638,7 +658,9 @@ struct HttpServer::Impl {
         }
         SSL_free(c->ssl);
         c->ssl = nullptr;
-        Refuse(c, 400, "client sent an HTTP request to an HTTPS server (the extender's urlPrefix must start with https://)",
+        Refuse(c, 400,
+               "client sent an HTTP request to an HTTPS server (the extender's urlPrefix must "
+               "start with https://)",
                true);
         return Io::kDone;
       }
@@ -652,8 +674,10 @@ struct HttpServer::Impl {
     n_tls_errors.fetch_add(1);
     std::string why = OpenSslErrors();
     const long verify = SSL_get_verify_result(c->ssl);
-    if (verify != X509_V_OK) why += std::string(why.empty() ? "" : "; ") + X509_verify_cert_error_string(verify);
-    if (why.empty()) why = e == SSL_ERROR_SYSCALL ? "connection closed during the handshake" : "handshake failed";
+    if (verify != X509_V_OK)
+      why += std::string(why.empty() ? "" : "; ") + X509_verify_cert_error_string(verify);
+    if (why.empty())
+      why = e == SSL_ERROR_SYSCALL ? "connection closed during the handshake" : "handshake failed";
     spdlog::info("event=tls_handshake_failed peer={} error={}", Peer(c->fd.get()), Value(why));
     return Io::kError;
   }
@@ -783,7 +807,8 @@ struct HttpServer::Impl {
           // that it does not sit in the backlog (and the listener does not stay readable).
           if (spare_fd) {
             spare_fd.reset();
-            UniqueFd(::accept4(listen_fd.get(), nullptr, nullptr, SOCK_CLOEXEC)).reset();  // taken and ended
+            UniqueFd(::accept4(listen_fd.get(), nullptr, nullptr, SOCK_CLOEXEC))
+                .reset();  // taken and ended
             spare_fd.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
           }
         }
@@ -794,7 +819,8 @@ struct HttpServer::Impl {
         if (!tls) {
           const std::string body = EncodeError("too many connections, all busy; retry");
           const std::string head = http::ResponseHead(503, "application/json", body.size(), true);
-          (void)::send(fd.get(), (head + body).data(), head.size() + body.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+          (void)::send(fd.get(), (head + body).data(), head.size() + body.size(),
+                       MSG_NOSIGNAL | MSG_DONTWAIT);
         }
         continue;  // (closes fd)
       }
@@ -868,14 +894,16 @@ struct HttpServer::Impl {
           break;
         case State::kBody:
           n_timeouts.fetch_add(1);
-          Refuse(c, 408, "request body not received within " + Seconds(o->read_timeout) +
-                             " of the request's first byte (--http-read-timeout)",
+          Refuse(c, 408,
+                 "request body not received within " + Seconds(o->read_timeout) +
+                     " of the request's first byte (--http-read-timeout)",
                  false);
           Pump(c);
           break;
         default:  // a handshake, a reply or a drain that took too long
           n_timeouts.fetch_add(1);
-          spdlog::debug("event=http_timeout peer={} state={}", Peer(c->fd.get()), static_cast<int>(c->state));
+          spdlog::debug("event=http_timeout peer={} state={}", Peer(c->fd.get()),
+                        static_cast<int>(c->state));
           Close(c);
           break;
       }
@@ -888,8 +916,9 @@ struct HttpServer::Impl {
     const Status s = tls->ReloadIfChanged(&reloaded);
     if (!s.ok()) {
       n_tls_reload_errors.fetch_add(1);
-      spdlog::warn("event=tls_reload_failed error={} detail=\"the previous certificate stays in use\"",
-                   Value(s.message()));
+      spdlog::warn(
+          "event=tls_reload_failed error={} detail=\"the previous certificate stays in use\"",
+          Value(s.message()));
     } else if (reloaded) {
       n_tls_reloads.fetch_add(1);
       spdlog::info("event=tls_reloaded cert={}", Value(tls->options().cert_file));
@@ -1018,47 +1047,48 @@ struct HttpServer::Impl {
   // Runs the handler of `c`'s request and writes the reply (non-blocking; what the socket does
   // not take is finished by the leader).
   void Serve(Conn* c) {
-      Respond(c);
-      c->want = Flush(c);
-      // The usual case, a reply written whole on a connection that stays open with nothing
-      // more buffered: this thread re-arms the socket itself and does not wake the leader,
-      // which takes the connection back when it next wakes, at the latest for the client's
-      // next request. Otherwise the leader is woken to finish the write or close.
-      const bool quiet = c->want == Io::kDone && c->after == After::kNext && c->start >= c->in.size() &&
-                         !stopping.load();
-      const int fd = c->fd.get();
-      c->rearmed = quiet;
-      if (quiet) c->rearming.store(true, std::memory_order_relaxed);
-      bool wake = false;
-      {
-        MutexLock l(&back_mu);
-        back.push_back(c);  // before the re-arm: an event for `fd` finds it in `back`
-        if (!quiet && !wake_pending) wake = wake_pending = true;
-      }
-      if (quiet) {
-        epoll_event e{};
-        e.events = EPOLLIN | EPOLLONESHOT;
-        e.data.ptr = c;
-        if (::epoll_ctl(epoll_fd.get(), EPOLL_CTL_MOD, fd, &e) != 0) wake = true;  // (the leader re-arms it)
-        c->rearming.store(false, std::memory_order_release);
-      }
-      if (wake) {
-        const uint64_t one = 1;
-        (void)!::write(wake_fd.get(), &one, sizeof one);
-      }
+    Respond(c);
+    c->want = Flush(c);
+    // The usual case, a reply written whole on a connection that stays open with nothing
+    // more buffered: this thread re-arms the socket itself and does not wake the leader,
+    // which takes the connection back when it next wakes, at the latest for the client's
+    // next request. Otherwise the leader is woken to finish the write or close.
+    const bool quiet = c->want == Io::kDone && c->after == After::kNext &&
+                       c->start >= c->in.size() && !stopping.load();
+    const int fd = c->fd.get();
+    c->rearmed = quiet;
+    if (quiet) c->rearming.store(true, std::memory_order_relaxed);
+    bool wake = false;
+    {
+      MutexLock l(&back_mu);
+      back.push_back(c);  // before the re-arm: an event for `fd` finds it in `back`
+      if (!quiet && !wake_pending) wake = wake_pending = true;
+    }
+    if (quiet) {
+      epoll_event e{};
+      e.events = EPOLLIN | EPOLLONESHOT;
+      e.data.ptr = c;
+      if (::epoll_ctl(epoll_fd.get(), EPOLL_CTL_MOD, fd, &e) != 0)
+        wake = true;  // (the leader re-arms it)
+      c->rearming.store(false, std::memory_order_release);
+    }
+    if (wake) {
+      const uint64_t one = 1;
+      (void)!::write(wake_fd.get(), &one, sizeof one);
+    }
   }
 };
 
-HttpServer::HttpServer(Extender& extender, HttpServerOptions options, std::function<Readiness()> readiness,
-                       std::function<std::string()> metrics)
+HttpServer::HttpServer(Extender& extender, HttpServerOptions options,
+                       std::function<Readiness()> readiness, std::function<std::string()> metrics)
     : HttpServer(&extender, std::move(options), std::move(readiness), std::move(metrics)) {}
 
 HttpServer::HttpServer(HttpServerOptions options, std::function<Readiness()> readiness,
                        std::function<std::string()> metrics)
     : HttpServer(nullptr, std::move(options), std::move(readiness), std::move(metrics)) {}
 
-HttpServer::HttpServer(Extender* extender, HttpServerOptions options, std::function<Readiness()> readiness,
-                       std::function<std::string()> metrics)
+HttpServer::HttpServer(Extender* extender, HttpServerOptions options,
+                       std::function<Readiness()> readiness, std::function<std::string()> metrics)
     : extender_(extender),
       options_(std::move(options)),
       readiness_(std::move(readiness)),
@@ -1074,7 +1104,9 @@ HttpServer::HttpServer(Extender* extender, HttpServerOptions options, std::funct
   for (const std::string& p : paths) served_ += (served_.empty() ? "" : ", ") + p;
 }
 
-HttpServer::~HttpServer() { Stop(); }
+HttpServer::~HttpServer() {
+  Stop();
+}
 
 HttpServerStats HttpServer::stats() const {
   HttpServerStats s;
@@ -1103,12 +1135,15 @@ Result<UniqueFd> Listen(const std::string& host, int port, const std::string& wh
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   addrinfo* res = nullptr;
   const std::string service = std::to_string(port);
-  if (const int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &res); rc != 0)
+  if (const int rc =
+          ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &res);
+      rc != 0)
     return Status::Unavailable("cannot listen on " + where + ": " + gai_strerror(rc));
   std::string error = "no address";
   UniqueFd listening;
   for (addrinfo* a = res; a != nullptr && !listening; a = a->ai_next) {
-    UniqueFd fd(::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol));
+    UniqueFd fd(
+        ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol));
     if (!fd) {
       error = std::strerror(errno);
       continue;
@@ -1150,7 +1185,8 @@ Status HttpServer::Impl::SetUpEpoll(const std::string& where) {
   epoll_fd.reset(::epoll_create1(EPOLL_CLOEXEC));
   wake_fd.reset(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   spare_fd.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  if (!epoll_fd || !wake_fd) return Status::Unavailable("cannot serve on " + where + ": " + std::strerror(errno));
+  if (!epoll_fd || !wake_fd)
+    return Status::Unavailable("cannot serve on " + where + ": " + std::strerror(errno));
   epoll_event e{};
   e.events = EPOLLIN;
   e.data.ptr = &listen_tag;
@@ -1165,10 +1201,12 @@ void HttpServer::Impl::SetLimits() {
   rlimit fds{};
   ::getrlimit(RLIMIT_NOFILE, &fds);
   const rlim_t soft = fds.rlim_cur == RLIM_INFINITY ? rlim_t{1} << 20 : fds.rlim_cur;
-  max_connections = o->max_connections > 0
-                        ? static_cast<size_t>(o->max_connections)
-                        : static_cast<size_t>(std::max<rlim_t>(16, soft > kFdReserve ? soft - kFdReserve : 0));
-  max_buffered = o->max_buffered_bytes > 0 ? o->max_buffered_bytes : std::max<size_t>(64u << 20, 4 * o->max_body_bytes);
+  max_connections =
+      o->max_connections > 0
+          ? static_cast<size_t>(o->max_connections)
+          : static_cast<size_t>(std::max<rlim_t>(16, soft > kFdReserve ? soft - kFdReserve : 0));
+  max_buffered = o->max_buffered_bytes > 0 ? o->max_buffered_bytes
+                                           : std::max<size_t>(64u << 20, 4 * o->max_body_bytes);
 }
 
 Status HttpServer::Start() {
@@ -1187,7 +1225,8 @@ Status HttpServer::Start() {
   impl_ = std::move(impl);
   Impl* im = impl_.get();
   // At least two: one leads while another serves.
-  for (int i = 0; i < std::max(2, options_.threads); ++i) im->threads.emplace_back([im] { im->Loop(); });
+  for (int i = 0; i < std::max(2, options_.threads); ++i)
+    im->threads.emplace_back([im] { im->Loop(); });
   return Status::Ok();
 }
 
@@ -1218,7 +1257,8 @@ Reply HttpServer::Route(const http::RequestHead& head, std::string_view body) {
   if (options_.serve_verbs) {
     Extender* x = extender_;
     if (head.path == prefix_ + "/filter") handle = [x](std::string_view b) { return x->Filter(b); };
-    if (head.path == prefix_ + "/prioritize") handle = [x](std::string_view b) { return x->Prioritize(b); };
+    if (head.path == prefix_ + "/prioritize")
+      handle = [x](std::string_view b) { return x->Prioritize(b); };
     if (head.path == prefix_ + "/bind") handle = [x](std::string_view b) { return x->Bind(b); };
   }
   for (const PostRoute& r : options_.routes)
@@ -1232,8 +1272,9 @@ Reply HttpServer::Route(const http::RequestHead& head, std::string_view body) {
         return r;
       }
       if (!JsonContentType(head))
-        return JsonReply(415, EncodeError("Content-Type must be application/json, got \"" +
-                                          std::string(head.Header("content-type").value_or("")) + "\""));
+        return JsonReply(415,
+                         EncodeError("Content-Type must be application/json, got \"" +
+                                     std::string(head.Header("content-type").value_or("")) + "\""));
       HttpReply out = handle(body);
       return JsonReply(out.code, std::move(out.body));
     }
@@ -1263,8 +1304,10 @@ Reply HttpServer::Route(const http::RequestHead& head, std::string_view body) {
   } catch (...) {
     return JsonReply(500, EncodeError("internal error"));
   }
-  const std::string why = "no endpoint " + head.method + " " + head.path + " (served: " + served_ + ")";
-  spdlog::warn("event=http_refused method={} path={} status=404 error={}", Value(head.method), Value(head.path), Value(why));
+  const std::string why =
+      "no endpoint " + head.method + " " + head.path + " (served: " + served_ + ")";
+  spdlog::warn("event=http_refused method={} path={} status=404 error={}", Value(head.method),
+               Value(head.path), Value(why));
   return JsonReply(404, EncodeError(why));
 }
 

@@ -67,35 +67,37 @@ struct PostRoute {
 };
 
 struct HttpServerOptions {
-  std::string host = "127.0.0.1";       // loopback: beside kube-scheduler (docs/scheduler.md)
-  int port = 12345;                     // 0: any free port (see port())
+  std::string host = "127.0.0.1";  // loopback: beside kube-scheduler (docs/scheduler.md)
+  int port = 12345;                // 0: any free port (see port())
   std::string url_prefix = "/gpushare-scheduler";
   // false: only GET /healthz, /readyz and /metrics (the health listener for kubelet's probes).
   bool serve_verbs = true;
   // false: no /healthz, /readyz or /metrics either (the webhook listener serves only its routes).
   bool serve_health = true;
-  std::vector<PostRoute> routes;        // more POST endpoints (exact paths)
-  size_t max_body_bytes = 8u << 20;     // larger requests get 413
-  int threads = 16;                     // the pool (at least 2): one leads, the others serve requests
-  std::chrono::milliseconds header_timeout{10000};  // a request head, from its first byte (and a TLS handshake)
-  std::chrono::milliseconds read_timeout{30000};    // a whole request, head and body; also a reply's write
-  std::chrono::milliseconds idle_timeout{60000};    // an idle keep-alive connection
-  int max_connections = 0;              // 0: RLIMIT_NOFILE's soft limit less a reserve
-  size_t max_buffered_bytes = 0;        // request bytes held at once; 0: max(64 MiB, 4 x max_body_bytes)
-  TlsOptions tls;                       // cert_file empty: plain HTTP
+  std::vector<PostRoute> routes;     // more POST endpoints (exact paths)
+  size_t max_body_bytes = 8u << 20;  // larger requests get 413
+  int threads = 16;                  // the pool (at least 2): one leads, the others serve requests
+  std::chrono::milliseconds header_timeout{
+      10000};  // a request head, from its first byte (and a TLS handshake)
+  std::chrono::milliseconds read_timeout{
+      30000};  // a whole request, head and body; also a reply's write
+  std::chrono::milliseconds idle_timeout{60000};  // an idle keep-alive connection
+  int max_connections = 0;                        // 0: RLIMIT_NOFILE's soft limit less a reserve
+  size_t max_buffered_bytes = 0;  // request bytes held at once; 0: max(64 MiB, 4 x max_body_bytes)
+  TlsOptions tls;                 // cert_file empty: plain HTTP
 };
 
 // Counters of the transport (gpushare_scheduler_http_* in /metrics).
 struct HttpServerStats {
-  uint64_t connections = 0;          // open now
-  uint64_t buffered_bytes = 0;       // request bytes held now (heads, bodies, pipelined input)
+  uint64_t connections = 0;     // open now
+  uint64_t buffered_bytes = 0;  // request bytes held now (heads, bodies, pipelined input)
   uint64_t accepted = 0;
-  uint64_t requests = 0;             // complete requests served
-  uint64_t refused = 0;              // answered by the HTTP layer (400, 408, 413, 431, 501, 503, 505)
-  uint64_t timeouts = 0;             // heads, bodies or replies past their deadline (408 or closed)
-  uint64_t evicted = 0;              // closed to make room (connections or buffered bytes)
+  uint64_t requests = 0;  // complete requests served
+  uint64_t refused = 0;   // answered by the HTTP layer (400, 408, 413, 431, 501, 503, 505)
+  uint64_t timeouts = 0;  // heads, bodies or replies past their deadline (408 or closed)
+  uint64_t evicted = 0;   // closed to make room (connections or buffered bytes)
   uint64_t tls_handshake_errors = 0;
-  uint64_t tls_reloads = 0;          // certificate files re-read after a change
+  uint64_t tls_reloads = 0;  // certificate files re-read after a change
   uint64_t tls_reload_errors = 0;
 };
 
@@ -110,7 +112,8 @@ class HttpServer {
              std::function<std::string()> metrics = {});
   // A server without the extender verbs (options.serve_verbs is ignored): only options.routes
   // and, with serve_health, the health paths.
-  HttpServer(HttpServerOptions options, std::function<Readiness()> readiness, std::function<std::string()> metrics = {});
+  HttpServer(HttpServerOptions options, std::function<Readiness()> readiness,
+             std::function<std::string()> metrics = {});
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

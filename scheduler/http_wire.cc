@@ -10,8 +10,21 @@ bool IsTchar(unsigned char c) {
   // RFC 9110 §5.6.2: token characters.
   if (std::isalnum(c)) return true;
   switch (c) {
-    case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+': case '-': case '.':
-    case '^': case '_': case '`': case '|': case '~':
+    case '!':
+    case '#':
+    case '$':
+    case '%':
+    case '&':
+    case '\'':
+    case '*':
+    case '+':
+    case '-':
+    case '.':
+    case '^':
+    case '_':
+    case '`':
+    case '|':
+    case '~':
       return true;
     default:
       return false;
@@ -19,7 +32,8 @@ bool IsTchar(unsigned char c) {
 }
 
 bool IsToken(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return IsTchar(static_cast<unsigned char>(c)); });
+  return !s.empty() && std::all_of(s.begin(), s.end(),
+                                   [](char c) { return IsTchar(static_cast<unsigned char>(c)); });
 }
 
 std::string Lower(std::string_view s) {
@@ -86,7 +100,8 @@ std::optional<std::string_view> RequestHead::Header(std::string_view name) const
 HeadResult ParseRequestHead(std::string_view buf, const Limits& limits) {
   size_t pos = 0;
   // Blank lines before the request line (a client's stray CRLF after a body) are skipped.
-  while (pos < buf.size() && (buf[pos] == '\r' || buf[pos] == '\n') && pos < limits.max_head_bytes) ++pos;
+  while (pos < buf.size() && (buf[pos] == '\r' || buf[pos] == '\n') && pos < limits.max_head_bytes)
+    ++pos;
   std::vector<std::string_view> lines;
   std::string_view line;
   bool complete = false;
@@ -102,7 +117,8 @@ HeadResult ParseRequestHead(std::string_view buf, const Limits& limits) {
   }
   if (!complete) {
     if (pos > limits.max_head_bytes || buf.size() > limits.max_head_bytes)
-      return Refuse(431, "request line and headers larger than " + std::to_string(limits.max_head_bytes) + " bytes");
+      return Refuse(431, "request line and headers larger than " +
+                             std::to_string(limits.max_head_bytes) + " bytes");
     return {};
   }
 
@@ -120,12 +136,16 @@ HeadResult ParseRequestHead(std::string_view buf, const Limits& limits) {
   std::string_view target = request_line.substr(sp1 + 1, sp2 - sp1 - 1);
   const std::string_view version = request_line.substr(sp2 + 1);
   if (!IsToken(method)) return Refuse(400, "malformed request line: bad method");
-  if (target.empty() || !IsFieldValue(target) || target.find_first_of(" \t") != std::string_view::npos)
+  if (target.empty() || !IsFieldValue(target) ||
+      target.find_first_of(" \t") != std::string_view::npos)
     return Refuse(400, "malformed request line: bad target");
-  if (version.size() != 8 || version.substr(0, 5) != "HTTP/" || !std::isdigit(static_cast<unsigned char>(version[5])) ||
-      version[6] != '.' || !std::isdigit(static_cast<unsigned char>(version[7])))
+  if (version.size() != 8 || version.substr(0, 5) != "HTTP/" ||
+      !std::isdigit(static_cast<unsigned char>(version[5])) || version[6] != '.' ||
+      !std::isdigit(static_cast<unsigned char>(version[7])))
     return Refuse(400, "malformed request line: bad HTTP version");
-  if (version[5] != '1') return Refuse(505, "HTTP version " + std::string(version.substr(5)) + " not supported (HTTP/1.x only)");
+  if (version[5] != '1')
+    return Refuse(
+        505, "HTTP version " + std::string(version.substr(5)) + " not supported (HTTP/1.x only)");
   h.method = std::string(method);
   h.target = std::string(target);
   h.minor_version = version[7] - '0';
@@ -142,13 +162,16 @@ HeadResult ParseRequestHead(std::string_view buf, const Limits& limits) {
   // header-field = field-name ":" OWS field-value OWS
   for (size_t i = 1; i < lines.size(); ++i) {
     const std::string_view l = lines[i];
-    if (l.front() == ' ' || l.front() == '\t') return Refuse(400, "obsolete line folding in the headers");
+    if (l.front() == ' ' || l.front() == '\t')
+      return Refuse(400, "obsolete line folding in the headers");
     const size_t colon = l.find(':');
     if (colon == std::string_view::npos) return Refuse(400, "malformed header line (no colon)");
     const std::string_view name = l.substr(0, colon);
-    if (!IsToken(name)) return Refuse(400, "malformed header name \"" + std::string(name.substr(0, 64)) + "\"");
+    if (!IsToken(name))
+      return Refuse(400, "malformed header name \"" + std::string(name.substr(0, 64)) + "\"");
     const std::string_view value = Trim(l.substr(colon + 1));
-    if (!IsFieldValue(value)) return Refuse(400, "control character in header " + std::string(name));
+    if (!IsFieldValue(value))
+      return Refuse(400, "control character in header " + std::string(name));
     h.headers.emplace_back(Lower(name), std::string(value));
   }
 
@@ -160,11 +183,14 @@ HeadResult ParseRequestHead(std::string_view buf, const Limits& limits) {
     if (k == "content-length") {
       // 1*DIGIT, possibly repeated (a list or several fields) with the same value.
       for (std::string_view e : ListElements(v)) {
-        if (e.empty() || !std::all_of(e.begin(), e.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        if (e.empty() ||
+            !std::all_of(e.begin(), e.end(), [](char c) { return c >= '0' && c <= '9'; }))
           return Refuse(400, "malformed Content-Length \"" + std::string(v.substr(0, 64)) + "\"");
         uint64_t n = 0;
-        for (char c : e) n = n > (UINT64_MAX - 9) / 10 ? UINT64_MAX : n * 10 + static_cast<uint64_t>(c - '0');
-        if (have_length && n != h.content_length) return Refuse(400, "conflicting Content-Length values");
+        for (char c : e)
+          n = n > (UINT64_MAX - 9) / 10 ? UINT64_MAX : n * 10 + static_cast<uint64_t>(c - '0');
+        if (have_length && n != h.content_length)
+          return Refuse(400, "conflicting Content-Length values");
         h.content_length = n;
         have_length = true;
       }
@@ -172,7 +198,8 @@ HeadResult ParseRequestHead(std::string_view buf, const Limits& limits) {
     } else if (k == "transfer-encoding") {
       for (std::string_view e : ListElements(v)) {
         if (Lower(e) != "chunked" || h.chunked)
-          return Refuse(501, "Transfer-Encoding \"" + std::string(v.substr(0, 64)) + "\" not supported (only chunked)");
+          return Refuse(501, "Transfer-Encoding \"" + std::string(v.substr(0, 64)) +
+                                 "\" not supported (only chunked)");
         h.chunked = true;
       }
       have_te = true;
@@ -180,7 +207,8 @@ HeadResult ParseRequestHead(std::string_view buf, const Limits& limits) {
       for (std::string_view e : ListElements(v))
         if (!http11 && Lower(e) == "keep-alive") h.keep_alive = true;
     } else if (k == "expect") {
-      if (Lower(v) != "100-continue") return Refuse(417, "Expect \"" + std::string(v.substr(0, 64)) + "\" not supported");
+      if (Lower(v) != "100-continue")
+        return Refuse(417, "Expect \"" + std::string(v.substr(0, 64)) + "\" not supported");
       h.expect_continue = http11;
     }
   }
@@ -247,11 +275,13 @@ ChunkedDecoder::State ChunkedDecoder::Feed(std::string_view data, std::string* o
         }
         if ((static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f)
           return done(Fail(400, "malformed chunked body: control character in a chunk extension"));
-        if (++line_ > kMaxLine) return done(Fail(400, "malformed chunked body: chunk extension too long"));
+        if (++line_ > kMaxLine)
+          return done(Fail(400, "malformed chunked body: chunk extension too long"));
         ++i;
         break;
       case Step::kSizeLf:
-        if (c != '\n') return done(Fail(400, "malformed chunked body: CRLF expected after the chunk size"));
+        if (c != '\n')
+          return done(Fail(400, "malformed chunked body: CRLF expected after the chunk size"));
         ++i;
         line_ = 0;
         digits_ = 0;
@@ -285,7 +315,8 @@ ChunkedDecoder::State ChunkedDecoder::Feed(std::string_view data, std::string* o
         }
         break;
       case Step::kDataLf:
-        if (c != '\n') return done(Fail(400, "malformed chunked body: CRLF expected after chunk data"));
+        if (c != '\n')
+          return done(Fail(400, "malformed chunked body: CRLF expected after chunk data"));
         step_ = Step::kSize;
         ++i;
         break;
@@ -302,7 +333,8 @@ ChunkedDecoder::State ChunkedDecoder::Feed(std::string_view data, std::string* o
         }
         break;
       case Step::kTrailerLf:  // inside a trailer line (ignored)
-        if (++trailer_bytes_ > kMaxTrailers) return done(Fail(431, "chunked trailers larger than 16384 bytes"));
+        if (++trailer_bytes_ > kMaxTrailers)
+          return done(Fail(431, "chunked trailers larger than 16384 bytes"));
         ++i;
         if (c == '\n') step_ = Step::kTrailer;
         break;
@@ -320,25 +352,41 @@ ChunkedDecoder::State ChunkedDecoder::Feed(std::string_view data, std::string* o
 
 std::string_view ReasonPhrase(int status) {
   switch (status) {
-    case 100: return "Continue";
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 413: return "Content Too Large";
-    case 415: return "Unsupported Media Type";
-    case 417: return "Expectation Failed";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Status";
+    case 100:
+      return "Continue";
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 413:
+      return "Content Too Large";
+    case 415:
+      return "Unsupported Media Type";
+    case 417:
+      return "Expectation Failed";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
+    case 503:
+      return "Service Unavailable";
+    case 505:
+      return "HTTP Version Not Supported";
+    default:
+      return "Status";
   }
 }
 
-std::string ResponseHead(int status, std::string_view content_type, size_t content_length, bool close,
+std::string ResponseHead(int status, std::string_view content_type, size_t content_length,
+                         bool close,
                          const std::vector<std::pair<std::string, std::string>>& extra) {
   std::string out;
   out.reserve(160);

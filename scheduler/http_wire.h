@@ -29,10 +29,10 @@ struct Limits {
 };
 
 struct RequestHead {
-  std::string method;   // as sent (methods are case-sensitive)
-  std::string target;   // as sent
-  std::string path;     // target without the query
-  int minor_version = 1;  // HTTP/1.<minor>
+  std::string method;                                        // as sent (methods are case-sensitive)
+  std::string target;                                        // as sent
+  std::string path;                                          // target without the query
+  int minor_version = 1;                                     // HTTP/1.<minor>
   std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased, values trimmed
 
   // The body: none, a length, or chunked. The length is not checked against a limit here
@@ -78,13 +78,24 @@ class ChunkedDecoder {
   const Refusal& refusal() const { return refusal_; }
 
  private:
-  enum class Step { kSize, kExt, kSizeLf, kData, kDataCr, kDataLf, kTrailer, kTrailerLf, kFinalLf, kDone };
+  enum class Step {
+    kSize,
+    kExt,
+    kSizeLf,
+    kData,
+    kDataCr,
+    kDataLf,
+    kTrailer,
+    kTrailerLf,
+    kFinalLf,
+    kDone
+  };
   State Fail(int status, std::string why);
   Step step_ = Step::kSize;
-  uint64_t size_ = 0;       // of the current chunk
-  uint64_t left_ = 0;       // data bytes of the current chunk still to come
+  uint64_t size_ = 0;  // of the current chunk
+  uint64_t left_ = 0;  // data bytes of the current chunk still to come
   int digits_ = 0;
-  size_t line_ = 0;         // bytes of the current size or trailer line (bounded)
+  size_t line_ = 0;  // bytes of the current size or trailer line (bounded)
   size_t trailer_bytes_ = 0;
   size_t max_;
   Refusal refusal_;
@@ -100,7 +111,8 @@ struct Reply {
 };
 
 // "HTTP/1.1 <status> <reason>\r\n" + the headers + "Content-Length" + "\r\n".
-std::string ResponseHead(int status, std::string_view content_type, size_t content_length, bool close,
+std::string ResponseHead(int status, std::string_view content_type, size_t content_length,
+                         bool close,
                          const std::vector<std::pair<std::string, std::string>>& extra = {});
 std::string_view ReasonPhrase(int status);
 

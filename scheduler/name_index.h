@@ -34,7 +34,8 @@ class NameIndex {
     for (size_t i = h & mask_;; i = (i + 1) & mask_) {
       const Slot s = slots_[i];
       if (s.id_plus_one == 0) return kNone;
-      if (s.tag == tag && Matches(s.id_plus_one - 1, name)) return static_cast<int32_t>(s.id_plus_one - 1);
+      if (s.tag == tag && Matches(s.id_plus_one - 1, name))
+        return static_cast<int32_t>(s.id_plus_one - 1);
     }
   }
   // The id of `name`, added with the next id (== size() before the call) when absent.
@@ -71,7 +72,8 @@ class NameIndex {
       a = Load4(p);
       b = Load4(p + n - 4);
     } else if (n > 0) {
-      a = (uint64_t{static_cast<unsigned char>(p[0])} << 16) | (uint64_t{static_cast<unsigned char>(p[n / 2])} << 8) |
+      a = (uint64_t{static_cast<unsigned char>(p[0])} << 16) |
+          (uint64_t{static_cast<unsigned char>(p[n / 2])} << 8) |
           static_cast<unsigned char>(p[n - 1]);
     }
     return Mix(0x165667B19E3779F9ull ^ s.size(), Mix(a ^ 0xD6E8FEB86659FD93ull, b ^ h));
@@ -102,7 +104,8 @@ class NameIndex {
   }
   bool Matches(uint32_t id, std::string_view name) const {
     const Entry& e = entries_[id];
-    return e.length == name.size() && (name.empty() || std::memcmp(arena_.data() + e.offset, name.data(), name.size()) == 0);
+    return e.length == name.size() &&
+           (name.empty() || std::memcmp(arena_.data() + e.offset, name.data(), name.size()) == 0);
   }
   void Place(uint64_t h, uint32_t id) {
     size_t i = h & mask_;
@@ -112,7 +115,8 @@ class NameIndex {
   void Grow() {
     slots_.assign(slots_.empty() ? 64 : slots_.size() * 2, Slot{});
     mask_ = slots_.size() - 1;
-    for (uint32_t id = 0; id < entries_.size(); ++id) Place(Hash(name(static_cast<int32_t>(id))), id);
+    for (uint32_t id = 0; id < entries_.size(); ++id)
+      Place(Hash(name(static_cast<int32_t>(id))), id);
   }
 
   std::vector<Slot> slots_;

@@ -2,7 +2,6 @@
 
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
-
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -22,7 +21,8 @@ using logfmt::Value;
 namespace {
 
 int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -35,19 +35,23 @@ Status WritePortFile(const std::string& path, const std::string& flag, int port)
     pf << port << "\n";
     if (!pf) return Status::Unavailable("cannot write " + flag + " " + path);
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) return Status::Unavailable("cannot write " + flag + " " + path);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    return Status::Unavailable("cannot write " + flag + " " + path);
   return Status::Ok();
 }
 
 volatile std::sig_atomic_t g_stop = 0;
-void OnSignal(int) { g_stop = 1; }
+void OnSignal(int) {
+  g_stop = 1;
+}
 
 }  // namespace
 
 Status ConfigureSchedulerLogging(const std::string& level) {
   spdlog::level::level_enum l = spdlog::level::from_str(level);
   if (l == spdlog::level::off && level != "off")
-    return Status::InvalidArgument("--log-level: must be trace, debug, info, warn, error or off, got " + level);
+    return Status::InvalidArgument(
+        "--log-level: must be trace, debug, info, warn, error or off, got " + level);
   auto logger = spdlog::get("gpushare");
   if (!logger) logger = spdlog::stderr_logger_mt("gpushare");
   logger->set_pattern("ts=%Y-%m-%dT%H:%M:%S.%e%z level=%l %v");
@@ -59,7 +63,9 @@ Status ConfigureSchedulerLogging(const std::string& level) {
 
 SchedulerService::SchedulerService(ServiceOptions options) : options_(std::move(options)) {}
 
-SchedulerService::~SchedulerService() { Stop(); }
+SchedulerService::~SchedulerService() {
+  Stop();
+}
 
 Status SchedulerService::Start() {
   kube::LoadOptions lo;
@@ -67,7 +73,8 @@ Status SchedulerService::Start() {
   lo.context = options_.context;
   Result<kube::ClientConfig> cfg = kube::LoadClientConfig(lo);
   if (!cfg.ok()) return cfg.status().WithContext("Kubernetes client configuration");
-  for (const std::string& w : cfg->warnings) spdlog::warn("event=kube_config_warning detail={}", Value(w));
+  for (const std::string& w : cfg->warnings)
+    spdlog::warn("event=kube_config_warning detail={}", Value(w));
   kube::ClientOptions co;
   co.qps = options_.kube_qps;
   co.burst = options_.kube_burst;
@@ -76,13 +83,15 @@ Status SchedulerService::Start() {
   Result<std::shared_ptr<kube::Client>> client = kube::Client::Create(*cfg, co);
   if (!client.ok()) return client.status().WithContext("Kubernetes client");
   client_ = *client;
-  spdlog::info("event=kube_client server={} source={}", Value(client_->config().server), Value(client_->config().source));
+  spdlog::info("event=kube_client server={} source={}", Value(client_->config().server),
+               Value(client_->config().source));
 
   CacheOptions cache_options;
   cache_options.unit = options_.unit;
   cache_options.resource_name = options_.resource_name;
   cache_options.policy = options_.policy;
-  cache_options.restart_hold_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.restart_hold).count();
+  cache_options.restart_hold_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(options_.restart_hold).count();
   cache_options.log = [](const std::string& line) { spdlog::info("{}", line); };
   cache_ = std::make_unique<GpuCache>(cache_options);
 
@@ -116,16 +125,17 @@ Status SchedulerService::Start() {
   kube::NodeInformer* nodes = nodes_.get();
   xo.node_known = [nodes](const std::string& node) { return nodes->Get(node) != nullptr; };
   extender_ = std::make_unique<Extender>(*cache_, client_, xo);
-  server_ = std::make_unique<HttpServer>(*extender_, options_.http, [this] { return readiness(); },
-                                         [this] { return Metrics(); });
+  server_ = std::make_unique<HttpServer>(
+      *extender_, options_.http, [this] { return readiness(); }, [this] { return Metrics(); });
   GPUSHARE_RETURN_IF_ERROR(server_->Start());
-  spdlog::info("event=serving listen={}:{} tls={} client_certs={} prefix={} resource={} unit={} policy={} "
-               "assume_timeout_ms={} max_body_bytes={}",
-               options_.http.host, server_->port(), options_.http.tls.enabled() ? "on" : "off",
-               options_.http.tls.client_ca_file.empty() ? "no" : "required",
-               Value(server_->url_prefix().empty() ? "/" : server_->url_prefix()), Value(options_.resource_name),
-               std::string(memshare::MemoryUnitName(options_.unit)), Value(options_.policy),
-               options_.assume_timeout.count(), options_.http.max_body_bytes);
+  spdlog::info(
+      "event=serving listen={}:{} tls={} client_certs={} prefix={} resource={} unit={} policy={} "
+      "assume_timeout_ms={} max_body_bytes={}",
+      options_.http.host, server_->port(), options_.http.tls.enabled() ? "on" : "off",
+      options_.http.tls.client_ca_file.empty() ? "no" : "required",
+      Value(server_->url_prefix().empty() ? "/" : server_->url_prefix()),
+      Value(options_.resource_name), std::string(memshare::MemoryUnitName(options_.unit)),
+      Value(options_.policy), options_.assume_timeout.count(), options_.http.max_body_bytes);
   if (options_.health_port >= 0) {
     HttpServerOptions h = options_.http;
     h.host = options_.health_host;
@@ -134,9 +144,11 @@ Status SchedulerService::Start() {
     h.tls = {};
     h.threads = 2;
     h.max_connections = 64;
-    health_ = std::make_unique<HttpServer>(*extender_, h, [this] { return readiness(); }, [this] { return Metrics(); });
+    health_ = std::make_unique<HttpServer>(
+        *extender_, h, [this] { return readiness(); }, [this] { return Metrics(); });
     GPUSHARE_RETURN_IF_ERROR(health_->Start().WithContext("--health-listen"));
-    spdlog::info("event=serving_health listen={}:{} paths=\"/healthz, /readyz, /metrics\"", h.host, health_->port());
+    spdlog::info("event=serving_health listen={}:{} paths=\"/healthz, /readyz, /metrics\"", h.host,
+                 health_->port());
   }
   if (options_.webhook_port >= 0) {
     if (options_.webhook_certs) {
@@ -150,7 +162,9 @@ Status SchedulerService::Start() {
     }
   }
   GPUSHARE_RETURN_IF_ERROR(WritePortFile(options_.port_file, "--port-file", server_->port()));
-  if (health_) GPUSHARE_RETURN_IF_ERROR(WritePortFile(options_.health_port_file, "--health-port-file", health_->port()));
+  if (health_)
+    GPUSHARE_RETURN_IF_ERROR(
+        WritePortFile(options_.health_port_file, "--health-port-file", health_->port()));
   GPUSHARE_RETURN_IF_ERROR(nodes_->Start());
   GPUSHARE_RETURN_IF_ERROR(pods_->Start());
   sweeper_ = std::thread([this] { SweepLoop(); });
@@ -165,7 +179,8 @@ HttpReply SchedulerService::Mutate(std::string_view body) {
   switch (r.outcome) {
     case WebhookOutcome::kMutated:
       webhook_mutated_.fetch_add(1);
-      spdlog::info("event=webhook_scheduler_name_set pod={} scheduler={}", Value(r.pod), Value(wo.scheduler_name));
+      spdlog::info("event=webhook_scheduler_name_set pod={} scheduler={}", Value(r.pod),
+                   Value(wo.scheduler_name));
       break;
     case WebhookOutcome::kUnchanged:
       webhook_unchanged_.fetch_add(1);
@@ -191,8 +206,9 @@ Status SchedulerService::StartWebhook() {
   h.routes = {{std::string(kWebhookPath), [this](std::string_view body) { return Mutate(body); }}};
   if (certs_) {
     if (!certs_->certs_in_place()) {
-      webhook_error_ = "no serving certificate yet" +
-                       (certs_->stats().last_error.empty() ? "" : " (" + certs_->stats().last_error + ")");
+      webhook_error_ =
+          "no serving certificate yet" +
+          (certs_->stats().last_error.empty() ? "" : " (" + certs_->stats().last_error + ")");
       return Status::Unavailable("--webhook-listen: " + webhook_error_);
     }
     h.tls = {certs_->cert_file(), certs_->key_file(), ""};
@@ -205,10 +221,12 @@ Status SchedulerService::StartWebhook() {
     webhook_error_ = s.message();
     return s.WithContext("--webhook-listen");
   }
-  GPUSHARE_RETURN_IF_ERROR(WritePortFile(options_.webhook_port_file, "--webhook-port-file", server->port()));
-  spdlog::info("event=serving_webhook listen={}:{} path={} scheduler={} resource={} certificates={}", h.host,
-               server->port(), kWebhookPath, Value(options_.webhook_scheduler_name), Value(options_.resource_name),
-               certs_ ? "self-managed" : "files");
+  GPUSHARE_RETURN_IF_ERROR(
+      WritePortFile(options_.webhook_port_file, "--webhook-port-file", server->port()));
+  spdlog::info(
+      "event=serving_webhook listen={}:{} path={} scheduler={} resource={} certificates={}", h.host,
+      server->port(), kWebhookPath, Value(options_.webhook_scheduler_name),
+      Value(options_.resource_name), certs_ ? "self-managed" : "files");
   webhook_ = std::move(server);
   webhook_error_.clear();
   return Status::Ok();
@@ -227,23 +245,26 @@ void SchedulerService::OnSynced() {
   Sweep();
   ready_.store(true);
   const CacheStats s = cache_->stats();
-  spdlog::info("event=cache_synced nodes={} usable_gpus={} pods={} expired={} unassigned={}", s.nodes, s.usable_gpus,
-               s.pods, s.expired, s.unassigned);
+  spdlog::info("event=cache_synced nodes={} usable_gpus={} pods={} expired={} unassigned={}",
+               s.nodes, s.usable_gpus, s.pods, s.expired, s.unassigned);
 }
 
 Readiness SchedulerService::readiness() const {
   if (options_.webhook_port >= 0) {
     std::lock_guard<std::mutex> l(webhook_mu_);
     if (!webhook_)
-      return {false, "webhook not serving: " + (webhook_error_.empty() ? std::string("starting") : webhook_error_)};
+      return {false, "webhook not serving: " +
+                         (webhook_error_.empty() ? std::string("starting") : webhook_error_)};
   }
   if (ready_.load()) return {true, ""};
   std::string why = "cache not synced (";
   why += nodes_ && nodes_->HasSynced() ? "nodes listed" : "nodes not listed yet";
   why += ", ";
   why += pods_ && pods_->HasSynced() ? "pods listed" : "pods not listed yet";
-  if (nodes_ && !nodes_->stats().last_error.empty()) why += "; last error: " + nodes_->stats().last_error;
-  else if (pods_ && !pods_->stats().last_error.empty()) why += "; last error: " + pods_->stats().last_error;
+  if (nodes_ && !nodes_->stats().last_error.empty())
+    why += "; last error: " + nodes_->stats().last_error;
+  else if (pods_ && !pods_->stats().last_error.empty())
+    why += "; last error: " + pods_->stats().last_error;
   return {false, why + ")"};
 }
 
@@ -256,22 +277,27 @@ void SchedulerService::Sweep() {
         m.key.substr(0, slash), m.key.substr(slash + 1),
         {{std::string(memshare::kAssumedAnnotation), memshare::EncodeContainerGpus(m.to)}});
     if (r.ok()) {
-      spdlog::info("event=plan_written pod={} to={}", Value(m.key), Value(memshare::EncodeContainerGpus(m.to)));
+      spdlog::info("event=plan_written pod={} to={}", Value(m.key),
+                   Value(memshare::EncodeContainerGpus(m.to)));
     } else {
-      spdlog::warn("event=plan_write_failed pod={} error={}", Value(m.key), Value(r.status().message()));
+      spdlog::warn("event=plan_write_failed pod={} error={}", Value(m.key),
+                   Value(r.status().message()));
     }
   }
-  const int64_t timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(options_.assume_timeout).count();
+  const int64_t timeout =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(options_.assume_timeout).count();
   for (const ExpiredPod& e : cache_->ExpireAssumed(NowNs(), timeout)) {
     expired_total_.fetch_add(1);
-    const std::string msg = "GPU share assumed on node " + e.node + " (" + memshare::EncodeContainerGpus(e.gpus) +
-                            ", " + std::to_string(e.units) + " " + std::string(memshare::MemoryUnitName(options_.unit)) +
-                            ") was not confirmed by gpushare-node within " +
-                            std::to_string(options_.assume_timeout.count() / 1000) +
-                            "s and the pod is still Pending; gpushare-scheduler no longer reserves it";
-    spdlog::warn("event=assume_expired pod={} node={} gpus={} units={} age_s={} detail={}", Value(e.key),
-                 Value(e.node), Value(memshare::EncodeContainerGpus(e.gpus)), e.units, e.age_ns / 1000000000,
-                 Value(msg));
+    const std::string msg =
+        "GPU share assumed on node " + e.node + " (" + memshare::EncodeContainerGpus(e.gpus) +
+        ", " + std::to_string(e.units) + " " +
+        std::string(memshare::MemoryUnitName(options_.unit)) +
+        ") was not confirmed by gpushare-node within " +
+        std::to_string(options_.assume_timeout.count() / 1000) +
+        "s and the pod is still Pending; gpushare-scheduler no longer reserves it";
+    spdlog::warn("event=assume_expired pod={} node={} gpus={} units={} age_s={} detail={}",
+                 Value(e.key), Value(e.node), Value(memshare::EncodeContainerGpus(e.gpus)), e.units,
+                 e.age_ns / 1000000000, Value(msg));
     kube::ObjectReference ref;
     ref.api_version = "v1";
     ref.kind = "Pod";
@@ -306,11 +332,13 @@ std::string SchedulerService::Metrics() const {
   };
   out += "# TYPE gpushare_scheduler_requests_total counter\n";
   line("gpushare_scheduler_requests_total", "verb=\"filter\"", static_cast<double>(x.filter));
-  line("gpushare_scheduler_requests_total", "verb=\"prioritize\"", static_cast<double>(x.prioritize));
+  line("gpushare_scheduler_requests_total", "verb=\"prioritize\"",
+       static_cast<double>(x.prioritize));
   line("gpushare_scheduler_requests_total", "verb=\"bind\"", static_cast<double>(x.bind));
   out += "# TYPE gpushare_scheduler_errors_total counter\n";
   line("gpushare_scheduler_errors_total", "verb=\"filter\"", static_cast<double>(x.filter_errors));
-  line("gpushare_scheduler_errors_total", "verb=\"prioritize\"", static_cast<double>(x.prioritize_errors));
+  line("gpushare_scheduler_errors_total", "verb=\"prioritize\"",
+       static_cast<double>(x.prioritize_errors));
   line("gpushare_scheduler_errors_total", "verb=\"bind\"", static_cast<double>(x.bind_errors));
   line("gpushare_scheduler_bad_requests_total", "", static_cast<double>(x.bad_requests));
   line("gpushare_scheduler_bind_idempotent_total", "", static_cast<double>(x.bind_idempotent));
@@ -330,20 +358,26 @@ std::string SchedulerService::Metrics() const {
   line("gpushare_scheduler_http_refused_total", "", static_cast<double>(h.refused));
   line("gpushare_scheduler_http_timeouts_total", "", static_cast<double>(h.timeouts));
   line("gpushare_scheduler_http_evicted_total", "", static_cast<double>(h.evicted));
-  line("gpushare_scheduler_tls_handshake_errors_total", "", static_cast<double>(h.tls_handshake_errors));
+  line("gpushare_scheduler_tls_handshake_errors_total", "",
+       static_cast<double>(h.tls_handshake_errors));
   line("gpushare_scheduler_tls_reloads_total", "", static_cast<double>(h.tls_reloads));
   line("gpushare_scheduler_tls_reload_errors_total", "", static_cast<double>(h.tls_reload_errors));
   if (options_.webhook_port >= 0) {
     out += "# TYPE gpushare_scheduler_webhook_requests_total counter\n";
-    line("gpushare_scheduler_webhook_requests_total", "result=\"mutated\"", static_cast<double>(webhook_mutated_.load()));
-    line("gpushare_scheduler_webhook_requests_total", "result=\"unchanged\"", static_cast<double>(webhook_unchanged_.load()));
-    line("gpushare_scheduler_webhook_requests_total", "result=\"invalid\"", static_cast<double>(webhook_invalid_.load()));
+    line("gpushare_scheduler_webhook_requests_total", "result=\"mutated\"",
+         static_cast<double>(webhook_mutated_.load()));
+    line("gpushare_scheduler_webhook_requests_total", "result=\"unchanged\"",
+         static_cast<double>(webhook_unchanged_.load()));
+    line("gpushare_scheduler_webhook_requests_total", "result=\"invalid\"",
+         static_cast<double>(webhook_invalid_.load()));
     line("gpushare_scheduler_webhook_serving", "", webhook_port() >= 0 ? 1 : 0);
     if (certs_) {
       const WebhookCertStats c = certs_->stats();
       line("gpushare_scheduler_webhook_cert_failures_total", "", static_cast<double>(c.failures));
-      line("gpushare_scheduler_webhook_cert_secret_writes_total", "", static_cast<double>(c.secret_writes));
-      line("gpushare_scheduler_webhook_cert_file_writes_total", "", static_cast<double>(c.file_writes));
+      line("gpushare_scheduler_webhook_cert_secret_writes_total", "",
+           static_cast<double>(c.secret_writes));
+      line("gpushare_scheduler_webhook_cert_file_writes_total", "",
+           static_cast<double>(c.file_writes));
     }
   }
   return out;
@@ -377,7 +411,8 @@ int RunScheduler(ServiceOptions options) {
       spdlog::warn("event=rlimit_nofile_unchanged error={}", Value(std::strerror(errno)));
   }
   SchedulerService service(std::move(options));
-  std::signal(SIGPIPE, SIG_IGN);  // a client that went away is an EPIPE, never the end of the process
+  std::signal(SIGPIPE,
+              SIG_IGN);  // a client that went away is an EPIPE, never the end of the process
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   Status s = service.Start();

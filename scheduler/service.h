@@ -35,7 +35,7 @@ struct ServiceOptions {
   std::string kubeconfig;  // --kubeconfig; empty: KUBECONFIG, in-cluster, ~/.kube/config
   std::string context;
   HttpServerOptions http;
-  std::string port_file;   // written (atomically) with the listening port once serving
+  std::string port_file;  // written (atomically) with the listening port once serving
   // --health-listen: a second, plain-HTTP listener with only /healthz, /readyz and /metrics
   // (kubelet's probes reach a hostNetwork pod at the node's address, not at 127.0.0.1).
   // health_port < 0: none.
@@ -50,7 +50,7 @@ struct ServiceOptions {
   // After the start, nodes with pods bound before it take no new shares until those pods are
   // confirmed by gpushare-node, or this long (0: not at all). See GpuCache.
   std::chrono::milliseconds restart_hold{std::chrono::seconds(30)};
-  double kube_qps = 500;   // two API calls per bind
+  double kube_qps = 500;  // two API calls per bind
   int kube_burst = 1000;
   std::string event_component = "gpushare-scheduler";
 
@@ -59,7 +59,7 @@ struct ServiceOptions {
   // operator manages) or, when webhook_certs is set, created and rotated by this process.
   std::string webhook_host;
   int webhook_port = -1;
-  std::string webhook_port_file;   // written with the webhook listener's port once serving
+  std::string webhook_port_file;  // written with the webhook listener's port once serving
   std::string webhook_scheduler_name = std::string(kDefaultWebhookSchedulerName);
   TlsOptions webhook_tls;
   std::optional<WebhookCertOptions> webhook_certs;

@@ -59,7 +59,9 @@ bool PodRequestsResource(const json& pod, std::string_view resource) {
     for (const json& c : *cs) {
       const json* res = Member(c, "resources");
       if (res == nullptr) continue;
-      if (Positive(Member(*res, "requests"), resource) || Positive(Member(*res, "limits"), resource)) return true;
+      if (Positive(Member(*res, "requests"), resource) ||
+          Positive(Member(*res, "limits"), resource))
+        return true;
     }
   }
   return false;
@@ -71,11 +73,13 @@ WebhookReply MutatePods(std::string_view body, const WebhookOptions& o) {
   const json& review = *parsed;
   const std::string api_version = Text(review, "apiVersion");
   if (api_version != "admission.k8s.io/v1" && api_version != "admission.k8s.io/v1beta1")
-    return Invalid("apiVersion must be admission.k8s.io/v1 (or v1beta1), got \"" + api_version + "\"");
+    return Invalid("apiVersion must be admission.k8s.io/v1 (or v1beta1), got \"" + api_version +
+                   "\"");
   if (Text(review, "kind") != "AdmissionReview")
     return Invalid("kind must be AdmissionReview, got \"" + Text(review, "kind") + "\"");
   const json* request = Member(review, "request");
-  if (request == nullptr || !request->is_object()) return Invalid("request: missing or not an object");
+  if (request == nullptr || !request->is_object())
+    return Invalid("request: missing or not an object");
   const std::string uid = Text(*request, "uid");
   if (uid.empty()) return Invalid("request.uid: missing or not a string");
 
@@ -84,17 +88,21 @@ WebhookReply MutatePods(std::string_view body, const WebhookOptions& o) {
   json response = {{"uid", uid}, {"allowed", true}};
   const json* kind = Member(*request, "kind");
   const std::string operation = Text(*request, "operation");
-  const bool pod_create = kind != nullptr && Text(*kind, "group").empty() && Text(*kind, "kind") == "Pod" &&
-                          operation == "CREATE" && Text(*request, "subResource").empty();
+  const bool pod_create = kind != nullptr && Text(*kind, "group").empty() &&
+                          Text(*kind, "kind") == "Pod" && operation == "CREATE" &&
+                          Text(*request, "subResource").empty();
   const std::string ns = Text(*request, "namespace");
   if (!pod_create) {
-    r.why = "not a pod creation (" + (kind == nullptr ? std::string("?") : Text(*kind, "kind")) + " " + operation + ")";
+    r.why = "not a pod creation (" + (kind == nullptr ? std::string("?") : Text(*kind, "kind")) +
+            " " + operation + ")";
   } else {
     const json* pod = Member(*request, "object");
-    if (pod == nullptr || !pod->is_object()) return Invalid("request.object: missing for the CREATE of a Pod");
+    if (pod == nullptr || !pod->is_object())
+      return Invalid("request.object: missing for the CREATE of a Pod");
     const json* meta = Member(*pod, "metadata");
     const std::string name = meta == nullptr ? "" : Text(*meta, "name");
-    r.pod = ns + "/" + (!name.empty() ? name : (meta == nullptr ? "" : Text(*meta, "generateName")) + "*");
+    r.pod = ns + "/" +
+            (!name.empty() ? name : (meta == nullptr ? "" : Text(*meta, "generateName")) + "*");
     const json* spec = Member(*pod, "spec");
     const std::string current = spec == nullptr ? "" : Text(*spec, "schedulerName");
     if (!PodRequestsResource(*pod, o.resource_name)) {
@@ -103,14 +111,16 @@ WebhookReply MutatePods(std::string_view body, const WebhookOptions& o) {
       r.why = "schedulerName \"" + current + "\" chosen by the user";
     } else {
       // "add" on an object member replaces it when present (RFC 6902 §4.1).
-      const json patch = json::array({{{"op", "add"}, {"path", "/spec/schedulerName"}, {"value", o.scheduler_name}}});
+      const json patch = json::array(
+          {{{"op", "add"}, {"path", "/spec/schedulerName"}, {"value", o.scheduler_name}}});
       response["patchType"] = "JSONPatch";
       response["patch"] = kube::Base64Encode(patch.dump());
       r.outcome = WebhookOutcome::kMutated;
     }
   }
   r.http.code = 200;
-  r.http.body = json{{"apiVersion", api_version}, {"kind", "AdmissionReview"}, {"response", response}}.dump();
+  r.http.body =
+      json{{"apiVersion", api_version}, {"kind", "AdmissionReview"}, {"response", response}}.dump();
   return r;
 }
 

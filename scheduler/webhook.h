@@ -15,10 +15,9 @@
 // for POST /mutate-pods on the webhook listener.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "scheduler/extender.h"
 
@@ -29,7 +28,8 @@ inline constexpr std::string_view kDefaultWebhookSchedulerName = "gpushare-sched
 
 struct WebhookOptions {
   std::string resource_name = std::string(memshare::kResourceName);  // --resource-name
-  std::string scheduler_name = std::string(kDefaultWebhookSchedulerName);  // --webhook-scheduler-name
+  std::string scheduler_name =
+      std::string(kDefaultWebhookSchedulerName);  // --webhook-scheduler-name
 };
 
 enum class WebhookOutcome { kMutated, kUnchanged, kInvalid };
@@ -37,8 +37,8 @@ enum class WebhookOutcome { kMutated, kUnchanged, kInvalid };
 struct WebhookReply {
   HttpReply http;
   WebhookOutcome outcome = WebhookOutcome::kInvalid;
-  std::string pod;   // "namespace/name" (or "namespace/generateName*"), for the log
-  std::string why;   // kUnchanged: why no patch; kInvalid: what is wrong
+  std::string pod;  // "namespace/name" (or "namespace/generateName*"), for the log
+  std::string why;  // kUnchanged: why no patch; kInvalid: what is wrong
 };
 
 // Whether any container or initContainer of `pod` (a Pod object) requests or limits

@@ -96,7 +96,9 @@ X509* MatchingCa(const std::vector<X509Ptr>& bundle, EVP_PKEY* key) {
   return nullptr;
 }
 
-std::string Hours(int64_t s) { return std::to_string(s / 3600) + "h"; }
+std::string Hours(int64_t s) {
+  return std::to_string(s / 3600) + "h";
+}
 
 Status Failed(const std::string& what) {
   return Status::Internal("webhook certificate: " + what + ": " + OpenSslErrors());
@@ -120,8 +122,9 @@ Status AddExtension(X509* subject, X509* issuer, int nid, const char* value) {
 }
 
 // A certificate for `key` named `cn`, signed by `issuer_key` (issuer: nullptr = self-signed).
-Result<X509Ptr> NewCert(EVP_PKEY* key, const std::string& cn, X509* issuer, EVP_PKEY* issuer_key, int64_t not_before,
-                        int64_t not_after, bool ca, const std::vector<std::string>& dns_names) {
+Result<X509Ptr> NewCert(EVP_PKEY* key, const std::string& cn, X509* issuer, EVP_PKEY* issuer_key,
+                        int64_t not_before, int64_t not_after, bool ca,
+                        const std::vector<std::string>& dns_names) {
   X509Ptr x(X509_new());
   if (!x) return Failed("X509_new");
   X509_set_version(x.get(), 2);  // v3
@@ -129,9 +132,11 @@ Result<X509Ptr> NewCert(EVP_PKEY* key, const std::string& cn, X509* issuer, EVP_
   if (RAND_bytes(serial, sizeof serial) != 1) return Failed("random serial number");
   serial[0] &= 0x7f;  // positive
   std::unique_ptr<BIGNUM, Free> bn(BN_bin2bn(serial, sizeof serial, nullptr));
-  if (!bn || BN_to_ASN1_INTEGER(bn.get(), X509_get_serialNumber(x.get())) == nullptr) return Failed("serial number");
+  if (!bn || BN_to_ASN1_INTEGER(bn.get(), X509_get_serialNumber(x.get())) == nullptr)
+    return Failed("serial number");
   X509_NAME* name = X509_get_subject_name(x.get());
-  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1, 0);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8,
+                             reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1, 0);
   X509_set_issuer_name(x.get(), issuer != nullptr ? X509_get_subject_name(issuer) : name);
   if (ASN1_TIME_set(X509_getm_notBefore(x.get()), static_cast<time_t>(not_before)) == nullptr ||
       ASN1_TIME_set(X509_getm_notAfter(x.get()), static_cast<time_t>(not_after)) == nullptr)
@@ -139,17 +144,23 @@ Result<X509Ptr> NewCert(EVP_PKEY* key, const std::string& cn, X509* issuer, EVP_
   if (X509_set_pubkey(x.get(), key) != 1) return Failed("public key");
   X509* iss = issuer != nullptr ? issuer : x.get();
   if (ca) {
-    GPUSHARE_RETURN_IF_ERROR(AddExtension(x.get(), iss, NID_basic_constraints, "critical,CA:TRUE,pathlen:0"));
-    GPUSHARE_RETURN_IF_ERROR(AddExtension(x.get(), iss, NID_key_usage, "critical,keyCertSign,cRLSign"));
+    GPUSHARE_RETURN_IF_ERROR(
+        AddExtension(x.get(), iss, NID_basic_constraints, "critical,CA:TRUE,pathlen:0"));
+    GPUSHARE_RETURN_IF_ERROR(
+        AddExtension(x.get(), iss, NID_key_usage, "critical,keyCertSign,cRLSign"));
     GPUSHARE_RETURN_IF_ERROR(AddExtension(x.get(), iss, NID_subject_key_identifier, "hash"));
   } else {
-    GPUSHARE_RETURN_IF_ERROR(AddExtension(x.get(), iss, NID_basic_constraints, "critical,CA:FALSE"));
-    GPUSHARE_RETURN_IF_ERROR(AddExtension(x.get(), iss, NID_key_usage, "critical,digitalSignature"));
+    GPUSHARE_RETURN_IF_ERROR(
+        AddExtension(x.get(), iss, NID_basic_constraints, "critical,CA:FALSE"));
+    GPUSHARE_RETURN_IF_ERROR(
+        AddExtension(x.get(), iss, NID_key_usage, "critical,digitalSignature"));
     GPUSHARE_RETURN_IF_ERROR(AddExtension(x.get(), iss, NID_ext_key_usage, "serverAuth"));
-    GPUSHARE_RETURN_IF_ERROR(AddExtension(x.get(), iss, NID_authority_key_identifier, "keyid:always"));
+    GPUSHARE_RETURN_IF_ERROR(
+        AddExtension(x.get(), iss, NID_authority_key_identifier, "keyid:always"));
     std::string san;
     for (const std::string& d : dns_names) san += (san.empty() ? "DNS:" : ",DNS:") + d;
-    if (!san.empty()) GPUSHARE_RETURN_IF_ERROR(AddExtension(x.get(), iss, NID_subject_alt_name, san.c_str()));
+    if (!san.empty())
+      GPUSHARE_RETURN_IF_ERROR(AddExtension(x.get(), iss, NID_subject_alt_name, san.c_str()));
   }
   if (X509_sign(x.get(), issuer_key, EVP_sha256()) == 0) return Failed("signing");
   return x;
@@ -159,10 +170,14 @@ Result<X509Ptr> NewCert(EVP_PKEY* key, const std::string& cn, X509* issuer, EVP_
 
 std::string_view CertActionName(CertAction a) {
   switch (a) {
-    case CertAction::kKeep: return "keep";
-    case CertAction::kNewLeaf: return "new_leaf";
-    case CertAction::kNewCa: return "new_ca";
-    case CertAction::kPruneBundle: return "prune_bundle";
+    case CertAction::kKeep:
+      return "keep";
+    case CertAction::kNewLeaf:
+      return "new_leaf";
+    case CertAction::kNewCa:
+      return "new_ca";
+    case CertAction::kPruneBundle:
+      return "prune_bundle";
   }
   return "?";
 }
@@ -176,17 +191,21 @@ CertDecision DecideCert(const CertFacts& f, const std::vector<std::string>& dns_
   if (!f.present) return {CertAction::kNewCa, "the Secret does not exist"};
   if (!f.ca_usable) return {CertAction::kNewCa, "the CA is unusable: " + f.ca_problem};
   if (f.ca.not_after - now < p.ca_renew_before_s)
-    return {CertAction::kNewCa, "the CA expires in " + Hours(f.ca.not_after - now) + ", less than " +
-                                    Hours(p.ca_renew_before_s)};
-  if (f.ca.not_before > now) return {CertAction::kNewCa, "the CA is not valid yet (a clock moved back?)"};
-  if (!f.leaf_usable) return {CertAction::kNewLeaf, "the serving certificate is unusable: " + f.leaf_problem};
+    return {CertAction::kNewCa, "the CA expires in " + Hours(f.ca.not_after - now) +
+                                    ", less than " + Hours(p.ca_renew_before_s)};
+  if (f.ca.not_before > now)
+    return {CertAction::kNewCa, "the CA is not valid yet (a clock moved back?)"};
+  if (!f.leaf_usable)
+    return {CertAction::kNewLeaf, "the serving certificate is unusable: " + f.leaf_problem};
   if (std::set<std::string>(f.leaf.dns_names.begin(), f.leaf.dns_names.end()) !=
       std::set<std::string>(dns_names.begin(), dns_names.end()))
     return {CertAction::kNewLeaf, "the serving certificate's DNS names differ from the Service's"};
-  if (f.leaf.not_before > now) return {CertAction::kNewLeaf, "the serving certificate is not valid yet"};
+  if (f.leaf.not_before > now)
+    return {CertAction::kNewLeaf, "the serving certificate is not valid yet"};
   const int64_t life = f.leaf.not_after - f.leaf.not_before;
   if (3 * (f.leaf.not_after - now) < life)
-    return {CertAction::kNewLeaf, "the serving certificate expires in " + Hours(f.leaf.not_after - now) +
+    return {CertAction::kNewLeaf, "the serving certificate expires in " +
+                                      Hours(f.leaf.not_after - now) +
                                       ", less than a third of its life"};
   for (const CertInfo& c : f.bundle)
     if (c.not_after <= now) return {CertAction::kPruneBundle, "the CA bundle holds an expired CA"};
@@ -230,7 +249,8 @@ CertFacts InspectCertificates(const CertMaterial& m, bool present) {
 }
 
 Result<CertMaterial> IssueCertificates(const CertMaterial& current, CertAction action,
-                                       const std::vector<std::string>& dns_names, int64_t now, const CertPolicy& p) {
+                                       const std::vector<std::string>& dns_names, int64_t now,
+                                       const CertPolicy& p) {
   if (action == CertAction::kKeep) return current;
   if (dns_names.empty()) return Status::InvalidArgument("webhook certificate: no DNS names");
   ERR_clear_error();
@@ -241,9 +261,10 @@ Result<CertMaterial> IssueCertificates(const CertMaterial& current, CertAction a
   CertMaterial out = current;
   if (action == CertAction::kNewCa) {
     GPUSHARE_ASSIGN_OR_RETURN(ca_key, NewKey());
-    GPUSHARE_ASSIGN_OR_RETURN(ca_owned, NewCert(ca_key.get(), "gpushare-webhook-ca@" + std::to_string(now), nullptr,
-                                                ca_key.get(), now - p.backdate_s, now + p.ca_lifetime_s, /*ca=*/true,
-                                                {}));
+    GPUSHARE_ASSIGN_OR_RETURN(
+        ca_owned,
+        NewCert(ca_key.get(), "gpushare-webhook-ca@" + std::to_string(now), nullptr, ca_key.get(),
+                now - p.backdate_s, now + p.ca_lifetime_s, /*ca=*/true, {}));
     ca = ca_owned.get();
     out.ca_key = KeyPem(ca_key.get());
   } else {
@@ -261,9 +282,9 @@ Result<CertMaterial> IssueCertificates(const CertMaterial& current, CertAction a
   if (action == CertAction::kNewLeaf || action == CertAction::kNewCa) {
     GPUSHARE_ASSIGN_OR_RETURN(KeyPtr k, NewKey());
     const int64_t ca_end = Info(ca).not_after;
-    GPUSHARE_ASSIGN_OR_RETURN(X509Ptr leaf, NewCert(k.get(), dns_names.back(), ca, ca_key.get(), now - p.backdate_s,
-                                                    std::min(now + p.leaf_lifetime_s, ca_end), /*ca=*/false,
-                                                    dns_names));
+    GPUSHARE_ASSIGN_OR_RETURN(
+        X509Ptr leaf, NewCert(k.get(), dns_names.back(), ca, ca_key.get(), now - p.backdate_s,
+                              std::min(now + p.leaf_lifetime_s, ca_end), /*ca=*/false, dns_names));
     out.tls_crt = CertPem(leaf.get());
     out.tls_key = KeyPem(k.get());
   }

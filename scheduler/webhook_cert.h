@@ -30,14 +30,14 @@ struct CertPolicy {
   int64_t ca_lifetime_s = 5 * 365 * kDaySeconds;
   int64_t leaf_lifetime_s = 365 * kDaySeconds;
   int64_t ca_renew_before_s = 365 * kDaySeconds;  // a new CA when less than this is left
-  int64_t backdate_s = 3600;                       // notBefore = now - backdate
+  int64_t backdate_s = 3600;                      // notBefore = now - backdate
 };
 
 // The PEM texts of the Secret's four keys ("" when a key is absent).
 struct CertMaterial {
   std::string tls_crt;  // the leaf
   std::string tls_key;
-  std::string ca_crt;   // the CA bundle: the current CA first, then older ones still valid
+  std::string ca_crt;  // the CA bundle: the current CA first, then older ones still valid
   std::string ca_key;
 
   bool operator==(const CertMaterial&) const = default;
@@ -52,11 +52,11 @@ struct CertInfo {
 
 // What the Secret holds, as far as the decision needs it.
 struct CertFacts {
-  bool present = false;        // the Secret exists
-  bool ca_usable = false;      // ca.key parses and matches a CA certificate in ca.crt
-  std::string ca_problem;      // why not
-  CertInfo ca;                 // that certificate
-  bool leaf_usable = false;    // tls.crt/tls.key parse, match, and the leaf is signed by that CA
+  bool present = false;      // the Secret exists
+  bool ca_usable = false;    // ca.key parses and matches a CA certificate in ca.crt
+  std::string ca_problem;    // why not
+  CertInfo ca;               // that certificate
+  bool leaf_usable = false;  // tls.crt/tls.key parse, match, and the leaf is signed by that CA
   std::string leaf_problem;
   CertInfo leaf;
   std::vector<CertInfo> bundle;  // every certificate in ca.crt
@@ -75,8 +75,8 @@ struct CertDecision {
   std::string reason;  // for the log
 };
 
-CertDecision DecideCert(const CertFacts& facts, const std::vector<std::string>& dns_names, int64_t now,
-                        const CertPolicy& policy = {});
+CertDecision DecideCert(const CertFacts& facts, const std::vector<std::string>& dns_names,
+                        int64_t now, const CertPolicy& policy = {});
 
 // Parses the material (present: whether the Secret exists). Never fails: what does not parse is
 // reported in the *_problem fields.

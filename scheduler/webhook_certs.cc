@@ -1,8 +1,7 @@
 #include "scheduler/webhook_certs.h"
 
-#include <spdlog/spdlog.h>
-
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -38,7 +37,8 @@ constexpr DataKey kKeys[] = {{"tls.crt", &CertMaterial::tls_crt},
 // The Secret's material; a value that is missing or not base64 reads as "" (unusable).
 CertMaterial Decode(const json& secret) {
   CertMaterial m;
-  const json* data = secret.contains("data") && secret["data"].is_object() ? &secret["data"] : nullptr;
+  const json* data =
+      secret.contains("data") && secret["data"].is_object() ? &secret["data"] : nullptr;
   if (data == nullptr) return m;
   for (const DataKey& k : kKeys) {
     auto it = data->find(k.key);
@@ -78,7 +78,8 @@ Status WriteNew(const std::string& path, const std::string& text, mode_t mode) {
   }
   const bool synced = ::fsync(fd) == 0;
   ::close(fd);
-  if (!synced) return Status::Unavailable("cannot write " + path + ": fsync: " + std::strerror(errno));
+  if (!synced)
+    return Status::Unavailable("cannot write " + path + ": fsync: " + std::strerror(errno));
   return Status::Ok();
 }
 
@@ -87,7 +88,8 @@ Status SwapLink(const std::string& target, const std::string& link) {
   const std::string tmp = link + ".tmp";
   ::unlink(tmp.c_str());
   if (::symlink(target.c_str(), tmp.c_str()) != 0 || ::rename(tmp.c_str(), link.c_str()) != 0)
-    return Status::Unavailable("cannot link " + link + " -> " + target + ": " + std::strerror(errno));
+    return Status::Unavailable("cannot link " + link + " -> " + target + ": " +
+                               std::strerror(errno));
   return Status::Ok();
 }
 
@@ -99,12 +101,15 @@ std::string ReadLink(const std::string& link) {
 
 }  // namespace
 
-WebhookCertManager::WebhookCertManager(std::shared_ptr<kube::Client> client, WebhookCertOptions options)
+WebhookCertManager::WebhookCertManager(std::shared_ptr<kube::Client> client,
+                                       WebhookCertOptions options)
     : client_(std::move(client)), options_(std::move(options)) {
   dns_names_ = ServiceDnsNames(options_.service_name, options_.service_namespace);
 }
 
-WebhookCertManager::~WebhookCertManager() { Stop(); }
+WebhookCertManager::~WebhookCertManager() {
+  Stop();
+}
 
 int64_t WebhookCertManager::Now() const {
   const auto t = options_.now ? options_.now() : std::chrono::system_clock::now();
@@ -117,8 +122,10 @@ WebhookCertStats WebhookCertManager::stats() const {
 }
 
 bool WebhookCertManager::certs_in_place() const {
-  struct stat a {}, b {};
-  return ::stat(cert_file().c_str(), &a) == 0 && ::stat(key_file().c_str(), &b) == 0 && a.st_size > 0 && b.st_size > 0;
+  struct stat a {
+  }, b{};
+  return ::stat(cert_file().c_str(), &a) == 0 && ::stat(key_file().c_str(), &b) == 0 &&
+         a.st_size > 0 && b.st_size > 0;
 }
 
 Result<CertMaterial> WebhookCertManager::ReconcileSecret() {
@@ -128,18 +135,21 @@ Result<CertMaterial> WebhookCertManager::ReconcileSecret() {
   for (int attempt = 0; attempt < kMaxAttempts; ++attempt) {
     Result<json> got = client_->Get(kube::kSecrets, ns, name);
     const bool present = got.ok();
-    if (!present && !kube::IsNotFound(got.status())) return got.status().WithContext("get " + where);
+    if (!present && !kube::IsNotFound(got.status()))
+      return got.status().WithContext("get " + where);
     const CertMaterial current = present ? Decode(*got) : CertMaterial{};
     const int64_t now = Now();
-    const CertDecision d = DecideCert(InspectCertificates(current, present), dns_names_, now, options_.policy);
+    const CertDecision d =
+        DecideCert(InspectCertificates(current, present), dns_names_, now, options_.policy);
     {
       std::lock_guard<std::mutex> l(mu_);
       stats_.last_action = std::string(CertActionName(d.action));
     }
     if (d.action == CertAction::kKeep) return current;
-    spdlog::info("event=webhook_cert_decision secret={} action={} reason={}", Value(ns + "/" + name),
-                 CertActionName(d.action), Value(d.reason));
-    GPUSHARE_ASSIGN_OR_RETURN(CertMaterial next, IssueCertificates(current, d.action, dns_names_, now, options_.policy));
+    spdlog::info("event=webhook_cert_decision secret={} action={} reason={}",
+                 Value(ns + "/" + name), CertActionName(d.action), Value(d.reason));
+    GPUSHARE_ASSIGN_OR_RETURN(
+        CertMaterial next, IssueCertificates(current, d.action, dns_names_, now, options_.policy));
     json secret;
     if (present) {
       secret = *got;  // keeps its resourceVersion: a concurrent writer makes the PUT a 409
@@ -147,7 +157,9 @@ Result<CertMaterial> WebhookCertManager::ReconcileSecret() {
       secret = {{"apiVersion", "v1"},
                 {"kind", "Secret"},
                 {"metadata",
-                 {{"name", name}, {"namespace", ns}, {"labels", {{"app.kubernetes.io/managed-by", "gpushare-scheduler"}}}}},
+                 {{"name", name},
+                  {"namespace", ns},
+                  {"labels", {{"app.kubernetes.io/managed-by", "gpushare-scheduler"}}}}},
                 {"type", "kubernetes.io/tls"}};
     }
     Encode(next, secret["data"]);
@@ -156,7 +168,8 @@ Result<CertMaterial> WebhookCertManager::ReconcileSecret() {
     if (written.ok()) {
       std::lock_guard<std::mutex> l(mu_);
       ++stats_.secret_writes;
-      spdlog::info("event=webhook_cert_written secret={} action={}", Value(ns + "/" + name), CertActionName(d.action));
+      spdlog::info("event=webhook_cert_written secret={} action={}", Value(ns + "/" + name),
+                   CertActionName(d.action));
       return next;
     }
     const Status& s = written.status();
@@ -164,12 +177,14 @@ Result<CertMaterial> WebhookCertManager::ReconcileSecret() {
       // Another replica wrote first: serve theirs (re-read, decide again).
       std::lock_guard<std::mutex> l(mu_);
       ++stats_.conflicts;
-      spdlog::info("event=webhook_cert_conflict secret={} detail={}", Value(ns + "/" + name), Value(s.message()));
+      spdlog::info("event=webhook_cert_conflict secret={} detail={}", Value(ns + "/" + name),
+                   Value(s.message()));
       continue;
     }
     return s.WithContext(std::string(present ? "update " : "create ") + where);
   }
-  return Status::Aborted(where + ": still changing after " + std::to_string(kMaxAttempts) + " attempts");
+  return Status::Aborted(where + ": still changing after " + std::to_string(kMaxAttempts) +
+                         " attempts");
 }
 
 Status WebhookCertManager::WriteFiles(const CertMaterial& m) {
@@ -179,7 +194,8 @@ Status WebhookCertManager::WriteFiles(const CertMaterial& m) {
   // DIR/tls.crt -> ..data/tls.crt: one rename switches both files.
   std::string tmpl = dir + "/..certs-XXXXXX";
   if (::mkdtemp(tmpl.data()) == nullptr)
-    return Status::Unavailable("--webhook-cert-dir " + dir + ": cannot create a directory: " + std::strerror(errno));
+    return Status::Unavailable("--webhook-cert-dir " + dir +
+                               ": cannot create a directory: " + std::strerror(errno));
   const std::string fresh = tmpl;
   const std::string base = fresh.substr(dir.size() + 1);
   Status s = WriteNew(fresh + "/tls.crt", m.tls_crt, 0644);
@@ -206,12 +222,15 @@ Status WebhookCertManager::PatchConfiguration(const std::string& bundle) {
   Result<json> got = client_->Get(kube::kMutatingWebhookConfigurations, "", name);
   if (!got.ok()) {
     if (kube::IsNotFound(got.status()))
-      return Status::NotFound("MutatingWebhookConfiguration " + name + " does not exist (yet); its caBundle is set once it does");
+      return Status::NotFound("MutatingWebhookConfiguration " + name +
+                              " does not exist (yet); its caBundle is set once it does");
     return got.status().WithContext("get MutatingWebhookConfiguration " + name);
   }
   const std::string want = kube::Base64Encode(bundle);
   json ops = json::array();
-  const json& hooks = got->contains("webhooks") && (*got)["webhooks"].is_array() ? (*got)["webhooks"] : json::array();
+  const json& hooks = got->contains("webhooks") && (*got)["webhooks"].is_array()
+                          ? (*got)["webhooks"]
+                          : json::array();
   for (size_t i = 0; i < hooks.size(); ++i) {
     const json& h = hooks[i];
     const json* cc = h.is_object() && h.contains("clientConfig") ? &h["clientConfig"] : nullptr;
@@ -221,14 +240,18 @@ Status WebhookCertManager::PatchConfiguration(const std::string& bundle) {
     if (cc != nullptr && cc->is_object())
       ops.push_back({{"op", "add"}, {"path", at + "/clientConfig/caBundle"}, {"value", want}});
     else
-      ops.push_back({{"op", "add"}, {"path", at + "/clientConfig"}, {"value", {{"caBundle", want}}}});
+      ops.push_back(
+          {{"op", "add"}, {"path", at + "/clientConfig"}, {"value", {{"caBundle", want}}}});
   }
   if (ops.empty()) return Status::Ok();
   Result<json> patched = client_->JsonPatch(kube::kMutatingWebhookConfigurations, "", name, ops);
-  if (!patched.ok()) return patched.status().WithContext("patch the caBundle of MutatingWebhookConfiguration " + name);
+  if (!patched.ok())
+    return patched.status().WithContext("patch the caBundle of MutatingWebhookConfiguration " +
+                                        name);
   std::lock_guard<std::mutex> l(mu_);
   ++stats_.bundle_patches;
-  spdlog::info("event=webhook_ca_bundle_patched configuration={} webhooks={}", Value(name), ops.size() / 2);
+  spdlog::info("event=webhook_ca_bundle_patched configuration={} webhooks={}", Value(name),
+               ops.size() / 2);
   return Status::Ok();
 }
 
@@ -259,7 +282,9 @@ void WebhookCertManager::Loop(std::function<void()> after_pass) {
   while (!stopping_) {
     l.unlock();
     const Status s = SyncOnce();
-    if (!s.ok()) spdlog::warn("event=webhook_cert_pass_failed retry_ms={} error={}", retry.count(), Value(s.message()));
+    if (!s.ok())
+      spdlog::warn("event=webhook_cert_pass_failed retry_ms={} error={}", retry.count(),
+                   Value(s.message()));
     if (after_pass) after_pass();
     l.lock();
     std::chrono::milliseconds wait = options_.check_interval;

@@ -35,13 +35,13 @@ struct WebhookCertOptions {
   std::string cert_dir;          // --webhook-cert-dir
   std::string secret_namespace;  // --webhook-secret NAMESPACE/NAME
   std::string secret_name;
-  std::string configuration;     // --webhook-configuration
-  std::string service_name;      // --webhook-service NAME.NAMESPACE
+  std::string configuration;  // --webhook-configuration
+  std::string service_name;   // --webhook-service NAME.NAMESPACE
   std::string service_namespace;
   std::chrono::milliseconds check_interval{std::chrono::hours(1)};  // --webhook-cert-check-interval
-  std::chrono::milliseconds max_retry{std::chrono::seconds(30)};    // backoff cap after a failed pass
+  std::chrono::milliseconds max_retry{std::chrono::seconds(30)};  // backoff cap after a failed pass
   CertPolicy policy;
-  std::function<std::chrono::system_clock::time_point()> now;      // default: the system clock
+  std::function<std::chrono::system_clock::time_point()> now;  // default: the system clock
 };
 
 struct WebhookCertStats {
@@ -52,7 +52,7 @@ struct WebhookCertStats {
   uint64_t file_writes = 0;     // certificate pairs written into cert_dir
   uint64_t bundle_patches = 0;  // configuration patches
   std::string last_error;
-  std::string last_action;      // CertActionName of the last decision
+  std::string last_action;  // CertActionName of the last decision
 };
 
 class WebhookCertManager {

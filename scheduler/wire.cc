@@ -12,7 +12,9 @@ namespace {
 
 using json = nlohmann::json;
 
-std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string Dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 // The first byte in [p, end) that a JSON string cannot carry as it is: '"', '\\', a control
 // character, or a non-ASCII byte; `end` when there is none. Node names are plain ASCII, so the
@@ -25,8 +27,9 @@ const char* FindSpecial(const char* p, const char* end) {
   // Signed compare: bytes 0x80..0xff are negative, so "< 0x20" also catches non-ASCII.
   auto hits = [&](const char* at) {
     const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(at));
-    return static_cast<unsigned>(_mm_movemask_epi8(_mm_or_si128(
-        _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)), _mm_cmplt_epi8(v, space))));
+    return static_cast<unsigned>(_mm_movemask_epi8(
+        _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
+                     _mm_cmplt_epi8(v, space))));
   };
   if (end - p >= 16) {
     for (; end - p >= 16; p += 16)
@@ -95,13 +98,20 @@ std::string FoldKey(std::string_view key) {
 
 std::string_view TypeName(const json& j) {
   switch (j.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::object: return "an object";
-    case json::value_t::array: return "an array";
-    case json::value_t::string: return "a string";
-    case json::value_t::boolean: return "a boolean";
-    case json::value_t::discarded: return "invalid";
-    default: return "a number";
+    case json::value_t::null:
+      return "null";
+    case json::value_t::object:
+      return "an object";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::boolean:
+      return "a boolean";
+    case json::value_t::discarded:
+      return "invalid";
+    default:
+      return "a number";
   }
 }
 
@@ -156,8 +166,9 @@ Result<json> ParseBody(std::string_view body, int max_depth) {
       in_string = true;
     } else if (c == '{' || c == '[') {
       if (++depth > max_depth)
-        return Status::InvalidArgument("malformed JSON: nesting deeper than " + std::to_string(max_depth) +
-                                       " levels at offset " + std::to_string(i));
+        return Status::InvalidArgument("malformed JSON: nesting deeper than " +
+                                       std::to_string(max_depth) + " levels at offset " +
+                                       std::to_string(i));
     } else if (c == '}' || c == ']') {
       --depth;
     }
@@ -182,8 +193,8 @@ Result<const json*> FindField(const json& obj, std::string_view name) {
     if (it.key().size() < name.size() || it.key().size() > name.size() * 3) continue;
     if (FoldKey(it.key()) != want) continue;
     if (found != nullptr)
-      return Status::InvalidArgument("field " + std::string(name) + " appears twice (as \"" + found_key + "\" and \"" +
-                                     it.key() + "\")");
+      return Status::InvalidArgument("field " + std::string(name) + " appears twice (as \"" +
+                                     found_key + "\" and \"" + it.key() + "\")");
     found = &it.value();
     found_key = it.key();
   }
@@ -215,7 +226,8 @@ Status DecodeNodes(json&& list, ExtenderArgs* a) {
       const std::string path = "Nodes.items[" + std::to_string(i) + "]";
       if (!n.is_object()) return WrongType(path, "a Node object", n);
       auto meta = n.find("metadata");
-      if (meta == n.end() || !meta->is_object()) return Status::InvalidArgument(path + ".metadata: missing");
+      if (meta == n.end() || !meta->is_object())
+        return Status::InvalidArgument(path + ".metadata: missing");
       auto name = meta->find("name");
       if (name == meta->end() || !name->is_string() || name->get<std::string>().empty())
         return Status::InvalidArgument(path + ".metadata.name: missing or not a string");
@@ -265,7 +277,10 @@ class ArgsSax {
     if (f != Field::kSkip) {
       std::string& first = seen_[static_cast<int>(f)];
       if (!first.empty())
-        return Fail("field " + std::string(f == Field::kPod ? "Pod" : f == Field::kNodes ? "Nodes" : "NodeNames") +
+        return Fail("field " +
+                    std::string(f == Field::kPod     ? "Pod"
+                                : f == Field::kNodes ? "Nodes"
+                                                     : "NodeNames") +
                     " appears twice (as \"" + first + "\" and \"" + k + "\")");
       first = k;
     }
@@ -279,8 +294,10 @@ class ArgsSax {
 
   Status Finish(ExtenderArgs* a) {
     if (!error_.empty()) return Status::InvalidArgument(error_);
-    if (!root_object_) return Status::InvalidArgument("request body: must be a JSON object, got " + root_type_);
-    if (seen_[static_cast<int>(Field::kPod)].empty() || pod_.is_null()) return Status::InvalidArgument("Pod: missing or null");
+    if (!root_object_)
+      return Status::InvalidArgument("request body: must be a JSON object, got " + root_type_);
+    if (seen_[static_cast<int>(Field::kPod)].empty() || pod_.is_null())
+      return Status::InvalidArgument("Pod: missing or null");
     if (!pod_.is_object()) return WrongType("Pod", "an object", pod_);
     a->pod = std::move(pod_);
     if (have_names_) {
@@ -306,16 +323,22 @@ class ArgsSax {
     if (dom_) return Forward(std::move(v));
     if (depth_ != 1) {
       if (field_ == Field::kNames && in_names_ && depth_ == 2)
-        return Fail("NodeNames[" + std::to_string(names_.size()) + "]: must be a string, got " + std::string(TypeName(v)));
+        return Fail("NodeNames[" + std::to_string(names_.size()) + "]: must be a string, got " +
+                    std::string(TypeName(v)));
       return true;
     }
     switch (field_) {
-      case Field::kPod: pod_ = std::move(v); break;
-      case Field::kNodes: nodes_ = std::move(v); break;
+      case Field::kPod:
+        pod_ = std::move(v);
+        break;
+      case Field::kNodes:
+        nodes_ = std::move(v);
+        break;
       case Field::kNames:
         if (!v.is_null()) return WrongTypeFail("NodeNames", "an array of strings or null", v);
         break;
-      default: break;
+      default:
+        break;
     }
     field_ = Field::kNone;
     return true;
@@ -325,12 +348,18 @@ class ArgsSax {
   }
   bool Forward(json v) {
     switch (v.type()) {
-      case json::value_t::null: return dom_->null();
-      case json::value_t::boolean: return dom_->boolean(v.get<bool>());
-      case json::value_t::number_integer: return dom_->number_integer(v.get<json::number_integer_t>());
-      case json::value_t::number_unsigned: return dom_->number_unsigned(v.get<json::number_unsigned_t>());
-      case json::value_t::number_float: return dom_->number_float(v.get<json::number_float_t>(), "");
-      default: return dom_->string(v.get_ref<std::string&>());
+      case json::value_t::null:
+        return dom_->null();
+      case json::value_t::boolean:
+        return dom_->boolean(v.get<bool>());
+      case json::value_t::number_integer:
+        return dom_->number_integer(v.get<json::number_integer_t>());
+      case json::value_t::number_unsigned:
+        return dom_->number_unsigned(v.get<json::number_unsigned_t>());
+      case json::value_t::number_float:
+        return dom_->number_float(v.get<json::number_float_t>(), "");
+      default:
+        return dom_->string(v.get_ref<std::string&>());
     }
   }
   bool Open(bool object, std::size_t n) {
@@ -402,7 +431,8 @@ class ArgsSax {
 // returns false and the SAX path decides, with its messages.
 class FastArgs {
  public:
-  FastArgs(std::string_view body, int max_depth) : p_(body.data()), end_(body.data() + body.size()), max_depth_(max_depth) {}
+  FastArgs(std::string_view body, int max_depth)
+      : p_(body.data()), end_(body.data() + body.size()), max_depth_(max_depth) {}
 
   bool Decode(ExtenderArgs* a) {
     Ws();
@@ -470,7 +500,8 @@ class FastArgs {
     while (p_ < end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
   }
   bool Literal(std::string_view word) {
-    if (static_cast<size_t>(end_ - p_) < word.size() || std::string_view(p_, word.size()) != word) return false;
+    if (static_cast<size_t>(end_ - p_) < word.size() || std::string_view(p_, word.size()) != word)
+      return false;
     p_ += word.size();
     return true;
   }
@@ -505,8 +536,8 @@ class FastArgs {
     if (p_ >= end_) return false;
     if (*p_ != '{' && *p_ != '[') {
       if (*p_ == '"') return SkipString();
-      while (p_ < end_ && *p_ != ',' && *p_ != '}' && *p_ != ']' && *p_ != ' ' && *p_ != '\n' && *p_ != '\r' &&
-             *p_ != '\t')
+      while (p_ < end_ && *p_ != ',' && *p_ != '}' && *p_ != ']' && *p_ != ' ' && *p_ != '\n' &&
+             *p_ != '\r' && *p_ != '\t')
         ++p_;
       return true;
     }
@@ -576,7 +607,8 @@ Result<ExtenderArgs> ParseExtenderArgsGeneral(std::string_view body, int max_dep
 // Go's encoding/json writes struct fields in declaration order; so do these encoders.
 std::string EncodeFilterResult(const FilterResult& r) {
   if (!r.error.empty())
-    return "{\"Nodes\":null,\"NodeNames\":null,\"FailedNodes\":null,\"FailedAndUnresolvableNodes\":null,\"Error\":" +
+    return "{\"Nodes\":null,\"NodeNames\":null,\"FailedNodes\":null,\"FailedAndUnresolvableNodes\":"
+           "null,\"Error\":" +
            Dump(json(r.error)) + "}";
   std::string out = "{\"Nodes\":";
   if (r.names_mode) {
@@ -623,8 +655,12 @@ Result<BindingArgs> DecodeBindingArgs(const json& body) {
   return b;
 }
 
-std::string EncodeBindingResult(std::string_view error) { return Dump(json{{"Error", error}}); }
+std::string EncodeBindingResult(std::string_view error) {
+  return Dump(json{{"Error", error}});
+}
 
-std::string EncodeError(std::string_view error) { return Dump(json{{"Error", error}}); }
+std::string EncodeError(std::string_view error) {
+  return Dump(json{{"Error", error}});
+}
 
 }  // namespace gpushare::scheduler

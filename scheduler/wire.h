@@ -16,12 +16,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 
@@ -44,10 +43,11 @@ Result<const nlohmann::json*> FindField(const nlohmann::json& obj, std::string_v
 // `unescaped_names` for names that had to be unescaped, or into `nodes`. So the body must
 // outlive the args, and the args are move-only (a move keeps every viewed byte where it is).
 struct ExtenderArgs {
-  nlohmann::json pod;                                       // the Pod object (an object, never null)
+  nlohmann::json pod;  // the Pod object (an object, never null)
   std::optional<std::vector<std::string_view>> node_names;  // NodeNames, when not null
   std::optional<std::vector<nlohmann::json>> nodes;         // Nodes.items, when Nodes is not null
-  std::unique_ptr<const std::vector<std::string>> unescaped_names;  // what node_names views, when not the body
+  std::unique_ptr<const std::vector<std::string>>
+      unescaped_names;  // what node_names views, when not the body
 
   ExtenderArgs() = default;
   ExtenderArgs(ExtenderArgs&&) = default;
@@ -72,8 +72,8 @@ Result<ExtenderArgs> ParseExtenderArgsGeneral(std::string_view body, int max_dep
 // ExtenderFilterResult.
 struct FilterResult {
   bool names_mode = true;
-  std::vector<std::string_view> node_names;  // names mode: the nodes that pass
-  std::vector<nlohmann::json> nodes;       // nodes mode: the Node objects that pass
+  std::vector<std::string_view> node_names;         // names mode: the nodes that pass
+  std::vector<nlohmann::json> nodes;                // nodes mode: the Node objects that pass
   std::map<std::string, std::string> failed;        // FailedNodes
   std::map<std::string, std::string> unresolvable;  // FailedAndUnresolvableNodes
   std::string error;                                // Error; when set, everything else is null

@@ -8,7 +8,9 @@
 
 namespace gpushare::sim {
 
-Status CsvError(std::string_view message) { return Status::InvalidArgument(EscapeControlBytes(message)); }
+Status CsvError(std::string_view message) {
+  return Status::InvalidArgument(EscapeControlBytes(message));
+}
 
 namespace {
 
@@ -79,7 +81,8 @@ Result<CsvFile> CsvFile::Parse(std::string path, std::string_view content) {
   if (content.size() >= 3 && content.substr(0, 3) == "\xEF\xBB\xBF") pos = 3;  // UTF-8 BOM
   while (pos < content.size()) {
     size_t nl = content.find('\n', pos);
-    std::string_view line = content.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
+    std::string_view line =
+        content.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
     pos = nl == std::string_view::npos ? content.size() : nl + 1;
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
@@ -89,8 +92,8 @@ Result<CsvFile> CsvFile::Parse(std::string path, std::string_view content) {
     if (!have_header) {
       for (const auto& h : fields) {
         if (h.text.empty())
-          return CsvError(f.path_ + ":" + std::to_string(line_no) + ":" +
-                                         std::to_string(h.column) + ": empty column name in the header");
+          return CsvError(f.path_ + ":" + std::to_string(line_no) + ":" + std::to_string(h.column) +
+                          ": empty column name in the header");
         f.header_.push_back(h.text);
       }
       f.header_line_ = line_no;
@@ -99,9 +102,9 @@ Result<CsvFile> CsvFile::Parse(std::string path, std::string_view content) {
     }
     if (fields.size() > f.header_.size())
       return CsvError(f.path_ + ":" + std::to_string(line_no) + ":" +
-                                     std::to_string(fields[f.header_.size()].column) + ": " +
-                                     std::to_string(fields.size()) + " fields, the header has " +
-                                     std::to_string(f.header_.size()));
+                      std::to_string(fields[f.header_.size()].column) + ": " +
+                      std::to_string(fields.size()) + " fields, the header has " +
+                      std::to_string(f.header_.size()));
     CsvRow row;
     row.line = line_no;
     row.fields = fields;
@@ -111,8 +114,10 @@ Result<CsvFile> CsvFile::Parse(std::string path, std::string_view content) {
   return f;
 }
 
-Result<CsvFile> CsvFile::Read(const std::string& path, std::string_view what, std::string_view example_name) {
-  GPUSHARE_ASSIGN_OR_RETURN(auto text, ReadInputFile(path, {what, kMaxTraceFileBytes, example_name}));
+Result<CsvFile> CsvFile::Read(const std::string& path, std::string_view what,
+                              std::string_view example_name) {
+  GPUSHARE_ASSIGN_OR_RETURN(auto text,
+                            ReadInputFile(path, {what, kMaxTraceFileBytes, example_name}));
   return Parse(path, text);
 }
 
@@ -128,7 +133,7 @@ Result<int> CsvFile::Column(std::string_view name) const {
     std::string have;
     for (const auto& h : header_) have += (have.empty() ? "" : ",") + h;
     return CsvError(path_ + ":" + std::to_string(header_line_) + ":1: missing column '" +
-                                   std::string(name) + "' (header: " + have + ")");
+                    std::string(name) + "' (header: " + have + ")");
   }
   return c;
 }
@@ -143,16 +148,20 @@ std::string CsvFile::Where(const CsvRow& row, int column) const {
   return path_ + ":" + std::to_string(row.line) + ":" + std::to_string(col);
 }
 
-Result<std::string> CsvFile::String(const CsvRow& row, int column, std::string_view name, bool required) const {
-  std::string v = column < static_cast<int>(row.fields.size()) ? row.fields[column].text : std::string();
+Result<std::string> CsvFile::String(const CsvRow& row, int column, std::string_view name,
+                                    bool required) const {
+  std::string v =
+      column < static_cast<int>(row.fields.size()) ? row.fields[column].text : std::string();
   if (required && v.empty())
     return CsvError(Where(row, column) + ": " + std::string(name) + ": must not be empty");
   return v;
 }
 
-Result<std::optional<int64_t>> CsvFile::OptionalInt(const CsvRow& row, int column, std::string_view name,
-                                                    int64_t min, int64_t max) const {
-  const std::string v = column < static_cast<int>(row.fields.size()) ? row.fields[column].text : std::string();
+Result<std::optional<int64_t>> CsvFile::OptionalInt(const CsvRow& row, int column,
+                                                    std::string_view name, int64_t min,
+                                                    int64_t max) const {
+  const std::string v =
+      column < static_cast<int>(row.fields.size()) ? row.fields[column].text : std::string();
   if (v.empty()) return std::optional<int64_t>();
   int64_t out = 0;
   auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
@@ -164,20 +173,21 @@ Result<std::optional<int64_t>> CsvFile::OptionalInt(const CsvRow& row, int colum
     // 3.2e123, inf or nan is undefined behaviour; found by fuzz/fuzz_trace_csv).
     if (e2 != std::errc() || p2 != v.data() + v.size() || !std::isfinite(d) || std::trunc(d) != d)
       return CsvError(Where(row, column) + ": " + std::string(name) +
-                                     ": expected an integer, got '" + v + "'");
+                      ": expected an integer, got '" + v + "'");
     if (d < -9223372036854775808.0 || d >= 9223372036854775808.0 || d < static_cast<double>(min) ||
         d > static_cast<double>(max))
       return CsvError(Where(row, column) + ": " + std::string(name) + ": must be in " +
-                                     std::to_string(min) + ".." + std::to_string(max) + ", got " + v);
+                      std::to_string(min) + ".." + std::to_string(max) + ", got " + v);
     out = static_cast<int64_t>(d);
   }
   if (out < min || out > max)
     return CsvError(Where(row, column) + ": " + std::string(name) + ": must be in " +
-                                   std::to_string(min) + ".." + std::to_string(max) + ", got " + v);
+                    std::to_string(min) + ".." + std::to_string(max) + ", got " + v);
   return std::optional<int64_t>(out);
 }
 
-Result<int64_t> CsvFile::Int(const CsvRow& row, int column, std::string_view name, int64_t min, int64_t max) const {
+Result<int64_t> CsvFile::Int(const CsvRow& row, int column, std::string_view name, int64_t min,
+                             int64_t max) const {
   GPUSHARE_ASSIGN_OR_RETURN(std::optional<int64_t> v, OptionalInt(row, column, name, min, max));
   if (!v.has_value())
     return CsvError(Where(row, column) + ": " + std::string(name) + ": must not be empty");

@@ -59,8 +59,10 @@ class CsvFile {
   std::string Where(const CsvRow& row, int column) const;
 
   // Typed access with located errors. Missing trailing fields are empty.
-  Result<std::string> String(const CsvRow& row, int column, std::string_view name, bool required) const;
-  Result<int64_t> Int(const CsvRow& row, int column, std::string_view name, int64_t min, int64_t max) const;
+  Result<std::string> String(const CsvRow& row, int column, std::string_view name,
+                             bool required) const;
+  Result<int64_t> Int(const CsvRow& row, int column, std::string_view name, int64_t min,
+                      int64_t max) const;
   Result<std::optional<int64_t>> OptionalInt(const CsvRow& row, int column, std::string_view name,
                                              int64_t min, int64_t max) const;
 

@@ -149,7 +149,8 @@ DynamicResult RunDynamic(const Workload& workload, const placement::TargetWorklo
     const std::vector<placement::NodeId> only{node};
     for (auto it = queue.begin(); it != queue.end();) {
       const int w = *it;
-      if (placement::CheckFit(cluster.node(node), engine.shape(shape[w])) != placement::Rejection::kNone) {
+      if (placement::CheckFit(cluster.node(node), engine.shape(shape[w])) !=
+          placement::Rejection::kNone) {
         ++it;
         continue;
       }
@@ -176,7 +177,8 @@ DynamicResult RunDynamic(const Workload& workload, const placement::TargetWorklo
   return r;
 }
 
-std::vector<DynamicResult> RunDynamicExperiment(const Workload& workload, const std::vector<std::string>& policies,
+std::vector<DynamicResult> RunDynamicExperiment(const Workload& workload,
+                                                const std::vector<std::string>& policies,
                                                 const std::vector<uint64_t>& seeds, int jobs,
                                                 const std::function<void(int, int)>& progress) {
   const placement::TargetWorkload typical = TypicalWorkload(workload, 0.95);
@@ -185,7 +187,8 @@ std::vector<DynamicResult> RunDynamicExperiment(const Workload& workload, const 
     for (uint64_t s : seeds) work.emplace_back(p, s);
   std::vector<DynamicResult> results(work.size());
   ParallelFor(
-      work.size(), jobs, [&](size_t i) { results[i] = RunDynamic(workload, typical, work[i].first, work[i].second); },
+      work.size(), jobs,
+      [&](size_t i) { results[i] = RunDynamic(workload, typical, work[i].first, work[i].second); },
       progress);
   return results;
 }
@@ -196,8 +199,8 @@ std::string DynamicCsv(const std::vector<DynamicResult>& runs) {
   for (const auto& r : runs)
     for (const auto& s : r.samples) {
       std::snprintf(buf, sizeof buf, "%s,%llu,%lld,%.3f,%lld\n", r.policy.c_str(),
-                    static_cast<unsigned long long>(r.seed), static_cast<long long>(s.time), s.allocated_pct,
-                    static_cast<long long>(s.waiting));
+                    static_cast<unsigned long long>(r.seed), static_cast<long long>(s.time),
+                    s.allocated_pct, static_cast<long long>(s.waiting));
       out += buf;
     }
   return out;
@@ -205,16 +208,18 @@ std::string DynamicCsv(const std::vector<DynamicResult>& runs) {
 
 std::string DynamicSummaryCsv(const std::vector<DynamicResult>& runs) {
   std::string out =
-      "policy,seed,time_weighted_alloc_pct,time_weighted_demand_pct,peak_alloc_pct,pods,placed_on_arrival,waited,"
+      "policy,seed,time_weighted_alloc_pct,time_weighted_demand_pct,peak_alloc_pct,pods,placed_on_"
+      "arrival,waited,"
       "failed,skipped,mean_wait_s,max_wait_s,max_waiting\n";
   char buf[320];
   for (const auto& r : runs) {
-    std::snprintf(buf, sizeof buf, "%s,%llu,%.3f,%.3f,%.3f,%lld,%lld,%lld,%lld,%lld,%.1f,%.1f,%lld\n", r.policy.c_str(),
-                  static_cast<unsigned long long>(r.seed), r.time_weighted_alloc_pct, r.time_weighted_demand_pct,
-                  r.peak_alloc_pct, static_cast<long long>(r.pods), static_cast<long long>(r.placed_on_arrival),
-                  static_cast<long long>(r.waited), static_cast<long long>(r.failed),
-                  static_cast<long long>(r.skipped), r.mean_wait_s, r.max_wait_s,
-                  static_cast<long long>(r.max_waiting));
+    std::snprintf(
+        buf, sizeof buf, "%s,%llu,%.3f,%.3f,%.3f,%lld,%lld,%lld,%lld,%lld,%.1f,%.1f,%lld\n",
+        r.policy.c_str(), static_cast<unsigned long long>(r.seed), r.time_weighted_alloc_pct,
+        r.time_weighted_demand_pct, r.peak_alloc_pct, static_cast<long long>(r.pods),
+        static_cast<long long>(r.placed_on_arrival), static_cast<long long>(r.waited),
+        static_cast<long long>(r.failed), static_cast<long long>(r.skipped), r.mean_wait_s,
+        r.max_wait_s, static_cast<long long>(r.max_waiting));
     out += buf;
   }
   return out;
@@ -223,9 +228,11 @@ std::string DynamicSummaryCsv(const std::vector<DynamicResult>& runs) {
 std::string DynamicTable(const std::vector<DynamicResult>& runs) {
   std::vector<std::string> policies;
   for (const auto& r : runs)
-    if (std::find(policies.begin(), policies.end(), r.policy) == policies.end()) policies.push_back(r.policy);
+    if (std::find(policies.begin(), policies.end(), r.policy) == policies.end())
+      policies.push_back(r.policy);
   std::string out =
-      "dynamic replay (median over seeds)\npolicy      alloc%(time-avg)  demand%(time-avg)  peak alloc%   waited   failed  "
+      "dynamic replay (median over seeds)\npolicy      alloc%(time-avg)  demand%(time-avg)  peak "
+      "alloc%   waited   failed  "
       "mean wait s\n";
   char buf[200];
   for (const auto& p : policies) {
@@ -239,8 +246,8 @@ std::string DynamicTable(const std::vector<DynamicResult>& runs) {
       f.push_back(static_cast<double>(r.failed));
       mw.push_back(r.mean_wait_s);
     }
-    std::snprintf(buf, sizeof buf, "%-12s %16.2f %18.2f %12.2f %8.0f %8.0f %12.0f\n", p.c_str(), Median(a), Median(d),
-                  Median(pk), Median(w), Median(f), Median(mw));
+    std::snprintf(buf, sizeof buf, "%-12s %16.2f %18.2f %12.2f %8.0f %8.0f %12.0f\n", p.c_str(),
+                  Median(a), Median(d), Median(pk), Median(w), Median(f), Median(mw));
     out += buf;
   }
   return out;

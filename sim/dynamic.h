@@ -32,18 +32,18 @@ struct DynamicResult {
   std::string policy;
   uint64_t seed = 0;
   Status status;
-  int64_t pods = 0;               // pods replayed
-  int64_t skipped = 0;            // zero or negative lifetime
+  int64_t pods = 0;     // pods replayed
+  int64_t skipped = 0;  // zero or negative lifetime
   int64_t placed_on_arrival = 0;
-  int64_t waited = 0;             // placed after waiting
-  int64_t failed = 0;             // never ran (deleted while waiting, or still waiting at the end)
-  double mean_wait_s = 0;         // over pods that waited and then ran
+  int64_t waited = 0;      // placed after waiting
+  int64_t failed = 0;      // never ran (deleted while waiting, or still waiting at the end)
+  double mean_wait_s = 0;  // over pods that waited and then ran
   double max_wait_s = 0;
   int64_t max_waiting = 0;
   double time_weighted_alloc_pct = 0;   // allocated GPU share, averaged over the replay span
   double time_weighted_demand_pct = 0;  // GPU share requested by live pods (running or waiting)
   double peak_alloc_pct = 0;
-  std::vector<DynamicSample> samples;   // about 500, evenly spaced in time
+  std::vector<DynamicSample> samples;  // about 500, evenly spaced in time
   double seconds = 0;
 };
 
@@ -51,7 +51,8 @@ DynamicResult RunDynamic(const Workload& workload, const placement::TargetWorklo
                          const std::string& policy, uint64_t seed);
 
 // Every (policy, seed) in parallel; `progress` as in ExperimentOptions.
-std::vector<DynamicResult> RunDynamicExperiment(const Workload& workload, const std::vector<std::string>& policies,
+std::vector<DynamicResult> RunDynamicExperiment(const Workload& workload,
+                                                const std::vector<std::string>& policies,
                                                 const std::vector<uint64_t>& seeds, int jobs,
                                                 const std::function<void(int, int)>& progress);
 

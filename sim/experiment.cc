@@ -11,8 +11,8 @@
 #include <unordered_set>
 
 #include "core/placement/engine.h"
-#include "core/problem_list.h"
 #include "core/placement/policy.h"
+#include "core/problem_list.h"
 
 namespace gpushare::sim {
 
@@ -22,13 +22,14 @@ using placement::Rng;
 std::vector<int> ShuffledOrder(const std::vector<TracePod>& pods, Rng& rng) {
   std::vector<int> order(pods.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return pods[a].name < pods[b].name; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return pods[a].name < pods[b].name; });
   rng.Shuffle(order);
   return order;
 }
 
-std::vector<int> TuneOrder(std::vector<int> order, const std::vector<TracePod>& pods, int64_t capacity, double tune,
-                           Rng& rng) {
+std::vector<int> TuneOrder(std::vector<int> order, const std::vector<TracePod>& pods,
+                           int64_t capacity, double tune, Rng& rng) {
   if (tune <= 0 || pods.empty()) return order;
   const double target = tune * static_cast<double>(capacity);
   int64_t total = 0;
@@ -39,7 +40,8 @@ std::vector<int> TuneOrder(std::vector<int> order, const std::vector<TracePod>& 
     if (!any_gpu) return order;  // nothing could ever reach the target
     std::vector<int> by_name(pods.size());
     std::iota(by_name.begin(), by_name.end(), 0);
-    std::stable_sort(by_name.begin(), by_name.end(), [&](int a, int b) { return pods[a].name < pods[b].name; });
+    std::stable_sort(by_name.begin(), by_name.end(),
+                     [&](int a, int b) { return pods[a].name < pods[b].name; });
     while (true) {
       const int idx = by_name[rng.Uniform(by_name.size())];
       // The reference's quirk: the stop test adds the per-GPU share, the total adds them all.
@@ -60,7 +62,8 @@ std::vector<int> TuneOrder(std::vector<int> order, const std::vector<TracePod>& 
 std::vector<int64_t> TieRanks(const std::vector<placement::NodeSpec>& nodes, Rng& rng) {
   std::vector<int> by_name(nodes.size());
   std::iota(by_name.begin(), by_name.end(), 0);
-  std::stable_sort(by_name.begin(), by_name.end(), [&](int a, int b) { return nodes[a].name < nodes[b].name; });
+  std::stable_sort(by_name.begin(), by_name.end(),
+                   [&](int a, int b) { return nodes[a].name < nodes[b].name; });
   const std::vector<int> perm = rng.Permutation(static_cast<int>(nodes.size()));
   std::vector<int64_t> rank(nodes.size());
   for (size_t i = 0; i < by_name.size(); ++i) rank[by_name[i]] = perm[i];
@@ -69,16 +72,20 @@ std::vector<int64_t> TieRanks(const std::vector<placement::NodeSpec>& nodes, Rng
 
 namespace {
 
-double Round2(double x) { return std::nearbyint(x * 100.0) / 100.0; }
+double Round2(double x) {
+  return std::nearbyint(x * 100.0) / 100.0;
+}
 
 }  // namespace
 
-std::vector<CurvePoint> BinSamples(const std::vector<Sample>& samples, int64_t capacity, int max_pct) {
+std::vector<CurvePoint> BinSamples(const std::vector<Sample>& samples, int64_t capacity,
+                                   int max_pct) {
   std::map<int64_t, std::pair<std::vector<double>, std::vector<double>>> bins;
   const double cap = static_cast<double>(capacity > 0 ? capacity : 1);
   for (const auto& s : samples) {
     // std::nearbyint rounds half to even under the default rounding mode, like Python's round().
-    const auto a = static_cast<int64_t>(std::nearbyint(100.0 * static_cast<double>(s.arrived) / cap));
+    const auto a =
+        static_cast<int64_t>(std::nearbyint(100.0 * static_cast<double>(s.arrived) / cap));
     auto& b = bins[a];
     b.first.push_back(Round2(100.0 * static_cast<double>(s.used) / cap));
     b.second.push_back(Round2(100.0 * s.frag / cap));
@@ -149,16 +156,19 @@ placement::TargetWorkload TypicalWorkload(const Workload& workload, double popul
   return placement::BuildTargetWorkload(requests, cluster, o);
 }
 
-RunResult RunOne(const Workload& workload, const placement::TargetWorkload& typical, const std::string& policy_name,
-                 uint64_t seed, double tune) {
-  return RunOneWith(workload, typical, policy_name,
-                    [&](const ClusterState& c, const placement::TargetWorkload& t, const placement::PolicyOptions& o,
-                        Rng* rng) { return placement::MakePolicy(policy_name, c, t, o, rng); },
-                    seed, tune);
+RunResult RunOne(const Workload& workload, const placement::TargetWorkload& typical,
+                 const std::string& policy_name, uint64_t seed, double tune) {
+  return RunOneWith(
+      workload, typical, policy_name,
+      [&](const ClusterState& c, const placement::TargetWorkload& t,
+          const placement::PolicyOptions& o,
+          Rng* rng) { return placement::MakePolicy(policy_name, c, t, o, rng); },
+      seed, tune);
 }
 
-RunResult RunOneWith(const Workload& workload, const placement::TargetWorkload& typical, const std::string& policy_name,
-                     const PolicyFactory& factory, uint64_t seed, double tune) {
+RunResult RunOneWith(const Workload& workload, const placement::TargetWorkload& typical,
+                     const std::string& policy_name, const PolicyFactory& factory, uint64_t seed,
+                     double tune) {
   const auto start = std::chrono::steady_clock::now();
   RunResult r;
   ClusterState cluster;
@@ -245,7 +255,9 @@ std::vector<RunResult> RunExperiment(const Workload& workload, const ExperimentO
   std::vector<RunResult> results(jobs.size());
   ParallelFor(
       jobs.size(), options.jobs,
-      [&](size_t i) { results[i] = RunOne(workload, typical, jobs[i].policy, jobs[i].seed, options.tune); },
+      [&](size_t i) {
+        results[i] = RunOne(workload, typical, jobs[i].policy, jobs[i].seed, options.tune);
+      },
       options.progress);
   return results;
 }
@@ -260,7 +272,8 @@ double Median(std::vector<double> v) {
 std::vector<SummaryPoint> Summarize(const std::vector<RunResult>& runs) {
   std::vector<std::string> policies;
   for (const auto& r : runs)
-    if (std::find(policies.begin(), policies.end(), r.policy) == policies.end()) policies.push_back(r.policy);
+    if (std::find(policies.begin(), policies.end(), r.policy) == policies.end())
+      policies.push_back(r.policy);
   std::vector<SummaryPoint> out;
   for (const auto& p : policies) {
     size_t max_len = 0;
@@ -311,8 +324,9 @@ Result<std::vector<uint64_t>> ParseSeeds(std::string_view text) {
     std::string_view item = text.substr(start, comma - start);
     const size_t dash = item.find('-');
     uint64_t a = 0, b = 0;
-    bool ok = dash == std::string_view::npos ? parse(item, &a) && parse(item, &b)
-                                             : parse(item.substr(0, dash), &a) && parse(item.substr(dash + 1), &b);
+    bool ok = dash == std::string_view::npos
+                  ? parse(item, &a) && parse(item, &b)
+                  : parse(item.substr(0, dash), &a) && parse(item.substr(dash + 1), &b);
     if (!ok || b < a)
       return Status::InvalidArgument("--seeds: bad item '" + EscapeControlBytes(item) +
                                      "' (expected N, N-M or a comma list)");
@@ -321,8 +335,8 @@ Result<std::vector<uint64_t>> ParseSeeds(std::string_view text) {
     start = comma + 1;
   }
   if (asked > kMaxSeeds) {
-    return Status::InvalidArgument("--seeds: at most " + std::to_string(kMaxSeeds) + " seeds, got " +
-                                   std::to_string(asked));
+    return Status::InvalidArgument("--seeds: at most " + std::to_string(kMaxSeeds) +
+                                   " seeds, got " + std::to_string(asked));
   }
   std::vector<uint64_t> out;
   std::unordered_set<uint64_t> seen;
@@ -342,8 +356,9 @@ Result<std::vector<std::string>> ParsePolicies(std::string_view text) {
     if (comma == std::string_view::npos) comma = text.size();
     std::string item(text.substr(start, comma - start));
     if (!placement::IsPolicyName(item))
-      return Status::InvalidArgument("--policy: unknown policy '" + EscapeControlBytes(item) + "' (known: " +
-                                     placement::JoinedPolicyNames(",") + ", or all)");
+      return Status::InvalidArgument("--policy: unknown policy '" + EscapeControlBytes(item) +
+                                     "' (known: " + placement::JoinedPolicyNames(",") +
+                                     ", or all)");
     if (std::find(out.begin(), out.end(), item) == out.end()) out.push_back(item);
     start = comma + 1;
   }

@@ -33,8 +33,8 @@ namespace gpushare::sim {
 // Step 2: indices into workload.pods, sorted by name then shuffled.
 std::vector<int> ShuffledOrder(const std::vector<TracePod>& pods, placement::Rng& rng);
 // Step 3: inflates (or deflates) `order` to tune x capacity. tune <= 0 leaves it unchanged.
-std::vector<int> TuneOrder(std::vector<int> order, const std::vector<TracePod>& pods, int64_t capacity,
-                           double tune, placement::Rng& rng);
+std::vector<int> TuneOrder(std::vector<int> order, const std::vector<TracePod>& pods,
+                           int64_t capacity, double tune, placement::Rng& rng);
 // Step 4: tie ranks for nodes given by name: the name-sorted position's permutation value.
 std::vector<int64_t> TieRanks(const std::vector<placement::NodeSpec>& nodes, placement::Rng& rng);
 
@@ -53,7 +53,8 @@ struct CurvePoint {
 };
 
 // Step 6. Bins 0..max_pct.
-std::vector<CurvePoint> BinSamples(const std::vector<Sample>& samples, int64_t capacity, int max_pct);
+std::vector<CurvePoint> BinSamples(const std::vector<Sample>& samples, int64_t capacity,
+                                   int max_pct);
 
 struct RunResult {
   std::string policy;
@@ -100,15 +101,16 @@ void ParallelFor(size_t count, int jobs, const std::function<void(size_t)>& work
 placement::TargetWorkload TypicalWorkload(const Workload& workload, double popularity);
 
 // One run. `typical` must come from TypicalWorkload(workload, ...).
-RunResult RunOne(const Workload& workload, const placement::TargetWorkload& typical, const std::string& policy,
-                 uint64_t seed, double tune);
+RunResult RunOne(const Workload& workload, const placement::TargetWorkload& typical,
+                 const std::string& policy, uint64_t seed, double tune);
 
 // The same with a policy built by `factory` (for policies outside placement::MakePolicy).
 using PolicyFactory = std::function<Result<std::unique_ptr<placement::Policy>>(
-    const placement::ClusterState&, const placement::TargetWorkload&, const placement::PolicyOptions&,
-    placement::Rng*)>;
-RunResult RunOneWith(const Workload& workload, const placement::TargetWorkload& typical, const std::string& label,
-                     const PolicyFactory& factory, uint64_t seed, double tune);
+    const placement::ClusterState&, const placement::TargetWorkload&,
+    const placement::PolicyOptions&, placement::Rng*)>;
+RunResult RunOneWith(const Workload& workload, const placement::TargetWorkload& typical,
+                     const std::string& label, const PolicyFactory& factory, uint64_t seed,
+                     double tune);
 
 // Every (policy, seed), in parallel; results in policy-major order.
 std::vector<RunResult> RunExperiment(const Workload& workload, const ExperimentOptions& options);

@@ -24,9 +24,9 @@ struct NodeType {
 
 // Weights follow the trace's node mix (G2 45%, T4 33%, P100 11%, V100 7%, others).
 const NodeType kNodeTypes[] = {
-    {"A100-80GB", 81251, 8, 128000, 1048576, 0.45},  {"T4", 15109, 2, 104000, 524288, 0.33},
-    {"P100", 16280, 2, 16000, 122880, 0.10},       {"V100-32GB", 32510, 8, 80000, 524288, 0.04},
-    {"V100-16GB", 16160, 4, 32000, 131072, 0.05},  {"A10", 22731, 1, 32000, 262144, 0.03},
+    {"A100-80GB", 81251, 8, 128000, 1048576, 0.45}, {"T4", 15109, 2, 104000, 524288, 0.33},
+    {"P100", 16280, 2, 16000, 122880, 0.10},        {"V100-32GB", 32510, 8, 80000, 524288, 0.04},
+    {"V100-16GB", 16160, 4, 32000, 131072, 0.05},   {"A10", 22731, 1, 32000, 262144, 0.03},
 };
 
 template <typename T, size_t N>
@@ -45,15 +45,21 @@ struct Choice {
   double value;
   double weight;
 };
-double WeightOf(const Choice& c) { return c.weight; }
-double NodeWeight(const NodeType& t) { return t.weight; }
+double WeightOf(const Choice& c) {
+  return c.weight;
+}
+double NodeWeight(const NodeType& t) {
+  return t.weight;
+}
 
 // The trace's sharing sizes (milli-GPU) with their frequencies, and CPU sizes (milli-cores).
-const Choice kShareMilli[] = {{810, 35}, {470, 24}, {650, 8}, {320, 11}, {230, 4.5}, {460, 4.2}, {590, 2.4},
-                              {550, 2.3}, {160, 2.4}, {370, 1.5}, {220, 2.0}, {110, 0.8}, {50, 0.3}};
+const Choice kShareMilli[] = {{810, 35},  {470, 24},  {650, 8},   {320, 11},  {230, 4.5},
+                              {460, 4.2}, {590, 2.4}, {550, 2.3}, {160, 2.4}, {370, 1.5},
+                              {220, 2.0}, {110, 0.8}, {50, 0.3}};
 const Choice kShareCpu[] = {{3150, 40}, {11910, 20}, {8000, 15}, {4000, 15}, {6000, 5}, {4150, 5}};
-const Choice kWholeCpu[] = {{11300, 22}, {11400, 15}, {3150, 12}, {12000, 8}, {18710, 6}, {9810, 5},
-                            {8000, 4},   {4000, 4},   {15700, 4}, {16000, 4}, {14200, 2}, {24200, 2}};
+const Choice kWholeCpu[] = {{11300, 22}, {11400, 15}, {3150, 12}, {12000, 8},
+                            {18710, 6},  {9810, 5},   {8000, 4},  {4000, 4},
+                            {15700, 4},  {16000, 4},  {14200, 2}, {24200, 2}};
 const Choice kCpuOnly[] = {{12500, 34}, {32000, 27}, {8000, 17}, {15400, 11}, {16500, 9}};
 const Choice kMultiGpu[] = {{2, 16}, {4, 15}, {8, 44}};
 
@@ -61,10 +67,13 @@ struct PodKind {
   const char* name;
   double weight;  // share of pods
 };
-const PodKind kKinds[] = {{"cpu-only", 0.13},        {"trace-share", 0.25}, {"knative-3gib", 0.14},
-                          {"vllm-timesliced", 0.07}, {"whole-1", 0.36},     {"knative-dedicated", 0.03},
+const PodKind kKinds[] = {{"cpu-only", 0.13},     {"trace-share", 0.25},
+                          {"knative-3gib", 0.14}, {"vllm-timesliced", 0.07},
+                          {"whole-1", 0.36},      {"knative-dedicated", 0.03},
                           {"whole-multi", 0.02}};
-double KindWeight(const PodKind& k) { return k.weight; }
+double KindWeight(const PodKind& k) {
+  return k.weight;
+}
 
 }  // namespace
 
@@ -121,7 +130,8 @@ Workload GenerateDefaultWorkload(const GeneratorOptions& o) {
     } else if (kind == "trace-share") {
       const double milli = Pick(kShareMilli, rng, WeightOf).value;
       // A fraction of a 16 GiB GPU, in 256 MiB steps.
-      const int64_t mib = std::max<int64_t>(256, static_cast<int64_t>(std::lround(milli / 1000.0 * 16384 / 256)) * 256);
+      const int64_t mib = std::max<int64_t>(
+          256, static_cast<int64_t>(std::lround(milli / 1000.0 * 16384 / 256)) * 256);
       add(static_cast<int64_t>(Pick(kShareCpu, rng, WeightOf).value), 16384, 1, mib, false);
     } else if (kind == "knative-3gib") {
       add(1000, 4096, 1, 3072, false);  // aliyun.com/gpu-mem: "3" (GiB)
@@ -160,7 +170,8 @@ Result<PassResult> OnePass(const Workload& w, const std::vector<placement::PodRe
   const placement::TargetWorkload typical = placement::BuildTargetWorkload(requests, cluster, wo);
   placement::PolicyOptions po;
   po.gpu_unit = w.gpu_unit;
-  GPUSHARE_ASSIGN_OR_RETURN(auto policy, placement::MakePolicy(policy_name, cluster, typical, po, &rng));
+  GPUSHARE_ASSIGN_OR_RETURN(auto policy,
+                            placement::MakePolicy(policy_name, cluster, typical, po, &rng));
   placement::PlacementEngine engine(cluster, *policy);
   PassResult r;
   for (int i : order) {
@@ -181,7 +192,8 @@ Result<PassResult> OnePass(const Workload& w, const std::vector<placement::PodRe
 
 }  // namespace
 
-Result<SharingComparison> CompareSharing(const Workload& w, const std::string& policy, uint64_t seed) {
+Result<SharingComparison> CompareSharing(const Workload& w, const std::string& policy,
+                                         uint64_t seed) {
   SharingComparison c;
   for (const auto& n : w.nodes) c.cluster_gpus += static_cast<int>(n.gpu_capacity.size());
   std::vector<placement::PodRequest> shared, whole;
@@ -212,15 +224,17 @@ Result<SharingComparison> CompareSharing(const Workload& w, const std::string& p
 
 std::string SharingReport(const SharingComparison& c, const std::string& policy) {
   char buf[600];
-  std::snprintf(buf, sizeof buf,
-                "GPUs this workload needs (%lld pods, %lld with GPUs, on a cluster of %d GPUs):\n"
-                "  with sharing (%s):  %d GPUs in use, %lld pods placed, %lld did not fit\n"
-                "  whole GPUs only:    %lld GPUs needed; on this cluster %d GPUs in use, %lld pods placed, "
-                "%lld did not fit\n",
-                static_cast<long long>(c.pods), static_cast<long long>(c.gpu_pods), c.cluster_gpus, policy.c_str(),
-                c.shared_gpus_in_use, static_cast<long long>(c.shared_placed), static_cast<long long>(c.shared_failed),
-                static_cast<long long>(c.whole_gpus_needed), c.whole_gpus_in_use, static_cast<long long>(c.whole_placed),
-                static_cast<long long>(c.whole_failed));
+  std::snprintf(
+      buf, sizeof buf,
+      "GPUs this workload needs (%lld pods, %lld with GPUs, on a cluster of %d GPUs):\n"
+      "  with sharing (%s):  %d GPUs in use, %lld pods placed, %lld did not fit\n"
+      "  whole GPUs only:    %lld GPUs needed; on this cluster %d GPUs in use, %lld pods placed, "
+      "%lld did not fit\n",
+      static_cast<long long>(c.pods), static_cast<long long>(c.gpu_pods), c.cluster_gpus,
+      policy.c_str(), c.shared_gpus_in_use, static_cast<long long>(c.shared_placed),
+      static_cast<long long>(c.shared_failed), static_cast<long long>(c.whole_gpus_needed),
+      c.whole_gpus_in_use, static_cast<long long>(c.whole_placed),
+      static_cast<long long>(c.whole_failed));
   return buf;
 }
 

@@ -4,10 +4,10 @@
 // The cluster mirrors the node mix of Alibaba's GPU trace (mostly 8-GPU nodes with 96 cores,
 // many 2-GPU nodes with plenty of CPU, a few CPU-poor ones), with public GPU models and their
 // memory sizes. Its share unit is MiB of GPU memory, so GPUs of different models have different
-// capacities (the `aliyun.com/gpu-mem` case). The workload mixes the trace's statistics (13% CPU-only
-// pods, fractional shares with the trace's size distribution on a 16 GiB GPU, whole-GPU jobs of
-// 1/2/4/8 GPUs with the trace's CPU sizes) with the seed workloads: Knative services with 3 GiB
-// memory shares, time-sliced inference replicas (vLLM gpt2, 4 GiB each), and dedicated-GPU
+// capacities (the `aliyun.com/gpu-mem` case). The workload mixes the trace's statistics (13%
+// CPU-only pods, fractional shares with the trace's size distribution on a 16 GiB GPU, whole-GPU
+// jobs of 1/2/4/8 GPUs with the trace's CPU sizes) with the seed workloads: Knative services with 3
+// GiB memory shares, time-sliced inference replicas (vLLM gpt2, 4 GiB each), and dedicated-GPU
 // Knative services. Deterministic for a given seed.
 //
 // On the protocol's arrival axis a placed pod counts what it was given; a whole-GPU pod that
@@ -37,7 +37,7 @@ struct SharingComparison {
   // With sharing: one pass of the pods in seeded random order through `policy`.
   int64_t shared_placed = 0;
   int64_t shared_failed = 0;
-  int shared_gpus_in_use = 0;   // GPUs with at least one pod
+  int shared_gpus_in_use = 0;  // GPUs with at least one pod
   // Without sharing: every GPU pod takes whole GPUs (a share becomes one GPU).
   int64_t whole_gpus_needed = 0;  // sum of GPUs over GPU pods: exact, whatever the placement
   int64_t whole_placed = 0;
@@ -45,7 +45,8 @@ struct SharingComparison {
   int whole_gpus_in_use = 0;
 };
 
-Result<SharingComparison> CompareSharing(const Workload& workload, const std::string& policy, uint64_t seed);
+Result<SharingComparison> CompareSharing(const Workload& workload, const std::string& policy,
+                                         uint64_t seed);
 std::string SharingReport(const SharingComparison& c, const std::string& policy);
 
 }  // namespace gpushare::sim

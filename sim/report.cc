@@ -1,5 +1,7 @@
 #include "sim/report.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -7,7 +9,6 @@
 #include <cstring>
 #include <fstream>
 #include <map>
-#include <sys/stat.h>
 
 namespace gpushare::sim {
 namespace {
@@ -29,11 +30,20 @@ std::string XmlEscape(const std::string& s) {
   std::string o;
   for (char c : s) {
     switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
+      case '&':
+        o += "&amp;";
+        break;
+      case '<':
+        o += "&lt;";
+        break;
+      case '>':
+        o += "&gt;";
+        break;
+      case '"':
+        o += "&quot;";
+        break;
+      default:
+        o += c;
     }
   }
   return o;
@@ -55,7 +65,8 @@ std::string CurvesCsv(const std::vector<RunResult>& runs) {
 std::string SummaryCsv(const std::vector<SummaryPoint>& summary) {
   std::string out = "policy,arrived_pct,unallocated_pct_median\n";
   for (const auto& s : summary)
-    out += s.policy + "," + std::to_string(s.arrived_pct) + "," + Fixed(s.unallocated_median, 3) + "\n";
+    out += s.policy + "," + std::to_string(s.arrived_pct) + "," + Fixed(s.unallocated_median, 3) +
+           "\n";
   return out;
 }
 
@@ -107,28 +118,29 @@ std::string PlotSvg(const std::vector<SummaryPoint>& summary, const std::string&
   max_y = std::max(10.0, std::ceil(max_y / 10.0) * 10.0);
   auto X = [&](double v) { return left + pw * v / max_x; };
   auto Y = [&](double v) { return top + ph * (1.0 - v / max_y); };
-  static const char* colors[] = {"#7f7f7f", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#d62728", "#000000",
-                                 "#8c564b", "#e377c2", "#17becf"};
+  static const char* colors[] = {"#7f7f7f", "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd",
+                                 "#d62728", "#000000", "#8c564b", "#e377c2", "#17becf"};
   std::string o;
-  o += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + Fixed(W, 0) + "\" height=\"" + Fixed(H, 0) +
-       "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  o += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + Fixed(W, 0) + "\" height=\"" +
+       Fixed(H, 0) + "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   o += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  o += "<text x=\"" + Fixed(left, 0) + "\" y=\"24\" font-size=\"15\">" + XmlEscape(title) + "</text>\n";
+  o += "<text x=\"" + Fixed(left, 0) + "\" y=\"24\" font-size=\"15\">" + XmlEscape(title) +
+       "</text>\n";
   // Grid and axes.
   for (int x = 0; x <= max_x; x += 10) {
-    o += "<line x1=\"" + Fixed(X(x), 1) + "\" y1=\"" + Fixed(top, 1) + "\" x2=\"" + Fixed(X(x), 1) + "\" y2=\"" +
-         Fixed(top + ph, 1) + "\" stroke=\"#eee\"/>\n";
-    o += "<text x=\"" + Fixed(X(x), 1) + "\" y=\"" + Fixed(top + ph + 18, 1) + "\" text-anchor=\"middle\">" +
-         std::to_string(x) + "</text>\n";
+    o += "<line x1=\"" + Fixed(X(x), 1) + "\" y1=\"" + Fixed(top, 1) + "\" x2=\"" + Fixed(X(x), 1) +
+         "\" y2=\"" + Fixed(top + ph, 1) + "\" stroke=\"#eee\"/>\n";
+    o += "<text x=\"" + Fixed(X(x), 1) + "\" y=\"" + Fixed(top + ph + 18, 1) +
+         "\" text-anchor=\"middle\">" + std::to_string(x) + "</text>\n";
   }
   for (double y = 0; y <= max_y + 1e-9; y += max_y / 10) {
-    o += "<line x1=\"" + Fixed(left, 1) + "\" y1=\"" + Fixed(Y(y), 1) + "\" x2=\"" + Fixed(left + pw, 1) + "\" y2=\"" +
-         Fixed(Y(y), 1) + "\" stroke=\"#eee\"/>\n";
-    o += "<text x=\"" + Fixed(left - 8, 1) + "\" y=\"" + Fixed(Y(y) + 4, 1) + "\" text-anchor=\"end\">" + Fixed(y, 0) +
-         "</text>\n";
+    o += "<line x1=\"" + Fixed(left, 1) + "\" y1=\"" + Fixed(Y(y), 1) + "\" x2=\"" +
+         Fixed(left + pw, 1) + "\" y2=\"" + Fixed(Y(y), 1) + "\" stroke=\"#eee\"/>\n";
+    o += "<text x=\"" + Fixed(left - 8, 1) + "\" y=\"" + Fixed(Y(y) + 4, 1) +
+         "\" text-anchor=\"end\">" + Fixed(y, 0) + "</text>\n";
   }
-  o += "<rect x=\"" + Fixed(left, 1) + "\" y=\"" + Fixed(top, 1) + "\" width=\"" + Fixed(pw, 1) + "\" height=\"" +
-       Fixed(ph, 1) + "\" fill=\"none\" stroke=\"#333\"/>\n";
+  o += "<rect x=\"" + Fixed(left, 1) + "\" y=\"" + Fixed(top, 1) + "\" width=\"" + Fixed(pw, 1) +
+       "\" height=\"" + Fixed(ph, 1) + "\" fill=\"none\" stroke=\"#333\"/>\n";
   o += "<text x=\"" + Fixed(left + pw / 2, 1) + "\" y=\"" + Fixed(H - 18, 1) +
        "\" text-anchor=\"middle\">arrived workload (% of GPU capacity)</text>\n";
   o += "<text transform=\"translate(18," + Fixed(top + ph / 2, 1) +
@@ -136,25 +148,31 @@ std::string PlotSvg(const std::vector<SummaryPoint>& summary, const std::string&
   // Ideal line.
   std::string ideal;
   for (int x = 0; x <= max_x; ++x)
-    ideal += Fixed(X(x), 1) + "," + Fixed(Y(std::min<double>(max_y, std::max(0, 100 - x))), 1) + " ";
-  o += "<polyline fill=\"none\" stroke=\"#bbb\" stroke-dasharray=\"5,4\" points=\"" + ideal + "\"/>\n";
+    ideal +=
+        Fixed(X(x), 1) + "," + Fixed(Y(std::min<double>(max_y, std::max(0, 100 - x))), 1) + " ";
+  o += "<polyline fill=\"none\" stroke=\"#bbb\" stroke-dasharray=\"5,4\" points=\"" + ideal +
+       "\"/>\n";
   const auto policies = PolicyOrder(summary);
   for (size_t i = 0; i < policies.size(); ++i) {
     std::string pts;
     for (const auto& s : summary)
       if (s.policy == policies[i])
-        pts += Fixed(X(s.arrived_pct), 1) + "," + Fixed(Y(std::min(max_y, s.unallocated_median)), 1) + " ";
+        pts += Fixed(X(s.arrived_pct), 1) + "," +
+               Fixed(Y(std::min(max_y, s.unallocated_median)), 1) + " ";
     const char* c = colors[i % 10];
-    o += "<polyline fill=\"none\" stroke=\"" + std::string(c) + "\" stroke-width=\"1.8\" points=\"" + pts + "\"/>\n";
+    o += "<polyline fill=\"none\" stroke=\"" + std::string(c) +
+         "\" stroke-width=\"1.8\" points=\"" + pts + "\"/>\n";
     const double ly = top + 16 + 20.0 * static_cast<double>(i);
-    o += "<line x1=\"" + Fixed(left + pw + 15, 1) + "\" y1=\"" + Fixed(ly, 1) + "\" x2=\"" + Fixed(left + pw + 40, 1) +
-         "\" y2=\"" + Fixed(ly, 1) + "\" stroke=\"" + c + "\" stroke-width=\"2\"/>\n";
-    o += "<text x=\"" + Fixed(left + pw + 46, 1) + "\" y=\"" + Fixed(ly + 4, 1) + "\">" + XmlEscape(policies[i]) +
-         "</text>\n";
+    o += "<line x1=\"" + Fixed(left + pw + 15, 1) + "\" y1=\"" + Fixed(ly, 1) + "\" x2=\"" +
+         Fixed(left + pw + 40, 1) + "\" y2=\"" + Fixed(ly, 1) + "\" stroke=\"" + c +
+         "\" stroke-width=\"2\"/>\n";
+    o += "<text x=\"" + Fixed(left + pw + 46, 1) + "\" y=\"" + Fixed(ly + 4, 1) + "\">" +
+         XmlEscape(policies[i]) + "</text>\n";
   }
   const double ly = top + 16 + 20.0 * static_cast<double>(policies.size());
-  o += "<line x1=\"" + Fixed(left + pw + 15, 1) + "\" y1=\"" + Fixed(ly, 1) + "\" x2=\"" + Fixed(left + pw + 40, 1) +
-       "\" y2=\"" + Fixed(ly, 1) + "\" stroke=\"#bbb\" stroke-dasharray=\"5,4\"/>\n";
+  o += "<line x1=\"" + Fixed(left + pw + 15, 1) + "\" y1=\"" + Fixed(ly, 1) + "\" x2=\"" +
+       Fixed(left + pw + 40, 1) + "\" y2=\"" + Fixed(ly, 1) +
+       "\" stroke=\"#bbb\" stroke-dasharray=\"5,4\"/>\n";
   o += "<text x=\"" + Fixed(left + pw + 46, 1) + "\" y=\"" + Fixed(ly + 4, 1) + "\">ideal</text>\n";
   o += "</svg>\n";
   return o;

@@ -21,9 +21,11 @@ void Progress(std::FILE* err, int done, int total, double seconds) {
   std::fflush(err);
 }
 
-Status WriteAll(const std::string& dir, const std::vector<std::pair<std::string, std::string>>& files) {
+Status WriteAll(const std::string& dir,
+                const std::vector<std::pair<std::string, std::string>>& files) {
   GPUSHARE_RETURN_IF_ERROR(MakeDirs(dir));
-  for (const auto& [name, content] : files) GPUSHARE_RETURN_IF_ERROR(WriteFile(dir + "/" + name, content));
+  for (const auto& [name, content] : files)
+    GPUSHARE_RETURN_IF_ERROR(WriteFile(dir + "/" + name, content));
   return Status::Ok();
 }
 
@@ -32,7 +34,8 @@ int RunDynamicMode(const Workload& w, const SimulateOptions& o, std::FILE* out, 
   std::function<void(int, int)> progress;
   if (o.progress_tty) {
     progress = [&](int done, int total) {
-      Progress(err, done, total, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      Progress(err, done, total,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     };
   }
   const auto runs = RunDynamicExperiment(w, o.policies, o.seeds, o.jobs, progress);
@@ -43,16 +46,21 @@ int RunDynamicMode(const Workload& w, const SimulateOptions& o, std::FILE* out, 
       return 1;
     }
   }
-  if (Status s = WriteAll(o.out_dir, {{"dynamic.csv", DynamicCsv(runs)}, {"dynamic_summary.csv", DynamicSummaryCsv(runs)}});
+  if (Status s = WriteAll(o.out_dir, {{"dynamic.csv", DynamicCsv(runs)},
+                                      {"dynamic_summary.csv", DynamicSummaryCsv(runs)}});
       !s.ok()) {
     std::fprintf(err, "gpushare simulate: %s\n", s.message().c_str());
     return 1;
   }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::fprintf(out, "workload %s: %zu nodes, %zu pods replayed by creation/deletion time; %zu runs, %.1f s\n",
-               w.name.c_str(), w.nodes.size(), w.pods.size(), runs.size(), seconds);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::fprintf(
+      out,
+      "workload %s: %zu nodes, %zu pods replayed by creation/deletion time; %zu runs, %.1f s\n",
+      w.name.c_str(), w.nodes.size(), w.pods.size(), runs.size(), seconds);
   std::fprintf(out, "%s", DynamicTable(runs).c_str());
-  std::fprintf(out, "wrote %s/dynamic.csv, %s/dynamic_summary.csv\n", o.out_dir.c_str(), o.out_dir.c_str());
+  std::fprintf(out, "wrote %s/dynamic.csv, %s/dynamic_summary.csv\n", o.out_dir.c_str(),
+               o.out_dir.c_str());
   return 0;
 }
 
@@ -65,7 +73,8 @@ int RunStatic(const Workload& w, const SimulateOptions& o, std::FILE* out, std::
   const auto start = std::chrono::steady_clock::now();
   if (o.progress_tty) {
     eo.progress = [&](int done, int total) {
-      Progress(err, done, total, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      Progress(err, done, total,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     };
   }
   const std::vector<RunResult> runs = RunExperiment(w, eo);
@@ -76,26 +85,31 @@ int RunStatic(const Workload& w, const SimulateOptions& o, std::FILE* out, std::
       return 1;
     }
   }
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const auto summary = Summarize(runs);
-  if (Status s = WriteAll(o.out_dir, {{"curves.csv", CurvesCsv(runs)},
-                                      {"summary.csv", SummaryCsv(summary)},
-                                      {"plot.svg", PlotSvg(summary, "Unallocated GPU vs arrived workload: " + w.name)}});
+  if (Status s = WriteAll(
+          o.out_dir,
+          {{"curves.csv", CurvesCsv(runs)},
+           {"summary.csv", SummaryCsv(summary)},
+           {"plot.svg", PlotSvg(summary, "Unallocated GPU vs arrived workload: " + w.name)}});
       !s.ok()) {
     std::fprintf(err, "gpushare simulate: %s\n", s.message().c_str());
     return 1;
   }
   int gpus = 0;
   for (const auto& n : w.nodes) gpus += static_cast<int>(n.gpu_capacity.size());
-  std::fprintf(out, "workload %s: %zu nodes, %d GPUs, %zu pods; %zu runs (%zu policies x %zu seeds), tune %.2f, %.1f s\n",
-               w.name.c_str(), w.nodes.size(), gpus, w.pods.size(), runs.size(), o.policies.size(), o.seeds.size(),
-               o.tune, seconds);
+  std::fprintf(out,
+               "workload %s: %zu nodes, %d GPUs, %zu pods; %zu runs (%zu policies x %zu seeds), "
+               "tune %.2f, %.1f s\n",
+               w.name.c_str(), w.nodes.size(), gpus, w.pods.size(), runs.size(), o.policies.size(),
+               o.seeds.size(), o.tune, seconds);
   std::vector<int> pcts;
   for (int p : {90, 95, 100, 110, 130})
     if (p <= static_cast<int>(o.tune * 100 + 0.5) || o.tune <= 0) pcts.push_back(p);
   std::fprintf(out, "%s", SummaryTable(summary, pcts).c_str());
-  std::fprintf(out, "wrote %s/curves.csv, %s/summary.csv, %s/plot.svg\n", o.out_dir.c_str(), o.out_dir.c_str(),
-               o.out_dir.c_str());
+  std::fprintf(out, "wrote %s/curves.csv, %s/summary.csv, %s/plot.svg\n", o.out_dir.c_str(),
+               o.out_dir.c_str(), o.out_dir.c_str());
   return 0;
 }
 

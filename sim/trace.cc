@@ -25,7 +25,7 @@ Result<std::vector<placement::NodeSpec>> NodesFrom(const CsvFile& f) {
     n.name = name;
     if (auto [it, fresh] = seen.emplace(n.name, row.line); !fresh)
       return CsvError(f.Where(row, *sn) + ": sn: duplicate node '" + n.name + "' (first on line " +
-                                     std::to_string(it->second) + ")");
+                      std::to_string(it->second) + ")");
     GPUSHARE_ASSIGN_OR_RETURN(auto c, f.Int(row, *cpu, "cpu_milli", 0, kMaxInt));
     GPUSHARE_ASSIGN_OR_RETURN(auto m, f.Int(row, *mem, "memory_mib", 0, kMaxInt));
     GPUSHARE_ASSIGN_OR_RETURN(auto g, f.Int(row, *gpu, "gpu", 0, placement::kMaxGpusPerNode));
@@ -62,21 +62,22 @@ Result<std::vector<TracePod>> PodsFrom(const CsvFile& f) {
     GPUSHARE_ASSIGN_OR_RETURN(auto nm, f.String(row, *name, "name", true));
     p.name = nm;
     if (auto [it, fresh] = seen.emplace(p.name, row.line); !fresh)
-      return CsvError(f.Where(row, *name) + ": name: duplicate pod '" + p.name + "' (first on line " +
-                                     std::to_string(it->second) + ")");
+      return CsvError(f.Where(row, *name) + ": name: duplicate pod '" + p.name +
+                      "' (first on line " + std::to_string(it->second) + ")");
     GPUSHARE_ASSIGN_OR_RETURN(auto c, f.Int(row, *cpu, "cpu_milli", 0, kMaxInt));
     GPUSHARE_ASSIGN_OR_RETURN(auto m, f.Int(row, *mem, "memory_mib", 0, kMaxInt));
     GPUSHARE_ASSIGN_OR_RETURN(auto n, f.Int(row, *num, "num_gpu", 0, placement::kMaxGpusPerNode));
     GPUSHARE_ASSIGN_OR_RETURN(auto g, f.Int(row, *milli, "gpu_milli", 0, kMilliPerGpu));
     if (n == 0 && g != 0)
       return CsvError(f.Where(row, *milli) + ": gpu_milli: must be 0 when num_gpu is 0, got " +
-                                     std::to_string(g));
+                      std::to_string(g));
     if (n > 0 && g == 0)
       return CsvError(f.Where(row, *milli) + ": gpu_milli: must be > 0 when num_gpu is " +
-                                     std::to_string(n));
+                      std::to_string(n));
     if (n > 1 && g < kMilliPerGpu)
-      return CsvError(f.Where(row, *milli) + ": gpu_milli: a share below 1000 needs num_gpu = 1, got " +
-                                     std::to_string(n) + " GPUs x " + std::to_string(g));
+      return CsvError(f.Where(row, *milli) +
+                      ": gpu_milli: a share below 1000 needs num_gpu = 1, got " +
+                      std::to_string(n) + " GPUs x " + std::to_string(g));
     if (spec >= 0) {
       GPUSHARE_ASSIGN_OR_RETURN(auto s, f.String(row, spec, "gpu_spec", false));
       p.gpu_spec = s == "nan" ? std::string() : s;
@@ -107,7 +108,8 @@ std::string BaseName(const std::string& path) {
 
 }  // namespace
 
-Result<std::vector<placement::NodeSpec>> ParseNodeCsv(const std::string& path, std::string_view content) {
+Result<std::vector<placement::NodeSpec>> ParseNodeCsv(const std::string& path,
+                                                      std::string_view content) {
   GPUSHARE_ASSIGN_OR_RETURN(auto f, CsvFile::Parse(path, content));
   return NodesFrom(f);
 }

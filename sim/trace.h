@@ -26,7 +26,7 @@ struct TracePod {
   std::string name;
   placement::PodRequest request;
   int num_gpu = 0;
-  int64_t gpu_milli = 0;                 // per GPU, as in the file
+  int64_t gpu_milli = 0;  // per GPU, as in the file
   std::string gpu_spec;
   std::optional<int64_t> creation_time;  // seconds from the trace start
   std::optional<int64_t> deletion_time;
@@ -46,7 +46,8 @@ struct Workload {
 Result<std::vector<placement::NodeSpec>> LoadNodeCsv(const std::string& path);
 Result<std::vector<TracePod>> LoadPodCsv(const std::string& path);
 // Parses already-read content (tests, generated inputs); `path` names it in messages.
-Result<std::vector<placement::NodeSpec>> ParseNodeCsv(const std::string& path, std::string_view content);
+Result<std::vector<placement::NodeSpec>> ParseNodeCsv(const std::string& path,
+                                                      std::string_view content);
 Result<std::vector<TracePod>> ParsePodCsv(const std::string& path, std::string_view content);
 
 // Both files; the workload is named after the pod file.

@@ -35,7 +35,9 @@ std::string JoinLinesRange(const std::vector<std::string>& lines, size_t begin, 
   return s;
 }
 
-bool Blank(const std::string& line) { return line.find_first_not_of(" \t\r") == std::string::npos; }
+bool Blank(const std::string& line) {
+  return line.find_first_not_of(" \t\r") == std::string::npos;
+}
 
 // Splits a command line into the command and its arguments. Values may be double-quoted
 // (`env="A=b c"`), with \" and \\ as escapes inside the quotes.
@@ -72,8 +74,10 @@ bool ParseCommandLine(const std::string& line, Case* c, std::string* why) {
   c->command = words[0];
   for (size_t w = 1; w < words.size(); ++w) {
     const size_t eq = words[w].find('=');
-    if (eq == std::string::npos) c->args.push_back({words[w], ""});
-    else c->args.push_back({words[w].substr(0, eq), words[w].substr(eq + 1)});
+    if (eq == std::string::npos)
+      c->args.push_back({words[w], ""});
+    else
+      c->args.push_back({words[w].substr(0, eq), words[w].substr(eq + 1)});
   }
   return true;
 }
@@ -85,7 +89,8 @@ struct Block {
   size_t end = 0;
 };
 
-std::optional<std::vector<Case>> Parse(const std::string& file, const std::vector<std::string>& lines,
+std::optional<std::vector<Case>> Parse(const std::string& file,
+                                       const std::vector<std::string>& lines,
                                        std::vector<Block>* blocks, std::string* error) {
   std::vector<Case> cases;
   size_t i = 0;
@@ -112,7 +117,8 @@ std::optional<std::vector<Case>> Parse(const std::string& file, const std::vecto
     if (sep + 1 < n && lines[sep + 1] == kSeparator) {
       size_t end = sep + 2;
       while (end + 1 < n && !(lines[end] == kSeparator && lines[end + 1] == kSeparator)) ++end;
-      if (end + 1 >= n) return fail(sep, "the output opened with \"----\" twice is never closed the same way");
+      if (end + 1 >= n)
+        return fail(sep, "the output opened with \"----\" twice is never closed the same way");
       c.expected = JoinLinesRange(lines, sep + 2, end);
       b.end = end + 2;
     } else {
@@ -120,8 +126,10 @@ std::optional<std::vector<Case>> Parse(const std::string& file, const std::vecto
       while (end < n && !Blank(lines[end])) {
         // A "----" here is the next case's, swallowed for want of a blank line before it.
         if (lines[end] == kSeparator) {
-          return fail(end, "a second \"----\" in the output of the case at line " + std::to_string(c.line) +
-                               ": leave a blank line after each output (or enclose an output in \"----\" pairs)");
+          return fail(end, "a second \"----\" in the output of the case at line " +
+                               std::to_string(c.line) +
+                               ": leave a blank line after each output (or enclose an output in "
+                               "\"----\" pairs)");
         }
         ++end;
       }
@@ -174,7 +182,8 @@ std::string Rewrite(const std::string& text, const std::vector<Case>& cases,
   const std::vector<std::string> lines = TextLines(text);
   std::vector<Block> blocks;
   std::string error;
-  if (!Parse("", lines, &blocks, &error) || blocks.size() != cases.size() || outputs.size() != cases.size()) {
+  if (!Parse("", lines, &blocks, &error) || blocks.size() != cases.size() ||
+      outputs.size() != cases.size()) {
     return text;
   }
   std::string out;
@@ -184,7 +193,8 @@ std::string Rewrite(const std::string& text, const std::vector<Case>& cases,
     const std::string o = WithFinalNewline(outputs[k]);
     const bool has_blank_line = o.find("\n\n") != std::string::npos || (!o.empty() && o[0] == '\n');
     if (has_blank_line) {
-      out += std::string(kSeparator) + "\n" + kSeparator + "\n" + o + kSeparator + "\n" + kSeparator + "\n";
+      out += std::string(kSeparator) + "\n" + kSeparator + "\n" + o + kSeparator + "\n" +
+             kSeparator + "\n";
     } else {
       out += std::string(kSeparator) + "\n" + o;
       // The short form ends at a blank line: keep one between this output and what follows.
@@ -199,7 +209,8 @@ std::string Rewrite(const std::string& text, const std::vector<Case>& cases,
 std::string LineDiff(const std::string& want, const std::string& got) {
   const std::vector<std::string> a = TextLines(want), b = TextLines(got);
   const size_t n = a.size(), m = b.size();
-  if (n * m > 4'000'000) return "(too long to diff: " + std::to_string(n) + " and " + std::to_string(m) + " lines)\n";
+  if (n * m > 4'000'000)
+    return "(too long to diff: " + std::to_string(n) + " and " + std::to_string(m) + " lines)\n";
   // lcs[i][j]: the longest common subsequence of a[i..] and b[j..].
   std::vector<std::vector<int>> lcs(n + 1, std::vector<int>(m + 1, 0));
   for (size_t i = n; i-- > 0;) {
@@ -251,7 +262,8 @@ int RunDataFile(const std::string& path, const Handler& handler) {
     ADD_FAILURE_AT(c.file.c_str(), c.line)
         << c.Where() << "\nthe output differs from the expected output (-expected +got):\n"
         << LineDiff(c.expected, got)
-        << "(GPUSHARE_REWRITE=1 rewrites the expected outputs of this file with what the code produces)";
+        << "(GPUSHARE_REWRITE=1 rewrites the expected outputs of this file with what the code "
+           "produces)";
   }
   if (rewrite) {
     const std::string updated = Rewrite(text, *cases, outputs);

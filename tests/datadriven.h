@@ -39,12 +39,12 @@ struct Arg {
 };
 
 struct Case {
-  std::string file;      // as given to RunDataFile
-  int line = 0;          // 1-based line of the command
-  std::string command;   // the first word of the command line
-  std::vector<Arg> args; // the rest: `key`, `key=value` or `key="value with spaces"`
-  std::string input;     // the lines between the command and the separator, each ending in '\n'
-  std::string expected;  // the expected output, each line ending in '\n' ("" = no output)
+  std::string file;       // as given to RunDataFile
+  int line = 0;           // 1-based line of the command
+  std::string command;    // the first word of the command line
+  std::vector<Arg> args;  // the rest: `key`, `key=value` or `key="value with spaces"`
+  std::string input;      // the lines between the command and the separator, each ending in '\n'
+  std::string expected;   // the expected output, each line ending in '\n' ("" = no output)
 
   // The values of every argument named `key`, in order (an argument may repeat).
   std::vector<std::string> Values(const std::string& key) const;

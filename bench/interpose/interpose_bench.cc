@@ -1,6 +1,6 @@
 // Added cost of libgpushare-cuda.so per call, against the same call made on the fake driver
-// directly, in one process: the fake (build/fakes/cuda/libcuda.so.1) and the interposer are dlopen'ed by
-// path and its exported wrappers are called (they forward to the same fake functions).
+// directly, in one process: the fake (build/fakes/cuda/libcuda.so.1) and the interposer are
+// dlopen'ed by path and its exported wrappers are called (they forward to the same fake functions).
 //
 //   interpose_bench                        Google Benchmark: alloc+free pairs with 10..100,000
 //                                          live allocations, launches, cuMemGetInfo
@@ -26,8 +26,8 @@ namespace {
 
 using AllocFn = CUresult (*)(CUdeviceptr*, size_t);
 using FreeFn = CUresult (*)(CUdeviceptr);
-using LaunchFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                              CUstream, void**, void**);
+using LaunchFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                              unsigned, unsigned, CUstream, void**, void**);
 using InfoFn = CUresult (*)(size_t*, size_t*);
 
 struct Api {
@@ -73,7 +73,8 @@ void Setup() {
   std::string lib = std::string(GPUSHARE_LIB_DIR) + "/libgpushare-cuda.so";
   void* ip = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (fake == nullptr || ip == nullptr) {
-    fprintf(stderr, "interpose_bench: cannot load the fake driver or %s: %s\n", lib.c_str(), dlerror());
+    fprintf(stderr, "interpose_bench: cannot load the fake driver or %s: %s\n", lib.c_str(),
+            dlerror());
     exit(2);
   }
   g_direct = {Sym<AllocFn>(fake, "cuMemAlloc_v2"), Sym<FreeFn>(fake, "cuMemFree_v2"),
@@ -84,7 +85,8 @@ void Setup() {
   CUcontext ctx = nullptr;
   Sym<CUresult (*)(CUcontext*, CUdevice)>(ip, "cuDevicePrimaryCtxRetain")(&ctx, 0);
   Sym<CUresult (*)(CUcontext)>(fake, "cuCtxSetCurrent")(ctx);
-  Sym<CUresult (*)(CUfunction*, void*, const char*)>(fake, "cuModuleGetFunction")(&g_fn, nullptr, "spin_0");
+  Sym<CUresult (*)(CUfunction*, void*, const char*)>(fake, "cuModuleGetFunction")(&g_fn, nullptr,
+                                                                                  "spin_0");
   // Warm up both paths (lazy initialisation, region attach, device probe).
   CUdeviceptr p = 0;
   g_interposed.alloc(&p, 4096);
@@ -97,15 +99,20 @@ void AllocFree(benchmark::State& state, const Api& api) {
   for (CUdeviceptr& p : live) api.alloc(&p, 4096);
   for (auto _ : state) {
     CUdeviceptr p = 0;
-    if (api.alloc(&p, 1 << 20) != CUDA_SUCCESS || api.free(p) != CUDA_SUCCESS) state.SkipWithError("failed");
+    if (api.alloc(&p, 1 << 20) != CUDA_SUCCESS || api.free(p) != CUDA_SUCCESS)
+      state.SkipWithError("failed");
     benchmark::DoNotOptimize(p);
   }
   for (CUdeviceptr p : live) api.free(p);
   state.counters["live"] = static_cast<double>(state.range(0));
 }
 
-void BM_AllocFree_Direct(benchmark::State& s) { AllocFree(s, g_direct); }
-void BM_AllocFree_Interposed(benchmark::State& s) { AllocFree(s, g_interposed); }
+void BM_AllocFree_Direct(benchmark::State& s) {
+  AllocFree(s, g_direct);
+}
+void BM_AllocFree_Interposed(benchmark::State& s) {
+  AllocFree(s, g_interposed);
+}
 BENCHMARK(BM_AllocFree_Direct)->Arg(10)->Arg(1000)->Arg(100000);
 BENCHMARK(BM_AllocFree_Interposed)->Arg(10)->Arg(1000)->Arg(100000);
 
@@ -113,8 +120,12 @@ void Launch(benchmark::State& state, const Api& api) {
   Setup();
   for (auto _ : state) api.launch(g_fn, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr);
 }
-void BM_Launch_Direct(benchmark::State& s) { Launch(s, g_direct); }
-void BM_Launch_Interposed(benchmark::State& s) { Launch(s, g_interposed); }
+void BM_Launch_Direct(benchmark::State& s) {
+  Launch(s, g_direct);
+}
+void BM_Launch_Interposed(benchmark::State& s) {
+  Launch(s, g_interposed);
+}
 BENCHMARK(BM_Launch_Direct);
 BENCHMARK(BM_Launch_Interposed);
 
@@ -124,8 +135,12 @@ void Info(benchmark::State& state, const Api& api) {
   for (auto _ : state) api.info(&f, &t);
   benchmark::DoNotOptimize(f);
 }
-void BM_MemGetInfo_Direct(benchmark::State& s) { Info(s, g_direct); }
-void BM_MemGetInfo_Interposed(benchmark::State& s) { Info(s, g_interposed); }
+void BM_MemGetInfo_Direct(benchmark::State& s) {
+  Info(s, g_direct);
+}
+void BM_MemGetInfo_Interposed(benchmark::State& s) {
+  Info(s, g_interposed);
+}
 BENCHMARK(BM_MemGetInfo_Direct);
 BENCHMARK(BM_MemGetInfo_Interposed);
 

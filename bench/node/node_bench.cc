@@ -44,7 +44,8 @@ struct Served {
     auto s = deviceplugin::DevicePluginServer::Start(std::move(o));
     if (!s.ok()) std::abort();
     server = std::move(s).value();
-    channel = grpc::CreateChannel("unix:" + server->socket_path(), grpc::InsecureChannelCredentials());
+    channel =
+        grpc::CreateChannel("unix:" + server->socket_path(), grpc::InsecureChannelCredentials());
     stub = v1beta1::DevicePlugin::NewStub(channel);
   }
   testing::TempDir dir;
@@ -60,7 +61,8 @@ void BM_Allocate(benchmark::State& state) {
   size_t i = 0;
   for (auto _ : state) {
     v1beta1::AllocateRequest req;
-    req.add_container_requests()->add_devices_ids(s.resource.devices[i++ % s.resource.devices.size()].id);
+    req.add_container_requests()->add_devices_ids(
+        s.resource.devices[i++ % s.resource.devices.size()].id);
     v1beta1::AllocateResponse resp;
     grpc::ClientContext ctx;
     auto t0 = Clock::now();
@@ -181,9 +183,10 @@ void BM_IdleAgentRss(benchmark::State& state) {
     fakes::FakeKubelet kubelet({dir.path() + "/dp"});
     if (!kubelet.Start().ok()) std::abort();
     std::string src = GPUSHARE_SOURCE_DIR;
-    testing::AgentProcess agent({"--inventory", src + "/examples/inventory/mixed.yaml", "--config",
-                                 src + "/examples/config/mixed.yaml", "--device-plugin-dir", dir.path() + "/dp"},
-                                dir.path() + "/agent.log");
+    testing::AgentProcess agent(
+        {"--inventory", src + "/examples/inventory/mixed.yaml", "--config",
+         src + "/examples/config/mixed.yaml", "--device-plugin-dir", dir.path() + "/dp"},
+        dir.path() + "/agent.log");
     bool ok = kubelet.WaitForAllocatable("nvidia.com/gpu.shared", 20, std::chrono::seconds(15)) &&
               kubelet.WaitForAllocatable("nvidia.com/mig-2g.20gb", 6, std::chrono::seconds(15));
     if (!ok) {

@@ -21,12 +21,12 @@ struct NodeType {
   int64_t mem;
   int gpus;
 };
-const NodeType kTypes[] = {{"G2", 549, 96000, 393216, 8},     {"T4", 387, 104000, 524288, 2},
-                           {"T4", 17, 96000, 393216, 4},      {"G3", 39, 128000, 786432, 8},
-                           {"P100", 107, 16000, 122880, 2},   {"P100", 22, 64000, 262144, 2},
-                           {"P100", 5, 8000, 61440, 1},       {"V100M32", 21, 96000, 786432, 8},
-                           {"V100M32", 9, 48000, 376832, 4},  {"V100M16", 28, 32000, 131072, 4},
-                           {"V100M16", 19, 8000, 32768, 1},   {"V100M16", 8, 64000, 262144, 8},
+const NodeType kTypes[] = {{"G2", 549, 96000, 393216, 8},    {"T4", 387, 104000, 524288, 2},
+                           {"T4", 17, 96000, 393216, 4},     {"G3", 39, 128000, 786432, 8},
+                           {"P100", 107, 16000, 122880, 2},  {"P100", 22, 64000, 262144, 2},
+                           {"P100", 5, 8000, 61440, 1},      {"V100M32", 21, 96000, 786432, 8},
+                           {"V100M32", 9, 48000, 376832, 4}, {"V100M16", 28, 32000, 131072, 4},
+                           {"V100M16", 19, 8000, 32768, 1},  {"V100M16", 8, 64000, 262144, 8},
                            {"A10", 2, 128000, 1048576, 1}};
 
 // The trace's most common task shapes (cpu milli, GPUs, milli per GPU) with their counts.
@@ -36,11 +36,12 @@ struct PodType {
   int64_t milli;
   int count;
 };
-const PodType kPods[] = {{3150, 1, 810, 1047}, {11300, 1, 1000, 874}, {11400, 1, 1000, 599}, {3150, 1, 1000, 470},
-                         {11910, 1, 470, 388}, {12500, 0, 0, 366},    {8000, 1, 470, 360},   {12000, 1, 1000, 326},
-                         {32000, 0, 0, 290},   {18710, 1, 1000, 255}, {11910, 1, 650, 237},  {4000, 1, 320, 232},
-                         {8000, 0, 0, 185},    {4000, 1, 230, 122},   {6000, 1, 460, 120},   {88000, 8, 1000, 44},
-                         {44000, 4, 1000, 15}, {22000, 2, 1000, 16},  {4000, 1, 160, 54},    {8000, 1, 320, 72}};
+const PodType kPods[] = {
+    {3150, 1, 810, 1047}, {11300, 1, 1000, 874}, {11400, 1, 1000, 599}, {3150, 1, 1000, 470},
+    {11910, 1, 470, 388}, {12500, 0, 0, 366},    {8000, 1, 470, 360},   {12000, 1, 1000, 326},
+    {32000, 0, 0, 290},   {18710, 1, 1000, 255}, {11910, 1, 650, 237},  {4000, 1, 320, 232},
+    {8000, 0, 0, 185},    {4000, 1, 230, 122},   {6000, 1, 460, 120},   {88000, 8, 1000, 44},
+    {44000, 4, 1000, 15}, {22000, 2, 1000, 16},  {4000, 1, 160, 54},    {8000, 1, 320, 72}};
 
 std::vector<NodeSpec> Nodes(int total) {
   std::vector<NodeSpec> out;
@@ -99,7 +100,8 @@ struct Bench {
     Fill(0.5);
   }
   double Allocated() const {
-    return 1.0 - static_cast<double>(cluster.gpu_free_total()) / static_cast<double>(cluster.gpu_capacity_total());
+    return 1.0 - static_cast<double>(cluster.gpu_free_total()) /
+                     static_cast<double>(cluster.gpu_capacity_total());
   }
   void Step() {
     const ShapeId s = shapes[next++ % shapes.size()];
@@ -127,11 +129,25 @@ void BM_Decision(benchmark::State& state, const std::string& policy, bool cache)
 
 }  // namespace
 
-BENCHMARK_CAPTURE(BM_Decision, default, std::string("default"), true)->Arg(1213)->Arg(5000)->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_Decision, fgd, std::string("fgd"), true)->Arg(1213)->Arg(5000)->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_Decision, bestfit, std::string("bestfit"), true)->Arg(1213)->Arg(5000)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Decision, default, std::string("default"), true)
+    ->Arg(1213)
+    ->Arg(5000)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Decision, fgd, std::string("fgd"), true)
+    ->Arg(1213)
+    ->Arg(5000)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Decision, bestfit, std::string("bestfit"), true)
+    ->Arg(1213)
+    ->Arg(5000)
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_Decision, default_nocache, std::string("default"), false)
-    ->Arg(1213)->Arg(5000)->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_Decision, fgd_nocache, std::string("fgd"), false)->Arg(1213)->Arg(5000)->Unit(benchmark::kMicrosecond);
+    ->Arg(1213)
+    ->Arg(5000)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_Decision, fgd_nocache, std::string("fgd"), false)
+    ->Arg(1213)
+    ->Arg(5000)
+    ->Unit(benchmark::kMicrosecond);
 
 BENCHMARK_MAIN();

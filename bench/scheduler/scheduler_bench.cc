@@ -15,10 +15,9 @@
 //
 // The request bodies are built before timing (that is kube-scheduler's cost, not ours); what is
 // timed is the HTTP exchange: the extender's decoding, decision and encoding, and loopback TCP.
+#include <arpa/inet.h>
 #include <benchmark/benchmark.h>
 #include <httplib.h>
-
-#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/resource.h>
@@ -29,12 +28,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
 #include <string_view>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "core/memshare.h"
 #include "kube/client.h"
@@ -63,7 +61,9 @@ json NodeJson(const std::string& name, int gpus, int64_t units) {
     g.memory_mib = units * 1024;
     inv.gpus.push_back(g);
   }
-  return {{"metadata", {{"name", name}, {"annotations", {{std::string(ms::kInventoryAnnotation), ms::EncodeInventory(inv)}}}}},
+  return {{"metadata",
+           {{"name", name},
+            {"annotations", {{std::string(ms::kInventoryAnnotation), ms::EncodeInventory(inv)}}}}},
           {"status", {{"allocatable", {{"aliyun.com/gpu-mem", std::to_string(gpus * units)}}}}}};
 }
 
@@ -73,15 +73,18 @@ json PodJson(const std::string& name, int64_t units) {
            {{"name", name},
             {"namespace", "default"},
             {"uid", "uid-" + name},
-            {"labels", {{"serving.knative.dev/service", "helloworld-go"}, {"serving.knative.dev/revision", "helloworld-go-00001"}}},
+            {"labels",
+             {{"serving.knative.dev/service", "helloworld-go"},
+              {"serving.knative.dev/revision", "helloworld-go-00001"}}},
             {"annotations", {{"autoscaling.knative.dev/maxScale", "100"}}}}},
           {"spec",
            {{"containers",
              {{{"name", "user-container"},
                {"image", "registry.example/helloworld-go:latest"},
                {"ports", {{{"containerPort", 6666}, {"name", "user-port"}, {"protocol", "TCP"}}}},
-               {"resources", {{"limits", {{"aliyun.com/gpu-mem", std::to_string(units)}}},
-                              {"requests", {{"aliyun.com/gpu-mem", std::to_string(units)}}}}}},
+               {"resources",
+                {{"limits", {{"aliyun.com/gpu-mem", std::to_string(units)}}},
+                 {"requests", {{"aliyun.com/gpu-mem", std::to_string(units)}}}}}},
               {{"name", "queue-proxy"},
                {"image", "gcr.io/knative-releases/knative.dev/serving/cmd/queue:v1.12"},
                {"resources", {{"requests", {{"cpu", "25m"}}}}}}}},
@@ -93,7 +96,8 @@ json PodJson(const std::string& name, int64_t units) {
 double ProcessCpuMs() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
-  return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3 + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3;
+  return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3 +
+         (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3;
 }
 
 double Percentile(std::vector<double> v, double q) {
@@ -142,13 +146,15 @@ class GoLikeClient {
   };
   Reply Post(const std::string& path, const std::string& body) {
     Reply r;
-    const std::string head = "POST " + path + " HTTP/1.1\r\nHost: " + host_ +
-                             "\r\nUser-Agent: Go-http-client/1.1\r\nContent-Length: " + std::to_string(body.size()) +
-                             "\r\nContent-Type: application/json\r\nAccept-Encoding: gzip\r\n\r\n";
+    const std::string head =
+        "POST " + path + " HTTP/1.1\r\nHost: " + host_ +
+        "\r\nUser-Agent: Go-http-client/1.1\r\nContent-Length: " + std::to_string(body.size()) +
+        "\r\nContent-Type: application/json\r\nAccept-Encoding: gzip\r\n\r\n";
     std::string first = head;
     const size_t inline_body = head.size() < kBuf ? std::min(body.size(), kBuf - head.size()) : 0;
     first.append(body, 0, inline_body);
-    if (!WriteAll(first.data(), first.size()) || !WriteAll(body.data() + inline_body, body.size() - inline_body)) {
+    if (!WriteAll(first.data(), first.size()) ||
+        !WriteAll(body.data() + inline_body, body.size() - inline_body)) {
       Close();
       return r;
     }
@@ -233,8 +239,8 @@ class GoLikeClient {
 // GKE's "gke-<cluster>-<pool>-<hash>-<id>" are as long): longer than std::string's 15-character
 // inline buffer, so a copy of a name costs an allocation, as it would in production.
 std::string NodeName(int n) {
-  return "ip-10-" + std::to_string(n / 62500) + "-" + std::to_string(n / 250 % 250) + "-" + std::to_string(n % 250 + 1) +
-         ".us-west-2.compute.internal";
+  return "ip-10-" + std::to_string(n / 62500) + "-" + std::to_string(n / 250 % 250) + "-" +
+         std::to_string(n % 250 + 1) + ".us-west-2.compute.internal";
 }
 
 // A cache over `nodes` nodes x 8 GPUs x 24 GiB, partly used: 0..39 pods of 3 GiB per node.
@@ -318,7 +324,8 @@ void BM_FilterPrioritize(benchmark::State& state) {
     std::optional<std::string> f = post("/gpushare-scheduler/filter", filter_body);
     const auto t1 = std::chrono::steady_clock::now();
     if (!f) {
-      state.SkipWithError(compressed ? "the extender compressed its filter reply" : "filter failed");
+      state.SkipWithError(compressed ? "the extender compressed its filter reply"
+                                     : "filter failed");
       break;
     }
     state.PauseTiming();
@@ -331,7 +338,8 @@ void BM_FilterPrioritize(benchmark::State& state) {
     std::optional<std::string> p = post("/gpushare-scheduler/prioritize", prioritize_body);
     const auto t3 = std::chrono::steady_clock::now();
     if (!p) {
-      state.SkipWithError(compressed ? "the extender compressed its prioritize reply" : "prioritize failed");
+      state.SkipWithError(compressed ? "the extender compressed its prioritize reply"
+                                     : "prioritize failed");
       break;
     }
     cpu += ProcessCpuMs() - c0;
@@ -359,7 +367,8 @@ void BM_FilterPrioritize(benchmark::State& state) {
   // also contains waiting for a core.
   state.counters["cpu_ms"] = total.empty() ? 0 : cpu / static_cast<double>(total.size());
   state.counters["request_kb"] = static_cast<double>(filter_body.size()) / 1024.0;
-  state.counters["passed"] = total.empty() ? 0 : static_cast<double>(passed) / static_cast<double>(total.size());
+  state.counters["passed"] =
+      total.empty() ? 0 : static_cast<double>(passed) / static_cast<double>(total.size());
 }
 // A fixed number of pods: the paused work (decoding the reply, the next bind) and the server's
 // threads are not in the main thread's CPU time, so a MinTime would run for very long.
@@ -421,33 +430,38 @@ void BM_FilterUnderAttack(benchmark::State& state) {
     slowloris = std::thread([&] {
       for (int line = 0; !stop.load(); ++line) {
         for (int& fd : slow) {
-          const std::string bytes = fd < 0 ? "POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\n"
-                                           : "X-Slow-" + std::to_string(line) + ": 1\r\n";
+          const std::string bytes = fd < 0
+                                        ? "POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\n"
+                                        : "X-Slow-" + std::to_string(line) + ": 1\r\n";
           if (fd < 0) fd = connect();
           if (fd >= 0 && ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) <= 0) {
             ::close(fd);
             fd = -1;  // cut off at the head deadline: replaced at the next round
           }
         }
-        for (int i = 0; i < 20 && !stop.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        for (int i = 0; i < 20 && !stop.load(); ++i)
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
     });
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
   const json pod = PodJson("bench-pod", 3);
-  const std::string body = json{{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", cluster.names}}.dump();
+  const std::string body =
+      json{{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", cluster.names}}.dump();
   std::unique_ptr<GoLikeClient> kept = std::make_unique<GoLikeClient>(server.port());
   std::vector<double> ms;
   for (auto _ : state) {
     const auto t0 = std::chrono::steady_clock::now();
-    std::unique_ptr<GoLikeClient> once = fresh ? std::make_unique<GoLikeClient>(server.port()) : nullptr;
+    std::unique_ptr<GoLikeClient> once =
+        fresh ? std::make_unique<GoLikeClient>(server.port()) : nullptr;
     GoLikeClient& c = fresh ? *once : *kept;
     const GoLikeClient::Reply r = c.Post("/gpushare-scheduler/filter", body);
     if (r.status != 200) {
       state.SkipWithError("filter failed");
       break;
     }
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   stop = true;
   if (slowloris.joinable()) slowloris.join();
@@ -455,7 +469,8 @@ void BM_FilterUnderAttack(benchmark::State& state) {
   for (int fd : slow)
     if (fd >= 0) ::close(fd);
   server.Stop();
-  state.SetLabel(std::string(attack ? "1000 idle + 16 slowloris" : "quiet") + (fresh ? ", new connection" : ", keep-alive"));
+  state.SetLabel(std::string(attack ? "1000 idle + 16 slowloris" : "quiet") +
+                 (fresh ? ", new connection" : ", keep-alive"));
   state.counters["p50_ms"] = Percentile(ms, 0.50);
   state.counters["p99_ms"] = Percentile(ms, 0.99);
   state.counters["max_ms"] = Percentile(ms, 1.0);
@@ -472,24 +487,38 @@ void BM_Verbs(benchmark::State& state) {
   Cluster cluster(static_cast<int>(state.range(0)));
   Extender extender(cluster.cache, nullptr);
   const json pod = PodJson("bench-pod", 3);
-  const std::string body = json{{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", cluster.names}}.dump();
+  const std::string body =
+      json{{"Pod", pod}, {"Nodes", nullptr}, {"NodeNames", cluster.names}}.dump();
   const int verb = static_cast<int>(state.range(1));
   const ms::PodRequest req = *kube::PodMemRequest(*kube::DecodePod(pod));
   const std::vector<std::string_view> views(cluster.names.begin(), cluster.names.end());
   for (auto _ : state) {
     switch (verb) {
-      case 0: benchmark::DoNotOptimize(extender.Filter(body)); break;
-      case 1: benchmark::DoNotOptimize(extender.Prioritize(body)); break;
-      case 2: benchmark::DoNotOptimize(cluster.cache.Filter(req, views)); break;
-      case 3: benchmark::DoNotOptimize(cluster.cache.Score(req, views)); break;
-      case 4: benchmark::DoNotOptimize(ParseExtenderArgs(body)); break;
-      default: benchmark::DoNotOptimize(ParseExtenderArgsGeneral(body)); break;
+      case 0:
+        benchmark::DoNotOptimize(extender.Filter(body));
+        break;
+      case 1:
+        benchmark::DoNotOptimize(extender.Prioritize(body));
+        break;
+      case 2:
+        benchmark::DoNotOptimize(cluster.cache.Filter(req, views));
+        break;
+      case 3:
+        benchmark::DoNotOptimize(cluster.cache.Score(req, views));
+        break;
+      case 4:
+        benchmark::DoNotOptimize(ParseExtenderArgs(body));
+        break;
+      default:
+        benchmark::DoNotOptimize(ParseExtenderArgsGeneral(body));
+        break;
     }
     state.PauseTiming();
     cluster.PlaceAnywhere();
     state.ResumeTiming();
   }
-  static const char* kNames[] = {"Extender::Filter", "Extender::Prioritize", "GpuCache::Filter", "GpuCache::Score",
+  static const char* kNames[] = {"Extender::Filter",  "Extender::Prioritize",
+                                 "GpuCache::Filter",  "GpuCache::Score",
                                  "ParseExtenderArgs", "ParseExtenderArgsGeneral"};
   state.SetLabel(kNames[verb]);
 }
@@ -521,10 +550,12 @@ struct BindRig {
     dir = ::mkdtemp(tmpl);
     const std::string kubeconfig = dir + "/kubeconfig";
     FILE* f = std::fopen(kubeconfig.c_str(), "w");
-    std::fprintf(f,
-                 "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: %s\nusers:\n- name: u\n  "
-                 "user: {}\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\n",
-                 api.url().c_str());
+    std::fprintf(
+        f,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: %s\nusers:\n- "
+        "name: u\n  "
+        "user: {}\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\n",
+        api.url().c_str());
     std::fclose(f);
     (void)ConfigureSchedulerLogging("warn");
     ServiceOptions o;
@@ -534,7 +565,8 @@ struct BindRig {
     o.kube_qps = 0;  // the API double is what is measured, not the client-side limiter
     service = std::make_unique<SchedulerService>(o);
     if (!service->Start().ok()) return;
-    for (int i = 0; i < 2000 && !service->readiness().ready; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    for (int i = 0; i < 2000 && !service->readiness().ready; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
     ok = service->readiness().ready;
   }
   ~BindRig() {
@@ -582,7 +614,8 @@ void BM_Bind(benchmark::State& state) {
     errors += failed.load();
     state.SetItemsProcessed(state.items_processed() + static_cast<int64_t>(kBatch));
   }
-  state.counters["binds_per_s"] = benchmark::Counter(static_cast<double>(state.items_processed()), benchmark::Counter::kIsRate);
+  state.counters["binds_per_s"] =
+      benchmark::Counter(static_cast<double>(state.items_processed()), benchmark::Counter::kIsRate);
   state.counters["errors"] = static_cast<double>(errors);
 }
 BENCHMARK(BM_Bind)->Arg(1)->Arg(8)->Iterations(5)->UseRealTime()->Unit(benchmark::kMillisecond);

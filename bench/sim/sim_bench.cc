@@ -16,7 +16,8 @@ void BM_TraceRun(benchmark::State& state, const std::string& policy) {
     state.SkipWithError(("SKIPPED: " + kDir + " absent").c_str());
     return;
   }
-  auto w = gpushare::sim::LoadWorkload(kDir + "/openb_node_list_gpu_node.csv", kDir + "/openb_pod_list_default.csv");
+  auto w = gpushare::sim::LoadWorkload(kDir + "/openb_node_list_gpu_node.csv",
+                                       kDir + "/openb_pod_list_default.csv");
   if (!w.ok()) {
     state.SkipWithError(w.status().message().c_str());
     return;
@@ -37,8 +38,14 @@ void BM_TraceRun(benchmark::State& state, const std::string& policy) {
 
 }  // namespace
 
-BENCHMARK_CAPTURE(BM_TraceRun, fgd, std::string("fgd"))->Iterations(3)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_TraceRun, default, std::string("default"))->Iterations(3)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(BM_TraceRun, bestfit, std::string("bestfit"))->Iterations(3)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_TraceRun, fgd, std::string("fgd"))
+    ->Iterations(3)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_TraceRun, default, std::string("default"))
+    ->Iterations(3)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_TraceRun, bestfit, std::string("bestfit"))
+    ->Iterations(3)
+    ->Unit(benchmark::kMillisecond);
 
 BENCHMARK_MAIN();

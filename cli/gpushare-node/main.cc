@@ -6,8 +6,8 @@
 //   (default)                                 serve the plan to kubelet (see RunServe)
 // Both modes load their inputs the same way (LoadInputs): config first (flag > environment >
 // file; the file from --config, or from --config-dir chosen by the node's label, through a
-// node::ConfigSource), then the inventory (--inventory FILE, or NVML), then the plan. Every config or plan
-// problem is printed on stderr, one line each, and the exit status is 2 before anything is
+// node::ConfigSource), then the inventory (--inventory FILE, or NVML), then the plan. Every config
+// or plan problem is printed on stderr, one line each, and the exit status is 2 before anything is
 // served. An inventory that cannot be discovered follows failOnInitError.
 #include <signal.h>
 
@@ -37,7 +37,8 @@ constexpr int kExitInvalid = 2;  // config, inventory file or plan problems
 
 struct MainOptions {
   NodeConfigFlags config_flags;
-  node::ConfigSourceFlags config_source;  // --config-dir, --config-node-label, --default-config, ...
+  node::ConfigSourceFlags
+      config_source;           // --config-dir, --config-node-label, --default-config, ...
   std::string inventory_file;  // empty = NVML
   NvmlInventoryOptions nvml;
   std::string health_events_file;  // simulated health events (with --inventory)
@@ -69,15 +70,16 @@ std::unique_ptr<InventorySource> MakeInventorySource(const MainOptions& o) {
 
 // Loads config, inventory and plan; on failure says whether the problem is the operator's
 // input (exit 2) or GPU discovery (failOnInitError decides).
-bool LoadInputs(const MainOptions& o, node::ConfigSource& config_source, const Environment& env, Inputs* out,
-                LoadFailure* fail) {
+bool LoadInputs(const MainOptions& o, node::ConfigSource& config_source, const Environment& env,
+                Inputs* out, LoadFailure* fail) {
   Result<node::ConfigSnapshot> snap = config_source.Next();
   if (!snap.ok()) {
     *fail = {snap.status(), true};
     return false;
   }
-  auto config = snap->path.empty() ? LoadNodeConfigWithNotes(o.config_flags, env)
-                                   : LoadNodeConfigFromText(o.config_flags, env, snap->text, snap->path);
+  auto config = snap->path.empty()
+                    ? LoadNodeConfigWithNotes(o.config_flags, env)
+                    : LoadNodeConfigFromText(o.config_flags, env, snap->text, snap->path);
   if (!config.ok()) {
     *fail = {config.status(), true};
     return false;
@@ -122,8 +124,8 @@ int PrintResources(const MainOptions& o, const Inputs& in) {
   p.plan = &in.plan;
   p.config_path = in.config.config_path;
   p.notes = in.config.notes;
-  std::string text = node::FormatPlan(p, o.output == "json" ? node::PlanFormat::kJson
-                                                            : node::PlanFormat::kTable);
+  std::string text =
+      node::FormatPlan(p, o.output == "json" ? node::PlanFormat::kJson : node::PlanFormat::kTable);
   std::fwrite(text.data(), 1, text.size(), stdout);
   return 0;
 }
@@ -143,7 +145,8 @@ int WaitIdle() {
 
 // The serving mode: device plugins for every planned resource (node/serve.h). The first load
 // is the one main already did; SIGHUP reloads config and inventory the same way.
-int RunServe(const MainOptions& o, const std::shared_ptr<node::ConfigSource>& source, const Inputs& in) {
+int RunServe(const MainOptions& o, const std::shared_ptr<node::ConfigSource>& source,
+             const Inputs& in) {
   node::ServeOptions s;
   s.flags = o.serve;
   auto first = std::make_shared<bool>(true);
@@ -155,7 +158,8 @@ int RunServe(const MainOptions& o, const std::shared_ptr<node::ConfigSource>& so
     Inputs fresh;
     LoadFailure fail;
     if (!LoadInputs(o, *source, ProcessEnvironment(), &fresh, &fail)) return fail.status;
-    return node::AgentInputs{std::move(fresh.inventory), std::move(fresh.config.config), ConfigNotes(fresh.config)};
+    return node::AgentInputs{std::move(fresh.inventory), std::move(fresh.config.config),
+                             ConfigNotes(fresh.config)};
   };
   s.health_source = [&o](const node::AgentInputs& a) -> Result<std::unique_ptr<HealthEventSource>> {
     if (!o.health_events_file.empty()) return MakeEventsFileSource(o.health_events_file);
@@ -166,25 +170,29 @@ int RunServe(const MainOptions& o, const std::shared_ptr<node::ConfigSource>& so
   };
   // In-container GPU limits (docs/interposer.md); the library installed first when given.
   s.interposer_paths = std::make_shared<node::InterposerPaths>();
-  s.decorator = node::InterposerDecoratorFactory(o.interposer_library, cli::kVersion, s.interposer_paths);
+  s.decorator =
+      node::InterposerDecoratorFactory(o.interposer_library, cli::kVersion, s.interposer_paths);
   // Automatic reload: the config file (or the directory and the node's label) is watched.
   s.on_load = [source](bool accepted) { source->Outcome(accepted); };
-  s.companions.push_back([source](std::function<void()> reload) { return node::StartConfigWatch(source, reload); });
+  s.companions.push_back(
+      [source](std::function<void()> reload) { return node::StartConfigWatch(source, reload); });
   return node::Serve(std::move(s));
 }
 
 // The config's source: --config FILE ($CONFIG_FILE) or --config-dir DIR with the node's label
 // read from the API server.
-Result<std::shared_ptr<node::ConfigSource>> OpenConfigSource(const MainOptions& o, const Environment& env) {
-  return node::OpenConfigSourceFromFlags(o.config_source, o.config_flags.config_file, env, o.serve.memory.node_name,
-                                         o.serve.memory.kubeconfig);
+Result<std::shared_ptr<node::ConfigSource>> OpenConfigSource(const MainOptions& o,
+                                                             const Environment& env) {
+  return node::OpenConfigSourceFromFlags(o.config_source, o.config_flags.config_file, env,
+                                         o.serve.memory.node_name, o.serve.memory.kubeconfig);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   MainOptions o;
-  CLI::App app{"gpushare-node: advertises whole, time-sliced and MIG GPUs to kubelet", "gpushare-node"};
+  CLI::App app{"gpushare-node: advertises whole, time-sliced and MIG GPUs to kubelet",
+               "gpushare-node"};
   app.set_version_flag("--version", gpushare::cli::VersionLine("gpushare-node"));
   AddNodeConfigFlags(app, o.config_flags);
   node::AddConfigSourceFlags(app, o.config_source);
@@ -197,10 +205,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--health-events", o.health_events_file,
                  "follow this file for injected health events (lines like `xid=79 uuid=GPU-...`)");
-  app.add_option("--interposer-library", o.interposer_library,
-                 "install this libgpushare-cuda.so into gpushare.interposer.hostDir at a versioned path "
-                 "(<hostDir>/<version>-<hash>/) and mount that file; the image's is "
-                 "/usr/lib/gpushare/libgpushare-cuda.so")
+  app.add_option(
+         "--interposer-library", o.interposer_library,
+         "install this libgpushare-cuda.so into gpushare.interposer.hostDir at a versioned path "
+         "(<hostDir>/<version>-<hash>/) and mount that file; the image's is "
+         "/usr/lib/gpushare/libgpushare-cuda.so")
       ->envname("GPUSHARE_INTERPOSER_LIBRARY");
   node::AddServeFlags(app, o.serve);
   app.add_flag("--print-resources", o.print_resources, "print the resource plan and exit");
@@ -238,7 +247,8 @@ int main(int argc, char** argv) {
     }
     InitFailureDecision d = DecideOnInitFailure(fail.status, fail.fail_on_init_error);
     std::fprintf(stderr, "level=error msg=\"%s\"\n", d.message.c_str());
-    if (o.print_resources || d.action == InitFailureAction::kExit) return d.action == InitFailureAction::kExit ? d.exit_code : 1;
+    if (o.print_resources || d.action == InitFailureAction::kExit)
+      return d.action == InitFailureAction::kExit ? d.exit_code : 1;
     return WaitIdle();
   }
   if (o.print_resources) return PrintResources(o, in);

@@ -8,15 +8,18 @@
 //                      [--http-threads N] [--http-max-connections N] [--http-read-header-timeout D]
 //                      [--http-read-timeout D] [--http-idle-timeout D] [--kube-api-qps Q]
 //                      [--kube-api-burst B] [--log-level L]
-//                      [--webhook-listen ADDR:PORT [--webhook-scheduler-name NAME] [--webhook-port-file F]
+//                      [--webhook-listen ADDR:PORT [--webhook-scheduler-name NAME]
+//                      [--webhook-port-file F]
 //                       (--webhook-tls-cert-file F --webhook-tls-private-key-file F |
-//                        --webhook-cert-dir DIR --webhook-secret NS/NAME --webhook-configuration NAME
+//                        --webhook-cert-dir DIR --webhook-secret NS/NAME --webhook-configuration
+//                        NAME
 //                        --webhook-service NAME.NS [--webhook-cert-check-interval 1h])]
 //
 // Serves PREFIX/filter, PREFIX/prioritize, PREFIX/bind, /healthz, /readyz, /metrics (see
 // docs/scheduler.md), and with --webhook-listen the admission webhook POST /mutate-pods on a
-// separate HTTPS listener (docs/webhook.md). Exit status: 0 after SIGINT/SIGTERM, 1 when it cannot start, 2 for bad
-// flags (every number and duration is range-checked, and the message names the flag: scheduler/flags.h).
+// separate HTTPS listener (docs/webhook.md). Exit status: 0 after SIGINT/SIGTERM, 1 when it cannot
+// start, 2 for bad flags (every number and duration is range-checked, and the message names the
+// flag: scheduler/flags.h).
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>
@@ -50,6 +53,7 @@ int main(int argc, char** argv) {
   }
   Result<scheduler::ServiceOptions> options = scheduler::CheckSchedulerFlags(app, flags);
   if (!options.ok()) return Fail(options.status().message());
-  if (Status logging = scheduler::ConfigureSchedulerLogging(flags.log_level); !logging.ok()) return Fail(logging.message());
+  if (Status logging = scheduler::ConfigureSchedulerLogging(flags.log_level); !logging.ok())
+    return Fail(logging.message());
   return scheduler::RunScheduler(std::move(options).value());
 }

@@ -28,7 +28,6 @@ struct CommandRegistrar {
 
 #define GPUSHARE_COMMAND_CONCAT2(a, b) a##b
 #define GPUSHARE_COMMAND_CONCAT(a, b) GPUSHARE_COMMAND_CONCAT2(a, b)
-#define GPUSHARE_COMMAND(...)                                                             \
-  static ::gpushare::cli::CommandRegistrar GPUSHARE_COMMAND_CONCAT(gpushare_command_,    \
-                                                                   __LINE__)(            \
-      ::gpushare::cli::Command{__VA_ARGS__})
+#define GPUSHARE_COMMAND(...)                                       \
+  static ::gpushare::cli::CommandRegistrar GPUSHARE_COMMAND_CONCAT( \
+      gpushare_command_, __LINE__)(::gpushare::cli::Command{__VA_ARGS__})

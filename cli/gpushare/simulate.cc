@@ -1,4 +1,6 @@
 // `gpushare simulate`: the placement simulator. Flags only; the work is in sim/.
+#include "sim/simulate.h"
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -7,7 +9,6 @@
 #include "cli/gpushare/command.h"
 #include "config/flag_checks.h"
 #include "sim/experiment.h"
-#include "sim/simulate.h"
 
 namespace {
 
@@ -19,18 +20,25 @@ struct Flags {
 
 GPUSHARE_COMMAND(
     "simulate",
-    "Replay a cluster and a workload through the placement engine and report unallocated GPU per policy",
+    "Replay a cluster and a workload through the placement engine and report unallocated GPU per "
+    "policy",
     [](CLI::App& app) -> std::function<int()> {
       auto f = std::make_shared<Flags>();
-      app.add_option("--nodes", f->o.nodes_path, "Node list CSV (sn,cpu_milli,memory_mib,gpu,model)");
-      app.add_option("--pods", f->o.pods_path, "Pod list CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec,...])");
-      app.add_option("--policy", f->policies, "Comma-separated policies, or all")->capture_default_str();
+      app.add_option("--nodes", f->o.nodes_path,
+                     "Node list CSV (sn,cpu_milli,memory_mib,gpu,model)");
+      app.add_option("--pods", f->o.pods_path,
+                     "Pod list CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec,...])");
+      app.add_option("--policy", f->policies, "Comma-separated policies, or all")
+          ->capture_default_str();
       app.add_option("--seeds", f->seeds, "Seeds: N, N-M or a comma list")->capture_default_str();
-      app.add_option("--tune", f->o.tune, "Inflate the workload to this multiple of GPU capacity (0: no inflation)")
+      app.add_option("--tune", f->o.tune,
+                     "Inflate the workload to this multiple of GPU capacity (0: no inflation)")
           ->check(gpushare::NumberIn(0, gpushare::sim::kMaxTune, "0: no inflation"))
           ->capture_default_str();
-      app.add_option("--out", f->o.out_dir, "Directory for curves.csv, summary.csv and plot.svg")->capture_default_str();
-      app.add_option("--mode", f->o.mode, "static (the reference protocol) or dynamic (creation/deletion times)")
+      app.add_option("--out", f->o.out_dir, "Directory for curves.csv, summary.csv and plot.svg")
+          ->capture_default_str();
+      app.add_option("--mode", f->o.mode,
+                     "static (the reference protocol) or dynamic (creation/deletion times)")
           ->check(CLI::IsMember({"static", "dynamic"}))
           ->capture_default_str();
       app.add_option("--jobs", f->o.jobs, "Parallel runs (0: one per CPU)")
@@ -49,7 +57,9 @@ GPUSHARE_COMMAND(
           return 2;
         }
         if (f->o.nodes_path.empty() != f->o.pods_path.empty()) {
-          std::fprintf(stderr, "gpushare simulate: give both --nodes and --pods, or neither (built-in default)\n");
+          std::fprintf(
+              stderr,
+              "gpushare simulate: give both --nodes and --pods, or neither (built-in default)\n");
           return 2;
         }
         f->o.policies = *policies;

@@ -8,9 +8,9 @@
 #include <cstdio>
 #include <string>
 
+#include "base/strings.h"
 #include "cli/gpushare/command.h"
 #include "config/node_config_loader.h"
-#include "base/strings.h"
 #include "core/resource_plan.h"
 #include "gpu/file_inventory.h"
 

@@ -12,7 +12,8 @@ Result<NodeId> ClusterState::AddNode(const NodeSpec& spec) {
   if (spec.memory_mib < 0) return Status::InvalidArgument(where + ": memory_mib must be >= 0");
   if (spec.gpu_capacity.size() > static_cast<size_t>(kMaxGpusPerNode))
     return Status::InvalidArgument(where + ": " + std::to_string(spec.gpu_capacity.size()) +
-                                   " GPUs, at most " + std::to_string(kMaxGpusPerNode) + " supported");
+                                   " GPUs, at most " + std::to_string(kMaxGpusPerNode) +
+                                   " supported");
   if (!spec.gpu_capacity.empty() && spec.gpu_model.empty())
     return Status::InvalidArgument(where + ": has GPUs but no GPU model");
   if (spec.max_clients_per_gpu < 1)
@@ -20,7 +21,8 @@ Result<NodeId> ClusterState::AddNode(const NodeSpec& spec) {
   if (spec.max_pods < 0) return Status::InvalidArgument(where + ": max_pods must be >= 0");
   for (size_t g = 0; g < spec.gpu_capacity.size(); ++g)
     if (spec.gpu_capacity[g] <= 0)
-      return Status::InvalidArgument(where + ": GPU " + std::to_string(g) + " capacity must be > 0");
+      return Status::InvalidArgument(where + ": GPU " + std::to_string(g) +
+                                     " capacity must be > 0");
 
   NodeState s;
   s.cpu_capacity = s.cpu_free = spec.cpu_milli;
@@ -73,27 +75,32 @@ void ClusterState::Refresh(NodeState& s) {
     s.gpu_capacity_total += s.gpu_capacity[g];
     s.gpu_free_total += s.gpu_free[g];
     if (s.GpuFullyFree(g)) ++s.fully_free_gpus;
-    if (s.gpu_clients[g] < s.max_clients) s.max_share_free = std::max(s.max_share_free, s.gpu_free[g]);
+    if (s.gpu_clients[g] < s.max_clients)
+      s.max_share_free = std::max(s.max_share_free, s.gpu_free[g]);
   }
 }
 
-Result<PlacementId> ClusterState::Commit(const PodResources& pod, NodeId n, const GpuAssignment& gpus) {
-  if (n < 0 || n >= num_nodes()) return Status::NotFound("node id " + std::to_string(n) + " out of range");
+Result<PlacementId> ClusterState::Commit(const PodResources& pod, NodeId n,
+                                         const GpuAssignment& gpus) {
+  if (n < 0 || n >= num_nodes())
+    return Status::NotFound("node id " + std::to_string(n) + " out of range");
   NodeState& s = nodes_[n];
   const std::string where = "node '" + names_[n] + "'";
-  if (pod.cpu_milli < 0 || pod.memory_mib < 0) return Status::InvalidArgument("negative pod request");
+  if (pod.cpu_milli < 0 || pod.memory_mib < 0)
+    return Status::InvalidArgument("negative pod request");
   const size_t demands = static_cast<size_t>(pod.num_whole) + pod.shares.size();
   if (pod.num_whole < 0 || demands != gpus.count)
     return Status::InvalidArgument(where + ": assignment has " + std::to_string(gpus.count) +
                                    " GPUs for " + std::to_string(demands) + " GPU demands");
   if (pod.cpu_milli > s.cpu_free)
-    return Status::ResourceExhausted(where + ": CPU " + std::to_string(pod.cpu_milli) + "m requested, " +
-                                     std::to_string(s.cpu_free) + "m free");
+    return Status::ResourceExhausted(where + ": CPU " + std::to_string(pod.cpu_milli) +
+                                     "m requested, " + std::to_string(s.cpu_free) + "m free");
   if (pod.memory_mib > s.mem_free)
     return Status::ResourceExhausted(where + ": memory " + std::to_string(pod.memory_mib) +
                                      " MiB requested, " + std::to_string(s.mem_free) + " MiB free");
   if (s.max_pods > 0 && s.pods >= s.max_pods)
-    return Status::ResourceExhausted(where + ": pod limit " + std::to_string(s.max_pods) + " reached");
+    return Status::ResourceExhausted(where + ": pod limit " + std::to_string(s.max_pods) +
+                                     " reached");
   // Validate the GPUs against a scratch copy, so that a pod using one GPU twice (allowed for
   // sharing demands of several containers) is checked cumulatively.
   std::array<int64_t, kMaxGpusPerNode> free = s.gpu_free;
@@ -109,10 +116,12 @@ Result<PlacementId> ClusterState::Commit(const PodResources& pod, NodeId n, cons
     const int g = gpus.gpu[i];
     if (g >= s.num_gpus)
       return Status::InvalidArgument(where + ": GPU index " + std::to_string(g) + " out of range");
-    if (whole_taken[g]) return Status::InvalidArgument(where + ": GPU " + std::to_string(g) + " used twice");
+    if (whole_taken[g])
+      return Status::InvalidArgument(where + ": GPU " + std::to_string(g) + " used twice");
     if (i < pod.num_whole) {
       if (clients[g] != 0 || free[g] != s.gpu_capacity[g])
-        return Status::ResourceExhausted(where + ": GPU " + std::to_string(g) + " is not entirely free");
+        return Status::ResourceExhausted(where + ": GPU " + std::to_string(g) +
+                                         " is not entirely free");
       b.amount[i] = s.gpu_capacity[g];
       whole_taken[g] = true;
     } else {
@@ -120,8 +129,8 @@ Result<PlacementId> ClusterState::Commit(const PodResources& pod, NodeId n, cons
       if (share <= 0) return Status::InvalidArgument("GPU share must be > 0");
       if (free[g] < share)
         return Status::ResourceExhausted(where + ": GPU " + std::to_string(g) + " has " +
-                                         std::to_string(free[g]) + " free, " + std::to_string(share) +
-                                         " requested");
+                                         std::to_string(free[g]) + " free, " +
+                                         std::to_string(share) + " requested");
       if (clients[g] >= s.max_clients)
         return Status::ResourceExhausted(where + ": GPU " + std::to_string(g) + " already has " +
                                          std::to_string(clients[g]) + " clients (limit " +

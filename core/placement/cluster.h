@@ -41,7 +41,7 @@ struct NodeSpec {
   std::string gpu_model;              // empty for a node without GPUs
   std::vector<int64_t> gpu_capacity;  // share capacity of each GPU, in the cluster's unit
   int max_clients_per_gpu = kDefaultMaxClientsPerGpu;  // pods that may share one GPU
-  int max_pods = 0;                   // 0: no limit
+  int max_pods = 0;                                    // 0: no limit
 };
 
 // The GPUs a placement uses on its node, in demand order (see PodShape in pod.h): first the
@@ -79,7 +79,7 @@ struct NodeState {
   std::array<int64_t, kMaxGpusPerNode> gpu_free{};
   std::array<int16_t, kMaxGpusPerNode> gpu_clients{};
   std::array<int16_t, kNumPodKinds> kind_pods{};  // GPU pods on the node by kind
-  int16_t kinds_present = 0;                       // kinds with at least one pod
+  int16_t kinds_present = 0;                      // kinds with at least one pod
 
   bool GpuFullyFree(int g) const { return gpu_clients[g] == 0 && gpu_free[g] == gpu_capacity[g]; }
   bool GpuTakesShare(int g, int64_t share) const {
@@ -91,9 +91,9 @@ struct NodeState {
 struct PodResources {
   int64_t cpu_milli = 0;
   int64_t memory_mib = 0;
-  int num_whole = 0;             // whole-GPU demands (the first num_whole GPUs of an assignment)
-  std::vector<int64_t> shares;   // sharing demands, in assignment order after the whole GPUs
-  int kind = -1;                 // kShareKind, k for k whole GPUs, -1 for CPU-only pods
+  int num_whole = 0;            // whole-GPU demands (the first num_whole GPUs of an assignment)
+  std::vector<int64_t> shares;  // sharing demands, in assignment order after the whole GPUs
+  int kind = -1;                // kShareKind, k for k whole GPUs, -1 for CPU-only pods
 };
 
 class ClusterState {

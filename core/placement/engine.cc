@@ -15,7 +15,9 @@ std::string ShapeKey(const PodShape& s) {
   return k;
 }
 
-bool SameScore(const Score& a, const Score& b) { return a.value == b.value && a.tiebreak == b.tiebreak; }
+bool SameScore(const Score& a, const Score& b) {
+  return a.value == b.value && a.tiebreak == b.tiebreak;
+}
 
 }  // namespace
 
@@ -189,7 +191,8 @@ Decision PlacementEngine::ChooseEvaluated(ShapeId pod, const std::vector<Verdict
     if (picks) {
       feasible_.push_back(v.node);
     } else {
-      Consider(d, v.node, v.choice, cluster_.tie_rank(v.node), best_rank);  // scores already normalised
+      Consider(d, v.node, v.choice, cluster_.tie_rank(v.node),
+               best_rank);  // scores already normalised
     }
   }
   if (picks) PickAmongFeasible(pod, d);
@@ -197,7 +200,8 @@ Decision PlacementEngine::ChooseEvaluated(ShapeId pod, const std::vector<Verdict
 }
 
 Decision PlacementEngine::Choose(ShapeId pod) {
-  return ChooseAmong(pod, [](int i) { return static_cast<NodeId>(i); }, cluster_.num_nodes());
+  return ChooseAmong(
+      pod, [](int i) { return static_cast<NodeId>(i); }, cluster_.num_nodes());
 }
 
 Decision PlacementEngine::Choose(ShapeId pod, const std::vector<NodeId>& candidates) {
@@ -205,7 +209,8 @@ Decision PlacementEngine::Choose(ShapeId pod, const std::vector<NodeId>& candida
   valid.reserve(candidates.size());
   for (NodeId n : candidates)
     if (n >= 0 && n < cluster_.num_nodes()) valid.push_back(n);
-  return ChooseAmong(pod, [&](int i) { return valid[i]; }, static_cast<int>(valid.size()));
+  return ChooseAmong(
+      pod, [&](int i) { return valid[i]; }, static_cast<int>(valid.size()));
 }
 
 Result<PlacementId> PlacementEngine::Commit(ShapeId pod, const Decision& decision) {
@@ -214,7 +219,8 @@ Result<PlacementId> PlacementEngine::Commit(ShapeId pod, const Decision& decisio
 }
 
 Result<PlacementId> PlacementEngine::Commit(ShapeId pod, NodeId node, const GpuAssignment& gpus) {
-  if (pod < 0 || pod >= num_shapes()) return Status::NotFound("unknown shape id " + std::to_string(pod));
+  if (pod < 0 || pod >= num_shapes())
+    return Status::NotFound("unknown shape id " + std::to_string(pod));
   if (node < 0 || node >= cluster_.num_nodes())
     return Status::NotFound("node id " + std::to_string(node) + " out of range");
   const PodShape& s = shapes_[pod];
@@ -233,7 +239,9 @@ Status PlacementEngine::Release(PlacementId id) {
   return st;
 }
 
-void PlacementEngine::Changed(NodeId node) { policy_.OnNodeChanged(node); }
+void PlacementEngine::Changed(NodeId node) {
+  policy_.OnNodeChanged(node);
+}
 
 std::string PlacementEngine::Explain(ShapeId pod, const Decision& d) const {
   const PodShape& s = shapes_[pod];
@@ -242,10 +250,12 @@ std::string PlacementEngine::Explain(ShapeId pod, const Decision& d) const {
     out = "placed " + s.ToString() + " on node " + cluster_.node_name(d.node);
     if (d.choice.gpus.count > 0) {
       out += " GPUs [";
-      for (int i = 0; i < d.choice.gpus.count; ++i) out += (i ? "," : "") + std::to_string(d.choice.gpus.gpu[i]);
+      for (int i = 0; i < d.choice.gpus.count; ++i)
+        out += (i ? "," : "") + std::to_string(d.choice.gpus.gpu[i]);
       out += "]";
     }
-    out += ": " + policy_.Describe(d.choice) + "; " + std::to_string(d.feasible) + " feasible node(s)";
+    out +=
+        ": " + policy_.Describe(d.choice) + "; " + std::to_string(d.feasible) + " feasible node(s)";
     if (d.tied > 1) out += ", " + std::to_string(d.tied) + " tied (node order decided)";
   } else {
     out = "no node fits " + s.ToString();

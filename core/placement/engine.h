@@ -29,7 +29,7 @@ namespace gpushare::placement {
 using ShapeId = int32_t;
 
 struct EngineOptions {
-  bool cache = true;                   // cache node-local verdicts per (shape, node)
+  bool cache = true;                    // cache node-local verdicts per (shape, node)
   int64_t max_cache_entries = 4 << 20;  // beyond this, further shapes are not cached
 };
 

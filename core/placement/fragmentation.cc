@@ -36,14 +36,14 @@ TargetShape ShapeOf(const PodRequest& pod) {
 
 void ResolveModels(TargetWorkload& workload, const ClusterState& cluster) {
   for (auto* list : {&workload.shapes, &workload.all_shapes})
-  for (auto& s : *list) {
-    s.any_model = s.models.empty();
-    s.model_mask = s.any_model ? ~0ULL : 0ULL;
-    for (const auto& m : s.models) {
-      const int id = cluster.ModelId(m);
-      if (id >= 0) s.model_mask |= 1ULL << id;
+    for (auto& s : *list) {
+      s.any_model = s.models.empty();
+      s.model_mask = s.any_model ? ~0ULL : 0ULL;
+      for (const auto& m : s.models) {
+        const int id = cluster.ModelId(m);
+        if (id >= 0) s.model_mask |= 1ULL << id;
+      }
     }
-  }
 }
 
 TargetWorkload BuildTargetWorkload(const std::vector<PodRequest>& pods, const ClusterState& cluster,
@@ -83,7 +83,8 @@ TargetWorkload BuildTargetWorkload(const std::vector<PodRequest>& pods, const Cl
     w.shapes.push_back(std::move(t));
   }
   w.coverage = pods.empty() ? 0 : static_cast<double>(covered) / static_cast<double>(pods.size());
-  for (auto& s : w.shapes) s.weight = covered > 0 ? static_cast<double>(s.count) / static_cast<double>(covered) : 0;
+  for (auto& s : w.shapes)
+    s.weight = covered > 0 ? static_cast<double>(s.count) / static_cast<double>(covered) : 0;
   ResolveModels(w, cluster);
   return w;
 }
@@ -92,7 +93,8 @@ int64_t ShapeFragmentation(const NodeState& node, const TargetShape& shape) {
   const int64_t idle = node.gpu_free_total;
   if (shape.num_gpus == 0) return idle;
   if (node.num_gpus == 0) return 0;
-  if (!shape.any_model && (node.model < 0 || !((shape.model_mask >> node.model) & 1ULL))) return idle;
+  if (!shape.any_model && (node.model < 0 || !((shape.model_mask >> node.model) & 1ULL)))
+    return idle;
   if (node.cpu_free < shape.cpu_milli) return idle;
   int usable = 0;
   int64_t stranded = 0;
@@ -110,13 +112,15 @@ int64_t ShapeFragmentation(const NodeState& node, const TargetShape& shape) {
 
 double NodeFragmentation(const NodeState& node, const TargetWorkload& workload) {
   double f = 0;
-  for (const auto& s : workload.shapes) f += s.weight * static_cast<double>(ShapeFragmentation(node, s));
+  for (const auto& s : workload.shapes)
+    f += s.weight * static_cast<double>(ShapeFragmentation(node, s));
   return f;
 }
 
 double ClusterFragmentation(const ClusterState& cluster, const TargetWorkload& workload) {
   double f = 0;
-  for (NodeId n = 0; n < cluster.num_nodes(); ++n) f += NodeFragmentation(cluster.node(n), workload);
+  for (NodeId n = 0; n < cluster.num_nodes(); ++n)
+    f += NodeFragmentation(cluster.node(n), workload);
   return f;
 }
 

@@ -27,22 +27,22 @@ namespace gpushare::placement {
 
 struct TargetShape {
   int64_t cpu_milli = 0;
-  int num_gpus = 0;      // GPUs per task; 0 for CPU-only shapes
-  int64_t share = 0;     // per-GPU share (unused when whole)
-  bool whole = false;    // needs entirely free GPUs
+  int num_gpus = 0;                 // GPUs per task; 0 for CPU-only shapes
+  int64_t share = 0;                // per-GPU share (unused when whole)
+  bool whole = false;               // needs entirely free GPUs
   std::vector<std::string> models;  // allowed models, empty: any
   bool any_model = true;
   uint64_t model_mask = ~0ULL;
-  int64_t count = 0;     // occurrences among the observed pods
-  double weight = 0;     // p_m; the kept shapes' weights sum to 1
+  int64_t count = 0;  // occurrences among the observed pods
+  double weight = 0;  // p_m; the kept shapes' weights sum to 1
 };
 
 struct TargetWorkload {
   std::vector<TargetShape> shapes;      // the typical shapes (popularity cut), weights sum to 1
   std::vector<TargetShape> all_shapes;  // every observed shape, weights = count / observed_pods
-  int64_t observed_pods = 0;   // pods counted
-  int distinct_shapes = 0;     // before the popularity cut
-  double coverage = 0;         // fraction of observed pods the kept shapes account for
+  int64_t observed_pods = 0;            // pods counted
+  int distinct_shapes = 0;              // before the popularity cut
+  double coverage = 0;                  // fraction of observed pods the kept shapes account for
 };
 
 struct WorkloadOptions {

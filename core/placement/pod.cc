@@ -5,8 +5,8 @@
 
 namespace gpushare::placement {
 
-PodRequest MakePodRequest(int64_t cpu_milli, int64_t memory_mib, int num_gpus, int64_t share_per_gpu,
-                          std::string_view models, int64_t whole_unit) {
+PodRequest MakePodRequest(int64_t cpu_milli, int64_t memory_mib, int num_gpus,
+                          int64_t share_per_gpu, std::string_view models, int64_t whole_unit) {
   PodRequest r;
   r.cpu_milli = cpu_milli;
   r.memory_mib = memory_mib;
@@ -37,7 +37,8 @@ PodResources PodShape::resources() const {
 }
 
 std::string PodShape::ToString() const {
-  std::string s = "cpu=" + std::to_string(cpu_milli) + "m mem=" + std::to_string(memory_mib) + "MiB";
+  std::string s =
+      "cpu=" + std::to_string(cpu_milli) + "m mem=" + std::to_string(memory_mib) + "MiB";
   if (num_whole > 0) s += " whole_gpus=" + std::to_string(num_whole);
   if (!shares.empty()) {
     s += " shares=";
@@ -76,7 +77,8 @@ Result<PodShape> CompileShape(const PodRequest& request, const ClusterState& clu
       ++s.num_whole;
     } else {
       if (d.share <= 0)
-        return Status::InvalidArgument("gpus[" + std::to_string(i) + "].share must be > 0 (or whole)");
+        return Status::InvalidArgument("gpus[" + std::to_string(i) +
+                                       "].share must be > 0 (or whole)");
       s.shares.push_back(d.share);
     }
   }
@@ -94,16 +96,26 @@ Result<PodShape> CompileShape(const PodRequest& request, const ClusterState& clu
 
 std::string_view RejectionName(Rejection r) {
   switch (r) {
-    case Rejection::kNone: return "fits";
-    case Rejection::kGpuModel: return "gpu_model";
-    case Rejection::kNoGpus: return "no_gpus";
-    case Rejection::kCpu: return "cpu";
-    case Rejection::kMemory: return "memory";
-    case Rejection::kPodLimit: return "pod_limit";
-    case Rejection::kWholeGpus: return "whole_gpus";
-    case Rejection::kGpuShare: return "gpu_share";
-    case Rejection::kClientLimit: return "client_limit";
-    case Rejection::kUnknownNode: return "unknown_node";
+    case Rejection::kNone:
+      return "fits";
+    case Rejection::kGpuModel:
+      return "gpu_model";
+    case Rejection::kNoGpus:
+      return "no_gpus";
+    case Rejection::kCpu:
+      return "cpu";
+    case Rejection::kMemory:
+      return "memory";
+    case Rejection::kPodLimit:
+      return "pod_limit";
+    case Rejection::kWholeGpus:
+      return "whole_gpus";
+    case Rejection::kGpuShare:
+      return "gpu_share";
+    case Rejection::kClientLimit:
+      return "client_limit";
+    case Rejection::kUnknownNode:
+      return "unknown_node";
   }
   return "unknown";
 }
@@ -171,7 +183,8 @@ Rejection CheckFit(const NodeState& node, const PodShape& pod) {
   return client_limited ? Rejection::kClientLimit : Rejection::kGpuShare;
 }
 
-std::string ExplainRejection(const NodeState& node, const PodShape& pod, const ClusterState& cluster) {
+std::string ExplainRejection(const NodeState& node, const PodShape& pod,
+                             const ClusterState& cluster) {
   const Rejection r = CheckFit(node, pod);
   auto n = [](int64_t v) { return std::to_string(v); };
   switch (r) {
@@ -179,25 +192,29 @@ std::string ExplainRejection(const NodeState& node, const PodShape& pod, const C
       return "fits";
     case Rejection::kGpuModel: {
       std::string allowed;
-      for (size_t i = 0; i < pod.model_names.size(); ++i) allowed += (i ? "|" : "") + pod.model_names[i];
+      for (size_t i = 0; i < pod.model_names.size(); ++i)
+        allowed += (i ? "|" : "") + pod.model_names[i];
       const std::string model = node.model >= 0 ? cluster.models()[node.model] : "none";
       return "GPU model " + model + " not in allowed models " + allowed;
     }
     case Rejection::kNoGpus:
       return "node has no GPUs, pod needs " + n(pod.num_gpus());
     case Rejection::kCpu:
-      return "insufficient CPU: " + n(node.cpu_free) + "m free, " + n(pod.cpu_milli) + "m requested";
+      return "insufficient CPU: " + n(node.cpu_free) + "m free, " + n(pod.cpu_milli) +
+             "m requested";
     case Rejection::kMemory:
-      return "insufficient memory: " + n(node.mem_free) + " MiB free, " + n(pod.memory_mib) + " MiB requested";
+      return "insufficient memory: " + n(node.mem_free) + " MiB free, " + n(pod.memory_mib) +
+             " MiB requested";
     case Rejection::kPodLimit:
       return "pod limit reached: " + n(node.pods) + " of " + n(node.max_pods) + " pods";
     case Rejection::kWholeGpus:
-      return "needs " + n(pod.num_whole) + " entirely free GPUs, node has " + n(node.fully_free_gpus);
+      return "needs " + n(pod.num_whole) + " entirely free GPUs, node has " +
+             n(node.fully_free_gpus);
     case Rejection::kGpuShare: {
       int64_t largest = 0;
       for (int g = 0; g < node.num_gpus; ++g) largest = std::max(largest, node.gpu_free[g]);
-      return "no GPU with " + n(pod.shares.empty() ? 0 : pod.shares[0]) + " free (largest free share: " +
-             n(largest) + ")";
+      return "no GPU with " + n(pod.shares.empty() ? 0 : pod.shares[0]) +
+             " free (largest free share: " + n(largest) + ")";
     }
     case Rejection::kClientLimit:
       return "GPUs with room already have " + n(node.max_clients) + " sharing clients (the limit)";
@@ -229,7 +246,8 @@ NodeState Apply(const NodeState& node, const PodShape& pod, const GpuAssignment&
   }
   s.max_share_free = 0;
   for (int g = 0; g < s.num_gpus; ++g)
-    if (s.gpu_clients[g] < s.max_clients) s.max_share_free = std::max(s.max_share_free, s.gpu_free[g]);
+    if (s.gpu_clients[g] < s.max_clients)
+      s.max_share_free = std::max(s.max_share_free, s.gpu_free[g]);
   return s;
 }
 

@@ -37,19 +37,20 @@ struct PodRequest {
 
 // A trace-style request: num_gpus GPUs with share_per_gpu each; share_per_gpu >= whole_unit
 // (1000 for milli-GPU) means whole GPUs. `models` is a '|'-separated list, empty entries ignored.
-PodRequest MakePodRequest(int64_t cpu_milli, int64_t memory_mib, int num_gpus, int64_t share_per_gpu,
-                          std::string_view models = {}, int64_t whole_unit = 1000);
+PodRequest MakePodRequest(int64_t cpu_milli, int64_t memory_mib, int num_gpus,
+                          int64_t share_per_gpu, std::string_view models = {},
+                          int64_t whole_unit = 1000);
 
 struct PodShape {
   int64_t cpu_milli = 0;
   int64_t memory_mib = 0;
-  int num_whole = 0;             // whole-GPU demands
-  std::vector<int64_t> shares;   // share demands, largest first
+  int num_whole = 0;            // whole-GPU demands
+  std::vector<int64_t> shares;  // share demands, largest first
   bool distinct_gpus = true;
-  bool any_model = true;         // no model constraint (or a CPU-only pod)
-  uint64_t model_mask = ~0ULL;   // allowed model ids (bit i = ClusterState::models()[i])
+  bool any_model = true;                 // no model constraint (or a CPU-only pod)
+  uint64_t model_mask = ~0ULL;           // allowed model ids (bit i = ClusterState::models()[i])
   std::vector<std::string> model_names;  // as requested, for messages and re-resolution
-  int kind = -1;                 // kShareKind, k (whole GPUs), -1 for CPU-only
+  int kind = -1;                         // kShareKind, k (whole GPUs), -1 for CPU-only
 
   int num_gpus() const { return num_whole + static_cast<int>(shares.size()); }
   bool cpu_only() const { return num_gpus() == 0; }
@@ -86,7 +87,8 @@ std::string_view RejectionName(Rejection r);
 Rejection CheckFit(const NodeState& node, const PodShape& pod);
 // CheckFit() plus an operator-readable sentence with the numbers, e.g.
 // "insufficient CPU: 2000m free, 3150m requested".
-std::string ExplainRejection(const NodeState& node, const PodShape& pod, const ClusterState& cluster);
+std::string ExplainRejection(const NodeState& node, const PodShape& pod,
+                             const ClusterState& cluster);
 
 // The reference's default GPU choice ("best"): whole GPUs are the lowest-indexed entirely free
 // ones; each share goes to the fitting GPU with the least free share (ties: lowest index).
@@ -104,7 +106,8 @@ void ForEachAssignment(const NodeState& node, const PodShape& pod, Fn&& fn) {
       if (!node.GpuTakesShare(g, d)) continue;
       bool seen = false;
       for (int h = 0; h < g && !seen; ++h)
-        seen = node.gpu_free[h] == node.gpu_free[g] && node.gpu_capacity[h] == node.gpu_capacity[g] &&
+        seen = node.gpu_free[h] == node.gpu_free[g] &&
+               node.gpu_capacity[h] == node.gpu_capacity[g] &&
                node.gpu_clients[h] == node.gpu_clients[g] && node.GpuTakesShare(h, d);
       if (seen) continue;
       GpuAssignment a;

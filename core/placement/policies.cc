@@ -39,7 +39,8 @@ Normalisers ComputeNormalisers(const ClusterState& c, const PolicyOptions& o) {
 
 class BasePolicy : public Policy {
  public:
-  BasePolicy(const ClusterState& c, const PolicyOptions& o) : cluster_(c), options_(o), norm_(ComputeNormalisers(c, o)) {}
+  BasePolicy(const ClusterState& c, const PolicyOptions& o)
+      : cluster_(c), options_(o), norm_(ComputeNormalisers(c, o)) {}
   void OnNodesAdded() override { norm_ = ComputeNormalisers(cluster_, options_); }
 
  protected:
@@ -74,7 +75,8 @@ class BestFitGpusPolicy : public BasePolicy {
 // Random-fit: a uniformly random feasible node, a uniformly random fitting GPU.
 class RandomPolicy final : public BasePolicy {
  public:
-  RandomPolicy(const ClusterState& c, const PolicyOptions& o, Rng* rng) : BasePolicy(c, o), rng_(rng) {}
+  RandomPolicy(const ClusterState& c, const PolicyOptions& o, Rng* rng)
+      : BasePolicy(c, o), rng_(rng) {}
   std::string_view name() const override { return "random"; }
   bool node_local() const override { return false; }
   bool picks() const override { return true; }
@@ -111,10 +113,12 @@ class DotProdPolicy final : public BestFitGpusPolicy {
   std::string_view name() const override { return "dotprod"; }
   void ScoreFit(const NodeState& s, const PodShape& pod, NodeChoice* c) override {
     const double gpu = static_cast<double>(PodGpuAmount(s, pod, c->gpus));
-    const double dot = (static_cast<double>(s.cpu_free) / norm_.cpu) * (static_cast<double>(pod.cpu_milli) / norm_.cpu) +
+    const double dot = (static_cast<double>(s.cpu_free) / norm_.cpu) *
+                           (static_cast<double>(pod.cpu_milli) / norm_.cpu) +
                        (static_cast<double>(s.gpu_free_total) / norm_.gpu) * (gpu / norm_.gpu);
     c->detail = dot;
-    c->score.value = static_cast<double>(static_cast<int64_t>(static_cast<double>(kMaxNodeScore) * (1.0 - dot / 2.0)));
+    c->score.value = static_cast<double>(
+        static_cast<int64_t>(static_cast<double>(kMaxNodeScore) * (1.0 - dot / 2.0)));
   }
 };
 
@@ -177,7 +181,8 @@ class PackingPolicy final : public BestFitGpusPolicy {
       free_pct_sum += s.gpu_free[g] * 100 / s.gpu_capacity[g];
     }
     if (need_whole > 0 || next_share < pod.shares.size()) return 0;
-    if (fully_free_used > 0) return std::max(kMaxNodeScore / 2 - fully_free_used, kMaxNodeScore / 3);
+    if (fully_free_used > 0)
+      return std::max(kMaxNodeScore / 2 - fully_free_used, kMaxNodeScore / 3);
     return std::max(kMaxNodeScore - free_pct_sum / 10, kMaxNodeScore / 2);
   }
 };
@@ -192,7 +197,8 @@ class BestFitPolicy final : public BestFitGpusPolicy {
     const double left = (static_cast<double>(s.cpu_free - pod.cpu_milli) / norm_.cpu) * 0.5 +
                         ((static_cast<double>(s.gpu_free_total) - gpu) / norm_.gpu) * 0.5;
     c->detail = left;
-    c->score.value = static_cast<double>(static_cast<int64_t>((1.0 - left) * static_cast<double>(kMaxNodeScore)));
+    c->score.value = static_cast<double>(
+        static_cast<int64_t>((1.0 - left) * static_cast<double>(kMaxNodeScore)));
   }
   bool normalizes() const override { return true; }
   void Normalize(std::vector<Score>& scores) const override {
@@ -204,14 +210,18 @@ class BestFitPolicy final : public BestFitGpusPolicy {
     }
     const int64_t range = hi - lo;
     for (auto& s : scores)
-      s.value = range == 0 ? 0.0 : static_cast<double>((static_cast<int64_t>(s.value) - lo) * kMaxNodeScore / range);
+      s.value =
+          range == 0
+              ? 0.0
+              : static_cast<double>((static_cast<int64_t>(s.value) - lo) * kMaxNodeScore / range);
   }
 };
 
 // FGD: the steepest fragmentation descent, score = int(sigmoid(-delta / unit) * 100).
 class FgdPolicy final : public BasePolicy {
  public:
-  FgdPolicy(const ClusterState& c, const TargetWorkload& w, const PolicyOptions& o) : BasePolicy(c, o), workload_(w) {}
+  FgdPolicy(const ClusterState& c, const TargetWorkload& w, const PolicyOptions& o)
+      : BasePolicy(c, o), workload_(w) {}
   std::string_view name() const override { return "fgd"; }
   NodeChoice Evaluate(NodeId n, const PodShape& pod) override {
     const NodeState& s = N(n);
@@ -222,7 +232,8 @@ class FgdPolicy final : public BasePolicy {
     ForEachAssignment(s, pod, [&](const GpuAssignment& a) {
       const double delta = NodeFragmentation(Apply(s, pod, a), workload_) - before;
       const double sig = 1.0 / (1.0 + std::exp(delta / unit));
-      const double score = static_cast<double>(static_cast<int64_t>(sig * static_cast<double>(kMaxNodeScore)));
+      const double score =
+          static_cast<double>(static_cast<int64_t>(sig * static_cast<double>(kMaxNodeScore)));
       if (!have || score > best.score.value) {
         best.score.value = score;
         best.gpus = a;
@@ -233,8 +244,9 @@ class FgdPolicy final : public BasePolicy {
     return best;
   }
   std::string Describe(const NodeChoice& c) const override {
-    return "fragmentation delta " + std::to_string(c.detail / static_cast<double>(options_.gpu_unit)) +
-           " GPU, score " + std::to_string(static_cast<int64_t>(c.score.value));
+    return "fragmentation delta " +
+           std::to_string(c.detail / static_cast<double>(options_.gpu_unit)) + " GPU, score " +
+           std::to_string(static_cast<int64_t>(c.score.value));
   }
 
  private:
@@ -249,8 +261,8 @@ std::string Policy::Describe(const NodeChoice& choice) const {
 }
 
 const std::vector<std::string>& PolicyNames() {
-  static const std::vector<std::string> names = {"random", "dotprod", "clustering", "packing",
-                                                 "bestfit", "fgd", "default"};
+  static const std::vector<std::string> names = {"random",  "dotprod", "clustering", "packing",
+                                                 "bestfit", "fgd",     "default"};
   return names;
 }
 
@@ -270,8 +282,8 @@ std::string JoinedPolicyNames(std::string_view separator) {
 }
 
 Result<std::unique_ptr<Policy>> MakePolicy(std::string_view name, const ClusterState& cluster,
-                                           const TargetWorkload& workload, const PolicyOptions& options,
-                                           Rng* rng) {
+                                           const TargetWorkload& workload,
+                                           const PolicyOptions& options, Rng* rng) {
   if (options.gpu_unit <= 0) return Status::InvalidArgument("gpu_unit must be > 0");
   if (name == "random") {
     if (rng == nullptr) return Status::InvalidArgument("policy random needs a random generator");
@@ -283,7 +295,8 @@ Result<std::unique_ptr<Policy>> MakePolicy(std::string_view name, const ClusterS
   if (name == "bestfit") return std::unique_ptr<Policy>(new BestFitPolicy(cluster, options));
   if (name == "fgd") return std::unique_ptr<Policy>(new FgdPolicy(cluster, workload, options));
   if (name == "default") return MakeDefaultPolicy(cluster, workload, options);
-  return Status::InvalidArgument("unknown policy '" + std::string(name) + "' (known: " + JoinedPolicyNames() + ")");
+  return Status::InvalidArgument("unknown policy '" + std::string(name) +
+                                 "' (known: " + JoinedPolicyNames() + ")");
 }
 
 }  // namespace gpushare::placement

@@ -83,7 +83,7 @@ std::string JoinedPolicyNames(std::string_view separator = ", ");
 // `cluster`, `workload` and `rng` must outlive the policy. `workload` is the target workload
 // of fgd and default (the distribution of past pods); `rng` drives random's choices.
 Result<std::unique_ptr<Policy>> MakePolicy(std::string_view name, const ClusterState& cluster,
-                                           const TargetWorkload& workload, const PolicyOptions& options,
-                                           Rng* rng);
+                                           const TargetWorkload& workload,
+                                           const PolicyOptions& options, Rng* rng);
 
 }  // namespace gpushare::placement

@@ -11,7 +11,8 @@ namespace {
 
 class DefaultPolicy final : public Policy {
  public:
-  DefaultPolicy(const ClusterState& c, const TargetWorkload& w, const PolicyOptions& o, const DefaultPolicyOptions& t)
+  DefaultPolicy(const ClusterState& c, const TargetWorkload& w, const PolicyOptions& o,
+                const DefaultPolicyOptions& t)
       : cluster_(c), workload_(w), options_(o), tuning_(t), unit_(static_cast<double>(o.gpu_unit)) {
     // Share sizes and their counts, one item per share demand.
     for (const auto& s : w.all_shapes) {
@@ -23,7 +24,8 @@ class DefaultPolicy final : public Policy {
     for (const auto& s : w.all_shapes) {
       if (s.num_gpus == 0) continue;
       cpu += static_cast<double>(s.count) * static_cast<double>(s.cpu_milli);
-      gpu += static_cast<double>(s.count) * s.num_gpus * (s.whole ? 1.0 : static_cast<double>(s.share) / unit_);
+      gpu += static_cast<double>(s.count) * s.num_gpus *
+             (s.whole ? 1.0 : static_cast<double>(s.share) / unit_);
     }
     rho_ = gpu > 0 ? cpu / gpu : 0;
     OnNodesAdded();
@@ -33,12 +35,15 @@ class DefaultPolicy final : public Policy {
 
   void OnNodesAdded() override {
     if (rho_ <= 0 && cluster_.total_gpus() > 0)
-      rho_ = static_cast<double>(cluster_.cpu_capacity_total()) / static_cast<double>(cluster_.total_gpus());
+      rho_ = static_cast<double>(cluster_.cpu_capacity_total()) /
+             static_cast<double>(cluster_.total_gpus());
     // Model scarcity: the share of each model's capacity claimed by model-constrained pods,
     // spreading each constrained shape's demand over the capacity of the models it allows.
     std::vector<double> capacity(cluster_.models().size(), 0.0);
     for (NodeId n = 0; n < cluster_.num_nodes(); ++n)
-      if (cluster_.node(n).model >= 0) capacity[cluster_.node(n).model] += static_cast<double>(cluster_.node(n).gpu_capacity_total);
+      if (cluster_.node(n).model >= 0)
+        capacity[cluster_.node(n).model] +=
+            static_cast<double>(cluster_.node(n).gpu_capacity_total);
     pressure_.assign(capacity.size(), 0.0);
     for (const auto& s : workload_.all_shapes) {
       if (s.num_gpus == 0 || s.any_model) continue;
@@ -46,7 +51,8 @@ class DefaultPolicy final : public Policy {
       for (size_t m = 0; m < capacity.size(); ++m)
         if ((s.model_mask >> m) & 1ULL) allowed += capacity[m];
       if (allowed <= 0) continue;
-      const double demand = static_cast<double>(s.count) * s.num_gpus * (s.whole ? unit_ : static_cast<double>(s.share));
+      const double demand = static_cast<double>(s.count) * s.num_gpus *
+                            (s.whole ? unit_ : static_cast<double>(s.share));
       for (size_t m = 0; m < capacity.size(); ++m)
         if ((s.model_mask >> m) & 1ULL) pressure_[m] += demand / allowed;
     }
@@ -85,7 +91,8 @@ class DefaultPolicy final : public Policy {
       const double delta = NodeFragmentation(after, workload_) - before;
       Score sc;
       sc.value = -std::round(loss * 1e6) / 1e6;  // equal situations must tie exactly
-      sc.tiebreak = static_cast<double>(static_cast<int64_t>(100.0 / (1.0 + std::exp(delta / unit_))));
+      sc.tiebreak =
+          static_cast<double>(static_cast<int64_t>(100.0 / (1.0 + std::exp(delta / unit_))));
       if (!have || Better(sc, best.score)) {
         best.score = sc;
         best.gpus = a;
@@ -146,9 +153,12 @@ class DefaultPolicy final : public Policy {
 
 }  // namespace
 
-Result<std::unique_ptr<Policy>> MakeDefaultPolicy(const ClusterState& cluster, const TargetWorkload& workload,
-                                                  const PolicyOptions& options, const DefaultPolicyOptions& tuning) {
-  if (tuning.cpu_only_rho_scale <= 0) return Status::InvalidArgument("cpu_only_rho_scale must be > 0");
+Result<std::unique_ptr<Policy>> MakeDefaultPolicy(const ClusterState& cluster,
+                                                  const TargetWorkload& workload,
+                                                  const PolicyOptions& options,
+                                                  const DefaultPolicyOptions& tuning) {
+  if (tuning.cpu_only_rho_scale <= 0)
+    return Status::InvalidArgument("cpu_only_rho_scale must be > 0");
   return std::unique_ptr<Policy>(new DefaultPolicy(cluster, workload, options, tuning));
 }
 

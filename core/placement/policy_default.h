@@ -27,7 +27,8 @@ struct DefaultPolicyOptions {
   double cpu_only_rho_scale = 0.7;  // rho multiplier when the pod uses no GPU
 };
 
-Result<std::unique_ptr<Policy>> MakeDefaultPolicy(const ClusterState& cluster, const TargetWorkload& workload,
+Result<std::unique_ptr<Policy>> MakeDefaultPolicy(const ClusterState& cluster,
+                                                  const TargetWorkload& workload,
                                                   const PolicyOptions& options,
                                                   const DefaultPolicyOptions& tuning = {});
 

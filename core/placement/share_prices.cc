@@ -11,7 +11,8 @@ constexpr double kEps = 1e-12;
 
 // maximize c.y subject to A y <= 1, y >= 0 (dense tableau; the origin is feasible).
 // Dantzig's rule, switching to Bland's rule if it runs long (degenerate cycling).
-std::vector<double> SimplexMax(const std::vector<double>& c, const std::vector<std::vector<double>>& a) {
+std::vector<double> SimplexMax(const std::vector<double>& c,
+                               const std::vector<std::vector<double>>& a) {
   const int m = static_cast<int>(a.size());
   const int n = static_cast<int>(c.size());
   const int cols = n + m + 1;
@@ -64,7 +65,8 @@ std::vector<double> SimplexMax(const std::vector<double>& c, const std::vector<s
 
 // Unbounded knapsack over levels 0..levels: best total value per level; optionally the items
 // of the best packing of the full capacity.
-std::vector<double> Knapsack(const std::vector<int64_t>& item_levels, const std::vector<double>& value, int64_t levels,
+std::vector<double> Knapsack(const std::vector<int64_t>& item_levels,
+                             const std::vector<double>& value, int64_t levels,
                              std::vector<double>* best_pattern) {
   std::vector<double> v(static_cast<size_t>(levels) + 1, 0.0);
   std::vector<int> last(static_cast<size_t>(levels) + 1, -1);
@@ -100,7 +102,8 @@ int64_t SharePrices::Level(int64_t units, bool round_up) const {
   return round_up ? (units + step_ - 1) / step_ : units / step_;
 }
 
-SharePrices SharePrices::Solve(int64_t capacity, const std::vector<int64_t>& sizes, const std::vector<double>& counts) {
+SharePrices SharePrices::Solve(int64_t capacity, const std::vector<int64_t>& sizes,
+                               const std::vector<double>& counts) {
   SharePrices p;
   if (capacity <= 0) return p;
   p.capacity_ = capacity;
@@ -150,7 +153,8 @@ double SharePrices::Price(int64_t size) const {
 
 double SharePrices::Value(int64_t free_share) const {
   if (value_.empty() || free_share <= 0) return 0;
-  const int64_t l = std::min<int64_t>(Level(free_share, false), static_cast<int64_t>(value_.size()) - 1);
+  const int64_t l =
+      std::min<int64_t>(Level(free_share, false), static_cast<int64_t>(value_.size()) - 1);
   return value_[l];
 }
 

@@ -30,7 +30,8 @@ class SharePrices {
 
   SharePrices() = default;
   // sizes[i] occurs counts[i] times; sizes > capacity are ignored.
-  static SharePrices Solve(int64_t capacity, const std::vector<int64_t>& sizes, const std::vector<double>& counts);
+  static SharePrices Solve(int64_t capacity, const std::vector<int64_t>& sizes,
+                           const std::vector<double>& counts);
 
   bool empty() const { return value_.empty(); }
   int64_t capacity() const { return capacity_; }

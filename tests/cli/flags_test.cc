@@ -25,14 +25,16 @@ TEST(GpushareCommand, UnknownSubcommandIsNamedWithTheClosestOne) {
   ProcessResult r = RunProcess({kCli, "simulat"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(SplitLines(r.err)[0],
-            "gpushare: unknown command \"simulat\" (did you mean \"simulate\"?); commands: simulate, validate");
+            "gpushare: unknown command \"simulat\" (did you mean \"simulate\"?); commands: "
+            "simulate, validate");
   r = RunProcess({kCli, "valdiate", "x.yaml"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("unknown command \"valdiate\" (did you mean \"validate\"?)"));
   // Nothing close: no suggestion.
   r = RunProcess({kCli, "deploy"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_EQ(SplitLines(r.err)[0], "gpushare: unknown command \"deploy\"; commands: simulate, validate");
+  EXPECT_EQ(SplitLines(r.err)[0],
+            "gpushare: unknown command \"deploy\"; commands: simulate, validate");
   // No command at all, and --help, as before.
   r = RunProcess({kCli});
   EXPECT_EQ(r.exit_code, 2);
@@ -47,14 +49,15 @@ TEST(GpushareCommand, UnknownSubcommandIsNamedWithTheClosestOne) {
 TEST(Version, EveryBinaryNamesItsVersionAndCommit) {
   if (std::string(GPUSHARE_GIT).empty()) GTEST_SKIP() << "SKIPPED: git not found at configure time";
   ProcessResult head = RunProcess({GPUSHARE_GIT, "-C", kSrc, "rev-parse", "HEAD"});
-  if (head.exit_code != 0) GTEST_SKIP() << "SKIPPED: " << kSrc << " is not a git checkout: " << head.err;
+  if (head.exit_code != 0)
+    GTEST_SKIP() << "SKIPPED: " << kSrc << " is not a git checkout: " << head.err;
   const std::string commit = SplitLines(head.out)[0];
   for (const std::string name : {"gpushare", "gpushare-node", "gpushare-scheduler"}) {
     SCOPED_TRACE(name);
     ProcessResult r = RunProcess({std::string(GPUSHARE_BIN_DIR) + "/" + name, "--version"});
     EXPECT_EQ(r.exit_code, 0) << r.err;
-    EXPECT_THAT(r.out, ::testing::MatchesRegex(name + " [0-9]+\\.[0-9]+\\.[0-9]+ \\(commit " + commit +
-                                               "(-dirty)?\\)\n"));
+    EXPECT_THAT(r.out, ::testing::MatchesRegex(name + " [0-9]+\\.[0-9]+\\.[0-9]+ \\(commit " +
+                                               commit + "(-dirty)?\\)\n"));
   }
 }
 
@@ -70,7 +73,8 @@ void ExpectRefused(const std::string& bin, const FlagCase& c) {
   // Were the flag accepted, nothing would be written into the working directory or the real
   // kubelet's directory, and a process that starts serving is stopped after 20 s.
   if (c.args[0] == "simulate") {
-    argv.insert(argv.end(), {"--quiet", "--out", ::testing::TempDir() + "/flags_test_simulate_out"});
+    argv.insert(argv.end(),
+                {"--quiet", "--out", ::testing::TempDir() + "/flags_test_simulate_out"});
   } else {
     argv.insert(argv.end(), {"--device-plugin-dir", ::testing::TempDir() + "/flags_test_plugins"});
   }
@@ -78,7 +82,8 @@ void ExpectRefused(const std::string& bin, const FlagCase& c) {
   for (const auto& a : c.args) joined += " " + a;
   testing::Child child(argv);
   bool exited = false;
-  for (int i = 0; i < 1000 && !(exited = child.Exited()); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (int i = 0; i < 1000 && !(exited = child.Exited()); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   ASSERT_TRUE(exited) << joined << ": accepted (still running after 20 s)";
   ProcessResult r = child.Wait();
   EXPECT_EQ(r.exit_code, 2) << joined << "\n" << r.out << r.err;
@@ -95,10 +100,13 @@ TEST(GpushareCommand, SimulateNumericFlagsAreRangeChecked) {
            {{"simulate", "--tune", "inf"}, "--tune: must be 0..10 (0: no inflation), got inf"},
            {{"simulate", "--tune", "1.3x"}, "--tune: must be 0..10 (0: no inflation), got 1.3x"},
            {{"simulate", "--jobs", "-3"}, "--jobs: must be 0..1024 (0: one per CPU), got -3"},
-           {{"simulate", "--jobs", "99999999999"}, "--jobs: must be 0..1024 (0: one per CPU), got 99999999999"},
+           {{"simulate", "--jobs", "99999999999"},
+            "--jobs: must be 0..1024 (0: one per CPU), got 99999999999"},
            {{"simulate", "--jobs", "two"}, "--jobs: must be 0..1024 (0: one per CPU), got two"},
-           {{"simulate", "--seeds", "0-99999999"}, "gpushare simulate: --seeds: at most 1000 seeds, got 100000000"},
-           {{"simulate", "--seeds", "1-600,1000-1600"}, "gpushare simulate: --seeds: at most 1000 seeds, got 1201"},
+           {{"simulate", "--seeds", "0-99999999"},
+            "gpushare simulate: --seeds: at most 1000 seeds, got 100000000"},
+           {{"simulate", "--seeds", "1-600,1000-1600"},
+            "gpushare simulate: --seeds: at most 1000 seeds, got 1201"},
        }) {
     ExpectRefused(kCli, c);
   }
@@ -107,7 +115,8 @@ TEST(GpushareCommand, SimulateNumericFlagsAreRangeChecked) {
 TEST(GpushareCommand, SimulateTraceFilesMustBeRegularFiles) {
   const std::string dir = ::testing::TempDir() + "/flags_trace_" + std::to_string(::getpid());
   std::filesystem::create_directories(dir);
-  ProcessResult r = RunProcess({kCli, "simulate", "--nodes", dir, "--pods", "/dev/zero", "--quiet"});
+  ProcessResult r =
+      RunProcess({kCli, "simulate", "--nodes", dir, "--pods", "/dev/zero", "--quiet"});
   std::filesystem::remove_all(dir);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("cannot read node list CSV " + dir + ": it is a directory"));
@@ -116,22 +125,25 @@ TEST(GpushareCommand, SimulateTraceFilesMustBeRegularFiles) {
 
 TEST(GpushareNodeCommand, NumericFlagsAreRangeChecked) {
   const std::string inv = kSrc + "/examples/inventory/8x-a10.yaml";
-  for (const FlagCase& c : std::vector<FlagCase>{
-           {{"--print-resources", "--inventory", inv, "--max-clients-per-gpu", "-5"},
-            "--max-clients-per-gpu: must be 1..1024, got -5"},
-           {{"--print-resources", "--inventory", inv, "--max-clients-per-gpu", "99999999999999999999"},
-            "--max-clients-per-gpu: must be 1..1024, got \"99999999999999999999\""},
-           {{"--print-resources", "--inventory", inv, "--ignored-xids", "13,-5"},
-            "--ignored-xids: must be a list of XIDs 1..65535, got \"-5\""},
-           {{"--print-resources", "--inventory", inv, "--recover-after", "-5m"},
-            "--recover-after: must be a duration like 30s, 5m or 1h (0 = never), got \"-5m\""},
-           {{"--inventory", inv, "--reconcile-interval", "-5"},
-            "--reconcile-interval: must be a positive duration from 100ms to 24h, like 10s, got -5"},
-           {{"--inventory", inv, "--reconcile-interval", "0s"},
-            "--reconcile-interval: must be a positive duration from 100ms to 24h, like 10s, got 0s"},
-           {{"--inventory", inv, "--reconcile-interval", "1000h"},
-            "--reconcile-interval: must be a positive duration from 100ms to 24h, like 10s, got 1000h"},
-       }) {
+  for (
+      const FlagCase& c : std::vector<FlagCase>{
+          {{"--print-resources", "--inventory", inv, "--max-clients-per-gpu", "-5"},
+           "--max-clients-per-gpu: must be 1..1024, got -5"},
+          {{"--print-resources", "--inventory", inv, "--max-clients-per-gpu",
+            "99999999999999999999"},
+           "--max-clients-per-gpu: must be 1..1024, got \"99999999999999999999\""},
+          {{"--print-resources", "--inventory", inv, "--ignored-xids", "13,-5"},
+           "--ignored-xids: must be a list of XIDs 1..65535, got \"-5\""},
+          {{"--print-resources", "--inventory", inv, "--recover-after", "-5m"},
+           "--recover-after: must be a duration like 30s, 5m or 1h (0 = never), got \"-5m\""},
+          {{"--inventory", inv, "--reconcile-interval", "-5"},
+           "--reconcile-interval: must be a positive duration from 100ms to 24h, like 10s, got -5"},
+          {{"--inventory", inv, "--reconcile-interval", "0s"},
+           "--reconcile-interval: must be a positive duration from 100ms to 24h, like 10s, got 0s"},
+          {{"--inventory", inv, "--reconcile-interval", "1000h"},
+           "--reconcile-interval: must be a positive duration from 100ms to 24h, like 10s, got "
+           "1000h"},
+      }) {
     ExpectRefused(kNode, c);
   }
 }
@@ -139,8 +151,8 @@ TEST(GpushareNodeCommand, NumericFlagsAreRangeChecked) {
 TEST(GpushareNodeCommand, ConfigDirectoryIsRefused) {
   const std::string dir = ::testing::TempDir() + "/flags_cfgdir_" + std::to_string(::getpid());
   std::filesystem::create_directories(dir);
-  ProcessResult r = RunProcess(
-      {kNode, "--print-resources", "--inventory", kSrc + "/examples/inventory/8x-a10.yaml", "--config", dir});
+  ProcessResult r = RunProcess({kNode, "--print-resources", "--inventory",
+                                kSrc + "/examples/inventory/8x-a10.yaml", "--config", dir});
   std::filesystem::remove_all(dir);
   EXPECT_EQ(r.exit_code, 2) << r.out;
   EXPECT_THAT(r.err, HasSubstr("--config: cannot read config file " + dir + ": it is a directory"));
@@ -148,8 +160,8 @@ TEST(GpushareNodeCommand, ConfigDirectoryIsRefused) {
 
 TEST(GpushareNodeCommand, EmptyConfigIsAWarning) {
   const std::string cfg = testing::WriteTempFile("node_empty.yaml", "");
-  ProcessResult r = RunProcess(
-      {kNode, "--print-resources", "--inventory", kSrc + "/examples/inventory/8x-a10.yaml", "--config", cfg});
+  ProcessResult r = RunProcess({kNode, "--print-resources", "--inventory",
+                                kSrc + "/examples/inventory/8x-a10.yaml", "--config", cfg});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.err, HasSubstr("warning: " + cfg + " has no settings (empty or only comments)"));
 }

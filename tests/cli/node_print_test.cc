@@ -13,15 +13,19 @@ namespace gpushare {
 namespace {
 
 using ::testing::HasSubstr;
-using testing::WriteTempFile;
 using testing::RunProcess;
+using testing::WriteTempFile;
 
 const std::string kNode = std::string(GPUSHARE_BIN_DIR) + "/gpushare-node";
 const std::string kSrc = GPUSHARE_SOURCE_DIR;
 const std::string kFakeNvml = std::string(GPUSHARE_BIN_DIR) + "/../fakes/nvml/libnvidia-ml.so.1";
 
-std::string Inv(const std::string& name) { return kSrc + "/examples/inventory/" + name + ".yaml"; }
-std::string Cfg(const std::string& name) { return kSrc + "/examples/config/" + name + ".yaml"; }
+std::string Inv(const std::string& name) {
+  return kSrc + "/examples/inventory/" + name + ".yaml";
+}
+std::string Cfg(const std::string& name) {
+  return kSrc + "/examples/config/" + name + ".yaml";
+}
 
 // Resource name -> count, from the JSON output.
 std::map<std::string, int> Counts(const std::string& json_text) {
@@ -34,13 +38,13 @@ std::map<std::string, int> Counts(const std::string& json_text) {
   return out;
 }
 
-
 TEST(NodePrint, EightA10TimesTenIsEighty) {
-  auto r = RunProcess({kNode, "--inventory", Inv("8x-a10"), "--config", Cfg("8x-a10"), "--print-resources"});
+  auto r = RunProcess(
+      {kNode, "--inventory", Inv("8x-a10"), "--config", Cfg("8x-a10"), "--print-resources"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("nvidia.com/gpu  80"));
-  r = RunProcess({kNode, "--inventory", Inv("8x-a10"), "--config", Cfg("8x-a10"), "--print-resources",
-           "--output", "json"});
+  r = RunProcess({kNode, "--inventory", Inv("8x-a10"), "--config", Cfg("8x-a10"),
+                  "--print-resources", "--output", "json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(Counts(r.out), (std::map<std::string, int>{{"nvidia.com/gpu", 80}}));
   auto j = nlohmann::json::parse(r.out);
@@ -61,7 +65,7 @@ TEST(NodePrint, EightA10TimesTenIsEighty) {
 
 TEST(NodePrint, H100MigTimesThreeIsTwentyOne) {
   auto r = RunProcess({kNode, "--inventory", Inv("h100-80gb-mig-1g.10gb"), "--config",
-                Cfg("h100-80gb-mig-1g.10gb"), "--print-resources", "--output=json"});
+                       Cfg("h100-80gb-mig-1g.10gb"), "--print-resources", "--output=json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(Counts(r.out), (std::map<std::string, int>{{"nvidia.com/mig-1g.10gb", 21}}));
   auto j = nlohmann::json::parse(r.out);
@@ -70,8 +74,8 @@ TEST(NodePrint, H100MigTimesThreeIsTwentyOne) {
 }
 
 TEST(NodePrint, MixedSharesEachGpuItsOwnWay) {
-  auto r = RunProcess({kNode, "--inventory", Inv("mixed"), "--config", Cfg("mixed"), "--print-resources",
-                "--output", "json"});
+  auto r = RunProcess({kNode, "--inventory", Inv("mixed"), "--config", Cfg("mixed"),
+                       "--print-resources", "--output", "json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(Counts(r.out), (std::map<std::string, int>{{"nvidia.com/gpu", 1},
                                                        {"nvidia.com/gpu.shared", 20},
@@ -86,30 +90,35 @@ TEST(NodePrint, MixedSharesEachGpuItsOwnWay) {
 }
 
 TEST(NodePrint, WithoutConfigEveryGpuIsWhole) {
-  auto r = RunProcess({kNode, "--inventory", Inv("8x-a10"), "--print-resources", "--output", "json"},
-               {{"CONFIG_FILE", ""}});
+  auto r =
+      RunProcess({kNode, "--inventory", Inv("8x-a10"), "--print-resources", "--output", "json"},
+                 {{"CONFIG_FILE", ""}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(Counts(r.out), (std::map<std::string, int>{{"nvidia.com/gpu", 8}}));
 }
 
 TEST(NodePrint, ConfigProblemsExitTwoOneLineEach) {
-  std::string bad = WriteTempFile("bad.yaml",
-                             "flags:\n  migStrategy: hybrid\nsharing:\n  timeSlicing:\n    resources:\n"
-                             "    - name: nvidia.com/gpu\n      replicas: 60\n      extra: 1\n");
+  std::string bad =
+      WriteTempFile("bad.yaml",
+                    "flags:\n  migStrategy: hybrid\nsharing:\n  timeSlicing:\n    resources:\n"
+                    "    - name: nvidia.com/gpu\n      replicas: 60\n      extra: 1\n");
   auto r = RunProcess({kNode, "--inventory", Inv("8x-a10"), "--config", bad, "--print-resources"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.out, "") << "nothing printed or served";
   auto lines = SplitLines(r.err);
   ASSERT_EQ(lines.size(), 3u) << r.err;
-  EXPECT_THAT(lines[0], HasSubstr("flags.migStrategy: must be none, single or mixed, got \"hybrid\""));
-  EXPECT_THAT(lines[1], HasSubstr("sharing.timeSlicing.resources[0].replicas: must be 2..48, got 60"));
+  EXPECT_THAT(lines[0],
+              HasSubstr("flags.migStrategy: must be none, single or mixed, got \"hybrid\""));
+  EXPECT_THAT(lines[1],
+              HasSubstr("sharing.timeSlicing.resources[0].replicas: must be 2..48, got 60"));
   EXPECT_THAT(lines[2], HasSubstr("sharing.timeSlicing.resources[0].extra: unknown key"));
 }
 
 TEST(NodePrint, PlanProblemsExitTwo) {
-  std::string cfg = WriteTempFile("plan.yaml",
-                             "sharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"
-                             "      devices: [0, 9]\n      replicas: 4\n");
+  std::string cfg =
+      WriteTempFile("plan.yaml",
+                    "sharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"
+                    "      devices: [0, 9]\n      replicas: 4\n");
   auto r = RunProcess({kNode, "--inventory", Inv("8x-a10"), "--config", cfg, "--print-resources"});
   EXPECT_EQ(r.exit_code, 2);
   auto lines = SplitLines(r.err);
@@ -130,9 +139,14 @@ TEST(NodePrint, InventoryProblemsExitTwo) {
 TEST(NodePrint, PrecedenceFlagOverEnvironmentOverFile) {
   // The file says mixed (21 MIG replicas); MIG_STRATEGY=none makes it one whole GPU... which
   // the file's MIG entry then refuses; a flag brings mixed back.
-  const std::vector<std::string> base = {kNode, "--inventory", Inv("h100-80gb-mig-1g.10gb"),
-                                         "--config", Cfg("h100-80gb-mig-1g.10gb"),
-                                         "--print-resources", "--output", "json"};
+  const std::vector<std::string> base = {kNode,
+                                         "--inventory",
+                                         Inv("h100-80gb-mig-1g.10gb"),
+                                         "--config",
+                                         Cfg("h100-80gb-mig-1g.10gb"),
+                                         "--print-resources",
+                                         "--output",
+                                         "json"};
   auto r = RunProcess(base, {{"MIG_STRATEGY", "none"}});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("exists only with flags.migStrategy mixed, got none"));
@@ -148,29 +162,33 @@ TEST(NodePrint, PrecedenceFlagOverEnvironmentOverFile) {
 }
 
 TEST(NodePrint, ConfigFileFromTheEnvironment) {
-  auto r = RunProcess({kNode, "--inventory", Inv("8x-a10"), "--print-resources", "--output", "json"},
-               {{"CONFIG_FILE", Cfg("8x-a10")}});
+  auto r =
+      RunProcess({kNode, "--inventory", Inv("8x-a10"), "--print-resources", "--output", "json"},
+                 {{"CONFIG_FILE", Cfg("8x-a10")}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(Counts(r.out)["nvidia.com/gpu"], 80);
 }
 
 TEST(NodePrint, BadFlagValueExitsTwo) {
-  auto r = RunProcess({kNode, "--inventory", Inv("8x-a10"), "--print-resources", "--output", "xml"});
+  auto r =
+      RunProcess({kNode, "--inventory", Inv("8x-a10"), "--print-resources", "--output", "xml"});
   EXPECT_EQ(r.exit_code, 2);
-  r = RunProcess({kNode, "--inventory", Inv("8x-a10"), "--print-resources", "--device-id-strategy", "x"});
+  r = RunProcess(
+      {kNode, "--inventory", Inv("8x-a10"), "--print-resources", "--device-id-strategy", "x"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--device-id-strategy: must be uuid or index, got \"x\""));
 }
 
 TEST(NodePrint, NvmlThroughTheFakeLibrary) {
-  std::string conf = WriteTempFile(
-      "fake.conf",
-      "driver 570.124.06\ncuda 12080\n"
-      "gpu uuid=GPU-0a100000-0000-4000-8000-000000000000 name=\"NVIDIA A10\" memory_mib=23028 cc=8.6\n"
-      "gpu uuid=GPU-0a100000-0000-4000-8000-000000000001 name=\"NVIDIA A10\" memory_mib=23028 cc=8.6\n");
-  auto r = RunProcess({kNode, "--nvml-library", kFakeNvml, "--config", Cfg("8x-a10"), "--print-resources",
-                "--output", "json"},
-               {{"FAKE_NVML_CONFIG", conf}});
+  std::string conf = WriteTempFile("fake.conf",
+                                   "driver 570.124.06\ncuda 12080\n"
+                                   "gpu uuid=GPU-0a100000-0000-4000-8000-000000000000 "
+                                   "name=\"NVIDIA A10\" memory_mib=23028 cc=8.6\n"
+                                   "gpu uuid=GPU-0a100000-0000-4000-8000-000000000001 "
+                                   "name=\"NVIDIA A10\" memory_mib=23028 cc=8.6\n");
+  auto r = RunProcess({kNode, "--nvml-library", kFakeNvml, "--config", Cfg("8x-a10"),
+                       "--print-resources", "--output", "json"},
+                      {{"FAKE_NVML_CONFIG", conf}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(Counts(r.out)["nvidia.com/gpu"], 20);
   auto j = nlohmann::json::parse(r.out);
@@ -179,7 +197,8 @@ TEST(NodePrint, NvmlThroughTheFakeLibrary) {
 }
 
 TEST(NodePrint, NoNvmlLibraryExitsWithAClearMessage) {
-  auto r = RunProcess({kNode, "--nvml-library", "/nonexistent/libnvidia-ml.so.1", "--print-resources"});
+  auto r =
+      RunProcess({kNode, "--nvml-library", "/nonexistent/libnvidia-ml.so.1", "--print-resources"});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("could not be loaded"));
   EXPECT_THAT(r.err, HasSubstr("failOnInitError is true"));

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -16,8 +17,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace gpushare::testing {
 
@@ -39,8 +38,8 @@ class Child {
  public:
   Child(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env = {}) {
     static int counter = 0;
-    const std::string base = "/tmp/gpushare_cli_" + std::to_string(::getpid()) + "_" +
-                             std::to_string(counter++);
+    const std::string base =
+        "/tmp/gpushare_cli_" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
     out_path_ = base + ".out";
     err_path_ = base + ".err";
     std::map<std::string, std::string> merged;
@@ -50,8 +49,10 @@ class Child {
       if (eq != std::string::npos) merged[kv.substr(0, eq)] = kv.substr(eq + 1);
     }
     for (const auto& [k, v] : env) {
-      if (v.empty()) merged.erase(k);
-      else merged[k] = v;
+      if (v.empty())
+        merged.erase(k);
+      else
+        merged[k] = v;
     }
     std::vector<std::string> envs;
     for (const auto& [k, v] : merged) envs.push_back(k + "=" + v);
@@ -81,7 +82,8 @@ class Child {
   }
 
   // Waits until stderr contains `text` or the child exits; false after `limit`.
-  bool WaitForStderr(const std::string& text, std::chrono::seconds limit = std::chrono::seconds(20)) {
+  bool WaitForStderr(const std::string& text,
+                     std::chrono::seconds limit = std::chrono::seconds(20)) {
     auto until = std::chrono::steady_clock::now() + limit;
     while (std::chrono::steady_clock::now() < until) {
       if (ReadAll(err_path_).find(text) != std::string::npos) return true;
@@ -135,7 +137,7 @@ class Child {
 };
 
 inline ProcessResult RunProcess(const std::vector<std::string>& argv,
-                         const std::map<std::string, std::string>& env = {}) {
+                                const std::map<std::string, std::string>& env = {}) {
   Child c(argv, env);
   return c.Wait();
 }

@@ -1,7 +1,6 @@
 // `gpushare validate` as a real process.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -15,16 +14,15 @@
 namespace gpushare {
 namespace {
 
-using ::testing::HasSubstr;
-using ::testing::StartsWith;
 using testing::Child;
+using ::testing::HasSubstr;
 using testing::ProcessResult;
-using testing::WriteTempFile;
 using testing::RunProcess;
+using ::testing::StartsWith;
+using testing::WriteTempFile;
 
 const std::string kCli = std::string(GPUSHARE_BIN_DIR) + "/gpushare";
 const std::string kSrc = GPUSHARE_SOURCE_DIR;
-
 
 TEST(Validate, ExampleConfigsAreValid) {
   for (const char* name : {"8x-a10", "h100-80gb-mig-1g.10gb", "mixed"}) {
@@ -37,36 +35,40 @@ TEST(Validate, ExampleConfigsAreValid) {
     EXPECT_EQ(r.exit_code, 0) << name << ": " << r.out << r.err;
   }
   auto r = RunProcess({kCli, "validate", kSrc + "/examples/config/8x-a10.yaml", "--inventory",
-                kSrc + "/examples/inventory/8x-a10.yaml"});
+                       kSrc + "/examples/inventory/8x-a10.yaml"});
   EXPECT_THAT(r.out, HasSubstr("nvidia.com/gpu: 80"));
-  r = RunProcess({kCli, "validate", kSrc + "/examples/config/h100-80gb-mig-1g.10gb.yaml", "--inventory",
-           kSrc + "/examples/inventory/h100-80gb-mig-1g.10gb.yaml"});
+  r = RunProcess({kCli, "validate", kSrc + "/examples/config/h100-80gb-mig-1g.10gb.yaml",
+                  "--inventory", kSrc + "/examples/inventory/h100-80gb-mig-1g.10gb.yaml"});
   EXPECT_THAT(r.out, HasSubstr("nvidia.com/mig-1g.10gb: 21"));
 }
 
 TEST(Validate, InvalidFileExitsTwoWithOneLinePerProblem) {
-  std::string bad = WriteTempFile("bad.yaml",
-                             "version: v1\nflags:\n  migStrategy: mixed\n  plugin:\n"
-                             "    deviceIDStrategy: serial\nsharing:\n  timeSlicing:\n"
-                             "    resources:\n    - name: nvidia.com/mig-1g.10gb\n"
-                             "      replicas: 49\n    - name: nvidia.com/gpu\n      devices: nope\n"
-                             "      replicas: 2\n");
+  std::string bad =
+      WriteTempFile("bad.yaml",
+                    "version: v1\nflags:\n  migStrategy: mixed\n  plugin:\n"
+                    "    deviceIDStrategy: serial\nsharing:\n  timeSlicing:\n"
+                    "    resources:\n    - name: nvidia.com/mig-1g.10gb\n"
+                    "      replicas: 49\n    - name: nvidia.com/gpu\n      devices: nope\n"
+                    "      replicas: 2\n");
   auto r = RunProcess({kCli, "validate", bad});
   EXPECT_EQ(r.exit_code, 2);
   auto lines = SplitLines(r.out);
   ASSERT_EQ(lines.size(), 3u) << r.out;
   EXPECT_EQ(lines[0], "flags.plugin.deviceIDStrategy: must be uuid or index, got \"serial\" (" +
                           bad + ":5:23)");
-  EXPECT_EQ(lines[1], "sharing.timeSlicing.resources[0].replicas: must be 2..48, got 49 (the "
-                      "ceiling is gpushare.maxClientsPerGpu) (" + bad + ":10:17)");
+  EXPECT_EQ(lines[1],
+            "sharing.timeSlicing.resources[0].replicas: must be 2..48, got 49 (the "
+            "ceiling is gpushare.maxClientsPerGpu) (" +
+                bad + ":10:17)");
   EXPECT_THAT(lines[2], HasSubstr("sharing.timeSlicing.resources[1].devices: must be \"all\""));
 }
 
 TEST(Validate, PlanChecksNeedTheInventory) {
-  std::string cfg = WriteTempFile("sel.yaml",
-                             "sharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"
-                             "      devices: [7, 8]\n      rename: nvidia.com/gpu.shared\n"
-                             "      replicas: 4\n");
+  std::string cfg =
+      WriteTempFile("sel.yaml",
+                    "sharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n"
+                    "      devices: [7, 8]\n      rename: nvidia.com/gpu.shared\n"
+                    "      replicas: 4\n");
   auto r = RunProcess({kCli, "validate", cfg});
   EXPECT_EQ(r.exit_code, 0) << r.out;
   r = RunProcess({kCli, "validate", cfg, "--inventory", kSrc + "/examples/inventory/8x-a10.yaml"});
@@ -79,14 +81,16 @@ TEST(Validate, PlanChecksNeedTheInventory) {
 TEST(Validate, MissingFileAndUsage) {
   auto r = RunProcess({kCli, "validate", "/nonexistent/config.yaml"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.out, HasSubstr("cannot read config file /nonexistent/config.yaml: No such file or directory"));
+  EXPECT_THAT(
+      r.out,
+      HasSubstr("cannot read config file /nonexistent/config.yaml: No such file or directory"));
   r = RunProcess({kCli, "validate"});
   EXPECT_EQ(r.exit_code, 2);
 }
 
 TEST(Validate, EnvironmentIsNotApplied) {
   auto r = RunProcess({kCli, "validate", kSrc + "/examples/config/8x-a10.yaml"},
-               {{"MIG_STRATEGY", "bogus"}});
+                      {{"MIG_STRATEGY", "bogus"}});
   EXPECT_EQ(r.exit_code, 0) << "the file is checked as written: " << r.out;
 }
 
@@ -104,8 +108,9 @@ std::string OverlappingEntries(int n) {
 TEST(Validate, OverlappingEntriesGiveTwentyLinesAndACount) {
   const std::string cfg = WriteTempFile("overlap.yaml", OverlappingEntries(1000));
   ProcessResult r = RunProcess({kCli, "validate", cfg});
-  std::cout << "validate, 1000 overlapping entries (" << std::filesystem::file_size(cfg) << " bytes): "
-            << SplitLines(r.out).size() << " lines, peak RSS " << r.max_rss_kib << " KiB, " << r.seconds << " s\n";
+  std::cout << "validate, 1000 overlapping entries (" << std::filesystem::file_size(cfg)
+            << " bytes): " << SplitLines(r.out).size() << " lines, peak RSS " << r.max_rss_kib
+            << " KiB, " << r.seconds << " s\n";
   EXPECT_EQ(r.exit_code, 2);
   auto lines = SplitLines(r.out);
   ASSERT_EQ(lines.size(), 21u);
@@ -119,11 +124,12 @@ TEST(Validate, LargeFileIsRefusedBeforeParsingWithSizeAndLimit) {
   const std::string cfg = WriteTempFile("large.yaml", OverlappingEntries(304000));
   const auto size = std::filesystem::file_size(cfg);
   ProcessResult r = RunProcess({kCli, "validate", cfg});
-  std::cout << "validate, " << size << "-byte file: peak RSS " << r.max_rss_kib << " KiB, " << r.seconds
-            << " s\n";
+  std::cout << "validate, " << size << "-byte file: peak RSS " << r.max_rss_kib << " KiB, "
+            << r.seconds << " s\n";
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(SplitLines(r.out), (std::vector<std::string>{"cannot read config file " + cfg + ": " +
-                                                         std::to_string(size) + " bytes (13.0 MiB), more than the "
+                                                         std::to_string(size) +
+                                                         " bytes (13.0 MiB), more than the "
                                                          "limit of 1048576 bytes (1 MiB)"}));
   EXPECT_LT(r.max_rss_kib, kBoundedRssKib);
   EXPECT_LT(r.seconds, 30) << "liveness only";
@@ -144,7 +150,8 @@ TEST(Validate, FifoIsRefusedWithoutWaitingForAWriter) {
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   Child c({kCli, "validate", fifo});
   bool exited = false;
-  for (int i = 0; i < 500 && !(exited = c.Exited()); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  for (int i = 0; i < 500 && !(exited = c.Exited()); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   ProcessResult r;
   if (exited) r = c.Wait();
   ::unlink(fifo.c_str());
@@ -158,8 +165,11 @@ TEST(Validate, EmptyFileIsValidWithAWarning) {
   ProcessResult r = RunProcess({kCli, "validate", cfg});
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_EQ(SplitLines(r.out),
-            (std::vector<std::string>{cfg + ": valid", "warning: " + cfg + " has no settings (empty or only "
-                                      "comments): every setting takes its default, and nothing is shared"}));
+            (std::vector<std::string>{
+                cfg + ": valid",
+                "warning: " + cfg +
+                    " has no settings (empty or only "
+                    "comments): every setting takes its default, and nothing is shared"}));
 }
 
 TEST(Validate, NulInAKeyIsPrintedEscaped) {
@@ -168,7 +178,8 @@ TEST(Validate, NulInAKeyIsPrintedEscaped) {
   EXPECT_EQ(r.exit_code, 2);
   auto lines = SplitLines(r.out);
   ASSERT_EQ(lines.size(), 1u) << r.out;
-  EXPECT_THAT(lines[0], StartsWith("flags.mig\\0Strategy: unknown key (allowed here: migStrategy, "));
+  EXPECT_THAT(lines[0],
+              StartsWith("flags.mig\\0Strategy: unknown key (allowed here: migStrategy, "));
   EXPECT_THAT(lines[0], HasSubstr("(" + cfg + ":2:3)"));
 }
 

@@ -11,10 +11,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/strings.h"
 #include "config/file_read.h"
 #include "config/node_config_loader.h"
 #include "config/yaml_reader.h"
-#include "base/strings.h"
 #include "tests/config/input_files.h"
 
 namespace gpushare {
@@ -27,7 +27,9 @@ using ::testing::StartsWith;
 
 class ConfigBounds : public ::testing::Test {
  protected:
-  std::string Write(const std::string& name, const std::string& text) { return scratch_.Write(name, text); }
+  std::string Write(const std::string& name, const std::string& text) {
+    return scratch_.Write(name, text);
+  }
 
   testing::ScratchDir scratch_;
   const std::string dir_ = scratch_.path();
@@ -54,8 +56,10 @@ TEST_F(ConfigBounds, OverlappingEntriesAreListedOncePerEntryAndCapped) {
             << r.status().message().size() << " bytes of message\n";
   ASSERT_EQ(lines.size(), 21u) << "20 problems and a count of the rest";
   EXPECT_EQ(lines[0],
-            "sharing.timeSlicing.resources[1].devices: overlaps sharing.timeSlicing.resources[0], which shares "
-            "the same resource nvidia.com/gpu (one of them selects all devices); give both explicit devices lists");
+            "sharing.timeSlicing.resources[1].devices: overlaps sharing.timeSlicing.resources[0], "
+            "which shares "
+            "the same resource nvidia.com/gpu (one of them selects all devices); give both "
+            "explicit devices lists");
   EXPECT_THAT(lines[2], HasSubstr("sharing.timeSlicing.resources[3].devices: overlaps "
                                   "sharing.timeSlicing.resources[0] (and 2 more entries)"));
   EXPECT_EQ(lines[20], "... and 979 more problems (999 in all)");
@@ -67,7 +71,8 @@ TEST_F(ConfigBounds, EveryProblemIsCountedButOnlyTwentyAreListedInFileOrder) {
   auto r = ValidateConfigFile(Write("unknown.yaml", s));
   std::vector<std::string> lines = ProblemLines(r);
   ASSERT_EQ(lines.size(), 21u);
-  for (int i = 0; i < 20; ++i) EXPECT_THAT(lines[i], StartsWith("flags.unknown" + std::to_string(i) + ": unknown key"));
+  for (int i = 0; i < 20; ++i)
+    EXPECT_THAT(lines[i], StartsWith("flags.unknown" + std::to_string(i) + ": unknown key"));
   EXPECT_EQ(lines[20], "... and 480 more problems (500 in all)");
 }
 
@@ -104,7 +109,8 @@ TEST_F(ConfigBounds, FileOverTheLimitIsRefusedWithSizeAndLimit) {
   auto r = ValidateConfigFile(path);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(SplitLines(r.status().message()),
-            (std::vector<std::string>{"cannot read config file " + path + ": 1048577 bytes (1.0 MiB), more than " +
+            (std::vector<std::string>{"cannot read config file " + path +
+                                      ": 1048577 bytes (1.0 MiB), more than " +
                                       "the limit of 1048576 bytes (1 MiB)"}));
   // Exactly at the limit is read (all comments: a warning, see below).
   big.resize(kMaxConfigFileBytes);
@@ -127,16 +133,19 @@ TEST_F(ConfigBounds, HugeSparseFileIsRefusedWithoutReadingIt) {
 }
 
 TEST_F(ConfigBounds, DocumentWithTooManyValuesIsRefusedBeforeTheTreeIsBuilt) {
-  std::string s = "sharing:\n  timeSlicing:\n    resources:\n    - name: gpu\n      replicas: 2\n      devices: [0";
+  std::string s =
+      "sharing:\n  timeSlicing:\n    resources:\n    - name: gpu\n      replicas: 2\n      "
+      "devices: [0";
   for (int i = 0; i < 200000; ++i) s += ",0";
   s += "]\n";
   const std::string path = Write("values.yaml", s);
   auto r = ValidateConfigFile(path);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(SplitLines(r.status().message()),
-            (std::vector<std::string>{path + ": more than " + std::to_string(yaml::kMaxYamlValues) +
-                                      " YAML values (scalars, lists and mappings); refused before it is read "
-                                      "into memory"}));
+            (std::vector<std::string>{
+                path + ": more than " + std::to_string(yaml::kMaxYamlValues) +
+                " YAML values (scalars, lists and mappings); refused before it is read "
+                "into memory"}));
 }
 
 TEST_F(ConfigBounds, RawControlByteIsAProblemWithItsPosition) {
@@ -144,8 +153,9 @@ TEST_F(ConfigBounds, RawControlByteIsAProblemWithItsPosition) {
   auto r = ValidateConfigFile(path);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(SplitLines(r.status().message()),
-            (std::vector<std::string>{path + ":2:6: control byte \\0 is not allowed in YAML (write it as an escape "
-                                      "in a double-quoted string)"}));
+            (std::vector<std::string>{
+                path + ":2:6: control byte \\0 is not allowed in YAML (write it as an escape "
+                       "in a double-quoted string)"}));
   r = ValidateConfigFile(Write("esc.yaml", "flags:\n  migStrategy: \x1b[31mnone\n"));
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr(":2:16: control byte \\x1b is not allowed"));
@@ -156,8 +166,9 @@ TEST_F(ConfigBounds, EmptyFileIsValidWithAWarning) {
     const std::string path = Write("empty.yaml", text);
     auto r = ValidateConfigFile(path);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
-    EXPECT_THAT(r->warnings, Contains(path + " has no settings (empty or only comments): every setting takes "
-                                             "its default, and nothing is shared"))
+    EXPECT_THAT(r->warnings,
+                Contains(path + " has no settings (empty or only comments): every setting takes "
+                                "its default, and nothing is shared"))
         << "text: " << text;
   }
   // A file with settings has no such warning.
@@ -178,14 +189,16 @@ TEST_F(ConfigBounds, ReadInputFileNamesWhatAndWhy) {
   auto r = ReadInputFile(Write("b", "abcd"), rules);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(),
-            "cannot read test file " + dir_ + "/b: 4 bytes (0.0 MiB), more than the limit of 3 bytes (0.0 MiB)");
+            "cannot read test file " + dir_ +
+                "/b: 4 bytes (0.0 MiB), more than the limit of 3 bytes (0.0 MiB)");
   r = ReadInputFile(dir_ + "/missing", rules);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
-  EXPECT_EQ(r.status().message(), "cannot read test file " + dir_ + "/missing: No such file or directory");
+  EXPECT_EQ(r.status().message(),
+            "cannot read test file " + dir_ + "/missing: No such file or directory");
   EXPECT_EQ(ReadInputFile(dir_, rules).status().message(),
-            "cannot read test file " + dir_ + ": it is a directory (name the file inside it, e.g. " + dir_ +
-                "/file.txt)");
+            "cannot read test file " + dir_ +
+                ": it is a directory (name the file inside it, e.g. " + dir_ + "/file.txt)");
   // A symbolic link to a regular file is followed (ConfigMap volumes are links into ..data/).
   ASSERT_EQ(::symlink((dir_ + "/a").c_str(), (dir_ + "/link").c_str()), 0);
   EXPECT_EQ(*ReadInputFile(dir_ + "/link", rules), "abc");

@@ -28,18 +28,33 @@ using datadriven::Case;
 
 const char* Name(MigStrategy s) {
   switch (s) {
-    case MigStrategy::kNone: return "none";
-    case MigStrategy::kSingle: return "single";
-    case MigStrategy::kMixed: return "mixed";
+    case MigStrategy::kNone:
+      return "none";
+    case MigStrategy::kSingle:
+      return "single";
+    case MigStrategy::kMixed:
+      return "mixed";
   }
   return "?";
 }
-const char* Name(DeviceIdStrategy s) { return s == DeviceIdStrategy::kUuid ? "uuid" : "index"; }
-const char* Name(AllocationPolicy p) { return p == AllocationPolicy::kDistributed ? "distributed" : "packed"; }
-const char* Name(ReplicaMemoryLimit l) { return l == ReplicaMemoryLimit::kNone ? "none" : "evenSplit"; }
-const char* Name(ReplicaComputeLimit l) { return l == ReplicaComputeLimit::kNone ? "none" : "evenSplit"; }
-const char* Name(MemoryComputeLimit l) { return l == MemoryComputeLimit::kNone ? "none" : "proportional"; }
-const char* Bool(bool b) { return b ? "true" : "false"; }
+const char* Name(DeviceIdStrategy s) {
+  return s == DeviceIdStrategy::kUuid ? "uuid" : "index";
+}
+const char* Name(AllocationPolicy p) {
+  return p == AllocationPolicy::kDistributed ? "distributed" : "packed";
+}
+const char* Name(ReplicaMemoryLimit l) {
+  return l == ReplicaMemoryLimit::kNone ? "none" : "evenSplit";
+}
+const char* Name(ReplicaComputeLimit l) {
+  return l == ReplicaComputeLimit::kNone ? "none" : "evenSplit";
+}
+const char* Name(MemoryComputeLimit l) {
+  return l == MemoryComputeLimit::kNone ? "none" : "proportional";
+}
+const char* Bool(bool b) {
+  return b ? "true" : "false";
+}
 
 template <typename T>
 std::string List(const std::vector<T>& v) {
@@ -52,9 +67,12 @@ std::string List(const std::vector<T>& v) {
 
 std::string Selector(const DeviceSelector& d) {
   switch (d.kind) {
-    case DeviceSelector::Kind::kAll: return "all";
-    case DeviceSelector::Kind::kCount: return std::to_string(d.count);
-    case DeviceSelector::Kind::kList: return List(d.items);
+    case DeviceSelector::Kind::kAll:
+      return "all";
+    case DeviceSelector::Kind::kCount:
+      return std::to_string(d.count);
+    case DeviceSelector::Kind::kList:
+      return List(d.items);
   }
   return "?";
 }
@@ -91,13 +109,15 @@ std::vector<std::string> ConfigLines(const NodeConfig& c) {
       "imex.channelIDs: " + List(c.imex.channel_ids),
       "imex.required: " + std::string(Bool(c.imex.required)),
       "sharing.timeSlicing.renameByDefault: " + std::string(Bool(c.time_slicing.rename_by_default)),
-      "sharing.timeSlicing.failRequestsGreaterThanOne: " + std::string(Bool(c.time_slicing.fail_requests_greater_than_one)),
+      "sharing.timeSlicing.failRequestsGreaterThanOne: " +
+          std::string(Bool(c.time_slicing.fail_requests_greater_than_one)),
   };
   for (size_t i = 0; i < c.time_slicing.resources.size(); ++i) {
     const ReplicatedResource& r = c.time_slicing.resources[i];
     l.push_back("sharing.timeSlicing.resources[" + std::to_string(i) + "]: name=" + r.name +
-                (r.rename.empty() ? "" : " rename=" + r.rename) + " devices=" + Selector(r.devices) +
-                " replicas=" + std::to_string(r.replicas) + " field=" + r.field_path);
+                (r.rename.empty() ? "" : " rename=" + r.rename) +
+                " devices=" + Selector(r.devices) + " replicas=" + std::to_string(r.replicas) +
+                " field=" + r.field_path);
   }
   std::vector<std::string> more = {
       "gpushare.maxClientsPerGpu: " + std::to_string(g.max_clients_per_gpu),
@@ -107,7 +127,8 @@ std::vector<std::string> ConfigLines(const NodeConfig& c) {
       "gpushare.health.enabled: " + std::string(Bool(g.health_checks_enabled)),
       "gpushare.health.ignoredXids: " + List(g.ignored_xids),
       "gpushare.health.recoverAfter: " + std::to_string(g.health_recovery_seconds) + "s",
-      "gpushare.interposer.hostDir: " + (g.interposer_host_dir.empty() ? "\"\"" : g.interposer_host_dir),
+      "gpushare.interposer.hostDir: " +
+          (g.interposer_host_dir.empty() ? "\"\"" : g.interposer_host_dir),
       "gpushare.interposer.stateDir: " + g.container_state_dir,
       "gpushare.memoryShares.devices: " + (m.devices ? Selector(*m.devices) : "none"),
       "gpushare.memoryShares.resourceName: " + m.resource_name,
@@ -148,7 +169,9 @@ std::string RunConfig(const Case& c) {
     for (const auto& [k, v] : flags.values) out += "command line: " + k + "=" + v + "\n";
   }
   auto r = LoadNodeConfigFromText(flags, env, c.input, "node.yaml");
-  if (!r.ok()) return out + "error: " + std::string(StatusCodeName(r.status().code())) + "\n" + r.status().message() + "\n";
+  if (!r.ok())
+    return out + "error: " + std::string(StatusCodeName(r.status().code())) + "\n" +
+           r.status().message() + "\n";
   const std::vector<std::string> lines = ConfigLines(r->config);
   const std::vector<std::string> defaults = ConfigLines(NodeConfig{});
   size_t printed = 0;

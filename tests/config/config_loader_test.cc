@@ -2,14 +2,14 @@
 // becomes, or the problem lines it gets, is data: tests/testdata/config/*.txt, run by
 // config_data_test.cc (docs/testing.md). What stays here reads real files (--config and
 // CONFIG_FILE) or checks the settings table itself.
-#include "config/node_config_loader.h"
-
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <fstream>
 #include <map>
+
+#include "config/node_config_loader.h"
 
 namespace gpushare {
 namespace {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,8 +15,6 @@
 #include <future>
 #include <optional>
 #include <string>
-
-#include <gtest/gtest.h>
 
 namespace gpushare::testing {
 

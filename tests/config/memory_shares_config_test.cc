@@ -9,7 +9,8 @@ namespace gpushare {
 namespace {
 
 TEST(MemorySharesConfig, TheExampleIsValid) {
-  auto r = ValidateConfigFile(std::string(GPUSHARE_SOURCE_DIR) + "/examples/config/memory-shares.yaml");
+  auto r =
+      ValidateConfigFile(std::string(GPUSHARE_SOURCE_DIR) + "/examples/config/memory-shares.yaml");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_TRUE(r->config.gpushare.memory_shares.enabled());
 }

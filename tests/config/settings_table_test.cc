@@ -19,7 +19,9 @@ namespace {
 
 using Fields = std::map<std::string, std::string>;
 
-std::string Text(bool b) { return b ? "true" : "false"; }
+std::string Text(bool b) {
+  return b ? "true" : "false";
+}
 template <typename E>
 std::string Text(E e) {
   return std::to_string(static_cast<int>(e));
@@ -85,7 +87,9 @@ const std::vector<Case>& Cases() {
       {"migStrategy", "mixed", {{"mig_strategy", "2"}}},
       {"failOnInitError", "false", {{"fail_on_init_error", "false"}}},
       // The device root follows the driver root unless it is set itself.
-      {"nvidiaDriverRoot", "/drv", {{"plugin.nvidia_driver_root", "/drv"}, {"plugin.nvidia_dev_root", "/drv"}}},
+      {"nvidiaDriverRoot",
+       "/drv",
+       {{"plugin.nvidia_driver_root", "/drv"}, {"plugin.nvidia_dev_root", "/drv"}}},
       {"nvidiaDevRoot", "/devroot", {{"plugin.nvidia_dev_root", "/devroot"}}},
       {"mpsRoot", "/mps", {}},  // accepted and ignored (a note)
       {"gdrcopyEnabled", "true", {{"gdrcopy_enabled", "true"}}},
@@ -108,7 +112,9 @@ const std::vector<Case>& Cases() {
       {"recoverAfter", "90s", {{"gpushare.health_recovery_seconds", "90"}}},
       {"interposerHostDir", "/lib-dir", {{"gpushare.interposer_host_dir", "/lib-dir"}}},
       {"stateDir", "/state", {{"gpushare.container_state_dir", "/state"}}},
-      {"memoryResourceName", "example.com/mem", {{"gpushare.memory_shares.resource_name", "example.com/mem"}}},
+      {"memoryResourceName",
+       "example.com/mem",
+       {{"gpushare.memory_shares.resource_name", "example.com/mem"}}},
       {"memoryUnit", "MiB", {{"gpushare.memory_shares.unit", "1"}}},
       {"publishGpuCount", "false", {{"gpushare.memory_shares.publish_gpu_count", "false"}}},
       {"memoryComputeLimit", "proportional", {{"gpushare.memory_shares.compute_limit", "1"}}},
@@ -156,7 +162,8 @@ Fields Defaults() {
 // The table and the cases above name the same settings: a new row needs a case here.
 TEST(SettingsTable, EverySettingHasACase) {
   std::set<std::string> rows, cases;
-  for (const NodeConfigSetting& s : NodeConfigSettings()) EXPECT_TRUE(rows.insert(s.key).second) << s.key;
+  for (const NodeConfigSetting& s : NodeConfigSettings())
+    EXPECT_TRUE(rows.insert(s.key).second) << s.key;
   for (const Case& c : Cases()) EXPECT_TRUE(cases.insert(c.key).second) << c.key;
   EXPECT_EQ(rows, cases);
 }
@@ -175,7 +182,8 @@ TEST(SettingsTable, EachSettingWritesItsOwnFieldOnly) {
   const Fields defaults = Defaults();
   for (const Case& c : Cases()) {
     for (Level level : {Level::kFile, Level::kEnvironment, Level::kFlag}) {
-      SCOPED_TRACE(std::string(c.key) + "=" + c.value + " level " + std::to_string(static_cast<int>(level)));
+      SCOPED_TRACE(std::string(c.key) + "=" + c.value + " level " +
+                   std::to_string(static_cast<int>(level)));
       Result<LoadedNodeConfig> r = LoadWith(c, level);
       ASSERT_TRUE(r.ok()) << r.status().ToString();
       Fields want = defaults;

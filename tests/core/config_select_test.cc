@@ -19,9 +19,10 @@ TEST(SelectConfig, AnUnknownLabelValueNamesLabelValueAndConfigs) {
   auto r = SelectConfig({{kLabel, "huge"}}, kLabel, "small", kTwo);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
-  EXPECT_EQ(r.status().message(),
-            "node label nvidia.com/device-plugin.config=\"huge\" names a config that does not exist "
-            "(available: big, small)");
+  EXPECT_EQ(
+      r.status().message(),
+      "node label nvidia.com/device-plugin.config=\"huge\" names a config that does not exist "
+      "(available: big, small)");
 }
 
 TEST(SelectConfig, WithoutTheLabelTheDefault) {
@@ -33,7 +34,8 @@ TEST(SelectConfig, WithoutTheLabelTheDefault) {
 TEST(SelectConfig, AMissingDefaultIsAnError) {
   auto r = SelectConfig({}, kLabel, "medium", kTwo);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("--default-config \"medium\""), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("--default-config \"medium\""), std::string::npos)
+      << r.status().message();
   EXPECT_NE(r.status().message().find("available: big, small"), std::string::npos);
 }
 
@@ -55,10 +57,13 @@ TEST(SelectConfig, WithoutLabelAndDefaultSeveralConfigsAreAnError) {
 TEST(SelectConfig, AnEmptyDirectoryIsAnError) {
   auto r = SelectConfig({}, kLabel, "", {});
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("the config directory is empty"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("the config directory is empty"), std::string::npos)
+      << r.status().message();
 }
 
-ConfigLook Selected(std::string name, uint64_t hash) { return {ConfigLook::Kind::kSelected, std::move(name), hash, ""}; }
+ConfigLook Selected(std::string name, uint64_t hash) {
+  return {ConfigLook::Kind::kSelected, std::move(name), hash, ""};
+}
 
 TEST(ConfigPoller, PollsEveryInterval) {
   ConfigPoller p(10000, "a", 1, 5000);
@@ -87,7 +92,8 @@ TEST(ConfigPoller, ChangedBytesReloadOnce) {
 
 TEST(ConfigPoller, APlainFileSaysSo) {
   ConfigPoller p(10000, "", 1, 0);
-  EXPECT_EQ(p.Observe(Selected("", 2), 10000), (ConfigDecision{ConfigAction::kReload, "the config file changed"}));
+  EXPECT_EQ(p.Observe(Selected("", 2), 10000),
+            (ConfigDecision{ConfigAction::kReload, "the config file changed"}));
 }
 
 TEST(ConfigPoller, AnotherLabelReloads) {
@@ -99,7 +105,8 @@ TEST(ConfigPoller, AnotherLabelReloads) {
 
 TEST(ConfigPoller, ARefusedConfigIsNotRetriedUntilItChanges) {
   ConfigPoller p(10000, "a", 1, 0);
-  EXPECT_EQ(p.Observe(Selected("a", 2), 10000).action, ConfigAction::kReload);  // refused by the agent
+  EXPECT_EQ(p.Observe(Selected("a", 2), 10000).action,
+            ConfigAction::kReload);  // refused by the agent
   EXPECT_EQ(p.Observe(Selected("a", 2), 20000).action, ConfigAction::kNone);
   EXPECT_EQ(p.Observe(Selected("a", 3), 30000).action, ConfigAction::kReload);  // fixed
 }
@@ -118,8 +125,9 @@ TEST(ConfigPoller, AnUnselectableConfigIsRejectedOncePerMessage) {
   EXPECT_EQ(p.Observe(bad, 20000).action, ConfigAction::kNone);
   ConfigLook worse{ConfigLook::Kind::kUnselectable, "", 0, "label names y"};
   EXPECT_EQ(p.Observe(worse, 30000).action, ConfigAction::kReject);
-  EXPECT_EQ(p.Observe(Selected("a", 1), 40000).action, ConfigAction::kNone);  // fixed: nothing to reload
-  EXPECT_EQ(p.Observe(worse, 50000).action, ConfigAction::kReject);           // broken again: said again
+  EXPECT_EQ(p.Observe(Selected("a", 1), 40000).action,
+            ConfigAction::kNone);                                    // fixed: nothing to reload
+  EXPECT_EQ(p.Observe(worse, 50000).action, ConfigAction::kReject);  // broken again: said again
 }
 
 TEST(ConfigPoller, AnUnreachableApiIsAWarningAndKeepsTheConfig) {

@@ -69,14 +69,17 @@ TEST(DataDriven, RewriteKeepsEverythingButTheOutputs) {
   EXPECT_EQ((*again)[1].expected, "now\n");
   EXPECT_EQ((*again)[2].expected, "flat\n");
   EXPECT_EQ((*again)[3].expected, "y\n");
-  EXPECT_NE(text.find("# empty input and output\ncmd\n----\nnow\n\nblank\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("# empty input and output\ncmd\n----\nnow\n\nblank\n"), std::string::npos)
+      << text;
 }
 
 TEST(DataDriven, ACaseWithoutABlankLineAfterItsOutputIsAnError) {
   std::string error;
   EXPECT_FALSE(ParseCases("f.txt", "a\n----\nout\nb\n----\n", &error).has_value());
-  EXPECT_EQ(error, "f.txt:5: a second \"----\" in the output of the case at line 1: leave a blank line after each "
-                   "output (or enclose an output in \"----\" pairs)");
+  EXPECT_EQ(error,
+            "f.txt:5: a second \"----\" in the output of the case at line 1: leave a blank line "
+            "after each "
+            "output (or enclose an output in \"----\" pairs)");
   EXPECT_FALSE(ParseCases("f.txt", "a\nno separator\n", &error).has_value());
   EXPECT_EQ(error, "f.txt:1: the case has no \"----\" line after its input");
   EXPECT_FALSE(ParseCases("f.txt", "a\n----\n----\nopen\n", &error).has_value());

@@ -8,8 +8,8 @@
 namespace gpushare {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::GpuUuid;
+using ::testing::HasSubstr;
 using testing::MigUuid;
 
 // One A10 and one MIG GPU with 3 x 1g.10gb.
@@ -60,8 +60,8 @@ TEST(Health, GpuXidMarksTheGpuItsMigInstancesAndAllReplicas) {
   Inventory inv = Node();
   HealthTracker h(inv, Options());
   auto ts = h.OnEvent(Xid(GpuUuid(1), 79, 1000));
-  EXPECT_EQ(Uuids(ts), (std::vector<std::string>{GpuUuid(1), MigUuid(1, 0), MigUuid(1, 1),
-                                                 MigUuid(1, 2)}));
+  EXPECT_EQ(Uuids(ts),
+            (std::vector<std::string>{GpuUuid(1), MigUuid(1, 0), MigUuid(1, 1), MigUuid(1, 2)}));
   for (const auto& t : ts) {
     EXPECT_FALSE(t.healthy);
     EXPECT_EQ(t.time_ms, 1000);

@@ -40,9 +40,9 @@ TEST(ParseMigProfile, Attributes) {
 }
 
 TEST(ParseMigProfile, Malformed) {
-  for (const char* bad : {"", "1g", "1g.10", "g.10gb", "0g.10gb", "1g.10gb+", "1g.10gb+ME",
-                          "3c.2g.20gb", "1g.10gb.me", "01g.10gb", "1g10gb", "1x.10gb", "1g.-1gb",
-                          " 1g.10gb"}) {
+  for (const char* bad :
+       {"", "1g", "1g.10", "g.10gb", "0g.10gb", "1g.10gb+", "1g.10gb+ME", "3c.2g.20gb",
+        "1g.10gb.me", "01g.10gb", "1g10gb", "1x.10gb", "1g.-1gb", " 1g.10gb"}) {
     EXPECT_FALSE(ParseMigProfile(bad).has_value()) << bad;
   }
 }

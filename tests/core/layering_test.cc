@@ -27,7 +27,8 @@ const std::map<std::string, std::set<std::string>>& AllowedEdges() {
       {"kube", {"base", "core", "kube"}},
       {"deviceplugin", {"base", "core", "proto", "deviceplugin"}},
       {"node", {"base", "core", "config", "gpu", "kube", "proto", "deviceplugin", "node"}},
-      {"scheduler", {"base", "core", "config", "kube", "scheduler"}},  // config: flags.cc's durations
+      {"scheduler",
+       {"base", "core", "config", "kube", "scheduler"}},  // config: flags.cc's durations
       {"sim", {"base", "core", "config", "sim"}},
       {"cli", {"base", "core", "config", "gpu", "kube", "node", "scheduler", "sim", "cli"}},
       {"interpose", {"interpose"}},
@@ -43,33 +44,106 @@ const std::set<std::string>& PureBaseHeaders() {
 }
 
 const std::set<std::string>& StandardHeaders() {
-  static const std::set<std::string> h = {
-      "algorithm", "any", "array", "atomic", "bit", "bitset", "cassert", "cctype", "cerrno",
-      "cfloat", "charconv", "chrono", "cinttypes", "climits", "clocale", "cmath", "compare",
-      "complex", "concepts", "condition_variable", "cstddef", "cstdint", "cstdio", "cstdlib",
-      "cstring", "cwchar", "deque", "exception", "execution", "expected", "filesystem", "format",
-      "forward_list", "fstream", "functional", "future", "initializer_list", "iomanip", "ios",
-      "iosfwd", "iostream", "istream", "iterator", "limits", "list", "locale", "map", "memory",
-      "memory_resource", "mutex", "new", "numbers", "numeric", "optional", "ostream", "queue",
-      "random", "ranges", "ratio", "regex", "scoped_allocator", "semaphore", "set",
-      "shared_mutex", "source_location", "span", "sstream", "stack", "stdexcept", "stop_token",
-      "streambuf", "string", "string_view", "system_error", "thread", "tuple", "type_traits",
-      "typeindex", "typeinfo", "unordered_map", "unordered_set", "utility", "valarray", "variant",
-      "vector", "version"};
+  static const std::set<std::string> h = {"algorithm",
+                                          "any",
+                                          "array",
+                                          "atomic",
+                                          "bit",
+                                          "bitset",
+                                          "cassert",
+                                          "cctype",
+                                          "cerrno",
+                                          "cfloat",
+                                          "charconv",
+                                          "chrono",
+                                          "cinttypes",
+                                          "climits",
+                                          "clocale",
+                                          "cmath",
+                                          "compare",
+                                          "complex",
+                                          "concepts",
+                                          "condition_variable",
+                                          "cstddef",
+                                          "cstdint",
+                                          "cstdio",
+                                          "cstdlib",
+                                          "cstring",
+                                          "cwchar",
+                                          "deque",
+                                          "exception",
+                                          "execution",
+                                          "expected",
+                                          "filesystem",
+                                          "format",
+                                          "forward_list",
+                                          "fstream",
+                                          "functional",
+                                          "future",
+                                          "initializer_list",
+                                          "iomanip",
+                                          "ios",
+                                          "iosfwd",
+                                          "iostream",
+                                          "istream",
+                                          "iterator",
+                                          "limits",
+                                          "list",
+                                          "locale",
+                                          "map",
+                                          "memory",
+                                          "memory_resource",
+                                          "mutex",
+                                          "new",
+                                          "numbers",
+                                          "numeric",
+                                          "optional",
+                                          "ostream",
+                                          "queue",
+                                          "random",
+                                          "ranges",
+                                          "ratio",
+                                          "regex",
+                                          "scoped_allocator",
+                                          "semaphore",
+                                          "set",
+                                          "shared_mutex",
+                                          "source_location",
+                                          "span",
+                                          "sstream",
+                                          "stack",
+                                          "stdexcept",
+                                          "stop_token",
+                                          "streambuf",
+                                          "string",
+                                          "string_view",
+                                          "system_error",
+                                          "thread",
+                                          "tuple",
+                                          "type_traits",
+                                          "typeindex",
+                                          "typeinfo",
+                                          "unordered_map",
+                                          "unordered_set",
+                                          "utility",
+                                          "valarray",
+                                          "variant",
+                                          "vector",
+                                          "version"};
   return h;
 }
 
 // Standard headers core/ may not use: I/O, threads and clocks belong to the callers.
 const std::set<std::string>& ImpureStandardHeaders() {
-  static const std::set<std::string> h = {"thread", "mutex", "condition_variable", "future",
-                                          "fstream", "filesystem", "iostream", "chrono",
-                                          "shared_mutex", "stop_token", "semaphore"};
+  static const std::set<std::string> h = {
+      "thread",   "mutex",  "condition_variable", "future",     "fstream",  "filesystem",
+      "iostream", "chrono", "shared_mutex",       "stop_token", "semaphore"};
   return h;
 }
 
 struct Include {
-  std::string where;   // file:line
-  bool quoted;         // "..." rather than <...>
+  std::string where;  // file:line
+  bool quoted;        // "..." rather than <...>
   std::string header;
 };
 
@@ -155,7 +229,8 @@ TEST(Layering, PureBaseHeadersUseOnlyTheStandardLibrary) {
       if (inc.quoted) {
         EXPECT_TRUE(PureBaseHeaders().count(inc.header)) << inc.where << ": " << inc.header;
       } else {
-        EXPECT_TRUE(StandardHeaders().count(inc.header) && !ImpureStandardHeaders().count(inc.header))
+        EXPECT_TRUE(StandardHeaders().count(inc.header) &&
+                    !ImpureStandardHeaders().count(inc.header))
             << inc.where << ": <" << inc.header << ">";
       }
     }
@@ -164,12 +239,14 @@ TEST(Layering, PureBaseHeadersUseOnlyTheStandardLibrary) {
 
 // The table names every product folder: a new folder needs its row.
 TEST(Layering, TheTableNamesEveryFolderWithSources) {
-  const std::set<std::string> not_product = {"tests", "bench", "build", "proto", "examples", "deploy",
-                                             "docs",  "e2e",   "scripts", "cmake", "gpu-results"};
+  const std::set<std::string> not_product = {"tests",    "bench",  "build",      "proto",
+                                             "examples", "deploy", "docs",       "e2e",
+                                             "scripts",  "cmake",  "gpu-results"};
   for (const auto& entry : fs::directory_iterator(GPUSHARE_SOURCE_DIR)) {
     if (!entry.is_directory()) continue;
     const std::string name = entry.path().filename().string();
-    if (name.empty() || name[0] == '.' || not_product.count(name) || name.rfind("build", 0) == 0) continue;
+    if (name.empty() || name[0] == '.' || not_product.count(name) || name.rfind("build", 0) == 0)
+      continue;
     if (SourcesOf(name).empty()) continue;
     EXPECT_TRUE(AllowedEdges().count(name))
         << name << "/ holds C++ sources but has no row in the layer table";

@@ -8,8 +8,8 @@ namespace {
 
 constexpr int64_t kGrace = 600;
 
-StateDirSeen Dir(std::string path, int64_t age, std::string library, std::vector<std::string> devices,
-                 std::string resource = "nvidia.com/gpu") {
+StateDirSeen Dir(std::string path, int64_t age, std::string library,
+                 std::vector<std::string> devices, std::string resource = "nvidia.com/gpu") {
   StateDirSeen d;
   d.path = std::move(path);
   d.age_s = age;
@@ -36,15 +36,16 @@ std::vector<std::string> Paths(const std::vector<GcRemoval>& r) {
 
 TEST(AllocationMarker, RoundTrips) {
   AllocationMarker m{"/lib/0.1.0-aaaa", "nvidia.com/gpu", {"GPU-1::0", "GPU-1::1"}};
-  EXPECT_EQ(EncodeAllocationMarker(m), "library=/lib/0.1.0-aaaa\nresource=nvidia.com/gpu\ndevice=GPU-1::0\ndevice=GPU-1::1\n");
+  EXPECT_EQ(EncodeAllocationMarker(m),
+            "library=/lib/0.1.0-aaaa\nresource=nvidia.com/gpu\ndevice=GPU-1::0\ndevice=GPU-1::1\n");
   auto back = ParseAllocationMarker(EncodeAllocationMarker(m));
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(*back, m);
 }
 
 TEST(AllocationMarker, RefusesWhatItDoesNotKnow) {
-  EXPECT_FALSE(ParseAllocationMarker("resource=r\n").ok());                  // no device
-  EXPECT_FALSE(ParseAllocationMarker("device=d\n").ok());                    // no resource
+  EXPECT_FALSE(ParseAllocationMarker("resource=r\n").ok());  // no device
+  EXPECT_FALSE(ParseAllocationMarker("device=d\n").ok());    // no resource
   auto r = ParseAllocationMarker("resource=r\ndevice=d\ncolour=blue\n");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().message(), "line 3: unknown key \"colour\"");

@@ -11,8 +11,8 @@
 namespace gpushare::memshare {
 namespace {
 
-using ::testing::HasSubstr;
 using gpushare::testing::GpuUuid;
+using ::testing::HasSubstr;
 
 PodRequest Request(std::vector<ContainerShare> app, std::vector<ContainerShare> init = {}) {
   PodRequest r;
@@ -30,7 +30,8 @@ std::vector<std::string> UnitsOf(int gpu, std::vector<int> js) {
 TEST(SlotKeys, FirstRequestAndDemandPerDemand) {
   EXPECT_EQ(SlotKeys(Request({{"c", 3}})), (std::vector<SlotKey>{{3, 3}}));
   // kubelet asks the init container's 2 first, then the app container's 3 reusing them.
-  EXPECT_EQ(SlotKeys(Request({{"a", 3}, {"b", 5}}, {{"i", 2}})), (std::vector<SlotKey>{{2, 3}, {5, 5}}));
+  EXPECT_EQ(SlotKeys(Request({{"a", 3}, {"b", 5}}, {{"i", 2}})),
+            (std::vector<SlotKey>{{2, 3}, {5, 5}}));
   EXPECT_EQ(SlotKeys(Request({{"a", 1}}, {{"i", 4}, {"j", 6}})), (std::vector<SlotKey>{{4, 6}}));
   EXPECT_EQ(SlotKeys(Request({}, {{"i", 4}})), (std::vector<SlotKey>{{4, 4}}));
   EXPECT_TRUE((SlotKey{2, 3}).odd());
@@ -67,8 +68,8 @@ TEST(EffectiveUsage, APodOffItsPlanCountsInBothPlacesUntilThePlanMoves) {
 
 TEST(EffectiveUsage, ExcessBeyondCapacityIsChargedToTheMostFreeGpu) {
   // Someone's units landed where a pending pod was planned: 25 on a GPU of 22 in both views.
-  auto u = EffectiveUsage({{0, {25, 8}}, {1, {10, 3}}, {2, {4, 1}}}, {{0, {25, 8}}, {1, {10, 3}}, {2, {4, 1}}},
-                          {{0, 22}, {1, 22}, {2, 22}});
+  auto u = EffectiveUsage({{0, {25, 8}}, {1, {10, 3}}, {2, {4, 1}}},
+                          {{0, {25, 8}}, {1, {10, 3}}, {2, {4, 1}}}, {{0, 22}, {1, 22}, {2, 22}});
   EXPECT_EQ(u[0].units, 25);
   EXPECT_EQ(u[1].units, 10);
   EXPECT_EQ(u[2].units, 7);  // the node shows 39 units counted, as many as its pods hold
@@ -92,7 +93,10 @@ TEST(FreshConflict, SameFirstRequestOtherDemandWaits) {
 TEST(Ledger, HeldSlotsFromPodResources) {
   Inventory inv;
   for (int i = 0; i < 2; ++i) inv.gpus.push_back(gpushare::testing::WholeGpu(i, 24576));
-  std::vector<PlannedPod> plans = {{"ns/a", Request({{"main", 3}, {"side", 2}}, {{"init", 1}}), {{"main", 0}, {"side", 1}, {"init", 0}}, 5}};
+  std::vector<PlannedPod> plans = {{"ns/a",
+                                    Request({{"main", 3}, {"side", 2}}, {{"init", 1}}),
+                                    {{"main", 0}, {"side", 1}, {"init", 0}},
+                                    5}};
   std::map<std::string, std::vector<ObservedContainer>> observed = {
       {"ns/a", {{"main", UnitsOf(1, {0, 1, 2})}, {"queue-proxy", {}}}},
       {"ns/new", {{"c", UnitsOf(0, {3, 4})}}},
@@ -120,7 +124,7 @@ TEST(Ledger, HeldSlotsFromPodResources) {
 TEST(RecentAllocations, UnitsGivenOutAgainReplaceAStaleEntry) {
   RecentAllocations r;
   r.Add(UnitsOf(0, {0, 1, 2, 3}), 0, {2, 4}, 1000, false);  // a pod that is gone by now
-  r.Add(UnitsOf(0, {0, 1}), 0, {2, 2}, 1001, false);        // kubelet gave two of its units out again
+  r.Add(UnitsOf(0, {0, 1}), 0, {2, 2}, 1001, false);  // kubelet gave two of its units out again
   ASSERT_EQ(r.size(), 1u);
   EXPECT_EQ(r.Held()[0].key, (SlotKey{2, 2}));
   EXPECT_EQ(r.Held()[0].ids, UnitsOf(0, {0, 1}));
@@ -145,10 +149,12 @@ TEST(Ledger, UnitsAllocatedAgainSinceTheListHaveOneHolder) {
   Inventory inv;
   for (int i = 0; i < 2; ++i) inv.gpus.push_back(gpushare::testing::WholeGpu(i, 24576));
   KubeletHoldings h;
-  h.Listed({{"ns/gone", {{"c", UnitsOf(0, {0})}}}}, 0, 2000);  // 1 unit, planned on 0, since deleted
+  h.Listed({{"ns/gone", {{"c", UnitsOf(0, {0})}}}}, 0,
+           2000);  // 1 unit, planned on 0, since deleted
   std::vector<PlannedPod> plans = {{"ns/big", Request({{"c", 3}}), {{"c", 0}}, 1},
                                    {"ns/small", Request({{"c", 1}}), {{"c", 0}}, 2}};
-  ASSERT_EQ(h.Ledger(plans, {}, inv).Open({1, 1}, 0), 0);  // the gone pod looks like it holds small's slot
+  ASSERT_EQ(h.Ledger(plans, {}, inv).Open({1, 1}, 0),
+            0);  // the gone pod looks like it holds small's slot
   // kubelet admits big: the advice and Allocate give it units 0-2 of GPU 0, unit 0 among them.
   h.Advised(0, SlotKey{3, 3}, 3, false);
   h.Allocated(UnitsOf(0, {0, 1, 2}), 0, 100);
@@ -162,16 +168,19 @@ TEST(Ledger, UnitsAllocatedAgainSinceTheListHaveOneHolder) {
 
 TEST(SettledPlanMoves, APodOffItsPlanFollowsItWhenNobodyOfItsKeyIsPending) {
   // X planned on 1 sits on 0: its swap partner (planned on 0, held on 1) is gone.
-  CountedPod x{"ns/x", Request({{"c", 3}}, {{"i", 1}}), {{"c", 1}, {"i", 1}}, {{"c", 0}, {"i", 0}}, true};
+  CountedPod x{
+      "ns/x", Request({{"c", 3}}, {{"i", 1}}), {{"c", 1}, {"i", 1}}, {{"c", 0}, {"i", 0}}, true};
   auto moves = SettledPlanMoves({x}, true);
   ASSERT_EQ(moves.size(), 1u);
   EXPECT_EQ(moves["ns/x"], (ContainerGpus{{"c", 0}, {"i", 0}}));
   EXPECT_TRUE(SettledPlanMoves({x}, /*settled=*/false).empty());
   // A swapped pair: both held where the other was planned; nothing is empty.
-  CountedPod w{"ns/w", Request({{"c", 3}}, {{"i", 1}}), {{"c", 0}, {"i", 0}}, {{"c", 1}, {"i", 1}}, true};
+  CountedPod w{
+      "ns/w", Request({{"c", 3}}, {{"i", 1}}), {{"c", 0}, {"i", 0}}, {{"c", 1}, {"i", 1}}, true};
   EXPECT_TRUE(SettledPlanMoves({x, w}, true).empty());
   // A pod of the same key still pending (it may need the slot on 1): nothing moves.
-  CountedPod p{"ns/p", Request({{"c", 3}}, {{"i", 1}}), {{"c", 0}, {"i", 0}}, {{"c", 0}, {"i", 0}}, false};
+  CountedPod p{
+      "ns/p", Request({{"c", 3}}, {{"i", 1}}), {{"c", 0}, {"i", 0}}, {{"c", 0}, {"i", 0}}, false};
   EXPECT_TRUE(SettledPlanMoves({x, p}, true).empty());
   // A pending pod of another key does not hold X back.
   CountedPod q{"ns/q", Request({{"c", 5}}), {{"c", 0}}, {{"c", 0}}, false};
@@ -194,7 +203,8 @@ TEST(SettledPlanMoves, AChainOfSwapsUnwinds) {
 TEST(RecentAllocations, ListedOrStaleEntriesGo) {
   RecentAllocations r;
   r.Add(UnitsOf(0, {0, 1}), 0, {2, 3}, 1000, false);
-  r.Add(UnitsOf(0, {0, 1, 2}), 0, {3, 3}, 1001, true);  // the app container reusing the init's units
+  r.Add(UnitsOf(0, {0, 1, 2}), 0, {3, 3}, 1001,
+        true);  // the app container reusing the init's units
   r.Add(UnitsOf(1, {4, 5, 6}), 1, {3, 3}, 1002, false);
   ASSERT_EQ(r.size(), 2u);
   EXPECT_EQ(r.Held()[0].key, (SlotKey{2, 3}));

@@ -23,8 +23,8 @@ struct Search {
   uint64_t transitions = 0;
   uint64_t terminal = 0;
   int max_admitted = 0;
-  std::string violation;            // empty: none found
-  std::vector<std::string> trace;   // the events that led to it
+  std::string violation;           // empty: none found
+  std::vector<std::string> trace;  // the events that led to it
 };
 
 uint64_t Fnv(const std::string& s, uint64_t seed) {
@@ -37,7 +37,9 @@ uint64_t Fnv(const std::string& s, uint64_t seed) {
 }
 
 struct KeyHash {
-  size_t operator()(const std::pair<uint64_t, uint64_t>& k) const { return k.first ^ (k.second * 31); }
+  size_t operator()(const std::pair<uint64_t, uint64_t>& k) const {
+    return k.first ^ (k.second * 31);
+  }
 };
 
 // Depth-first over every reachable state; stops at the first violation.
@@ -92,8 +94,9 @@ std::string Trace(const Search& s) {
 }
 
 void Report(const char* name, const Search& s) {
-  std::cout << "[ model    ] " << name << ": " << s.states << " states, " << s.transitions << " transitions, "
-            << s.terminal << " final states, up to " << s.max_admitted << " pods admitted\n";
+  std::cout << "[ model    ] " << name << ": " << s.states << " states, " << s.transitions
+            << " transitions, " << s.terminal << " final states, up to " << s.max_admitted
+            << " pods admitted\n";
 }
 
 constexpr uint64_t kMaxStates = 1'000'000;
@@ -106,8 +109,10 @@ constexpr bool kSanitized = false;
 
 // The larger exhaustive searches take tens of seconds (minutes under the sanitizers): they run
 // in the normal build, and all of them with GPUSHARE_MODEL_LONG=1 (docs/reliability.md).
-bool Long() { return std::getenv("GPUSHARE_MODEL_LONG") != nullptr; }
-#define SKIP_UNLESS(cond, why)                                                                       \
+bool Long() {
+  return std::getenv("GPUSHARE_MODEL_LONG") != nullptr;
+}
+#define SKIP_UNLESS(cond, why) \
   if (!(cond)) GTEST_SKIP() << "SKIPPED: " << why << " (set GPUSHARE_MODEL_LONG=1 to run it)"
 
 // The case of issue 10 in miniature: two GPUs with room for one pod each and some slack, three
@@ -247,8 +252,8 @@ Config Burst() {
 TEST(MemshareModel, RandomInterleavingsOfABurst) {
   Config c = Burst();
   Search s = RandomWalks(c, Walks(), 1 + SeedOffset());
-  std::cout << "[ model    ] 9 pods of 3 on 7+7+7: " << s.states << " walks, " << s.transitions << " events, up to "
-            << s.max_admitted << " admitted\n";
+  std::cout << "[ model    ] 9 pods of 3 on 7+7+7: " << s.states << " walks, " << s.transitions
+            << " events, up to " << s.max_admitted << " admitted\n";
   EXPECT_TRUE(s.violation.empty()) << s.violation << "\n" << Trace(s);
   EXPECT_EQ(s.max_admitted, 6);
 }
@@ -258,12 +263,14 @@ TEST(MemshareModel, RandomInterleavingsOfABurst) {
 TEST(MemshareModel, RandomInterleavingsOfMixedShapes) {
   Config c;
   c.gpu_units = {6, 5, 4};
-  c.pods = {{{3}, {}}, {{2}, {}}, {{2}, {1}}, {{1, 2}, {}}, {{3}, {}}, {{2}, {}}, {{1}, {}}, {{4}, {2}}};
+  c.pods = {{{3}, {}}, {{2}, {}}, {{2}, {1}}, {{1, 2}, {}},
+            {{3}, {}}, {{2}, {}}, {{1}, {}},  {{4}, {2}}};
   c.scheduler_restarts = 2;
   c.agent_restarts = 2;
   c.deletions = 2;
   Search s = RandomWalks(c, Walks(), 2 + SeedOffset());
-  std::cout << "[ model    ] mixed shapes on 6+5+4: " << s.states << " walks, " << s.transitions << " events\n";
+  std::cout << "[ model    ] mixed shapes on 6+5+4: " << s.states << " walks, " << s.transitions
+            << " events\n";
   EXPECT_TRUE(s.violation.empty()) << s.violation << "\n" << Trace(s);
 }
 

@@ -11,13 +11,14 @@
 namespace gpushare::memshare {
 namespace {
 
+using gpushare::testing::GpuUuid;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using gpushare::testing::GpuUuid;
 
 Inventory Sized(std::vector<uint64_t> mib) {
   Inventory inv;
-  for (size_t i = 0; i < mib.size(); ++i) inv.gpus.push_back(gpushare::testing::WholeGpu(static_cast<int>(i), mib[i]));
+  for (size_t i = 0; i < mib.size(); ++i)
+    inv.gpus.push_back(gpushare::testing::WholeGpu(static_cast<int>(i), mib[i]));
   return inv;
 }
 
@@ -126,7 +127,9 @@ class ChooseTest : public ::testing::Test {
 };
 
 TEST_F(ChooseTest, OldestPendingSlotOfThisSizeGetsUnitsOnItsGpu) {
-  SlotLedger l = BuildLedger({Planned("ns/young", 3, 0, 200), Planned("ns/old", 3, 2, 100), Planned("ns/big", 5, 1, 50)}, {});
+  SlotLedger l = BuildLedger(
+      {Planned("ns/young", 3, 0, 200), Planned("ns/old", 3, 2, 100), Planned("ns/big", 5, 1, 50)},
+      {});
   EXPECT_EQ(l.pending.front().pod, "ns/big");
   auto c = ChooseUnits(*res_, {AllUnits(*res_), {}, 3}, l);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
@@ -142,7 +145,8 @@ TEST_F(ChooseTest, OldestPendingSlotOfThisSizeGetsUnitsOnItsGpu) {
 // Kubelet admitted X (planned on GPU 1) into W's slot on GPU 0. W's turn: its own GPU has no
 // open slot any more, X's vacated slot on GPU 1 has.
 TEST_F(ChooseTest, ADisplacedPodTakesTheSlotItsSwapPartnerVacated) {
-  std::vector<PlannedPod> plans = {Planned("ns/w", 3, 0, 100), Planned("ns/x", 3, 1, 200), Planned("ns/z", 3, 2, 300)};
+  std::vector<PlannedPod> plans = {Planned("ns/w", 3, 0, 100), Planned("ns/x", 3, 1, 200),
+                                   Planned("ns/z", 3, 2, 300)};
   SlotLedger l = BuildLedger(plans, {{{3, 3}, 0, "ns/x", 0}});
   EXPECT_EQ(l.Open({3, 3}, 0), 0);
   EXPECT_EQ(l.Vacated({3, 3}, 1), 1);
@@ -217,11 +221,13 @@ TEST_F(ChooseTest, AnOddSlotNeedsRoomForItsWholeDemand) {
 
 TEST_F(ChooseTest, MustIncludeDecidesTheGpu) {
   std::vector<std::string> avail = AllUnits(*res_);
-  auto c = ChooseUnits(*res_, {avail, UnitsOf(1, {5, 6}), 4}, BuildLedger({Planned("ns/p", 4, 2, 1)}, {}));
+  auto c = ChooseUnits(*res_, {avail, UnitsOf(1, {5, 6}), 4},
+                       BuildLedger({Planned("ns/p", 4, 2, 1)}, {}));
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->reason, "must_include");
-  EXPECT_EQ(c->ids, (std::vector<std::string>{UnitDeviceId(GpuUuid(1), 5), UnitDeviceId(GpuUuid(1), 6),
-                                              UnitDeviceId(GpuUuid(1), 0), UnitDeviceId(GpuUuid(1), 1)}));
+  EXPECT_EQ(c->ids,
+            (std::vector<std::string>{UnitDeviceId(GpuUuid(1), 5), UnitDeviceId(GpuUuid(1), 6),
+                                      UnitDeviceId(GpuUuid(1), 0), UnitDeviceId(GpuUuid(1), 1)}));
 }
 
 TEST_F(ChooseTest, BadQueries) {
@@ -262,7 +268,9 @@ TEST_F(ChooseTest, CheckUnitsRefusesAMixAndDerivesTheLimit) {
 TEST(Reconcile, ActualGpusFromUnitIdsWithInitContainersOnTheFirstGpu) {
   Inventory inv = Sized({24576, 24576});
   PodRequest req = Request({{"main", 3}, {"side", 2}}, {{"setup", 4}});
-  auto a = ActualGpus(req, {{"main", UnitsOf(1, {0, 1, 2})}, {"side", UnitsOf(0, {7, 8})}, {"queue-proxy", {}}}, inv);
+  auto a = ActualGpus(
+      req, {{"main", UnitsOf(1, {0, 1, 2})}, {"side", UnitsOf(0, {7, 8})}, {"queue-proxy", {}}},
+      inv);
   EXPECT_TRUE(a.complete);
   EXPECT_TRUE(a.problems.empty());
   EXPECT_EQ(a.gpus, (ContainerGpus{{"main", 1}, {"side", 0}, {"setup", 1}}));
@@ -270,11 +278,13 @@ TEST(Reconcile, ActualGpusFromUnitIdsWithInitContainersOnTheFirstGpu) {
   a = ActualGpus(req, {{"main", UnitsOf(1, {0, 1, 2})}}, inv);
   EXPECT_FALSE(a.complete);
   // Problems are reported, not fatal.
-  a = ActualGpus(Request({{"main", 3}}), {{"main", {UnitDeviceId("GPU-gone", 0), "junk"}}, {"other", UnitsOf(0, {1})}},
+  a = ActualGpus(Request({{"main", 3}}),
+                 {{"main", {UnitDeviceId("GPU-gone", 0), "junk"}}, {"other", UnitsOf(0, {1})}},
                  inv);
   EXPECT_FALSE(a.complete);
   EXPECT_EQ(a.problems.size(), 3u);
-  a = ActualGpus(Request({{"main", 3}}), {{"main", {UnitDeviceId(GpuUuid(0), 0), UnitDeviceId(GpuUuid(1), 0)}}}, inv);
+  a = ActualGpus(Request({{"main", 3}}),
+                 {{"main", {UnitDeviceId(GpuUuid(0), 0), UnitDeviceId(GpuUuid(1), 0)}}}, inv);
   EXPECT_THAT(a.problems, ElementsAre(HasSubstr("units span GPUs")));
 }
 
@@ -293,7 +303,8 @@ TEST(Reconcile, ChangesOnlyWhatIsNotTrueYet) {
   EXPECT_EQ(a.state, AssignmentState::kConfirmed);
   EXPECT_EQ(a.gpus.at("user-container"), 5);
   // A GPU of another size updates DEV.
-  EXPECT_EQ(ReconcileChanges(ann, req, {{"user-container", 5}}, 80)["ALIYUN_COM_GPU_MEM_DEV"], "80");
+  EXPECT_EQ(ReconcileChanges(ann, req, {{"user-container", 5}}, 80)["ALIYUN_COM_GPU_MEM_DEV"],
+            "80");
 }
 
 }  // namespace

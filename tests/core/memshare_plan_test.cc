@@ -13,8 +13,8 @@
 namespace gpushare {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::GpuUuid;
+using ::testing::HasSubstr;
 
 DeviceSelector Items(std::vector<std::string> items) {
   DeviceSelector s;
@@ -34,7 +34,8 @@ NodeConfig MemoryConfig(std::optional<DeviceSelector> devices = DeviceSelector{}
 Inventory Sized(std::vector<uint64_t> mib) {
   Inventory inv;
   inv.source = "test";
-  for (size_t i = 0; i < mib.size(); ++i) inv.gpus.push_back(testing::WholeGpu(static_cast<int>(i), mib[i], 0));
+  for (size_t i = 0; i < mib.size(); ++i)
+    inv.gpus.push_back(testing::WholeGpu(static_cast<int>(i), mib[i], 0));
   return inv;
 }
 
@@ -55,12 +56,14 @@ TEST(MemorySharePlan, NameCollisionIsAnError) {
   c.gpushare.memory_shares.resource_name = "nvidia.com/gpu";
   auto plan = BuildResourcePlan(testing::EightA10(), c);
   ASSERT_FALSE(plan.ok());
-  EXPECT_THAT(plan.status().message(), HasSubstr("gpushare.memoryShares.resourceName: nvidia.com/gpu is also advertised"));
+  EXPECT_THAT(plan.status().message(),
+              HasSubstr("gpushare.memoryShares.resourceName: nvidia.com/gpu is also advertised"));
 }
 
 TEST(MemorySharePlan, MiBUnitsOfOneGpuFitKubeletsMessageLimit) {
   // One 24 GiB GPU in MiB: 24576 devices, about 1.5 MiB (the 8 x 80 GiB refusal is data).
-  auto small = BuildResourcePlan(Sized({24576}), MemoryConfig(DeviceSelector{}, memshare::MemoryUnit::kMiB));
+  auto small =
+      BuildResourcePlan(Sized({24576}), MemoryConfig(DeviceSelector{}, memshare::MemoryUnit::kMiB));
   ASSERT_TRUE(small.ok()) << small.status().ToString();
   EXPECT_LT(ListAndWatchBytes(small->resources[0]), kMaxListAndWatchBytes);
 }
@@ -85,7 +88,8 @@ TEST(MemorySharePlan, TheGuardIsExactAtTheLimit) {
   EXPECT_LE(ListAndWatchBytes(at->resources[0]), kMaxListAndWatchBytes);
   auto over = BuildResourcePlan(Sized({static_cast<uint64_t>(fits + 1)}), mib);
   ASSERT_FALSE(over.ok());
-  EXPECT_THAT(over.status().message(), HasSubstr(std::to_string(fits + 1) + " aliyun.com/gpu-mem devices"));
+  EXPECT_THAT(over.status().message(),
+              HasSubstr(std::to_string(fits + 1) + " aliyun.com/gpu-mem devices"));
 }
 
 TEST(MemorySharePlan, ListAndWatchBytesCountsIdsHealthAndTopology) {

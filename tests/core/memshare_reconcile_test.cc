@@ -106,7 +106,8 @@ TEST_F(PodReconcilerTest, IncompleteAndUnreadablePods) {
   incomplete.request = two;
   CachedPod unreadable;
   unreadable.request_error = "container main: request 2 differs from limit 3";
-  const Observed observed = {{"ns/half", {{"main", UnitsOf(0, {0, 1, 2})}}}, {"ns/bad", {{"main", UnitsOf(1, {0})}}}};
+  const Observed observed = {{"ns/half", {{"main", UnitsOf(0, {0, 1, 2})}}},
+                             {"ns/bad", {{"main", UnitsOf(1, {0})}}}};
   Observation ob = Observe(observed, {{"ns/half", incomplete}, {"ns/bad", unreadable}});
   ASSERT_EQ(ob.pods.size(), 2u);
   EXPECT_EQ(ob.pods[0].key, "ns/bad");
@@ -118,7 +119,8 @@ TEST_F(PodReconcilerTest, IncompleteAndUnreadablePods) {
 }
 
 TEST_F(PodReconcilerTest, ProblemsAreReported) {
-  const Observed observed = {{"ns/a", {{"main", {UnitDeviceId(GpuUuid(0), 0), UnitDeviceId(GpuUuid(1), 0)}}}}};
+  const Observed observed = {
+      {"ns/a", {{"main", {UnitDeviceId(GpuUuid(0), 0), UnitDeviceId(GpuUuid(1), 0)}}}}};
   Observation ob = Observe(observed, {{"ns/a", Bound(0)}});
   ASSERT_FALSE(ob.pods[0].problems.empty());
   EXPECT_NE(ob.pods[0].problems[0].find("units span GPUs"), std::string::npos);

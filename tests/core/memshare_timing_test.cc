@@ -8,7 +8,9 @@ namespace {
 
 constexpr int64_t kT0 = 1000;
 
-ScheduleTiming Timing() { return ScheduleTiming{10000, 50, 50, 100, 200}; }
+ScheduleTiming Timing() {
+  return ScheduleTiming{10000, 50, 50, 100, 200};
+}
 
 // Runs the periodic round due at kT0 and reports a clean round at `at`.
 WorkerSchedule AfterFirstRound(int64_t at = kT0) {

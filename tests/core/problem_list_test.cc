@@ -12,7 +12,8 @@ namespace {
 TEST(EscapeControlBytes, EscapesC0AndDelOnly) {
   EXPECT_EQ(EscapeControlBytes(std::string("mig\0Strategy", 12)), "mig\\0Strategy");
   EXPECT_EQ(EscapeControlBytes("a\tb\nc\rd\x1b[31m\x7f"), "a\\tb\\nc\\rd\\x1b[31m\\x7f");
-  EXPECT_EQ(EscapeControlBytes("plain ASCII, UTF-8 \xc3\xa9 and a \\ stay"), "plain ASCII, UTF-8 \xc3\xa9 and a \\ stay");
+  EXPECT_EQ(EscapeControlBytes("plain ASCII, UTF-8 \xc3\xa9 and a \\ stay"),
+            "plain ASCII, UTF-8 \xc3\xa9 and a \\ stay");
 }
 
 TEST(ProblemList, ShowsTheFirstInOrderAndCountsTheRest) {

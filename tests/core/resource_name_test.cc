@@ -6,9 +6,9 @@ namespace gpushare {
 namespace {
 
 TEST(ExtendedResourceName, Valid) {
-  for (const char* ok : {"nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-1g.10gb",
-                         "nvidia.com/mig-1g.10gb.me", "aliyun.com/gpu-mem", "example.com/A_b-1",
-                         "a.b-c.d/x"}) {
+  for (const char* ok :
+       {"nvidia.com/gpu", "nvidia.com/gpu.shared", "nvidia.com/mig-1g.10gb",
+        "nvidia.com/mig-1g.10gb.me", "aliyun.com/gpu-mem", "example.com/A_b-1", "a.b-c.d/x"}) {
     EXPECT_EQ(ExtendedResourceNameProblem(ok), "") << ok;
   }
 }

@@ -6,7 +6,8 @@
 //       eight-a10 | one-h100-mig                     the shapes of tests/core/test_inventories.h
 //       gpu <i> [memory=MiB] [numa=N] [product="..."]  a GPU without MIG (default an A10)
 //       mig-gpu <i> profile=P count=N memory=MiB [first-gi=G] [numa=N]   an H100 in MIG mode
-//       mig <i> index=J profile=P gi=G ci=C memory=MiB                   one more MIG device on GPU i
+//       mig <i> index=J profile=P gi=G ci=C memory=MiB                   one more MIG device on GPU
+//       i
 //   plan [format=table] [env=KEY=VALUE]... [flag=setting=VALUE]...
 //                        the input is the node config file (YAML); loads it as the node agent
 //                        does (config/node_config_loader.h), builds the plan for the inventory
@@ -42,7 +43,8 @@ Status AddInventoryLine(const std::string& line, Inventory* inv) {
   // Split as a command line is: `kind index key=value key="a value"`.
   std::string error;
   auto parsed = datadriven::ParseCases("", "x " + line + "\n----\n", &error);
-  if (!parsed || parsed->size() != 1) return Status::InvalidArgument("cannot read inventory line: " + line);
+  if (!parsed || parsed->size() != 1)
+    return Status::InvalidArgument("cannot read inventory line: " + line);
   const std::vector<datadriven::Arg>& words = (*parsed)[0].args;
   if (words.empty()) return Status::Ok();
   std::map<std::string, std::string> o;
@@ -60,7 +62,8 @@ Status AddInventoryLine(const std::string& line, Inventory* inv) {
   if (words.size() < 2) return Status::InvalidArgument("inventory line needs a GPU index: " + line);
   const int index = std::stoi(words[1].key);
   if (kind == "gpu") {
-    inv->gpus.push_back(testing::WholeGpu(index, num("memory", 23028), static_cast<int>(num("numa", -1)),
+    inv->gpus.push_back(testing::WholeGpu(index, num("memory", 23028),
+                                          static_cast<int>(num("numa", -1)),
                                           o.count("product") ? o.at("product") : "NVIDIA A10"));
   } else if (kind == "mig-gpu") {
     inv->gpus.push_back(testing::MigGpu(index, o.at("profile"), static_cast<int>(num("count", 0)),
@@ -89,11 +92,12 @@ Status AddInventoryLine(const std::string& line, Inventory* inv) {
 std::string PrintInventory(const Inventory& inv) {
   std::ostringstream os;
   for (const Gpu& g : inv.gpus) {
-    os << g.index << " " << g.uuid << " \"" << g.product << "\" " << g.memory_mib << " MiB numa=" << g.numa_node
-       << (g.mig_enabled ? " mig" : "") << "\n";
+    os << g.index << " " << g.uuid << " \"" << g.product << "\" " << g.memory_mib
+       << " MiB numa=" << g.numa_node << (g.mig_enabled ? " mig" : "") << "\n";
     for (const MigInstance& m : g.mig) {
-      os << "  " << g.index << ":" << m.index << " " << m.uuid << " " << m.profile << " gi=" << m.gpu_instance_id
-         << " ci=" << m.compute_instance_id << " " << m.memory_mib << " MiB\n";
+      os << "  " << g.index << ":" << m.index << " " << m.uuid << " " << m.profile
+         << " gi=" << m.gpu_instance_id << " ci=" << m.compute_instance_id << " " << m.memory_mib
+         << " MiB\n";
     }
   }
   return os.str();
@@ -116,8 +120,9 @@ std::string DeviceFields(const PlannedDevice& d, const std::string& id_base, con
   }
   if (d.gpu_uuid != inventory_uuid) s += " gpu-uuid=" + d.gpu_uuid;
   if (d.device_uuid != id_base) s += " device=" + d.device_uuid;
-  const std::string index = d.is_mig ? std::to_string(d.gpu_index) + ":" + std::to_string(d.mig_index)
-                                     : std::to_string(d.gpu_index);
+  const std::string index = d.is_mig
+                                ? std::to_string(d.gpu_index) + ":" + std::to_string(d.mig_index)
+                                : std::to_string(d.gpu_index);
   if (d.device_index != index) s += " index=" + d.device_index;
   if (d.is_mig || d.mig_index != -1 || d.mig_gi != -1 || d.mig_ci != -1) {
     s += std::string(d.is_mig ? " mig=" : " not-mig mig=") + std::to_string(d.mig_index) +
@@ -135,13 +140,15 @@ std::string DeviceFields(const PlannedDevice& d, const std::string& id_base, con
 std::optional<std::string> Stem(const PlannedDevice& d) {
   if (d.replica < 0) return std::nullopt;
   const std::string n = std::to_string(d.replica);
-  if (d.id.size() <= n.size() || d.id.compare(d.id.size() - n.size(), n.size(), n) != 0) return std::nullopt;
+  if (d.id.size() <= n.size() || d.id.compare(d.id.size() - n.size(), n.size(), n) != 0)
+    return std::nullopt;
   const std::string stem = d.id.substr(0, d.id.size() - n.size());
   if (std::isdigit(static_cast<unsigned char>(stem.back()))) return std::nullopt;
   return stem;
 }
 
-// The devices of a resource, one line per run of replicas of one device: "<uuid>::{0..9} gpu=0 ...".
+// The devices of a resource, one line per run of replicas of one device: "<uuid>::{0..9} gpu=0
+// ...".
 std::string PrintDevices(const PlannedResource& r, const Inventory& inv) {
   std::string out;
   size_t i = 0;
@@ -155,19 +162,22 @@ std::string PrintDevices(const PlannedResource& r, const Inventory& inv) {
       continue;
     }
     // The ID without "::<n>" is what the device's UUID should be; memory units keep "-_-".
-    std::string base = stem->size() > 2 && stem->substr(stem->size() - 2) == "::" ? stem->substr(0, stem->size() - 2)
-                                                                                   : *stem;
+    std::string base = stem->size() > 2 && stem->substr(stem->size() - 2) == "::"
+                           ? stem->substr(0, stem->size() - 2)
+                           : *stem;
     const std::string fields = DeviceFields(d, base, inv);
     size_t j = i + 1;
     while (j < r.devices.size()) {
       const PlannedDevice& e = r.devices[j];
       auto s = Stem(e);
-      if (!s || *s != *stem || e.replica != r.devices[j - 1].replica + 1 || DeviceFields(e, base, inv) != fields) break;
+      if (!s || *s != *stem || e.replica != r.devices[j - 1].replica + 1 ||
+          DeviceFields(e, base, inv) != fields)
+        break;
       ++j;
     }
     const int first = d.replica, last = r.devices[j - 1].replica;
-    out += "  " + *stem + "{" + std::to_string(first) + (last > first ? ".." + std::to_string(last) : "") + "}" +
-           fields + "\n";
+    out += "  " + *stem + "{" + std::to_string(first) +
+           (last > first ? ".." + std::to_string(last) : "") + "}" + fields + "\n";
     i = j;
   }
   return out;
@@ -176,14 +186,15 @@ std::string PrintDevices(const PlannedResource& r, const Inventory& inv) {
 std::string PrintPlan(const ResourcePlan& plan, const Inventory& inv) {
   std::string out;
   for (const PlannedResource& r : plan.resources) {
-    out += r.name + " devices=" + std::to_string(r.devices.size()) + " replicas=" + std::to_string(r.replicas) +
-           " socket=" + r.socket_name;
+    out += r.name + " devices=" + std::to_string(r.devices.size()) +
+           " replicas=" + std::to_string(r.replicas) + " socket=" + r.socket_name;
     if (r.base_name != r.name) out += " base=" + r.base_name;
     if (!r.source_field.empty()) out += " source=" + r.source_field;
     if (r.fail_requests_greater_than_one) out += " failRequestsGreaterThanOne";
     if (r.unit_mib != 0) out += " unit-mib=" + std::to_string(r.unit_mib);
     out += "\n";
-    if (plan.Find(r.name) != &r) out += "  (Find(\"" + r.name + "\") does not return this resource)\n";
+    if (plan.Find(r.name) != &r)
+      out += "  (Find(\"" + r.name + "\") does not return this resource)\n";
     out += PrintDevices(r, inv);
   }
   for (const std::string& n : plan.notes) out += "note: " + n + "\n";
@@ -256,7 +267,8 @@ TEST_P(ResourcePlanData, File) {
   EXPECT_GT(n, 0) << GetParam() << " has no cases";
 }
 
-INSTANTIATE_TEST_SUITE_P(Testdata, ResourcePlanData, ::testing::ValuesIn(datadriven::DataFiles(kDataDir)),
+INSTANTIATE_TEST_SUITE_P(Testdata, ResourcePlanData,
+                         ::testing::ValuesIn(datadriven::DataFiles(kDataDir)),
                          datadriven::FileParamName);
 
 }  // namespace

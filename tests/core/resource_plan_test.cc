@@ -18,8 +18,8 @@
 namespace gpushare {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::GpuUuid;
+using ::testing::HasSubstr;
 
 ReplicatedResource Entry(const std::string& name, int replicas, size_t i,
                          DeviceSelector devices = {}, const std::string& rename = "") {
@@ -39,7 +39,9 @@ DeviceSelector List(std::vector<std::string> items) {
   return s;
 }
 
-std::vector<std::string> Lines(const Status& s) { return SplitLines(s.message()); }
+std::vector<std::string> Lines(const Status& s) {
+  return SplitLines(s.message());
+}
 
 TEST(ResourcePlan, FindByName) {
   auto plan = BuildResourcePlan(testing::EightA10(), NodeConfig{});
@@ -52,7 +54,8 @@ TEST(ResourcePlan, InvalidResultingNames) {
   NodeConfig c;
   c.time_slicing.resources.push_back(
       Entry("nvidia.com/gpu", 2, 0, List({"0"}), "nvidia.com/" + std::string(70, 'x')));
-  c.time_slicing.resources.push_back(Entry("nvidia.com/gpu", 2, 1, List({"1"}), "kubernetes.io/gpu"));
+  c.time_slicing.resources.push_back(
+      Entry("nvidia.com/gpu", 2, 1, List({"1"}), "kubernetes.io/gpu"));
   c.time_slicing.resources.push_back(Entry("nvidia.com/gpu", 2, 2, {}, ""));
   c.time_slicing.resources.back().devices = List({"2", "3", "4", "5", "6", "7"});
   c.time_slicing.rename_by_default = true;
@@ -72,7 +75,8 @@ TEST(ResourcePlan, ReplicasAboveTheCeiling) {
   c.time_slicing.resources.push_back(Entry("nvidia.com/gpu", 60, 0));
   auto plan = BuildResourcePlan(testing::EightA10(), c);
   ASSERT_FALSE(plan.ok());
-  EXPECT_EQ(plan.status().message(), "sharing.timeSlicing.resources[0].replicas: must be 2..48, got 60");
+  EXPECT_EQ(plan.status().message(),
+            "sharing.timeSlicing.resources[0].replicas: must be 2..48, got 60");
   c.gpushare.max_clients_per_gpu = 64;
   EXPECT_TRUE(BuildResourcePlan(testing::EightA10(), c).ok());
   c.time_slicing.resources[0].replicas = 1;
@@ -82,15 +86,17 @@ TEST(ResourcePlan, ReplicasAboveTheCeiling) {
 TEST(ResourcePlan, ProblemsAreCappedAtTwentyWithACount) {
   NodeConfig c;
   for (size_t i = 0; i < 1000; ++i) {
-    c.time_slicing.resources.push_back(Entry("nvidia.com/gpu", 2, i, List({"0", "1"}), "nvidia.com/gpu.a"));
+    c.time_slicing.resources.push_back(
+        Entry("nvidia.com/gpu", 2, i, List({"0", "1"}), "nvidia.com/gpu.a"));
   }
   auto plan = BuildResourcePlan(testing::EightA10(), c);
   ASSERT_FALSE(plan.ok());
   auto lines = SplitLines(plan.status().message());
   ASSERT_EQ(lines.size(), 21u);
-  EXPECT_EQ(lines[0], "sharing.timeSlicing.resources[1].devices: GPU 0 (" + GpuUuid(0) +
-                          ") is also selected by sharing.timeSlicing.resources[0]; each device may be "
-                          "shared by one entry only");
+  EXPECT_EQ(lines[0],
+            "sharing.timeSlicing.resources[1].devices: GPU 0 (" + GpuUuid(0) +
+                ") is also selected by sharing.timeSlicing.resources[0]; each device may be "
+                "shared by one entry only");
   EXPECT_EQ(lines[20], "... and 1978 more problems (1998 in all)");
 }
 
@@ -100,11 +106,13 @@ TEST(ResourcePlan, LongSelectorListsOnALargeNodeArePlannedQuickly) {
   NodeConfig c;
   c.gpushare.max_clients_per_gpu = 1024;
   std::vector<std::string> items;
-  for (int k = 0; k < 50000; ++k) items.push_back(k % 2 ? std::to_string(k % 1024) : GpuUuid(k % 1024));
+  for (int k = 0; k < 50000; ++k)
+    items.push_back(k % 2 ? std::to_string(k % 1024) : GpuUuid(k % 1024));
   c.time_slicing.resources.push_back(Entry("nvidia.com/gpu", 2, 0, List(items)));
   const auto start = std::chrono::steady_clock::now();
   auto plan = BuildResourcePlan(inv, c);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cout << "50000 selector items x 1024 GPUs: " << seconds << " s\n";
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
   EXPECT_EQ(plan->Find("nvidia.com/gpu")->devices.size(), 2048u);

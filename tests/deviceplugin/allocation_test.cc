@@ -6,8 +6,8 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <map>
 #include <fstream>
+#include <map>
 
 #include "tests/deviceplugin/fixtures.h"
 
@@ -103,7 +103,8 @@ TEST(BuildContainerAllocationTest, IndexStrategyForGpusAndMig) {
   flags.device_id_strategy = DeviceIdStrategy::kIndex;
   PlannedResource gpus = MakeGpuResource(4, 2);
   DeviceIndex gidx(gpus);
-  EXPECT_EQ(BuildContainerAllocation(MustResolve(gidx, {GpuUuid(3) + "::1", GpuUuid(2) + "::0"}), flags, {})
+  EXPECT_EQ(BuildContainerAllocation(MustResolve(gidx, {GpuUuid(3) + "::1", GpuUuid(2) + "::0"}),
+                                     flags, {})
                 .envs.at("NVIDIA_VISIBLE_DEVICES"),
             "3,2");
   PlannedResource mig = MakeMigResource(1, 7, 3);
@@ -128,7 +129,8 @@ TEST(BuildContainerAllocationTest, MigDeviceSpecsCarryTheCapabilityNodes) {
   nodes.mig_minors_source = "/proc/driver/nvidia-caps/mig-minors";
   // Two replicas of MIG device 1 (GI 8) and one of MIG device 2 (GI 9).
   ContainerAllocation a = BuildContainerAllocation(
-      MustResolve(midx, {MigUuid(0, 1) + "::0", MigUuid(0, 1) + "::2", MigUuid(0, 2) + "::1"}), flags, nodes);
+      MustResolve(midx, {MigUuid(0, 1) + "::0", MigUuid(0, 1) + "::2", MigUuid(0, 2) + "::1"}),
+      flags, nodes);
   EXPECT_TRUE(a.problem.empty()) << a.problem;
   std::map<std::string, std::string> specs;
   for (const DeviceNodeSpec& d : a.device_nodes) specs[d.container_path] = d.host_path;
@@ -138,12 +140,14 @@ TEST(BuildContainerAllocationTest, MigDeviceSpecsCarryTheCapabilityNodes) {
   EXPECT_EQ(specs.count("/dev/nvidia-caps/nvidia-cap120"), 1u);
   EXPECT_EQ(specs.count("/dev/nvidia-caps/nvidia-cap121"), 1u);
   // A MIG device the driver lists no minors for: refused with the key and the file.
-  ContainerAllocation missing = BuildContainerAllocation(MustResolve(midx, {MigUuid(0, 5) + "::0"}), flags, nodes);
+  ContainerAllocation missing =
+      BuildContainerAllocation(MustResolve(midx, {MigUuid(0, 5) + "::0"}), flags, nodes);
   EXPECT_NE(missing.problem.find("gpu0/gi12/access"), std::string::npos) << missing.problem;
   EXPECT_NE(missing.problem.find("/proc/driver/nvidia-caps/mig-minors"), std::string::npos);
   // Without passDeviceSpecs nothing is needed.
   flags.pass_device_specs = false;
-  EXPECT_TRUE(BuildContainerAllocation(MustResolve(midx, {MigUuid(0, 5) + "::0"}), flags, {}).problem.empty());
+  EXPECT_TRUE(BuildContainerAllocation(MustResolve(midx, {MigUuid(0, 5) + "::0"}), flags, {})
+                  .problem.empty());
 }
 
 TEST(BuildContainerAllocationTest, VolumeMounts) {
@@ -151,7 +155,8 @@ TEST(BuildContainerAllocationTest, VolumeMounts) {
   DeviceIndex idx(res);
   PluginFlags flags;
   flags.device_list_strategy = {false, true, false, false};
-  ContainerAllocation a = BuildContainerAllocation(MustResolve(idx, {GpuUuid(0), GpuUuid(1)}), flags, {});
+  ContainerAllocation a =
+      BuildContainerAllocation(MustResolve(idx, {GpuUuid(0), GpuUuid(1)}), flags, {});
   EXPECT_EQ(a.envs.at("NVIDIA_VISIBLE_DEVICES"), "/var/run/nvidia-container-devices");
   ASSERT_EQ(a.mounts.size(), 2u);
   EXPECT_EQ(a.mounts[0].container_path, "/var/run/nvidia-container-devices/" + GpuUuid(0));
@@ -164,8 +169,8 @@ TEST(BuildContainerAllocationTest, CdiOnlySetsNoEnv) {
   DeviceIndex idx(res);
   PluginFlags flags;
   flags.device_list_strategy = {false, false, true, true};
-  ContainerAllocation a =
-      BuildContainerAllocation(MustResolve(idx, {GpuUuid(0) + "::0", GpuUuid(0) + "::1"}), flags, {});
+  ContainerAllocation a = BuildContainerAllocation(
+      MustResolve(idx, {GpuUuid(0) + "::0", GpuUuid(0) + "::1"}), flags, {});
   EXPECT_TRUE(a.envs.empty());
   ASSERT_EQ(a.cdi_devices.size(), 1u);
   EXPECT_EQ(a.cdi_devices[0], "k8s.device-plugin.nvidia.com/gpu=" + GpuUuid(0));
@@ -174,7 +179,8 @@ TEST(BuildContainerAllocationTest, CdiOnlySetsNoEnv) {
   EXPECT_EQ(key.rfind("cdi.k8s.io/", 0), 0u) << key;
   std::string name = key.substr(strlen("cdi.k8s.io/"));
   EXPECT_LE(name.size(), 63u);
-  EXPECT_TRUE(isalnum(static_cast<unsigned char>(name.front())) && isalnum(static_cast<unsigned char>(name.back())));
+  EXPECT_TRUE(isalnum(static_cast<unsigned char>(name.front())) &&
+              isalnum(static_cast<unsigned char>(name.back())));
   EXPECT_EQ(value, "k8s.device-plugin.nvidia.com/gpu=" + GpuUuid(0));
 }
 
@@ -185,7 +191,8 @@ TEST(BuildContainerAllocationTest, CdiAnnotationPrefixAndIndexNames) {
   flags.device_list_strategy = {true, false, true, false};
   flags.device_id_strategy = DeviceIdStrategy::kIndex;
   flags.cdi_annotation_prefix = "cdi.example.org/";
-  ContainerAllocation a = BuildContainerAllocation(MustResolve(idx, {MigUuid(0, 0), MigUuid(0, 1)}), flags, {});
+  ContainerAllocation a =
+      BuildContainerAllocation(MustResolve(idx, {MigUuid(0, 0), MigUuid(0, 1)}), flags, {});
   EXPECT_EQ(a.envs.at("NVIDIA_VISIBLE_DEVICES"), "0:0,0:1");
   ASSERT_EQ(a.annotations.size(), 1u);
   EXPECT_EQ(a.annotations.begin()->first.rfind("cdi.example.org/", 0), 0u);
@@ -231,7 +238,8 @@ TEST(BuildContainerAllocationTest, DeviceSpecsUnderDevRoot) {
   EXPECT_EQ(a.device_nodes, want);
   // Without passDeviceSpecs no device nodes at all.
   flags.pass_device_specs = false;
-  EXPECT_TRUE(BuildContainerAllocation(MustResolve(idx, {GpuUuid(0) + "::0"}), flags, nodes).device_nodes.empty());
+  EXPECT_TRUE(BuildContainerAllocation(MustResolve(idx, {GpuUuid(0) + "::0"}), flags, nodes)
+                  .device_nodes.empty());
 }
 
 TEST(BuildContainerAllocationTest, ExtraEnvironment) {
@@ -242,7 +250,8 @@ TEST(BuildContainerAllocationTest, ExtraEnvironment) {
   extra.gds = true;
   extra.mofed = true;
   extra.imex_channels = {0};
-  ContainerAllocation a = BuildContainerAllocation(MustResolve(idx, {GpuUuid(0)}), flags, {}, extra);
+  ContainerAllocation a =
+      BuildContainerAllocation(MustResolve(idx, {GpuUuid(0)}), flags, {}, extra);
   EXPECT_EQ(a.envs.at("NVIDIA_GDS"), "enabled");
   EXPECT_EQ(a.envs.at("NVIDIA_MOFED"), "enabled");
   EXPECT_EQ(a.envs.count("NVIDIA_GDRCOPY"), 0u);

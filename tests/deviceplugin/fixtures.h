@@ -33,7 +33,9 @@ class TempDir {
   std::string path_;
 };
 
-inline std::string GpuUuid(int i) { return "GPU-0000000" + std::to_string(i) + "-aaaa-bbbb-cccc-dddddddddddd"; }
+inline std::string GpuUuid(int i) {
+  return "GPU-0000000" + std::to_string(i) + "-aaaa-bbbb-cccc-dddddddddddd";
+}
 inline std::string MigUuid(int gpu, int j) {
   return "MIG-" + std::to_string(gpu) + std::to_string(j) + "000000-aaaa-bbbb-cccc-eeeeeeeeeeee";
 }

@@ -29,7 +29,9 @@ std::vector<std::string> Without(std::vector<std::string> ids, const std::set<st
   return out;
 }
 
-std::string GpuOf(const std::string& id) { return id.substr(0, id.find("::")); }
+std::string GpuOf(const std::string& id) {
+  return id.substr(0, id.find("::"));
+}
 
 TEST(PreferredAllocatorTest, DistributedSpreadsOverGpus) {
   PlannedResource res = MakeGpuResource(4, 10);

@@ -3,14 +3,14 @@
 // deletes every socket, with kubelet's 10 s dial-back for a socket that is gone.
 #include "deviceplugin/registration_lifecycle.h"
 
-#include "deviceplugin/plugin_lifecycle.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <map>
 #include <random>
 #include <set>
+
+#include "deviceplugin/plugin_lifecycle.h"
 
 namespace gpushare::deviceplugin {
 namespace {
@@ -165,7 +165,8 @@ TEST(RegistrationLifecycleTest, FailedRegistersBackOffAndAKubeletStartEndsTheWai
     EXPECT_TRUE(lc.Poll(now + lc.backoff_ms(0) - 1).empty());
     now += lc.backoff_ms(0);
     std::vector<LifecycleAction> a = lc.Poll(now);
-    ASSERT_EQ(Steps(a), (std::vector<Step>{Step::kRegister})) << "only Register again: the socket is fine";
+    ASSERT_EQ(Steps(a), (std::vector<Step>{Step::kRegister}))
+        << "only Register again: the socket is fine";
     attempt = a[0].attempt;
   }
   EXPECT_EQ(waits, (std::vector<int64_t>{200, 400, 800, 1600, 3200, 5000, 5000, 5000}));
@@ -215,9 +216,9 @@ TEST(RegistrationLifecycleTest, EventsForSlotsThatServeNothingAreIgnored) {
 // dial-back fails when the socket was deleted since it was served. A Register reaches kubelet
 // 0-3 ms after the serve (the self-dial, the call), and the agent learns of a restart 1-5 ms
 // after it happened (the inotify event, the loop waking up), so Registers are sometimes issued
-// for a socket that is already gone: they must be cancelled, not waited out. Every step is carried out at once. Each
-// restart must lead to every slot registered with the new kubelet within 2 s; in this model
-// it takes the debounce, the event's delay and one Register.
+// for a socket that is already gone: they must be cancelled, not waited out. Every step is carried
+// out at once. Each restart must lead to every slot registered with the new kubelet within 2 s; in
+// this model it takes the debounce, the event's delay and one Register.
 TEST(RegistrationLifecycleTest, RandomKubeletRestartsAreFollowedByReRegistrationWithin2s) {
   int issued_for_gone_sockets = 0;
   for (uint32_t seed = 1; seed <= 100; ++seed) {
@@ -229,10 +230,10 @@ TEST(RegistrationLifecycleTest, RandomKubeletRestartsAreFollowedByReRegistration
     struct Pending {
       size_t slot;
       uint64_t attempt;
-      int64_t at;        // when the outcome comes (before `reaches`: when it reaches kubelet)
+      int64_t at;  // when the outcome comes (before `reaches`: when it reaches kubelet)
       bool ok;
-      int kubelet;       // the instance that answers
-      bool reached;      // the call reached kubelet (`ok`, `kubelet` and `at` are final)
+      int kubelet;   // the instance that answers
+      bool reached;  // the call reached kubelet (`ok`, `kubelet` and `at` are final)
     };
     std::vector<Pending> pending;
     std::vector<int> socket_of(n, -1);        // kubelet instance whose cleanup the socket survived
@@ -249,7 +250,8 @@ TEST(RegistrationLifecycleTest, RandomKubeletRestartsAreFollowedByReRegistration
           switch (a.step) {
             case Step::kCancelRegister:
               for (Pending& p : pending) {
-                if (p.slot == a.slot && p.attempt == a.attempt) p = {p.slot, p.attempt, now, false, kubelet, true};
+                if (p.slot == a.slot && p.attempt == a.attempt)
+                  p = {p.slot, p.attempt, now, false, kubelet, true};
               }
               break;
             case Step::kStop:
@@ -302,25 +304,29 @@ TEST(RegistrationLifecycleTest, RandomKubeletRestartsAreFollowedByReRegistration
         Pending p = pending[k];
         pending.erase(pending.begin() + static_cast<long>(k));
         const bool live = p.kubelet == kubelet;  // a dead kubelet's calls fail
-        if (lc.RegisterDone(p.slot, p.attempt, p.ok && live, now) && p.ok && live) registered_with[p.slot] = kubelet;
+        if (lc.RegisterDone(p.slot, p.attempt, p.ok && live, now) && p.ok && live)
+          registered_with[p.slot] = kubelet;
       }
       step();
       if (restart_at >= 0) {
         bool all = true;
-        for (size_t i = 0; i < n; ++i) all = all && lc.registered(i) && registered_with[i] == kubelet;
+        for (size_t i = 0; i < n; ++i)
+          all = all && lc.registered(i) && registered_with[i] == kubelet;
         if (all) {
           took.push_back(now - restart_at);
           restart_at = -1;
         }
       }
       if (restart_at >= 0 && now - restart_at > 2000) {
-        ADD_FAILURE() << "seed " << seed << ": restart at " << restart_at << " not followed by re-registration";
+        ADD_FAILURE() << "seed " << seed << ": restart at " << restart_at
+                      << " not followed by re-registration";
         restart_at = -1;
       }
     }
     ASSERT_FALSE(took.empty());
     for (int64_t t : took) EXPECT_LE(t, 2000) << "seed " << seed;
-    EXPECT_LE(*std::max_element(took.begin(), took.end()), 5 + 20 + 3 + latency + 1) << "seed " << seed;
+    EXPECT_LE(*std::max_element(took.begin(), took.end()), 5 + 20 + 3 + latency + 1)
+        << "seed " << seed;
   }
   EXPECT_GT(issued_for_gone_sockets, 0) << "the model never hit the race it is about";
   RecordProperty("registers_for_gone_sockets", issued_for_gone_sockets);

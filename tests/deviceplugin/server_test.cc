@@ -142,7 +142,8 @@ TEST_F(ServerTest, MalformedAndBadRequestsGetErrors) {
   c->add_devices_ids(GpuUuid(1) + "::0");
   s = kubelet_->RawAllocate("nvidia.com/gpu", two, &resp);
   EXPECT_FALSE(s.ok());
-  EXPECT_NE(s.error_message().find("maximum request size for shared resources is 1"), std::string::npos);
+  EXPECT_NE(s.error_message().find("maximum request size for shared resources is 1"),
+            std::string::npos);
   auto a = kubelet_->Admit("p/c", "nvidia.com/gpu", 2);
   EXPECT_FALSE(a.admitted);
   EXPECT_NE(a.error.find("failRequestsGreaterThanOne"), std::string::npos);
@@ -206,7 +207,8 @@ TEST_F(ServerTest, DroppedStreamIsReportedAndStopIsNot) {
   server->Stop();
   EXPECT_EQ(stream_ends_.load(), 1) << "our own Stop is not a dropped stream";
   EXPECT_FALSE(Exists(dir_.Sub("gpushare-mig-1g.10gb.sock")));
-  ASSERT_TRUE(kubelet_->WaitFor([&] { return kubelet_->Resource("nvidia.com/mig-1g.10gb")->allocatable == 0; }, kWait));
+  ASSERT_TRUE(kubelet_->WaitFor(
+      [&] { return kubelet_->Resource("nvidia.com/mig-1g.10gb")->allocatable == 0; }, kWait));
 }
 
 TEST_F(ServerTest, StaleSocketIsReplacedAndOtherFilesAreNot) {
@@ -263,7 +265,8 @@ TEST_F(ServerTest, DecoratorAddsToTheAnswerAndCanRefuse) {
   o.plugin_dir = dir_.path();
   o.resource = MakeGpuResource(2, 2);
   o.decorator = [](const ResolvedRequest& r, ContainerAllocation* a) {
-    if (r.devices.size() > 1) return Status::ResourceExhausted("decorator refuses " + std::to_string(r.devices.size()));
+    if (r.devices.size() > 1)
+      return Status::ResourceExhausted("decorator refuses " + std::to_string(r.devices.size()));
     a->envs["GPUSHARE_TEST"] = r.devices[0]->device_uuid;
     a->mounts.push_back({"/usr/lib/gpushare", "/opt/gpushare", true});
     return Status::Ok();
@@ -297,9 +300,11 @@ TEST_F(ServerTest, PreStartContainerAnswersEmpty) {
 
 // The double is only useful if it refuses what kubelet refuses.
 TEST_F(ServerTest, KubeletDoubleValidatesRegistrations) {
-  auto channel = grpc::CreateChannel("unix:" + kubelet_->kubelet_socket(), grpc::InsecureChannelCredentials());
+  auto channel =
+      grpc::CreateChannel("unix:" + kubelet_->kubelet_socket(), grpc::InsecureChannelCredentials());
   auto stub = v1beta1::Registration::NewStub(channel);
-  auto call = [&](const std::string& version, const std::string& name, const std::string& endpoint) {
+  auto call = [&](const std::string& version, const std::string& name,
+                  const std::string& endpoint) {
     v1beta1::RegisterRequest r;
     r.set_version(version);
     r.set_resource_name(name);
@@ -313,7 +318,8 @@ TEST_F(ServerTest, KubeletDoubleValidatesRegistrations) {
   // The version is checked before the name.
   s = call("v1alpha", "gpu", "x.sock");
   EXPECT_NE(s.error_message().find("not supported by kubelet"), std::string::npos);
-  for (const char* bad : {"gpu", "kubernetes.io/gpu", "NVIDIA.com/gpu", "nvidia.com/", "nvidia.com/-gpu"}) {
+  for (const char* bad :
+       {"gpu", "kubernetes.io/gpu", "NVIDIA.com/gpu", "nvidia.com/", "nvidia.com/-gpu"}) {
     s = call("v1beta1", bad, "x.sock");
     EXPECT_NE(s.error_message().find("is invalid"), std::string::npos) << bad;
   }
@@ -413,7 +419,8 @@ TEST_F(ServerTest, KubeletDoubleRestartAbandonsDialsInProgress) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
   EXPECT_FALSE(s.ok());
   EXPECT_EQ(kubelet_->registrations_in_flight(), 0);
-  EXPECT_FALSE(kubelet_->Resource("nvidia.com/gpu").has_value()) << "nothing registered by a dead kubelet";
+  EXPECT_FALSE(kubelet_->Resource("nvidia.com/gpu").has_value())
+      << "nothing registered by a dead kubelet";
 }
 
 TEST_F(ServerTest, KubeletDoubleDialBackFindsASocketThatComesBack) {
@@ -425,7 +432,8 @@ TEST_F(ServerTest, KubeletDoubleDialBackFindsASocketThatComesBack) {
   auto server = StartServer(res);
   ASSERT_TRUE(server);
   caller.join();
-  EXPECT_TRUE(s.ok()) << s.error_message() << ": found at gRPC's next connection attempt, within the 10 s";
+  EXPECT_TRUE(s.ok()) << s.error_message()
+                      << ": found at gRPC's next connection attempt, within the 10 s";
   EXPECT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 2, kWait));
 }
 
@@ -438,10 +446,12 @@ TEST_F(ServerTest, KubeletDoubleDialOutlivesTheCallerUnlessItFollowsIt) {
     FakeKubelet k(o);
     ASSERT_TRUE(k.Start().ok());
     PlannedResource res = MakeGpuResource(1, 2);
-    grpc::Status s = RawRegister(k.kubelet_socket(), res.socket_name, std::chrono::milliseconds(200));
+    grpc::Status s =
+        RawRegister(k.kubelet_socket(), res.socket_name, std::chrono::milliseconds(200));
     EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
     if (follows) {
-      EXPECT_TRUE(k.WaitFor([&] { return k.registrations_in_flight() == 0; }, kWait)) << "the dial ends with the call";
+      EXPECT_TRUE(k.WaitFor([&] { return k.registrations_in_flight() == 0; }, kWait))
+          << "the dial ends with the call";
       continue;
     }
     EXPECT_EQ(k.registrations_in_flight(), 1) << "kubelet keeps dialing after the plugin gave up";
@@ -450,7 +460,8 @@ TEST_F(ServerTest, KubeletDoubleDialOutlivesTheCallerUnlessItFollowsIt) {
     so.resource = res;
     auto server = DevicePluginServer::Start(std::move(so));
     ASSERT_TRUE(server.ok());
-    EXPECT_TRUE(k.WaitForAllocatable("nvidia.com/gpu", 2, kWait)) << "and registers late when the socket comes";
+    EXPECT_TRUE(k.WaitForAllocatable("nvidia.com/gpu", 2, kWait))
+        << "and registers late when the socket comes";
   }
 }
 
@@ -470,7 +481,8 @@ TEST_F(ServerTest, KubeletDoubleCleansBeforeItListens) {
   }
   ::close(fd);
   // Stop removes kubelet.sock; Start deletes our socket, then kubelet.sock appears.
-  EXPECT_EQ(seen, (std::vector<std::string>{"-kubelet.sock", "-gpushare-gpu.sock", "+kubelet.sock"}));
+  EXPECT_EQ(seen,
+            (std::vector<std::string>{"-kubelet.sock", "-gpushare-gpu.sock", "+kubelet.sock"}));
 }
 
 }  // namespace

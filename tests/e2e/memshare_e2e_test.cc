@@ -21,7 +21,6 @@
 namespace gpushare::e2e {
 namespace {
 
-using ::testing::HasSubstr;
 using fakes::ExtenderConfig;
 using fakes::FakeKubeScheduler;
 using fakes::ScheduleResult;
@@ -29,6 +28,7 @@ using scheduler::testing::KnativePod;
 using scheduler::testing::SchedulerProcess;
 using scheduler::testing::SeedManifestPath;
 using scheduler::testing::SimplePod;
+using ::testing::HasSubstr;
 
 // kubelet's pod workers, reduced to admission: pods bound to the node are admitted as they
 // appear (in the API's order, which is not the binding order), one at a time.
@@ -114,9 +114,12 @@ class MemShareE2E : public ::testing::Test {
     ASSERT_TRUE(scheduler_->WaitReady());
   }
   void TearDown() override {
-    if (HasFailure() && env_) std::cerr << "---- agent log (tail) ----\n" << Tail(env_->AgentLog()) << "\n";
+    if (HasFailure() && env_)
+      std::cerr << "---- agent log (tail) ----\n" << Tail(env_->AgentLog()) << "\n";
   }
-  static std::string Tail(const std::string& s) { return s.size() > 6000 ? s.substr(s.size() - 6000) : s; }
+  static std::string Tail(const std::string& s) {
+    return s.size() > 6000 ? s.substr(s.size() - 6000) : s;
+  }
 
   // The extender entry as deploy/kube-scheduler-config.yaml has it (ignoredByScheduler false:
   // kube-scheduler also checks the node's allocatable aliyun.com/gpu-mem).
@@ -130,14 +133,19 @@ class MemShareE2E : public ::testing::Test {
   }
 
   void AddPod(const json& pod) {
-    Result<json> r = env_->api()->Create(kube::kPods, pod["metadata"].value("namespace", "default"), pod);
+    Result<json> r =
+        env_->api()->Create(kube::kPods, pod["metadata"].value("namespace", "default"), pod);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
   }
 
   // kube-scheduler's view of a failed attempt: PodScheduled False, Unschedulable, the message.
-  void MarkUnschedulable(const std::string& ns, const std::string& name, const std::string& message) {
-    json status = {{"conditions", {{{"type", "PodScheduled"}, {"status", "False"}, {"reason", "Unschedulable"},
-                                    {"message", message}}}}};
+  void MarkUnschedulable(const std::string& ns, const std::string& name,
+                         const std::string& message) {
+    json status = {{"conditions",
+                    {{{"type", "PodScheduled"},
+                      {"status", "False"},
+                      {"reason", "Unschedulable"},
+                      {"message", message}}}}};
     ASSERT_TRUE(env_->api()->PatchPodStatus(ns, name, status).ok());
   }
 
@@ -157,14 +165,16 @@ class MemShareE2E : public ::testing::Test {
       }
     }
     for (const auto& [g, u] : use) {
-      EXPECT_LE(u.first, static_cast<int64_t>(env_->spec().gpu_mib.at(g) / 1024)) << "GPU " << g << " over-committed";
+      EXPECT_LE(u.first, static_cast<int64_t>(env_->spec().gpu_mib.at(g) / 1024))
+          << "GPU " << g << " over-committed";
     }
     return use;
   }
 
   // Schedules `names` in order; returns the unschedulable ones' messages by name.
   std::map<std::string, std::string> ScheduleAll(FakeKubeScheduler& sched, const std::string& ns,
-                                                 const std::vector<std::string>& names, int* bound) {
+                                                 const std::vector<std::string>& names,
+                                                 int* bound) {
     std::map<std::string, std::string> pending;
     for (const std::string& n : names) {
       ScheduleResult r = sched.ScheduleOne(ns, n);
@@ -192,7 +202,8 @@ class MemShareE2E : public ::testing::Test {
 // (a) -------------------------------------------------------------------------------------------
 TEST_F(MemShareE2E, SeedKnativeServiceAt100PodsOn8GpusOf24GiB) {
   scheduler::testing::SeedService seed;
-  if (!scheduler::testing::ReadSeedService(&seed)) GTEST_SKIP() << "SKIPPED: " << SeedManifestPath() << " absent";
+  if (!scheduler::testing::ReadSeedService(&seed))
+    GTEST_SKIP() << "SKIPPED: " << SeedManifestPath() << " absent";
   ASSERT_EQ(seed.units, 3);
   ASSERT_EQ(seed.max_scale, 100);
   Begin();
@@ -209,7 +220,8 @@ TEST_F(MemShareE2E, SeedKnativeServiceAt100PodsOn8GpusOf24GiB) {
   std::map<std::string, std::string> pending;
   // Knative scales out one request at a time: pods arrive while earlier ones are admitted.
   for (size_t i = 0; i < names.size(); i += 10) {
-    std::vector<std::string> batch(names.begin() + i, names.begin() + std::min(names.size(), i + 10));
+    std::vector<std::string> batch(names.begin() + i,
+                                   names.begin() + std::min(names.size(), i + 10));
     for (auto& [n, m] : ScheduleAll(sched, seed.ns, batch, &bound)) pending[n] = m;
     AnnotatedUsage();
   }
@@ -247,11 +259,13 @@ TEST_F(MemShareE2E, SeedKnativeServiceAt100PodsOn8GpusOf24GiB) {
   }
   ExpectEveryAllocateAnswer();
   // queue-proxy never reaches the device plugin; user-container does, once per pod.
-  for (const fakes::AllocationRecord& r : env_->kubelet().Allocations()) EXPECT_EQ(r.container, seed.container);
+  for (const fakes::AllocationRecord& r : env_->kubelet().Allocations())
+    EXPECT_EQ(r.container, seed.container);
   // The kubelet's PodResources view is what the agent read (List, not a guess).
   EXPECT_GT(env_->kubelet().pod_resources_calls(), 0u);
   const std::string log = env_->AgentLog();
-  std::cout << "[ stats    ] steered to the planned GPU: " << MemShareEnv::Count(log, "reason=planned ")
+  std::cout << "[ stats    ] steered to the planned GPU: "
+            << MemShareEnv::Count(log, "reason=planned ")
             << ", corrected by the reconciler: " << MemShareEnv::Count(log, "corrected=true")
             << ", PodResources List calls: " << env_->kubelet().pod_resources_calls()
             << " (rate-limited: " << env_->kubelet().pod_resources_rate_limited() << ")\n";
@@ -282,7 +296,8 @@ TEST_F(MemShareE2E, GpusOfDifferentSizes) {
   for (const kube::Pod& p : env_->api()->ListPods("default").value_or({})) {
     if (p.status.phase != "Running") continue;
     const int g = std::stoi(p.metadata.annotations.at("ALIYUN_COM_GPU_MEM_IDX"));
-    EXPECT_EQ(p.metadata.annotations.at("ALIYUN_COM_GPU_MEM_DEV"), std::to_string(std::vector<int>{15, 24, 40}[g]));
+    EXPECT_EQ(p.metadata.annotations.at("ALIYUN_COM_GPU_MEM_DEV"),
+              std::to_string(std::vector<int>{15, 24, 40}[g]));
   }
   // A 5 GiB pod still fits on the 15 GiB GPU only.
   AddPod(SimplePod("small", 5));
@@ -306,12 +321,16 @@ TEST_F(MemShareE2E, IdenticalPodsAdmittedInTheOppositeOrderFromBinding) {
   EXPECT_TRUE(ScheduleAll(sched, "default", names, &bound).empty());
   ASSERT_EQ(bound, 16);
   std::map<std::string, std::string> assumed;
-  for (const std::string& n : names) assumed[n] = env_->api()->GetPod("default", n)->metadata.annotations.at("ALIYUN_COM_GPU_MEM_IDX");
-  for (auto it = names.rbegin(); it != names.rend(); ++it) ASSERT_TRUE(env_->Admit("default", *it).admitted);
+  for (const std::string& n : names)
+    assumed[n] =
+        env_->api()->GetPod("default", n)->metadata.annotations.at("ALIYUN_COM_GPU_MEM_IDX");
+  for (auto it = names.rbegin(); it != names.rend(); ++it)
+    ASSERT_TRUE(env_->Admit("default", *it).admitted);
   ASSERT_TRUE(env_->WaitTruthful()) << env_->Untruthful().front();
   int moved = 0;
   for (const std::string& n : names) {
-    moved += env_->api()->GetPod("default", n)->metadata.annotations.at("ALIYUN_COM_GPU_MEM_IDX") != assumed[n];
+    moved += env_->api()->GetPod("default", n)->metadata.annotations.at("ALIYUN_COM_GPU_MEM_IDX") !=
+             assumed[n];
   }
   EXPECT_GT(moved, 0) << "the reverse order should have swapped some pods";
   EXPECT_THAT(env_->AgentLog(), HasSubstr("corrected=true"));
@@ -350,7 +369,8 @@ TEST_F(MemShareE2E, SchedulerRestartedInTheMiddleOfABurst) {
   // pass is over and the node has admitted and confirmed what was bound).
   for (int pass = 0; pass < 5 && !queue.empty(); ++pass) {
     while (!queue.empty()) {
-      if (bound == 30 && !restarted) {  // SIGKILL: nothing is flushed, the new one rebuilds from the API
+      if (bound == 30 &&
+          !restarted) {  // SIGKILL: nothing is flushed, the new one rebuilds from the API
         restarted = true;
         scheduler_->Kill();
         scheduler_ = std::make_unique<SchedulerProcess>(env_->dir(), env_->kubeconfig(), port);
@@ -425,7 +445,9 @@ TEST_F(MemShareE2E, AgentRestartedAllocationsStayIntact) {
   const auto after = env_->kubelet().Allocations();
   for (const auto& b : before) {
     bool same = false;
-    for (const auto& a : after) same = same || (a.pod_uid == b.pod_uid && a.container == b.container && a.device_ids == b.device_ids);
+    for (const auto& a : after)
+      same = same ||
+             (a.pod_uid == b.pod_uid && a.container == b.container && a.device_ids == b.device_ids);
     EXPECT_TRUE(same) << b.pod_name << " lost or changed its units";
   }
   ASSERT_TRUE(env_->WaitTruthful()) << env_->Untruthful().front();
@@ -440,8 +462,9 @@ TEST_F(MemShareE2E, AgentRestartedAllocationsStayIntact) {
 // kubelet admitting in a random order, and, in half the runs, the scheduler killed and the
 // agent killed and restarted in the middle. No pod may be refused at admission; no GPU may
 // hold more than its memory; once everything settled, exactly 56 pods run and the rest are
-// Pending with the extender's reason. Runs: $GPUSHARE_BURST_RUNS (default 2) of each, seeds 1..N (1001.. with restarts)
-// (or $GPUSHARE_BURST_SEED for one); docs/reliability.md has the 50-run figures.
+// Pending with the extender's reason. Runs: $GPUSHARE_BURST_RUNS (default 2) of each, seeds 1..N
+// (1001.. with restarts) (or $GPUSHARE_BURST_SEED for one); docs/reliability.md has the 50-run
+// figures.
 class ConcurrentBindBurst : public MemShareE2E, public ::testing::WithParamInterface<bool> {
  protected:
   struct Outcome {
@@ -569,8 +592,9 @@ TEST_P(ConcurrentBindBurst, NoPodRefusedAtAdmission) {
     SCOPED_TRACE("seed " + std::to_string(seed) + (restarts ? " with restarts" : ""));
     Outcome o = Run(seed, restarts);
     std::cout << "[ burst    ] seed=" << seed << " restarts=" << restarts << " bound=" << o.bound
-              << " admitted=" << o.admitted << " refused=" << o.rejected << " unschedulable=" << o.unschedulable
-              << " bind_errors=" << o.bind_errors << " corrected=" << o.corrected << "\n";
+              << " admitted=" << o.admitted << " refused=" << o.rejected
+              << " unschedulable=" << o.unschedulable << " bind_errors=" << o.bind_errors
+              << " corrected=" << o.corrected << "\n";
     EXPECT_EQ(o.rejected, 0) << (o.errors.empty() ? "" : o.errors.front());
     EXPECT_EQ(o.bound, 56);
     EXPECT_EQ(o.admitted, 56);
@@ -582,7 +606,9 @@ TEST_P(ConcurrentBindBurst, NoPodRefusedAtAdmission) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Binds, ConcurrentBindBurst, ::testing::Values(false, true),
-                         [](const ::testing::TestParamInfo<bool>& i) { return i.param ? "WithRestarts" : "NoRestarts"; });
+                         [](const ::testing::TestParamInfo<bool>& i) {
+                           return i.param ? "WithRestarts" : "NoRestarts";
+                         });
 
 // (h) -------------------------------------------------------------------------------------------
 // A swapped pair, then one of them is deleted (Knative scaled down): the other sits where its
@@ -599,11 +625,13 @@ TEST_F(MemShareE2E, AnEmptyPlannedSlotLeftByADeletedSwapPartnerIsGivenBack) {
     AddPod(SimplePod(n, 3));
     ASSERT_TRUE(sched.ScheduleOne("default", n).bound());
   }
-  const std::string b_planned = env_->api()->GetPod("default", "b")->metadata.annotations.at("ALIYUN_COM_GPU_MEM_IDX");
+  const std::string b_planned =
+      env_->api()->GetPod("default", "b")->metadata.annotations.at("ALIYUN_COM_GPU_MEM_IDX");
   ASSERT_TRUE(env_->Admit("default", "b").admitted);  // b into a's slot
   ASSERT_TRUE(env_->Admit("default", "a").admitted);
   ASSERT_TRUE(env_->WaitTruthful()) << env_->Untruthful().front();
-  const std::string b_real = env_->api()->GetPod("default", "b")->metadata.annotations.at("ALIYUN_COM_GPU_MEM_IDX");
+  const std::string b_real =
+      env_->api()->GetPod("default", "b")->metadata.annotations.at("ALIYUN_COM_GPU_MEM_IDX");
   ASSERT_NE(b_real, b_planned) << "kubelet admitted b first: the pods swap";
   AddPod(SimplePod("c", 3));
   EXPECT_EQ(sched.ScheduleOne("default", "c").kind, ScheduleResult::Kind::kUnschedulable);
@@ -611,7 +639,9 @@ TEST_F(MemShareE2E, AnEmptyPlannedSlotLeftByADeletedSwapPartnerIsGivenBack) {
   ASSERT_TRUE(env_->kubelet().RemovePod("default", "a"));
   const std::string moved = "{\"main\":" + b_real + "}";
   ASSERT_TRUE(WaitUntil([&] {
-    return env_->api()->GetPod("default", "b")->metadata.annotations.at(std::string(ms::kAssumedAnnotation)) == moved;
+    return env_->api()
+               ->GetPod("default", "b")
+               ->metadata.annotations.at(std::string(ms::kAssumedAnnotation)) == moved;
   })) << "b's plan should follow it";
   ScheduleResult r = sched.ScheduleOne("default", "c");
   ASSERT_TRUE(r.bound()) << r.message;
@@ -664,8 +694,9 @@ TEST_F(MemShareE2E, BadRequestsToBothBinaries) {
     auto p = env_->api()->GetPod("default", "next");
     return p.ok() && p->metadata.annotations.count("ALIYUN_COM_GPU_MEM_IDX");
   }));
-  EXPECT_NE(env_->api()->GetPod("default", "next")->metadata.annotations.at("ALIYUN_COM_GPU_MEM_IDX"),
-            std::to_string(stray_gpu));
+  EXPECT_NE(
+      env_->api()->GetPod("default", "next")->metadata.annotations.at("ALIYUN_COM_GPU_MEM_IDX"),
+      std::to_string(stray_gpu));
   // The node: units of two GPUs in one Allocate are refused with the reason.
   v1beta1::AllocateRequest req;
   auto* c = req.add_container_requests();

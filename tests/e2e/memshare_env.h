@@ -17,11 +17,10 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/memshare.h"
 #include "kube/client.h"
@@ -49,8 +48,8 @@ struct NodeSpec {
   std::vector<uint64_t> gpu_mib = std::vector<uint64_t>(8, 24576);  // 8 x 24 GiB
   std::string memory_shares = "    devices: all\n";                 // under gpushare.memoryShares
   int max_clients = 48;
-  std::vector<std::string> agent_args;                               // extra gpushare-node flags
-  fakes::FakeKubeletOptions kubelet;                                 // dirs are filled in
+  std::vector<std::string> agent_args;  // extra gpushare-node flags
+  fakes::FakeKubeletOptions kubelet;    // dirs are filled in
 };
 
 class MemShareEnv {
@@ -76,7 +75,8 @@ class MemShareEnv {
   }
 
   void StartApi() {
-    api_ = std::make_unique<scheduler::testing::ApiServerProcess>(GPUSHARE_FAKE_APISERVER_BIN, tmp_.path());
+    api_ = std::make_unique<scheduler::testing::ApiServerProcess>(GPUSHARE_FAKE_APISERVER_BIN,
+                                                                  tmp_.path());
     ASSERT_TRUE(api_->ok()) << "fake-apiserver did not start";
     client_ = kube::testing::MakeClient(api_->url(), {0, 1});
     kubeconfig_ = scheduler::testing::WriteKubeconfig(tmp_.path(), api_->url());
@@ -84,10 +84,13 @@ class MemShareEnv {
 
   // The Node as kubelet registers it: Ready, no GPU information yet.
   void AddNode() {
-    json n = {{"kind", "Node"},
-              {"metadata", {{"name", spec_.name}, {"labels", {{"kubernetes.io/hostname", spec_.name}}}}},
-              {"status", {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}},
-                          {"capacity", {{"cpu", "64"}}}, {"allocatable", {{"cpu", "64"}}}}}};
+    json n = {
+        {"kind", "Node"},
+        {"metadata", {{"name", spec_.name}, {"labels", {{"kubernetes.io/hostname", spec_.name}}}}},
+        {"status",
+         {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}},
+          {"capacity", {{"cpu", "64"}}},
+          {"allocatable", {{"cpu", "64"}}}}}};
     ASSERT_TRUE(client_->Create(kube::kNodes, "", n).ok());
   }
 
@@ -104,26 +107,42 @@ class MemShareEnv {
     for (size_t i = 0; i < spec_.gpu_mib.size(); ++i) {
       inv += "- index: " + std::to_string(i) + "\n  uuid: " + GpuUuidFor(static_cast<int>(i)) +
              "\n  product: NVIDIA A10\n  memoryMiB: " + std::to_string(spec_.gpu_mib[i]) +
-             "\n  computeCapability: \"8.6\"\n  numaNode: " + std::to_string(i < spec_.gpu_mib.size() / 2 ? 0 : 1) + "\n";
+             "\n  computeCapability: \"8.6\"\n  numaNode: " +
+             std::to_string(i < spec_.gpu_mib.size() / 2 ? 0 : 1) + "\n";
     }
     kube::testing::WriteFile(tmp_.File("inventory.yaml"), inv);
-    kube::testing::WriteFile(tmp_.File("lib/libgpushare-cuda.so"), "");  // the interposer's host copy
-    kube::testing::WriteFile(tmp_.File("config.yaml"),
-                             "version: v1\ngpushare:\n  maxClientsPerGpu: " + std::to_string(spec_.max_clients) +
-                                 "\n  interposer:\n    hostDir: " + tmp_.File("lib") + "\n    stateDir: " + state_dir() +
-                                 "\n  memoryShares:\n" + spec_.memory_shares);
+    kube::testing::WriteFile(tmp_.File("lib/libgpushare-cuda.so"),
+                             "");  // the interposer's host copy
+    kube::testing::WriteFile(
+        tmp_.File("config.yaml"),
+        "version: v1\ngpushare:\n  maxClientsPerGpu: " + std::to_string(spec_.max_clients) +
+            "\n  interposer:\n    hostDir: " + tmp_.File("lib") + "\n    stateDir: " + state_dir() +
+            "\n  memoryShares:\n" + spec_.memory_shares);
     return tmp_.File("inventory.yaml");
   }
 
   void StartAgent(std::vector<std::string> extra = {}) {
     WriteInputs();
-    std::vector<std::string> args = {"--inventory", tmp_.File("inventory.yaml"), "--config", tmp_.File("config.yaml"),
-                                     "--device-plugin-dir", tmp_.File("dp"), "--node-name", spec_.name,
-                                     "--kubeconfig", kubeconfig_, "--pod-resources-socket", tmp_.File("pr/kubelet.sock"),
-                                     "--reconcile-interval", "2s", "--log-level", "info"};
+    std::vector<std::string> args = {"--inventory",
+                                     tmp_.File("inventory.yaml"),
+                                     "--config",
+                                     tmp_.File("config.yaml"),
+                                     "--device-plugin-dir",
+                                     tmp_.File("dp"),
+                                     "--node-name",
+                                     spec_.name,
+                                     "--kubeconfig",
+                                     kubeconfig_,
+                                     "--pod-resources-socket",
+                                     tmp_.File("pr/kubelet.sock"),
+                                     "--reconcile-interval",
+                                     "2s",
+                                     "--log-level",
+                                     "info"};
     args.insert(args.end(), spec_.agent_args.begin(), spec_.agent_args.end());
     args.insert(args.end(), extra.begin(), extra.end());
-    agent_ = std::make_unique<testing::AgentProcess>(args, tmp_.File("agent." + std::to_string(agent_runs_++) + ".log"));
+    agent_ = std::make_unique<testing::AgentProcess>(
+        args, tmp_.File("agent." + std::to_string(agent_runs_++) + ".log"));
     ASSERT_TRUE(agent_->started());
   }
 
@@ -142,10 +161,13 @@ class MemShareEnv {
 
   // kubelet sees every unit, the Node carries the inventory, the agent's reconciler runs.
   void WaitServing(size_t log_marks = 1) {
-    ASSERT_TRUE(kubelet_->WaitForAllocatable(kMem, static_cast<int>(TotalUnits()), std::chrono::seconds(30)))
+    ASSERT_TRUE(kubelet_->WaitForAllocatable(kMem, static_cast<int>(TotalUnits()),
+                                             std::chrono::seconds(30)))
         << AgentLog();
-    ASSERT_TRUE(WaitUntil([&] { return Inventory().gpus.size() == spec_.gpu_mib.size(); })) << AgentLog();
-    ASSERT_TRUE(WaitUntil([&] { return Count(AgentLog(), "event=memshare_ready") >= log_marks; })) << AgentLog();
+    ASSERT_TRUE(WaitUntil([&] { return Inventory().gpus.size() == spec_.gpu_mib.size(); }))
+        << AgentLog();
+    ASSERT_TRUE(WaitUntil([&] { return Count(AgentLog(), "event=memshare_ready") >= log_marks; }))
+        << AgentLog();
     SyncNodeStatus();
   }
 
@@ -170,7 +192,8 @@ class MemShareEnv {
   void SyncNodeStatus() {
     std::optional<fakes::FakeResource> r = kubelet_->Resource(kMem);
     ASSERT_TRUE(r.has_value());
-    json status = {{"capacity", {{kMem, std::to_string(r->capacity)}}}, {"allocatable", {{kMem, std::to_string(r->allocatable)}}}};
+    json status = {{"capacity", {{kMem, std::to_string(r->capacity)}}},
+                   {"allocatable", {{kMem, std::to_string(r->allocatable)}}}};
     ASSERT_TRUE(client_->PatchNodeStatus(spec_.name, status).ok());
   }
 
@@ -185,14 +208,17 @@ class MemShareEnv {
     ASSERT_TRUE(req.ok());
     const ms::NodeInventory inv = Inventory();
     const ms::InventoryGpu* g = inv.FindByIndex(demand_gpus.at(0));
-    for (const auto& [k, v] : ms::BindAnnotations(*req, demand_gpus, g ? g->units : 0, t)) pod["metadata"]["annotations"][k] = v;
-    Result<json> r = client_->Create(kube::kPods, pod["metadata"].value("namespace", "default"), pod);
+    for (const auto& [k, v] : ms::BindAnnotations(*req, demand_gpus, g ? g->units : 0, t))
+      pod["metadata"]["annotations"][k] = v;
+    Result<json> r =
+        client_->Create(kube::kPods, pod["metadata"].value("namespace", "default"), pod);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
   }
 
   // kubelet admits the pod: every container in kubelet's order, then (unless told not to)
   // the pod's phase.
-  fakes::PodAdmission Admit(const std::string& ns, const std::string& name, bool set_status = true) {
+  fakes::PodAdmission Admit(const std::string& ns, const std::string& name,
+                            bool set_status = true) {
     fakes::PodAdmission out;
     Result<kube::Pod> p = client_->GetPod(ns, name);
     EXPECT_TRUE(p.ok()) << ns << "/" << name;
@@ -207,7 +233,8 @@ class MemShareEnv {
       if (n.ok() && *n > 0) fc.resources[kMem] = static_cast<int>(*n);
       return fc;
     };
-    for (const kube::Container& c : p->spec.init_containers) fp.init_containers.push_back(convert(c));
+    for (const kube::Container& c : p->spec.init_containers)
+      fp.init_containers.push_back(convert(c));
     for (const kube::Container& c : p->spec.containers) fp.containers.push_back(convert(c));
     out = kubelet_->AdmitPod(fp);
     if (set_status) SetPhase(ns, name, out);
@@ -216,7 +243,9 @@ class MemShareEnv {
 
   void SetPhase(const std::string& ns, const std::string& name, const fakes::PodAdmission& out) {
     json status = out.admitted ? json{{"phase", "Running"}}
-                               : json{{"phase", "Failed"}, {"reason", "UnexpectedAdmissionError"}, {"message", out.error}};
+                               : json{{"phase", "Failed"},
+                                      {"reason", "UnexpectedAdmissionError"},
+                                      {"message", out.error}};
     EXPECT_TRUE(client_->PatchPodStatus(ns, name, status).ok());
   }
 
@@ -237,7 +266,8 @@ class MemShareEnv {
       if (r.resource != kMem) continue;
       std::set<int> gpus;
       for (const std::string& id : r.device_ids) gpus.insert(GpuOf(id));
-      EXPECT_EQ(gpus.size(), 1u) << r.pod_name << "/" << r.container << " holds units of several GPUs";
+      EXPECT_EQ(gpus.size(), 1u) << r.pod_name << "/" << r.container
+                                 << " holds units of several GPUs";
       out[r.pod_namespace + "/" + r.pod_name][r.container] = *gpus.begin();
     }
     return out;
@@ -266,7 +296,8 @@ class MemShareEnv {
       for (const auto& [c, g] : gpus) same = same && app.count(c) && app[c] == g;
       if (!same) {
         out.push_back(key + ": annotations say " + ms::EncodeContainerGpus(a.gpus) + " (" +
-                      std::string(ms::AssignmentStateName(a.state)) + "), kubelet gave " + ms::EncodeContainerGpus(gpus));
+                      std::string(ms::AssignmentStateName(a.state)) + "), kubelet gave " +
+                      ms::EncodeContainerGpus(gpus));
       }
     }
     return out;
@@ -284,7 +315,8 @@ class MemShareEnv {
       }
     }
     for (const auto& [g, n] : use) {
-      EXPECT_LE(n, static_cast<int64_t>(spec_.gpu_mib.at(g) / 1024)) << "GPU " << g << " holds more than its memory";
+      EXPECT_LE(n, static_cast<int64_t>(spec_.gpu_mib.at(g) / 1024))
+          << "GPU " << g << " holds more than its memory";
     }
     return use;
   }
@@ -294,14 +326,18 @@ class MemShareEnv {
     const auto& env = r.response.envs();
     const int gpu = GpuOf(r.device_ids.at(0));
     const std::string units = std::to_string(r.device_ids.size());
-    auto get = [&](const std::string& k) { return env.count(k) ? env.at(k) : std::string("<unset>"); };
+    auto get = [&](const std::string& k) {
+      return env.count(k) ? env.at(k) : std::string("<unset>");
+    };
     EXPECT_EQ(get("NVIDIA_VISIBLE_DEVICES"), GpuUuidFor(gpu)) << r.pod_name;
     EXPECT_EQ(get("ALIYUN_COM_GPU_MEM_IDX"), std::to_string(gpu)) << r.pod_name;
     EXPECT_EQ(get("ALIYUN_COM_GPU_MEM_CONTAINER"), units) << r.pod_name;
-    EXPECT_EQ(get("ALIYUN_COM_GPU_MEM_DEV"), std::to_string(spec_.gpu_mib.at(gpu) / 1024)) << r.pod_name;
+    EXPECT_EQ(get("ALIYUN_COM_GPU_MEM_DEV"), std::to_string(spec_.gpu_mib.at(gpu) / 1024))
+        << r.pod_name;
     // The memory limit for the in-container library: units x 1 GiB, in its environment and in
     // the config file mounted at /etc/gpushare/config.
-    EXPECT_EQ(get("CUDA_DEVICE_MEMORY_LIMIT_0"), std::to_string(r.device_ids.size() * 1024) + "m") << r.pod_name;
+    EXPECT_EQ(get("CUDA_DEVICE_MEMORY_LIMIT_0"), std::to_string(r.device_ids.size() * 1024) + "m")
+        << r.pod_name;
     std::string config_host;
     for (const auto& m : r.response.mounts()) {
       if (m.container_path() == "/etc/gpushare/config") config_host = m.host_path();
@@ -309,8 +345,9 @@ class MemShareEnv {
     ASSERT_FALSE(config_host.empty()) << r.pod_name << ": no config mount";
     const std::string config = kube::testing::ReadFile(config_host);
     EXPECT_NE(config.find("device.0.uuid=" + GpuUuidFor(gpu) + "\n"), std::string::npos) << config;
-    EXPECT_NE(config.find("device.0.memory_limit=" + std::to_string(r.device_ids.size() * 1024) + "m\n"),
-              std::string::npos)
+    EXPECT_NE(
+        config.find("device.0.memory_limit=" + std::to_string(r.device_ids.size() * 1024) + "m\n"),
+        std::string::npos)
         << config;
   }
 

@@ -18,9 +18,9 @@
 namespace gpushare::e2e {
 namespace {
 
-using ::testing::HasSubstr;
 using scheduler::testing::PodJson;
 using scheduler::testing::SimplePod;
+using ::testing::HasSubstr;
 
 std::string Annotation(MemShareEnv& env, const std::string& name, const std::string& key) {
   Result<kube::Pod> p = env.api()->GetPod("default", name);
@@ -29,8 +29,8 @@ std::string Annotation(MemShareEnv& env, const std::string& name, const std::str
   return it == p->metadata.annotations.end() ? "<unset>" : it->second;
 }
 
-const fakes::AllocationRecord* Record(const std::vector<fakes::AllocationRecord>& all, const std::string& pod,
-                                      const std::string& container) {
+const fakes::AllocationRecord* Record(const std::vector<fakes::AllocationRecord>& all,
+                                      const std::string& pod, const std::string& container) {
   for (const auto& r : all) {
     if (r.pod_name == pod && r.container == container && r.resource == kMem) return &r;
   }
@@ -81,7 +81,8 @@ TEST(NodeMemoryShares, PublishesTheInventoryAndGpuCountAndKeepsThemTrue) {
   EXPECT_TRUE(env.kubelet().WaitForAllocatable(kMem, 24 + 80, std::chrono::seconds(20)));
   ASSERT_TRUE(WaitUntil([&] {
     auto n = env.api()->GetNode(spec.name);
-    return n.ok() && n->status.allocatable["aliyun.com/gpu-count"] == "2" && n->status.capacity["aliyun.com/gpu-count"] == "3";
+    return n.ok() && n->status.allocatable["aliyun.com/gpu-count"] == "2" &&
+           n->status.capacity["aliyun.com/gpu-count"] == "3";
   }));
 
   // Units of the Unhealthy GPU are refused.
@@ -93,7 +94,10 @@ TEST(NodeMemoryShares, PublishesTheInventoryAndGpuCountAndKeepsThemTrue) {
   EXPECT_THAT(bad.error_message(), HasSubstr("Unhealthy"));
 
   // Someone removes the annotation: it comes back.
-  ASSERT_TRUE(env.api()->PatchNodeAnnotations(spec.name, {{std::string(ms::kInventoryAnnotation), std::nullopt}}).ok());
+  ASSERT_TRUE(
+      env.api()
+          ->PatchNodeAnnotations(spec.name, {{std::string(ms::kInventoryAnnotation), std::nullopt}})
+          .ok());
   ASSERT_TRUE(WaitUntil([&] { return env.Inventory().gpus.size() == 3; })) << env.AgentLog();
   ms::NodeInventory back = env.Inventory();
   ASSERT_EQ(back.gpus.size(), 3u);
@@ -115,11 +119,15 @@ TEST(NodeMemoryShares, SteersToTheAssumedGpuAndConfirms) {
   EXPECT_EQ(Annotation(env, "p", "ALIYUN_COM_GPU_MEM_ASSIGNED"), "true");
   EXPECT_EQ(Annotation(env, "p", "ALIYUN_COM_GPU_MEM_IDX"), "5");
   EXPECT_EQ(Annotation(env, "p", "gpushare.io/gpu-mem-confirmed"), "{\"main\":5}");
-  EXPECT_EQ(Annotation(env, "p", "ALIYUN_COM_GPU_MEM_ASSUME_TIME"), "100");  // the scheduler's stays
+  EXPECT_EQ(Annotation(env, "p", "ALIYUN_COM_GPU_MEM_ASSUME_TIME"),
+            "100");  // the scheduler's stays
   auto records = env.kubelet().Allocations();
   ASSERT_EQ(records.size(), 1u);
   env.ExpectAllocateAnswer(records[0]);
-  EXPECT_THAT(env.AgentLog(), HasSubstr("event=memshare_preferred size=3 gpu=5 reason=planned pod=default/p container=main"));
+  EXPECT_THAT(
+      env.AgentLog(),
+      HasSubstr(
+          "event=memshare_preferred size=3 gpu=5 reason=planned pod=default/p container=main"));
 }
 
 TEST(NodeMemoryShares, ProportionalComputeLimitFollowsTheShareOfMemory) {
@@ -158,7 +166,8 @@ TEST(NodeMemoryShares, IdenticalPodsAdmittedInTheOppositeOrderEndUpTrue) {
   EXPECT_EQ(truth["default/a"]["main"], 1);
   EXPECT_EQ(Annotation(env, "b", "ALIYUN_COM_GPU_MEM_IDX"), "0");
   EXPECT_EQ(Annotation(env, "a", "ALIYUN_COM_GPU_MEM_IDX"), "1");
-  EXPECT_EQ(Annotation(env, "a", "gpushare.io/gpu-mem-assumed"), "{\"main\":0}");  // the guess stays readable
+  EXPECT_EQ(Annotation(env, "a", "gpushare.io/gpu-mem-assumed"),
+            "{\"main\":0}");  // the guess stays readable
   EXPECT_THAT(env.AgentLog(), HasSubstr("corrected=true"));
   env.UnitsPerGpu();
 }
@@ -168,8 +177,10 @@ TEST(NodeMemoryShares, SeveralContainersInitContainersAndSidecars) {
   env.Start();
   // setup (init, 3) runs first on main's GPU 2; main (3) reuses setup's units; side (2) goes to
   // GPU 6; queue-proxy asks for nothing.
-  env.AddBoundPod(PodJson("multi", {{"setup", 3, true}, {"main", 3}, {"side", 2}, {"queue-proxy", 0}}, "default", "uid-multi"),
-                  {2, 6}, 100);
+  env.AddBoundPod(
+      PodJson("multi", {{"setup", 3, true}, {"main", 3}, {"side", 2}, {"queue-proxy", 0}},
+              "default", "uid-multi"),
+      {2, 6}, 100);
   fakes::PodAdmission a = env.Admit("default", "multi");
   ASSERT_TRUE(a.admitted) << a.error << env.AgentLog();
   ASSERT_EQ(a.steps.size(), 3u);
@@ -179,11 +190,13 @@ TEST(NodeMemoryShares, SeveralContainersInitContainersAndSidecars) {
   EXPECT_FALSE(a.steps[1].admission.preferred_called);      // nothing left to choose
   for (const auto& s : a.steps) {
     for (const std::string& id : s.admission.device_ids) {
-      EXPECT_EQ(env.GpuOf(id), s.container == "side" ? 6 : 2) << s.container << "\n" << env.AgentLog();
+      EXPECT_EQ(env.GpuOf(id), s.container == "side" ? 6 : 2) << s.container << "\n"
+                                                              << env.AgentLog();
     }
   }
   ASSERT_TRUE(env.WaitTruthful()) << env.Untruthful().front() << env.AgentLog();
-  EXPECT_EQ(Annotation(env, "multi", "gpushare.io/gpu-mem-confirmed"), "{\"main\":2,\"setup\":2,\"side\":6}");
+  EXPECT_EQ(Annotation(env, "multi", "gpushare.io/gpu-mem-confirmed"),
+            "{\"main\":2,\"setup\":2,\"side\":6}");
   EXPECT_EQ(Annotation(env, "multi", "ALIYUN_COM_GPU_MEM_IDX"), "2");
   auto records = env.kubelet().Allocations();
   const fakes::AllocationRecord* side = Record(records, "multi", "side");
@@ -193,13 +206,15 @@ TEST(NodeMemoryShares, SeveralContainersInitContainersAndSidecars) {
   // An init container larger than the first app container: kubelet hands its leftover unit to
   // the next container (as must_include), which therefore shares the init container's GPU;
   // the advice follows kubelet and the annotations say so.
-  env.AddBoundPod(PodJson("leftover", {{"setup", 4, true}, {"main", 3}, {"side", 2}}, "default", "uid-leftover"), {3, 7},
-                  200);
+  env.AddBoundPod(PodJson("leftover", {{"setup", 4, true}, {"main", 3}, {"side", 2}}, "default",
+                          "uid-leftover"),
+                  {3, 7}, 200);
   a = env.Admit("default", "leftover");
   ASSERT_TRUE(a.admitted) << a.error;
   EXPECT_EQ(a.Find("side", kMem)->must_include.size(), 1u);
   ASSERT_TRUE(env.WaitTruthful()) << env.Untruthful().front();
-  EXPECT_EQ(Annotation(env, "leftover", "gpushare.io/gpu-mem-confirmed"), "{\"main\":3,\"setup\":3,\"side\":3}");
+  EXPECT_EQ(Annotation(env, "leftover", "gpushare.io/gpu-mem-confirmed"),
+            "{\"main\":3,\"setup\":3,\"side\":3}");
   EXPECT_EQ(env.UnitsPerGpu()[3], 5);  // max(3 + 2, 4): what memshare::GpuUsage counts for it
 }
 
@@ -211,13 +226,19 @@ TEST(NodeMemoryShares, AgentRestartsKeepAllocationsAndFinishTheJob) {
   ASSERT_TRUE(env.WaitTruthful());
   // The API refuses pod patches for a while: the next pod is allocated, but not confirmed
   // before the agent is killed.
-  json fault = {{"kind", "http"}, {"count", 1000000}, {"code", 500}, {"method", "PATCH"}, {"pathContains", "/pods/"}};
+  json fault = {{"kind", "http"},
+                {"count", 1000000},
+                {"code", 500},
+                {"method", "PATCH"},
+                {"pathContains", "/pods/"}};
   ASSERT_TRUE(env.api()->Do({"POST", "/_fake/faults", fault.dump(), "application/json"}).ok());
   env.AddBoundPod(SimplePod("during", 5), {4}, 200);
   fakes::PodAdmission a = env.Admit("default", "during", /*set_status=*/false);
   ASSERT_TRUE(a.admitted) << a.error;
-  ASSERT_TRUE(WaitUntil([&] { return env.AgentLog().find("event=memshare_confirm_failed pod=default/during") != std::string::npos; }))
-      << env.AgentLog();
+  ASSERT_TRUE(WaitUntil([&] {
+    return env.AgentLog().find("event=memshare_confirm_failed pod=default/during") !=
+           std::string::npos;
+  })) << env.AgentLog();
   env.StopAgent(SIGKILL);
   ASSERT_TRUE(env.api()->Do({"DELETE", "/_fake/faults", "", ""}).ok());
   env.SetPhase("default", "during", a);
@@ -310,7 +331,8 @@ TEST(NodeMemoryShares, BadRequestsAreRefusedWithAReason) {
   // A pod whose annotations are garbage is still confirmed from kubelet's records.
   json odd = SimplePod("odd", 1);
   odd["spec"]["nodeName"] = spec.name;
-  odd["metadata"]["annotations"] = {{"ALIYUN_COM_GPU_MEM_IDX", "x"}, {"gpushare.io/gpu-mem-assumed", "{"}};
+  odd["metadata"]["annotations"] = {{"ALIYUN_COM_GPU_MEM_IDX", "x"},
+                                    {"gpushare.io/gpu-mem-assumed", "{"}};
   ASSERT_TRUE(env.api()->Create(kube::kPods, "default", odd).ok());
   ASSERT_TRUE(env.Admit("default", "odd").admitted);
   ASSERT_TRUE(env.WaitTruthful()) << env.Untruthful().front() << env.AgentLog();
@@ -318,7 +340,8 @@ TEST(NodeMemoryShares, BadRequestsAreRefusedWithAReason) {
   env.UnitsPerGpu();
 }
 
-// The kubelet double's PodResources service itself, as the agent sees it (kubernetes-protocols.md §2).
+// The kubelet double's PodResources service itself, as the agent sees it (kubernetes-protocols.md
+// §2).
 TEST(NodeMemoryShares, TheKubeletDoubleReportsPodResourcesAsKubeletDoes) {
   NodeSpec spec;
   spec.gpu_mib = {4096, 4096};
@@ -326,10 +349,12 @@ TEST(NodeMemoryShares, TheKubeletDoubleReportsPodResourcesAsKubeletDoes) {
   spec.kubelet.pod_resources_burst = 3;
   MemShareEnv env(spec);
   env.Start();
-  env.AddBoundPod(PodJson("kn", {{"setup", 2, true}, {"user-container", 2}, {"queue-proxy", 0}}, "default", "uid-kn"), {1},
-                  1);
+  env.AddBoundPod(PodJson("kn", {{"setup", 2, true}, {"user-container", 2}, {"queue-proxy", 0}},
+                          "default", "uid-kn"),
+                  {1}, 1);
   ASSERT_TRUE(env.Admit("default", "kn").admitted);
-  auto channel = grpc::CreateChannel("unix:" + env.dir() + "/pr/kubelet.sock", grpc::InsecureChannelCredentials());
+  auto channel = grpc::CreateChannel("unix:" + env.dir() + "/pr/kubelet.sock",
+                                     grpc::InsecureChannelCredentials());
   auto stub = ::v1::PodResourcesLister::NewStub(channel);
   // A client waits when kubelet's limiter refuses (the agent shares the budget).
   auto call = [](const std::function<grpc::Status(grpc::ClientContext*)>& f) {
@@ -346,7 +371,8 @@ TEST(NodeMemoryShares, TheKubeletDoubleReportsPodResourcesAsKubeletDoes) {
   const auto& pod = list.pod_resources(0);
   EXPECT_EQ(pod.name(), "kn");
   EXPECT_EQ(pod.namespace_(), "default");
-  ASSERT_EQ(pod.containers_size(), 2);  // app containers in spec order; the init container is not listed
+  ASSERT_EQ(pod.containers_size(),
+            2);  // app containers in spec order; the init container is not listed
   EXPECT_EQ(pod.containers(0).name(), "user-container");
   EXPECT_EQ(pod.containers(1).name(), "queue-proxy");
   EXPECT_EQ(pod.containers(1).devices_size(), 0);
@@ -359,7 +385,9 @@ TEST(NodeMemoryShares, TheKubeletDoubleReportsPodResourcesAsKubeletDoes) {
     EXPECT_EQ(d.topology().nodes(0).id(), 1);  // GPU 1's NUMA node
   }
   ::v1::AllocatableResourcesResponse alloc;
-  ASSERT_TRUE(call([&](grpc::ClientContext* c) { return stub->GetAllocatableResources(c, {}, &alloc); }).ok());
+  ASSERT_TRUE(call([&](grpc::ClientContext* c) {
+                return stub->GetAllocatableResources(c, {}, &alloc);
+              }).ok());
   EXPECT_EQ(alloc.devices_size(), 8);  // healthy devices, allocated ones included
   ::v1::GetPodResourcesRequest get;
   get.set_pod_name("ghost");
@@ -391,14 +419,21 @@ TEST(NodeMemoryShares, StartupProblemsExitWithTheFlagNamed) {
   env.StartApi();
   env.WriteInputs();
   auto run = [&](std::vector<std::string> args) {
-    std::vector<std::string> argv = {testing::NodeBinary(), "--inventory", env.dir() + "/inventory.yaml", "--config",
-                                     env.dir() + "/config.yaml", "--device-plugin-dir", env.dir() + "/dp2"};
+    std::vector<std::string> argv = {testing::NodeBinary(),
+                                     "--inventory",
+                                     env.dir() + "/inventory.yaml",
+                                     "--config",
+                                     env.dir() + "/config.yaml",
+                                     "--device-plugin-dir",
+                                     env.dir() + "/dp2"};
     argv.insert(argv.end(), args.begin(), args.end());
     return gpushare::testing::RunProcess(argv, {{"NODE_NAME", ""}, {"KUBECONFIG", ""}});
   };
   auto r = run({"--kubeconfig", env.kubeconfig()});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_THAT(r.err, HasSubstr("--node-name (or NODE_NAME): required when gpushare.memoryShares selects GPUs"));
+  EXPECT_THAT(
+      r.err,
+      HasSubstr("--node-name (or NODE_NAME): required when gpushare.memoryShares selects GPUs"));
   r = run({"--node-name", "n", "--kubeconfig", env.dir() + "/missing"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("memory shares need the Kubernetes API"));

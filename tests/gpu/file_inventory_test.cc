@@ -101,7 +101,8 @@ gpus:
   product: NVIDIA A10
   memoryMiB: 23028
   computeCapability: "8.6"
-)", "inv.yaml");
+)",
+                                "inv.yaml");
   ASSERT_TRUE(inv.ok()) << inv.status().ToString();
   ASSERT_EQ(inv->gpus.size(), 2u);
   EXPECT_EQ(inv->gpus[0].index, 0) << "sorted by index";
@@ -143,8 +144,8 @@ const std::string kGpu0 =
 const std::string kMigGpu =
     "gpus:\n- index: 0\n  uuid: GPU-00000000-2222-3333-4444-555555555555\n  product: H100\n"
     "  memoryMiB: 81559\n  computeCapability: \"9.0\"\n  migEnabled: true\n  mig:\n";
-std::string Mig(int gi, int ci, const std::string& uuid_tail, const std::string& profile = "1g.10gb",
-                int mem = 9856) {
+std::string Mig(int gi, int ci, const std::string& uuid_tail,
+                const std::string& profile = "1g.10gb", int mem = 9856) {
   return "  - profile: " + profile + "\n    gpuInstanceId: " + std::to_string(gi) +
          "\n    computeInstanceId: " + std::to_string(ci) +
          "\n    uuid: MIG-00000000-2222-3333-4444-" + uuid_tail +
@@ -154,8 +155,9 @@ std::string Mig(int gi, int ci, const std::string& uuid_tail, const std::string&
 INSTANTIATE_TEST_SUITE_P(
     Matrix, InvalidInventory,
     ::testing::Values(
-        BadInventory{"NoGpus", "driverVersion: x\n",
-                     "gpus: is required (a list of GPUs; [] for a node without GPUs) (inv.yaml:1:1)"},
+        BadInventory{
+            "NoGpus", "driverVersion: x\n",
+            "gpus: is required (a list of GPUs; [] for a node without GPUs) (inv.yaml:1:1)"},
         BadInventory{"EmptyDocument", "",
                      "gpus: is required (a list of GPUs; [] for a node without GPUs)"},
         BadInventory{"GpusNotAList", "gpus: 8\n",
@@ -174,16 +176,18 @@ INSTANTIATE_TEST_SUITE_P(
                      "product: A\n  computeCapability: \"8.6\"\n",
                      "gpus[0].memoryMiB: is required (total memory in MiB, e.g. 23028) "
                      "(inv.yaml:2:3)"},
-        BadInventory{"MemoryZero", "gpus:\n- index: 0\n  uuid: GPU-00000000-2222-3333-4444-555555555555\n"
-                                   "  product: A\n  memoryMiB: 0\n  computeCapability: \"8.6\"\n",
+        BadInventory{"MemoryZero",
+                     "gpus:\n- index: 0\n  uuid: GPU-00000000-2222-3333-4444-555555555555\n"
+                     "  product: A\n  memoryMiB: 0\n  computeCapability: \"8.6\"\n",
                      "gpus[0].memoryMiB: must be 1..16777216, got 0 (inv.yaml:5:14)"},
         BadInventory{"BadPciBusId", kGpu0 + "  numaNode: 0\n" + "  pciBusId: 17:00.0\n",
                      "gpus[0].pciBusId: must be a PCI bus ID like 0000:17:00.0, got \"17:00.0\" "
                      "(inv.yaml:8:13)"},
         BadInventory{"NumaRange", kGpu0 + "  numaNode: -2\n",
                      "gpus[0].numaNode: must be -1..1023, got -2 (inv.yaml:7:13)"},
-        BadInventory{"MigWithoutMigEnabled", kGpu0 + "  mig: []\n",
-                     "gpus[0].mig: MIG devices are listed but migEnabled is not true (inv.yaml:7:8)"},
+        BadInventory{
+            "MigWithoutMigEnabled", kGpu0 + "  mig: []\n",
+            "gpus[0].mig: MIG devices are listed but migEnabled is not true (inv.yaml:7:8)"},
         BadInventory{"DuplicateGpuUuid",
                      kGpu0 + "- index: 1\n  uuid: GPU-00000000-2222-3333-4444-555555555555\n"
                              "  product: A\n  memoryMiB: 1\n  computeCapability: \"8.6\"\n",
@@ -196,34 +200,42 @@ INSTANTIATE_TEST_SUITE_P(
         BadInventory{"BadProfile", kMigGpu + Mig(7, 0, "000000000001", "1gb"),
                      "gpus[0].mig[0].profile: must be a MIG profile like 1g.10gb, 1c.2g.20gb or "
                      "1g.10gb+me, got \"1gb\" (inv.yaml:9:14)"},
-        BadInventory{"DuplicateGiCi", kMigGpu + Mig(7, 0, "000000000001") + Mig(7, 0, "000000000002"),
+        BadInventory{"DuplicateGiCi",
+                     kMigGpu + Mig(7, 0, "000000000001") + Mig(7, 0, "000000000002"),
                      "gpus[0].mig[1]: gpuInstanceId 7 / computeInstanceId 0 is also used by "
                      "gpus[0].mig[0]"},
         BadInventory{"TooManySlices",
                      kMigGpu + Mig(1, 0, "000000000001", "7g.80gb", 40000) +
                          Mig(8, 0, "000000000002", "1g.10gb", 9856),
                      "gpus[0].mig: the GPU instances use 8 GPU slices; a GPU has at most 7"},
-        BadInventory{"DuplicateMigUuid", kMigGpu + Mig(7, 0, "000000000001") + Mig(8, 0, "000000000001"),
+        BadInventory{"DuplicateMigUuid",
+                     kMigGpu + Mig(7, 0, "000000000001") + Mig(8, 0, "000000000001"),
                      "gpus[0].mig[1].uuid: duplicate of gpus[0].mig[0].uuid "
                      "(MIG-00000000-2222-3333-4444-000000000001)"},
-        BadInventory{"MigMissingGi",
-                     kMigGpu + "  - profile: 1g.10gb\n    computeInstanceId: 0\n"
-                               "    uuid: MIG-00000000-2222-3333-4444-000000000001\n    memoryMiB: 9856\n",
-                     "gpus[0].mig[0].gpuInstanceId: is required (the GI ID, e.g. 7) (inv.yaml:9:5)"},
-        BadInventory{"Syntax", "gpus: [\n", "inv.yaml:2:1: not valid YAML or JSON: end of sequence flow not found"}),
-    [](const ::testing::TestParamInfo<BadInventory>& info) { return std::string(info.param.name); });
+        BadInventory{
+            "MigMissingGi",
+            kMigGpu + "  - profile: 1g.10gb\n    computeInstanceId: 0\n"
+                      "    uuid: MIG-00000000-2222-3333-4444-000000000001\n    memoryMiB: 9856\n",
+            "gpus[0].mig[0].gpuInstanceId: is required (the GI ID, e.g. 7) (inv.yaml:9:5)"},
+        BadInventory{"Syntax", "gpus: [\n",
+                     "inv.yaml:2:1: not valid YAML or JSON: end of sequence flow not found"}),
+    [](const ::testing::TestParamInfo<BadInventory>& info) {
+      return std::string(info.param.name);
+    });
 
 TEST(FileInventory, ComputeCapabilityForms) {
   auto lines = Problems(
       "gpus:\n- index: 0\n  uuid: GPU-00000000-2222-3333-4444-555555555555\n  product: A\n"
       "  memoryMiB: 1\n  computeCapability: eight\n");
   ASSERT_EQ(lines.size(), 1u);
-  EXPECT_EQ(lines[0], "gpus[0].computeCapability: must be major.minor, e.g. \"8.6\", got "
-                      "\"eight\" (inv.yaml:6:22)");
+  EXPECT_EQ(lines[0],
+            "gpus[0].computeCapability: must be major.minor, e.g. \"8.6\", got "
+            "\"eight\" (inv.yaml:6:22)");
 }
 
 TEST(FileInventory, ReportsEveryProblem) {
-  auto lines = Problems("gpus:\n- index: x\n  uuid: nope\n  product: A\n  memoryMiB: -1\n  extra: 1\n");
+  auto lines =
+      Problems("gpus:\n- index: x\n  uuid: nope\n  product: A\n  memoryMiB: -1\n  extra: 1\n");
   EXPECT_EQ(lines.size(), 5u) << ::testing::PrintToString(lines);
 }
 
@@ -240,7 +252,9 @@ TEST(FileInventory, UnreadableFile) {
 // at most 1 MiB and 20,000 YAML values, problems capped at 20 with a count of the rest.
 class InventoryBounds : public ::testing::Test {
  protected:
-  std::string Write(const std::string& name, const std::string& text) { return scratch_.Write(name, text); }
+  std::string Write(const std::string& name, const std::string& text) {
+    return scratch_.Write(name, text);
+  }
   testing::ScratchDir scratch_;
   const std::string dir_ = scratch_.path();
 };
@@ -251,7 +265,8 @@ TEST_F(InventoryBounds, DirectoryFifoAndDeviceAreRefused) {
   EXPECT_EQ(r.status().message(), "--inventory: cannot read inventory file " + dir_ +
                                       ": it is a directory (name the file inside it, e.g. " + dir_ +
                                       "/inventory.yaml)");
-  EXPECT_THAT(LoadInventoryFile("/dev/zero").status().message(), HasSubstr("it is a character device"));
+  EXPECT_THAT(LoadInventoryFile("/dev/zero").status().message(),
+              HasSubstr("it is a character device"));
   const std::string fifo = scratch_.Fifo("fifo");
   ASSERT_FALSE(fifo.empty());
   auto f = testing::ReadFifoWithin(fifo, [&] { return LoadInventoryFile(fifo); });
@@ -263,8 +278,9 @@ TEST_F(InventoryBounds, FileOverTheLimitIsRefused) {
   const std::string path = Write("big.yaml", std::string(kMaxInventoryFileBytes + 1, '#'));
   auto r = LoadInventoryFile(path);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().message(), "--inventory: cannot read inventory file " + path +
-                                      ": 1048577 bytes (1.0 MiB), more than the limit of 1048576 bytes (1 MiB)");
+  EXPECT_EQ(r.status().message(),
+            "--inventory: cannot read inventory file " + path +
+                ": 1048577 bytes (1.0 MiB), more than the limit of 1048576 bytes (1 MiB)");
 }
 
 TEST_F(InventoryBounds, TooManyValuesAndTooManyProblems) {
@@ -286,10 +302,13 @@ TEST_F(InventoryBounds, TooManyValuesAndTooManyProblems) {
 }
 
 TEST_F(InventoryBounds, ControlBytesAreEscapedInMessages) {
-  auto lines = Problems("gpus:\n- index: 0\n  uuid: \"GPU-\\0\\x07\"\n  product: A\n  memoryMiB: 1\n"
-                        "  computeCapability: \"8.6\"\n");
+  auto lines = Problems(
+      "gpus:\n- index: 0\n  uuid: \"GPU-\\0\\x07\"\n  product: A\n  memoryMiB: 1\n"
+      "  computeCapability: \"8.6\"\n");
   ASSERT_EQ(lines.size(), 1u);
-  EXPECT_EQ(lines[0], "gpus[0].uuid: must be GPU-<8-4-4-4-12 hex digits>, got \"GPU-\\0\\x07\" (inv.yaml:3:9)");
+  EXPECT_EQ(
+      lines[0],
+      "gpus[0].uuid: must be GPU-<8-4-4-4-12 hex digits>, got \"GPU-\\0\\x07\" (inv.yaml:3:9)");
 }
 
 TEST(InitFailure, FollowsFailOnInitError) {

@@ -20,13 +20,16 @@ namespace fs = std::filesystem;
 const std::string kFake = std::string(GPUSHARE_BIN_DIR) + "/../fakes/nvml/libnvidia-ml.so.1";
 const std::string kA10 = "GPU-0a100000-0000-4000-8000-000000000000";
 const std::string kH100 = "GPU-0b100000-0000-4000-8000-000000000001";
-std::string MigU(int j) { return "MIG-0c100000-0000-4000-8000-00000000000" + std::to_string(j); }
+std::string MigU(int j) {
+  return "MIG-0c100000-0000-4000-8000-00000000000" + std::to_string(j);
+}
 
 class NvmlTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) / ("gpushare_nvml_" + std::to_string(::getpid()) + "_" +
-                                             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::path(::testing::TempDir()) /
+           ("gpushare_nvml_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_ / "sys" / "0000:17:00.0");
     fs::create_directories(dir_ / "sys" / "0000:b1:00.0");
     std::ofstream(dir_ / "sys" / "0000:17:00.0" / "numa_node") << "0\n";
@@ -49,8 +52,8 @@ class NvmlTest : public ::testing::Test {
       << "gpu uuid=" << kH100 << " name=\"NVIDIA H100 80GB HBM3\" memory_mib=81559 cc=9.0 "
       << "pci=00000000:B1:00.0 sms=132 mig=1\n";
     for (int j = 0; j < 3; ++j) {
-      f << "mig gpu=1 uuid=" << MigU(j) << " gi=" << 7 + j << " ci=0 memory_mib=9856 slices=1 sms=16"
-        << (j == 2 ? " slot=4" : "") << "\n";
+      f << "mig gpu=1 uuid=" << MigU(j) << " gi=" << 7 + j
+        << " ci=0 memory_mib=9856 slices=1 sms=16" << (j == 2 ? " slot=4" : "") << "\n";
     }
     f << "mig gpu=1 uuid=" << MigU(5) << " gi=3 ci=0 memory_mib=19968 slices=2 sms=32 "
       << "name=\"NVIDIA H100 80GB HBM3 MIG 2g.20gb+me\"\n";

@@ -37,10 +37,17 @@ TEST(ParseSize, AcceptsHamiForms) {
   struct {
     const char* text;
     uint64_t bytes;
-  } cases[] = {{"1g", 1ull << 30},       {"1G", 1ull << 30},     {"1024m", 1ull << 30},
-               {"1048576k", 1ull << 30}, {"1073741824", 1ull << 30}, {"3GiB", 3ull << 30},
-               {"512MB", 512ull << 20},   {" 2g ", 2ull << 30},  {"0", 0},
-               {"1t", 1ull << 40},        {"17b", 17}};
+  } cases[] = {{"1g", 1ull << 30},
+               {"1G", 1ull << 30},
+               {"1024m", 1ull << 30},
+               {"1048576k", 1ull << 30},
+               {"1073741824", 1ull << 30},
+               {"3GiB", 3ull << 30},
+               {"512MB", 512ull << 20},
+               {" 2g ", 2ull << 30},
+               {"0", 0},
+               {"1t", 1ull << 40},
+               {"17b", 17}};
   for (const auto& c : cases) {
     ASSERT_TRUE(ParseSize(c.text, StrLen(c.text), &v)) << c.text;
     EXPECT_EQ(v, c.bytes) << c.text;
@@ -90,7 +97,8 @@ TEST(Environment, GarbageFailsClosedNamingTheVariable) {
   Config c = FromEnv({{"CUDA_DEVICE_MEMORY_LIMIT_0", "3x"}});
   EXPECT_TRUE(c.fail_closed);
   EXPECT_TRUE(c.Active());
-  EXPECT_NE(std::string(c.problem).find("CUDA_DEVICE_MEMORY_LIMIT_0"), std::string::npos) << c.problem;
+  EXPECT_NE(std::string(c.problem).find("CUDA_DEVICE_MEMORY_LIMIT_0"), std::string::npos)
+      << c.problem;
   DeviceLimits d = LimitsFor(c, 0, nullptr);
   EXPECT_TRUE(d.memory_limited);
   EXPECT_EQ(d.memory_limit, 0u) << "an unreadable limit must not become unlimited";
@@ -143,7 +151,8 @@ TEST(ConfigFile, DevicesMatchByUuidNotByIndex) {
 TEST(ConfigFile, MalformedLinesFailClosedUnknownKeysAreIgnored) {
   Config bad = FromText("version=1\ndevice.0.memory_limit=lots\n");
   EXPECT_TRUE(bad.fail_closed);
-  EXPECT_NE(std::string(bad.problem).find("device.0.memory_limit"), std::string::npos) << bad.problem;
+  EXPECT_NE(std::string(bad.problem).find("device.0.memory_limit"), std::string::npos)
+      << bad.problem;
   EXPECT_TRUE(FromText("no equals sign here\n").fail_closed);
   EXPECT_TRUE(FromText("version=2\n").fail_closed);
   EXPECT_TRUE(FromText("device.16.memory_limit=1g\n").fail_closed);

@@ -10,8 +10,10 @@
 namespace g = gpushare::cuda;
 
 #define SAME_SIZE(ours, theirs) static_assert(sizeof(g::ours) == sizeof(theirs), #ours)
-#define SAME_OFFSET(ours, theirs, f) static_assert(offsetof(g::ours, f) == offsetof(theirs, f), #ours "." #f)
-#define SAME_VALUE(name) static_assert(static_cast<long long>(g::name) == static_cast<long long>(name), #name)
+#define SAME_OFFSET(ours, theirs, f) \
+  static_assert(offsetof(g::ours, f) == offsetof(theirs, f), #ours "." #f)
+#define SAME_VALUE(name) \
+  static_assert(static_cast<long long>(g::name) == static_cast<long long>(name), #name)
 
 SAME_SIZE(CUuuid, CUuuid);
 SAME_SIZE(CUmemLocation, CUmemLocation);
@@ -82,4 +84,6 @@ SAME_VALUE(CU_STREAM_CAPTURE_STATUS_NONE);
 SAME_VALUE(CU_EVENT_DISABLE_TIMING);
 static_assert(CUDA_ARRAY3D_SPARSE == 0x40 && CUDA_ARRAY3D_DEFERRED_MAPPING == 0x80);
 
-TEST(CudaAbi, MatchesTheToolkitHeader) { SUCCEED() << "checked at compile time"; }
+TEST(CudaAbi, MatchesTheToolkitHeader) {
+  SUCCEED() << "checked at compile time";
+}

@@ -39,7 +39,8 @@ TEST(EntryPoints, PerThreadFlagSelectsTheSameAbisPtszVariant) {
   EXPECT_EQ(Resolve("cuLaunchKernel", 7000, 2), "cuLaunchKernel_ptsz");
   EXPECT_EQ(Resolve("cuLaunchKernel", 7000, 0), "cuLaunchKernel");
   EXPECT_EQ(Resolve("cuLaunchKernel", 7000, 1), "cuLaunchKernel");
-  EXPECT_EQ(Resolve("cuLaunchKernel", 4000, 2), "cuLaunchKernel") << "no per-thread form before 7.0";
+  EXPECT_EQ(Resolve("cuLaunchKernel", 4000, 2), "cuLaunchKernel")
+      << "no per-thread form before 7.0";
   EXPECT_EQ(Resolve("cuMemAllocAsync", 11020, 2), "cuMemAllocAsync_ptsz");
   EXPECT_EQ(Resolve("cuGraphLaunch", 10000, 2), "cuGraphLaunch_ptsz");
   EXPECT_EQ(Resolve("cuMemcpyHtoD", 3020, 2), "cuMemcpyHtoD_v2");
@@ -96,8 +97,10 @@ TEST(EntryPoints, EveryRecordedRuntimeRequestResolves) {
     }
     names.insert(name);
     bool low = false;
-    if (ResolveEntryPoint(name.c_str(), version, flags, &low) != nullptr) ++resolved;
-    else ADD_FAILURE() << name << "@" << version << " flags " << flags << " does not resolve";
+    if (ResolveEntryPoint(name.c_str(), version, flags, &low) != nullptr)
+      ++resolved;
+    else
+      ADD_FAILURE() << name << "@" << version << " flags " << flags << " does not resolve";
   }
   EXPECT_EQ(lines, 440);
   EXPECT_EQ(names.size(), 346u);

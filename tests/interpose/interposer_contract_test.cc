@@ -43,24 +43,29 @@ TEST(InterposerContract, ReplicasOfOneGpuAddUpAndUnlimitedStaysUnlimited) {
   EXPECT_EQ(devs[0].memory_limit_mib, 4096u);
   EXPECT_EQ(devs[1].memory_limit_mib, 0u);
   PlannedDevice mixed = Replica(kA, 2, 0);
-  EXPECT_EQ(InterposerDevicesFor({&a0, &mixed})[0].memory_limit_mib, 0u) << "one unlimited device: unlimited";
+  EXPECT_EQ(InterposerDevicesFor({&a0, &mixed})[0].memory_limit_mib, 0u)
+      << "one unlimited device: unlimited";
 }
 
 TEST(InterposerContract, ComputeSharesAddUpToWholePercents) {
-  PlannedDevice a0 = Replica(kA, 0, 0), a1 = Replica(kA, 1, 0), a2 = Replica(kA, 2, 0), b = Replica(kB, 0, 0);
+  PlannedDevice a0 = Replica(kA, 0, 0), a1 = Replica(kA, 1, 0), a2 = Replica(kA, 2, 0),
+                b = Replica(kB, 0, 0);
   a0.sm_share_ppm = a1.sm_share_ppm = a2.sm_share_ppm = 1'000'000 / 3;  // evenSplit, 3 replicas
   auto devs = InterposerDevicesFor({&a0, &b});
   EXPECT_EQ(devs[0].sm_limit_percent, 33u);
   EXPECT_EQ(devs[1].sm_limit_percent, 0u) << "no share: no SM limit";
   EXPECT_EQ(InterposerDevicesFor({&a0, &a1})[0].sm_limit_percent, 66u);
-  EXPECT_EQ(InterposerDevicesFor({&a0, &a1, &a2})[0].sm_limit_percent, 0u) << "all of it is no limit";
+  EXPECT_EQ(InterposerDevicesFor({&a0, &a1, &a2})[0].sm_limit_percent, 0u)
+      << "all of it is no limit";
   PlannedDevice tiny = Replica(kA, 3, 0);
   tiny.sm_share_ppm = 1'000'000 / 1024;  // one MiB unit of a 1 GiB GPU
   EXPECT_EQ(InterposerDevicesFor({&tiny})[0].sm_limit_percent, 1u) << "never rounded down to none";
   PlannedDevice unshared = Replica(kA, 4, 0);
-  EXPECT_EQ(InterposerDevicesFor({&a0, &unshared})[0].sm_limit_percent, 0u) << "one unlimited device: unlimited";
+  EXPECT_EQ(InterposerDevicesFor({&a0, &unshared})[0].sm_limit_percent, 0u)
+      << "one unlimited device: unlimited";
   // Through the contract: the HAMi-compatible variable.
-  Result<InterposerSetup> s = BuildInterposerSetup(InterposerDevicesFor({&a0}), {"/opt/gpushare", "/var/lib/c-2", 320});
+  Result<InterposerSetup> s =
+      BuildInterposerSetup(InterposerDevicesFor({&a0}), {"/opt/gpushare", "/var/lib/c-2", 320});
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(s->envs.at("CUDA_DEVICE_SM_LIMIT_0"), "33");
 }
@@ -194,7 +199,6 @@ TEST(InterposerDecoratorFactory, OnlyWhenTheLibraryDirectoryIsConfigured) {
   EXPECT_TRUE(node::InterposerDecoratorFactory()(in));
 }
 
-
 // ---- node/library_install: the library on the host at a versioned, never rewritten path.
 
 struct FileId {
@@ -222,7 +226,8 @@ TEST_F(LibraryInstallTest, InstallsAtAVersionedPathOnceAndNeverRewritesIt) {
   ASSERT_TRUE(a.ok()) << a.status().message();
   EXPECT_TRUE(a->written);
   EXPECT_EQ(a->dir.rfind(Host() + "/0.1.0-", 0), 0u) << a->dir;
-  EXPECT_EQ(a->dir.size(), Host().size() + std::string("/0.1.0-").size() + 16) << "version, then a 64-bit hash";
+  EXPECT_EQ(a->dir.size(), Host().size() + std::string("/0.1.0-").size() + 16)
+      << "version, then a 64-bit hash";
   EXPECT_EQ(a->path, a->dir + "/libgpushare-cuda.so");
   EXPECT_EQ(Slurp(a->path), "library one");
   struct stat st {};
@@ -267,7 +272,8 @@ TEST_F(LibraryInstallTest, InstallsAtAVersionedPathOnceAndNeverRewritesIt) {
 
 TEST_F(LibraryInstallTest, ADirectoryOfThatNameWithOtherBytesIsRefusedNotOverwritten) {
   dir_.Write("v1.so", "library one");
-  Result<node::InstalledLibrary> a = node::InstallLibrary(dir_.File("v1.so"), dir_.File("probe"), "0.1.0");
+  Result<node::InstalledLibrary> a =
+      node::InstallLibrary(dir_.File("v1.so"), dir_.File("probe"), "0.1.0");
   ASSERT_TRUE(a.ok());
   const std::string name = a->dir.substr(a->dir.rfind('/') + 1);
   // The same name under Host(), holding something else.
@@ -276,7 +282,8 @@ TEST_F(LibraryInstallTest, ADirectoryOfThatNameWithOtherBytesIsRefusedNotOverwri
   Result<node::InstalledLibrary> b = node::InstallLibrary(dir_.File("v1.so"), Host(), "0.1.0");
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_NE(b.status().message().find("exists with other content"), std::string::npos) << b.status().message();
+  EXPECT_NE(b.status().message().find("exists with other content"), std::string::npos)
+      << b.status().message();
   EXPECT_NE(b.status().message().find(name), std::string::npos) << b.status().message();
   EXPECT_EQ(Slurp(Host() + "/" + name + "/libgpushare-cuda.so"), "tampered");
 }
@@ -288,14 +295,18 @@ TEST_F(LibraryInstallTest, BadInputsAreNamed) {
     Result<node::InstalledLibrary> r = node::InstallLibrary(source, host, version);
     return r.ok() ? std::string("ok") : r.status().message();
   };
-  EXPECT_NE(err(dir_.File("v1.so"), "relative/dir", "0.1.0").find("must be an absolute path"), std::string::npos);
-  EXPECT_NE(err(dir_.File("missing.so"), Host(), "0.1.0").find(dir_.File("missing.so")), std::string::npos);
+  EXPECT_NE(err(dir_.File("v1.so"), "relative/dir", "0.1.0").find("must be an absolute path"),
+            std::string::npos);
+  EXPECT_NE(err(dir_.File("missing.so"), Host(), "0.1.0").find(dir_.File("missing.so")),
+            std::string::npos);
   EXPECT_NE(err(dir_.File("empty.so"), Host(), "0.1.0").find("is empty"), std::string::npos);
   EXPECT_NE(err(dir_.File("v1.so"), Host(), "../x").find("library version"), std::string::npos);
   EXPECT_NE(err(dir_.File("v1.so"), Host(), "").find("library version"), std::string::npos);
   // Larger than the bound: refused without reading it all into memory first.
   const std::string big = dir_.File("big.so");
-  ASSERT_EQ(truncate((dir_.Write("big.so", "x"), big).c_str(), static_cast<off_t>(node::kMaxLibraryBytes) + 1), 0);
+  ASSERT_EQ(truncate((dir_.Write("big.so", "x"), big).c_str(),
+                     static_cast<off_t>(node::kMaxLibraryBytes) + 1),
+            0);
   EXPECT_NE(err(big, Host(), "0.1.0").find("larger than 64 MiB"), std::string::npos);
   // A file where the host directory should be.
   dir_.Write("notadir", "x");
@@ -303,14 +314,16 @@ TEST_F(LibraryInstallTest, BadInputsAreNamed) {
 }
 
 TEST_F(LibraryInstallTest, TemporariesOfADeadInstallAreRemovedOnlyWhenStale) {
-  ASSERT_EQ(system(("mkdir -p '" + Host() + "/.install-1-0' '" + Host() + "/.install-2-0'").c_str()), 0);
+  ASSERT_EQ(
+      system(("mkdir -p '" + Host() + "/.install-1-0' '" + Host() + "/.install-2-0'").c_str()), 0);
   dir_.Write("host/lib/.install-1-0/libgpushare-cuda.so", "half");
   timeval old[2] = {{time(nullptr) - 3600, 0}, {time(nullptr) - 3600, 0}};
   ASSERT_EQ(utimes((Host() + "/.install-1-0").c_str(), old), 0);
   dir_.Write("v1.so", "library one");
   ASSERT_TRUE(node::InstallLibrary(dir_.File("v1.so"), Host(), "0.1.0").ok());
   EXPECT_NE(access((Host() + "/.install-1-0").c_str(), F_OK), 0) << "an hour-old temporary stays";
-  EXPECT_EQ(access((Host() + "/.install-2-0").c_str(), F_OK), 0) << "a fresh one (an install in progress) was removed";
+  EXPECT_EQ(access((Host() + "/.install-2-0").c_str(), F_OK), 0)
+      << "a fresh one (an install in progress) was removed";
 }
 
 TEST_F(LibraryInstallTest, TheDecoratorMountsTheInstalledFile) {
@@ -340,7 +353,8 @@ TEST_F(LibraryInstallTest, TheDecoratorMountsTheInstalledFile) {
   deviceplugin::ContainerAllocation none;
   Status s = refuse(req, &none);
   EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
-  EXPECT_NE(s.message().find("installing the in-container library"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("installing the in-container library"), std::string::npos)
+      << s.message();
   EXPECT_NE(s.message().find("gone.so"), std::string::npos) << s.message();
   PlannedDevice free_dev = Replica(kA, 1, 0);
   req.devices = {&free_dev};

@@ -41,7 +41,8 @@ TEST_F(Interposer, LinkedDlsymAndRuntimeLookupsAreAllIntercepted) {
   struct Way {
     const char* bin;
     const char* mode;
-  } ways[] = {{"cuda-probe-linked", ""}, {"cuda-probe-dlopen", "dlsym"}, {"cuda-probe-dlopen", "runtime"}};
+  } ways[] = {
+      {"cuda-probe-linked", ""}, {"cuda-probe-dlopen", "dlsym"}, {"cuda-probe-dlopen", "runtime"}};
   for (const Way& way : ways) {
     SCOPED_TRACE(std::string(way.bin) + " " + way.mode);
     Env env = Limits("64m");
@@ -76,7 +77,9 @@ TEST_F(Interposer, WithoutALimitNothingChanges) {
 // until a synchronisation or trim, VMM memory alive until released AND unmapped, retained
 // handles, external memory, graph memory, contexts and their allocations.
 TEST_F(Interposer, ChargesEqualTheDriversFootprintForEveryApi) {
-  dir_.Write("fake.conf", "devices=2\npitch_align=2048\npool_chunk_kib=32768\narray_pad_kib=64\ncontext_overhead_mib=64\n");
+  dir_.Write("fake.conf",
+             "devices=2\npitch_align=2048\npool_chunk_kib=32768\narray_pad_kib=64\ncontext_"
+             "overhead_mib=64\n");
   Env env = Limits("40g", {{"GPUSHARE_CONTEXT_OVERHEAD", "64m"}});
   RunningProbe p = StartProbe(ProbeBin("cuda-probe-linked"), ProbeEnv(dir_, true, env));
   std::vector<std::string> vars;  // values captured from earlier outputs
@@ -105,55 +108,57 @@ TEST_F(Interposer, ChargesEqualTheDriversFootprintForEveryApi) {
     EXPECT_EQ(region.Used(0), truth) << "after `" << c << "`";
     return w;
   };
-  auto keep = [&](const std::vector<std::string>& w, size_t i = 2) { vars.push_back(w.size() > i ? w[i] : "0"); };
+  auto keep = [&](const std::vector<std::string>& w, size_t i = 2) {
+    vars.push_back(w.size() > i ? w[i] : "0");
+  };
   step("init");
-  step("ctx 0");                                       // 64 MiB context
-  keep(step("alloc 1000"));                            // $0
-  keep(step("alloc 3145729"));                         // $1
-  keep(step("pitch 1000 2048 4"));                     // $2: pitch 2048, not the 1024 estimate
-  keep(step("managed 5242880"));                       // $3
-  keep(step("array 1000 1000 32 4"));                  // $4: padded
-  keep(step("array3d 64 64 64 1 1 0"));                // $5
-  keep(step("mip 512 512 0 4"));                       // $6
-  keep(step("async 1048576"));                         // $7: the default pool grows by 32 MiB
-  keep(step("async 1048576"));                         // $8: no growth
+  step("ctx 0");                         // 64 MiB context
+  keep(step("alloc 1000"));              // $0
+  keep(step("alloc 3145729"));           // $1
+  keep(step("pitch 1000 2048 4"));       // $2: pitch 2048, not the 1024 estimate
+  keep(step("managed 5242880"));         // $3
+  keep(step("array 1000 1000 32 4"));    // $4: padded
+  keep(step("array3d 64 64 64 1 1 0"));  // $5
+  keep(step("mip 512 512 0 4"));         // $6
+  keep(step("async 1048576"));           // $7: the default pool grows by 32 MiB
+  keep(step("async 1048576"));           // $8: no growth
   step("asyncfree $7");
-  step("asyncfree $8");                                // memory stays in the pool...
-  step("sync");                                        // ...until the synchronisation releases it
-  keep(step("poolcreate 0"));                          // $9
-  keep(step("poolalloc $9 41943040"));                 // $10: grows by 64 MiB
+  step("asyncfree $8");                 // memory stays in the pool...
+  step("sync");                         // ...until the synchronisation releases it
+  keep(step("poolcreate 0"));           // $9
+  keep(step("poolalloc $9 41943040"));  // $10: grows by 64 MiB
   step("poolthreshold $9 134217728");
   step("asyncfree $10");
-  step("sync");                                        // kept: under the release threshold
-  step("pooltrim $9 0");                               // released by the trim
-  keep(step("poolalloc $9 1048576"));                  // $11
-  step("pooldestroy $9");                              // destroyed with an allocation out
-  step("asyncfree $11");                               // the pool goes with its last allocation
-  keep(step("vmmcreate 4194304 0"));                   // $12
-  keep(step("vareserve 4194304"));                     // $13
+  step("sync");                        // kept: under the release threshold
+  step("pooltrim $9 0");               // released by the trim
+  keep(step("poolalloc $9 1048576"));  // $11
+  step("pooldestroy $9");              // destroyed with an allocation out
+  step("asyncfree $11");               // the pool goes with its last allocation
+  keep(step("vmmcreate 4194304 0"));   // $12
+  keep(step("vareserve 4194304"));     // $13
   step("map $13 4194304 $12");
-  step("vmmrelease $12");                              // still mapped: still there
-  step("unmap $13 4194304");                           // released and unmapped: gone
-  keep(step("vmmcreate 2097152 0"));                   // $14
-  keep(step("vareserve 2097152"));                     // $15
+  step("vmmrelease $12");             // still mapped: still there
+  step("unmap $13 4194304");          // released and unmapped: gone
+  keep(step("vmmcreate 2097152 0"));  // $14
+  keep(step("vareserve 2097152"));    // $15
   step("map $15 2097152 $14");
-  keep(step("retain $15"));                            // $16 (== $14)
+  keep(step("retain $15"));  // $16 (== $14)
   step("vmmrelease $14");
-  step("unmap $15 2097152");                           // one reference left
-  step("vmmrelease $16");                              // now freed
-  keep(step("extimport 10485760"));                    // $17
+  step("unmap $15 2097152");         // one reference left
+  step("vmmrelease $16");            // now freed
+  keep(step("extimport 10485760"));  // $17
   step("extdestroy $17");
-  step("graph 6291456 0 2");                           // graph memory: 6 MiB reserved at launch
+  step("graph 6291456 0 2");  // graph memory: 6 MiB reserved at launch
   step("graphtrim 0");
-  keep(step("ctxcreate 0"));                           // $18: a second context, current now
-  keep(step("alloc 8388608"));                         // $19, made in that context
-  step("ctxdestroy $18");                              // frees it and the context
+  keep(step("ctxcreate 0"));    // $18: a second context, current now
+  keep(step("alloc 8388608"));  // $19, made in that context
+  step("ctxdestroy $18");       // frees it and the context
   step("ctx 0");
   step("free $0");
   step("free $1");
   step("free $2");
   step("arrayfree $4");
-  step("ctxreset 0");                                  // frees everything left in the primary
+  step("ctxreset 0");  // frees everything left in the primary
   p.Send("exit");
   EXPECT_EQ(p.Wait(), 0);
 }
@@ -166,14 +171,15 @@ TEST_F(Interposer, RefusalsLeaveNothingAllocatedEvenWhenTheFootprintIsKnownLate)
     const char* cmd;
     const char* undo_calls;  // the driver function that must have undone the allocation
   } cases[] = {
-      {"3m", "pitch 1000 2048 4", "cuMemFree_v2"},          // estimate 2 MiB, real 4 MiB
-      {"96k", "array 1 1 32 4", "cuArrayDestroy"},          // estimate 64 KiB, real 128 KiB
-      {"16m", "async 1048576", "cuMemFreeAsync"},           // the pool grows by 32 MiB
+      {"3m", "pitch 1000 2048 4", "cuMemFree_v2"},  // estimate 2 MiB, real 4 MiB
+      {"96k", "array 1 1 32 4", "cuArrayDestroy"},  // estimate 64 KiB, real 128 KiB
+      {"16m", "async 1048576", "cuMemFreeAsync"},   // the pool grows by 32 MiB
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.cmd);
-    ProbeResult r = Run({"init", "ctx 0", c.cmd, "live", "phys 0", std::string("calls ") + c.undo_calls},
-                        Limits(c.limit));
+    ProbeResult r =
+        Run({"init", "ctx 0", c.cmd, "live", "phys 0", std::string("calls ") + c.undo_calls},
+            Limits(c.limit));
     ASSERT_EQ(r.status, 0) << r.err;
     std::string verb = std::string(c.cmd).substr(0, std::string(c.cmd).find(' '));
     EXPECT_EQ(r.Rc(verb), 2);
@@ -184,9 +190,10 @@ TEST_F(Interposer, RefusalsLeaveNothingAllocatedEvenWhenTheFootprintIsKnownLate)
     EXPECT_EQ(region.Used(0), 0u);
   }
   // Refused before the driver is called at all.
-  ProbeResult r = Run({"init", "ctx 0", "vmmcreate 4194304 0", "managed 3145728", "calls cuMemCreate",
-                       "calls cuMemAllocManaged", "extimport 4194304", "mip 1024 1024 0 8", "live"},
-                      Limits("2m"));
+  ProbeResult r =
+      Run({"init", "ctx 0", "vmmcreate 4194304 0", "managed 3145728", "calls cuMemCreate",
+           "calls cuMemAllocManaged", "extimport 4194304", "mip 1024 1024 0 8", "live"},
+          Limits("2m"));
   EXPECT_EQ(r.Rc("vmmcreate"), 2);
   EXPECT_EQ(r.Rc("managed"), 2);
   EXPECT_EQ(r.Num("calls", 0, 0), 0u);
@@ -237,12 +244,14 @@ TEST_F(Interposer, TheConfigFileWinsAndMatchesDevicesByUuid) {
   // Device 0 of the process is the GPU the config calls device.1 and vice versa (as with
   // CUDA_VISIBLE_DEVICES=1,0): limits follow the UUID, not the index.
   dir_.Write("config", std::string("version=1\nregion=") + dir_.File("region") +
-                           "\ndevice.0.uuid=" + kDev1 + "\ndevice.0.memory_limit=64m\ndevice.1.uuid=" +
-                           kDev0 + "\ndevice.1.memory_limit=1g\ncontext_overhead=0\n");
+                           "\ndevice.0.uuid=" + kDev1 +
+                           "\ndevice.0.memory_limit=64m\ndevice.1.uuid=" + kDev0 +
+                           "\ndevice.1.memory_limit=1g\ncontext_overhead=0\n");
   Env env = {{"GPUSHARE_CONFIG", dir_.File("config")},
              {"CUDA_DEVICE_MEMORY_LIMIT", "100g"},  // ignored: the file wins
              {"UNSET:CUDA_DEVICE_MEMORY_SHARED_CACHE", ""}};
-  ProbeResult r = Run({"init", "ctx 0", "alloc 104857600", "ctx 1", "alloc 104857600", "meminfo"}, env);
+  ProbeResult r =
+      Run({"init", "ctx 0", "alloc 104857600", "ctx 1", "alloc 104857600", "meminfo"}, env);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.Rc("alloc", 0), 0) << "GPU 0 has the 1 GiB limit";
   EXPECT_EQ(r.Rc("alloc", 1), 2) << "GPU 1 has the 64 MiB limit";
@@ -251,8 +260,8 @@ TEST_F(Interposer, TheConfigFileWinsAndMatchesDevicesByUuid) {
 
 TEST_F(Interposer, AnUnreadableConfigRefusesAllocationsButNotQueries) {
   dir_.Write("config", "version=1\ndevice.0.memory_limit=lots\n");
-  ProbeResult r = Run({"init", "ctx 0", "alloc 1024", "meminfo"},
-                      {{"GPUSHARE_CONFIG", dir_.File("config")}});
+  ProbeResult r =
+      Run({"init", "ctx 0", "alloc 1024", "meminfo"}, {{"GPUSHARE_CONFIG", dir_.File("config")}});
   EXPECT_EQ(r.Rc("alloc"), 2);
   EXPECT_EQ(r.Rc("meminfo"), 0);
   EXPECT_NE(r.err.find("device.0.memory_limit"), std::string::npos) << r.err;
@@ -302,7 +311,8 @@ TEST_F(Interposer, AForkedChildGetsItsOwnSlotAndInheritsNoUsage) {
 }
 
 TEST_F(Interposer, AKilledProcessesUsageIsReclaimedAtOnce) {
-  RunningProbe holder = StartProbe(ProbeBin("cuda-probe-linked"), ProbeEnv(dir_, true, Limits("1g")));
+  RunningProbe holder =
+      StartProbe(ProbeBin("cuda-probe-linked"), ProbeEnv(dir_, true, Limits("1g")));
   holder.Send("init");
   holder.Send("ctx 0");
   for (int i = 0; i < 3; ++i) holder.Send("alloc 268435456");
@@ -330,23 +340,26 @@ TEST_F(Interposer, VmmWithoutAContextOnAWorkerThreadIsCounted) {
   // PyTorch expandable segments call cuMemCreate from threads without a current context
   // (HAMi-core PR #172); the fake's cuCtxGetDevice fails off the main thread.
   dir_.Write("fake.conf", "devices=1\nctx_device_fails_off_main_thread=1\n");
-  ProbeResult r = Run({"init", "ctx 0", "thread vmmcreate 4194304 0", "thread vmmcreate 4194304 0", "live"},
-                      Limits("6m"));
+  ProbeResult r =
+      Run({"init", "ctx 0", "thread vmmcreate 4194304 0", "thread vmmcreate 4194304 0", "live"},
+          Limits("6m"));
   EXPECT_EQ(r.Rc("vmmcreate", 0), 0);
   EXPECT_EQ(r.Rc("vmmcreate", 1), 2);
   EXPECT_EQ(r.Num("live"), 1u);
 }
 
 TEST_F(Interposer, UnknownPointersAreForwardedWithTheDriversAnswer) {
-  ProbeResult r = Run({"init", "ctx 0", "free 0x1234", "asyncfree 0x5678", "arrayfree 0x9abc"}, Limits("1g"));
+  ProbeResult r =
+      Run({"init", "ctx 0", "free 0x1234", "asyncfree 0x5678", "arrayfree 0x9abc"}, Limits("1g"));
   EXPECT_EQ(r.Rc("free"), 1) << "CUDA_ERROR_INVALID_VALUE from the driver, never -1";
   EXPECT_EQ(r.Rc("asyncfree"), 1);
   EXPECT_EQ(r.Rc("arrayfree"), 400);
 }
 
 TEST_F(Interposer, IpcImportsAreCountedOnlyByPolicy) {
-  RunningProbe p = StartProbe(ProbeBin("cuda-probe-linked"),
-                              ProbeEnv(dir_, true, Limits("1g", {{"GPUSHARE_IPC_IMPORTS", "count"}})));
+  RunningProbe p =
+      StartProbe(ProbeBin("cuda-probe-linked"),
+                 ProbeEnv(dir_, true, Limits("1g", {{"GPUSHARE_IPC_IMPORTS", "count"}})));
   p.Send("init");
   p.Send("ctx 0");
   p.Send("alloc 67108864");
@@ -372,9 +385,9 @@ TEST_F(Interposer, SmLimitBracketsEveryLaunchKindAndThrottles) {
   auto t0 = std::chrono::steady_clock::now();
   ProbeResult r = Run({"init", "ctx 0", "launch kernel 24 1000000", "launch kernel_ptsz 4 1000000",
                        "launch ex 4 1000000", "launch ex_ptsz 4 1000000", "launch coop 4 1000000",
-                       "launch coop_ptsz 4 1000000", "graph 0 0 4", "graph 0 0 4 ptsz", "calls cuEventRecord",
-                       "calls cuEventRecord_ptsz", "capture begin", "launch kernel 3 1000", "capture end",
-                       "calls cuEventRecord"},
+                       "launch coop_ptsz 4 1000000", "graph 0 0 4", "graph 0 0 4 ptsz",
+                       "calls cuEventRecord", "calls cuEventRecord_ptsz", "capture begin",
+                       "launch kernel 3 1000", "capture end", "calls cuEventRecord"},
                       env);
   auto elapsed = std::chrono::steady_clock::now() - t0;
   ASSERT_EQ(r.status, 0) << r.err;
@@ -390,8 +403,8 @@ TEST_F(Interposer, SmLimitBracketsEveryLaunchKindAndThrottles) {
 }
 
 TEST_F(Interposer, WithoutAnSmLimitLaunchesAreUntouched) {
-  ProbeResult r = Run({"init", "ctx 0", "launch kernel 10 1000", "graph 0 0 3", "calls cuEventRecord",
-                       "calls cuLaunchKernel", "calls cuGraphLaunch"},
+  ProbeResult r = Run({"init", "ctx 0", "launch kernel 10 1000", "graph 0 0 3",
+                       "calls cuEventRecord", "calls cuLaunchKernel", "calls cuGraphLaunch"},
                       Limits("1g"));
   EXPECT_EQ(r.Num("calls", 0, 0), 0u);
   EXPECT_EQ(r.Num("calls", 0, 1), 10u);

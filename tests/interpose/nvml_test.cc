@@ -15,9 +15,11 @@ const char* const kDev0 = "GPU-fa4e0000-0000-0000-0000-000000000000";
 class Nvml : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (access(ProbeBin("nvml-probe").c_str(), X_OK) != 0) GTEST_SKIP() << "SKIPPED: nvml-probe not built";
+    if (access(ProbeBin("nvml-probe").c_str(), X_OK) != 0)
+      GTEST_SKIP() << "SKIPPED: nvml-probe not built";
     dir_.Write("fake.conf", "devices=1\n");
-    dir_.Write("nvml.conf", std::string("gpu uuid=") + kDev0 + " memory_mib=81920 used_mib=2048 reserved_mib=512\n");
+    dir_.Write("nvml.conf", std::string("gpu uuid=") + kDev0 +
+                                " memory_mib=81920 used_mib=2048 reserved_mib=512\n");
   }
   Env Extra(const std::string& limit, const std::string& overhead = "0") {
     return {{"CUDA_DEVICE_MEMORY_LIMIT", limit},
@@ -59,7 +61,8 @@ TEST_F(Nvml, ReportsTheLimitAndTheContainersUsage) {
 
 TEST_F(Nvml, OverTheLimitFreeIsZeroNeverAWrap) {
   // A context overhead above the limit: usage > limit must not wrap free around.
-  RunningProbe cuda = StartProbe(ProbeBin("cuda-probe-linked"), ProbeEnv(dir_, true, Extra("256m", "512m")));
+  RunningProbe cuda =
+      StartProbe(ProbeBin("cuda-probe-linked"), ProbeEnv(dir_, true, Extra("256m", "512m")));
   cuda.Send("init");
   cuda.Send("ctx 0");
   cuda.Send("meminfo");

@@ -23,9 +23,15 @@
 
 namespace gpushare::interpose::testing {
 
-inline std::string FakesDir() { return GPUSHARE_FAKES_DIR; }
-inline std::string ProbeBin(const std::string& name) { return FakesDir() + "/cuda/bin/" + name; }
-inline std::string InterposerPath() { return std::string(GPUSHARE_LIB_DIR) + "/libgpushare-cuda.so"; }
+inline std::string FakesDir() {
+  return GPUSHARE_FAKES_DIR;
+}
+inline std::string ProbeBin(const std::string& name) {
+  return FakesDir() + "/cuda/bin/" + name;
+}
+inline std::string InterposerPath() {
+  return std::string(GPUSHARE_LIB_DIR) + "/libgpushare-cuda.so";
+}
 
 // A scratch directory removed at destruction.
 class ScratchDir {
@@ -50,9 +56,9 @@ class ScratchDir {
 };
 
 struct ProbeResult {
-  int status = -1;                     // exit status, or 128+signal
-  std::vector<std::string> lines;      // stdout, one per command
-  std::string err;                     // stderr
+  int status = -1;                 // exit status, or 128+signal
+  std::vector<std::string> lines;  // stdout, one per command
+  std::string err;                 // stderr
   // Words of the output line for the n-th command whose name is `cmd` (0-based n).
   std::vector<std::string> Find(const std::string& cmd, int n = 0) const {
     for (const std::string& l : lines) {
@@ -91,8 +97,10 @@ inline Env ProbeEnv(const ScratchDir& dir, bool preload, const Env& extra = {}) 
   env["GPUSHARE_LOG_LEVEL"] = "1";
   if (preload) env["LD_PRELOAD"] = InterposerPath();
   for (const auto& [k, v] : extra) {
-    if (v.empty() && k.rfind("UNSET:", 0) == 0) env.erase(k.substr(6));
-    else env[k] = v;
+    if (v.empty() && k.rfind("UNSET:", 0) == 0)
+      env.erase(k.substr(6));
+    else
+      env[k] = v;
   }
   return env;
 }

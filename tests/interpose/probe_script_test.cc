@@ -13,7 +13,9 @@ namespace {
 
 const char* kUuid = "GPU-e7158a80-21f6-4544-e06c-85afbaec4ef7";
 
-std::string Script() { return std::string(GPUSHARE_SOURCE_DIR) + "/e2e/images/cuda-probe/probe.sh"; }
+std::string Script() {
+  return std::string(GPUSHARE_SOURCE_DIR) + "/e2e/images/cuda-probe/probe.sh";
+}
 
 // The environment of the image: the double's config is the image's (probe.sh adds the UUID),
 // scratch files in the test's directory.
@@ -21,7 +23,8 @@ Env ScriptEnv(const ScratchDir& dir, const Env& extra) {
   Env env = ProbeEnv(dir, true, extra);
   env.erase("FAKE_CUDA_CONFIG");
   env["PROBE_BIN"] = ProbeBin("cuda-probe-dlopen");
-  env["PROBE_BASE_CONFIG"] = std::string(GPUSHARE_SOURCE_DIR) + "/e2e/images/cuda-probe/fake-cuda.conf";
+  env["PROBE_BASE_CONFIG"] =
+      std::string(GPUSHARE_SOURCE_DIR) + "/e2e/images/cuda-probe/fake-cuda.conf";
   env["PROBE_TIMEOUT_S"] = "30";
   env["TMPDIR"] = dir.path();
   return env;
@@ -53,14 +56,16 @@ std::string Dump(const ProbeResult& r) {
 // are free to allocate out of 3072).
 TEST(ProbeScript, ConfigFileLimitAppliesToTheGpuNamedByNvidiaVisibleDevices) {
   ScratchDir dir;
-  ProbeResult r = RunProbe("/bin/sh", ScriptEnv(dir, {{"GPUSHARE_CONFIG", WriteNodeConfig(dir)},
-                                                      {"NVIDIA_VISIBLE_DEVICES", kUuid},
-                                                      {"CUDA_DEVICE_MEMORY_LIMIT_0", "3072m"}}),
+  ProbeResult r = RunProbe("/bin/sh",
+                           ScriptEnv(dir, {{"GPUSHARE_CONFIG", WriteNodeConfig(dir)},
+                                           {"NVIDIA_VISIBLE_DEVICES", kUuid},
+                                           {"CUDA_DEVICE_MEMORY_LIMIT_0", "3072m"}}),
                            {Script(), "once"});
   EXPECT_EQ(r.status, 0) << Dump(r);
-  EXPECT_EQ(Summary(r),
-            "probe: total_mib=3072 free_mib=2772 allocated_mib=2560 free_after_mib=212 step_mib=256 "
-            "next=CUDA_ERROR_OUT_OF_MEMORY")
+  EXPECT_EQ(
+      Summary(r),
+      "probe: total_mib=3072 free_mib=2772 allocated_mib=2560 free_after_mib=212 step_mib=256 "
+      "next=CUDA_ERROR_OUT_OF_MEMORY")
       << Dump(r);
 }
 
@@ -68,23 +73,27 @@ TEST(ProbeScript, ConfigFileLimitAppliesToTheGpuNamedByNvidiaVisibleDevices) {
 // the config's limit would not apply to it: the summary shows the whole device.
 TEST(ProbeScript, AnotherGpuIsNotLimited) {
   ScratchDir dir;
-  ProbeResult r = RunProbe("/bin/sh", ScriptEnv(dir, {{"GPUSHARE_CONFIG", WriteNodeConfig(dir)},
-                                                      {"NVIDIA_VISIBLE_DEVICES", "GPU-02ff349d-4f87-6aa3-9c2b-9d9f2ae75e2e"},
-                                                      {"PROBE_CAP_MIB", "1024"}}),
-                           {Script(), "once"});
+  ProbeResult r = RunProbe(
+      "/bin/sh",
+      ScriptEnv(dir, {{"GPUSHARE_CONFIG", WriteNodeConfig(dir)},
+                      {"NVIDIA_VISIBLE_DEVICES", "GPU-02ff349d-4f87-6aa3-9c2b-9d9f2ae75e2e"},
+                      {"PROBE_CAP_MIB", "1024"}}),
+      {Script(), "once"});
   EXPECT_EQ(r.status, 0) << Dump(r);
-  EXPECT_EQ(Summary(r),
-            "probe: total_mib=81920 free_mib=81920 allocated_mib=1024 free_after_mib=80896 step_mib=256 "
-            "next=CAP_REACHED")
+  EXPECT_EQ(
+      Summary(r),
+      "probe: total_mib=81920 free_mib=81920 allocated_mib=1024 free_after_mib=80896 step_mib=256 "
+      "next=CAP_REACHED")
       << Dump(r);
 }
 
 // The environment contract (HAMi's variables), no context overhead: exactly 3 GiB allocate.
 TEST(ProbeScript, EnvironmentLimitWithoutContextOverheadAllocatesExactlyTheLimit) {
   ScratchDir dir;
-  ProbeResult r = RunProbe("/bin/sh", ScriptEnv(dir, {{"CUDA_DEVICE_MEMORY_LIMIT_0", "3072m"},
-                                                      {"GPUSHARE_CONTEXT_OVERHEAD", "0"}}),
-                           {Script(), "once"});
+  ProbeResult r = RunProbe(
+      "/bin/sh",
+      ScriptEnv(dir, {{"CUDA_DEVICE_MEMORY_LIMIT_0", "3072m"}, {"GPUSHARE_CONTEXT_OVERHEAD", "0"}}),
+      {Script(), "once"});
   EXPECT_EQ(r.status, 0) << Dump(r);
   EXPECT_EQ(Summary(r),
             "probe: total_mib=3072 free_mib=3072 allocated_mib=3072 free_after_mib=0 step_mib=256 "
@@ -97,16 +106,18 @@ TEST(ProbeScript, NoLimitStopsAtTheCap) {
   ScratchDir dir;
   ProbeResult r = RunProbe("/bin/sh", ScriptEnv(dir, {}), {Script(), "once"});
   EXPECT_EQ(r.status, 0) << Dump(r);
-  EXPECT_EQ(Summary(r),
-            "probe: total_mib=81920 free_mib=81920 allocated_mib=8192 free_after_mib=73728 step_mib=256 "
-            "next=CAP_REACHED")
+  EXPECT_EQ(
+      Summary(r),
+      "probe: total_mib=81920 free_mib=81920 allocated_mib=8192 free_after_mib=73728 step_mib=256 "
+      "next=CAP_REACHED")
       << Dump(r);
 }
 
 // A driver that cannot be loaded: an error summary and exit 1, within the probe's time bound.
 TEST(ProbeScript, NoDriverGivesAnErrorSummary) {
   ScratchDir dir;
-  ProbeResult r = RunProbe("/bin/sh", ScriptEnv(dir, {{"LD_LIBRARY_PATH", dir.path()}}), {Script(), "once"});
+  ProbeResult r =
+      RunProbe("/bin/sh", ScriptEnv(dir, {{"LD_LIBRARY_PATH", dir.path()}}), {Script(), "once"});
   EXPECT_EQ(r.status, 1) << Dump(r);
   EXPECT_EQ(Summary(r), "probe: error step=cuInit result=NO_ANSWER") << Dump(r);
   EXPECT_NE(r.err.find("libcuda.so.1"), std::string::npos) << Dump(r);

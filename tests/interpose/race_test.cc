@@ -34,10 +34,11 @@ TEST(Race, ProcessesRacingForOneLimitNeverExceedIt) {
     const char* bin;
     const char* mode;
     const char* api;
-  } who[kProcs] = {{"cuda-probe-linked", "", "alloc"},   {"cuda-probe-dlopen", "runtime", "alloc"},
-                   {"cuda-probe-dlopen", "dlsym", "managed"}, {"cuda-probe-linked", "", "vmm"},
-                   {"cuda-probe-dlopen", "runtime", "async"}, {"cuda-probe-linked", "", "alloc"},
-                   {"cuda-probe-dlopen", "runtime", "vmm"},   {"cuda-probe-linked", "", "managed"}};
+  } who[kProcs] = {
+      {"cuda-probe-linked", "", "alloc"},        {"cuda-probe-dlopen", "runtime", "alloc"},
+      {"cuda-probe-dlopen", "dlsym", "managed"}, {"cuda-probe-linked", "", "vmm"},
+      {"cuda-probe-dlopen", "runtime", "async"}, {"cuda-probe-linked", "", "alloc"},
+      {"cuda-probe-dlopen", "runtime", "vmm"},   {"cuda-probe-linked", "", "managed"}};
   std::vector<RunningProbe> procs;
   for (const Who& w : who) {
     Env extra = {{"CUDA_DEVICE_MEMORY_LIMIT", "4g"}, {"GPUSHARE_CONTEXT_OVERHEAD", "0"}};
@@ -45,7 +46,8 @@ TEST(Race, ProcessesRacingForOneLimitNeverExceedIt) {
     procs.push_back(StartProbe(ProbeBin(w.bin), ProbeEnv(dir, true, extra)));
     procs.back().Send("init");
     procs.back().Send("ctx 0");
-    procs.back().Send("race " + std::to_string(kRounds) + " 3221225472 " + dir.File("barrier") + " " + w.api);
+    procs.back().Send("race " + std::to_string(kRounds) + " 3221225472 " + dir.File("barrier") +
+                      " " + w.api);
   }
   std::vector<std::string> traces;
   int total = 0;

@@ -30,9 +30,10 @@ void RunSequence(uint64_t seed, const std::string& limit, uint64_t limit_bytes, 
                  const std::string& fake) {
   ScratchDir dir;
   dir.Write("fake.conf", "devices=1\ncontext_overhead_mib=32\n" + fake);
-  RunningProbe p = StartProbe(ProbeBin("cuda-probe-linked"),
-                              ProbeEnv(dir, true, {{"CUDA_DEVICE_MEMORY_LIMIT", limit},
-                                                   {"GPUSHARE_CONTEXT_OVERHEAD", "32m"}}));
+  RunningProbe p = StartProbe(
+      ProbeBin("cuda-probe-linked"),
+      ProbeEnv(dir, true,
+               {{"CUDA_DEVICE_MEMORY_LIMIT", limit}, {"GPUSHARE_CONTEXT_OVERHEAD", "32m"}}));
   auto cmd = [&](const std::string& c) {
     p.Send(c);
     return Words(p.WaitFor(c.substr(0, c.find(' ')) + " "));
@@ -44,10 +45,14 @@ void RunSequence(uint64_t seed, const std::string& limit, uint64_t limit_bytes, 
   std::string pool = cmd("poolcreate 0")[2];
   auto size = [&]() -> uint64_t {
     switch (rng() % 4) {
-      case 0: return 1 + rng() % 4096;
-      case 1: return 4096 + rng() % (1 << 20);
-      case 2: return (1ull << 20) + rng() % (16ull << 20);
-      default: return (16ull << 20) + rng() % (64ull << 20);
+      case 0:
+        return 1 + rng() % 4096;
+      case 1:
+        return 4096 + rng() % (1 << 20);
+      case 2:
+        return (1ull << 20) + rng() % (16ull << 20);
+      default:
+        return (16ull << 20) + rng() % (64ull << 20);
     }
   };
   for (int i = 0; i < steps; ++i) {
@@ -63,16 +68,47 @@ void RunSequence(uint64_t seed, const std::string& limit, uint64_t limit_bytes, 
       return h;
     };
     switch (op) {
-      case 0: c = "alloc " + std::to_string(size()); kind = "linear"; break;
-      case 1: c = "pitch " + std::to_string(1 + rng() % 9000) + " " + std::to_string(1 + rng() % 3000) + " 4"; kind = "linear"; break;
-      case 2: c = "managed " + std::to_string(size()); kind = "linear"; break;
-      case 3: c = "array " + std::to_string(1 + rng() % 4000) + " " + std::to_string(rng() % 4000) + " 32 " + std::to_string(1 + rng() % 4); kind = "array"; break;
-      case 4: c = "mip " + std::to_string(1 + rng() % 2048) + " " + std::to_string(1 + rng() % 2048) + " 0 " + std::to_string(1 + rng() % 6); kind = "mip"; break;
-      case 5: c = "async " + std::to_string(size()); kind = "async"; break;
-      case 6: c = "poolalloc " + pool + " " + std::to_string(size()); kind = "async"; break;
-      case 7: c = "sync"; break;
-      case 8: c = "vmmcreate " + std::to_string((1 + rng() % 8) * (2ull << 20)) + " 0"; kind = "vmm"; break;
-      case 9: c = "pooltrim " + pool + " " + std::to_string(rng() % (32ull << 20)); break;
+      case 0:
+        c = "alloc " + std::to_string(size());
+        kind = "linear";
+        break;
+      case 1:
+        c = "pitch " + std::to_string(1 + rng() % 9000) + " " + std::to_string(1 + rng() % 3000) +
+            " 4";
+        kind = "linear";
+        break;
+      case 2:
+        c = "managed " + std::to_string(size());
+        kind = "linear";
+        break;
+      case 3:
+        c = "array " + std::to_string(1 + rng() % 4000) + " " + std::to_string(rng() % 4000) +
+            " 32 " + std::to_string(1 + rng() % 4);
+        kind = "array";
+        break;
+      case 4:
+        c = "mip " + std::to_string(1 + rng() % 2048) + " " + std::to_string(1 + rng() % 2048) +
+            " 0 " + std::to_string(1 + rng() % 6);
+        kind = "mip";
+        break;
+      case 5:
+        c = "async " + std::to_string(size());
+        kind = "async";
+        break;
+      case 6:
+        c = "poolalloc " + pool + " " + std::to_string(size());
+        kind = "async";
+        break;
+      case 7:
+        c = "sync";
+        break;
+      case 8:
+        c = "vmmcreate " + std::to_string((1 + rng() % 8) * (2ull << 20)) + " 0";
+        kind = "vmm";
+        break;
+      case 9:
+        c = "pooltrim " + pool + " " + std::to_string(rng() % (32ull << 20));
+        break;
       default: {  // frees
         static const char* kinds[] = {"linear", "array", "mip", "async", "vmm"};
         static const char* verbs[] = {"free", "arrayfree", "mipfree", "asyncfree", "vmmrelease"};

@@ -34,7 +34,9 @@ DeviceLimits Limit(uint64_t bytes) {
   return l;
 }
 
-int32_t Self() { return static_cast<int32_t>(getpid()); }
+int32_t Self() {
+  return static_cast<int32_t>(getpid());
+}
 
 // This process's view of a region file: attached, registered, with the test device (limit 1000).
 struct Member {
@@ -234,7 +236,8 @@ TEST(Region, ProcessKilledInsideTheCriticalSectionBlocksNobody) {
   pid_t child = fork();
   if (child == 0) {
     Member member;
-    if (!member.Join(path) || member.region.Reserve(member.slot, dev, 700) != ReserveResult::kOk) _exit(4);
+    if (!member.Join(path) || member.region.Reserve(member.slot, dev, 700) != ReserveResult::kOk)
+      _exit(4);
     g_park_fd = parked[1];
     Region::test_hook_in_critical_section = &ParkInCriticalSection;
     member.region.Reserve(member.slot, dev, 100);  // parks holding the lock, mid-update
@@ -288,7 +291,8 @@ TEST(Region, DeadAndZombieProcessesAreReclaimedOnTheNextQuery) {
   // Wait until the zombie has exited (its /proc state turns Z).
   for (int i = 0; i < 200; ++i) {
     siginfo_t info{};
-    if (waitid(P_PID, static_cast<id_t>(zombie), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == zombie)
+    if (waitid(P_PID, static_cast<id_t>(zombie), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        info.si_pid == zombie)
       break;
     usleep(10000);
   }
@@ -341,7 +345,9 @@ TEST(Region, AReusedPidDoesNotInheritTheOldSlot) {
   r.Detach();
 }
 
-bool FakeAlive(int32_t pid, uint64_t start) { return pid == 4242 && start == 7; }
+bool FakeAlive(int32_t pid, uint64_t start) {
+  return pid == 4242 && start == 7;
+}
 
 TEST(Region, InjectedProbeDecidesLiveness) {
   static RegionFile file;

@@ -37,7 +37,8 @@ std::string Sequence() {
 class Replay : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (access(Sequence().c_str(), R_OK) != 0) GTEST_SKIP() << "SKIPPED: " << Sequence() << " absent";
+    if (access(Sequence().c_str(), R_OK) != 0)
+      GTEST_SKIP() << "SKIPPED: " << Sequence() << " absent";
     dir_.Write("fake.conf", "devices=1\n");
     driver_ = Parse(RunProbe(ProbeBin("cuda-replay"), ProbeEnv(dir_, false), {Sequence()}));
     ASSERT_EQ(driver_.size(), 441u) << "the dlsym plus 440 requests";
@@ -47,8 +48,9 @@ class Replay : public ::testing::Test {
 };
 
 TEST_F(Replay, HookedAbisGetWrappersEverythingElseTheDriversPointer) {
-  ProbeResult r = RunProbe(ProbeBin("cuda-replay"),
-                           ProbeEnv(dir_, true, {{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}}), {Sequence()});
+  ProbeResult r =
+      RunProbe(ProbeBin("cuda-replay"), ProbeEnv(dir_, true, {{"CUDA_DEVICE_MEMORY_LIMIT", "1g"}}),
+               {Sequence()});
   ASSERT_EQ(r.status, 0) << r.err;
   std::vector<Answer> with = Parse(r);
   ASSERT_EQ(with.size(), driver_.size());

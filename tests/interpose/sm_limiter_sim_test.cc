@@ -12,17 +12,17 @@
 // Pass criteria (the targets): long-run utilisation within 5 points of the limit, no
 // oscillation (1 s samples stay within a 20-point band after warm-up, where a bang-bang
 // controller swings 0-100), and a workload below the limit is never delayed.
-#include "interpose/sm_limiter.h"
-
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <deque>
 #include <cstdlib>
+#include <deque>
 #include <random>
 #include <string>
 #include <vector>
+
+#include "interpose/sm_limiter.h"
 
 namespace gpushare::interpose {
 namespace {
@@ -68,9 +68,9 @@ int64_t Duration(const KernelShape& k, int sms) {
 }
 
 struct Plant {
-  double jitter = 0.3;          // each kernel runs (1 +- jitter) x its nominal duration
+  double jitter = 0.3;            // each kernel runs (1 +- jitter) x its nominal duration
   int64_t oversleep_ns = 80'000;  // nanosleep wakes this much late
-  bool tenant = false;          // an unlimited neighbour keeps the GPU 33% busy (5 ms / 15 ms)
+  bool tenant = false;            // an unlimited neighbour keeps the GPU 33% busy (5 ms / 15 ms)
 };
 
 Result Simulate(const Workload& w, int sms, uint32_t limit, int nprocs, int64_t total_ns,
@@ -89,7 +89,8 @@ Result Simulate(const Workload& w, int sms, uint32_t limit, int nprocs, int64_t 
 
   auto drain = [&](Proc& p, int64_t now) {
     while (!p.ring.empty() && p.ring.front().end <= now) {
-      SmGateCorrect(&bucket, params, p.tracker.CompleteOldest(p.ring.front().end - p.ring.front().start));
+      SmGateCorrect(&bucket, params,
+                    p.tracker.CompleteOldest(p.ring.front().end - p.ring.front().start));
       p.ring.pop_front();
     }
   };
@@ -121,7 +122,8 @@ Result Simulate(const Workload& w, int sms, uint32_t limit, int nprocs, int64_t 
       p->t = now + std::min<int64_t>(wait, 50 * kMs) + plant.oversleep_ns;
       continue;
     }
-    int64_t d = static_cast<int64_t>(static_cast<double>(Duration(shape, sms)) * jitter(jitter_rng));
+    int64_t d =
+        static_cast<int64_t>(static_cast<double>(Duration(shape, sms)) * jitter(jitter_rng));
     int64_t start = std::max(now, gpu_free);
     int64_t end = start + d;
     gpu_free = end;
@@ -137,17 +139,20 @@ Result Simulate(const Workload& w, int sms, uint32_t limit, int nprocs, int64_t 
     } else {
       // Asynchronous launches cost ~5 us each; the driver's queue holds ~1024 launches.
       p->t = now + 5'000;
-      if (done.size() > 1024 && done[done.size() - 1024].end > p->t) p->t = done[done.size() - 1024].end;
+      if (done.size() > 1024 && done[done.size() - 1024].end > p->t)
+        p->t = done[done.size() - 1024].end;
     }
   }
   // Utilisation after warm-up, and NVML-like samples.
   auto busy_in = [&](int64_t a, int64_t b) {
     int64_t busy = 0;
-    for (const Inflight& k : done) busy += std::max<int64_t>(0, std::min(b, k.end) - std::max(a, k.start));
+    for (const Inflight& k : done)
+      busy += std::max<int64_t>(0, std::min(b, k.end) - std::max(a, k.start));
     return busy;
   };
   Result r;
-  r.utilisation = 100.0 * static_cast<double>(busy_in(warmup, total_ns)) / static_cast<double>(total_ns - warmup);
+  r.utilisation = 100.0 * static_cast<double>(busy_in(warmup, total_ns)) /
+                  static_cast<double>(total_ns - warmup);
   std::mt19937 rng(42);
   std::uniform_real_distribution<double> noise(-2.0, 2.0);
   double lo = 1e9, hi = -1e9;
@@ -193,12 +198,14 @@ TEST_P(LimiterAccuracy, HoldsTheLimitWithoutOscillating) {
   Result r = Simulate(*c.w, c.sms, c.limit, c.procs, 30 * kSec, plant);
   SCOPED_TRACE(testing::Message() << c.w->name << " sms=" << c.sms << " limit=" << c.limit
                                   << " procs=" << c.procs << " tenant=" << c.tenant
-                                  << " utilisation=" << r.utilisation
-                                  << " band=" << r.band << " launches=" << r.launches);
+                                  << " utilisation=" << r.utilisation << " band=" << r.band
+                                  << " launches=" << r.launches);
   if (getenv("GPUSHARE_SIM_PRINT") != nullptr)  // for docs/interposer.md's table
-    printf("sim workload=\"%s\" sms=%d limit=%u procs=%d tenant=%d utilisation=%.2f band=%.2f launches=%llu\n",
-           c.w->name.c_str(), c.sms, c.limit, c.procs, c.tenant ? 1 : 0, r.utilisation, r.band,
-           static_cast<unsigned long long>(r.launches));
+    printf(
+        "sim workload=\"%s\" sms=%d limit=%u procs=%d tenant=%d utilisation=%.2f band=%.2f "
+        "launches=%llu\n",
+        c.w->name.c_str(), c.sms, c.limit, c.procs, c.tenant ? 1 : 0, r.utilisation, r.band,
+        static_cast<unsigned long long>(r.launches));
   EXPECT_NEAR(r.utilisation, static_cast<double>(c.limit), 5.0);
   EXPECT_LT(r.band, 20.0) << "1 s utilisation samples oscillate";
   EXPECT_GT(r.delayed, 0u) << "a saturating workload must be throttled";
@@ -209,7 +216,8 @@ std::vector<Case> AllCases() {
   for (const Workload* w : {&kFull, &kFixedGrid, &kLong, &kShort, &kMixed, &kSync})
     for (int sms : {16, 46, 80, 108, 132, 188})
       for (uint32_t limit : {10u, 30u, 50u, 70u, 90u})
-        if (w != &kShort || sms == 16 || sms == 132 || sms == 188) cases.push_back({w, sms, limit, 1});
+        if (w != &kShort || sms == 16 || sms == 132 || sms == 188)
+          cases.push_back({w, sms, limit, 1});
   for (int sms : {16, 132, 188})
     for (uint32_t limit : {10u, 30u, 50u, 90u}) {
       cases.push_back({&kFull, sms, limit, 3});
@@ -228,8 +236,9 @@ std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
   std::string n = info.param.w->name.substr(0, info.param.w->name.find(' '));
   for (char& ch : n)
     if (ch == '-') ch = '_';
-  return n + "_sm" + std::to_string(info.param.sms) + "_limit" + std::to_string(info.param.limit) + "_p" +
-         std::to_string(info.param.procs) + (info.param.tenant ? "_tenant_" : "_") + std::to_string(info.index);
+  return n + "_sm" + std::to_string(info.param.sms) + "_limit" + std::to_string(info.param.limit) +
+         "_p" + std::to_string(info.param.procs) + (info.param.tenant ? "_tenant_" : "_") +
+         std::to_string(info.index);
 }
 
 INSTANTIATE_TEST_SUITE_P(Simulation, LimiterAccuracy, ::testing::ValuesIn(AllCases()), CaseName);

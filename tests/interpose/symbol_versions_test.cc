@@ -20,9 +20,12 @@ struct Elf {
   std::vector<char> bytes;
   const Elf64_Ehdr* eh() const { return reinterpret_cast<const Elf64_Ehdr*>(bytes.data()); }
   const Elf64_Shdr* sh(int i) const {
-    return reinterpret_cast<const Elf64_Shdr*>(bytes.data() + eh()->e_shoff + i * eh()->e_shentsize);
+    return reinterpret_cast<const Elf64_Shdr*>(bytes.data() + eh()->e_shoff +
+                                               i * eh()->e_shentsize);
   }
-  const char* str(int section, uint64_t off) const { return bytes.data() + sh(section)->sh_offset + off; }
+  const char* str(int section, uint64_t off) const {
+    return bytes.data() + sh(section)->sh_offset + off;
+  }
 };
 
 bool Load(const std::string& path, Elf* e) {
@@ -62,7 +65,8 @@ TEST(SymbolVersions, LoadsOnGlibc217WithoutACppRuntime) {
     if (s->sh_type == SHT_DYNAMIC) {
       auto* d = reinterpret_cast<const Elf64_Dyn*>(e.bytes.data() + s->sh_offset);
       for (; d->d_tag != DT_NULL; ++d)
-        if (d->d_tag == DT_NEEDED) needed.insert(e.str(static_cast<int>(s->sh_link), d->d_un.d_val));
+        if (d->d_tag == DT_NEEDED)
+          needed.insert(e.str(static_cast<int>(s->sh_link), d->d_un.d_val));
     } else if (s->sh_type == SHT_GNU_verneed) {
       const char* base = e.bytes.data() + s->sh_offset;
       const char* vn = base;
@@ -91,11 +95,13 @@ TEST(SymbolVersions, LoadsOnGlibc217WithoutACppRuntime) {
   EXPECT_EQ(needed.count("libdl.so.2"), 1u) << "where dlsym@GLIBC_2.2.5 lives before glibc 2.34";
   EXPECT_EQ(needed.count("libpthread.so.0"), 1u);
   for (const std::string& n : needed)
-    EXPECT_TRUE(n == "libc.so.6" || n == "libdl.so.2" || n == "libpthread.so.0" || n.rfind("ld-linux", 0) == 0)
+    EXPECT_TRUE(n == "libc.so.6" || n == "libdl.so.2" || n == "libpthread.so.0" ||
+                n.rfind("ld-linux", 0) == 0)
         << "unexpected dependency " << n;
   // Only the wrappers and dlsym are exported: nothing of the implementation leaks.
   for (const std::string& s : exported)
-    EXPECT_TRUE(s == "dlsym" || s.rfind("cu", 0) == 0 || s.rfind("nvmlDeviceGetMemoryInfo", 0) == 0) << s;
+    EXPECT_TRUE(s == "dlsym" || s.rfind("cu", 0) == 0 || s.rfind("nvmlDeviceGetMemoryInfo", 0) == 0)
+        << s;
   EXPECT_EQ(exported.count("dlsym"), 1u);
   EXPECT_EQ(exported.count("cuGetProcAddress_v2"), 1u);
 }
@@ -115,7 +121,8 @@ TEST(FakeDriver, ExportsTheDriversSymbols) {
 #undef GPUSHARE_CUDA_EXPORT
   EXPECT_EQ(names, expected);
   Elf stub;
-  if (!Load("/usr/local/cuda/lib64/stubs/libcuda.so", &stub)) GTEST_SKIP() << "SKIPPED: no CUDA toolkit stub";
+  if (!Load("/usr/local/cuda/lib64/stubs/libcuda.so", &stub))
+    GTEST_SKIP() << "SKIPPED: no CUDA toolkit stub";
   for (const std::string& n : Exports(stub)) EXPECT_EQ(names.count(n), 1u) << n;
 }
 

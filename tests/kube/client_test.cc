@@ -4,9 +4,8 @@
 #include "kube/client.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
-
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <filesystem>
@@ -19,14 +18,14 @@
 namespace gpushare::kube {
 namespace {
 
-using fakes::Fault;
 using fakes::FakeApiServer;
 using fakes::FakeApiServerOptions;
+using fakes::Fault;
 using fakes::Resource;
 using nlohmann::json;
 using testing::MakeClient;
-using testing::TestPod;
 using testing::TempDir;
+using testing::TestPod;
 
 class ClientTest : public ::testing::Test {
  protected:
@@ -43,9 +42,11 @@ class ClientTest : public ::testing::Test {
 
 TEST_F(ClientTest, GetTypedAndNotFound) {
   server_->Upsert(Resource::kPods, TestPod("p1", "ns1", "node-a"));
-  server_->Upsert(Resource::kNodes, {{"metadata", {{"name", "node-a"}}},
-                                     {"status", {{"capacity", {{"aliyun.com/gpu-mem", "192"}}},
-                                                 {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}});
+  server_->Upsert(Resource::kNodes,
+                  {{"metadata", {{"name", "node-a"}}},
+                   {"status",
+                    {{"capacity", {{"aliyun.com/gpu-mem", "192"}}},
+                     {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}});
   Result<Pod> p = client_->GetPod("ns1", "p1");
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_EQ(p->metadata.name, "p1");
@@ -60,7 +61,8 @@ TEST_F(ClientTest, GetTypedAndNotFound) {
   Result<Pod> missing = client_->GetPod("ns1", "nope");
   ASSERT_FALSE(missing.ok());
   EXPECT_TRUE(IsNotFound(missing.status()));
-  EXPECT_NE(missing.status().message().find("HTTP 404 NotFound: pods \"nope\" not found"), std::string::npos)
+  EXPECT_NE(missing.status().message().find("HTTP 404 NotFound: pods \"nope\" not found"),
+            std::string::npos)
       << missing.status().message();
   EXPECT_TRUE(IsNotFound(client_->GetNode("nope").status()));
 }
@@ -98,14 +100,16 @@ TEST_F(ClientTest, ListWithSelectors) {
   Result<std::vector<Pod>> bad = client_->ListPods("", o);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(bad.status().message().find("field label not supported: spec.fooBar"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("field label not supported: spec.fooBar"),
+            std::string::npos);
   o = {};
   o.label_selector = "app in (x";
   EXPECT_EQ(client_->ListPods("", o).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST_F(ClientTest, ListPagingIsAConsistentSnapshot) {
-  for (int i = 0; i < 25; ++i) server_->Upsert(Resource::kPods, TestPod("p" + std::to_string(100 + i)));
+  for (int i = 0; i < 25; ++i)
+    server_->Upsert(Resource::kPods, TestPod("p" + std::to_string(100 + i)));
   uint64_t rv_at_start = server_->resource_version();
   ListOptions o;
   o.limit = 10;
@@ -131,7 +135,7 @@ TEST_F(ClientTest, ListPagingIsAConsistentSnapshot) {
   ASSERT_TRUE(page3.ok());
   ASSERT_EQ((*page3)["items"].size(), 5u);
   EXPECT_FALSE((*page3)["items"][0]["metadata"]["labels"].contains("changed"));  // p120 as it was
-  EXPECT_EQ((*page3)["items"][4]["metadata"]["name"], "p124");                     // not yet deleted
+  EXPECT_EQ((*page3)["items"][4]["metadata"]["name"], "p124");                   // not yet deleted
   EXPECT_FALSE((*page3)["metadata"].contains("continue"));
   EXPECT_EQ((*page3)["metadata"]["resourceVersion"], std::to_string(rv_at_start));
 
@@ -193,7 +197,8 @@ TEST_F(ClientTest, MergePatchAnnotationsSetsAndDeletes) {
   EXPECT_EQ(a->metadata.annotations.at("ALIYUN_COM_GPU_MEM_IDX"), "2");
   std::string rv1 = a->metadata.resource_version;
   Result<Pod> b = client_->PatchPodAnnotations(
-      "default", "p", {{"ALIYUN_COM_GPU_MEM_ASSIGNED", "true"}, {"ALIYUN_COM_GPU_MEM_IDX", std::nullopt}});
+      "default", "p",
+      {{"ALIYUN_COM_GPU_MEM_ASSIGNED", "true"}, {"ALIYUN_COM_GPU_MEM_IDX", std::nullopt}});
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   EXPECT_EQ(b->metadata.annotations.count("ALIYUN_COM_GPU_MEM_IDX"), 0u);
   EXPECT_EQ(b->metadata.annotations.at("ALIYUN_COM_GPU_MEM_ASSIGNED"), "true");
@@ -206,7 +211,8 @@ TEST_F(ClientTest, MergePatchAnnotationsSetsAndDeletes) {
   EXPECT_EQ(reqs.back().method, "PATCH");
   EXPECT_EQ(reqs.back().content_type, "application/merge-patch+json");
   // A no-op patch leaves the resourceVersion alone.
-  Result<Pod> c = client_->PatchPodAnnotations("default", "p", {{"ALIYUN_COM_GPU_MEM_ASSIGNED", "true"}});
+  Result<Pod> c =
+      client_->PatchPodAnnotations("default", "p", {{"ALIYUN_COM_GPU_MEM_ASSIGNED", "true"}});
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->metadata.resource_version, b->metadata.resource_version);
   EXPECT_TRUE(IsNotFound(client_->PatchPodAnnotations("default", "nope", {{"a", "b"}}).status()));
@@ -225,7 +231,8 @@ TEST_F(ClientTest, ResourceVersionPreconditionConflicts) {
   EXPECT_TRUE(IsConflict(conflict.status()));
   EXPECT_NE(conflict.status().message().find("HTTP 409 Conflict"), std::string::npos);
   EXPECT_NE(conflict.status().message().find("the object has been modified"), std::string::npos);
-  EXPECT_EQ(server_->Get(Resource::kPods, "default", "p")->at("metadata").at("annotations").at("x"), "1");
+  EXPECT_EQ(server_->Get(Resource::kPods, "default", "p")->at("metadata").at("annotations").at("x"),
+            "1");
   o.resource_version = client_->GetPod("default", "p")->metadata.resource_version;
   Result<Pod> ok = client_->PatchPodAnnotations("default", "p", {{"x", "2"}}, o);
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
@@ -247,10 +254,12 @@ TEST_F(ClientTest, OptimisticConcurrencyUnderContention) {
           Result<Pod> p = client_->GetPod("default", "counter");
           ASSERT_TRUE(p.ok());
           int n = 0;
-          if (auto it = p->metadata.annotations.find("n"); it != p->metadata.annotations.end()) n = std::stoi(it->second);
+          if (auto it = p->metadata.annotations.find("n"); it != p->metadata.annotations.end())
+            n = std::stoi(it->second);
           PatchOptions o;
           o.resource_version = p->metadata.resource_version;
-          Result<Pod> r = client_->PatchPodAnnotations("default", "counter", {{"n", std::to_string(n + 1)}}, o);
+          Result<Pod> r =
+              client_->PatchPodAnnotations("default", "counter", {{"n", std::to_string(n + 1)}}, o);
           if (r.ok()) break;
           ASSERT_TRUE(IsConflict(r.status())) << r.status().ToString();
           conflicts.fetch_add(1);
@@ -270,7 +279,8 @@ TEST_F(ClientTest, StatusSubresource) {
   EXPECT_EQ(s->status.phase, "Running");
   EXPECT_NE(server_->requests().back().path.find("/pods/p/status"), std::string::npos);
   // Status changes through the main resource are ignored, like the real server.
-  Result<json> main = client_->MergePatch(kPods, "default", "p", {{"status", {{"phase", "Failed"}}}});
+  Result<json> main =
+      client_->MergePatch(kPods, "default", "p", {{"status", {{"phase", "Failed"}}}});
   ASSERT_TRUE(main.ok());
   EXPECT_EQ((*main)["status"]["phase"], "Running");
   // Spec changes through status are ignored too.
@@ -279,13 +289,17 @@ TEST_F(ClientTest, StatusSubresource) {
   ASSERT_TRUE(st.ok());
   EXPECT_FALSE((*st)["spec"].contains("schedulerName"));
   // Pod spec is immutable (nodeName is set by binding only).
-  Result<json> move = client_->MergePatch(kPods, "default", "p", {{"spec", {{"nodeName", "node-b"}}}});
+  Result<json> move =
+      client_->MergePatch(kPods, "default", "p", {{"spec", {{"nodeName", "node-b"}}}});
   ASSERT_FALSE(move.ok());
   EXPECT_EQ(move.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(move.status().message().find("HTTP 422 Invalid"), std::string::npos) << move.status().message();
+  EXPECT_NE(move.status().message().find("HTTP 422 Invalid"), std::string::npos)
+      << move.status().message();
   // Node status (capacity) through nodes/{name}/status.
-  server_->Upsert(Resource::kNodes, {{"metadata", {{"name", "node-a"}}}, {"status", {{"capacity", {{"cpu", "8"}}}}}});
-  Result<Node> n = client_->PatchNodeStatus("node-a", {{"capacity", {{"aliyun.com/gpu-count", "8"}}}});
+  server_->Upsert(Resource::kNodes,
+                  {{"metadata", {{"name", "node-a"}}}, {"status", {{"capacity", {{"cpu", "8"}}}}}});
+  Result<Node> n =
+      client_->PatchNodeStatus("node-a", {{"capacity", {{"aliyun.com/gpu-count", "8"}}}});
   ASSERT_TRUE(n.ok()) << n.status().ToString();
   EXPECT_EQ(n->status.capacity.at("aliyun.com/gpu-count"), "8");
   EXPECT_EQ(n->status.capacity.at("cpu"), "8");
@@ -314,7 +328,8 @@ TEST_F(ClientTest, Binding) {
   Status again = client_->Bind({"p", "default", "", "node-b", {}});
   ASSERT_FALSE(again.ok());
   EXPECT_TRUE(IsConflict(again));
-  EXPECT_NE(again.message().find("already assigned to node \"node-a\""), std::string::npos) << again.message();
+  EXPECT_NE(again.message().find("already assigned to node \"node-a\""), std::string::npos)
+      << again.message();
   EXPECT_TRUE(IsNotFound(client_->Bind({"nope", "default", "", "node-a", {}})));
   EXPECT_EQ(client_->Bind({"p", "default", "", "", {}}).code(), StatusCode::kInvalidArgument);
 }
@@ -327,7 +342,8 @@ TEST_F(ClientTest, CreateDeleteAndEvents) {
   EXPECT_EQ(dup.status().code(), StatusCode::kAlreadyExists) << dup.status().ToString();
   json invalid = TestPod("bad");
   invalid["spec"]["containers"] = json::array();
-  EXPECT_EQ(client_->Create(kPods, "default", invalid).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(client_->Create(kPods, "default", invalid).status().code(),
+            StatusCode::kInvalidArgument);
 
   Event e;
   e.metadata.name = "new.1";
@@ -347,7 +363,8 @@ TEST_F(ClientTest, CreateDeleteAndEvents) {
   EXPECT_EQ(client_->CreateEvent(e).status().code(), StatusCode::kInvalidArgument);
 
   // Unbound pods are deleted at once; a precondition on the UID is honoured.
-  EXPECT_TRUE(IsConflict(client_->Delete(kPods, "default", "new", DeleteOptions{std::nullopt, "other-uid"})));
+  EXPECT_TRUE(IsConflict(
+      client_->Delete(kPods, "default", "new", DeleteOptions{std::nullopt, "other-uid"})));
   ASSERT_TRUE(client_->Delete(kPods, "default", "new").ok());
   EXPECT_FALSE(server_->Get(Resource::kPods, "default", "new").has_value());
   EXPECT_TRUE(IsNotFound(client_->Delete(kPods, "default", "new")));
@@ -438,7 +455,8 @@ TEST_F(ClientTest, InjectedFaultsBecomeStatuses) {
     Result<Pod> p = client_->GetPod("default", "p");
     ASSERT_FALSE(p.ok());
     EXPECT_EQ(p.status().code(), StatusCode::kUnavailable);
-    EXPECT_NE(p.status().message().find("HTTP 500 InternalError: injected fault"), std::string::npos)
+    EXPECT_NE(p.status().message().find("HTTP 500 InternalError: injected fault"),
+              std::string::npos)
         << p.status().message();
   }
   EXPECT_TRUE(IsNotFound(client_->GetPod("default", "p").status()));  // the fault is used up
@@ -448,7 +466,8 @@ TEST_F(ClientTest, InjectedFaultsBecomeStatuses) {
   Result<Pod> dropped = client_->GetPod("default", "p");
   ASSERT_FALSE(dropped.ok());
   EXPECT_EQ(dropped.status().code(), StatusCode::kUnavailable) << dropped.status().ToString();
-  EXPECT_NE(dropped.status().message().find("transport"), std::string::npos) << dropped.status().message();
+  EXPECT_NE(dropped.status().message().find("transport"), std::string::npos)
+      << dropped.status().message();
   Fault tmr;
   tmr.http_code = 429;
   server_->InjectFault(tmr);
@@ -488,7 +507,8 @@ TEST_F(ClientTest, ConcurrentRequestsFromManyThreads) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < 20; ++i) {
         if (c->GetPod("default", "p" + std::to_string(t)).ok()) ok.fetch_add(1);
-        if (c->PatchPodAnnotations("default", "p" + std::to_string(t), {{"i", std::to_string(i)}}).ok()) {
+        if (c->PatchPodAnnotations("default", "p" + std::to_string(t), {{"i", std::to_string(i)}})
+                .ok()) {
           ok.fetch_add(1);
         }
       }
@@ -497,7 +517,10 @@ TEST_F(ClientTest, ConcurrentRequestsFromManyThreads) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(ok.load(), 8 * 20 * 2);
   for (int t = 0; t < 8; ++t) {
-    EXPECT_EQ(server_->Get(Resource::kPods, "default", "p" + std::to_string(t))->at("metadata").at("annotations").at("i"),
+    EXPECT_EQ(server_->Get(Resource::kPods, "default", "p" + std::to_string(t))
+                  ->at("metadata")
+                  .at("annotations")
+                  .at("i"),
               "19");
   }
 }
@@ -532,7 +555,9 @@ class TlsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     tls_ = testing::MakeTls(dir_);
-    if (!tls_.ok) GTEST_SKIP() << "SKIPPED: openssl command-line tool absent (scripts/install-deps.sh installs it)";
+    if (!tls_.ok)
+      GTEST_SKIP()
+          << "SKIPPED: openssl command-line tool absent (scripts/install-deps.sh installs it)";
   }
   std::unique_ptr<FakeApiServer> Serve(bool require_client_cert) {
     FakeApiServerOptions o;
@@ -576,7 +601,8 @@ TEST_F(TlsTest, TlsServerNameOverridesTheHostForVerification) {
   std::string by_name = "https://localhost:" + std::to_string(s->port());
   ClientConfig plain;
   plain.ca_pem = tls_.Pem(tls_.ca_crt);
-  EXPECT_EQ(MakeClient(by_name, {}, plain)->GetPod("default", "p").status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(MakeClient(by_name, {}, plain)->GetPod("default", "p").status().code(),
+            StatusCode::kUnavailable);
   ClientConfig named = plain;
   named.tls_server_name = "kubernetes.default.svc";
   Result<Pod> p = MakeClient(by_name, {}, named)->GetPod("default", "p");
@@ -587,7 +613,8 @@ TEST_F(TlsTest, ClientCertificates) {
   auto s = Serve(true);
   ClientConfig nocert;
   nocert.ca_pem = tls_.Pem(tls_.ca_crt);
-  EXPECT_EQ(MakeClient(s->url(), {}, nocert)->GetPod("default", "p").status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(MakeClient(s->url(), {}, nocert)->GetPod("default", "p").status().code(),
+            StatusCode::kUnavailable);
   ClientConfig cert = nocert;
   cert.client_cert_pem = tls_.Pem(tls_.client_crt);
   cert.client_key_pem = tls_.Pem(tls_.client_key);
@@ -599,10 +626,14 @@ TEST_F(TlsTest, KubeconfigEndToEnd) {
   auto s = Serve(true);
   s->SetTokens({"kc-token"});
   std::string kc = dir_.File("kubeconfig");
-  testing::WriteFile(kc, "apiVersion: v1\nkind: Config\ncurrent-context: t\n"
-                         "clusters: [{name: k, cluster: {server: '" + s->url() + "', certificate-authority: ca.crt}}]\n"
+  testing::WriteFile(kc,
+                     "apiVersion: v1\nkind: Config\ncurrent-context: t\n"
+                     "clusters: [{name: k, cluster: {server: '" +
+                         s->url() +
+                         "', certificate-authority: ca.crt}}]\n"
                          "contexts: [{name: t, context: {cluster: k, user: u, namespace: ml}}]\n"
-                         "users: [{name: u, user: {token: kc-token, client-certificate: client.crt, client-key: client.key}}]\n");
+                         "users: [{name: u, user: {token: kc-token, client-certificate: "
+                         "client.crt, client-key: client.key}}]\n");
   Result<ClientConfig> cfg = LoadKubeconfig({{kc}, true, ""});
   ASSERT_TRUE(cfg.ok()) << cfg.status().ToString();
   Result<std::shared_ptr<Client>> c = Client::Create(*cfg);

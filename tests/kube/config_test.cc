@@ -41,7 +41,8 @@ clusters:
 - name: prod
   cluster:
     server: https://10.0.0.1:6443/
-    certificate-authority-data: )") + Base64Encode(kPem) + R"(
+    certificate-authority-data: )") +
+                                  Base64Encode(kPem) + R"(
 contexts:
 - name: admin@prod
   context: {cluster: prod, user: admin, namespace: gpu-jobs}
@@ -84,11 +85,13 @@ users: [{name: u, user: {client-certificate: pki/client.crt, client-key: pki/cli
 
 TEST(KubeconfigTest, ClientCertDataAndInsecure) {
   TempDir d;
-  WriteFile(d.File("config"), "current-context: c\n"
-                              "clusters: [{name: k, cluster: {server: 'https://k', insecure-skip-tls-verify: true}}]\n"
-                              "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
-                              "users: [{name: u, user: {client-certificate-data: " + Base64Encode(kPem) +
-                              ", client-key-data: " + Base64Encode(kKey) + "}}]\n");
+  WriteFile(
+      d.File("config"),
+      "current-context: c\n"
+      "clusters: [{name: k, cluster: {server: 'https://k', insecure-skip-tls-verify: true}}]\n"
+      "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
+      "users: [{name: u, user: {client-certificate-data: " +
+          Base64Encode(kPem) + ", client-key-data: " + Base64Encode(kKey) + "}}]\n");
   Result<ClientConfig> c = LoadOne(d.File("config"));
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_TRUE(c->insecure_skip_tls_verify);
@@ -124,46 +127,63 @@ TEST(KubeconfigTest, ErrorsNameTheFileAndField) {
   std::string b64pem = Base64Encode(kPem);
   std::vector<Case> cases = {
       {"clusters: []\n", "current-context: not set", StatusCode::kFailedPrecondition},
-      {"current-context: x\ncontexts: []\n", "context \"x\" (current-context): not found in contexts",
-       StatusCode::kNotFound},
+      {"current-context: x\ncontexts: []\n",
+       "context \"x\" (current-context): not found in contexts", StatusCode::kNotFound},
       {"current-context: c\ncontexts: [{name: c, context: {cluster: nope}}]\n",
-       "contexts[name=c].context.cluster: cluster \"nope\" not found in clusters", StatusCode::kNotFound},
+       "contexts[name=c].context.cluster: cluster \"nope\" not found in clusters",
+       StatusCode::kNotFound},
       {"current-context: c\ncontexts: [{name: c, context: {user: u}}]\n",
        "contexts[name=c].context.cluster: missing", StatusCode::kInvalidArgument},
-      {"current-context: c\nclusters: [{name: k, cluster: {}}]\ncontexts: [{name: c, context: {cluster: k}}]\n",
+      {"current-context: c\nclusters: [{name: k, cluster: {}}]\ncontexts: [{name: c, context: "
+       "{cluster: k}}]\n",
        "clusters[name=k].cluster.server: missing", StatusCode::kInvalidArgument},
-      {"current-context: c\nclusters: [{name: k, cluster: {server: 'ftp://x'}}]\ncontexts: [{name: c, context: {cluster: k}}]\n",
-       "clusters[name=k].cluster.server: must start with https:// or http://", StatusCode::kInvalidArgument},
-      {"current-context: c\nclusters: [{name: k, cluster: {server: 'https://x', certificate-authority-data: 'no*pe'}}]\n"
+      {"current-context: c\nclusters: [{name: k, cluster: {server: 'ftp://x'}}]\ncontexts: [{name: "
+       "c, context: {cluster: k}}]\n",
+       "clusters[name=k].cluster.server: must start with https:// or http://",
+       StatusCode::kInvalidArgument},
+      {"current-context: c\nclusters: [{name: k, cluster: {server: 'https://x', "
+       "certificate-authority-data: 'no*pe'}}]\n"
        "contexts: [{name: c, context: {cluster: k}}]\n",
-       "clusters[name=k].cluster.certificate-authority-data: base64: invalid character", StatusCode::kInvalidArgument},
-      {"current-context: c\nclusters: [{name: k, cluster: {server: 'https://x', certificate-authority-data: 'aGVsbG8='}}]\n"
+       "clusters[name=k].cluster.certificate-authority-data: base64: invalid character",
+       StatusCode::kInvalidArgument},
+      {"current-context: c\nclusters: [{name: k, cluster: {server: 'https://x', "
+       "certificate-authority-data: 'aGVsbG8='}}]\n"
        "contexts: [{name: c, context: {cluster: k}}]\n",
        "certificate-authority-data: does not decode to PEM", StatusCode::kInvalidArgument},
-      {"current-context: c\nclusters: [{name: k, cluster: {server: 'https://x', certificate-authority: missing.crt}}]\n"
+      {"current-context: c\nclusters: [{name: k, cluster: {server: 'https://x', "
+       "certificate-authority: missing.crt}}]\n"
        "contexts: [{name: c, context: {cluster: k}}]\n",
        "clusters[name=k].cluster.certificate-authority: cannot read file", StatusCode::kNotFound},
-      {"current-context: c\nclusters: [{name: k, cluster: {server: 'https://x', insecure-skip-tls-verify: true, "
-       "certificate-authority-data: " + b64pem + "}}]\ncontexts: [{name: c, context: {cluster: k}}]\n",
+      {"current-context: c\nclusters: [{name: k, cluster: {server: 'https://x', "
+       "insecure-skip-tls-verify: true, "
+       "certificate-authority-data: " +
+           b64pem + "}}]\ncontexts: [{name: c, context: {cluster: k}}]\n",
        "cannot both be set", StatusCode::kInvalidArgument},
-      {"current-context: c\nclusters: [{name: k, cluster: {server: 'https://x', insecure-skip-tls-verify: maybe}}]\n"
+      {"current-context: c\nclusters: [{name: k, cluster: {server: 'https://x', "
+       "insecure-skip-tls-verify: maybe}}]\n"
        "contexts: [{name: c, context: {cluster: k}}]\n",
-       "insecure-skip-tls-verify: expected true or false, got \"maybe\"", StatusCode::kInvalidArgument},
+       "insecure-skip-tls-verify: expected true or false, got \"maybe\"",
+       StatusCode::kInvalidArgument},
       {"current-context: c\nclusters: [{name: k, cluster: {server: 'https://x'}}]\n"
        "contexts: [{name: c, context: {cluster: k, user: u}}]\n",
        "contexts[name=c].context.user: user \"u\" not found in users", StatusCode::kNotFound},
       {"current-context: c\nclusters: [{name: k, cluster: {server: 'https://x'}}]\n"
-       "contexts: [{name: c, context: {cluster: k, user: u}}]\nusers: [{name: u, user: {exec: {command: aws}}}]\n",
+       "contexts: [{name: c, context: {cluster: k, user: u}}]\nusers: [{name: u, user: {exec: "
+       "{command: aws}}}]\n",
        "users[name=u].user.exec: credential plugins are not supported", StatusCode::kUnimplemented},
       {"current-context: c\nclusters: [{name: k, cluster: {server: 'https://x'}}]\n"
-       "contexts: [{name: c, context: {cluster: k, user: u}}]\nusers: [{name: u, user: {client-certificate-data: " +
+       "contexts: [{name: c, context: {cluster: k, user: u}}]\nusers: [{name: u, user: "
+       "{client-certificate-data: " +
            b64pem + "}}]\n",
-       "users[name=u].user: client-certificate and client-key must be given together", StatusCode::kInvalidArgument},
+       "users[name=u].user: client-certificate and client-key must be given together",
+       StatusCode::kInvalidArgument},
       {"current-context: c\nclusters: [{name: k, cluster: {server: 'https://x'}}]\n"
-       "contexts: [{name: c, context: {cluster: k, user: u}}]\nusers: [{name: u, user: {tokenFile: /nonexistent/tok}}]\n",
+       "contexts: [{name: c, context: {cluster: k, user: u}}]\nusers: [{name: u, user: {tokenFile: "
+       "/nonexistent/tok}}]\n",
        "users[name=u].user.tokenFile: /nonexistent/tok does not exist", StatusCode::kNotFound},
       {"clusters: {a: b}\n", "clusters: expected a list", StatusCode::kInvalidArgument},
-      {"clusters: [{cluster: {server: 'https://x'}}]\n", "clusters[0].name: missing", StatusCode::kInvalidArgument},
+      {"clusters: [{cluster: {server: 'https://x'}}]\n", "clusters[0].name: missing",
+       StatusCode::kInvalidArgument},
       {"current-context: [\n", "not valid YAML", StatusCode::kInvalidArgument},
       {"- a\n- b\n", "expected a mapping", StatusCode::kInvalidArgument},
   };
@@ -180,7 +200,8 @@ TEST(KubeconfigTest, ErrorsNameTheFileAndField) {
   Result<ClientConfig> missing = LoadOne(d.File("does-not-exist"));
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
-  EXPECT_NE(missing.status().message().find("does-not-exist: file does not exist"), std::string::npos);
+  EXPECT_NE(missing.status().message().find("does-not-exist: file does not exist"),
+            std::string::npos);
 }
 
 TEST(KubeconfigTest, KubeconfigListMergesFirstWins) {
@@ -219,8 +240,8 @@ contexts: [{name: ctx, context: {cluster: only-b, user: u}}, {name: other, conte
 TEST(LoadClientConfigTest, Precedence) {
   TempDir d;
   auto kc = [&](const std::string& name, const std::string& server) {
-    WriteFile(d.File(name), "current-context: c\nclusters: [{name: k, cluster: {server: '" + server +
-                                "'}}]\ncontexts: [{name: c, context: {cluster: k}}]\n");
+    WriteFile(d.File(name), "current-context: c\nclusters: [{name: k, cluster: {server: '" +
+                                server + "'}}]\ncontexts: [{name: c, context: {cluster: k}}]\n");
   };
   kc("flag", "https://flag");
   kc("env", "https://env");

@@ -3,11 +3,10 @@
 // validation, routing errors, and the standalone fake-apiserver binary with its /_fake hooks.
 #include "tests/fakes/apiserver/fake_apiserver.h"
 
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include "kube/client.h"
 #include "kube/errors.h"
@@ -20,12 +19,13 @@ namespace {
 using kube::Client;
 using kube::HttpRequest;
 using kube::kPods;
-using nlohmann::json;
 using kube::testing::MakeClient;
 using kube::testing::TestPod;
+using nlohmann::json;
 
 TEST(SelectorTest, LabelSelectors) {
-  std::map<std::string, std::string> l = {{"app", "x"}, {"tier", "gpu"}, {"n", "5"}, {"example.com/k", "v"}};
+  std::map<std::string, std::string> l = {
+      {"app", "x"}, {"tier", "gpu"}, {"n", "5"}, {"example.com/k", "v"}};
   auto m = [&](const char* s) {
     Result<LabelSelector> sel = LabelSelector::Parse(s);
     EXPECT_TRUE(sel.ok()) << s << ": " << sel.status().ToString();
@@ -47,15 +47,16 @@ TEST(SelectorTest, LabelSelectors) {
   EXPECT_FALSE(m("n>5"));
   EXPECT_TRUE(m("example.com/k=v"));
   EXPECT_TRUE(m(" app = x , tier = gpu "));
-  for (const char* bad : {"app=x=y", "app in x", "app in (x", "=x", "a b", "app=in valid", "n>x", "app,,tier",
-                          "-bad=x"}) {
+  for (const char* bad : {"app=x=y", "app in x", "app in (x", "=x", "a b", "app=in valid", "n>x",
+                          "app,,tier", "-bad=x"}) {
     EXPECT_FALSE(LabelSelector::Parse(bad).ok()) << bad;
   }
 }
 
 TEST(SelectorTest, FieldSelectors) {
   std::set<std::string> supported = {"spec.nodeName", "status.phase", "metadata.name"};
-  std::map<std::string, std::string> f = {{"spec.nodeName", "n1"}, {"status.phase", "Pending"}, {"metadata.name", "a,b"}};
+  std::map<std::string, std::string> f = {
+      {"spec.nodeName", "n1"}, {"status.phase", "Pending"}, {"metadata.name", "a,b"}};
   auto m = [&](const char* s) {
     Result<FieldSelector> sel = FieldSelector::Parse(s, supported);
     EXPECT_TRUE(sel.ok()) << s << ": " << sel.status().ToString();
@@ -82,9 +83,11 @@ class FakeApiServerTest : public ::testing::Test {
     ASSERT_TRUE(server_->Start().ok());
     client_ = MakeClient(server_->url());
   }
-  kube::HttpResponse Raw(const std::string& method, const std::string& path, const std::string& body = "",
+  kube::HttpResponse Raw(const std::string& method, const std::string& path,
+                         const std::string& body = "",
                          const std::string& ctype = "application/json") {
-    Result<kube::HttpResponse> r = client_->Do(HttpRequest{method, path, body, body.empty() ? "" : ctype});
+    Result<kube::HttpResponse> r =
+        client_->Do(HttpRequest{method, path, body, body.empty() ? "" : ctype});
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.ok() ? *r : kube::HttpResponse{};
   }
@@ -145,9 +148,11 @@ TEST_F(FakeApiServerTest, ListResourceVersionSemantics) {
 }
 
 TEST_F(FakeApiServerTest, GracefulPodDeletion) {
-  server_->Upsert(Resource::kPods, TestPod("running", "default", "node-a", json::object(), "Running"));
+  server_->Upsert(Resource::kPods,
+                  TestPod("running", "default", "node-a", json::object(), "Running"));
   server_->Upsert(Resource::kPods, TestPod("unbound"));
-  server_->Upsert(Resource::kPods, TestPod("done", "default", "node-a", json::object(), "Succeeded"));
+  server_->Upsert(Resource::kPods,
+                  TestPod("done", "default", "node-a", json::object(), "Succeeded"));
   ASSERT_TRUE(client_->Delete(kPods, "default", "running").ok());
   std::optional<json> r = server_->Get(Resource::kPods, "default", "running");
   ASSERT_TRUE(r.has_value());  // a bound running pod only gets a deletionTimestamp
@@ -178,19 +183,21 @@ TEST_F(FakeApiServerTest, PatchFlavoursAndValidation) {
                               "application/json-patch+json");
   EXPECT_EQ(jp.code, 200) << jp.body;
   EXPECT_EQ((*server_->Get(Resource::kPods, "default", "p"))["metadata"]["labels"]["a"], "b");
-  kube::HttpResponse badop = Raw("PATCH", "/api/v1/namespaces/default/pods/p",
-                                 R"([{"op":"remove","path":"/nope"}])", "application/json-patch+json");
+  kube::HttpResponse badop =
+      Raw("PATCH", "/api/v1/namespaces/default/pods/p", R"([{"op":"remove","path":"/nope"}])",
+          "application/json-patch+json");
   EXPECT_EQ(badop.code, 422) << badop.body;
   kube::HttpResponse smp = Raw("PATCH", "/api/v1/namespaces/default/pods/p", R"({"metadata":{}})",
                                "application/strategic-merge-patch+json");
   EXPECT_EQ(smp.code, 415);
-  kube::HttpResponse notjson = Raw("PATCH", "/api/v1/namespaces/default/pods/p", "{", "application/merge-patch+json");
+  kube::HttpResponse notjson =
+      Raw("PATCH", "/api/v1/namespaces/default/pods/p", "{", "application/merge-patch+json");
   EXPECT_EQ(notjson.code, 400);
-  kube::HttpResponse rename = Raw("PATCH", "/api/v1/namespaces/default/pods/p", R"({"metadata":{"name":"q"}})",
-                                  "application/merge-patch+json");
+  kube::HttpResponse rename = Raw("PATCH", "/api/v1/namespaces/default/pods/p",
+                                  R"({"metadata":{"name":"q"}})", "application/merge-patch+json");
   EXPECT_EQ(rename.code, 400);
-  kube::HttpResponse uid = Raw("PATCH", "/api/v1/namespaces/default/pods/p", R"({"metadata":{"uid":"other"}})",
-                               "application/merge-patch+json");
+  kube::HttpResponse uid = Raw("PATCH", "/api/v1/namespaces/default/pods/p",
+                               R"({"metadata":{"uid":"other"}})", "application/merge-patch+json");
   EXPECT_EQ(uid.code, 409);
   EXPECT_NE(uid.body.find("Precondition failed: UID in precondition"), std::string::npos);
   // Image changes are allowed on a pod, nothing else in spec. A merge patch replaces whole
@@ -199,11 +206,13 @@ TEST_F(FakeApiServerTest, PatchFlavoursAndValidation) {
                                  R"({"spec":{"containers":[{"name":"main","image":"busybox:2"}]}})",
                                  "application/merge-patch+json");
   EXPECT_EQ(whole.code, 422) << whole.body;
-  kube::HttpResponse image = Raw("PATCH", "/api/v1/namespaces/default/pods/p",
-                                 R"([{"op":"replace","path":"/spec/containers/0/image","value":"busybox:2"}])",
-                                 "application/json-patch+json");
+  kube::HttpResponse image =
+      Raw("PATCH", "/api/v1/namespaces/default/pods/p",
+          R"([{"op":"replace","path":"/spec/containers/0/image","value":"busybox:2"}])",
+          "application/json-patch+json");
   EXPECT_EQ(image.code, 200) << image.body;
-  EXPECT_EQ((*server_->Get(Resource::kPods, "default", "p"))["spec"]["containers"][0]["image"], "busybox:2");
+  EXPECT_EQ((*server_->Get(Resource::kPods, "default", "p"))["spec"]["containers"][0]["image"],
+            "busybox:2");
   // PUT with a stale resourceVersion conflicts.
   json stale = *server_->Get(Resource::kPods, "default", "p");
   ASSERT_TRUE(client_->PatchPodAnnotations("default", "p", {{"x", "y"}}).ok());
@@ -213,15 +222,18 @@ TEST_F(FakeApiServerTest, PatchFlavoursAndValidation) {
   kube::HttpResponse nocont = Raw("POST", "/api/v1/namespaces/default/pods",
                                   R"({"metadata":{"name":"x"},"spec":{"containers":[]}})");
   EXPECT_EQ(nocont.code, 422);
-  kube::HttpResponse noimage = Raw("POST", "/api/v1/namespaces/default/pods",
-                                   R"({"metadata":{"name":"x"},"spec":{"containers":[{"name":"c"}]}})");
+  kube::HttpResponse noimage =
+      Raw("POST", "/api/v1/namespaces/default/pods",
+          R"({"metadata":{"name":"x"},"spec":{"containers":[{"name":"c"}]}})");
   EXPECT_EQ(noimage.code, 422);
   EXPECT_NE(noimage.body.find("spec.containers[0].image: Required value"), std::string::npos);
-  kube::HttpResponse wrongns = Raw("POST", "/api/v1/namespaces/default/pods",
-                                   R"({"metadata":{"name":"x","namespace":"other"},"spec":{"containers":[{"name":"c","image":"i"}]}})");
+  kube::HttpResponse wrongns = Raw(
+      "POST", "/api/v1/namespaces/default/pods",
+      R"({"metadata":{"name":"x","namespace":"other"},"spec":{"containers":[{"name":"c","image":"i"}]}})");
   EXPECT_EQ(wrongns.code, 400);
-  kube::HttpResponse gen = Raw("POST", "/api/v1/namespaces/default/pods",
-                               R"({"metadata":{"generateName":"web-"},"spec":{"containers":[{"name":"c","image":"i"}]}})");
+  kube::HttpResponse gen = Raw(
+      "POST", "/api/v1/namespaces/default/pods",
+      R"({"metadata":{"generateName":"web-"},"spec":{"containers":[{"name":"c","image":"i"}]}})");
   ASSERT_EQ(gen.code, 201) << gen.body;
   EXPECT_EQ(json::parse(gen.body)["metadata"]["name"].get<std::string>().rfind("web-", 0), 0u);
   // The binding's name must match the URL.
@@ -232,8 +244,9 @@ TEST_F(FakeApiServerTest, PatchFlavoursAndValidation) {
                                    R"({"target":{"kind":"Pod","name":"n"}})");
   EXPECT_EQ(notnode.code, 422);
   // The older bindings collection works too.
-  kube::HttpResponse legacy = Raw("POST", "/api/v1/namespaces/default/bindings",
-                                  R"({"metadata":{"name":"p"},"target":{"kind":"Node","name":"n"}})");
+  kube::HttpResponse legacy =
+      Raw("POST", "/api/v1/namespaces/default/bindings",
+          R"({"metadata":{"name":"p"},"target":{"kind":"Node","name":"n"}})");
   EXPECT_EQ(legacy.code, 201) << legacy.body;
 }
 
@@ -256,18 +269,20 @@ TEST_F(FakeApiServerTest, RoutingErrorsAndLimits) {
 TEST(FakeApiServerBinaryTest, ServesAndAnswersHooks) {
   kube::testing::TempDir d;
   std::string port_file = d.File("port");
-  kube::testing::WriteFile(d.File("objects.json"),
-                           json{{"items", {{{"kind", "Node"}, {"metadata", {{"name", "gpu-1"}}}}}}}.dump());
+  kube::testing::WriteFile(
+      d.File("objects.json"),
+      json{{"items", {{{"kind", "Node"}, {"metadata", {{"name", "gpu-1"}}}}}}}.dump());
   pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     std::string load = d.File("objects.json");
     execl(GPUSHARE_FAKE_APISERVER_BIN, "fake-apiserver", "--listen", "127.0.0.1:0", "--port-file",
-          port_file.c_str(), "--token", "t0k", "--load", load.c_str(), "--bookmark-interval-ms", "100",
-          static_cast<char*>(nullptr));
+          port_file.c_str(), "--token", "t0k", "--load", load.c_str(), "--bookmark-interval-ms",
+          "100", static_cast<char*>(nullptr));
     _exit(127);
   }
-  ASSERT_TRUE(kube::testing::WaitUntil([&] { return !kube::testing::ReadFile(port_file).empty(); }));
+  ASSERT_TRUE(
+      kube::testing::WaitUntil([&] { return !kube::testing::ReadFile(port_file).empty(); }));
   int port = std::stoi(kube::testing::ReadFile(port_file));
   kube::ClientConfig cfg;
   cfg.token = "t0k";
@@ -276,12 +291,13 @@ TEST(FakeApiServerBinaryTest, ServesAndAnswersHooks) {
   EXPECT_TRUE(n.ok()) << n.status().ToString();
   json pod = TestPod("p");
   pod["kind"] = "Pod";
-  Result<kube::HttpResponse> add = c->Do({"POST", "/_fake/objects", pod.dump(), "application/json"});
+  Result<kube::HttpResponse> add =
+      c->Do({"POST", "/_fake/objects", pod.dump(), "application/json"});
   ASSERT_TRUE(add.ok());
   EXPECT_EQ(add->code, 200) << add->body;
   EXPECT_TRUE(c->GetPod("default", "p").ok());
-  Result<kube::HttpResponse> fault =
-      c->Do({"POST", "/_fake/faults", R"({"kind":"http","code":503,"count":1})", "application/json"});
+  Result<kube::HttpResponse> fault = c->Do(
+      {"POST", "/_fake/faults", R"({"kind":"http","code":503,"count":1})", "application/json"});
   ASSERT_TRUE(fault.ok());
   EXPECT_EQ(c->GetPod("default", "p").status().code(), StatusCode::kUnavailable);
   EXPECT_TRUE(c->GetPod("default", "p").ok());

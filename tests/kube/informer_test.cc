@@ -15,9 +15,9 @@
 namespace gpushare::kube {
 namespace {
 
-using fakes::Fault;
 using fakes::FakeApiServer;
 using fakes::FakeApiServerOptions;
+using fakes::Fault;
 using fakes::Resource;
 using nlohmann::json;
 using testing::MakeClient;
@@ -34,7 +34,8 @@ class Recorder {
       if (inf != nullptr && !inf->Get(p.Key())) Push("cache-missing " + p.metadata.name);
     };
     h.on_update = [this](const Pod& o, const Pod& n) {
-      Push("update " + n.metadata.name + (o.metadata.resource_version == n.metadata.resource_version ? " same-rv" : ""));
+      Push("update " + n.metadata.name +
+           (o.metadata.resource_version == n.metadata.resource_version ? " same-rv" : ""));
     };
     h.on_delete = [this](const Pod& p) { Push("delete " + p.metadata.name); };
     h.on_synced = [this] { Push("synced"); };
@@ -136,7 +137,8 @@ TEST_F(InformerTest, BookmarksKeepTheVersionFreshSoNoRelistIsNeeded) {
   ASSERT_TRUE(inf.WaitForSync(std::chrono::seconds(20)));
   ASSERT_TRUE(WaitUntil([&] { return server_.open_watches() == 1; }));
   // Other resources move the global version on; pods do not change.
-  for (int i = 0; i < 5; ++i) server_.Upsert(Resource::kNodes, {{"metadata", {{"name", "n" + std::to_string(i)}}}});
+  for (int i = 0; i < 5; ++i)
+    server_.Upsert(Resource::kNodes, {{"metadata", {{"name", "n" + std::to_string(i)}}}});
   server_.SendBookmarks();
   std::string now = std::to_string(server_.resource_version());
   ASSERT_TRUE(WaitUntil([&] { return inf.stats().resource_version == now; }));
@@ -314,15 +316,17 @@ TEST_F(InformerTest, SkipsObjectsThatDoNotDecode) {
 }
 
 TEST_F(InformerTest, NodeInformer) {
-  server_.Upsert(Resource::kNodes, {{"metadata", {{"name", "gpu-1"}}},
-                                    {"status", {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}});
+  server_.Upsert(Resource::kNodes,
+                 {{"metadata", {{"name", "gpu-1"}}},
+                  {"status", {{"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}});
   NodeInformer inf(client_, FastOptions());
   ASSERT_TRUE(inf.Start().ok());
   ASSERT_TRUE(inf.WaitForSync(std::chrono::seconds(20)));
   ASSERT_NE(inf.Get("gpu-1"), nullptr);
   EXPECT_TRUE(inf.Get("gpu-1")->IsReady());
   ASSERT_TRUE(client_->PatchNodeAnnotations("gpu-1", {{"gpushare.io/gpus", "[]"}}).ok());
-  ASSERT_TRUE(WaitUntil([&] { return inf.Get("gpu-1")->metadata.annotations.count("gpushare.io/gpus") == 1; }));
+  ASSERT_TRUE(WaitUntil(
+      [&] { return inf.Get("gpu-1")->metadata.annotations.count("gpushare.io/gpus") == 1; }));
 }
 
 TEST_F(InformerTest, StopIsPromptWhileAWatchIsBlocked) {
@@ -370,9 +374,11 @@ TEST_F(InformerTest, ConcurrentReadersDuringChurn) {
     }
   });
   for (int i = 0; i < 50; ++i) server_.Upsert(Resource::kPods, TestPod("p" + std::to_string(i)));
-  for (int i = 0; i < 50; i += 2) server_.Remove(Resource::kPods, "default", "p" + std::to_string(i));
+  for (int i = 0; i < 50; i += 2)
+    server_.Remove(Resource::kPods, "default", "p" + std::to_string(i));
   bool converged = WaitUntil([&] {
-    return inf.size() == 25 && inf.stats().resource_version == std::to_string(server_.resource_version());
+    return inf.size() == 25 &&
+           inf.stats().resource_version == std::to_string(server_.resource_version());
   });
   done.store(true);
   reader.join();

@@ -84,9 +84,13 @@ TEST(ObjectsTest, NullAndMissingFieldsAreEmpty) {
 
   EXPECT_TRUE(DecodePod(json::object()).ok());
   EXPECT_TRUE(DecodePod(json::parse(R"({"metadata":null,"spec":null,"status":null})")).ok());
-  EXPECT_TRUE(DecodePod(json::parse(
-      R"({"spec":{"containers":[{"name":"c","resources":null},{"name":"d","resources":{"limits":null,"requests":{"cpu":null}}}]}})")).ok());
-  Result<Node> n = DecodeNode(json::parse(R"({"metadata":{"name":"n"},"spec":null,"status":{"capacity":null}})"));
+  EXPECT_TRUE(
+      DecodePod(
+          json::parse(
+              R"({"spec":{"containers":[{"name":"c","resources":null},{"name":"d","resources":{"limits":null,"requests":{"cpu":null}}}]}})"))
+          .ok());
+  Result<Node> n = DecodeNode(
+      json::parse(R"({"metadata":{"name":"n"},"spec":null,"status":{"capacity":null}})"));
   ASSERT_TRUE(n.ok()) << n.status().ToString();
   EXPECT_FALSE(n->IsReady());
 }
@@ -101,15 +105,19 @@ TEST(ObjectsTest, WrongTypesAreErrorsNamingThePath) {
            {R"([])", "pod: expected object, got array"},
            {R"({"metadata":5})", "pod.metadata: expected object, got number"},
            {R"({"metadata":{"name":7}})", "pod.metadata.name: expected string, got number"},
-           {R"({"metadata":{"labels":{"a":1}}})", "pod.metadata.labels[a]: expected string, got number"},
-           {R"({"metadata":{"annotations":[]}})", "pod.metadata.annotations: expected object, got array"},
+           {R"({"metadata":{"labels":{"a":1}}})",
+            "pod.metadata.labels[a]: expected string, got number"},
+           {R"({"metadata":{"annotations":[]}})",
+            "pod.metadata.annotations: expected object, got array"},
            {R"({"spec":{"containers":{}}})", "pod.spec.containers: expected array, got object"},
-           {R"({"spec":{"containers":[{"name":"a"},3]}})", "pod.spec.containers[1]: expected object, got number"},
+           {R"({"spec":{"containers":[{"name":"a"},3]}})",
+            "pod.spec.containers[1]: expected object, got number"},
            {R"({"spec":{"containers":[{"name":"a","resources":{"limits":[]}}]}})",
             "pod.spec.containers[0].resources.limits: expected object, got array"},
            {R"({"spec":{"containers":[{"name":"a","resources":{"limits":{"x":true}}}]}})",
             "pod.spec.containers[0].resources.limits[x]: expected quantity (string), got boolean"},
-           {R"({"status":{"conditions":[{"type":1}]}})", "pod.status.conditions[0].type: expected string, got number"},
+           {R"({"status":{"conditions":[{"type":1}]}})",
+            "pod.status.conditions[0].type: expected string, got number"},
            {R"({"spec":"x"})", "pod.spec: expected object, got string"},
        }) {
     Result<Pod> p = DecodePod(json::parse(c.json));
@@ -136,7 +144,8 @@ TEST(ObjectsTest, Node) {
   EXPECT_EQ(n->status.capacity.at("aliyun.com/gpu-count"), "8");
   EXPECT_EQ(n->status.allocatable.at("aliyun.com/gpu-mem"), "184");
   EXPECT_EQ(n->metadata.labels.at("gpushare"), "true");
-  Result<Node> notready = DecodeNode(json::parse(R"({"status":{"conditions":[{"type":"Ready","status":"Unknown"}]}})"));
+  Result<Node> notready =
+      DecodeNode(json::parse(R"({"status":{"conditions":[{"type":"Ready","status":"Unknown"}]}})"));
   EXPECT_FALSE(notready->IsReady());
 }
 
@@ -202,21 +211,23 @@ TEST(ObjectsTest, ExtendedResourceCount) {
   c.resources.limits["aliyun.com/gpu-mem"] = "1.5";
   Result<int64_t> frac = ExtendedResourceCount(c, "aliyun.com/gpu-mem");
   ASSERT_FALSE(frac.ok());
-  EXPECT_NE(frac.status().message().find("container main: resources.limits[aliyun.com/gpu-mem]"), std::string::npos)
+  EXPECT_NE(frac.status().message().find("container main: resources.limits[aliyun.com/gpu-mem]"),
+            std::string::npos)
       << frac.status().message();
 }
 
 TEST(ErrorsTest, HttpCodesMapToStatusCodes) {
   auto body = [](int code, const char* reason, const char* msg) {
-    return json{{"kind", "Status"}, {"apiVersion", "v1"}, {"status", "Failure"}, {"message", msg},
-                {"reason", reason}, {"code", code}}
+    return json{{"kind", "Status"}, {"apiVersion", "v1"}, {"status", "Failure"},
+                {"message", msg},   {"reason", reason},   {"code", code}}
         .dump();
   };
   Status conflict = StatusFromHttp(409, body(409, "Conflict", "the object has been modified"));
   EXPECT_EQ(conflict.code(), StatusCode::kAborted);
   EXPECT_TRUE(IsConflict(conflict));
   EXPECT_EQ(conflict.message(), "HTTP 409 Conflict: the object has been modified");
-  EXPECT_EQ(StatusFromHttp(409, body(409, "AlreadyExists", "x")).code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(StatusFromHttp(409, body(409, "AlreadyExists", "x")).code(),
+            StatusCode::kAlreadyExists);
   Status nf = StatusFromHttp(404, body(404, "NotFound", "pods \"p\" not found"));
   EXPECT_TRUE(IsNotFound(nf));
   EXPECT_NE(nf.message().find("pods \"p\" not found"), std::string::npos);
@@ -224,7 +235,8 @@ TEST(ErrorsTest, HttpCodesMapToStatusCodes) {
   EXPECT_TRUE(IsExpired(gone));
   EXPECT_FALSE(IsConflict(gone));
   EXPECT_EQ(StatusFromHttp(401, "").code(), StatusCode::kPermissionDenied);
-  EXPECT_EQ(StatusFromHttp(403, body(403, "Forbidden", "nope")).code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(StatusFromHttp(403, body(403, "Forbidden", "nope")).code(),
+            StatusCode::kPermissionDenied);
   EXPECT_EQ(StatusFromHttp(400, "").code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(StatusFromHttp(422, "").code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(StatusFromHttp(429, "").code(), StatusCode::kUnavailable);

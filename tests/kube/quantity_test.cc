@@ -50,11 +50,11 @@ TEST(QuantityTest, FractionsRoundUpLikeTheApiServer) {
   EXPECT_EQ(V("500m"), 1);
   EXPECT_EQ(Milli("0.5"), 500);
   EXPECT_EQ(Milli(".5"), 500);
-  EXPECT_EQ(Milli("1u"), 1);      // rounds up to 1m
+  EXPECT_EQ(Milli("1u"), 1);  // rounds up to 1m
   EXPECT_EQ(Milli("100n"), 1);
   EXPECT_EQ(Milli("2.5m"), 3);
-  EXPECT_EQ(Milli("1e-10"), 1);   // below nano: rounded up to 1n, then to 1m
-  EXPECT_EQ(V("-500m"), 0);       // ceil(-0.5)
+  EXPECT_EQ(Milli("1e-10"), 1);  // below nano: rounded up to 1n, then to 1m
+  EXPECT_EQ(V("-500m"), 0);      // ceil(-0.5)
   EXPECT_EQ(Milli("-2"), -2000);
 }
 
@@ -98,7 +98,8 @@ TEST(QuantityTest, ParseWholeQuantityNamesTheField) {
   EXPECT_EQ(*ParseWholeQuantity("1k", "x"), 1000);
   Result<int64_t> frac = ParseWholeQuantity("500m", "limits[aliyun.com/gpu-mem]");
   ASSERT_FALSE(frac.ok());
-  EXPECT_NE(frac.status().message().find("limits[aliyun.com/gpu-mem]: must be a whole number"), std::string::npos);
+  EXPECT_NE(frac.status().message().find("limits[aliyun.com/gpu-mem]: must be a whole number"),
+            std::string::npos);
   Result<int64_t> neg = ParseWholeQuantity("-1", "f");
   ASSERT_FALSE(neg.ok());
   EXPECT_NE(neg.status().message().find("must not be negative"), std::string::npos);
@@ -114,16 +115,18 @@ TEST(Base64Test, RoundTripAndErrors) {
     EXPECT_EQ(*d, s);
   }
   EXPECT_EQ(*Base64Decode("aGVs\nbG8="), "hello");  // wrapped lines
-  EXPECT_EQ(*Base64Decode("aGVsbG8"), "hello");      // padding optional
+  EXPECT_EQ(*Base64Decode("aGVsbG8"), "hello");     // padding optional
   EXPECT_FALSE(Base64Decode("aGV*bG8=").ok());
   EXPECT_FALSE(Base64Decode("aGVsbG8=x").ok());
   EXPECT_FALSE(Base64Decode("a").ok());
 }
 
 TEST(TimestampTest, FormatAndParse) {
-  auto t = std::chrono::system_clock::time_point(std::chrono::seconds(1796212800));  // 2026-12-02T12:00:00Z
+  auto t = std::chrono::system_clock::time_point(
+      std::chrono::seconds(1796212800));  // 2026-12-02T12:00:00Z
   EXPECT_EQ(FormatTimestamp(t), "2026-12-02T12:00:00Z");
-  EXPECT_EQ(FormatMicroTimestamp(t + std::chrono::microseconds(1234)), "2026-12-02T12:00:00.001234Z");
+  EXPECT_EQ(FormatMicroTimestamp(t + std::chrono::microseconds(1234)),
+            "2026-12-02T12:00:00.001234Z");
   EXPECT_EQ(*ParseTimestamp("2026-12-02T12:00:00Z"), t);
   EXPECT_EQ(*ParseTimestamp("2026-12-02T14:00:00+02:00"), t);
   EXPECT_EQ(*ParseTimestamp("2026-12-02T12:00:00.5Z"), t + std::chrono::milliseconds(500));

@@ -25,10 +25,10 @@ TEST(TokenBucketTest, BurstThenQps) {
   EXPECT_EQ(b.Reserve(), milliseconds(500));   // 4th waits half a token period
   EXPECT_EQ(b.Reserve(), milliseconds(1000));  // reservations queue up
   EXPECT_FALSE(b.TryAcquire());
-  clock.now += milliseconds(1000);              // +2 tokens pays the two outstanding ones
+  clock.now += milliseconds(1000);  // +2 tokens pays the two outstanding ones
   EXPECT_FALSE(b.TryAcquire());
   EXPECT_EQ(b.Reserve(), milliseconds(500));
-  clock.now += std::chrono::seconds(60);        // refills, but never above the burst
+  clock.now += std::chrono::seconds(60);  // refills, but never above the burst
   int granted = 0;
   while (b.TryAcquire()) ++granted;
   EXPECT_EQ(granted, 3);

@@ -11,11 +11,10 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "kube/client.h"
 #include "kube/config.h"
@@ -80,7 +79,8 @@ inline nlohmann::json TestPod(const std::string& name, const std::string& ns = "
       {"metadata", {{"name", name}, {"namespace", ns}, {"labels", std::move(labels)}}},
       {"spec",
        {{"containers",
-         {{{"name", "main"}, {"image", "busybox"},
+         {{{"name", "main"},
+           {"image", "busybox"},
            {"resources", {{"limits", {{"aliyun.com/gpu-mem", "3"}}}}}}}}}},
       {"status", {{"phase", phase}}}};
   if (!node.empty()) p["spec"]["nodeName"] = node;
@@ -118,12 +118,16 @@ inline TlsMaterial MakeTls(const TempDir& tmp) {
   std::string d = tmp.path();
   std::string ec = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
   std::string cmd =
-      "cd " + d + " && openssl req -x509" + ec + " -keyout ca.key -out ca.crt -subj /CN=test-ca -days 2" +
-      " && openssl req -x509" + ec + " -keyout other-ca.key -out other-ca.crt -subj /CN=other-ca -days 2" +
-      " && openssl req" + ec + " -keyout server.key -out server.csr -subj /CN=127.0.0.1" +
-      " && openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out server.crt -days 2 -extfile server.ext" +
-      " && openssl req" + ec + " -keyout client.key -out client.csr -subj /CN=system:node:test/O=system:nodes" +
-      " && openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out client.crt -days 2 -extfile client.ext" +
+      "cd " + d + " && openssl req -x509" + ec +
+      " -keyout ca.key -out ca.crt -subj /CN=test-ca -days 2" + " && openssl req -x509" + ec +
+      " -keyout other-ca.key -out other-ca.crt -subj /CN=other-ca -days 2" + " && openssl req" +
+      ec + " -keyout server.key -out server.csr -subj /CN=127.0.0.1" +
+      " && openssl x509 -req -in server.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out "
+      "server.crt -days 2 -extfile server.ext" +
+      " && openssl req" + ec +
+      " -keyout client.key -out client.csr -subj /CN=system:node:test/O=system:nodes" +
+      " && openssl x509 -req -in client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -out "
+      "client.crt -days 2 -extfile client.ext" +
       " > openssl.log 2>&1";
   t.ok = std::system(cmd.c_str()) == 0;
   return t;

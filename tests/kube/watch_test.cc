@@ -35,18 +35,22 @@ class WatchRunner {
   WatchRunner(std::shared_ptr<Client> c, WatchOptions o, std::string ns = "default")
       : client_(std::move(c)) {
     thread_ = std::thread([this, o, ns] {
-      Status s = client_->Watch(kPods, ns, o, [this](WatchEvent&& e) {
-        std::lock_guard<std::mutex> lock(mu_);
-        Seen seen{std::string(WatchEventTypeName(e.type)), "", ""};
-        if (e.object.contains("metadata")) {
-          seen.name = e.object["metadata"].value("name", "");
-          seen.rv = e.object["metadata"].value("resourceVersion", "");
-        }
-        if (e.type == WatchEventType::kError) seen.name = std::to_string(e.object.value("code", 0));
-        events_.push_back(seen);
-        objects_.push_back(e.object);
-        return true;
-      }, &cancel_);
+      Status s = client_->Watch(
+          kPods, ns, o,
+          [this](WatchEvent&& e) {
+            std::lock_guard<std::mutex> lock(mu_);
+            Seen seen{std::string(WatchEventTypeName(e.type)), "", ""};
+            if (e.object.contains("metadata")) {
+              seen.name = e.object["metadata"].value("name", "");
+              seen.rv = e.object["metadata"].value("resourceVersion", "");
+            }
+            if (e.type == WatchEventType::kError)
+              seen.name = std::to_string(e.object.value("code", 0));
+            events_.push_back(seen);
+            objects_.push_back(e.object);
+            return true;
+          },
+          &cancel_);
       std::lock_guard<std::mutex> lock(mu_);
       result_ = s;
       done_ = true;
@@ -121,7 +125,8 @@ TEST_F(WatchTest, EventsInOrderFromTheListVersion) {
   EXPECT_EQ(ev[1].type + " " + ev[1].name, "MODIFIED a");
   EXPECT_EQ(ev[2].type + " " + ev[2].name, "DELETED a");
   EXPECT_EQ(ev[3].type + " " + ev[3].name, "ADDED b");
-  for (size_t i = 1; i < ev.size(); ++i) EXPECT_LT(std::stoull(ev[i - 1].rv), std::stoull(ev[i].rv));
+  for (size_t i = 1; i < ev.size(); ++i)
+    EXPECT_LT(std::stoull(ev[i - 1].rv), std::stoull(ev[i].rv));
   // Events carry kind and apiVersion, unlike list items.
   EXPECT_EQ(w.objects()[0]["kind"], "Pod");
 }
@@ -194,7 +199,8 @@ TEST_F(WatchTest, TooOldVersionIsAnErrorEventWith410) {
   EXPECT_EQ(ev[0].name, "410");
   json st = w.objects()[0];
   EXPECT_EQ(st["reason"], "Expired");
-  EXPECT_NE(st["message"].get<std::string>().find("too old resource version: 1"), std::string::npos);
+  EXPECT_NE(st["message"].get<std::string>().find("too old resource version: 1"),
+            std::string::npos);
   // Within the window it works.
   // Within the window (the last two events) it works.
   WatchOptions ok;
@@ -251,10 +257,11 @@ TEST_F(WatchTest, SelectorsTurnNonMatchingChangesIntoDeleted) {
   json moved = *server_->Get(Resource::kPods, "default", "p");
   std::string old_rv = moved["metadata"]["resourceVersion"];
   moved["metadata"]["labels"]["app"] = "cpu";
-  server_->Upsert(Resource::kPods, moved);   // stops matching: DELETED
+  server_->Upsert(Resource::kPods, moved);  // stops matching: DELETED
   moved["metadata"]["labels"]["app"] = "gpu";
-  server_->Upsert(Resource::kPods, moved);   // matches again: ADDED
-  server_->Upsert(Resource::kPods, TestPod("other", "default", "", {{"app", "cpu"}}));  // never matches
+  server_->Upsert(Resource::kPods, moved);  // matches again: ADDED
+  server_->Upsert(Resource::kPods,
+                  TestPod("other", "default", "", {{"app", "cpu"}}));  // never matches
   ASSERT_TRUE(WaitUntil([&] { return w.count() >= 2; }));
   std::vector<Seen> ev = w.events();
   ASSERT_EQ(ev.size(), 2u);

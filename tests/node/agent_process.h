@@ -22,10 +22,14 @@ extern char** environ;
 
 namespace gpushare::testing {
 
-inline std::string NodeBinary() { return std::string(GPUSHARE_BIN_DIR) + "/gpushare-node"; }
+inline std::string NodeBinary() {
+  return std::string(GPUSHARE_BIN_DIR) + "/gpushare-node";
+}
 
 // A file under examples/ of the source tree.
-inline std::string ExamplePath(const std::string& rel) { return std::string(GPUSHARE_SOURCE_DIR) + "/examples/" + rel; }
+inline std::string ExamplePath(const std::string& rel) {
+  return std::string(GPUSHARE_SOURCE_DIR) + "/examples/" + rel;
+}
 
 // What gpushare-node advertises for examples/inventory/mixed.yaml with examples/config/mixed.yaml:
 // a whole GPU, time-sliced replicas and two MIG profiles with replicas (4 resources).

@@ -85,7 +85,9 @@ std::vector<long> Column(const std::vector<Sample>& v, F f) {
   return out;
 }
 
-long Max(std::vector<long> v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
+long Max(std::vector<long> v) {
+  return v.empty() ? 0 : *std::max_element(v.begin(), v.end());
+}
 long Median(std::vector<long> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -104,12 +106,12 @@ TEST(AgentSoakTest, RestartsAndTrafficLeaveMemoryDescriptorsAndThreadsFlat) {
   FakeKubelet kubelet(ko);
   ASSERT_TRUE(kubelet.Start().ok());
   AgentProcess agent({"--inventory", testing::ExamplePath("inventory/mixed.yaml"), "--config",
-                      testing::ExamplePath("config/mixed.yaml"),
-                      "--device-plugin-dir", plugin_dir, "--health-events", events, "--recover-after", "1s",
-                      "--log-level", "warn"},
+                      testing::ExamplePath("config/mixed.yaml"), "--device-plugin-dir", plugin_dir,
+                      "--health-events", events, "--recover-after", "1s", "--log-level", "warn"},
                      dir.Sub("agent.log"));
   ASSERT_TRUE(agent.started());
-  for (const auto& [name, n] : kMixed) ASSERT_TRUE(kubelet.WaitForAllocatable(name, n, 15s)) << name;
+  for (const auto& [name, n] : kMixed)
+    ASSERT_TRUE(kubelet.WaitForAllocatable(name, n, 15s)) << name;
 
   const auto t0 = Clock::now();
   const auto end = t0 + std::chrono::seconds(seconds);
@@ -188,15 +190,16 @@ TEST(AgentSoakTest, RestartsAndTrafficLeaveMemoryDescriptorsAndThreadsFlat) {
   auto rss = [](const Sample& s) { return s.rss_kb; };
   auto fds = [](const Sample& s) { return s.fds; };
   auto threads = [](const Sample& s) { return s.threads; };
-  std::cout << "soak " << seconds << " s: " << restarts << " kubelet restarts, " << admitted << " admissions ("
-            << refused << " refused while re-registering), " << xids << " XIDs\n"
-            << "  rss kB median: warm-up " << Median(Column(warm, rss))
-            << ", middle " << Median(Column(mid, rss)) << ", last " << Median(Column(last, rss)) << "\n"
+  std::cout << "soak " << seconds << " s: " << restarts << " kubelet restarts, " << admitted
+            << " admissions (" << refused << " refused while re-registering), " << xids << " XIDs\n"
+            << "  rss kB median: warm-up " << Median(Column(warm, rss)) << ", middle "
+            << Median(Column(mid, rss)) << ", last " << Median(Column(last, rss)) << "\n"
             << "  fds max: middle " << Max(Column(mid, fds)) << ", last " << Max(Column(last, fds))
-            << "; threads max: middle " << Max(Column(mid, threads)) << ", last " << Max(Column(last, threads))
-            << "\n";
+            << "; threads max: middle " << Max(Column(mid, threads)) << ", last "
+            << Max(Column(last, threads)) << "\n";
   ::testing::Test::RecordProperty("restarts", restarts.load());
-  ::testing::Test::RecordProperty("rss_kb_last_median", static_cast<int>(Median(Column(last, rss))));
+  ::testing::Test::RecordProperty("rss_kb_last_median",
+                                  static_cast<int>(Median(Column(last, rss))));
   ::testing::Test::RecordProperty("fds_last_max", static_cast<int>(Max(Column(last, fds))));
   ::testing::Test::RecordProperty("threads_last_max", static_cast<int>(Max(Column(last, threads))));
   // Slack for what is in flight at a sample (a restart's re-registration: a connection and a
@@ -207,7 +210,8 @@ TEST(AgentSoakTest, RestartsAndTrafficLeaveMemoryDescriptorsAndThreadsFlat) {
     // About 0.1-0.2 MiB from the middle third to the last on a healthy agent (allocator arenas
     // settling); 1.5 MiB is the limit. Under ASan the quarantine of freed memory (up to 256 MiB)
     // grows by design; there LeakSanitizer checks the agent at exit instead (exit status 0).
-    EXPECT_LE(Median(Column(last, rss)), Median(Column(mid, rss)) + 1536) << "resident memory climbs";
+    EXPECT_LE(Median(Column(last, rss)), Median(Column(mid, rss)) + 1536)
+        << "resident memory climbs";
   }
   EXPECT_GE(restarts.load(), seconds) << "the soak restarted kubelet too rarely to mean anything";
   EXPECT_GE(admitted.load(), 10 * seconds / 2) << "too little traffic got through";
@@ -216,7 +220,8 @@ TEST(AgentSoakTest, RestartsAndTrafficLeaveMemoryDescriptorsAndThreadsFlat) {
   std::this_thread::sleep_for(1500ms);
   for (const auto& [name, n] : kMixed) {
     EXPECT_TRUE(kubelet.WaitForAllocatable(name, n, 15s))
-        << name << ": " << (kubelet.Resource(name) ? kubelet.Resource(name)->allocatable : -1) << " allocatable";
+        << name << ": " << (kubelet.Resource(name) ? kubelet.Resource(name)->allocatable : -1)
+        << " allocatable";
   }
   for (const auto& [name, n] : kMixed) {
     fakes::Admission a = kubelet.Admit("final-" + name + "/main", name, 1);
@@ -226,7 +231,8 @@ TEST(AgentSoakTest, RestartsAndTrafficLeaveMemoryDescriptorsAndThreadsFlat) {
   EXPECT_EQ(agent.Wait(20s), std::optional<int>(0));
   if (::testing::Test::HasFailure()) {
     std::string log = agent.Log();
-    std::cerr << "---- agent log (tail) ----\n" << log.substr(log.size() > 20000 ? log.size() - 20000 : 0) << "\n";
+    std::cerr << "---- agent log (tail) ----\n"
+              << log.substr(log.size() > 20000 ? log.size() - 20000 : 0) << "\n";
   }
 }
 

@@ -206,7 +206,8 @@ TEST_F(AgentTest, ReRegistersAfterDroppedStream) {
   ASSERT_TRUE(kubelet_->Start().ok());
   StartAgent();
   ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 8, kWait));
-  ASSERT_TRUE(kubelet_->WaitFor([&] { return kubelet_->Resource("nvidia.com/gpu")->stream_open; }, kWait));
+  ASSERT_TRUE(
+      kubelet_->WaitFor([&] { return kubelet_->Resource("nvidia.com/gpu")->stream_open; }, kWait));
   ASSERT_TRUE(kubelet_->DropStream("nvidia.com/gpu"));
   ASSERT_TRUE(AdvanceUntilAllocatable(8, 2));
   // Exactly one re-registration: our own socket churn must not feed back into restarts.
@@ -236,7 +237,8 @@ TEST_F(AgentTest, XidMakesGpuUnhealthyAndItRecovers) {
     EXPECT_EQ(d.health == "Healthy", d.id.rfind(GpuUuid(0), 0) == 0) << d.id;
   }
   // A Unhealthy device is not admitted: the four healthy ones are all there is.
-  for (int i = 0; i < 4; ++i) EXPECT_TRUE(kubelet_->Admit("p" + std::to_string(i) + "/c", "nvidia.com/gpu", 1).admitted);
+  for (int i = 0; i < 4; ++i)
+    EXPECT_TRUE(kubelet_->Admit("p" + std::to_string(i) + "/c", "nvidia.com/gpu", 1).admitted);
   EXPECT_FALSE(kubelet_->Admit("p9/c", "nvidia.com/gpu", 1).admitted);
   // The clock stands still: no recovery, however long the agent runs.
   std::this_thread::sleep_for(50ms);

@@ -25,7 +25,8 @@ using namespace std::chrono_literals;
 constexpr auto kWait = 20s;
 
 std::string Replicas(int n) {
-  return "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: " +
+  return "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      "
+         "replicas: " +
          std::to_string(n) + "\n";
 }
 
@@ -37,17 +38,19 @@ class ConfigReloadTest : public ::testing::Test {
     ASSERT_TRUE(kubelet_->Start().ok());
     ASSERT_TRUE(api_.Start().ok());
     kubeconfig_ = dir_.Sub("kubeconfig");
-    std::ofstream(kubeconfig_) << "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: "
-                               << api_.url()
-                               << "\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: c\n  context: {cluster: c, "
-                                  "user: u}\ncurrent-context: c\n";
+    std::ofstream(kubeconfig_)
+        << "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: "
+        << api_.url()
+        << "\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: c\n  context: {cluster: c, "
+           "user: u}\ncurrent-context: c\n";
   }
   void TearDown() override {
     if (agent_ && agent_->Running()) {
       agent_->Signal(SIGTERM);
       agent_->Wait(10s);
     }
-    if (HasFailure() && agent_) std::cerr << "---- agent log ----\n" << agent_->Log() << "-------------------\n";
+    if (HasFailure() && agent_)
+      std::cerr << "---- agent log ----\n" << agent_->Log() << "-------------------\n";
     api_.Stop();
   }
 
@@ -61,9 +64,17 @@ class ConfigReloadTest : public ::testing::Test {
   void Publish(const std::map<std::string, std::string>& files) { cm_.Publish(files); }
 
   void Start(std::vector<std::string> args) {
-    std::vector<std::string> common = {"--inventory", std::string(GPUSHARE_SOURCE_DIR) + "/examples/inventory/8x-a10.yaml",
-                                       "--device-plugin-dir", plugin_dir_, "--config-poll-interval", "1s",
-                                       "--gc-interval", "0", "--log-level", "debug"};
+    std::vector<std::string> common = {
+        "--inventory",
+        std::string(GPUSHARE_SOURCE_DIR) + "/examples/inventory/8x-a10.yaml",
+        "--device-plugin-dir",
+        plugin_dir_,
+        "--config-poll-interval",
+        "1s",
+        "--gc-interval",
+        "0",
+        "--log-level",
+        "debug"};
     common.insert(common.end(), args.begin(), args.end());
     agent_ = std::make_unique<AgentProcess>(common, dir_.Sub("agent.log"));
     ASSERT_TRUE(agent_->started());
@@ -103,7 +114,8 @@ TEST_F(ConfigReloadTest, ConfigMapUpdatesAndLabelChangesReloadWithoutASignal) {
   // A label naming no config: rejected, logged, the running config keeps serving.
   Label("huge");
   ASSERT_TRUE(agent_->WaitForLog("event=reload_rejected", kWait));
-  EXPECT_TRUE(agent_->WaitForLog("\\\"huge\\\" names a config that does not exist (available: big, small)", kWait));
+  EXPECT_TRUE(agent_->WaitForLog(
+      "\\\"huge\\\" names a config that does not exist (available: big, small)", kWait));
   // The same bytes published again and the label back: nothing to reload. Several polls pass
   // (the log shows them through the API requests); the registration count stays.
   Label("big");
@@ -144,9 +156,12 @@ TEST_F(ConfigReloadTest, StartErrorsExitTwoAndSayWhy) {
     std::string says;
   };
   const std::vector<Case> cases = {
-      {DirArgs(), "node label nvidia.com/device-plugin.config=\"huge\" names a config that does not exist"},
-      {{"--config-dir", cm_.path(), "--kubeconfig", kubeconfig_}, "--node-name (or NODE_NAME): required with --config-dir"},
-      {{"--config-dir", cm_.path(), "--config", cm_.path() + "/small"}, "--config-dir (CONFIG_DIR) and --config (CONFIG_FILE) are mutually exclusive"},
+      {DirArgs(),
+       "node label nvidia.com/device-plugin.config=\"huge\" names a config that does not exist"},
+      {{"--config-dir", cm_.path(), "--kubeconfig", kubeconfig_},
+       "--node-name (or NODE_NAME): required with --config-dir"},
+      {{"--config-dir", cm_.path(), "--config", cm_.path() + "/small"},
+       "--config-dir (CONFIG_DIR) and --config (CONFIG_FILE) are mutually exclusive"},
       {{"--config-dir", cm_.path(), "--config-poll-interval", "0.5s"}, "--config-poll-interval"},
   };
   for (const Case& c : cases) {

@@ -1,16 +1,17 @@
 // node/config_source.h in-process: a ConfigMap-shaped directory (entries NAME -> ..data/NAME,
 // ..data swapped by a rename), the node's labels from a function, the clock and the sleeps
 // injected. And node/library_gc.h's CollectOnce on a temporary directory.
+#include "node/config_source.h"
+
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
-#include <time.h>
 
 #include "core/library_gc.h"
-#include "node/config_source.h"
 #include "node/files.h"
 #include "node/interposer_mounts.h"
 #include "node/library_gc.h"
@@ -108,7 +109,9 @@ TEST_F(ConfigSourceTest, AnUnknownLabelLaterKeepsTheConfigAndIsRejectedOnce) {
   labels_[kLabel] = "huge";
   ConfigDecision d = PollNow(**s);
   EXPECT_EQ(d.action, ConfigAction::kReject);
-  EXPECT_NE(d.message.find("node label nvidia.com/device-plugin.config=\"huge\""), std::string::npos) << d.message;
+  EXPECT_NE(d.message.find("node label nvidia.com/device-plugin.config=\"huge\""),
+            std::string::npos)
+      << d.message;
   EXPECT_NE(d.message.find("available: big, small"), std::string::npos) << d.message;
   EXPECT_NE(d.message.find("keeping config \"small\""), std::string::npos) << d.message;
   EXPECT_EQ(PollNow(**s).action, ConfigAction::kNone);
@@ -123,7 +126,7 @@ TEST_F(ConfigSourceTest, ARefusedConfigKeepsTheOldOneForSighup) {
   Load(**s);
   cm_.Publish({{"small", "bad\n"}});
   EXPECT_EQ(PollNow(**s).action, ConfigAction::kReload);
-  Load(**s, /*accept=*/false);                         // the agent refused it
+  Load(**s, /*accept=*/false);                          // the agent refused it
   EXPECT_EQ(PollNow(**s).action, ConfigAction::kNone);  // not asked again for the same bytes
   cm_.Publish({{"small", "a: 3\n"}});
   EXPECT_EQ(PollNow(**s).action, ConfigAction::kReload);
@@ -160,7 +163,8 @@ TEST_F(ConfigSourceTest, AtTheStartAnApiServerDownWithoutDefaultFails) {
   auto s = ConfigSource::Open(DirOptions());
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), StatusCode::kUnavailable);
-  EXPECT_NE(s.status().message().find("no --default-config"), std::string::npos) << s.status().message();
+  EXPECT_NE(s.status().message().find("no --default-config"), std::string::npos)
+      << s.status().message();
 }
 
 TEST_F(ConfigSourceTest, AtTheStartTheApiServerComingBackIsUsed) {
@@ -191,7 +195,8 @@ TEST_F(ConfigSourceTest, StartErrorsNameWhatIsWrong) {
   {
     auto s = ConfigSource::Open(DirOptions());  // no label, no default, two configs
     ASSERT_FALSE(s.ok());
-    EXPECT_NE(s.status().message().find("available: big, small"), std::string::npos) << s.status().message();
+    EXPECT_NE(s.status().message().find("available: big, small"), std::string::npos)
+        << s.status().message();
   }
   {
     ConfigSourceOptions o = DirOptions();
@@ -206,7 +211,8 @@ TEST_F(ConfigSourceTest, StartErrorsNameWhatIsWrong) {
     o.config_file_origin = "CONFIG_FILE";
     auto s = ConfigSource::Open(o);
     ASSERT_FALSE(s.ok());
-    EXPECT_NE(s.status().message().find("--config-dir (CONFIG_DIR) and --config (CONFIG_FILE) are mutually exclusive"),
+    EXPECT_NE(s.status().message().find(
+                  "--config-dir (CONFIG_DIR) and --config (CONFIG_FILE) are mutually exclusive"),
               std::string::npos)
         << s.status().message();
   }
@@ -264,13 +270,16 @@ class LibraryGcFsTest : public ::testing::Test {
     return host_ + "/" + name;
   }
   // A state directory as Allocate leaves it (marker, then ld.so.preload).
-  std::string State(const std::string& id, const std::string& library, const std::string& device, bool marker = true,
-                    bool preload = true) {
+  std::string State(const std::string& id, const std::string& library, const std::string& device,
+                    bool marker = true, bool preload = true) {
     const std::string d = state_ + "/" + id;
     fs::create_directories(d + "/shared");
     std::ofstream(d + "/shared/region") << "r";
-    if (marker) std::ofstream(d + "/allocation") << EncodeAllocationMarker({library, "nvidia.com/gpu", {device}});
-    if (preload) std::ofstream(d + "/ld.so.preload") << "/usr/local/gpushare/lib/libgpushare-cuda.so\n";
+    if (marker)
+      std::ofstream(d + "/allocation")
+          << EncodeAllocationMarker({library, "nvidia.com/gpu", {device}});
+    if (preload)
+      std::ofstream(d + "/ld.so.preload") << "/usr/local/gpushare/lib/libgpushare-cuda.so\n";
     return d;
   }
   InterposerPaths::View View(const std::string& current) {
@@ -314,7 +323,9 @@ TEST_F(LibraryGcFsTest, NothingYoungNothingWithoutKubelet) {
   CollectOnce(View(v2), Live({}), static_cast<int64_t>(time(nullptr)));  // everything just made
   EXPECT_TRUE(fs::exists(s));
   EXPECT_TRUE(fs::exists(v1));
-  CollectOnce(View(v2), [] { return Result<std::set<LiveDevice>>(Status::Unavailable("no kubelet")); }, Later());
+  CollectOnce(
+      View(v2), [] { return Result<std::set<LiveDevice>>(Status::Unavailable("no kubelet")); },
+      Later());
   EXPECT_TRUE(fs::exists(s));
   EXPECT_TRUE(fs::exists(v1));
 }
@@ -330,8 +341,8 @@ TEST_F(LibraryGcFsTest, AnUnmarkedStateDirKeepsEveryVersion) {
 TEST_F(LibraryGcFsTest, AllocateWritesTheMarkerTheCollectionReads) {
   const std::string v1 = Version("0.1.0-00000000000000aa");
   InterposerMountOptions o{v1, state_};
-  Result<InterposerSetup> setup =
-      PrepareInterposer({{"GPU-1", 1024, 0}}, o, AllocationMarker{"", "nvidia.com/gpu", {"GPU-1::3"}});
+  Result<InterposerSetup> setup = PrepareInterposer(
+      {{"GPU-1", 1024, 0}}, o, AllocationMarker{"", "nvidia.com/gpu", {"GPU-1::3"}});
   ASSERT_TRUE(setup.ok()) << setup.status().message();
   std::vector<fs::path> dirs(fs::directory_iterator(state_), fs::directory_iterator{});
   ASSERT_EQ(dirs.size(), 1u);

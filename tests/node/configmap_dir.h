@@ -13,7 +13,9 @@ namespace gpushare::testing {
 
 class ConfigMapDir {
  public:
-  explicit ConfigMapDir(std::string dir) : dir_(std::move(dir)) { std::filesystem::create_directories(dir_); }
+  explicit ConfigMapDir(std::string dir) : dir_(std::move(dir)) {
+    std::filesystem::create_directories(dir_);
+  }
 
   void Publish(const std::map<std::string, std::string>& files) {
     namespace fs = std::filesystem;

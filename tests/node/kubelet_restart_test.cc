@@ -50,7 +50,9 @@ int EnvInt(const char* name, int fallback) {
   return v && *v ? std::atoi(v) : fallback;
 }
 
-double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+double Ms(Clock::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
 
 // Nearest-rank percentile of sorted values.
 double Percentile(const std::vector<double>& sorted, double p) {
@@ -72,19 +74,21 @@ class KubeletRestartTest : public ::testing::Test {
     ASSERT_TRUE(kubelet_->Start().ok());
     const char* keep = std::getenv("GPUSHARE_AGENT_LOG");
     agent_ = std::make_unique<AgentProcess>(
-        std::vector<std::string>{"--inventory", testing::ExamplePath("inventory/mixed.yaml"), "--config",
-                                 testing::ExamplePath("config/mixed.yaml"), "--device-plugin-dir", plugin_dir_,
-                                 "--log-level", "info"},
+        std::vector<std::string>{"--inventory", testing::ExamplePath("inventory/mixed.yaml"),
+                                 "--config", testing::ExamplePath("config/mixed.yaml"),
+                                 "--device-plugin-dir", plugin_dir_, "--log-level", "info"},
         keep && *keep ? std::string(keep) : dir_.Sub("agent.log"));
     ASSERT_TRUE(agent_->started());
-    ASSERT_TRUE(kubelet_->WaitFor([&] { return AllReadySince(kubelet_->last_start()).has_value(); }, kGiveUp))
+    ASSERT_TRUE(kubelet_->WaitFor([&] { return AllReadySince(kubelet_->last_start()).has_value(); },
+                                  kGiveUp))
         << agent_->Log();
   }
 
   void TearDown() override {
     if (HasFailure()) {
       std::string log = agent_->Log();
-      std::cerr << "---- agent log (tail) ----\n" << log.substr(log.size() > 30000 ? log.size() - 30000 : 0) << "\n";
+      std::cerr << "---- agent log (tail) ----\n"
+                << log.substr(log.size() > 30000 ? log.size() - 30000 : 0) << "\n";
     }
   }
 
@@ -94,8 +98,8 @@ class KubeletRestartTest : public ::testing::Test {
     Clock::time_point last{};
     for (const auto& [name, n] : kMixed) {
       auto r = kubelet_->Resource(name);
-      if (!r || !r->connected || r->allocatable != n || r->ready_at == Clock::time_point{} || r->ready_at < since ||
-          r->last_registered < since) {
+      if (!r || !r->connected || r->allocatable != n || r->ready_at == Clock::time_point{} ||
+          r->ready_at < since || r->last_registered < since) {
         return std::nullopt;
       }
       last = std::max(last, r->ready_at);
@@ -113,14 +117,15 @@ class KubeletRestartTest : public ::testing::Test {
       ms.push_back(took);
       if (!done[i] || *done[i] - starts[i] > kBound) {
         ++over;
-        ADD_FAILURE() << "restart " << i + 1 << ": every resource usable again only after " << took << " ms"
-                      << (done[i] ? "" : " (gave up waiting)");
+        ADD_FAILURE() << "restart " << i + 1 << ": every resource usable again only after " << took
+                      << " ms" << (done[i] ? "" : " (gave up waiting)");
       }
     }
     std::sort(ms.begin(), ms.end());
-    std::cout << what << ": re-registration of " << kMixed.size() << " resources after " << ms.size()
-              << " kubelet restarts: median " << Percentile(ms, 50) << " ms, p99 " << Percentile(ms, 99)
-              << " ms, max " << ms.back() << " ms, over 2 s: " << over << "\n";
+    std::cout << what << ": re-registration of " << kMixed.size() << " resources after "
+              << ms.size() << " kubelet restarts: median " << Percentile(ms, 50) << " ms, p99 "
+              << Percentile(ms, 99) << " ms, max " << ms.back() << " ms, over 2 s: " << over
+              << "\n";
     RecordProperty("restarts", static_cast<int>(ms.size()));
     RecordProperty("median_ms", static_cast<int>(Percentile(ms, 50)));
     RecordProperty("p99_ms", static_cast<int>(Percentile(ms, 99)));
@@ -129,7 +134,8 @@ class KubeletRestartTest : public ::testing::Test {
 
   // The agent ends registered with the right counts, alive, and exits cleanly on SIGTERM.
   void ExpectServingThenCleanExit() {
-    for (const auto& [name, n] : kMixed) EXPECT_TRUE(kubelet_->WaitForAllocatable(name, n, 10s)) << name;
+    for (const auto& [name, n] : kMixed)
+      EXPECT_TRUE(kubelet_->WaitForAllocatable(name, n, 10s)) << name;
     EXPECT_TRUE(agent_->Running());
     agent_->Signal(SIGTERM);
     EXPECT_EQ(agent_->Wait(20s), std::optional<int>(0));
@@ -143,11 +149,12 @@ class KubeletRestartTest : public ::testing::Test {
 
 TEST_F(KubeletRestartTest, RandomIntervals) {
   const int restarts = EnvInt("GPUSHARE_RESTARTS", 60);
-  const unsigned seed =
-      static_cast<unsigned>(EnvInt("GPUSHARE_RESTART_SEED", static_cast<int>(std::random_device{}())));
+  const unsigned seed = static_cast<unsigned>(
+      EnvInt("GPUSHARE_RESTART_SEED", static_cast<int>(std::random_device{}())));
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int> interval_ms(50, 500);
-  std::cout << "restarts=" << restarts << " seed=" << seed << " (GPUSHARE_RESTART_SEED repeats the intervals)\n";
+  std::cout << "restarts=" << restarts << " seed=" << seed
+            << " (GPUSHARE_RESTART_SEED repeats the intervals)\n";
 
   // starts[i]: when kubelet instance i+1 served kubelet.sock; done[i]: when every resource was
   // usable with instance i+1 or a later one.
@@ -210,7 +217,8 @@ TEST_F(KubeletRestartTest, ComingBackAsTheAgentServesASocket) {
     char drain[4096];
     while (::read(fd, drain, sizeof(drain)) > 0) {
     }
-    EXPECT_TRUE(WaitForAgentSocket(fd, 5s)) << "restart " << i + 1 << ": the agent served no socket";
+    EXPECT_TRUE(WaitForAgentSocket(fd, 5s))
+        << "restart " << i + 1 << ": the agent served no socket";
     ASSERT_TRUE(kubelet_->Start().ok());  // cleans (deleting that socket) and listens
     starts.push_back(kubelet_->last_start());
     kubelet_->WaitFor([&] { return AllReadySince(starts.back()).has_value(); }, kGiveUp);

@@ -16,8 +16,8 @@
 namespace gpushare::node {
 namespace {
 
-using ::testing::HasSubstr;
 using gpushare::testing::GpuUuid;
+using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
 Inventory Gpus(int n) {
@@ -90,7 +90,8 @@ TEST_F(MemoryAgentTest, WithoutTheApiUnitsStillComeFromOneGpu) {
   StartAgent();
   // 5 + 5 + 5 on 3 GPUs of 8: every container on one GPU, packed best fit.
   for (int i = 0; i < 3; ++i) {
-    fakes::Admission a = kubelet_->Admit("p" + std::to_string(i) + "/main", "aliyun.com/gpu-mem", 5);
+    fakes::Admission a =
+        kubelet_->Admit("p" + std::to_string(i) + "/main", "aliyun.com/gpu-mem", 5);
     ASSERT_TRUE(a.admitted) << a.error;
     EXPECT_EQ(GpusOf(a.device_ids).size(), 1u);
     EXPECT_EQ(a.response.envs().at("ALIYUN_COM_GPU_MEM_CONTAINER"), "5");

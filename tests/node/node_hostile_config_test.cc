@@ -59,10 +59,13 @@ class NodeHostileConfigTest : public ::testing::Test {
     kubelet_ = std::make_unique<FakeKubelet>(fakes::FakeKubeletOptions{plugin_dir_});
     ASSERT_TRUE(kubelet_->Start().ok());
     config_ = dir_.Sub("c.yaml");
-    Write("version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 10\n");
+    Write(
+        "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      "
+        "replicas: 10\n");
     agent_ = std::make_unique<AgentProcess>(
-        std::vector<std::string>{"--inventory", std::string(GPUSHARE_SOURCE_DIR) + "/examples/inventory/8x-a10.yaml",
-                                 "--config", config_, "--device-plugin-dir", plugin_dir_},
+        std::vector<std::string>{
+            "--inventory", std::string(GPUSHARE_SOURCE_DIR) + "/examples/inventory/8x-a10.yaml",
+            "--config", config_, "--device-plugin-dir", plugin_dir_},
         dir_.Sub("agent.log"));
     ASSERT_TRUE(agent_->started());
     ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 80, kWait));
@@ -72,7 +75,8 @@ class NodeHostileConfigTest : public ::testing::Test {
       agent_->Signal(SIGTERM);
       agent_->Wait(10s);
     }
-    if (HasFailure() && agent_) std::cerr << "---- agent log ----\n" << agent_->Log().substr(0, 20000) << "\n";
+    if (HasFailure() && agent_)
+      std::cerr << "---- agent log ----\n" << agent_->Log().substr(0, 20000) << "\n";
   }
 
   void Write(const std::string& text) {
@@ -91,10 +95,12 @@ class NodeHostileConfigTest : public ::testing::Test {
       std::this_thread::sleep_for(20ms);
     }
     const std::string log = agent_->Log();
-    EXPECT_GT(Count(log, "event=reload_kept_old_config"), kept) << what << ": the reload was not refused";
+    EXPECT_GT(Count(log, "event=reload_kept_old_config"), kept)
+        << what << ": the reload was not refused";
     const long rss = StatusKib(agent_->pid(), "VmRSS"), hwm = StatusKib(agent_->pid(), "VmHWM");
-    std::cout << "after SIGHUP with " << what << ": VmRSS " << rss << " KiB, VmHWM " << hwm << " KiB, "
-              << Count(log.substr(before.size()), "event=reload_rejected") << " problem lines logged\n";
+    std::cout << "after SIGHUP with " << what << ": VmRSS " << rss << " KiB, VmHWM " << hwm
+              << " KiB, " << Count(log.substr(before.size()), "event=reload_rejected")
+              << " problem lines logged\n";
     EXPECT_GT(hwm, 0);
     EXPECT_LT(hwm, kBoundKib) << what;
     return log.substr(before.size());
@@ -135,7 +141,9 @@ TEST_F(NodeHostileConfigTest, ReloadsWithHostileConfigsStayBoundedAndKeepServing
   EXPECT_NE(log.find("3969 more problems (3989 in all)"), std::string::npos);
   ExpectOldConfigServes();
 
-  std::string values = "sharing:\n  timeSlicing:\n    resources:\n    - name: gpu\n      replicas: 2\n      devices: [0";
+  std::string values =
+      "sharing:\n  timeSlicing:\n    resources:\n    - name: gpu\n      replicas: 2\n      "
+      "devices: [0";
   while (values.size() < (1u << 20) - 8) values += ",0";
   Write(values + "]\n");
   log = ReloadRefused("1 MiB of one-digit list items");
@@ -155,7 +163,9 @@ TEST_F(NodeHostileConfigTest, ReloadsWithHostileConfigsStayBoundedAndKeepServing
   ExpectOldConfigServes();
 
   // Still listening to signals: a good config is taken.
-  Write("version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      replicas: 5\n");
+  Write(
+      "version: v1\nsharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/gpu\n      "
+      "replicas: 5\n");
   agent_->Signal(SIGHUP);
   EXPECT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 40, kWait, 2));
 }

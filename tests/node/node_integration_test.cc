@@ -25,14 +25,18 @@ using namespace std::chrono_literals;
 constexpr auto kWait = 15s;
 constexpr auto kReRegisterBound = 2s;
 
-std::string Example(const std::string& rel) { return std::string(GPUSHARE_SOURCE_DIR) + "/examples/" + rel; }
+std::string Example(const std::string& rel) {
+  return std::string(GPUSHARE_SOURCE_DIR) + "/examples/" + rel;
+}
 
 bool Exists(const std::string& p) {
   struct stat st {};
   return ::lstat(p.c_str(), &st) == 0;
 }
 
-std::string BaseId(const std::string& id) { return id.substr(0, id.find("::")); }
+std::string BaseId(const std::string& id) {
+  return id.substr(0, id.find("::"));
+}
 
 class NodeIntegrationTest : public ::testing::Test {
  protected:
@@ -46,7 +50,8 @@ class NodeIntegrationTest : public ::testing::Test {
       agent_->Signal(SIGTERM);
       agent_->Wait(10s);
     }
-    if (HasFailure() && agent_) std::cerr << "---- agent log ----\n" << agent_->Log() << "-------------------\n";
+    if (HasFailure() && agent_)
+      std::cerr << "---- agent log ----\n" << agent_->Log() << "-------------------\n";
   }
 
   std::string WriteFile(const std::string& name, const std::string& text) {
@@ -56,9 +61,10 @@ class NodeIntegrationTest : public ::testing::Test {
   }
 
   // Starts the agent; `extra` args follow the common ones.
-  void StartAgent(const std::string& inventory, const std::string& config, std::vector<std::string> extra = {}) {
-    std::vector<std::string> args = {"--inventory", inventory, "--config", config, "--device-plugin-dir",
-                                     plugin_dir_, "--log-level", "debug"};
+  void StartAgent(const std::string& inventory, const std::string& config,
+                  std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"--inventory",         inventory,   "--config",    config,
+                                     "--device-plugin-dir", plugin_dir_, "--log-level", "debug"};
     args.insert(args.end(), extra.begin(), extra.end());
     agent_ = std::make_unique<AgentProcess>(args, dir_.Sub("agent.log"));
     ASSERT_TRUE(agent_->started());
@@ -69,7 +75,8 @@ class NodeIntegrationTest : public ::testing::Test {
     for (const auto& [name, n] : want) {
       EXPECT_TRUE(kubelet_->WaitForAllocatable(name, n, kWait, min_registrations))
           << name << " want " << n << " got "
-          << (kubelet_->Resource(name) ? std::to_string(kubelet_->Resource(name)->allocatable) : "none");
+          << (kubelet_->Resource(name) ? std::to_string(kubelet_->Resource(name)->allocatable)
+                                       : "none");
     }
   }
 
@@ -86,11 +93,13 @@ struct ExampleCase {
   std::map<std::string, int> counts;
 };
 
-class ExampleInventoryTest : public NodeIntegrationTest, public ::testing::WithParamInterface<ExampleCase> {};
+class ExampleInventoryTest : public NodeIntegrationTest,
+                             public ::testing::WithParamInterface<ExampleCase> {};
 
 TEST_P(ExampleInventoryTest, AllResourcesRegisterWithTheRightCounts) {
   const ExampleCase& c = GetParam();
-  StartAgent(Example(std::string("inventory/") + c.name + ".yaml"), Example(std::string("config/") + c.name + ".yaml"));
+  StartAgent(Example(std::string("inventory/") + c.name + ".yaml"),
+             Example(std::string("config/") + c.name + ".yaml"));
   ExpectCounts(c.counts);
   std::set<std::string> registered;
   for (const auto& r : kubelet_->Resources()) {
@@ -101,25 +110,26 @@ TEST_P(ExampleInventoryTest, AllResourcesRegisterWithTheRightCounts) {
   std::set<std::string> want;
   for (const auto& [n, count] : c.counts) want.insert(n);
   EXPECT_EQ(registered, want) << "exactly the planned resources register";
-  for (const auto& ev : kubelet_->RegistrationLog()) EXPECT_TRUE(ev.accepted) << ev.resource_name << ": " << ev.error;
+  for (const auto& ev : kubelet_->RegistrationLog())
+    EXPECT_TRUE(ev.accepted) << ev.resource_name << ": " << ev.error;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Examples, ExampleInventoryTest,
-    ::testing::Values(ExampleCase{"8x-a10", {{"nvidia.com/gpu", 80}}},
-                      ExampleCase{"h100-80gb-mig-1g.10gb", {{"nvidia.com/mig-1g.10gb", 21}}},
-                      ExampleCase{"mixed",
-                                  {{"nvidia.com/gpu", 1},
-                                   {"nvidia.com/gpu.shared", 20},
-                                   {"nvidia.com/mig-3g.40gb", 3},
-                                   {"nvidia.com/mig-2g.20gb", 6}}}),
-    [](const ::testing::TestParamInfo<ExampleCase>& i) {
-      std::string n = i.param.name;
-      for (char& ch : n) {
-        if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
-      }
-      return n;
-    });
+INSTANTIATE_TEST_SUITE_P(Examples, ExampleInventoryTest,
+                         ::testing::Values(ExampleCase{"8x-a10", {{"nvidia.com/gpu", 80}}},
+                                           ExampleCase{"h100-80gb-mig-1g.10gb",
+                                                       {{"nvidia.com/mig-1g.10gb", 21}}},
+                                           ExampleCase{"mixed",
+                                                       {{"nvidia.com/gpu", 1},
+                                                        {"nvidia.com/gpu.shared", 20},
+                                                        {"nvidia.com/mig-3g.40gb", 3},
+                                                        {"nvidia.com/mig-2g.20gb", 6}}}),
+                         [](const ::testing::TestParamInfo<ExampleCase>& i) {
+                           std::string n = i.param.name;
+                           for (char& ch : n) {
+                             if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           }
+                           return n;
+                         });
 
 // ---- Allocate per strategy ---------------------------------------------------------------
 
@@ -130,7 +140,8 @@ std::string A10Config(const std::string& plugin_flags, int replicas = 10) {
 }
 
 TEST_F(NodeIntegrationTest, AllocateEnvvarUuidCollapsesReplicas) {
-  StartAgent(Example("inventory/8x-a10.yaml"), WriteFile("c.yaml", A10Config("    deviceListStrategy: envvar\n")));
+  StartAgent(Example("inventory/8x-a10.yaml"),
+             WriteFile("c.yaml", A10Config("    deviceListStrategy: envvar\n")));
   ExpectCounts({{"nvidia.com/gpu", 80}});
   auto a = kubelet_->Admit("p/c", "nvidia.com/gpu", 1);
   ASSERT_TRUE(a.admitted) << a.error;
@@ -162,7 +173,8 @@ TEST_F(NodeIntegrationTest, AllocateDistributedSpreadsContainersOverGpus) {
 }
 
 TEST_F(NodeIntegrationTest, AllocateIndexStrategy) {
-  StartAgent(Example("inventory/8x-a10.yaml"), WriteFile("c.yaml", A10Config("    deviceIDStrategy: index\n")));
+  StartAgent(Example("inventory/8x-a10.yaml"),
+             WriteFile("c.yaml", A10Config("    deviceIDStrategy: index\n")));
   ExpectCounts({{"nvidia.com/gpu", 80}});
   auto a = kubelet_->Admit("p/c", "nvidia.com/gpu", 1);
   ASSERT_TRUE(a.admitted) << a.error;
@@ -172,11 +184,13 @@ TEST_F(NodeIntegrationTest, AllocateIndexStrategy) {
 }
 
 TEST_F(NodeIntegrationTest, AllocateMigIndexStrategy) {
-  StartAgent(Example("inventory/h100-80gb-mig-1g.10gb.yaml"),
-             WriteFile("c.yaml",
-                       "version: v1\nflags:\n  migStrategy: mixed\n  plugin:\n    deviceIDStrategy: index\n"
-                       "sharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/mig-1g.10gb\n"
-                       "      replicas: 3\n"));
+  StartAgent(
+      Example("inventory/h100-80gb-mig-1g.10gb.yaml"),
+      WriteFile(
+          "c.yaml",
+          "version: v1\nflags:\n  migStrategy: mixed\n  plugin:\n    deviceIDStrategy: index\n"
+          "sharing:\n  timeSlicing:\n    resources:\n    - name: nvidia.com/mig-1g.10gb\n"
+          "      replicas: 3\n"));
   ExpectCounts({{"nvidia.com/mig-1g.10gb", 21}});
   auto a = kubelet_->Admit("p/c", "nvidia.com/mig-1g.10gb", 1);
   ASSERT_TRUE(a.admitted) << a.error;
@@ -188,17 +202,21 @@ TEST_F(NodeIntegrationTest, MigDeviceSpecsCarryTheCapabilityNodesOrAreRefused) {
   std::string dev_root = dir_.Sub("root");
   std::filesystem::create_directories(dev_root + "/dev/nvidia-caps");
   std::filesystem::create_directories(dev_root + "/proc/driver/nvidia-caps");
-  for (std::string n : {"nvidiactl", "nvidia-uvm", "nvidia0"}) std::ofstream(dev_root + "/dev/" + n) << "";
+  for (std::string n : {"nvidiactl", "nvidia-uvm", "nvidia0"})
+    std::ofstream(dev_root + "/dev/" + n) << "";
   // The driver's minors for the first six instances (GI 7..12, CI 0); GI 13 is left out.
   std::string minors = "config 1\nmonitor 2\n";
   for (int gi = 7; gi <= 12; ++gi)
-    minors += "gpu0/gi" + std::to_string(gi) + "/access " + std::to_string(100 + 2 * gi) + "\ngpu0/gi" +
-              std::to_string(gi) + "/ci0/access " + std::to_string(101 + 2 * gi) + "\n";
+    minors += "gpu0/gi" + std::to_string(gi) + "/access " + std::to_string(100 + 2 * gi) +
+              "\ngpu0/gi" + std::to_string(gi) + "/ci0/access " + std::to_string(101 + 2 * gi) +
+              "\n";
   std::ofstream(dev_root + "/proc/driver/nvidia-caps/mig-minors") << minors;
-  StartAgent(Example("inventory/h100-80gb-mig-1g.10gb.yaml"),
-             WriteFile("c.yaml",
-                       "version: v1\nflags:\n  migStrategy: mixed\n  plugin:\n    passDeviceSpecs: true\n"),
-             {"--dev-root", dev_root});
+  StartAgent(
+      Example("inventory/h100-80gb-mig-1g.10gb.yaml"),
+      WriteFile(
+          "c.yaml",
+          "version: v1\nflags:\n  migStrategy: mixed\n  plugin:\n    passDeviceSpecs: true\n"),
+      {"--dev-root", dev_root});
   ExpectCounts({{"nvidia.com/mig-1g.10gb", 7}});
   // Whole MIG devices: six get their two capability nodes each; the seventh is refused every
   // time kubelet offers it (a failed Allocate leaves the device free, so it comes up again).
@@ -224,11 +242,13 @@ TEST_F(NodeIntegrationTest, MigDeviceSpecsCarryTheCapabilityNodesOrAreRefused) {
   EXPECT_GE(refused, 1);
   auto last = kubelet_->Admit("p/last", "nvidia.com/mig-1g.10gb", 1);
   EXPECT_FALSE(last.admitted);
-  EXPECT_NE(last.error.find("no nvidia-caps minor for gpu0/gi13/access"), std::string::npos) << last.error;
+  EXPECT_NE(last.error.find("no nvidia-caps minor for gpu0/gi13/access"), std::string::npos)
+      << last.error;
 }
 
 TEST_F(NodeIntegrationTest, AllocateVolumeMounts) {
-  StartAgent(Example("inventory/8x-a10.yaml"), WriteFile("c.yaml", A10Config("    deviceListStrategy: volume-mounts\n")));
+  StartAgent(Example("inventory/8x-a10.yaml"),
+             WriteFile("c.yaml", A10Config("    deviceListStrategy: volume-mounts\n")));
   ExpectCounts({{"nvidia.com/gpu", 80}});
   auto a = kubelet_->Admit("p/c", "nvidia.com/gpu", 2);
   ASSERT_TRUE(a.admitted) << a.error;
@@ -236,7 +256,8 @@ TEST_F(NodeIntegrationTest, AllocateVolumeMounts) {
   ASSERT_EQ(a.response.mounts_size(), 2) << "distributed: two GPUs";
   for (const auto& m : a.response.mounts()) {
     EXPECT_EQ(m.host_path(), "/dev/null");
-    EXPECT_EQ(m.container_path().rfind("/var/run/nvidia-container-devices/GPU-", 0), 0u) << m.container_path();
+    EXPECT_EQ(m.container_path().rfind("/var/run/nvidia-container-devices/GPU-", 0), 0u)
+        << m.container_path();
   }
 }
 
@@ -249,7 +270,8 @@ TEST_F(NodeIntegrationTest, AllocateCdiOnlySetsNoEnvironment) {
   ASSERT_TRUE(a.admitted) << a.error;
   EXPECT_EQ(a.response.envs_size(), 0);
   ASSERT_EQ(a.response.cdi_devices_size(), 1);
-  EXPECT_EQ(a.response.cdi_devices(0).name(), "k8s.device-plugin.nvidia.com/gpu=" + BaseId(a.device_ids[0]));
+  EXPECT_EQ(a.response.cdi_devices(0).name(),
+            "k8s.device-plugin.nvidia.com/gpu=" + BaseId(a.device_ids[0]));
   ASSERT_EQ(a.response.annotations_size(), 1);
   EXPECT_EQ(a.response.annotations().begin()->first.rfind("cdi.example.org/", 0), 0u);
   EXPECT_EQ(a.response.annotations().begin()->second, a.response.cdi_devices(0).name());
@@ -258,8 +280,8 @@ TEST_F(NodeIntegrationTest, AllocateCdiOnlySetsNoEnvironment) {
 TEST_F(NodeIntegrationTest, AllocateEnvvarPlusCdiCriAndDeviceSpecs) {
   std::string dev_root = dir_.Sub("root");
   std::filesystem::create_directories(dev_root + "/dev");
-  for (std::string n : {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia0", "nvidia1", "nvidia2",
-                        "nvidia3", "nvidia4", "nvidia5", "nvidia6", "nvidia7"}) {
+  for (std::string n : {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia0", "nvidia1",
+                        "nvidia2", "nvidia3", "nvidia4", "nvidia5", "nvidia6", "nvidia7"}) {
     std::ofstream(dev_root + "/dev/" + n) << "";
   }
   StartAgent(Example("inventory/8x-a10.yaml"),
@@ -287,11 +309,13 @@ TEST_F(NodeIntegrationTest, AllocateEnvvarPlusCdiCriAndDeviceSpecs) {
 
 TEST_F(NodeIntegrationTest, FailRequestsGreaterThanOne) {
   // The MIG example sets failRequestsGreaterThanOne.
-  StartAgent(Example("inventory/h100-80gb-mig-1g.10gb.yaml"), Example("config/h100-80gb-mig-1g.10gb.yaml"));
+  StartAgent(Example("inventory/h100-80gb-mig-1g.10gb.yaml"),
+             Example("config/h100-80gb-mig-1g.10gb.yaml"));
   ExpectCounts({{"nvidia.com/mig-1g.10gb", 21}});
   auto two = kubelet_->Admit("p/c", "nvidia.com/mig-1g.10gb", 2);
   EXPECT_FALSE(two.admitted);
-  EXPECT_NE(two.error.find("maximum request size for shared resources is 1"), std::string::npos) << two.error;
+  EXPECT_NE(two.error.find("maximum request size for shared resources is 1"), std::string::npos)
+      << two.error;
   auto one = kubelet_->Admit("q/c", "nvidia.com/mig-1g.10gb", 1);
   EXPECT_TRUE(one.admitted) << one.error;
   EXPECT_EQ(one.response.envs().at("NVIDIA_VISIBLE_DEVICES").rfind("MIG-", 0), 0u);
@@ -329,7 +353,8 @@ TEST_F(NodeIntegrationTest, KubeletRestartLeadsToReRegistrationWithin2s) {
       ASSERT_TRUE(r);
       auto took = std::chrono::duration_cast<std::chrono::milliseconds>(r->last_registered - t0);
       EXPECT_LE(took, kReRegisterBound) << name << " re-registered after " << took.count() << " ms";
-      RecordProperty(name + "_reregister_ms_round" + std::to_string(round), static_cast<int>(took.count()));
+      RecordProperty(name + "_reregister_ms_round" + std::to_string(round),
+                     static_cast<int>(took.count()));
     }
   }
   EXPECT_TRUE(agent_->Running());
@@ -338,14 +363,17 @@ TEST_F(NodeIntegrationTest, KubeletRestartLeadsToReRegistrationWithin2s) {
 TEST_F(NodeIntegrationTest, DroppedStreamLeadsToReRegistrationWithin2s) {
   StartAgent(Example("inventory/8x-a10.yaml"), Example("config/8x-a10.yaml"));
   ExpectCounts({{"nvidia.com/gpu", 80}});
-  ASSERT_TRUE(kubelet_->WaitFor([&] { return kubelet_->Resource("nvidia.com/gpu")->stream_open; }, kWait));
+  ASSERT_TRUE(
+      kubelet_->WaitFor([&] { return kubelet_->Resource("nvidia.com/gpu")->stream_open; }, kWait));
   auto t0 = std::chrono::steady_clock::now();
   ASSERT_TRUE(kubelet_->DropStream("nvidia.com/gpu"));
   ExpectCounts({{"nvidia.com/gpu", 80}}, 2);
   std::this_thread::sleep_for(300ms);
-  EXPECT_EQ(kubelet_->Resource("nvidia.com/gpu")->registrations, 2) << "one re-registration, no loop";
+  EXPECT_EQ(kubelet_->Resource("nvidia.com/gpu")->registrations, 2)
+      << "one re-registration, no loop";
   auto took = kubelet_->Resource("nvidia.com/gpu")->last_registered - t0;
-  EXPECT_LE(took, kReRegisterBound) << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
+  EXPECT_LE(took, kReRegisterBound)
+      << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
   EXPECT_TRUE(agent_->WaitForLog("event=stream_ended", kWait));
 }
 
@@ -427,7 +455,8 @@ TEST_F(NodeIntegrationTest, SighupWithBadConfigKeepsServing) {
   WriteFile("c.yaml", A10Config("    deviceListStrategy: envvar\n", 60));
   agent_->Signal(SIGHUP);
   ASSERT_TRUE(agent_->WaitForLog("event=reload_rejected", kWait));
-  EXPECT_TRUE(agent_->WaitForLog("sharing.timeSlicing.resources[0].replicas", kWait)) << "the field is named";
+  EXPECT_TRUE(agent_->WaitForLog("sharing.timeSlicing.resources[0].replicas", kWait))
+      << "the field is named";
   EXPECT_TRUE(agent_->Running());
   auto r = kubelet_->Resource("nvidia.com/gpu");
   EXPECT_TRUE(r->connected);
@@ -456,7 +485,8 @@ TEST_F(NodeIntegrationTest, SigtermRemovesSocketsAndExitsZero) {
   EXPECT_EQ(*rc, 0);
   for (const auto& s : sockets) EXPECT_FALSE(Exists(s)) << s;
   EXPECT_TRUE(Exists(kubelet_->kubelet_socket()));
-  EXPECT_TRUE(kubelet_->WaitFor([&] { return kubelet_->Resource("nvidia.com/gpu.shared")->allocatable == 0; }, kWait));
+  EXPECT_TRUE(kubelet_->WaitFor(
+      [&] { return kubelet_->Resource("nvidia.com/gpu.shared")->allocatable == 0; }, kWait));
 }
 
 TEST_F(NodeIntegrationTest, SigintAlsoExitsZero) {
@@ -476,7 +506,8 @@ struct BadConfig {
   const char* field;  // must appear in the output
 };
 
-class InvalidConfigTest : public NodeIntegrationTest, public ::testing::WithParamInterface<BadConfig> {};
+class InvalidConfigTest : public NodeIntegrationTest,
+                          public ::testing::WithParamInterface<BadConfig> {};
 
 TEST_P(InvalidConfigTest, ExitsTwoNamingTheField) {
   const BadConfig& c = GetParam();
@@ -504,10 +535,14 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"replicas_wrong_type", kTs + "    - name: nvidia.com/gpu\n      replicas: ten\n",
                   "sharing.timeSlicing.resources[0].replicas"},
         BadConfig{"unknown_key", "version: v1\nflags:\n  migStrategi: none\n", "migStrategi"},
-        BadConfig{"bad_mig_strategy", "version: v1\nflags:\n  migStrategy: sometimes\n", "flags.migStrategy"},
-        BadConfig{"bad_list_strategy", "version: v1\nflags:\n  plugin:\n    deviceListStrategy: [envvar, carrier-pigeon]\n",
-                  "flags.plugin.deviceListStrategy"},
-        BadConfig{"bad_id_strategy", "version: v1\nflags:\n  plugin:\n    deviceIDStrategy: serial\n",
+        BadConfig{"bad_mig_strategy", "version: v1\nflags:\n  migStrategy: sometimes\n",
+                  "flags.migStrategy"},
+        BadConfig{
+            "bad_list_strategy",
+            "version: v1\nflags:\n  plugin:\n    deviceListStrategy: [envvar, carrier-pigeon]\n",
+            "flags.plugin.deviceListStrategy"},
+        BadConfig{"bad_id_strategy",
+                  "version: v1\nflags:\n  plugin:\n    deviceIDStrategy: serial\n",
                   "flags.plugin.deviceIDStrategy"},
         BadConfig{"bad_version", "version: v2\n", "version"},
         BadConfig{"selector_matches_nothing",
@@ -515,13 +550,16 @@ INSTANTIATE_TEST_SUITE_P(
                   "sharing.timeSlicing.resources[0].devices"},
         BadConfig{"overlapping_selectors",
                   kTs + "    - name: nvidia.com/gpu\n      devices: [0, 1]\n      replicas: 4\n"
-                        "    - name: nvidia.com/gpu\n      devices: [1, 2]\n      rename: nvidia.com/gpu.other\n"
+                        "    - name: nvidia.com/gpu\n      devices: [1, 2]\n      rename: "
+                        "nvidia.com/gpu.other\n"
                         "      replicas: 2\n",
                   "sharing.timeSlicing.resources[1].devices"},
-        BadConfig{"bad_rename",
-                  kTs + "    - name: nvidia.com/gpu\n      rename: Not_A/Valid/Name\n      replicas: 4\n",
-                  "sharing.timeSlicing.resources[0].rename"},
-        BadConfig{"ceiling_out_of_range", "version: v1\ngpushare:\n  maxClientsPerGpu: 0\n", "gpushare.maxClientsPerGpu"},
+        BadConfig{
+            "bad_rename",
+            kTs + "    - name: nvidia.com/gpu\n      rename: Not_A/Valid/Name\n      replicas: 4\n",
+            "sharing.timeSlicing.resources[0].rename"},
+        BadConfig{"ceiling_out_of_range", "version: v1\ngpushare:\n  maxClientsPerGpu: 0\n",
+                  "gpushare.maxClientsPerGpu"},
         BadConfig{"not_yaml", "version: v1\nflags: [unclosed\n", "bad.yaml"}),
     [](const ::testing::TestParamInfo<BadConfig>& i) { return std::string(i.param.name); });
 

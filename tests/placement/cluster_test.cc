@@ -92,15 +92,19 @@ TEST(ClusterStateTest, OverCommitIsRefusedWithoutPartialChanges) {
   const NodeState before = c.node(n);
   EXPECT_EQ(c.Commit(Shape(c, MakePodRequest(5000, 0, 1, 100)).resources(), n, g0).status().code(),
             StatusCode::kResourceExhausted);  // CPU
-  EXPECT_EQ(c.Commit(Shape(c, MakePodRequest(100, 9000, 1, 100)).resources(), n, g0).status().code(),
-            StatusCode::kResourceExhausted);  // memory
+  EXPECT_EQ(
+      c.Commit(Shape(c, MakePodRequest(100, 9000, 1, 100)).resources(), n, g0).status().code(),
+      StatusCode::kResourceExhausted);  // memory
   EXPECT_EQ(c.node(n).version, before.version);
   ASSERT_TRUE(c.Commit(Shape(c, MakePodRequest(100, 0, 1, 600)).resources(), n, g0).ok());
-  EXPECT_FALSE(c.Commit(Shape(c, MakePodRequest(100, 0, 1, 500)).resources(), n, g0).ok());  // share
-  EXPECT_FALSE(c.Commit(Shape(c, MakePodRequest(100, 0, 1, 1000)).resources(), n, g0).ok());  // not free
+  EXPECT_FALSE(
+      c.Commit(Shape(c, MakePodRequest(100, 0, 1, 500)).resources(), n, g0).ok());  // share
+  EXPECT_FALSE(
+      c.Commit(Shape(c, MakePodRequest(100, 0, 1, 1000)).resources(), n, g0).ok());  // not free
   ASSERT_TRUE(c.Commit(Shape(c, MakePodRequest(100, 0, 1, 100)).resources(), n, g0).ok());
   const NodeState mid = c.node(n);
-  EXPECT_FALSE(c.Commit(Shape(c, MakePodRequest(100, 0, 1, 100)).resources(), n, g0).ok());  // 2 clients
+  EXPECT_FALSE(
+      c.Commit(Shape(c, MakePodRequest(100, 0, 1, 100)).resources(), n, g0).ok());  // 2 clients
   EXPECT_EQ(c.node(n).gpu_free, mid.gpu_free);
   EXPECT_EQ(c.node(n).cpu_free, mid.cpu_free);
   // Wrong assignments.
@@ -111,7 +115,8 @@ TEST(ClusterStateTest, OverCommitIsRefusedWithoutPartialChanges) {
   twice.Add(1);
   twice.Add(1);
   EXPECT_FALSE(c.Commit(Shape(c, MakePodRequest(100, 0, 2, 1000)).resources(), n, twice).ok());
-  EXPECT_FALSE(c.Commit(Shape(c, MakePodRequest(100, 0, 2, 1000)).resources(), n, g1).ok());  // count
+  EXPECT_FALSE(
+      c.Commit(Shape(c, MakePodRequest(100, 0, 2, 1000)).resources(), n, g1).ok());  // count
   EXPECT_EQ(c.node(n).gpu_free, mid.gpu_free);
   EXPECT_FALSE(c.Commit(Shape(c, MakePodRequest(100, 0, 1, 100)).resources(), 9, g1).ok());
 }
@@ -126,7 +131,8 @@ TEST(ClusterStateTest, PodLimitAndHeterogeneousGpus) {
   EXPECT_EQ(c.node(n).gpu_capacity_total, 81920 + 24576);
   GpuAssignment g1;
   g1.Add(1);
-  ASSERT_TRUE(c.Commit(Shape(c, MakePodRequest(100, 0, 1, 3072, "", 1 << 30)).resources(), n, g1).ok());
+  ASSERT_TRUE(
+      c.Commit(Shape(c, MakePodRequest(100, 0, 1, 3072, "", 1 << 30)).resources(), n, g1).ok());
   EXPECT_EQ(c.node(n).gpu_free[1], 24576 - 3072);
   EXPECT_EQ(c.node(n).max_share_free, 81920);
   auto again = c.Commit(Shape(c, MakePodRequest(100, 0, 1, 3072, "", 1 << 30)).resources(), n, g1);

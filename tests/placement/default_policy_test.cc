@@ -14,7 +14,8 @@ using testing::BookShare;
 using testing::Node;
 using testing::Shape;
 
-TargetWorkload Observed(const ClusterState& c, const std::vector<std::pair<int, PodRequest>>& pods) {
+TargetWorkload Observed(const ClusterState& c,
+                        const std::vector<std::pair<int, PodRequest>>& pods) {
   std::vector<PodRequest> all;
   for (const auto& [n, r] : pods)
     for (int i = 0; i < n; ++i) all.push_back(r);
@@ -57,11 +58,12 @@ TEST(DefaultPolicyTest, SharesGoWhereAnOptimalPackingPutsThem) {
 
 TEST(DefaultPolicyTest, CpuOnlyPodsAvoidStrandingGpus) {
   ClusterState c;
-  const NodeId g2 = Add(c, Node("g2", 96000, 8));             // 12 cores per GPU
-  const NodeId t4 = Add(c, Node("t4", 104000, 2, "T4"));      // 52 cores per GPU
-  c.set_tie_rank(g2, 0);                                       // the node order prefers g2
+  const NodeId g2 = Add(c, Node("g2", 96000, 8));         // 12 cores per GPU
+  const NodeId t4 = Add(c, Node("t4", 104000, 2, "T4"));  // 52 cores per GPU
+  c.set_tie_rank(g2, 0);                                  // the node order prefers g2
   c.set_tie_rank(t4, 1);
-  const TargetWorkload w = Observed(c, {{10, MakePodRequest(11000, 0, 1, 1000)}});  // 11 cores per GPU
+  const TargetWorkload w =
+      Observed(c, {{10, MakePodRequest(11000, 0, 1, 1000)}});  // 11 cores per GPU
   auto def = MakeDefaultPolicy(c, w, PolicyOptions{});
   ASSERT_TRUE(def.ok());
   // 40 cores on g2 would leave 56 cores for 8 GPUs (7 per GPU): GPUs stranded. t4 has room.
@@ -76,8 +78,8 @@ TEST(DefaultPolicyTest, UnconstrainedPodsLeaveContendedModelsAlone) {
   const NodeId g2 = Add(c, Node("g2", 64000, 2, "G2"));
   c.set_tie_rank(t4, 0);
   c.set_tie_rank(g2, 1);
-  const TargetWorkload w = Observed(c, {{10, MakePodRequest(4000, 0, 1, 1000, "T4")},
-                                        {10, MakePodRequest(4000, 0, 1, 1000)}});
+  const TargetWorkload w = Observed(
+      c, {{10, MakePodRequest(4000, 0, 1, 1000, "T4")}, {10, MakePodRequest(4000, 0, 1, 1000)}});
   auto def = MakeDefaultPolicy(c, w, PolicyOptions{});
   ASSERT_TRUE(def.ok());
   EXPECT_EQ(Winner(c, **def, MakePodRequest(4000, 0, 1, 1000)), g2);
@@ -92,7 +94,8 @@ TEST(DefaultPolicyTest, EqualSituationsTieAndTheNodeOrderDecides) {
   const NodeId b = Add(c, Node("b", 96000, 8));
   c.set_tie_rank(a, 5);
   c.set_tie_rank(b, 2);
-  const TargetWorkload w = Observed(c, {{10, MakePodRequest(11000, 0, 1, 1000)}, {5, MakePodRequest(3000, 0, 1, 500)}});
+  const TargetWorkload w =
+      Observed(c, {{10, MakePodRequest(11000, 0, 1, 1000)}, {5, MakePodRequest(3000, 0, 1, 500)}});
   auto def = MakeDefaultPolicy(c, w, PolicyOptions{});
   ASSERT_TRUE(def.ok());
   PlacementEngine e(c, **def);

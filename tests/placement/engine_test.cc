@@ -207,7 +207,8 @@ TEST(EngineChooseEvaluated, SameDecisionAsChooseForEveryPolicy) {
     ClusterState c;
     for (int n = 0; n < 40; ++n) {
       const int gpus = static_cast<int>(gen() % 9);
-      Add(c, Node("n" + std::to_string(n), 8000 + 8000 * static_cast<int64_t>(gen() % 4), gpus, gen() % 2 ? "G2" : "T4"));
+      Add(c, Node("n" + std::to_string(n), 8000 + 8000 * static_cast<int64_t>(gen() % 4), gpus,
+                  gen() % 2 ? "G2" : "T4"));
     }
     for (int i = 0; i < 120; ++i) {
       const NodeId n = static_cast<NodeId>(gen() % 40);
@@ -217,13 +218,15 @@ TEST(EngineChooseEvaluated, SameDecisionAsChooseForEveryPolicy) {
       if (c.node(n).GpuTakesShare(g, share)) BookShare(c, n, g, share, 500);
     }
     TargetWorkload workload;
-    workload.shapes = {ShapeOf(MakePodRequest(1000, 0, 1, 300)), ShapeOf(MakePodRequest(4000, 0, 1, 1000))};
+    workload.shapes = {ShapeOf(MakePodRequest(1000, 0, 1, 300)),
+                       ShapeOf(MakePodRequest(4000, 0, 1, 1000))};
     workload.shapes[0].weight = 0.7;
     workload.shapes[1].weight = 0.3;
     workload.all_shapes = workload.shapes;
     workload.observed_pods = 10;
-    const std::vector<PodRequest> pods = {MakePodRequest(1000, 0, 1, 300), MakePodRequest(2000, 0, 2, 500),
-                                          MakePodRequest(4000, 0, 1, 1000, "T4"), MakePodRequest(500, 0, 0, 0)};
+    const std::vector<PodRequest> pods = {
+        MakePodRequest(1000, 0, 1, 300), MakePodRequest(2000, 0, 2, 500),
+        MakePodRequest(4000, 0, 1, 1000, "T4"), MakePodRequest(500, 0, 0, 0)};
     for (const std::string& name : PolicyNames()) {
       Rng rng_a(round + 1), rng_b(round + 1);  // random's picks: the same stream for both
       auto pa = MakePolicy(name, c, workload, PolicyOptions{}, &rng_a);
@@ -238,20 +241,22 @@ TEST(EngineChooseEvaluated, SameDecisionAsChooseForEveryPolicy) {
           for (NodeId n = 0; n < 40; ++n)
             if (gen() % 4 != 0) candidates.push_back(n);
           candidates.push_back(static_cast<NodeId>(gen() % 40));  // a repeat
-          candidates.push_back(999);                             // not a node
+          candidates.push_back(999);                              // not a node
           std::shuffle(candidates.begin(), candidates.end(), gen);
           const Decision want = ea.Choose(*sa, candidates);
           const std::vector<Verdict> verdicts = eb.Evaluate(*sb, candidates);
           const Decision got = eb.ChooseEvaluated(*sb, verdicts);
-          SCOPED_TRACE(name + " round " + std::to_string(round) + " pod " + std::to_string(&r - pods.data()));
+          SCOPED_TRACE(name + " round " + std::to_string(round) + " pod " +
+                       std::to_string(&r - pods.data()));
           EXPECT_EQ(got.feasible, want.feasible);
           EXPECT_EQ(got.rejected, want.rejected);
           EXPECT_EQ(got.placed(), want.placed());
           if ((*pb)->picks()) {
             // Evaluate drew from random's stream, so the pick differs; it is a feasible node.
-            EXPECT_TRUE(!got.placed() || std::any_of(verdicts.begin(), verdicts.end(), [&](const Verdict& v) {
-              return v.node == got.node && v.rejection == Rejection::kNone;
-            }));
+            EXPECT_TRUE(!got.placed() ||
+                        std::any_of(verdicts.begin(), verdicts.end(), [&](const Verdict& v) {
+                          return v.node == got.node && v.rejection == Rejection::kNone;
+                        }));
             continue;
           }
           EXPECT_EQ(got.node, want.node);

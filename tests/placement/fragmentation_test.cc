@@ -36,12 +36,12 @@ class FragmentationTest : public ::testing::Test {
 TEST_F(FragmentationTest, TheReferenceCases) {
   const NodeState& s = c_.node(n_);
   ASSERT_EQ(s.gpu_free_total, 1700);
-  EXPECT_EQ(ShapeFragmentation(s, T(2000, 0, 0)), 1700);             // CPU-only: all idle GPU
-  EXPECT_EQ(ShapeFragmentation(s, T(2000, 1, 300)), 200);            // fits: only the 200 sliver
-  EXPECT_EQ(ShapeFragmentation(s, T(2000, 1, 600)), 700);            // fits on GPU 0 only
-  EXPECT_EQ(ShapeFragmentation(s, T(2000, 1, 1000, true)), 700);     // whole: partial GPUs count
-  EXPECT_EQ(ShapeFragmentation(s, T(2000, 2, 1000, true)), 1700);    // lacks GPUs: all idle
-  EXPECT_EQ(ShapeFragmentation(s, T(20000, 1, 300)), 1700);          // lacks CPU: all idle
+  EXPECT_EQ(ShapeFragmentation(s, T(2000, 0, 0)), 1700);           // CPU-only: all idle GPU
+  EXPECT_EQ(ShapeFragmentation(s, T(2000, 1, 300)), 200);          // fits: only the 200 sliver
+  EXPECT_EQ(ShapeFragmentation(s, T(2000, 1, 600)), 700);          // fits on GPU 0 only
+  EXPECT_EQ(ShapeFragmentation(s, T(2000, 1, 1000, true)), 700);   // whole: partial GPUs count
+  EXPECT_EQ(ShapeFragmentation(s, T(2000, 2, 1000, true)), 1700);  // lacks GPUs: all idle
+  EXPECT_EQ(ShapeFragmentation(s, T(20000, 1, 300)), 1700);        // lacks CPU: all idle
   TargetShape t4 = T(2000, 1, 300);
   t4.any_model = false;
   t4.model_mask = 0;  // no model allowed here

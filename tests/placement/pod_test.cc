@@ -59,7 +59,8 @@ TEST(PodTest, CheckFitGivesOneReasonPerRefusal) {
   EXPECT_EQ(CheckFit(s, Shape(c, MakePodRequest(100, 0, 0, 0))), Rejection::kNone);
   const std::string why = ExplainRejection(s, Shape(c, MakePodRequest(9000, 0, 0, 0)), c);
   EXPECT_NE(why.find("8000m free, 9000m requested"), std::string::npos) << why;
-  const std::string model = ExplainRejection(s, Shape(c, MakePodRequest(100, 0, 1, 100, "T4|V100M16")), c);
+  const std::string model =
+      ExplainRejection(s, Shape(c, MakePodRequest(100, 0, 1, 100, "T4|V100M16")), c);
   EXPECT_NE(model.find("G2 not in allowed models T4|V100M16"), std::string::npos) << model;
 }
 
@@ -76,9 +77,13 @@ TEST(PodTest, ClientCeilingIsAReasonOfItsOwn) {
 TEST(PodTest, ModelListsMatchTheReference) {
   ClusterState c;
   const NodeId v = Add(c, Node("v", 64000, 4, "V100M32"));
-  EXPECT_EQ(CheckFit(c.node(v), Shape(c, MakePodRequest(100, 0, 1, 500, "V100M16|V100M32|V100M32"))), Rejection::kNone);
-  EXPECT_EQ(CheckFit(c.node(v), Shape(c, MakePodRequest(100, 0, 1, 500, "||"))), Rejection::kNone);  // no model
-  EXPECT_EQ(CheckFit(c.node(v), Shape(c, MakePodRequest(100, 0, 1, 500, "A100"))), Rejection::kGpuModel);
+  EXPECT_EQ(
+      CheckFit(c.node(v), Shape(c, MakePodRequest(100, 0, 1, 500, "V100M16|V100M32|V100M32"))),
+      Rejection::kNone);
+  EXPECT_EQ(CheckFit(c.node(v), Shape(c, MakePodRequest(100, 0, 1, 500, "||"))),
+            Rejection::kNone);  // no model
+  EXPECT_EQ(CheckFit(c.node(v), Shape(c, MakePodRequest(100, 0, 1, 500, "A100"))),
+            Rejection::kGpuModel);
   // A model added later resolves once shapes are re-resolved.
   PodShape later = Shape(c, MakePodRequest(100, 0, 1, 500, "A100"));
   const NodeId a = Add(c, Node("a100", 64000, 1, "A100"));
@@ -133,14 +138,14 @@ TEST(PodTest, ForEachAssignmentSkipsIdenticalGpus) {
                     [&](const GpuAssignment& a) { seen.push_back(a.gpu[0]); });
   EXPECT_EQ(seen, (std::vector<int>{0, 2}));  // one free GPU stands for the three identical ones
   int whole = 0;
-  ForEachAssignment(c.node(n), Shape(c, MakePodRequest(100, 0, 3, 1000)), [&](const GpuAssignment&) { ++whole; });
+  ForEachAssignment(c.node(n), Shape(c, MakePodRequest(100, 0, 3, 1000)),
+                    [&](const GpuAssignment&) { ++whole; });
   EXPECT_EQ(whole, 1);
-  const NodeState after = Apply(c.node(n), Shape(c, MakePodRequest(100, 0, 3, 1000)),
-                                [&] {
-                                  GpuAssignment a;
-                                  BestFitAssignment(c.node(n), Shape(c, MakePodRequest(100, 0, 3, 1000)), &a);
-                                  return a;
-                                }());
+  const NodeState after = Apply(c.node(n), Shape(c, MakePodRequest(100, 0, 3, 1000)), [&] {
+    GpuAssignment a;
+    BestFitAssignment(c.node(n), Shape(c, MakePodRequest(100, 0, 3, 1000)), &a);
+    return a;
+  }());
   EXPECT_EQ(after.fully_free_gpus, 0);
   EXPECT_EQ(after.gpu_free_total, 500);
 }

@@ -26,7 +26,9 @@ class PolicyTest : public ::testing::Test {
     EXPECT_TRUE(p.ok()) << p.status().ToString();
     return std::move(p).value();
   }
-  double ScoreOf(Policy& p, NodeId n, const PodRequest& r) { return p.Evaluate(n, Shape(c_, r)).score.value; }
+  double ScoreOf(Policy& p, NodeId n, const PodRequest& r) {
+    return p.Evaluate(n, Shape(c_, r)).score.value;
+  }
   ClusterState c_;
   TargetWorkload workload_;
   Rng rng_{1};
@@ -47,7 +49,8 @@ TEST_F(PolicyTest, DotProdPrefersTheSmallestDotProduct) {
   Book(c_, b, MakePodRequest(6000, 0, 6, 1000));  // b: 10000 CPU and 2000 GPU free
   auto p = Make("dotprod");
   const PodRequest pod = MakePodRequest(4000, 0, 1, 500);
-  // a: 1 - (0.5*0.03125 + 1*0.0625)/2 = 0.9609 -> 96; b: 1 - (0.078125*0.03125 + 0.25*0.0625)/2 -> 99.
+  // a: 1 - (0.5*0.03125 + 1*0.0625)/2 = 0.9609 -> 96; b: 1 - (0.078125*0.03125 + 0.25*0.0625)/2
+  // -> 99.
   EXPECT_EQ(ScoreOf(*p, a, pod), 96);
   EXPECT_EQ(ScoreOf(*p, b, pod), 99);
 }
@@ -63,12 +66,13 @@ TEST_F(PolicyTest, ClusteringBands) {
   Book(c_, whole, MakePodRequest(1000, 0, 1, 1000));
   auto p = Make("clustering");
   const PodRequest share = MakePodRequest(1000, 0, 1, 300);
-  EXPECT_EQ(ScoreOf(*p, shares, share), 75 + 25 * 500 / 8000);   // only this kind: (75, 100]
-  EXPECT_EQ(ScoreOf(*p, mixed, share), 50 + 25 * 1500 / 8000);   // this kind among others
-  EXPECT_EQ(ScoreOf(*p, empty, share), 25);                      // no GPU pods: (25, 50]
-  EXPECT_EQ(ScoreOf(*p, whole, share), 25 * 1000 / 8000);        // only other kinds: (0, 25]
+  EXPECT_EQ(ScoreOf(*p, shares, share), 75 + 25 * 500 / 8000);  // only this kind: (75, 100]
+  EXPECT_EQ(ScoreOf(*p, mixed, share), 50 + 25 * 1500 / 8000);  // this kind among others
+  EXPECT_EQ(ScoreOf(*p, empty, share), 25);                     // no GPU pods: (25, 50]
+  EXPECT_EQ(ScoreOf(*p, whole, share), 25 * 1000 / 8000);       // only other kinds: (0, 25]
   EXPECT_EQ(ScoreOf(*p, whole, MakePodRequest(1000, 0, 1, 1000)), 75 + 25 * 1000 / 8000);
-  EXPECT_EQ(ScoreOf(*p, shares, MakePodRequest(1000, 0, 0, 0)), 0);  // CPU-only: the tie rule decides
+  EXPECT_EQ(ScoreOf(*p, shares, MakePodRequest(1000, 0, 0, 0)),
+            0);  // CPU-only: the tie rule decides
 }
 
 TEST_F(PolicyTest, PackingOrder) {
@@ -83,10 +87,10 @@ TEST_F(PolicyTest, PackingOrder) {
   two.cpu_milli = 100;
   two.gpus = {GpuDemand{200, false}, GpuDemand{200, false}};
   EXPECT_EQ(ScoreOf(*p, n, two), 93);
-  EXPECT_EQ(ScoreOf(*p, n, MakePodRequest(100, 0, 1, 450)), 100 - 50 / 10);     // shared GPU
-  EXPECT_EQ(ScoreOf(*p, n, MakePodRequest(100, 0, 2, 1000)), 50 - 2);           // free GPUs, used node
-  EXPECT_EQ(ScoreOf(*p, idle8, MakePodRequest(100, 0, 1, 1000)), 33 - 8);        // idle node
-  EXPECT_EQ(ScoreOf(*p, idle1, MakePodRequest(100, 0, 1, 1000)), 33 - 1);        // smaller idle first
+  EXPECT_EQ(ScoreOf(*p, n, MakePodRequest(100, 0, 1, 450)), 100 - 50 / 10);  // shared GPU
+  EXPECT_EQ(ScoreOf(*p, n, MakePodRequest(100, 0, 2, 1000)), 50 - 2);        // free GPUs, used node
+  EXPECT_EQ(ScoreOf(*p, idle8, MakePodRequest(100, 0, 1, 1000)), 33 - 8);    // idle node
+  EXPECT_EQ(ScoreOf(*p, idle1, MakePodRequest(100, 0, 1, 1000)), 33 - 1);    // smaller idle first
   EXPECT_EQ(ScoreOf(*p, n, MakePodRequest(100, 0, 0, 0)), 0);
 }
 
@@ -151,7 +155,8 @@ TEST_F(FgdTest, WholeAndMultiGpuPods) {
   const NodeId two = Add(c_, Node("two", 32000, 2));
   const NodeChoice multi = p->Evaluate(two, Shape(c_, MakePodRequest(8000, 0, 2, 1000)));
   EXPECT_EQ(multi.gpus.count, 2);
-  EXPECT_EQ(CheckFit(c_.node(n), Shape(c_, MakePodRequest(8000, 0, 2, 1000))), Rejection::kWholeGpus);
+  EXPECT_EQ(CheckFit(c_.node(n), Shape(c_, MakePodRequest(8000, 0, 2, 1000))),
+            Rejection::kWholeGpus);
 }
 
 TEST_F(FgdTest, CpuOnlyPodsThatStrandGpusScoreLower) {
@@ -173,8 +178,8 @@ TEST_F(FgdTest, ModelConstrainedShapesSeeOtherModelsAsFragmented) {
   // On the T4 node a 500 share keeps the GPU usable by the T4-only 500 shape:
   // F: 0.5*0 + 0.5*0 -> 0.5*0 + 0.5*500: delta +250 -> int(sigmoid(-0.25)*100) = 43.
   EXPECT_EQ(ScoreOf(*p, t4, MakePodRequest(1000, 0, 1, 500)), 43);
-  // On the G3 node the T4 shape has no access (all idle counts): F 0.5*8000 + 0 -> 0.5*7500 + 0.5*500:
-  // delta 0 -> 50. FGD prefers leaving T4 capacity to T4-only pods.
+  // On the G3 node the T4 shape has no access (all idle counts): F 0.5*8000 + 0 -> 0.5*7500 +
+  // 0.5*500: delta 0 -> 50. FGD prefers leaving T4 capacity to T4-only pods.
   EXPECT_EQ(ScoreOf(*p, big_, MakePodRequest(1000, 0, 1, 500)), 50);
 }
 
@@ -193,7 +198,8 @@ TEST_F(PolicyTest, RandomPicksUniformlyAmongFeasible) {
   const NodeId n = Add(c_, Node("n", 32000, 4));
   BookShare(c_, n, 2, 900);
   std::vector<int> gpu(4, 0);
-  for (int i = 0; i < 400; ++i) ++gpu[p->Evaluate(n, Shape(c_, MakePodRequest(100, 0, 1, 500))).gpus.gpu[0]];
+  for (int i = 0; i < 400; ++i)
+    ++gpu[p->Evaluate(n, Shape(c_, MakePodRequest(100, 0, 1, 500))).gpus.gpu[0]];
   EXPECT_EQ(gpu[2], 0);  // never a GPU without room
   EXPECT_GT(gpu[0], 80);
   EXPECT_GT(gpu[3], 80);

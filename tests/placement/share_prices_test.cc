@@ -17,7 +17,8 @@ TEST(SharePricesTest, HalvesPairUp) {
 
 TEST(SharePricesTest, ThePricesOfTheTracesBigItems) {
   // 810 needs a GPU of its own; the small 160 fills the 190 it leaves, so it is worth nothing.
-  const SharePrices p = SharePrices::Solve(1000, {810, 160, 470, 650, 320}, {1000, 70, 700, 250, 300});
+  const SharePrices p =
+      SharePrices::Solve(1000, {810, 160, 470, 650, 320}, {1000, 70, 700, 250, 300});
   EXPECT_NEAR(p.Price(810), 1.0, 1e-9);
   EXPECT_NEAR(p.Price(160), 0.0, 1e-9);
   EXPECT_NEAR(p.Price(470), 0.5, 1e-9);

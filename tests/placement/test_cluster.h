@@ -12,8 +12,9 @@
 
 namespace gpushare::placement::testing {
 
-inline NodeSpec Node(const std::string& name, int64_t cpu_milli, int gpus, const std::string& model = "G2",
-                     int64_t capacity = 1000, int64_t memory_mib = 1 << 20) {
+inline NodeSpec Node(const std::string& name, int64_t cpu_milli, int gpus,
+                     const std::string& model = "G2", int64_t capacity = 1000,
+                     int64_t memory_mib = 1 << 20) {
   NodeSpec n;
   n.name = name;
   n.cpu_milli = cpu_milli;

@@ -17,7 +17,9 @@ using namespace testing;
 using K = NodeVerdict::Kind;
 namespace ms = memshare;
 
-ms::PodRequest Req(const json& pod) { return *kube::PodMemRequest(DecodePodOrDie(pod)); }
+ms::PodRequest Req(const json& pod) {
+  return *kube::PodMemRequest(DecodePodOrDie(pod));
+}
 
 class CacheTest : public ::testing::Test {
  protected:
@@ -42,7 +44,8 @@ class CacheTest : public ::testing::Test {
     return r->demand_gpus[0];
   }
   // The pod as the API shows it after a bind: bound, annotated.
-  json Bound(json pod, const std::string& node, const ms::ContainerGpus& gpus, bool confirmed, int64_t assume = 1) {
+  json Bound(json pod, const std::string& node, const ms::ContainerGpus& gpus, bool confirmed,
+             int64_t assume = 1) {
     pod["spec"]["nodeName"] = node;
     ms::PodRequest req = Req(pod);
     std::vector<int> demand;
@@ -59,7 +62,8 @@ class CacheTest : public ::testing::Test {
     return -1;
   }
   void ExpectNeverOverCommitted(const std::string& node) {
-    for (const GpuState& g : cache_->NodeGpus(node)) EXPECT_LE(g.used, g.capacity) << node << " GPU " << g.index;
+    for (const GpuState& g : cache_->NodeGpus(node))
+      EXPECT_LE(g.used, g.capacity) << node << " GPU " << g.index;
   }
 
   std::unique_ptr<GpuCache> cache_;
@@ -68,7 +72,8 @@ class CacheTest : public ::testing::Test {
 
 TEST_F(CacheTest, SeedShape_64PodsFit8PerGpu_The65thIsRefusedWithTheReason) {
   Node("gpu-1", Uniform(8, 24));
-  for (int i = 0; i < 64; ++i) ASSERT_GE(Bind(SimplePod("p" + std::to_string(i), 3), "gpu-1"), 0) << i << last_error_;
+  for (int i = 0; i < 64; ++i)
+    ASSERT_GE(Bind(SimplePod("p" + std::to_string(i), 3), "gpu-1"), 0) << i << last_error_;
   for (const GpuState& g : cache_->NodeGpus("gpu-1")) {
     EXPECT_EQ(g.used, 24) << g.index;
     EXPECT_EQ(g.clients, 8) << g.index;
@@ -77,7 +82,8 @@ TEST_F(CacheTest, SeedShape_64PodsFit8PerGpu_The65thIsRefusedWithTheReason) {
   std::vector<NodeVerdict> v = cache_->Filter(Req(extra), {"gpu-1"});
   ASSERT_EQ(v.size(), 1u);
   EXPECT_EQ(v[0].kind, K::kFailed);
-  EXPECT_NE(v[0].reason.find("no GPU has 3 GiB free for container main"), std::string::npos) << v[0].reason;
+  EXPECT_NE(v[0].reason.find("no GPU has 3 GiB free for container main"), std::string::npos)
+      << v[0].reason;
   EXPECT_NE(v[0].reason.find("0:0/24"), std::string::npos) << v[0].reason;
   EXPECT_EQ(Bind(extra, "gpu-1"), -1);
   EXPECT_NE(last_error_.find("no GPU has 3 GiB free"), std::string::npos) << last_error_;
@@ -107,8 +113,9 @@ TEST_F(CacheTest, GpusOfDifferentSizes) {
   std::vector<NodeVerdict> v = cache_->Filter(Req(SimplePod("big", 30)), {"mixed", "small"});
   EXPECT_EQ(v[0].kind, K::kFailed);
   EXPECT_EQ(v[1].kind, K::kUnresolvable);
-  EXPECT_NE(v[1].reason.find("container main asks 30 GiB, more than any GPU here has (largest: 24 GiB)"),
-            std::string::npos)
+  EXPECT_NE(
+      v[1].reason.find("container main asks 30 GiB, more than any GPU here has (largest: 24 GiB)"),
+      std::string::npos)
       << v[1].reason;
 }
 
@@ -117,17 +124,22 @@ TEST_F(CacheTest, UnresolvableNodesSayWhy) {
   json broken = NodeJson("broken", Uniform(2, 24));
   broken["metadata"]["annotations"]["gpushare.io/gpu-inventory"] = "{\"version\":1";
   cache_->UpsertNode(DecodeNodeOrDie(broken));
-  cache_->UpsertNode(DecodeNodeOrDie(NodeJson("mib", Inventory(Uniform(2, 24576), 48, ms::MemoryUnit::kMiB))));
+  cache_->UpsertNode(
+      DecodeNodeOrDie(NodeJson("mib", Inventory(Uniform(2, 24576), 48, ms::MemoryUnit::kMiB))));
   Node("sick", {{24, false}, {24, true, "time-slicing"}});
   Node("ok", Uniform(1, 24));
-  std::vector<NodeVerdict> v = cache_->Filter(Req(SimplePod("p", 3)), {"plain", "broken", "mib", "sick", "nowhere", "ok"});
+  std::vector<NodeVerdict> v =
+      cache_->Filter(Req(SimplePod("p", 3)), {"plain", "broken", "mib", "sick", "nowhere", "ok"});
   ASSERT_EQ(v.size(), 6u);
   for (int i = 0; i < 5; ++i) EXPECT_EQ(v[i].kind, K::kUnresolvable) << i << " " << v[i].reason;
-  EXPECT_NE(v[0].reason.find("no gpushare.io/gpu-inventory annotation"), std::string::npos) << v[0].reason;
+  EXPECT_NE(v[0].reason.find("no gpushare.io/gpu-inventory annotation"), std::string::npos)
+      << v[0].reason;
   EXPECT_NE(v[1].reason.find("unreadable"), std::string::npos) << v[1].reason;
   EXPECT_NE(v[2].reason.find("MiB"), std::string::npos) << v[2].reason;
-  EXPECT_NE(v[3].reason.find("GPU 0 unhealthy, GPU 1 in mode time-slicing"), std::string::npos) << v[3].reason;
-  EXPECT_NE(v[4].reason.find("not in gpushare-scheduler's cache"), std::string::npos) << v[4].reason;
+  EXPECT_NE(v[3].reason.find("GPU 0 unhealthy, GPU 1 in mode time-slicing"), std::string::npos)
+      << v[3].reason;
+  EXPECT_NE(v[4].reason.find("not in gpushare-scheduler's cache"), std::string::npos)
+      << v[4].reason;
   EXPECT_EQ(v[5].kind, K::kFits);
   EXPECT_NE(log_.find("event=node_inventory_invalid node=broken"), std::string::npos) << log_;
 }
@@ -141,11 +153,14 @@ TEST_F(CacheTest, MultiContainerPodsAndInitContainers) {
   ASSERT_EQ(g.size(), 2u);
   EXPECT_NE(g["a"], g["b"]);
   // A third 20 GiB container does not fit anywhere now; on the empty node it would.
-  std::vector<NodeVerdict> v = cache_->Filter(Req(PodJson("three", {{"a", 2}, {"b", 2}, {"c", 4}})), {"n"});
+  std::vector<NodeVerdict> v =
+      cache_->Filter(Req(PodJson("three", {{"a", 2}, {"b", 2}, {"c", 4}})), {"n"});
   EXPECT_EQ(v[0].kind, K::kFits);
   v = cache_->Filter(Req(PodJson("big", {{"a", 20}, {"b", 20}, {"c", 20}})), {"n"});
   EXPECT_EQ(v[0].kind, K::kUnresolvable) << v[0].reason;
-  EXPECT_NE(v[0].reason.find("cannot fit on this node's GPUs even when they are empty"), std::string::npos) << v[0].reason;
+  EXPECT_NE(v[0].reason.find("cannot fit on this node's GPUs even when they are empty"),
+            std::string::npos)
+      << v[0].reason;
   // Init containers run on the first app container's GPU and hold their units there.
   Node("m", Uniform(1, 24));
   const json with_init = PodJson("init", {{"setup", 10, true}, {"main", 2}}, "default", "u-init");
@@ -161,7 +176,9 @@ TEST_F(CacheTest, ClientCeilingPerGpu) {
   EXPECT_EQ(placed, 4);
   std::vector<NodeVerdict> v = cache_->Filter(Req(SimplePod("x", 1)), {"n"});
   EXPECT_EQ(v[0].kind, K::kFailed);
-  EXPECT_NE(v[0].reason.find("already serve 2 containers each (maxClientsPerGpu)"), std::string::npos) << v[0].reason;
+  EXPECT_NE(v[0].reason.find("already serve 2 containers each (maxClientsPerGpu)"),
+            std::string::npos)
+      << v[0].reason;
 }
 
 TEST_F(CacheTest, UsageFromAnnotationsConfirmedWinsAndCorrectsSwaps) {
@@ -198,7 +215,8 @@ TEST_F(CacheTest, ASwapInFlightLeavesNoRoomForAnotherPod) {
   EXPECT_EQ(Used("n", 1), 21);
   // X = g1-0 confirmed on GPU 0; its assumed map still says GPU 1.
   json x = Bound(SimplePod("g1-0", 3), "n", {{"main", 1}}, false);
-  for (const auto& [k, v] : ms::ConfirmAnnotations(Req(x), {{"main", 0}})) x["metadata"]["annotations"][k] = v;
+  for (const auto& [k, v] : ms::ConfirmAnnotations(Req(x), {{"main", 0}}))
+    x["metadata"]["annotations"][k] = v;
   cache_->UpsertPod(DecodePodOrDie(x));
   EXPECT_EQ(Used("n", 1), 21) << "W will take X's slot on GPU 1";
   EXPECT_GE(Used("n", 0), 22);
@@ -221,11 +239,13 @@ TEST_F(CacheTest, AReleasedSlotStaysCountedWhileASwapIntoItIsUnconfirmed) {
   EXPECT_NE(log_.find("event=slot_guarded node=n pod=default/w"), std::string::npos) << log_;
   EXPECT_EQ(Bind(SimplePod("y", 3), "n"), -1) << "GPU 0 may hold X";
   // X confirmed on GPU 0: counted there, and on GPU 1 until the agent moves its plan.
-  for (const auto& [k, v] : ms::ConfirmAnnotations(Req(x), {{"main", 0}})) x["metadata"]["annotations"][k] = v;
+  for (const auto& [k, v] : ms::ConfirmAnnotations(Req(x), {{"main", 0}}))
+    x["metadata"]["annotations"][k] = v;
   cache_->UpsertPod(DecodePodOrDie(x));
   EXPECT_EQ(Used("n", 0), 3);
   EXPECT_EQ(Used("n", 1), 3);
-  x["metadata"]["annotations"][std::string(ms::kAssumedAnnotation)] = ms::EncodeContainerGpus({{"main", 0}});
+  x["metadata"]["annotations"][std::string(ms::kAssumedAnnotation)] =
+      ms::EncodeContainerGpus({{"main", 0}});
   cache_->UpsertPod(DecodePodOrDie(x));
   EXPECT_EQ(Used("n", 1), 0);
   EXPECT_EQ(Bind(SimplePod("y", 3), "n"), 1);
@@ -244,7 +264,8 @@ TEST_F(CacheTest, AnEmptyPlannedSlotIsGivenBackOnceNothingPendingNeedsIt) {
   json x = Bound(SimplePod("x", 3), "n", {{"main", 1}}, false);
   for (json* p : {&w, &x}) {
     const int real = p == &w ? 1 : 0;
-    for (const auto& [k, v] : ms::ConfirmAnnotations(Req(*p), {{"main", real}})) (*p)["metadata"]["annotations"][k] = v;
+    for (const auto& [k, v] : ms::ConfirmAnnotations(Req(*p), {{"main", real}}))
+      (*p)["metadata"]["annotations"][k] = v;
     cache_->UpsertPod(DecodePodOrDie(*p));
   }
   EXPECT_EQ(Used("n", 0), 3);
@@ -276,14 +297,16 @@ TEST(CacheStart, NodesWithPendingPodsWaitForTheirConfirmation) {
   json a = SimplePod("a", 3);
   a["spec"]["nodeName"] = "busy";
   ms::PodRequest req = Req(a);
-  for (const auto& [k, v] : ms::BindAnnotations(req, {0}, 24, 1)) a["metadata"]["annotations"][k] = v;
+  for (const auto& [k, v] : ms::BindAnnotations(req, {0}, 24, 1))
+    a["metadata"]["annotations"][k] = v;
   cache.UpsertPod(DecodePodOrDie(a));
   cache.SetSynced(true);
   std::vector<NodeVerdict> v = cache.Filter(Req(SimplePod("b", 3)), {"busy", "idle"});
   EXPECT_EQ(v[0].kind, K::kFailed);
   EXPECT_NE(v[0].reason.find("started recently"), std::string::npos) << v[0].reason;
   EXPECT_EQ(v[1].kind, K::kFits);
-  for (const auto& [k, val] : ms::ConfirmAnnotations(req, {{"main", 0}})) a["metadata"]["annotations"][k] = val;
+  for (const auto& [k, val] : ms::ConfirmAnnotations(req, {{"main", 0}}))
+    a["metadata"]["annotations"][k] = val;
   cache.UpsertPod(DecodePodOrDie(a));
   EXPECT_EQ(cache.Filter(Req(SimplePod("b", 3)), {"busy"})[0].kind, K::kFits) << log;
   // The hold also ends after restart_hold_ns, counted from the first sweep.
@@ -319,7 +342,8 @@ TEST_F(CacheTest, AlibabaAnnotationsAndUnassignedPods) {
   Node("n", Uniform(2, 24));
   json ali = SimplePod("ali", 5);
   ali["spec"]["nodeName"] = "n";
-  ali["metadata"]["annotations"] = {{"ALIYUN_COM_GPU_MEM_IDX", "1"}, {"ALIYUN_COM_GPU_MEM_ASSIGNED", "true"}};
+  ali["metadata"]["annotations"] = {{"ALIYUN_COM_GPU_MEM_IDX", "1"},
+                                    {"ALIYUN_COM_GPU_MEM_ASSIGNED", "true"}};
   cache_->UpsertPod(DecodePodOrDie(ali));
   EXPECT_EQ(Used("n", 1), 5);
   json bare = SimplePod("bare", 5);
@@ -330,7 +354,8 @@ TEST_F(CacheTest, AlibabaAnnotationsAndUnassignedPods) {
   EXPECT_NE(log_.find("event=pod_unassigned pod=default/bare"), std::string::npos);
   json junk = SimplePod("junk", 5);
   junk["spec"]["nodeName"] = "n";
-  junk["metadata"]["annotations"] = {{"gpushare.io/gpu-mem-assumed", "{\"main\":99"}, {"ALIYUN_COM_GPU_MEM_IDX", "x"}};
+  junk["metadata"]["annotations"] = {{"gpushare.io/gpu-mem-assumed", "{\"main\":99"},
+                                     {"ALIYUN_COM_GPU_MEM_IDX", "x"}};
   cache_->UpsertPod(DecodePodOrDie(junk));
   EXPECT_NE(log_.find("event=pod_annotation_unreadable pod=default/junk"), std::string::npos);
   EXPECT_EQ(cache_->stats().pods, 1);
@@ -400,7 +425,9 @@ TEST_F(CacheTest, RollbackGivesBackUnlessTheApiShowsThePodBound) {
   EXPECT_EQ(Used("n", 0), 20);
   // Unsynced caches decide nothing.
   cache_->SetSynced(false);
-  EXPECT_EQ(cache_->Reserve(DecodePodOrDie(SimplePod("q", 1)), Req(SimplePod("q", 1)), "n", 7).status().code(),
+  EXPECT_EQ(cache_->Reserve(DecodePodOrDie(SimplePod("q", 1)), Req(SimplePod("q", 1)), "n", 7)
+                .status()
+                .code(),
             StatusCode::kUnavailable);
 }
 
@@ -459,7 +486,7 @@ TEST_F(CacheTest, HealthFlipRebuildsAndKeepsUsage) {
   EXPECT_EQ(Bind(SimplePod("q", 20), "n"), 1);
   EXPECT_EQ(Bind(SimplePod("r", 4), "n"), 1);
   EXPECT_EQ(Bind(SimplePod("s", 1), "n"), -1);  // GPU 0 is out of service
-  Node("n", Uniform(2, 24));                      // it recovers: 4 GiB free there
+  Node("n", Uniform(2, 24));                    // it recovers: 4 GiB free there
   EXPECT_EQ(Bind(SimplePod("s", 1), "n"), 0);
   EXPECT_GE(cache_->stats().rebuilds, 2u);
   ExpectNeverOverCommitted("n");
@@ -468,12 +495,14 @@ TEST_F(CacheTest, HealthFlipRebuildsAndKeepsUsage) {
 TEST_F(CacheTest, OverFullTruthIsShownFullNeverCrashes) {
   Node("n", Uniform(1, 24), 3);
   for (int i = 0; i < 5; ++i)
-    cache_->UpsertPod(DecodePodOrDie(Bound(SimplePod("p" + std::to_string(i), 9), "n", {{"main", 0}}, true)));
+    cache_->UpsertPod(
+        DecodePodOrDie(Bound(SimplePod("p" + std::to_string(i), 9), "n", {{"main", 0}}, true)));
   EXPECT_EQ(Used("n", 0), 45);
   std::vector<NodeVerdict> v = cache_->Filter(Req(SimplePod("q", 1)), {"n"});
   EXPECT_EQ(v[0].kind, K::kFailed);
   EXPECT_EQ(Bind(SimplePod("q", 1), "n"), -1);
-  for (int i = 0; i < 3; ++i) cache_->DeletePod(DecodePodOrDie(SimplePod("p" + std::to_string(i), 9)));
+  for (int i = 0; i < 3; ++i)
+    cache_->DeletePod(DecodePodOrDie(SimplePod("p" + std::to_string(i), 9)));
   EXPECT_EQ(Used("n", 0), 18);
   EXPECT_EQ(Bind(SimplePod("q", 6), "n"), 0);
   EXPECT_EQ(Bind(SimplePod("r", 1), "n"), -1);  // 3 clients: the ceiling
@@ -518,7 +547,8 @@ TEST_F(CacheTest, RandomSequencesKeepTheInvariants) {
     const std::string node = nodes[rng() % nodes.size()];
     if (op < 5) {
       auto units = [&](int m) { return static_cast<int64_t>(1 + rng() % m); };
-      const json p = rng() % 3 == 0 ? PodJson(name, {{"a", units(12)}, {"q", 0}, {"b", units(12)}}, "default", "u-" + name)
+      const json p = rng() % 3 == 0 ? PodJson(name, {{"a", units(12)}, {"q", 0}, {"b", units(12)}},
+                                              "default", "u-" + name)
                                     : SimplePod(name, units(20));
       if (live.count(name)) continue;
       const bool fits = cache_->Filter(Req(p), {node})[0].kind == K::kFits;
@@ -544,10 +574,12 @@ TEST_F(CacheTest, RandomSequencesKeepTheInvariants) {
       }
       live.erase(it);
     } else if (op == 7) {
-      std::vector<GpuSpec> g = {{16, rng() % 4 != 0}, {24}, {40, true, rng() % 5 == 0 ? "mig" : "memory"}};
+      std::vector<GpuSpec> g = {
+          {16, rng() % 4 != 0}, {24}, {40, true, rng() % 5 == 0 ? "mig" : "memory"}};
       Node(node, g);
     } else if (op == 8) {
-      (void)cache_->Score(Req(SimplePod("s", static_cast<int64_t>(1 + rng() % 16))), {nodes.begin(), nodes.end()});
+      (void)cache_->Score(Req(SimplePod("s", static_cast<int64_t>(1 + rng() % 16))),
+                          {nodes.begin(), nodes.end()});
     } else {
       (void)cache_->ExpireAssumed(step, 1000000);
     }
@@ -592,7 +624,8 @@ TEST(CacheRepeats, ANameListedTwiceIsAnsweredOnce) {
   cache.SetSynced(true);
   cache.UpsertNode(testing::DecodeNodeOrDie(testing::NodeJson("a", testing::Uniform(1, 24))));
   cache.UpsertNode(testing::DecodeNodeOrDie(testing::NodeJson("b", testing::Uniform(1, 24))));
-  const memshare::PodRequest req = *kube::PodMemRequest(testing::DecodePodOrDie(testing::SimplePod("p", 3)));
+  const memshare::PodRequest req =
+      *kube::PodMemRequest(testing::DecodePodOrDie(testing::SimplePod("p", 3)));
   std::vector<NodeVerdict> v = cache.Filter(req, {"a", "b", "a", "ghost", "b"});
   EXPECT_FALSE(v[0].repeat);
   EXPECT_FALSE(v[1].repeat);

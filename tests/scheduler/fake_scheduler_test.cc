@@ -1,7 +1,5 @@
 // The kube-scheduler double itself, against a scripted extender: the exact requests it sends
 // and how it reads replies (§3.4 of the reference), so that tests using it can be trusted.
-#include "tests/fakes/scheduler/fake_kube_scheduler.h"
-
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -11,6 +9,7 @@
 #include <thread>
 
 #include "tests/fakes/apiserver/fake_apiserver.h"
+#include "tests/fakes/scheduler/fake_kube_scheduler.h"
 #include "tests/kube/test_util.h"
 #include "tests/scheduler/fixtures.h"
 
@@ -28,7 +27,8 @@ class ScriptedExtender {
   struct Seen {
     std::string method, path, content_type, body;
   };
-  using Script = std::function<std::pair<int, std::string>(const std::string& verb, const std::string& body)>;
+  using Script =
+      std::function<std::pair<int, std::string>(const std::string& verb, const std::string& body)>;
 
   explicit ScriptedExtender(Script script) : script_(std::move(script)) {
     auto handler = [this](const httplib::Request& req, httplib::Response& res) {
@@ -51,7 +51,9 @@ class ScriptedExtender {
     server_.stop();
     thread_.join();
   }
-  std::string url(const std::string& prefix = "/ext") const { return "http://127.0.0.1:" + std::to_string(port_) + prefix; }
+  std::string url(const std::string& prefix = "/ext") const {
+    return "http://127.0.0.1:" + std::to_string(port_) + prefix;
+  }
   std::vector<Seen> seen() {
     std::lock_guard<std::mutex> l(mu_);
     return seen_;
@@ -59,7 +61,9 @@ class ScriptedExtender {
   int Count(const std::string& verb) {
     int n = 0;
     for (const Seen& s : seen())
-      if (s.path.size() >= verb.size() && s.path.compare(s.path.size() - verb.size(), verb.size(), verb) == 0) ++n;
+      if (s.path.size() >= verb.size() &&
+          s.path.compare(s.path.size() - verb.size(), verb.size(), verb) == 0)
+        ++n;
     return n;
   }
 
@@ -81,15 +85,21 @@ ExtenderConfig Config(const std::string& url) {
 
 std::vector<json> Nodes(std::initializer_list<const char*> names) {
   std::vector<json> out;
-  for (const char* n : names) out.push_back(json{{"kind", "Node"}, {"apiVersion", "v1"}, {"metadata", {{"name", n}}}});
+  for (const char* n : names)
+    out.push_back(json{{"kind", "Node"}, {"apiVersion", "v1"}, {"metadata", {{"name", n}}}});
   return out;
 }
 
 TEST(FakeKubeScheduler, PostsTheExactJsonInBothModes) {
   ScriptedExtender ext([](const std::string&, const std::string&) {
-    return std::make_pair(200, std::string(R"({"Nodes":null,"NodeNames":["a"],"FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":""})"));
+    return std::make_pair(
+        200,
+        std::string(
+            R"({"Nodes":null,"NodeNames":["a"],"FailedNodes":{},"FailedAndUnresolvableNodes":{},"Error":""})"));
   });
-  json pod = {{"kind", "Pod"}, {"apiVersion", "v1"}, {"metadata", {{"name", "p"}, {"namespace", "ml"}, {"uid", "u"}}}};
+  json pod = {{"kind", "Pod"},
+              {"apiVersion", "v1"},
+              {"metadata", {{"name", "p"}, {"namespace", "ml"}, {"uid", "u"}}}};
   ExtenderClient cache_mode(Config(ext.url("/ext//")));  // trailing slashes are trimmed
   ASSERT_TRUE(cache_mode.Filter(pod, Nodes({"a", "b"})).ok());
   ExtenderConfig full = Config(ext.url());
@@ -102,9 +112,12 @@ TEST(FakeKubeScheduler, PostsTheExactJsonInBothModes) {
   EXPECT_EQ(s[0].method, "POST");
   EXPECT_EQ(s[0].path, "/ext/filter");
   EXPECT_EQ(s[0].content_type, "application/json");
-  EXPECT_EQ(s[0].body, R"({"Pod":{"metadata":{"name":"p","namespace":"ml","uid":"u"}},"Nodes":null,"NodeNames":["a","b"]})");
-  EXPECT_EQ(s[1].body,
-            R"({"Pod":{"metadata":{"name":"p","namespace":"ml","uid":"u"}},"Nodes":{"metadata":{},"items":[{"metadata":{"name":"a"}}]},"NodeNames":null})");
+  EXPECT_EQ(
+      s[0].body,
+      R"({"Pod":{"metadata":{"name":"p","namespace":"ml","uid":"u"}},"Nodes":null,"NodeNames":["a","b"]})");
+  EXPECT_EQ(
+      s[1].body,
+      R"({"Pod":{"metadata":{"name":"p","namespace":"ml","uid":"u"}},"Nodes":{"metadata":{},"items":[{"metadata":{"name":"a"}}]},"NodeNames":null})");
   EXPECT_EQ(s[2].path, "/ext/bind");
   EXPECT_EQ(s[2].body, R"({"PodName":"p","PodNamespace":"ml","PodUID":"u","Node":"a"})");
 }
@@ -112,7 +125,8 @@ TEST(FakeKubeScheduler, PostsTheExactJsonInBothModes) {
 TEST(FakeKubeScheduler, ReadsFilterRepliesAsKubeSchedulerDoes) {
   std::string reply;
   int code = 200;
-  ScriptedExtender ext([&](const std::string&, const std::string&) { return std::make_pair(code, reply); });
+  ScriptedExtender ext(
+      [&](const std::string&, const std::string&) { return std::make_pair(code, reply); });
   ExtenderClient c(Config(ext.url()));
   const json pod = {{"metadata", {{"name", "p"}}}};
   auto filter = [&](std::string r) {
@@ -127,7 +141,8 @@ TEST(FakeKubeScheduler, ReadsFilterRepliesAsKubeSchedulerDoes) {
   EXPECT_EQ(f->failed, (std::map<std::string, std::string>{{"b", "full"}}));
   EXPECT_EQ(f->unresolvable.at("c"), "never");
   // Both null: every node filtered out (not an error).
-  f = filter(R"({"Nodes":null,"NodeNames":null,"FailedNodes":null,"FailedAndUnresolvableNodes":null,"Error":""})");
+  f = filter(
+      R"({"Nodes":null,"NodeNames":null,"FailedNodes":null,"FailedAndUnresolvableNodes":null,"Error":""})");
   ASSERT_TRUE(f.ok());
   EXPECT_TRUE(f->feasible.empty());
   // In node-cache mode, Nodes is read when NodeNames is null.
@@ -139,19 +154,26 @@ TEST(FakeKubeScheduler, ReadsFilterRepliesAsKubeSchedulerDoes) {
   ASSERT_TRUE(f.ok());
   EXPECT_EQ(f->feasible, (std::vector<std::string>{"c"}));
   // Errors: a node that was not asked about, a non-empty Error, non-200, bad JSON, wrong types.
-  EXPECT_NE(filter(R"({"NodeNames":["zzz"]})").status().message().find("not found in the input node list"), std::string::npos);
-  EXPECT_EQ(filter(R"({"NodeNames":["a"],"Error":"cache not synced"})").status().message(), "cache not synced");
+  EXPECT_NE(filter(R"({"NodeNames":["zzz"]})")
+                .status()
+                .message()
+                .find("not found in the input node list"),
+            std::string::npos);
+  EXPECT_EQ(filter(R"({"NodeNames":["a"],"Error":"cache not synced"})").status().message(),
+            "cache not synced");
   EXPECT_FALSE(filter("not json").ok());
   EXPECT_FALSE(filter(R"({"NodeNames":"a"})").ok());
   EXPECT_FALSE(filter(R"({"FailedNodes":{"a":1}})").ok());
   EXPECT_FALSE(filter("[]").ok());
   code = 500;
-  EXPECT_NE(filter(R"({"NodeNames":["a"]})").status().message().find("HTTP 500"), std::string::npos);
+  EXPECT_NE(filter(R"({"NodeNames":["a"]})").status().message().find("HTTP 500"),
+            std::string::npos);
 }
 
 TEST(FakeKubeScheduler, ReadsPrioritizeAndBindReplies) {
   std::string reply;
-  ScriptedExtender ext([&](const std::string&, const std::string&) { return std::make_pair(200, reply); });
+  ScriptedExtender ext(
+      [&](const std::string&, const std::string&) { return std::make_pair(200, reply); });
   ExtenderClient c(Config(ext.url()));
   const json pod = {{"metadata", {{"name", "p"}}}};
   reply = R"([{"host":"a","score":3},{"Host":"b","Score":12}])";
@@ -176,12 +198,18 @@ TEST(FakeKubeScheduler, InterestAndValidation) {
   ExtenderConfig all;
   all.url_prefix = "http://x/e";
   EXPECT_TRUE(ExtenderClient(all).IsInterested(scheduler::testing::PodJson("cpu", {{"app", 0}})));
-  EXPECT_EQ(PodResourceRequest(scheduler::testing::PodJson("x", {{"a", 3}, {"b", 2}, {"i", 4, true}}), "aliyun.com/gpu-mem"), 5);
-  EXPECT_EQ(PodResourceRequest(scheduler::testing::PodJson("x", {{"a", 3}, {"i", 4, true}}), "aliyun.com/gpu-mem"), 4);
+  EXPECT_EQ(
+      PodResourceRequest(scheduler::testing::PodJson("x", {{"a", 3}, {"b", 2}, {"i", 4, true}}),
+                         "aliyun.com/gpu-mem"),
+      5);
+  EXPECT_EQ(PodResourceRequest(scheduler::testing::PodJson("x", {{"a", 3}, {"i", 4, true}}),
+                               "aliyun.com/gpu-mem"),
+            4);
   ExtenderConfig bad = Config("http://x/e");
   bad.weight = 0;
   EXPECT_FALSE(ValidateExtenders({bad}).ok());
-  EXPECT_FALSE(ValidateExtenders({Config("http://x/e"), Config("http://y/e")}).ok());  // two binders, duplicate resource
+  EXPECT_FALSE(ValidateExtenders({Config("http://x/e"), Config("http://y/e")})
+                   .ok());  // two binders, duplicate resource
   ExtenderConfig noscheme = Config("x/e");
   EXPECT_FALSE(ValidateExtenders({noscheme}).ok());
   ExtenderConfig k8s = Config("http://x/e");
@@ -209,16 +237,18 @@ TEST_F(CycleTest, SkipsPrioritizeWithOneNodeAndBindsThroughTheExtender) {
   api_.Upsert(Resource::kPods, SimplePod("q", 3));
   std::atomic<int> binds{0};
   auto client = client_;
-  ScriptedExtender ext([&](const std::string& verb, const std::string& body) -> std::pair<int, std::string> {
-    if (verb == "filter") return {200, R"({"NodeNames":["b"],"FailedNodes":{"a":"GPU 0 is full"}})"};
-    if (verb == "bind") {
-      json b = json::parse(body);
-      ++binds;
-      Status s = client->Bind({b["PodName"], b["PodNamespace"], b["PodUID"], b["Node"], {}});
-      return {200, json{{"Error", s.ok() ? "" : s.message()}}.dump()};
-    }
-    return {200, R"([{"Host":"b","Score":10}])"};
-  });
+  ScriptedExtender ext(
+      [&](const std::string& verb, const std::string& body) -> std::pair<int, std::string> {
+        if (verb == "filter")
+          return {200, R"({"NodeNames":["b"],"FailedNodes":{"a":"GPU 0 is full"}})"};
+        if (verb == "bind") {
+          json b = json::parse(body);
+          ++binds;
+          Status s = client->Bind({b["PodName"], b["PodNamespace"], b["PodUID"], b["Node"], {}});
+          return {200, json{{"Error", s.ok() ? "" : s.message()}}.dump()};
+        }
+        return {200, R"([{"Host":"b","Score":10}])"};
+      });
   FakeKubeScheduler sched(client_, {{Config(ext.url())}, 1});
   ASSERT_TRUE(sched.Validate().ok());
   ScheduleResult r = sched.ScheduleOne("default", "p");
@@ -236,12 +266,14 @@ TEST_F(CycleTest, ScoresTimesWeightTimesTenAndFitErrors) {
   api_.Upsert(Resource::kNodes, NodeJson("b", Uniform(1, 24)));
   api_.Upsert(Resource::kNodes, NodeJson("small", Uniform(1, 2)));
   api_.Upsert(Resource::kPods, SimplePod("p", 3));
-  ScriptedExtender ext([&](const std::string& verb, const std::string& body) -> std::pair<int, std::string> {
+  ScriptedExtender ext([&](const std::string& verb,
+                           const std::string& body) -> std::pair<int, std::string> {
     if (verb == "filter") {
       json names = json::parse(body)["NodeNames"];  // the in-tree fit removed "small"
       return {200, json{{"NodeNames", names}}.dump()};
     }
-    return {200, R"([{"Host":"a","Score":3},{"Host":"b","Score":4},{"Host":"elsewhere","Score":10}])"};
+    return {200,
+            R"([{"Host":"a","Score":3},{"Host":"b","Score":4},{"Host":"elsewhere","Score":10}])"};
   });
   ExtenderConfig c = Config(ext.url());
   c.weight = 2;

@@ -3,15 +3,15 @@
 // and the Knative seed workload's pods.
 #pragma once
 
+#include <yaml-cpp/yaml.h>
+
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
-#include <yaml-cpp/yaml.h>
 
 #include "core/memshare.h"
 #include "kube/objects.h"
@@ -46,7 +46,9 @@ inline memshare::NodeInventory Inventory(const std::vector<GpuSpec>& gpus, int m
   return inv;
 }
 
-inline std::vector<GpuSpec> Uniform(int n, int64_t units) { return std::vector<GpuSpec>(n, GpuSpec{units}); }
+inline std::vector<GpuSpec> Uniform(int n, int64_t units) {
+  return std::vector<GpuSpec>(n, GpuSpec{units});
+}
 
 // A Node object: the inventory annotation, allocatable aliyun.com/gpu-mem (the healthy units,
 // as kubelet would count them) and aliyun.com/gpu-count.
@@ -56,15 +58,22 @@ inline json NodeJson(const std::string& name, const memshare::NodeInventory& inv
     if (g.ServesMemoryShares()) units += g.units;
   json n = {{"kind", "Node"},
             {"metadata",
-             {{"name", name}, {"annotations", {{std::string(memshare::kInventoryAnnotation), memshare::EncodeInventory(inv)}}}}},
+             {{"name", name},
+              {"annotations",
+               {{std::string(memshare::kInventoryAnnotation), memshare::EncodeInventory(inv)}}}}},
             {"status",
-             {{"capacity", {{"aliyun.com/gpu-mem", std::to_string(units)}, {"aliyun.com/gpu-count", std::to_string(inv.gpus.size())}}},
-              {"allocatable", {{"aliyun.com/gpu-mem", std::to_string(units)}, {"aliyun.com/gpu-count", std::to_string(inv.gpus.size())}}},
+             {{"capacity",
+               {{"aliyun.com/gpu-mem", std::to_string(units)},
+                {"aliyun.com/gpu-count", std::to_string(inv.gpus.size())}}},
+              {"allocatable",
+               {{"aliyun.com/gpu-mem", std::to_string(units)},
+                {"aliyun.com/gpu-count", std::to_string(inv.gpus.size())}}},
               {"conditions", {{{"type", "Ready"}, {"status", "True"}}}}}}};
   return n;
 }
 
-inline json NodeJson(const std::string& name, const std::vector<GpuSpec>& gpus, int max_clients = 48) {
+inline json NodeJson(const std::string& name, const std::vector<GpuSpec>& gpus,
+                     int max_clients = 48) {
   return NodeJson(name, Inventory(gpus, max_clients));
 }
 
@@ -80,7 +89,8 @@ inline json PodJson(const std::string& name, const std::vector<ContainerSpec>& c
   json c = json::array(), ic = json::array();
   for (const ContainerSpec& s : containers) {
     json one = {{"name", s.name}, {"image", "registry.example/" + s.name + ":1"}};
-    if (s.units > 0) one["resources"] = {{"limits", {{"aliyun.com/gpu-mem", std::to_string(s.units)}}}};
+    if (s.units > 0)
+      one["resources"] = {{"limits", {{"aliyun.com/gpu-mem", std::to_string(s.units)}}}};
     (s.init ? ic : c).push_back(one);
   }
   json p = {{"kind", "Pod"},
@@ -96,8 +106,12 @@ inline json SimplePod(const std::string& name, int64_t units, const std::string&
   return PodJson(name, {{"main", units}}, "default", uid.empty() ? "uid-" + name : uid);
 }
 
-inline kube::Node DecodeNodeOrDie(const json& j) { return *kube::DecodeNode(j); }
-inline kube::Pod DecodePodOrDie(const json& j) { return *kube::DecodePod(j); }
+inline kube::Node DecodeNodeOrDie(const json& j) {
+  return *kube::DecodeNode(j);
+}
+inline kube::Pod DecodePodOrDie(const json& j) {
+  return *kube::DecodePod(j);
+}
 
 inline std::string SeedManifestPath() {
   return std::string(GPUSHARE_SHARED_DIR) + "/examples/seed-manifests/knative-gpu-mem-sharing.yaml";
@@ -118,7 +132,8 @@ inline bool ReadSeedService(SeedService* s) {
   s->service = m["metadata"]["name"].as<std::string>();
   s->ns = m["metadata"]["namespace"].as<std::string>("default");
   YAML::Node t = m["spec"]["template"];
-  s->max_scale = std::stoi(t["metadata"]["annotations"]["autoscaling.knative.dev/maxScale"].as<std::string>());
+  s->max_scale =
+      std::stoi(t["metadata"]["annotations"]["autoscaling.knative.dev/maxScale"].as<std::string>());
   s->container_concurrency = t["spec"]["containerConcurrency"].as<int>();
   YAML::Node c = t["spec"]["containers"][0];
   s->container = c["name"].as<std::string>();
@@ -131,8 +146,8 @@ inline bool ReadSeedService(SeedService* s) {
 // containers as written (user-container with limits aliyun.com/gpu-mem: "3") plus the
 // queue-proxy sidecar Knative injects (CPU only). `units` is read from the manifest by the
 // caller. Knative names the pods <service>-00001-deployment-<replicaset hash>-<random>.
-inline json KnativePod(const std::string& service, const std::string& ns, int i, const std::string& container,
-                       const std::string& image, int64_t units) {
+inline json KnativePod(const std::string& service, const std::string& ns, int i,
+                       const std::string& container, const std::string& image, int64_t units) {
   char suffix[16];
   std::snprintf(suffix, sizeof suffix, "%05x", 0x1a2b3 + i * 7919);
   json p = {{"kind", "Pod"},
@@ -140,15 +155,20 @@ inline json KnativePod(const std::string& service, const std::string& ns, int i,
              {{"name", service + "-00001-deployment-7d9f8c6b5-" + std::string(suffix)},
               {"namespace", ns},
               {"uid", "knative-uid-" + std::to_string(i)},
-              {"labels", {{"serving.knative.dev/service", service}, {"serving.knative.dev/revision", service + "-00001"}}},
-              {"annotations", {{"autoscaling.knative.dev/maxScale", "100"}, {"autoscaling.knative.dev/minScale", "0"}}}}},
+              {"labels",
+               {{"serving.knative.dev/service", service},
+                {"serving.knative.dev/revision", service + "-00001"}}},
+              {"annotations",
+               {{"autoscaling.knative.dev/maxScale", "100"},
+                {"autoscaling.knative.dev/minScale", "0"}}}}},
             {"spec",
              {{"containers",
                {{{"name", container},
                  {"image", image},
                  {"ports", {{{"containerPort", 6666}, {"name", "user-port"}, {"protocol", "TCP"}}}},
-                 {"resources", {{"limits", {{"aliyun.com/gpu-mem", std::to_string(units)}}},
-                                {"requests", {{"aliyun.com/gpu-mem", std::to_string(units)}}}}}},
+                 {"resources",
+                  {{"limits", {{"aliyun.com/gpu-mem", std::to_string(units)}}},
+                   {"requests", {{"aliyun.com/gpu-mem", std::to_string(units)}}}}}},
                 {{"name", "queue-proxy"},
                  {"image", "gcr.io/knative-releases/knative.dev/serving/cmd/queue:v1.12"},
                  {"env", {{{"name", "CONTAINER_CONCURRENCY"}, {"value", "1"}}}},

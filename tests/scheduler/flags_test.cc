@@ -52,11 +52,32 @@ TEST(SchedulerFlagsParse, Defaults) {
 }
 
 TEST(SchedulerFlagsParse, GoodValues) {
-  const ServiceOptions o = Parsed({"--listen", "[::1]:0", "--health-listen", ":8080", "--memory-unit", "MiB",
-                                   "--assume-timeout", "1h30m", "--restart-hold", "0s", "--max-body-bytes", "1024",
-                                   "--http-threads", "2", "--http-max-connections", "16", "--http-idle-timeout",
-                                   "24h", "--kube-api-qps", "0.5", "--kube-api-burst", "1", "--policy", "bestfit",
-                                   "--resource-name", "example.com/mem"});
+  const ServiceOptions o = Parsed({"--listen",
+                                   "[::1]:0",
+                                   "--health-listen",
+                                   ":8080",
+                                   "--memory-unit",
+                                   "MiB",
+                                   "--assume-timeout",
+                                   "1h30m",
+                                   "--restart-hold",
+                                   "0s",
+                                   "--max-body-bytes",
+                                   "1024",
+                                   "--http-threads",
+                                   "2",
+                                   "--http-max-connections",
+                                   "16",
+                                   "--http-idle-timeout",
+                                   "24h",
+                                   "--kube-api-qps",
+                                   "0.5",
+                                   "--kube-api-burst",
+                                   "1",
+                                   "--policy",
+                                   "bestfit",
+                                   "--resource-name",
+                                   "example.com/mem"});
   EXPECT_EQ(o.http.host, "::1");
   EXPECT_EQ(o.http.port, 0);
   EXPECT_EQ(o.health_host, "0.0.0.0");
@@ -75,10 +96,10 @@ TEST(SchedulerFlagsParse, GoodValues) {
 }
 
 TEST(SchedulerFlagsParse, WebhookWithManagedCertificate) {
-  const ServiceOptions o = Parsed({"--webhook-listen", ":9443", "--webhook-cert-dir", "/certs", "--webhook-secret",
-                                   "gpushare/webhook-tls", "--webhook-configuration", "gpushare-webhook",
-                                   "--webhook-service", "gpushare-webhook.gpushare", "--webhook-cert-check-interval",
-                                   "10m"});
+  const ServiceOptions o = Parsed(
+      {"--webhook-listen", ":9443", "--webhook-cert-dir", "/certs", "--webhook-secret",
+       "gpushare/webhook-tls", "--webhook-configuration", "gpushare-webhook", "--webhook-service",
+       "gpushare-webhook.gpushare", "--webhook-cert-check-interval", "10m"});
   EXPECT_EQ(o.webhook_host, "0.0.0.0");
   EXPECT_EQ(o.webhook_port, 9443);
   ASSERT_TRUE(o.webhook_certs.has_value());
@@ -92,8 +113,8 @@ TEST(SchedulerFlagsParse, WebhookWithManagedCertificate) {
 }
 
 TEST(SchedulerFlagsParse, WebhookWithCertificateFiles) {
-  const ServiceOptions o = Parsed({"--webhook-listen", "127.0.0.1:9443", "--webhook-tls-cert-file", "/t/tls.crt",
-                                   "--webhook-tls-private-key-file", "/t/tls.key"});
+  const ServiceOptions o = Parsed({"--webhook-listen", "127.0.0.1:9443", "--webhook-tls-cert-file",
+                                   "/t/tls.crt", "--webhook-tls-private-key-file", "/t/tls.key"});
   EXPECT_EQ(o.webhook_port, 9443);
   EXPECT_EQ(o.webhook_tls.cert_file, "/t/tls.crt");
   EXPECT_FALSE(o.webhook_certs.has_value());
@@ -111,21 +132,30 @@ TEST(SchedulerFlagsParse, EachFlagsMessage) {
       {{"--listen", "127.0.0.1:"}, "--listen: want ADDR:PORT, got \"127.0.0.1:\""},
       {{"--health-listen", "x:y"}, "--health-listen: want ADDR:PORT, got \"x:y\""},
       {{"--memory-unit", "GB"}, "--memory-unit: must be GiB or MiB, got \"GB\""},
-      {{"--assume-timeout", "soon"}, "--assume-timeout: want a duration like 10s or 5m, got \"soon\""},
-      {{"--assume-timeout", "0"}, "--assume-timeout: must be a positive duration up to 168h, got 0"},
-      {{"--expiry-interval", "1000h"}, "--expiry-interval: must be a positive duration up to 24h, got 1000h"},
+      {{"--assume-timeout", "soon"},
+       "--assume-timeout: want a duration like 10s or 5m, got \"soon\""},
+      {{"--assume-timeout", "0"},
+       "--assume-timeout: must be a positive duration up to 168h, got 0"},
+      {{"--expiry-interval", "1000h"},
+       "--expiry-interval: must be a positive duration up to 24h, got 1000h"},
       {{"--restart-hold", "2h"}, "--restart-hold: must be 0s (no hold)..1h, got 2h"},
-      {{"--resource-name", "gpu-mem"}, "--resource-name: \"gpu-mem\" is not an extended resource name"},
-      {{"--max-body-bytes", "1e6"}, "--max-body-bytes: want a whole number 1024..1073741824, got \"1e6\""},
+      {{"--resource-name", "gpu-mem"},
+       "--resource-name: \"gpu-mem\" is not an extended resource name"},
+      {{"--max-body-bytes", "1e6"},
+       "--max-body-bytes: want a whole number 1024..1073741824, got \"1e6\""},
       {{"--max-body-bytes", "-5"}, "--max-body-bytes: must be 1024..1073741824, got -5"},
-      {{"--max-body-bytes", "18446744073709551611"}, "--max-body-bytes: must be 1024..1073741824, got 18446744073709551611"},
+      {{"--max-body-bytes", "18446744073709551611"},
+       "--max-body-bytes: must be 1024..1073741824, got 18446744073709551611"},
       {{"--http-threads", "1"}, "--http-threads: must be 2..1024, got 1"},
       {{"--http-threads", "--"}, "--http-threads: want a whole number 2..1024, got \"--\""},
-      {{"--http-max-connections", "8"}, "--http-max-connections: must be 0 (from RLIMIT_NOFILE) or 16..1048576, got 8"},
+      {{"--http-max-connections", "8"},
+       "--http-max-connections: must be 0 (from RLIMIT_NOFILE) or 16..1048576, got 8"},
       {{"--http-read-header-timeout", "0"}, "--http-read-header-timeout: must be 100ms..1h, got 0"},
       {{"--http-read-timeout", "2h"}, "--http-read-timeout: must be 100ms..1h, got 2h"},
-      {{"--http-idle-timeout", "-1s"}, "--http-idle-timeout: want a duration like 10s or 5m, got \"-1s\""},
-      {{"--kube-api-qps", "nan"}, "--kube-api-qps: must be a number > 0 and <= 100000, got \"nan\""},
+      {{"--http-idle-timeout", "-1s"},
+       "--http-idle-timeout: want a duration like 10s or 5m, got \"-1s\""},
+      {{"--kube-api-qps", "nan"},
+       "--kube-api-qps: must be a number > 0 and <= 100000, got \"nan\""},
       {{"--kube-api-qps", "0"}, "--kube-api-qps: must be a number > 0 and <= 100000, got \"0\""},
       {{"--kube-api-burst", "0"}, "--kube-api-burst: must be 1..100000, got 0"},
       {{"--policy", "fdg"}, "--policy: unknown policy \"fdg\""},
@@ -133,39 +163,44 @@ TEST(SchedulerFlagsParse, EachFlagsMessage) {
       {{"--webhook-secret", "a/b", "--webhook-port-file", "/p"},
        "--webhook-secret and --webhook-port-file: only with --webhook-listen"},
       {{"--webhook-listen", "nowhere"}, "--webhook-listen: want ADDR:PORT, got \"nowhere\""},
-      {{"--webhook-listen", ":9443"}, "--webhook-listen: the webhook's certificate comes either from files"},
+      {{"--webhook-listen", ":9443"},
+       "--webhook-listen: the webhook's certificate comes either from files"},
       {{"--webhook-listen", ":9443", "--webhook-scheduler-name", "Bad_Name"},
        "--webhook-scheduler-name: \"Bad_Name\" is not a valid scheduler name (DNS-1123 subdomain)"},
       {{"--webhook-listen", ":9443", "--webhook-tls-cert-file", "/c"},
-       "--webhook-tls-cert-file: needs --webhook-tls-cert-file and --webhook-tls-private-key-file together"},
+       "--webhook-tls-cert-file: needs --webhook-tls-cert-file and --webhook-tls-private-key-file "
+       "together"},
       {{"--webhook-listen", ":9443", "--webhook-tls-cert-file", "/c", "--webhook-cert-dir", "/d"},
        "--webhook-tls-cert-file with --webhook-cert-dir: choose one"},
-      {{"--webhook-listen", ":9443", "--webhook-tls-cert-file", "/c", "--webhook-tls-private-key-file", "/k",
-        "--webhook-cert-check-interval", "1h"},
+      {{"--webhook-listen", ":9443", "--webhook-tls-cert-file", "/c",
+        "--webhook-tls-private-key-file", "/k", "--webhook-cert-check-interval", "1h"},
        "--webhook-cert-check-interval: only with a certificate managed by gpushare"},
       {{"--webhook-listen", ":9443", "--webhook-cert-dir", "/d"},
-       "--webhook-cert-dir: a certificate managed by gpushare also needs --webhook-secret, --webhook-configuration "
+       "--webhook-cert-dir: a certificate managed by gpushare also needs --webhook-secret, "
+       "--webhook-configuration "
        "and --webhook-service"},
-      {{"--webhook-listen", ":9443", "--webhook-cert-dir", "/d", "--webhook-secret", "nons", "--webhook-configuration",
-        "c", "--webhook-service", "s.ns"},
+      {{"--webhook-listen", ":9443", "--webhook-cert-dir", "/d", "--webhook-secret", "nons",
+        "--webhook-configuration", "c", "--webhook-service", "s.ns"},
        "--webhook-secret: want NAMESPACE/NAME, got \"nons\""},
-      {{"--webhook-listen", ":9443", "--webhook-cert-dir", "/d", "--webhook-secret", "ns/s", "--webhook-configuration",
-        "c", "--webhook-service", "s"},
+      {{"--webhook-listen", ":9443", "--webhook-cert-dir", "/d", "--webhook-secret", "ns/s",
+        "--webhook-configuration", "c", "--webhook-service", "s"},
        "--webhook-service: want NAME.NAMESPACE (the Service the API server calls), got \"s\""},
-      {{"--webhook-listen", ":9443", "--webhook-cert-dir", "/d", "--webhook-secret", "ns/s", "--webhook-configuration",
-        "C!", "--webhook-service", "s.ns"},
+      {{"--webhook-listen", ":9443", "--webhook-cert-dir", "/d", "--webhook-secret", "ns/s",
+        "--webhook-configuration", "C!", "--webhook-service", "s.ns"},
        "--webhook-configuration: \"C!\" is not a valid object name"},
-      {{"--webhook-listen", ":9443", "--webhook-cert-dir", "", "--webhook-secret", "ns/s", "--webhook-configuration",
-        "c", "--webhook-service", "s.ns"},
+      {{"--webhook-listen", ":9443", "--webhook-cert-dir", "", "--webhook-secret", "ns/s",
+        "--webhook-configuration", "c", "--webhook-service", "s.ns"},
        "--webhook-cert-dir: empty"},
-      {{"--webhook-listen", ":9443", "--webhook-cert-dir", "/d", "--webhook-secret", "ns/s", "--webhook-configuration",
-        "c", "--webhook-service", "s.ns", "--webhook-cert-check-interval", "8d"},
+      {{"--webhook-listen", ":9443", "--webhook-cert-dir", "/d", "--webhook-secret", "ns/s",
+        "--webhook-configuration", "c", "--webhook-service", "s.ns",
+        "--webhook-cert-check-interval", "8d"},
        "--webhook-cert-check-interval: want a duration like 10s or 5m, got \"8d\""},
   };
   for (const Case& c : cases) {
     const std::string got = Problem(c.args);
-    EXPECT_EQ(got.rfind(c.message, 0), 0u) << c.args[0] << " " << (c.args.size() > 1 ? c.args[1] : "")
-                                           << "\n  want: " << c.message << "\n  got:  " << got;
+    EXPECT_EQ(got.rfind(c.message, 0), 0u)
+        << c.args[0] << " " << (c.args.size() > 1 ? c.args[1] : "") << "\n  want: " << c.message
+        << "\n  got:  " << got;
   }
 }
 
@@ -177,7 +212,8 @@ TEST(SchedulerFlagsParse, ParseErrorsNameTheFlag) {
 
 // The first problem, in the order of --help, is the one reported.
 TEST(SchedulerFlagsParse, FirstProblemWins) {
-  EXPECT_EQ(Problem({"--http-threads", "1", "--listen", "nowhere"}), "--listen: want ADDR:PORT, got \"nowhere\"");
+  EXPECT_EQ(Problem({"--http-threads", "1", "--listen", "nowhere"}),
+            "--listen: want ADDR:PORT, got \"nowhere\"");
 }
 
 }  // namespace

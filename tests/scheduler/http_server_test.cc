@@ -6,14 +6,13 @@
 #include "scheduler/http_server.h"
 
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
@@ -52,22 +51,29 @@ class HttpServerTest : public ::testing::Test {
     o.max_body_bytes = max_body;
     return o;
   }
-  void Start(int threads = 4, int read_timeout = 2, int keep_alive = 30, size_t max_body = 1 << 20) {
+  void Start(int threads = 4, int read_timeout = 2, int keep_alive = 30,
+             size_t max_body = 1 << 20) {
     StartWith(Options(threads, read_timeout, keep_alive, max_body));
   }
   void StartWith(const HttpServerOptions& o) {
     cache_.SetSynced(true);
-    server_ = std::make_unique<HttpServer>(extender_, o, [] { return Readiness{false, "informers syncing"}; },
-                                           [] { return std::string("m 1\n"); });
+    server_ = std::make_unique<HttpServer>(
+        extender_, o,
+        [] {
+          return Readiness{false, "informers syncing"};
+        },
+        [] { return std::string("m 1\n"); });
     ASSERT_TRUE(server_->Start().ok());
   }
   void TearDown() override {
     if (server_) server_->Stop();
   }
-  static std::string Post(std::string_view path, std::string_view body, std::string_view extra = "") {
-    return "POST " + std::string(path) + " HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: Go-http-client/1.1\r\nContent-Length: " +
-           std::to_string(body.size()) + "\r\nContent-Type: application/json\r\n" + std::string(extra) + "\r\n" +
-           std::string(body);
+  static std::string Post(std::string_view path, std::string_view body,
+                          std::string_view extra = "") {
+    return "POST " + std::string(path) +
+           " HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: Go-http-client/1.1\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\nContent-Type: application/json\r\n" +
+           std::string(extra) + "\r\n" + std::string(body);
   }
 
   GpuCache cache_;
@@ -75,8 +81,9 @@ class HttpServerTest : public ::testing::Test {
   std::unique_ptr<HttpServer> server_;
 };
 
-const char* kFilter = R"({"Pod":{"metadata":{"name":"p","namespace":"d","uid":"u"},"spec":{"containers":[{"name":"c",)"
-                      R"("resources":{"limits":{"aliyun.com/gpu-mem":"3"}}}]}},"Nodes":null,"NodeNames":["ghost"]})";
+const char* kFilter =
+    R"({"Pod":{"metadata":{"name":"p","namespace":"d","uid":"u"},"spec":{"containers":[{"name":"c",)"
+    R"("resources":{"limits":{"aliyun.com/gpu-mem":"3"}}}]}},"Nodes":null,"NodeNames":["ghost"]})";
 
 TEST_F(HttpServerTest, GoClientRequestsAreAnsweredUncompressedOnOneConnection) {
   Start();
@@ -90,7 +97,8 @@ TEST_F(HttpServerTest, GoClientRequestsAreAnsweredUncompressedOnOneConnection) {
     EXPECT_NE(r.head.find("Content-Type: application/json\r\n"), std::string::npos) << r.head;
     EXPECT_NE(r.head.find("Date: "), std::string::npos) << r.head;
     EXPECT_EQ(r.head.find("Connection: close"), std::string::npos) << r.head;
-    EXPECT_NE(r.body.find("\"FailedAndUnresolvableNodes\":{\"ghost\""), std::string::npos) << r.body;
+    EXPECT_NE(r.body.find("\"FailedAndUnresolvableNodes\":{\"ghost\""), std::string::npos)
+        << r.body;
   }
 }
 
@@ -110,8 +118,10 @@ TEST_F(HttpServerTest, ARequestArrivingAByteAtATime) {
 TEST_F(HttpServerTest, PipelinedRequestsAreAnsweredInOrder) {
   Start();
   Raw c(server_->port());
-  ASSERT_TRUE(c.Send("GET /healthz HTTP/1.1\r\nHost: h\r\n\r\nGET /readyz HTTP/1.1\r\nHost: h\r\n\r\n" +
-                     Post("/gpushare-scheduler/prioritize", kFilter) + "GET /metrics HTTP/1.1\r\nHost: h\r\n\r\n"));
+  ASSERT_TRUE(
+      c.Send("GET /healthz HTTP/1.1\r\nHost: h\r\n\r\nGET /readyz HTTP/1.1\r\nHost: h\r\n\r\n" +
+             Post("/gpushare-scheduler/prioritize", kFilter) +
+             "GET /metrics HTTP/1.1\r\nHost: h\r\n\r\n"));
   Raw::Response a = c.Read(), b = c.Read(), p = c.Read(), m = c.Read();
   EXPECT_EQ(a.status, 200);
   EXPECT_EQ(a.body, "ok\n");
@@ -127,8 +137,9 @@ TEST_F(HttpServerTest, ChunkedBodiesAndExpectContinue) {
   Start();
   Raw c(server_->port());
   const std::string body = kFilter;
-  std::string chunked = "POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n"
-                        "Content-Type: application/json\r\n\r\n";
+  std::string chunked =
+      "POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n"
+      "Content-Type: application/json\r\n\r\n";
   for (size_t i = 0; i < body.size(); i += 10) {
     const std::string piece = body.substr(i, 10);
     char size[16];
@@ -140,8 +151,10 @@ TEST_F(HttpServerTest, ChunkedBodiesAndExpectContinue) {
   EXPECT_EQ(r.status, 200) << r.body;
   EXPECT_NE(r.body.find("ghost"), std::string::npos) << r.body;
   // curl: headers first, the body only after "100 Continue".
-  const std::string head = "POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
-                           "Expect: 100-continue\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n";
+  const std::string head =
+      "POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
+      "Expect: 100-continue\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n";
   ASSERT_TRUE(c.Send(head));
   Raw::Response cont = c.Read();
   EXPECT_EQ(cont.status, 100);
@@ -158,22 +171,25 @@ TEST_F(HttpServerTest, BodiesOverTheLimitGet413AndTheClientCanReadIt) {
     ASSERT_TRUE(c.Send(Post("/gpushare-scheduler/filter", std::string(1 << 20, ' '))));
     Raw::Response r = c.Read();
     EXPECT_EQ(r.status, 413);
-    EXPECT_NE(r.body.find("larger than 4096 bytes (--max-body-bytes)"), std::string::npos) << r.body;
+    EXPECT_NE(r.body.find("larger than 4096 bytes (--max-body-bytes)"), std::string::npos)
+        << r.body;
     EXPECT_NE(r.head.find("Connection: close"), std::string::npos);
   }
   {
     // With "Expect: 100-continue" the client has not sent the body: answered at once, no wait.
     Raw c(server_->port());
     const auto t0 = Clock::now();
-    ASSERT_TRUE(c.Send("POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\nContent-Length: 999999\r\n"
-                       "Expect: 100-continue\r\n\r\n"));
+    ASSERT_TRUE(
+        c.Send("POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\nContent-Length: 999999\r\n"
+               "Expect: 100-continue\r\n\r\n"));
     EXPECT_EQ(c.Read().status, 413);
     EXPECT_TRUE(c.Closed());
     EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(1500));
   }
   {
     Raw c(server_->port());
-    std::string chunked = "POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n";
+    std::string chunked =
+        "POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n";
     for (int i = 0; i < 20; ++i) chunked += "400\r\n" + std::string(1024, ' ') + "\r\n";
     ASSERT_TRUE(c.Send(chunked + "0\r\n\r\n"));
     EXPECT_EQ(c.Read().status, 413);
@@ -193,8 +209,11 @@ TEST_F(HttpServerTest, MalformedRequestsGetAReasonAndTheConnectionCloses) {
   const std::vector<Case> cases = {
       {"GARBAGE\r\n\r\n", 400, "request line"},
       {"POST /gpushare-scheduler/filter HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}", 400, "Host"},
-      {"POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400, "chunk"},
-      {"GET / HTTP/1.1\r\nHost: h\r\nX: " + std::string(70000, 'a') + "\r\n\r\n", 431, "larger than 65536"},
+      {"POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: "
+       "chunked\r\n\r\nzz\r\n",
+       400, "chunk"},
+      {"GET / HTTP/1.1\r\nHost: h\r\nX: " + std::string(70000, 'a') + "\r\n\r\n", 431,
+       "larger than 65536"},
       {"GET / HTTP/3.0\r\nHost: h\r\n\r\n", 505, "HTTP/1.x"},
   };
   for (const Case& k : cases) {
@@ -215,7 +234,9 @@ TEST_F(HttpServerTest, MalformedRequestsGetAReasonAndTheConnectionCloses) {
   Raw::Response na = c.Read();
   EXPECT_EQ(na.status, 405);
   EXPECT_NE(na.head.find("Allow: POST"), std::string::npos);
-  ASSERT_TRUE(c.Send("POST /gpushare-scheduler/bind HTTP/1.1\r\nHost: h\r\nContent-Type: text/plain\r\nContent-Length: 2\r\n\r\n{}"));
+  ASSERT_TRUE(
+      c.Send("POST /gpushare-scheduler/bind HTTP/1.1\r\nHost: h\r\nContent-Type: "
+             "text/plain\r\nContent-Length: 2\r\n\r\n{}"));
   EXPECT_EQ(c.Read().status, 415);
   ASSERT_TRUE(c.Send(Post("/gpushare-scheduler/filter", "{\"Pod\":")));
   Raw::Response bad = c.Read();
@@ -257,7 +278,8 @@ TEST_F(HttpServerTest, StalledAndIdleConnectionsNeverHoldEveryWorker) {
   EXPECT_TRUE(stalled.Closed(4000));  // read timeout: 1 s
   // A body that stops short is cut off too.
   Raw short_body(server_->port());
-  ASSERT_TRUE(short_body.Send("POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\nContent-Length: 100\r\n\r\n{"));
+  ASSERT_TRUE(short_body.Send(
+      "POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\nContent-Length: 100\r\n\r\n{"));
   EXPECT_TRUE(short_body.Closed(4000));
 }
 
@@ -266,7 +288,8 @@ TEST_F(HttpServerTest, StopIsPromptWithConnectionsOpen) {
   Raw a(server_->port()), b(server_->port()), queued(server_->port());
   ASSERT_TRUE(a.Send("GET /healthz HTTP/1.1\r\nHost: h\r\n\r\n"));
   ASSERT_EQ(a.Read().status, 200);
-  ASSERT_TRUE(b.Send("POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\nContent-Length: 100\r\n\r\n{"));
+  ASSERT_TRUE(b.Send(
+      "POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\nContent-Length: 100\r\n\r\n{"));
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   const auto t0 = Clock::now();
   server_->Stop();
@@ -283,13 +306,13 @@ TEST_F(HttpServerTest, ListenErrorsNameTheAddress) {
   HttpServer second(extender_, o, nullptr);
   const Status s = second.Start();
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("127.0.0.1:" + std::to_string(server_->port())), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("127.0.0.1:" + std::to_string(server_->port())), std::string::npos)
+      << s.message();
   o.host = "no-such-host.invalid";
   o.port = 0;
   HttpServer third(extender_, o, nullptr);
   EXPECT_FALSE(third.Start().ok());
 }
-
 
 // The number of descriptors this process has open (one of them the directory being read).
 size_t OpenFds() {
@@ -337,8 +360,10 @@ std::pair<int, double> TimedFilter(int port) {
   const auto t0 = Clock::now();
   Raw c(port);
   if (!c.connected()) return {0, 0};
-  const std::string req = "POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
-                          "Content-Length: " + std::to_string(std::string_view(kFilter).size()) + "\r\n\r\n" + kFilter;
+  const std::string req =
+      "POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
+      "Content-Length: " +
+      std::to_string(std::string_view(kFilter).size()) + "\r\n\r\n" + kFilter;
   if (!c.Send(req)) return {0, 0};
   const int status = c.Read(false, 10000).status;
   return {status, std::chrono::duration<double, std::milli>(Clock::now() - t0).count()};
@@ -358,14 +383,16 @@ TEST_F(HttpServerTest, SlowlorisConnectionsDoNotDelayRealRequests) {
   std::thread trickle([&] {
     for (int line = 0; !done.load(); ++line) {
       for (auto& c : slow) c->Send("X-Slow-" + std::to_string(line) + ": 1\r\n");
-      for (int i = 0; i < 10 && !done.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      for (int i = 0; i < 10 && !done.load(); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   std::vector<double> latencies;
   for (int i = 0; i < 5; ++i) {
     const auto [status, ms] = TimedFilter(server_->port());
-    EXPECT_EQ(status, 200) << "real request " << i << " not answered while 24 slowloris connections trickle";
+    EXPECT_EQ(status, 200) << "real request " << i
+                           << " not answered while 24 slowloris connections trickle";
     latencies.push_back(ms);
   }
   done = true;
@@ -380,7 +407,8 @@ TEST_F(HttpServerTest, SlowlorisConnectionsDoNotDelayRealRequests) {
 TEST_F(HttpServerTest, ThousandsOfIdleConnectionsDoNotDelayRealRequests) {
   const rlim_t limit = RaiseFdLimit();
   const int idle_count = static_cast<int>(std::min<rlim_t>(1500, limit > 200 ? limit - 200 : 0));
-  if (idle_count < 1000) GTEST_SKIP() << "RLIMIT_NOFILE hard limit " << limit << " too low for 1,000 idle connections";
+  if (idle_count < 1000)
+    GTEST_SKIP() << "RLIMIT_NOFILE hard limit " << limit << " too low for 1,000 idle connections";
   Start(/*threads=*/16, /*read_timeout=*/30, /*keep_alive=*/60);
   // All opened at once, a tenth sending a request (they stay open after it: keep-alive); the
   // real requests come right after, while the server still has all of them to look at.
@@ -395,14 +423,16 @@ TEST_F(HttpServerTest, ThousandsOfIdleConnectionsDoNotDelayRealRequests) {
   std::vector<double> latencies;
   for (int i = 0; i < 5; ++i) {
     const auto [status, ms] = TimedFilter(server_->port());
-    EXPECT_EQ(status, 200) << "real request " << i << " not answered with " << idle_count << " idle connections";
+    EXPECT_EQ(status, 200) << "real request " << i << " not answered with " << idle_count
+                           << " idle connections";
     latencies.push_back(ms);
   }
   for (double ms : latencies) {
     std::printf("filter with %d idle connections open: %.2f ms\n", idle_count, ms);
     EXPECT_LT(ms, 2000.0);
   }
-  for (int i = 0; i < idle_count; i += 10) EXPECT_EQ(idle[static_cast<size_t>(i)]->Read(false, 20000).status, 200) << i;
+  for (int i = 0; i < idle_count; i += 10)
+    EXPECT_EQ(idle[static_cast<size_t>(i)]->Read(false, 20000).status, 200) << i;
 }
 
 // The head deadline covers the whole head, not each read: a client that sends a byte every
@@ -410,7 +440,8 @@ TEST_F(HttpServerTest, ThousandsOfIdleConnectionsDoNotDelayRealRequests) {
 TEST_F(HttpServerTest, AHeadTrickledPastItsDeadlineGets408) {
   Start(/*threads=*/4, /*read_timeout=*/1, /*keep_alive=*/30);
   Raw c(server_->port());
-  const std::string head = "POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\nX-Long: " + std::string(200, 'a');
+  const std::string head =
+      "POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\nX-Long: " + std::string(200, 'a');
   const auto t0 = Clock::now();
   std::atomic<bool> stop{false};
   std::thread trickle([&] {
@@ -432,8 +463,9 @@ TEST_F(HttpServerTest, AHeadTrickledPastItsDeadlineGets408) {
 TEST_F(HttpServerTest, ABodyTrickledPastItsDeadlineIsClosed) {
   Start(/*threads=*/4, /*read_timeout=*/1, /*keep_alive=*/30);
   Raw c(server_->port());
-  ASSERT_TRUE(c.Send("POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
-                     "Content-Length: 200\r\n\r\n"));
+  ASSERT_TRUE(c.Send(
+      "POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
+      "Content-Length: 200\r\n\r\n"));
   const auto t0 = Clock::now();
   std::atomic<bool> stop{false};
   std::thread trickle([&] {
@@ -450,7 +482,6 @@ TEST_F(HttpServerTest, ABodyTrickledPastItsDeadlineIsClosed) {
   EXPECT_LT(Clock::now() - t0, std::chrono::milliseconds(4000));
   EXPECT_TRUE(c.Closed(2000));
 }
-
 
 // At the connection limit the oldest idle connection makes room for a new one; with none idle,
 // one still sending its head does.
@@ -475,7 +506,8 @@ TEST_F(HttpServerTest, AtTheConnectionLimitTheOldestIdleConnectionGoesFirst) {
   EXPECT_TRUE(idle[0]->Closed(2000));  // the oldest
   for (int i = 1; i < 16; ++i) {
     ASSERT_TRUE(idle[static_cast<size_t>(i)]->Send("GET /healthz HTTP/1.1\r\nHost: h\r\n\r\n"));
-    EXPECT_EQ(idle[static_cast<size_t>(i)]->Read().status, 200) << i;  // the others are still served
+    EXPECT_EQ(idle[static_cast<size_t>(i)]->Read().status, 200)
+        << i;  // the others are still served
   }
   idle.clear();
   ASSERT_TRUE(connections(0));
@@ -502,9 +534,10 @@ TEST_F(HttpServerTest, BufferedRequestBytesAreCappedOldestFirst) {
   std::vector<std::unique_ptr<Raw>> partial;
   for (int i = 0; i < 4; ++i) {
     partial.push_back(std::make_unique<Raw>(server_->port()));
-    ASSERT_TRUE(partial.back()->Send("POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\n"
-                                     "Content-Type: application/json\r\nContent-Length: 120000\r\n\r\n" +
-                                     std::string(100000, ' ')));
+    ASSERT_TRUE(
+        partial.back()->Send("POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: h\r\n"
+                             "Content-Type: application/json\r\nContent-Length: 120000\r\n\r\n" +
+                             std::string(100000, ' ')));
     // Each one held before the next (100 KB each; the third and fourth go over 256 KiB).
     ASSERT_TRUE(kube::testing::WaitUntil([&] {
       const HttpServerStats st = server_->stats();
@@ -527,10 +560,12 @@ TEST_F(HttpServerTest, BufferedRequestBytesAreCappedOldestFirst) {
 TEST_F(HttpServerTest, LargeRepliesToSlowReadersHoldNoWorker) {
   Start(/*threads=*/1, /*read_timeout=*/2, /*keep_alive=*/30, /*max_body=*/8u << 20);
   std::string names;
-  for (int i = 0; i < 60000; ++i) names += std::string(i ? "," : "") + "\"ghost-node-" + std::to_string(i) + "\"";
+  for (int i = 0; i < 60000; ++i)
+    names += std::string(i ? "," : "") + "\"ghost-node-" + std::to_string(i) + "\"";
   const std::string body =
       R"({"Pod":{"metadata":{"name":"p","namespace":"d","uid":"u"},"spec":{"containers":[{"name":"c",)"
-      R"("resources":{"limits":{"aliyun.com/gpu-mem":"3"}}}]}},"Nodes":null,"NodeNames":[)" + names + "]}";
+      R"("resources":{"limits":{"aliyun.com/gpu-mem":"3"}}}]}},"Nodes":null,"NodeNames":[)" +
+      names + "]}";
   // Small receive windows: the ~5 MB reply cannot all sit in the socket buffers (the sender's
   // is at most net.ipv4.tcp_wmem's 4 MB here).
   Raw slow(server_->port(), 4096);
@@ -551,7 +586,6 @@ TEST_F(HttpServerTest, LargeRepliesToSlowReadersHoldNoWorker) {
   EXPECT_EQ(cut.status, 0) << "a reply of " << cut.body.size() << " bytes arrived whole";
   EXPECT_GE(server_->stats().timeouts, 1u);
 }
-
 
 // --- TLS ---------------------------------------------------------------------------------------
 // Certificates are made at test time with the openssl command-line tool (tests/kube/test_util.h):
@@ -605,7 +639,8 @@ TEST_F(TlsServerTest, MutualTlsNeedsAClientCertificateFromTheConfiguredCa) {
   {
     Raw c(server_->port());
     ASSERT_EQ(c.StartTls(Client(a_)), "");
-    ASSERT_TRUE(c.Send("GET /healthz HTTP/1.1\r\nHost: h\r\n\r\nGET /readyz HTTP/1.1\r\nHost: h\r\n\r\n"));
+    ASSERT_TRUE(
+        c.Send("GET /healthz HTTP/1.1\r\nHost: h\r\n\r\nGET /readyz HTTP/1.1\r\nHost: h\r\n\r\n"));
     EXPECT_EQ(c.Read().status, 200);
     EXPECT_EQ(c.Read().status, 503);
     ASSERT_TRUE(c.Send(Post("/gpushare-scheduler/filter", kFilter)));
@@ -643,7 +678,8 @@ TEST_F(TlsServerTest, PlainHttpToTheTlsPortIsRefusedInPlainWords) {
   ASSERT_TRUE(plain.Send(Post("/gpushare-scheduler/filter", kFilter)));
   Raw::Response r = plain.Read();
   EXPECT_EQ(r.status, 400);
-  EXPECT_NE(r.body.find("client sent an HTTP request to an HTTPS server"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("client sent an HTTP request to an HTTPS server"), std::string::npos)
+      << r.body;
   EXPECT_TRUE(plain.Closed());
   // Garbage that is neither: closed.
   Raw garbage(server_->port());
@@ -664,7 +700,8 @@ TEST_F(TlsServerTest, StalledHandshakesDoNotDelayRealRequests) {
   for (int i = 0; i < 32; ++i) {
     stalled.push_back(std::make_unique<Raw>(server_->port()));
     if (i % 2 == 0) {
-      ASSERT_TRUE(stalled.back()->Send(std::string("\x16\x03\x01\x02\x00\x01", 6)));  // a ClientHello's first bytes
+      ASSERT_TRUE(stalled.back()->Send(
+          std::string("\x16\x03\x01\x02\x00\x01", 6)));  // a ClientHello's first bytes
     }
   }
   const auto t0 = Clock::now();
@@ -703,13 +740,15 @@ TEST_F(TlsServerTest, StartRefusesFilesThatDoNotLoadNamingTheFlag) {
   o.tls = {Serving("crt"), a_.client_key, ""};
   HttpServer mismatched(extender_, o, nullptr);
   const Status s = mismatched.Start();
-  EXPECT_NE(s.message().find("--tls-private-key-file " + a_.client_key + ": does not match the certificate"),
+  EXPECT_NE(s.message().find("--tls-private-key-file " + a_.client_key +
+                             ": does not match the certificate"),
             std::string::npos)
       << s.message();
   o.tls = {dir_a_.path(), Serving("key"), ""};
   HttpServer directory(extender_, o, nullptr);
-  EXPECT_NE(directory.Start().message().find("--tls-cert-file " + dir_a_.path() + ": not a regular file"),
-            std::string::npos);
+  EXPECT_NE(
+      directory.Start().message().find("--tls-cert-file " + dir_a_.path() + ": not a regular file"),
+      std::string::npos);
   o.tls = {Serving("crt"), Serving("key"), Serving("key")};
   HttpServer bad_ca(extender_, o, nullptr);
   EXPECT_NE(bad_ca.Start().message().find("--client-ca-file"), std::string::npos);

@@ -16,10 +16,13 @@ namespace {
 
 // What kube-scheduler's Go client sends (header order and spelling of net/http).
 const std::string kGoRequest =
-    "POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: 10.0.0.7:39999\r\nUser-Agent: Go-http-client/1.1\r\n"
+    "POST /gpushare-scheduler/filter HTTP/1.1\r\nHost: 10.0.0.7:39999\r\nUser-Agent: "
+    "Go-http-client/1.1\r\n"
     "Content-Length: 17\r\nContent-Type: application/json\r\nAccept-Encoding: gzip\r\n\r\n";
 
-HeadResult Parse(std::string_view s, Limits l = {}) { return ParseRequestHead(s, l); }
+HeadResult Parse(std::string_view s, Limits l = {}) {
+  return ParseRequestHead(s, l);
+}
 
 TEST(HttpWire, GoRequestHead) {
   HeadResult r = Parse(kGoRequest + "{\"Pod\":{}}1234567");
@@ -46,9 +49,11 @@ TEST(HttpWire, VersionsConnectionExpectAndTargets) {
   EXPECT_FALSE(old.head.keep_alive);  // HTTP/1.0 closes unless asked
   HeadResult old_ka = Parse("GET /healthz HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n");
   EXPECT_TRUE(old_ka.head.keep_alive);
-  HeadResult close = Parse("GET /healthz HTTP/1.1\r\nHost: h\r\nConnection: keep-alive, close\r\n\r\n");
+  HeadResult close =
+      Parse("GET /healthz HTTP/1.1\r\nHost: h\r\nConnection: keep-alive, close\r\n\r\n");
   EXPECT_FALSE(close.head.keep_alive);
-  HeadResult curl = Parse("POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 5000\r\nExpect: 100-continue\r\n\r\n");
+  HeadResult curl =
+      Parse("POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 5000\r\nExpect: 100-continue\r\n\r\n");
   EXPECT_TRUE(curl.head.expect_continue);
   HeadResult query = Parse("GET /readyz?verbose=1 HTTP/1.1\r\nHost: h\r\n\r\n");
   EXPECT_EQ(query.head.path, "/readyz");
@@ -61,10 +66,12 @@ TEST(HttpWire, VersionsConnectionExpectAndTargets) {
   EXPECT_EQ(leading.head.path, "/healthz");
   HeadResult chunked = Parse("POST /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: Chunked\r\n\r\n");
   EXPECT_TRUE(chunked.head.chunked);
-  HeadResult same = Parse("POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 3, 3\r\nContent-Length: 3\r\n\r\n");
+  HeadResult same =
+      Parse("POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 3, 3\r\nContent-Length: 3\r\n\r\n");
   ASSERT_EQ(same.kind, HeadResult::Kind::kDone);
   EXPECT_EQ(same.head.content_length, 3u);
-  HeadResult huge = Parse("POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 99999999999999999999999\r\n\r\n");
+  HeadResult huge =
+      Parse("POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 99999999999999999999999\r\n\r\n");
   ASSERT_EQ(huge.kind, HeadResult::Kind::kDone);  // the server refuses it with 413
   EXPECT_EQ(huge.head.content_length, UINT64_MAX);
 }
@@ -87,9 +94,12 @@ TEST(HttpWire, RefusalsSayWhyWithTheRightStatus) {
       {"POST /x HTTP/1.1\r\nHo st: h\r\n\r\n", 400, "header name"},
       {"POST /x HTTP/1.1\r\nHost: h\x01\r\n\r\n", 400, "control character"},
       {"POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: -1\r\n\r\n", 400, "Content-Length"},
-      {"POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", 400, "conflicting"},
-      {"POST /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501, "only chunked"},
-      {"POST /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n", 400, "both"},
+      {"POST /x HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n", 400,
+       "conflicting"},
+      {"POST /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501,
+       "only chunked"},
+      {"POST /x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
+       400, "both"},
       {"POST /x HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", 400, "HTTP/1.0"},
       {"POST /x HTTP/1.1\r\nHost: h\r\nExpect: 200-ok\r\n\r\n", 417, "Expect"},
   };
@@ -97,7 +107,8 @@ TEST(HttpWire, RefusalsSayWhyWithTheRightStatus) {
     HeadResult r = Parse(c.request);
     ASSERT_EQ(r.kind, HeadResult::Kind::kRefused) << c.request;
     EXPECT_EQ(r.refusal.status, c.status) << c.request;
-    EXPECT_NE(r.refusal.reason.find(c.words), std::string::npos) << c.request << " -> " << r.refusal.reason;
+    EXPECT_NE(r.refusal.reason.find(c.words), std::string::npos)
+        << c.request << " -> " << r.refusal.reason;
     EXPECT_TRUE(r.refusal.close);
   }
 }
@@ -122,7 +133,8 @@ TEST(HttpWire, EverySingleByteMutationIsParsedOrRefusedNeverCrashes) {
   std::set<int> statuses;
   size_t done = 0;
   for (size_t i = 0; i < kGoRequest.size(); ++i) {
-    for (int b : std::initializer_list<int>{0, '\r', '\n', ' ', ':', ',', '\t', 0x7f, 0xff, 'A', '9'}) {
+    for (int b :
+         std::initializer_list<int>{0, '\r', '\n', ' ', ':', ',', '\t', 0x7f, 0xff, 'A', '9'}) {
       std::string m = base;
       m[i] = static_cast<char>(b);
       HeadResult r = Parse(m);
@@ -140,8 +152,9 @@ TEST(HttpWire, EverySingleByteMutationIsParsedOrRefusedNeverCrashes) {
 }
 
 // Feeds `body` to a decoder in pieces of `step` bytes; returns the payload or the refusal.
-std::pair<ChunkedDecoder::State, std::string> Decode(std::string_view body, size_t step, size_t max = 1 << 20,
-                                                     size_t* rest = nullptr, int* status = nullptr) {
+std::pair<ChunkedDecoder::State, std::string> Decode(std::string_view body, size_t step,
+                                                     size_t max = 1 << 20, size_t* rest = nullptr,
+                                                     int* status = nullptr) {
   ChunkedDecoder d(max);
   std::string out;
   size_t pos = 0;
@@ -158,7 +171,9 @@ std::pair<ChunkedDecoder::State, std::string> Decode(std::string_view body, size
 }
 
 TEST(HttpWire, ChunkedBodiesInAnyPieces) {
-  const std::string body = "4\r\nWiki\r\n5;name=value\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n0\r\nTrailer: x\r\n\r\nNEXT";
+  const std::string body =
+      "4\r\nWiki\r\n5;name=value\r\npedia\r\nE\r\n in\r\n\r\nchunks.\r\n0\r\nTrailer: "
+      "x\r\n\r\nNEXT";
   for (size_t step : {1u, 2u, 3u, 7u, 64u}) {
     size_t rest = 0;
     auto [s, out] = Decode(body, step, 1 << 20, &rest);
@@ -177,15 +192,19 @@ TEST(HttpWire, ChunkedRefusals) {
   EXPECT_EQ(status, 400);
   EXPECT_EQ(Decode("3\r\nabcX\r\n", 1, 100, nullptr, &status).first, ChunkedDecoder::State::kError);
   EXPECT_EQ(status, 400);
-  EXPECT_EQ(Decode("65\r\n", 1, 100, nullptr, &status).first, ChunkedDecoder::State::kError);  // 101 > 100
+  EXPECT_EQ(Decode("65\r\n", 1, 100, nullptr, &status).first,
+            ChunkedDecoder::State::kError);  // 101 > 100
   EXPECT_EQ(status, 413);
   EXPECT_EQ(Decode("40\r\n" + std::string(64, 'a') + "\r\n40\r\n", 5, 100, nullptr, &status).first,
             ChunkedDecoder::State::kError);  // 128 in all
   EXPECT_EQ(status, 413);
-  EXPECT_EQ(Decode("fffffffffffffffffff\r\n", 1, 100, nullptr, &status).first, ChunkedDecoder::State::kError);
+  EXPECT_EQ(Decode("fffffffffffffffffff\r\n", 1, 100, nullptr, &status).first,
+            ChunkedDecoder::State::kError);
   EXPECT_EQ(status, 413);
-  EXPECT_EQ(Decode("1;" + std::string(5000, 'e') + "\r\n", 100, 100, nullptr, &status).first, ChunkedDecoder::State::kError);
-  EXPECT_EQ(Decode("0\r\n" + std::string(20000, 't'), 1000, 100, nullptr, &status).first, ChunkedDecoder::State::kError);
+  EXPECT_EQ(Decode("1;" + std::string(5000, 'e') + "\r\n", 100, 100, nullptr, &status).first,
+            ChunkedDecoder::State::kError);
+  EXPECT_EQ(Decode("0\r\n" + std::string(20000, 't'), 1000, 100, nullptr, &status).first,
+            ChunkedDecoder::State::kError);
   EXPECT_EQ(status, 431);
 }
 
@@ -203,9 +222,10 @@ TEST(HttpWire, ChunkedRandomBytesNeverCrashOrOverrun) {
 TEST(HttpWire, ResponseHead) {
   EXPECT_EQ(ResponseHead(200, "application/json", 12, false),
             "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 12\r\n\r\n");
-  EXPECT_EQ(ResponseHead(405, "application/json", 0, true, {{"Allow", "POST"}}),
-            "HTTP/1.1 405 Method Not Allowed\r\nContent-Type: application/json\r\nContent-Length: 0\r\n"
-            "Connection: close\r\nAllow: POST\r\n\r\n");
+  EXPECT_EQ(
+      ResponseHead(405, "application/json", 0, true, {{"Allow", "POST"}}),
+      "HTTP/1.1 405 Method Not Allowed\r\nContent-Type: application/json\r\nContent-Length: 0\r\n"
+      "Connection: close\r\nAllow: POST\r\n\r\n");
 }
 
 }  // namespace
@@ -219,12 +239,14 @@ TEST(NameIndex, IdsInInsertionOrderLookupsAndGrowth) {
   EXPECT_EQ(index.Find("a"), NameIndex::kNone);
   std::vector<std::string> names;
   for (int i = 0; i < 20000; ++i)
-    names.push_back("ip-10-0-" + std::to_string(i / 250) + "-" + std::to_string(i % 250) + ".us-west-2.compute.internal");
+    names.push_back("ip-10-0-" + std::to_string(i / 250) + "-" + std::to_string(i % 250) +
+                    ".us-west-2.compute.internal");
   names.push_back("");   // the empty name is a name too
   names.push_back("x");  // short names take the short-hash path
   names.push_back("abcd");
   names.push_back("abcdefgh");
-  for (size_t i = 0; i < names.size(); ++i) ASSERT_EQ(index.Insert(names[i]), static_cast<int32_t>(i));
+  for (size_t i = 0; i < names.size(); ++i)
+    ASSERT_EQ(index.Insert(names[i]), static_cast<int32_t>(i));
   EXPECT_EQ(index.size(), names.size());
   for (size_t i = 0; i < names.size(); ++i) {
     ASSERT_EQ(index.Find(names[i]), static_cast<int32_t>(i)) << names[i];

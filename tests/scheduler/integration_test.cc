@@ -52,7 +52,8 @@ class IntegrationTest : public ::testing::Test {
   }
   void AddNode(const json& node) { ASSERT_TRUE(client_->Create(kube::kNodes, "", node).ok()); }
   void AddPod(const json& pod) {
-    Result<json> r = client_->Create(kube::kPods, pod["metadata"].value("namespace", "default"), pod);
+    Result<json> r =
+        client_->Create(kube::kPods, pod["metadata"].value("namespace", "default"), pod);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
   }
   // Units per (node, GPU) from the API's view of the bound pods, and the number of pods there;
@@ -94,7 +95,8 @@ class IntegrationTest : public ::testing::Test {
 
 // The extender entry of deploy/kube-scheduler-config.yaml, pointed at the test's scheduler.
 ExtenderConfig DeployedConfig(const std::string& url_prefix) {
-  YAML::Node cfg = YAML::LoadFile(std::string(GPUSHARE_SOURCE_DIR) + "/deploy/kube-scheduler-config.yaml");
+  YAML::Node cfg =
+      YAML::LoadFile(std::string(GPUSHARE_SOURCE_DIR) + "/deploy/kube-scheduler-config.yaml");
   EXPECT_EQ(cfg["apiVersion"].as<std::string>(), "kubescheduler.config.k8s.io/v1");
   EXPECT_EQ(cfg["kind"].as<std::string>(), "KubeSchedulerConfiguration");
   YAML::Node e = cfg["extenders"][0];
@@ -112,7 +114,8 @@ ExtenderConfig DeployedConfig(const std::string& url_prefix) {
   EXPECT_EQ(timeout.back(), 's');
   c.http_timeout = std::chrono::seconds(std::stoi(timeout));
   for (const YAML::Node& r : e["managedResources"])
-    c.managed_resources.push_back({r["name"].as<std::string>(), r["ignoredByScheduler"].as<bool>()});
+    c.managed_resources.push_back(
+        {r["name"].as<std::string>(), r["ignoredByScheduler"].as<bool>()});
   return c;
 }
 
@@ -167,7 +170,8 @@ void RunSeed(IntegrationTest* t, const ExtenderConfig& config, const std::string
     EXPECT_EQ(a.at("ALIYUN_COM_GPU_MEM_DEV"), "24");
     EXPECT_EQ(a.at("ALIYUN_COM_GPU_MEM_ASSIGNED"), "false");
     EXPECT_TRUE(ms::DecodeAssumeTime(a.at("ALIYUN_COM_GPU_MEM_ASSUME_TIME")).has_value());
-    EXPECT_EQ(a.at("gpushare.io/gpu-mem-assumed"), "{\"user-container\":" + a.at("ALIYUN_COM_GPU_MEM_IDX") + "}");
+    EXPECT_EQ(a.at("gpushare.io/gpu-mem-assumed"),
+              "{\"user-container\":" + a.at("ALIYUN_COM_GPU_MEM_IDX") + "}");
   }
 }
 
@@ -208,7 +212,8 @@ TEST_F(IntegrationTest, GpusOfDifferentSizesInBothNodeCacheModes) {
       prioritized += r.prioritize_called;
       if (r.prioritize_called) {
         EXPECT_EQ(r.scores.size(), 2u);
-        EXPECT_EQ(std::max(r.scores["mixed"], r.scores["pair"]), 100);  // the extender's 10 x weight 1 x 10
+        EXPECT_EQ(std::max(r.scores["mixed"], r.scores["pair"]),
+                  100);  // the extender's 10 x weight 1 x 10
       }
     } else {
       last = r.message;
@@ -227,11 +232,13 @@ TEST_F(IntegrationTest, GpusOfDifferentSizesInBothNodeCacheModes) {
   // A container larger than every GPU of a node: unresolvable there, with the sizes.
   AddPod(SimplePod("huge", 30));
   ExtenderClient ext(Config(true));
-  Result<fakes::FilterOutcome> f = ext.Filter(*client_->Get(kube::kPods, "default", "huge"),
-                                              {NodeJson("mixed", {{16}, {24}, {40}}), NodeJson("pair", Uniform(2, 24))});
+  Result<fakes::FilterOutcome> f =
+      ext.Filter(*client_->Get(kube::kPods, "default", "huge"),
+                 {NodeJson("mixed", {{16}, {24}, {40}}), NodeJson("pair", Uniform(2, 24))});
   ASSERT_TRUE(f.ok()) << f.status().ToString();
-  EXPECT_NE(f->unresolvable.at("pair").find("asks 30 GiB, more than any GPU here has (largest: 24 GiB)"),
-            std::string::npos);
+  EXPECT_NE(
+      f->unresolvable.at("pair").find("asks 30 GiB, more than any GPU here has (largest: 24 GiB)"),
+      std::string::npos);
   EXPECT_NE(f->failed.at("mixed").find("no GPU has 30 GiB free"), std::string::npos);
 }
 
@@ -300,7 +307,8 @@ TEST_F(IntegrationTest, RestartsInTheMiddleOfABurstNeverDoubleAssign) {
   // same port, which must rebuild its cache from the API before it answers).
   std::thread restarter([&] {
     for (int at : {40, 90}) {
-      while (bound.load() < at && !done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      while (bound.load() < at && !done.load())
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
       if (done.load()) return;
       if (at == 40) {
         scheduler_->Kill();
@@ -359,8 +367,9 @@ TEST_F(IntegrationTest, NotReadyUntilTheApiServerAnswers) {
     return r && r->status == 503 && r->body.find("last error") != std::string::npos;
   }));
   EXPECT_EQ(http.Get("/healthz")->status, 200);
-  httplib::Result f = http.Post("/gpushare-scheduler/filter", R"({"Pod":{"metadata":{"name":"p"}},"NodeNames":["n"]})",
-                                "application/json");
+  httplib::Result f =
+      http.Post("/gpushare-scheduler/filter",
+                R"({"Pod":{"metadata":{"name":"p"}},"NodeNames":["n"]})", "application/json");
   ASSERT_TRUE(f);
   EXPECT_EQ(f->status, 200);
   EXPECT_NE(f->body.find("\"Error\":\"cache not synced"), std::string::npos) << f->body;
@@ -376,7 +385,8 @@ TEST_F(IntegrationTest, BadRequestsAreRefusedWithAReasonAndNeverCrash) {
   AddNode(NodeJson("n", Uniform(1, 24)));
   AddPod(SimplePod("p", 3));
   httplib::Client http("127.0.0.1", scheduler_->port());
-  auto post = [&](const std::string& verb, const std::string& body, const std::string& type = "application/json") {
+  auto post = [&](const std::string& verb, const std::string& body,
+                  const std::string& type = "application/json") {
     httplib::Result r = http.Post("/gpushare-scheduler/" + verb, body, type.c_str());
     EXPECT_TRUE(r) << verb;
     return r ? std::make_pair(r->status, r->body) : std::make_pair(0, std::string());
@@ -396,16 +406,20 @@ TEST_F(IntegrationTest, BadRequestsAreRefusedWithAReasonAndNeverCrash) {
   expect(post("filter", "{}", "text/plain"), 415, "Content-Type must be application/json");
   expect(post("prioritize", "nope"), 400, "malformed JSON");
   expect(post("bind", R"({"PodName":"p"})"), 400, "PodNamespace: missing");
-  expect(post("bind", R"({"PodName":"ghost","PodNamespace":"default","PodUID":"x","Node":"n"})"), 200,
-         "pod default/ghost not found");
-  expect(post("bind", R"({"PodName":"p","PodNamespace":"default","PodUID":"other","Node":"n"})"), 200,
-         "the pod was recreated");
+  expect(post("bind", R"({"PodName":"ghost","PodNamespace":"default","PodUID":"x","Node":"n"})"),
+         200, "pod default/ghost not found");
+  expect(post("bind", R"({"PodName":"p","PodNamespace":"default","PodUID":"other","Node":"n"})"),
+         200, "the pod was recreated");
   // A pod whose gpu-mem request and limit differ (input that did not come through the API).
-  const json bad_pod = R"({"metadata":{"name":"x","namespace":"default"},"spec":{"containers":[{"name":"c",
+  const json bad_pod =
+      R"({"metadata":{"name":"x","namespace":"default"},"spec":{"containers":[{"name":"c",
       "resources":{"limits":{"aliyun.com/gpu-mem":"3"},"requests":{"aliyun.com/gpu-mem":"2"}}}]}})"_json;
-  expect(post("filter", json{{"Pod", bad_pod}, {"Nodes", nullptr}, {"NodeNames", {"n"}}}.dump()), 200, "differs from limit");
+  expect(post("filter", json{{"Pod", bad_pod}, {"Nodes", nullptr}, {"NodeNames", {"n"}}}.dump()),
+         200, "differs from limit");
   // Lower-case keys, as Go would accept them.
-  expect(post("filter", json{{"pod", *client_->Get(kube::kPods, "default", "p")}, {"nodenames", {"n", "ghost"}}}.dump()),
+  expect(post("filter", json{{"pod", *client_->Get(kube::kPods, "default", "p")},
+                             {"nodenames", {"n", "ghost"}}}
+                            .dump()),
          200, R"("NodeNames":["n"])");
   httplib::Result get = http.Get("/gpushare-scheduler/filter");
   ASSERT_TRUE(get);
@@ -413,11 +427,13 @@ TEST_F(IntegrationTest, BadRequestsAreRefusedWithAReasonAndNeverCrash) {
   httplib::Result missing = http.Post("/gpushare-scheduler/preempt", "{}", "application/json");
   ASSERT_TRUE(missing);
   EXPECT_EQ(missing->status, 404);
-  EXPECT_NE(missing->body.find("served: /gpushare-scheduler/filter"), std::string::npos) << missing->body;
+  EXPECT_NE(missing->body.find("served: /gpushare-scheduler/filter"), std::string::npos)
+      << missing->body;
   // Still serving, still answering correctly.
   EXPECT_TRUE(scheduler_->Running());
   EXPECT_EQ(http.Get("/healthz")->status, 200);
-  EXPECT_TRUE(ExtenderClient(Config(true)).Bind(*client_->Get(kube::kPods, "default", "p"), "n").ok());
+  EXPECT_TRUE(
+      ExtenderClient(Config(true)).Bind(*client_->Get(kube::kPods, "default", "p"), "n").ok());
   httplib::Result metrics = http.Get("/metrics");
   ASSERT_TRUE(metrics);
   EXPECT_NE(metrics->body.find("gpushare_scheduler_bad_requests_total"), std::string::npos);
@@ -425,11 +441,12 @@ TEST_F(IntegrationTest, BadRequestsAreRefusedWithAReasonAndNeverCrash) {
   EXPECT_NE(scheduler_->Log().find("event=filter_bad_request"), std::string::npos);
 }
 
-
 // --- TLS ---------------------------------------------------------------------------------------
 
 std::string BindingBody(const std::string& pod, const std::string& node) {
-  return json{{"PodName", pod}, {"PodNamespace", "default"}, {"PodUID", "uid-" + pod}, {"Node", node}}.dump();
+  return json{
+      {"PodName", pod}, {"PodNamespace", "default"}, {"PodUID", "uid-" + pod}, {"Node", node}}
+      .dump();
 }
 
 // kube-scheduler's extender entry with enableHTTPS and tlsConfig, against the real binary with
@@ -439,8 +456,8 @@ std::string BindingBody(const std::string& pod, const std::string& node) {
 TEST_F(IntegrationTest, TheExtenderOverMutualTlsAsKubeSchedulerConfiguresIt) {
   kube::testing::TlsMaterial tls = kube::testing::MakeTls(tmp_);
   if (!tls.ok) GTEST_SKIP() << "SKIPPED: the openssl command-line tool is missing";
-  StartScheduler(0, {"--tls-cert-file", tls.server_crt, "--tls-private-key-file", tls.server_key, "--client-ca-file",
-                     tls.ca_crt, "--health-listen", "127.0.0.1:0"});
+  StartScheduler(0, {"--tls-cert-file", tls.server_crt, "--tls-private-key-file", tls.server_key,
+                     "--client-ca-file", tls.ca_crt, "--health-listen", "127.0.0.1:0"});
   AddNode(NodeJson("n", Uniform(2, 24)));
   for (int i = 0; i < 6; ++i) AddPod(SimplePod("p" + std::to_string(i), 4));
   ExtenderConfig base = Config(true);
@@ -453,13 +470,14 @@ TEST_F(IntegrationTest, TheExtenderOverMutualTlsAsKubeSchedulerConfiguresIt) {
   };
   // Files, as tlsConfig.certFile/keyFile/caFile.
   ExtenderConfig files = base;
-  files.tls_config = fakes::ExtenderTlsConfig{false, "", tls.client_crt, tls.client_key, tls.ca_crt, "", "", ""};
+  files.tls_config =
+      fakes::ExtenderTlsConfig{false, "", tls.client_crt, tls.client_key, tls.ca_crt, "", "", ""};
   ScheduleResult r = schedule(files, "p0");
   EXPECT_TRUE(r.bound()) << r.message;
   // PEM bytes, as certData/keyData/caData.
   ExtenderConfig data = base;
-  data.tls_config = fakes::ExtenderTlsConfig{false, "", "", "", "", tls.Pem(tls.client_crt), tls.Pem(tls.client_key),
-                                             tls.Pem(tls.ca_crt)};
+  data.tls_config = fakes::ExtenderTlsConfig{
+      false, "", "", "", "", tls.Pem(tls.client_crt), tls.Pem(tls.client_key), tls.Pem(tls.ca_crt)};
   r = schedule(data, "p1");
   EXPECT_TRUE(r.bound()) << r.message;
   // serverName: the name checked instead of the URL's host.
@@ -490,7 +508,8 @@ TEST_F(IntegrationTest, TheExtenderOverMutualTlsAsKubeSchedulerConfiguresIt) {
   ExtenderConfig plain = Config(true);
   Result<std::string> p = ExtenderClient(plain).Post("filter", "{}");
   ASSERT_FALSE(p.ok());
-  EXPECT_NE(p.status().message().find("client sent an HTTP request to an HTTPS server"), std::string::npos)
+  EXPECT_NE(p.status().message().find("client sent an HTTP request to an HTTPS server"),
+            std::string::npos)
       << p.status().message();
   // A CA with insecure is refused by the configuration check, as kube-scheduler refuses it.
   ExtenderConfig both = files;
@@ -499,11 +518,13 @@ TEST_F(IntegrationTest, TheExtenderOverMutualTlsAsKubeSchedulerConfiguresIt) {
   EXPECT_NE(invalid.Validate().message().find("insecure flag is not allowed"), std::string::npos);
   // The health listener serves the probes and metrics, never a verb.
   httplib::Client health("127.0.0.1", scheduler_->health_port());
-  httplib::Result h = health.Post("/gpushare-scheduler/bind", BindingBody("p4", "n"), "application/json");
+  httplib::Result h =
+      health.Post("/gpushare-scheduler/bind", BindingBody("p4", "n"), "application/json");
   ASSERT_TRUE(h);
   EXPECT_EQ(h->status, 404);
   EXPECT_EQ(health.Get("/readyz")->status, 200);
-  EXPECT_NE(health.Get("/metrics")->body.find("gpushare_scheduler_tls_handshake_errors_total"), std::string::npos);
+  EXPECT_NE(health.Get("/metrics")->body.find("gpushare_scheduler_tls_handshake_errors_total"),
+            std::string::npos);
   // Nothing was bound by the refused attempts.
   EXPECT_TRUE(client_->GetPod("default", "p4")->spec.node_name.empty());
   EXPECT_TRUE(scheduler_->Running());
@@ -528,8 +549,10 @@ TEST(DeployedManifests, KeepTheExtenderOnLoopback) {
     if (!doc.IsMap()) continue;
     const std::string kind = doc["kind"].as<std::string>("");
     if (kind == "Service")
-      for (const YAML::Node& p : doc["spec"]["ports"]) service_ports.push_back(p["targetPort"].as<std::string>(""));
-    if (kind != "DaemonSet" || doc["metadata"]["name"].as<std::string>("") != "gpushare-scheduler") continue;
+      for (const YAML::Node& p : doc["spec"]["ports"])
+        service_ports.push_back(p["targetPort"].as<std::string>(""));
+    if (kind != "DaemonSet" || doc["metadata"]["name"].as<std::string>("") != "gpushare-scheduler")
+      continue;
     const YAML::Node spec = doc["spec"]["template"]["spec"];
     host_network = spec["hostNetwork"].as<bool>(false);
     const YAML::Node c = spec["containers"][0];
@@ -541,16 +564,19 @@ TEST(DeployedManifests, KeepTheExtenderOnLoopback) {
     for (const char* probe : {"readinessProbe", "livenessProbe"}) {
       const std::string port = c[probe]["httpGet"]["port"].as<std::string>("");
       for (const YAML::Node& p : c["ports"])
-        if (p["name"].as<std::string>("") == port) probe_port = p["containerPort"].as<std::string>();
+        if (p["name"].as<std::string>("") == port)
+          probe_port = p["containerPort"].as<std::string>();
       EXPECT_FALSE(probe_port.empty()) << probe;
     }
   }
   EXPECT_TRUE(host_network);
   ASSERT_EQ(listen.rfind("127.0.0.1:", 0), 0u) << listen;
   const std::string extender_port = listen.substr(listen.rfind(':') + 1);
-  for (const std::string& p : service_ports) EXPECT_NE(p, extender_port) << "a Service reaches the extender";
+  for (const std::string& p : service_ports)
+    EXPECT_NE(p, extender_port) << "a Service reaches the extender";
   EXPECT_EQ(health_listen.substr(health_listen.rfind(':') + 1), probe_port) << health_listen;
-  EXPECT_EQ(health_listen.rfind("127.", 0), std::string::npos) << "kubelet cannot probe a loopback listener";
+  EXPECT_EQ(health_listen.rfind("127.", 0), std::string::npos)
+      << "kubelet cannot probe a loopback listener";
   YAML::Node cfg = YAML::LoadFile(dir + "kube-scheduler-config.yaml");
   const std::string url = cfg["extenders"][0]["urlPrefix"].as<std::string>();
   EXPECT_EQ(url, "http://" + listen + "/gpushare-scheduler");
@@ -558,11 +584,13 @@ TEST(DeployedManifests, KeepTheExtenderOnLoopback) {
   // Second-scheduler mode: the extender on the pod's loopback, no Service port reaching it.
   std::string pod_listen;
   service_ports.clear();
-  for (const YAML::Node& doc : YAML::LoadAllFromFile(dir + "manifests/gpushare-second-scheduler.yaml")) {
+  for (const YAML::Node& doc :
+       YAML::LoadAllFromFile(dir + "manifests/gpushare-second-scheduler.yaml")) {
     if (!doc.IsMap()) continue;
     const std::string kind = doc["kind"].as<std::string>("");
     if (kind == "Service")
-      for (const YAML::Node& p : doc["spec"]["ports"]) service_ports.push_back(p["targetPort"].as<std::string>(""));
+      for (const YAML::Node& p : doc["spec"]["ports"])
+        service_ports.push_back(p["targetPort"].as<std::string>(""));
     if (kind != "Deployment") continue;
     EXPECT_FALSE(doc["spec"]["template"]["spec"]["hostNetwork"].as<bool>(false));
     for (const YAML::Node& c : doc["spec"]["template"]["spec"]["containers"])
@@ -572,7 +600,8 @@ TEST(DeployedManifests, KeepTheExtenderOnLoopback) {
       }
   }
   ASSERT_EQ(pod_listen.rfind("127.0.0.1:", 0), 0u) << pod_listen;
-  for (const std::string& p : service_ports) EXPECT_NE(p, pod_listen.substr(pod_listen.rfind(':') + 1));
+  for (const std::string& p : service_ports)
+    EXPECT_NE(p, pod_listen.substr(pod_listen.rfind(':') + 1));
 }
 
 // Every flag problem exits 2 with a line that names the flag, before anything starts.
@@ -598,7 +627,8 @@ TEST(SchedulerFlags, BadFlagsExit2NamingTheFlag) {
       {{"--http-threads", "1"}, "--http-threads: must be 2..1024, got 1"},
       {{"--http-threads", "4294967298"}, "--http-threads: must be 2..1024"},
       {{"--http-max-connections", "-3"}, "--http-max-connections: must be 0..1048576, got -3"},
-      {{"--http-max-connections", "8"}, "--http-max-connections: must be 0 (from RLIMIT_NOFILE) or 16..1048576"},
+      {{"--http-max-connections", "8"},
+       "--http-max-connections: must be 0 (from RLIMIT_NOFILE) or 16..1048576"},
       {{"--kube-api-qps", "-1"}, "--kube-api-qps: must be a number > 0"},
       {{"--kube-api-qps", "nan"}, "--kube-api-qps: must be a number > 0"},
       {{"--kube-api-qps", "inf"}, "--kube-api-qps: must be a number > 0"},

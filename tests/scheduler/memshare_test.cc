@@ -52,7 +52,11 @@ TEST(MemshareInventory, RoundTrip) {
   inv.gpus[5].mode = "time-slicing";
   inv.gpus[1].model = "quote\" back\\slash \x01";
   const std::string text = EncodeInventory(inv);
-  EXPECT_EQ(text.rfind("{\"version\":1,\"unit\":\"GiB\",\"maxClientsPerGpu\":48,\"gpus\":[{\"index\":0,", 0), 0u) << text;
+  EXPECT_EQ(
+      text.rfind("{\"version\":1,\"unit\":\"GiB\",\"maxClientsPerGpu\":48,\"gpus\":[{\"index\":0,",
+                 0),
+      0u)
+      << text;
   Result<NodeInventory> back = DecodeInventory(text);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   ASSERT_EQ(back->gpus.size(), 8u);
@@ -74,7 +78,7 @@ TEST(MemshareInventory, TolerantOfUnknownKeysAndOrder) {
           "unit":"GiB","version":1,"extra":{"a":"\u00e9\ud83d\ude00"}})");
   ASSERT_TRUE(inv.ok()) << inv.status().ToString();
   ASSERT_EQ(inv->gpus.size(), 2u);
-  EXPECT_EQ(inv->gpus[0].uuid, "GPU-a");  // sorted by index
+  EXPECT_EQ(inv->gpus[0].uuid, "GPU-a");   // sorted by index
   EXPECT_EQ(inv->gpus[1].mode, "memory");  // default
   EXPECT_EQ(inv->max_clients_per_gpu, 48);
 }
@@ -92,15 +96,20 @@ TEST(MemshareInventory, ErrorsNameTheField) {
       {R"({"version":1,"unit":"GiB"})", "gpus: missing"},
       {R"({"version":1,"unit":"GiB","gpus":{}})", "gpus: must be an array"},
       {R"({"version":1,"unit":"GiB","gpus":[1]})", "gpus[0]: must be an object"},
-      {R"({"version":1,"unit":"GiB","gpus":[{"index":0,"uuid":"a","memoryMiB":1,"units":"x"}]})", "gpus[0].units"},
-      {R"({"version":1,"unit":"GiB","gpus":[{"index":0,"uuid":"a","memoryMiB":1,"units":-1}]})", "gpus[0].units"},
-      {R"({"version":1,"unit":"GiB","gpus":[{"index":0,"uuid":"a","memoryMiB":1,"units":1.5}]})", "gpus[0].units"},
+      {R"({"version":1,"unit":"GiB","gpus":[{"index":0,"uuid":"a","memoryMiB":1,"units":"x"}]})",
+       "gpus[0].units"},
+      {R"({"version":1,"unit":"GiB","gpus":[{"index":0,"uuid":"a","memoryMiB":1,"units":-1}]})",
+       "gpus[0].units"},
+      {R"({"version":1,"unit":"GiB","gpus":[{"index":0,"uuid":"a","memoryMiB":1,"units":1.5}]})",
+       "gpus[0].units"},
       {R"({"version":1,"unit":"GiB","gpus":[{"index":0,"uuid":"a","memoryMiB":1,"units":1},{"index":0,"uuid":"b","memoryMiB":1,"units":1}]})",
        "gpus[1].index: 0 appears twice"},
       {R"({"version":1,"unit":"GiB","gpus":[{"index":0,"uuid":"a","memoryMiB":1,"units":1},{"index":1,"uuid":"a","memoryMiB":1,"units":1}]})",
        "gpus[1].uuid"},
-      {R"({"version":1,"unit":"GiB","gpus":[{"index":0,"uuid":"a","memoryMiB":1,"units":1,"health":"ok"}]})", "health"},
-      {R"({"version":1,"unit":"GiB","gpus":[{"index":0,"uuid":"","memoryMiB":1,"units":1}]})", "uuid: must not be empty"},
+      {R"({"version":1,"unit":"GiB","gpus":[{"index":0,"uuid":"a","memoryMiB":1,"units":1,"health":"ok"}]})",
+       "health"},
+      {R"({"version":1,"unit":"GiB","gpus":[{"index":0,"uuid":"","memoryMiB":1,"units":1}]})",
+       "uuid: must not be empty"},
       {R"({"version":1,"version":1,"unit":"GiB","gpus":[]})", "duplicate key"},
       {R"({"version":1,"unit":"GiB","gpus":[]} x)", "unexpected data"},
       {R"({"version":1,"unit":"GiB","gpus":[],})", "expected a string key"},
@@ -112,7 +121,8 @@ TEST(MemshareInventory, ErrorsNameTheField) {
   for (const Case& c : cases) {
     Result<NodeInventory> r = DecodeInventory(c.json);
     ASSERT_FALSE(r.ok()) << c.json;
-    EXPECT_NE(r.status().message().find(c.want), std::string::npos) << c.json << " -> " << r.status().message();
+    EXPECT_NE(r.status().message().find(c.want), std::string::npos)
+        << c.json << " -> " << r.status().message();
   }
   std::string deep(100, '[');
   EXPECT_NE(DecodeInventory(deep).status().message().find("nesting"), std::string::npos);
@@ -120,7 +130,8 @@ TEST(MemshareInventory, ErrorsNameTheField) {
   EXPECT_FALSE(DecodeInventory(huge).ok());
   // Truncations of a valid document never crash and never succeed.
   const std::string good = EncodeInventory(EightA10());
-  for (size_t n = 0; n < good.size(); ++n) EXPECT_FALSE(DecodeInventory(good.substr(0, n)).ok()) << n;
+  for (size_t n = 0; n < good.size(); ++n)
+    EXPECT_FALSE(DecodeInventory(good.substr(0, n)).ok()) << n;
 }
 
 TEST(MemshareRequest, LimitsWinSidecarsIgnoredInitFolded) {
@@ -136,19 +147,26 @@ TEST(MemshareRequest, LimitsWinSidecarsIgnoredInitFolded) {
   EXPECT_EQ(r->PodUnits(), 5);
   EXPECT_EQ(r->Demands(), (std::vector<int64_t>{5, 2}));
   EXPECT_EQ(r->DemandContainers(), (std::vector<std::string>{"user-container", "second"}));
-  Result<PodRequest> init_only = ComputePodRequest({{"a", true, 2, std::nullopt}, {"b", true, 4, std::nullopt}});
+  Result<PodRequest> init_only =
+      ComputePodRequest({{"a", true, 2, std::nullopt}, {"b", true, 4, std::nullopt}});
   ASSERT_TRUE(init_only.ok());
   EXPECT_EQ(init_only->Demands(), (std::vector<int64_t>{4}));
   EXPECT_EQ(init_only->DemandContainers(), (std::vector<std::string>{"a"}));
   EXPECT_TRUE(ComputePodRequest({{"q", false, std::nullopt, std::nullopt}})->empty());
-  EXPECT_NE(ComputePodRequest({{"c", false, 3, 2}}).status().message().find("differs from limit"), std::string::npos);
-  EXPECT_NE(ComputePodRequest({{"c", false, -3, std::nullopt}}).status().message().find("negative"), std::string::npos);
-  EXPECT_NE(ComputePodRequest({{"c", false, 1, 1}, {"c", true, 1, 1}}).status().message().find("duplicate"),
+  EXPECT_NE(ComputePodRequest({{"c", false, 3, 2}}).status().message().find("differs from limit"),
+            std::string::npos);
+  EXPECT_NE(ComputePodRequest({{"c", false, -3, std::nullopt}}).status().message().find("negative"),
+            std::string::npos);
+  EXPECT_NE(ComputePodRequest({{"c", false, 1, 1}, {"c", true, 1, 1}})
+                .status()
+                .message()
+                .find("duplicate"),
             std::string::npos);
 }
 
 TEST(MemshareAssignment, BindAnnotationsResolveAsAssumed) {
-  PodRequest req = *ComputePodRequest({{"init", true, 4, std::nullopt}, {"a", false, 3, 3}, {"b", false, 2, 2}});
+  PodRequest req =
+      *ComputePodRequest({{"init", true, 4, std::nullopt}, {"a", false, 3, 3}, {"b", false, 2, 2}});
   auto ann = BindAnnotations(req, {5, 2}, 24, 1700000000123456789);
   EXPECT_EQ(ann.at("ALIYUN_COM_GPU_MEM_IDX"), "5");
   EXPECT_EQ(ann.at("ALIYUN_COM_GPU_MEM_POD"), "5");
@@ -176,22 +194,26 @@ TEST(MemshareAssignment, BindAnnotationsResolveAsAssumed) {
 
 TEST(MemshareAssignment, AlibabaOnlyAndBrokenAnnotations) {
   PodRequest req = *ComputePodRequest({{"main", false, 3, 3}});
-  PodAssignment a = ResolveAssignment({{"ALIYUN_COM_GPU_MEM_IDX", "3"}, {"ALIYUN_COM_GPU_MEM_ASSIGNED", "true"}}, req);
+  PodAssignment a = ResolveAssignment(
+      {{"ALIYUN_COM_GPU_MEM_IDX", "3"}, {"ALIYUN_COM_GPU_MEM_ASSIGNED", "true"}}, req);
   EXPECT_EQ(a.state, AssignmentState::kConfirmed);
   EXPECT_EQ(a.gpus.at("main"), 3);
-  a = ResolveAssignment({{"ALIYUN_COM_GPU_MEM_IDX", "3"}, {"ALIYUN_COM_GPU_MEM_ASSIGNED", "false"}}, req);
+  a = ResolveAssignment({{"ALIYUN_COM_GPU_MEM_IDX", "3"}, {"ALIYUN_COM_GPU_MEM_ASSIGNED", "false"}},
+                        req);
   EXPECT_EQ(a.state, AssignmentState::kAssumed);
   a = ResolveAssignment({}, req);
   EXPECT_EQ(a.state, AssignmentState::kNone);
   EXPECT_TRUE(a.problems.empty());
-  a = ResolveAssignment({{"gpushare.io/gpu-mem-assumed", "{\"main\":"}, {"ALIYUN_COM_GPU_MEM_IDX", "x"},
+  a = ResolveAssignment({{"gpushare.io/gpu-mem-assumed", "{\"main\":"},
+                         {"ALIYUN_COM_GPU_MEM_IDX", "x"},
                          {"ALIYUN_COM_GPU_MEM_ASSUME_TIME", "soon"}},
                         req);
   EXPECT_EQ(a.state, AssignmentState::kNone);
   EXPECT_EQ(a.problems.size(), 4u);
   // A container missing from the map falls back to IDX.
   PodRequest two = *ComputePodRequest({{"a", false, 1, 1}, {"b", false, 1, 1}});
-  a = ResolveAssignment({{"gpushare.io/gpu-mem-assumed", R"({"a":1})"}, {"ALIYUN_COM_GPU_MEM_IDX", "0"}}, two);
+  a = ResolveAssignment(
+      {{"gpushare.io/gpu-mem-assumed", R"({"a":1})"}, {"ALIYUN_COM_GPU_MEM_IDX", "0"}}, two);
   EXPECT_EQ(a.state, AssignmentState::kAssumed);
   EXPECT_EQ(a.gpus, (ContainerGpus{{"a", 1}, {"b", 0}}));
   EXPECT_FALSE(DecodeContainerGpus(R"({"a":-1})").ok());
@@ -218,11 +240,13 @@ TEST(MemsharePod, FromKubePod) {
   ASSERT_EQ(r->app.size(), 1u);
   EXPECT_EQ(r->app[0].units, 3);
   p.spec.containers[0].resources.requests["aliyun.com/gpu-mem"] = "2";
-  EXPECT_NE(kube::PodMemRequest(p).status().message().find("pod default/helloworld: container \"user-container\""),
+  EXPECT_NE(kube::PodMemRequest(p).status().message().find(
+                "pod default/helloworld: container \"user-container\""),
             std::string::npos);
   p.spec.containers[0].resources.requests.clear();
   p.spec.containers[0].resources.limits["aliyun.com/gpu-mem"] = "1.5";
-  EXPECT_NE(kube::PodMemRequest(p).status().message().find("spec.containers[0].resources.limits[aliyun.com/gpu-mem]"),
+  EXPECT_NE(kube::PodMemRequest(p).status().message().find(
+                "spec.containers[0].resources.limits[aliyun.com/gpu-mem]"),
             std::string::npos);
   p.spec.containers[0].resources.limits["aliyun.com/gpu-mem"] = "3k";
   EXPECT_EQ(kube::PodMemRequest(p)->app[0].units, 3000);

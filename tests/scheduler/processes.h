@@ -21,7 +21,9 @@
 
 namespace gpushare::scheduler::testing {
 
-inline std::string SchedulerBinary() { return std::string(GPUSHARE_BIN_DIR) + "/gpushare-scheduler"; }
+inline std::string SchedulerBinary() {
+  return std::string(GPUSHARE_BIN_DIR) + "/gpushare-scheduler";
+}
 
 // Waits for a port file written atomically by the child; -1 when it does not appear.
 inline int WaitForPortFile(const std::string& path, gpushare::testing::Child* child) {
@@ -42,7 +44,8 @@ class ApiServerProcess {
   ApiServerProcess(const std::string& binary, const std::string& dir, int port = 0,
                    const std::vector<std::string>& extra = {})
       : port_file_(dir + "/apiserver.port." + std::to_string(counter_++)) {
-    std::vector<std::string> argv = {binary, "--listen", "127.0.0.1:" + std::to_string(port), "--port-file", port_file_};
+    std::vector<std::string> argv = {binary, "--listen", "127.0.0.1:" + std::to_string(port),
+                                     "--port-file", port_file_};
     argv.insert(argv.end(), extra.begin(), extra.end());
     child_ = std::make_unique<gpushare::testing::Child>(argv);
     port_ = WaitForPortFile(port_file_, child_.get());
@@ -68,9 +71,10 @@ class ApiServerProcess {
 // A kubeconfig for an unauthenticated API server at `url`; returns its path.
 inline std::string WriteKubeconfig(const std::string& dir, const std::string& url) {
   const std::string path = dir + "/kubeconfig";
-  kube::testing::WriteFile(path, "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: " + url +
-                                     "\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: c\n  context: {cluster: c, "
-                                     "user: u}\ncurrent-context: c\n");
+  kube::testing::WriteFile(
+      path, "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: " + url +
+                "\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: c\n  context: {cluster: c, "
+                "user: u}\ncurrent-context: c\n");
   return path;
 }
 
@@ -80,9 +84,17 @@ class SchedulerProcess {
   SchedulerProcess(const std::string& dir, const std::string& kubeconfig, int port = 0,
                    const std::vector<std::string>& extra = {})
       : port_file_(dir + "/scheduler.port." + std::to_string(counter_++)) {
-    std::vector<std::string> argv = {SchedulerBinary(), "--listen", "127.0.0.1:" + std::to_string(port),
-                                     "--url-prefix", "/gpushare-scheduler", "--kubeconfig", kubeconfig,
-                                     "--port-file", port_file_, "--log-level", "info"};
+    std::vector<std::string> argv = {SchedulerBinary(),
+                                     "--listen",
+                                     "127.0.0.1:" + std::to_string(port),
+                                     "--url-prefix",
+                                     "/gpushare-scheduler",
+                                     "--kubeconfig",
+                                     kubeconfig,
+                                     "--port-file",
+                                     port_file_,
+                                     "--log-level",
+                                     "info"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     // With --health-listen (e.g. when the extender speaks TLS) readiness is asked there.
     const bool health = std::find(extra.begin(), extra.end(), "--health-listen") != extra.end();
@@ -131,7 +143,8 @@ class SchedulerProcess {
       if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
       std::string cmdline = kube::testing::ReadFile(e.path().string() + "/cmdline");
       std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
-      if (cmdline.find(" " + port_file_ + " ") != std::string::npos) return static_cast<pid_t>(std::stol(name));
+      if (cmdline.find(" " + port_file_ + " ") != std::string::npos)
+        return static_cast<pid_t>(std::stol(name));
     }
     return -1;
   }

@@ -34,10 +34,11 @@ inline rlim_t RaiseFdLimit() {
 
 // How a test's TLS client connects.
 struct TlsClientOptions {
-  std::string ca_file;                 // verify the server's chain and name against it; empty: no verification
-  std::string cert_file, key_file;     // a client certificate (mutual TLS); empty: none
-  std::string server_name = "127.0.0.1";  // the name (or IP) checked against the server's certificate
-  int max_version = 0;                 // e.g. TLS1_1_VERSION, to offer only an old protocol
+  std::string ca_file;  // verify the server's chain and name against it; empty: no verification
+  std::string cert_file, key_file;  // a client certificate (mutual TLS); empty: none
+  std::string server_name =
+      "127.0.0.1";      // the name (or IP) checked against the server's certificate
+  int max_version = 0;  // e.g. TLS1_1_VERSION, to offer only an old protocol
 };
 
 class Raw {
@@ -74,7 +75,8 @@ class Raw {
       SSL_CTX_set_max_proto_version(ctx_, o.max_version);
     }
     if (!o.ca_file.empty()) {
-      if (SSL_CTX_load_verify_locations(ctx_, o.ca_file.c_str(), nullptr) != 1) return "CA: " + Errors();
+      if (SSL_CTX_load_verify_locations(ctx_, o.ca_file.c_str(), nullptr) != 1)
+        return "CA: " + Errors();
       SSL_CTX_set_verify(ctx_, SSL_VERIFY_PEER, nullptr);
     }
     if (!o.cert_file.empty()) {
@@ -133,7 +135,8 @@ class Raw {
     r.status = std::atoi(r.head.c_str() + 9);
     size_t length = 0;
     const size_t cl = r.head.find("Content-Length: ");
-    if (cl != std::string::npos && !head_only && r.status != 100) length = std::strtoull(r.head.c_str() + cl + 16, nullptr, 10);
+    if (cl != std::string::npos && !head_only && r.status != 100)
+      length = std::strtoull(r.head.c_str() + cl + 16, nullptr, 10);
     while (buf_.size() < end + 4 + length)
       if (!Fill(timeout_ms)) return Response{};
     r.body = buf_.substr(end + 4, length);

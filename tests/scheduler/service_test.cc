@@ -28,10 +28,12 @@ class ServiceTest : public ::testing::Test {
     ASSERT_TRUE(api_.Start().ok());
     client_ = kube::testing::MakeClient(api_.url());
     kubeconfig_ = tmp_.File("kubeconfig");
-    kube::testing::WriteFile(kubeconfig_, "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: " +
-                                              api_.url() +
-                                              "\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: c\n  context: {cluster: c, "
-                                              "user: u}\ncurrent-context: c\n");
+    kube::testing::WriteFile(
+        kubeconfig_,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: " +
+            api_.url() +
+            "\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: c\n  context: {cluster: c, "
+            "user: u}\ncurrent-context: c\n");
   }
   void TearDown() override {
     if (service_) service_->Stop();
@@ -55,7 +57,9 @@ class ServiceTest : public ::testing::Test {
     return WaitUntil([&] { return service_->readiness().ready; });
   }
   json Pod(const std::string& name) { return *client_->Get(kube::kPods, "default", name); }
-  Status Bind(const std::string& name, const std::string& node) { return ext_->Bind(Pod(name), node); }
+  Status Bind(const std::string& name, const std::string& node) {
+    return ext_->Bind(Pod(name), node);
+  }
   std::map<std::string, std::string> Annotations(const std::string& name) {
     return client_->GetPod("default", name)->metadata.annotations;
   }
@@ -106,11 +110,13 @@ TEST_F(ServiceTest, AnswersCacheNotSyncedUntilBothInformersListed) {
 
 TEST_F(ServiceTest, BindWritesTheContractThenTheBindingAndIsIdempotent) {
   api_.Upsert(Resource::kNodes, NodeJson("n", Uniform(2, 24)));
-  api_.Upsert(Resource::kPods, PodJson("p", {{"user-container", 3}, {"queue-proxy", 0}}, "default", "uid-p"));
+  api_.Upsert(Resource::kPods,
+              PodJson("p", {{"user-container", 3}, {"queue-proxy", 0}}, "default", "uid-p"));
   StartService();
   ASSERT_TRUE(WaitReady());
   const int64_t before = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                             std::chrono::system_clock::now().time_since_epoch()).count();
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count();
   ASSERT_TRUE(Bind("p", "n").ok());
   kube::Pod p = *client_->GetPod("default", "p");
   EXPECT_EQ(p.spec.node_name, "n");
@@ -126,8 +132,10 @@ TEST_F(ServiceTest, BindWritesTheContractThenTheBindingAndIsIdempotent) {
   std::vector<fakes::RecordedRequest> reqs = api_.requests();
   int patch = -1, binding = -1;
   for (size_t i = 0; i < reqs.size(); ++i) {
-    if (reqs[i].method == "PATCH" && reqs[i].path == "/api/v1/namespaces/default/pods/p") patch = static_cast<int>(i);
-    if (reqs[i].method == "POST" && reqs[i].path == "/api/v1/namespaces/default/pods/p/binding") binding = static_cast<int>(i);
+    if (reqs[i].method == "PATCH" && reqs[i].path == "/api/v1/namespaces/default/pods/p")
+      patch = static_cast<int>(i);
+    if (reqs[i].method == "POST" && reqs[i].path == "/api/v1/namespaces/default/pods/p/binding")
+      binding = static_cast<int>(i);
   }
   ASSERT_GE(patch, 0);
   EXPECT_GT(binding, patch);
@@ -156,7 +164,8 @@ TEST_F(ServiceTest, ApiFailuresRollBackTheReservation) {
   f.http_code = 500;
   api_.SetFaults({f});
   Status s = Bind("a", "n");
-  EXPECT_NE(s.message().find("writing the GPU assignment into pod default/a"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("writing the GPU assignment into pod default/a"), std::string::npos)
+      << s.message();
   EXPECT_EQ(Used("n", 0), 0);
   EXPECT_TRUE(client_->GetPod("default", "a")->spec.node_name.empty());
   // The binding fails: the annotations are removed again and the GPU given back.
@@ -188,7 +197,8 @@ TEST_F(ServiceTest, BindRefusesAPodBoundBySomeoneElse) {
   ASSERT_TRUE(WaitUntil([&] { return service_->cache().stats().unassigned == 1; }));
   api_.ClearRequests();
   Status same = Bind("a", "n");
-  EXPECT_NE(same.message().find("pod default/a is already bound to node n"), std::string::npos) << same.message();
+  EXPECT_NE(same.message().find("pod default/a is already bound to node n"), std::string::npos)
+      << same.message();
   EXPECT_NE(same.message().find("not by gpushare-scheduler"), std::string::npos) << same.message();
   EXPECT_EQ(Annotations("a").count("ALIYUN_COM_GPU_MEM_IDX"), 0u);
   EXPECT_EQ(api_.CountRequests("PATCH", ""), 0u);
@@ -207,7 +217,8 @@ TEST_F(ServiceTest, BindRetriesOfAPodThisExtenderBookedStayIdempotent) {
   // Right away (the informer may not have seen the Binding yet) and once it has.
   api_.ClearRequests();
   EXPECT_TRUE(Bind("a", "n").ok());
-  ASSERT_TRUE(WaitUntil([&] { return service_->cache().stats().reserved == 0 && Used("n", 0) == 10; }));
+  ASSERT_TRUE(
+      WaitUntil([&] { return service_->cache().stats().reserved == 0 && Used("n", 0) == 10; }));
   EXPECT_TRUE(Bind("a", "n").ok());
   EXPECT_EQ(api_.CountRequests("PATCH", ""), 0u);
   EXPECT_EQ(api_.CountRequests("POST", "/binding"), 0u);
@@ -224,14 +235,17 @@ TEST_F(ServiceTest, BindRefusesPodsThatDoNotRequestTheResource) {
   other["spec"]["containers"][0]["resources"] = {{"limits", {{"nvidia.com/gpu", "1"}}}};
   api_.Upsert(Resource::kPods, other);
   // The resource in an init container only: that pod does ask for it.
-  api_.Upsert(Resource::kPods, PodJson("init-only", {{"setup", 4, true}, {"main", 0}}, "default", "uid-init"));
+  api_.Upsert(Resource::kPods,
+              PodJson("init-only", {{"setup", 4, true}, {"main", 0}}, "default", "uid-init"));
   StartService();
   ASSERT_TRUE(WaitReady());
   api_.ClearRequests();
-  for (const auto& [ns, name] : {std::pair<std::string, std::string>{"kube-system", "coredns"}, {"default", "gpu-whole"}}) {
+  for (const auto& [ns, name] :
+       {std::pair<std::string, std::string>{"kube-system", "coredns"}, {"default", "gpu-whole"}}) {
     const json pod = *client_->Get(kube::kPods, ns, name);
     Status s = ext_->Bind(pod, "n");
-    EXPECT_NE(s.message().find("pod " + ns + "/" + name + " does not request aliyun.com/gpu-mem"), std::string::npos)
+    EXPECT_NE(s.message().find("pod " + ns + "/" + name + " does not request aliyun.com/gpu-mem"),
+              std::string::npos)
         << s.message();
     EXPECT_TRUE(client_->GetPod(ns, name)->spec.node_name.empty());
   }
@@ -246,7 +260,8 @@ TEST_F(ServiceTest, BindRefusesPodsThatDoNotRequestTheResource) {
   api_.Upsert(Resource::kPods, zero);
   ASSERT_TRUE(WaitUntil([&] { return client_->GetPod("default", "zero").ok(); }));
   Status ghost = Bind("zero", "ghost");
-  EXPECT_NE(ghost.message().find("node ghost: not seen by gpushare-scheduler's node informer"), std::string::npos)
+  EXPECT_NE(ghost.message().find("node ghost: not seen by gpushare-scheduler's node informer"),
+            std::string::npos)
       << ghost.message();
   EXPECT_TRUE(Bind("zero", "n").ok());
   EXPECT_EQ(client_->GetPod("default", "zero")->spec.node_name, "n");
@@ -277,11 +292,13 @@ TEST_F(ServiceTest, BindRefusesNodesThePodsFilterWouldReject) {
   // And a node with GPUs large enough but no room left.
   api_.Upsert(Resource::kNodes, NodeJson("busy", Uniform(1, 24)));
   api_.Upsert(Resource::kPods, SimplePod("b", 20));
-  ASSERT_TRUE(WaitUntil([&] { return service_->cache().stats().nodes >= 2 && Used("busy", 0) == 0; }));
+  ASSERT_TRUE(
+      WaitUntil([&] { return service_->cache().stats().nodes >= 2 && Used("busy", 0) == 0; }));
   ASSERT_TRUE(Bind("b", "busy").ok());
   api_.ClearRequests();
   Status s = Bind("a", "busy");
-  EXPECT_NE(s.message().find("node busy: no GPU has 10 GiB free"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("node busy: no GPU has 10 GiB free"), std::string::npos)
+      << s.message();
   EXPECT_TRUE(client_->GetPod("default", "a")->spec.node_name.empty());
   EXPECT_EQ(Annotations("a").count("ALIYUN_COM_GPU_MEM_IDX"), 0u);
   EXPECT_EQ(api_.CountRequests("POST", "/binding"), 0u);
@@ -295,13 +312,15 @@ TEST_F(ServiceTest, BindRefusesAUidThatIsNotTheApisPod) {
   ASSERT_TRUE(WaitReady());
   api_.ClearRequests();
   auto bind = [&](const std::string& uid_field) {
-    Result<std::string> r =
-        ext_->Post("bind", R"({"PodName":"a","PodNamespace":"default",)" + uid_field + R"("Node":"n"})");
+    Result<std::string> r = ext_->Post(
+        "bind", R"({"PodName":"a","PodNamespace":"default",)" + uid_field + R"("Node":"n"})");
     return r.ok() ? *r : r.status().message();
   };
-  EXPECT_NE(bind(R"("PodUID":"uid-other",)").find("pod default/a has UID uid-a, the bind is for UID uid-other"),
+  EXPECT_NE(bind(R"("PodUID":"uid-other",)")
+                .find("pod default/a has UID uid-a, the bind is for UID uid-other"),
             std::string::npos);
-  EXPECT_NE(bind(R"("PodUID":"",)").find("PodUID: missing"), std::string::npos) << bind(R"("PodUID":"",)");
+  EXPECT_NE(bind(R"("PodUID":"",)").find("PodUID: missing"), std::string::npos)
+      << bind(R"("PodUID":"",)");
   EXPECT_NE(bind("").find("PodUID: missing"), std::string::npos) << bind("");
   EXPECT_TRUE(client_->GetPod("default", "a")->spec.node_name.empty());
   EXPECT_EQ(api_.CountRequests("POST", "/binding"), 0u);
@@ -324,8 +343,11 @@ TEST_F(ServiceTest, FollowsTheNodeAgentsConfirmationAndReleasesDeletedPods) {
   // Counted where it is, and where it was planned until the agent moves the plan (another pod
   // may still be bound for that slot: core/memshare_ledger.h).
   ASSERT_TRUE(WaitUntil([&] { return Used("n", real) == 20 && Used("n", assumed) == 20; }));
-  ASSERT_TRUE(client_->PatchPodAnnotations("default", "a", {{std::string(ms::kAssumedAnnotation),
-                                                              ms::EncodeContainerGpus({{"main", real}})}}).ok());
+  ASSERT_TRUE(client_
+                  ->PatchPodAnnotations("default", "a",
+                                        {{std::string(ms::kAssumedAnnotation),
+                                          ms::EncodeContainerGpus({{"main", real}})}})
+                  .ok());
   ASSERT_TRUE(WaitUntil([&] { return Used("n", real) == 20 && Used("n", assumed) == 0; }));
   ASSERT_TRUE(client_->Delete(kube::kPods, "default", "a", {0, ""}).ok());
   ASSERT_TRUE(WaitUntil([&] { return Used("n", real) == 0; }));
@@ -342,10 +364,14 @@ TEST_F(ServiceTest, AssumedButNeverConfirmedIsReleasedWithAnEvent) {
   ASSERT_TRUE(WaitUntil([&] { return Used("n", 0) == 0; }));
   ASSERT_TRUE(WaitUntil([&] {
     for (const json& e : api_.List(Resource::kEvents))
-      if (e.value("reason", "") == "GPUShareAssumeExpired" && e["involvedObject"].value("name", "") == "a") return true;
+      if (e.value("reason", "") == "GPUShareAssumeExpired" &&
+          e["involvedObject"].value("name", "") == "a")
+        return true;
     return false;
   }));
-  EXPECT_NE(service_->Metrics().find("gpushare_scheduler_assume_expired_total 1"), std::string::npos) << service_->Metrics();
+  EXPECT_NE(service_->Metrics().find("gpushare_scheduler_assume_expired_total 1"),
+            std::string::npos)
+      << service_->Metrics();
   EXPECT_TRUE(Bind("b", "n").ok());
 }
 

@@ -44,7 +44,7 @@ constexpr auto kWarmUp = std::chrono::seconds(8);
 constexpr auto kSoak = std::chrono::seconds(23);  // total traffic time, warm-up included
 
 struct ProcSample {
-  double t = 0;       // seconds since the traffic started
+  double t = 0;  // seconds since the traffic started
   long rss_kb = 0;
   long threads = 0;
   long fds = 0;
@@ -68,7 +68,8 @@ ProcSample Sample(pid_t pid, Clock::time_point t0) {
 }
 
 std::string Post(const std::string& path, const std::string& body, const std::string& extra = "") {
-  return "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: " +
+  return "POST " + path +
+         " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: " +
          std::to_string(body.size()) + "\r\n" + extra + "\r\n" + body;
 }
 
@@ -82,13 +83,16 @@ class SoakTest : public ::testing::Test {
     ASSERT_TRUE(api_->ok());
     client_ = kube::testing::MakeClient(api_->url(), {0, 1});
     for (int n = 0; n < 20; ++n)
-      ASSERT_TRUE(client_->Create(kube::kNodes, "", NodeJson("node-" + std::to_string(n), Uniform(4, 24))).ok());
+      ASSERT_TRUE(
+          client_->Create(kube::kNodes, "", NodeJson("node-" + std::to_string(n), Uniform(4, 24)))
+              .ok());
     scheduler_ = std::make_unique<SchedulerProcess>(
         tmp_.path(), WriteKubeconfig(tmp_.path(), api_->url()), 0,
-        std::vector<std::string>{"--tls-cert-file", tls_.server_crt, "--tls-private-key-file", tls_.server_key,
-                                 "--client-ca-file", tls_.ca_crt, "--health-listen", "127.0.0.1:0",
-                                 "--http-read-header-timeout", "1s", "--http-read-timeout", "2s",
-                                 "--http-idle-timeout", "4s", "--max-body-bytes", "1048576", "--http-threads", "4"});
+        std::vector<std::string>{"--tls-cert-file", tls_.server_crt, "--tls-private-key-file",
+                                 tls_.server_key, "--client-ca-file", tls_.ca_crt,
+                                 "--health-listen", "127.0.0.1:0", "--http-read-header-timeout",
+                                 "1s", "--http-read-timeout", "2s", "--http-idle-timeout", "4s",
+                                 "--max-body-bytes", "1048576", "--http-threads", "4"});
     if (!scheduler_->ok()) {
       scheduler_->Kill();
       FAIL() << "gpushare-scheduler did not start: " << scheduler_->Log();
@@ -137,7 +141,8 @@ TEST_F(SoakTest, MixedValidAndHostileTrafficKeepsResourcesFlatAndAnswersCorrectl
     c.managed_resources = {{"aliyun.com/gpu-mem", false}};
     c.http_timeout = std::chrono::seconds(10);
     c.enable_https = true;
-    c.tls_config = fakes::ExtenderTlsConfig{false, "", tls_.client_crt, tls_.client_key, tls_.ca_crt, "", "", ""};
+    c.tls_config = fakes::ExtenderTlsConfig{
+        false, "", tls_.client_crt, tls_.client_key, tls_.ca_crt, "", "", ""};
     FakeKubeScheduler sched(client_, {{c}, 7});
     for (int i = 0; running(); ++i) {
       const std::string name = "valid-" + std::to_string(i);
@@ -149,11 +154,13 @@ TEST_F(SoakTest, MixedValidAndHostileTrafficKeepsResourcesFlatAndAnswersCorrectl
       if (!r.bound()) {
         problem = r.message;
       } else if (!pod.ok() || pod->spec.node_name != r.node) {
-        problem = "bound to " + r.node + " but the API says " + (pod.ok() ? pod->spec.node_name : "nothing");
+        problem = "bound to " + r.node + " but the API says " +
+                  (pod.ok() ? pod->spec.node_name : "nothing");
       } else {
-        const ms::PodAssignment a = ms::ResolveAssignment(pod->metadata.annotations, *kube::PodMemRequest(*pod));
-        if (a.state != ms::AssignmentState::kAssumed || a.gpus.size() != 1 || a.gpus.begin()->second < 0 ||
-            a.gpus.begin()->second > 3)
+        const ms::PodAssignment a =
+            ms::ResolveAssignment(pod->metadata.annotations, *kube::PodMemRequest(*pod));
+        if (a.state != ms::AssignmentState::kAssumed || a.gpus.size() != 1 ||
+            a.gpus.begin()->second < 0 || a.gpus.begin()->second > 3)
           problem = "no valid GPU assignment in the annotations";
       }
       if (problem.empty()) {
@@ -214,19 +221,23 @@ TEST_F(SoakTest, MixedValidAndHostileTrafficKeepsResourcesFlatAndAnswersCorrectl
         }
         case 4: {  // huge headers
           if (auto c = Authed()) {
-            c->Send("GET /healthz HTTP/1.1\r\nHost: h\r\nX-Huge: " + std::string(80000, 'x') + "\r\n\r\n");
+            c->Send("GET /healthz HTTP/1.1\r\nHost: h\r\nX-Huge: " + std::string(80000, 'x') +
+                    "\r\n\r\n");
             c->Read(false, 2000);
           }
           break;
         }
         case 5: {  // an abrupt close right after a valid request
           if (auto c = Authed())
-            c->Send(Post(filter, R"({"Pod":{"metadata":{"name":"x","namespace":"d"}},"NodeNames":["node-1"]})"));
+            c->Send(Post(
+                filter,
+                R"({"Pod":{"metadata":{"name":"x","namespace":"d"}},"NodeNames":["node-1"]})"));
           break;
         }
         case 6: {  // a malformed chunked body
           if (auto c = Authed()) {
-            c->Send("POST " + filter + " HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nabc\r\nzz\r\n");
+            c->Send("POST " + filter +
+                    " HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nabc\r\nzz\r\n");
             c->Read(false, 2000);
           }
           break;
@@ -285,10 +296,12 @@ TEST_F(SoakTest, MixedValidAndHostileTrafficKeepsResourcesFlatAndAnswersCorrectl
   std::thread idle([&] {
     while (running()) {
       std::vector<std::unique_ptr<Raw>> open;
-      for (int i = 0; i < 200 && running(); ++i) open.push_back(std::make_unique<Raw>(scheduler_->port()));
+      for (int i = 0; i < 200 && running(); ++i)
+        open.push_back(std::make_unique<Raw>(scheduler_->port()));
       for (int i = 0; i < 30 && running(); ++i)
         if (auto c = Authed()) open.push_back(std::move(c));
-      for (int i = 0; i < 50 && running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      for (int i = 0; i < 50 && running(); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   });
 
@@ -322,13 +335,17 @@ TEST_F(SoakTest, MixedValidAndHostileTrafficKeepsResourcesFlatAndAnswersCorrectl
       peak.fds = std::max(peak.fds, s.fds);
     }
   }
-  std::printf("soak: %d pods bound correctly, %d hostile exchanges (%d invalid-JSON 400s), %zu samples\n",
-              bound.load(), hostile.load(), answered_400.load(), samples.size());
-  std::printf("soak: before traffic rss=%ld KiB threads=%ld fds=%ld\n", before.rss_kb, before.threads, before.fds);
-  std::printf("soak: at %.0f s (warm) rss=%ld KiB threads=%ld fds=%ld; after it, peaks rss=%ld KiB threads=%ld fds=%ld\n",
-              warm, at_warm.rss_kb, at_warm.threads, at_warm.fds, peak.rss_kb, peak.threads, peak.fds);
-  std::printf("soak: traffic stopped, clients gone: rss=%ld KiB threads=%ld fds=%ld\n", after.rss_kb, after.threads,
-              after.fds);
+  std::printf(
+      "soak: %d pods bound correctly, %d hostile exchanges (%d invalid-JSON 400s), %zu samples\n",
+      bound.load(), hostile.load(), answered_400.load(), samples.size());
+  std::printf("soak: before traffic rss=%ld KiB threads=%ld fds=%ld\n", before.rss_kb,
+              before.threads, before.fds);
+  std::printf(
+      "soak: at %.0f s (warm) rss=%ld KiB threads=%ld fds=%ld; after it, peaks rss=%ld KiB "
+      "threads=%ld fds=%ld\n",
+      warm, at_warm.rss_kb, at_warm.threads, at_warm.fds, peak.rss_kb, peak.threads, peak.fds);
+  std::printf("soak: traffic stopped, clients gone: rss=%ld KiB threads=%ld fds=%ld\n",
+              after.rss_kb, after.threads, after.fds);
 
   for (const std::string& f : failures) ADD_FAILURE() << "valid pod: " << f;
   EXPECT_GE(bound.load(), 20) << "too few valid pods went through";
@@ -352,18 +369,21 @@ TEST_F(SoakTest, MixedValidAndHostileTrafficKeepsResourcesFlatAndAnswersCorrectl
   if (!scheduler_->Running()) {
     scheduler_->Terminate();
     const std::string& log = scheduler_->Log();
-    FAIL() << "gpushare-scheduler died; its log ends with:\n" << log.substr(log.size() > 4000 ? log.size() - 4000 : 0);
+    FAIL() << "gpushare-scheduler died; its log ends with:\n"
+           << log.substr(log.size() > 4000 ? log.size() - 4000 : 0);
   }
   httplib::Client health("127.0.0.1", scheduler_->health_port());
   httplib::Result m = health.Get("/metrics");
   ASSERT_TRUE(m);
   EXPECT_NE(m->body.find("gpushare_scheduler_ready 1"), std::string::npos);
   std::printf("soak: metrics:\n");
-  for (const char* name : {"gpushare_scheduler_http_connections_total", "gpushare_scheduler_http_refused_total",
-                           "gpushare_scheduler_http_timeouts_total", "gpushare_scheduler_http_evicted_total",
-                           "gpushare_scheduler_tls_handshake_errors_total", "gpushare_scheduler_bad_requests_total"}) {
+  for (const char* name :
+       {"gpushare_scheduler_http_connections_total", "gpushare_scheduler_http_refused_total",
+        "gpushare_scheduler_http_timeouts_total", "gpushare_scheduler_http_evicted_total",
+        "gpushare_scheduler_tls_handshake_errors_total", "gpushare_scheduler_bad_requests_total"}) {
     const size_t at = m->body.find(std::string("\n") + name + " ");
-    if (at != std::string::npos) std::printf("  %s\n", m->body.substr(at + 1, m->body.find('\n', at + 1) - at - 1).c_str());
+    if (at != std::string::npos)
+      std::printf("  %s\n", m->body.substr(at + 1, m->body.find('\n', at + 1) - at - 1).c_str());
   }
   EXPECT_EQ(scheduler_->Terminate(), 0);
 }

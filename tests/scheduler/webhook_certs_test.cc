@@ -36,12 +36,15 @@ class WebhookCertsTest : public ::testing::Test {
     CreateConfiguration();
   }
   void CreateConfiguration() {
-    api_.Upsert(Resource::kMutatingWebhookConfigurations,
-                {{"metadata", {{"name", kConfig}}},
-                 {"webhooks",
-                  {{{"name", "pods.gpushare.io"},
-                    {"clientConfig", {{"service", {{"name", "gpushare-webhook"}, {"namespace", kNs}, {"path", "/mutate-pods"}}}}}},
-                   {{"name", "pods2.gpushare.io"}, {"clientConfig", {{"caBundle", "b2xk"}}}}}}});
+    api_.Upsert(
+        Resource::kMutatingWebhookConfigurations,
+        {{"metadata", {{"name", kConfig}}},
+         {"webhooks",
+          {{{"name", "pods.gpushare.io"},
+            {"clientConfig",
+             {{"service",
+               {{"name", "gpushare-webhook"}, {"namespace", kNs}, {"path", "/mutate-pods"}}}}}},
+           {{"name", "pods2.gpushare.io"}, {"clientConfig", {{"caBundle", "b2xk"}}}}}}});
   }
   WebhookCertOptions Options(const std::string& dir) {
     WebhookCertOptions o;
@@ -92,7 +95,8 @@ TEST_F(WebhookCertsTest, AnAbsentSecretIsCreatedAndTheConfigurationPatched) {
   EXPECT_TRUE(m.certs_in_place());
   EXPECT_EQ(kube::testing::ReadFile(m.cert_file()), s.tls_crt);
   EXPECT_EQ(kube::testing::ReadFile(m.key_file()), s.tls_key);
-  EXPECT_EQ(Bundles(), std::vector<std::string>(2, s.ca_crt));  // every webhook, also the one with a stale bundle
+  EXPECT_EQ(Bundles(), std::vector<std::string>(
+                           2, s.ca_crt));  // every webhook, also the one with a stale bundle
   EXPECT_EQ(m.stats().secret_writes, 1u);
   EXPECT_EQ(m.stats().bundle_patches, 1u);
 }
@@ -106,7 +110,9 @@ TEST_F(WebhookCertsTest, AValidSecretIsLeftAloneAndNothingIsWritten) {
   ASSERT_TRUE(m.SyncOnce().ok()) << m.stats().last_error;
   EXPECT_EQ(api_.resource_version(), rv);  // no write at all
   EXPECT_EQ(api_.CountRequests("GET", ""), 2u);
-  EXPECT_EQ(api_.CountRequests("PUT", "") + api_.CountRequests("POST", "") + api_.CountRequests("PATCH", ""), 0u);
+  EXPECT_EQ(api_.CountRequests("PUT", "") + api_.CountRequests("POST", "") +
+                api_.CountRequests("PATCH", ""),
+            0u);
   EXPECT_EQ(m.stats().last_action, "keep");
   EXPECT_EQ(m.stats().file_writes, 1u);
 }
@@ -166,7 +172,7 @@ TEST_F(WebhookCertsTest, AMissingConfigurationIsRetriedUntilItExists) {
   EXPECT_EQ(s.code(), StatusCode::kNotFound);
   EXPECT_NE(s.message().find(kConfig), std::string::npos);
   EXPECT_TRUE(m.certs_in_place());  // serving does not wait for the configuration
-  CreateConfiguration();             // the chart creates it
+  CreateConfiguration();            // the chart creates it
   EXPECT_TRUE(m.SyncOnce().ok()) << m.stats().last_error;
   EXPECT_EQ(Bundles(), std::vector<std::string>(2, SecretMaterial().ca_crt));
 }
@@ -177,10 +183,11 @@ TEST_F(WebhookCertsTest, AMissingConfigurationIsRetriedUntilItExists) {
 TEST_F(WebhookCertsTest, TheServedEndpointVerifiesWithTheSecretsCaAcrossARotation) {
   kube::testing::TempDir dir;
   const std::string kubeconfig = dir.File("kubeconfig");
-  kube::testing::WriteFile(kubeconfig, "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: " +
-                                           api_.url() +
-                                           "\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: c\n  context: {cluster: c, "
-                                           "user: u}\ncurrent-context: c\n");
+  kube::testing::WriteFile(
+      kubeconfig,
+      "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: " + api_.url() +
+          "\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: c\n  context: {cluster: c, "
+          "user: u}\ncurrent-context: c\n");
   ServiceOptions o;
   o.kubeconfig = kubeconfig;
   o.http.host = "127.0.0.1";
@@ -209,8 +216,10 @@ TEST_F(WebhookCertsTest, TheServedEndpointVerifiesWithTheSecretsCaAcrossARotatio
     if (std::string e = r.StartTls(t); !e.empty()) return "handshake: " + e;
     const std::string review =
         R"({"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u1","kind":{"group":"","version":"v1","kind":"Pod"},"operation":"CREATE","namespace":"d","object":{"spec":{"containers":[{"name":"c","resources":{"limits":{"aliyun.com/gpu-mem":"3"}}}]}}}})";
-    r.Send("POST " + path + "?timeout=10s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
-           std::to_string(review.size()) + "\r\n\r\n" + review);
+    r.Send(
+        "POST " + path +
+        "?timeout=10s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
+        std::to_string(review.size()) + "\r\n\r\n" + review);
     testing::Raw::Response resp = r.Read();
     *body = resp.body;
     return std::to_string(resp.status);
@@ -226,14 +235,18 @@ TEST_F(WebhookCertsTest, TheServedEndpointVerifiesWithTheSecretsCaAcrossARotatio
   json secret = *api_.Get(Resource::kSecrets, kNs, kSecret);
   secret["data"]["ca.key"] = kube::Base64Encode("not a key");
   api_.Upsert(Resource::kSecrets, secret);
-  ASSERT_TRUE(WaitUntil([&] { return SecretMaterial().ca_key != first.ca_key && SecretMaterial().ca_key != "not a key"; },
-                        std::chrono::seconds(20)));
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        return SecretMaterial().ca_key != first.ca_key && SecretMaterial().ca_key != "not a key";
+      },
+      std::chrono::seconds(20)));
   const CertMaterial second = SecretMaterial();
   ASSERT_NE(second.tls_crt, first.tls_crt);
   // The new leaf is served (the TLS server reloads the files about once a second): a client
   // trusting only the new CA gets through, without a restart.
   std::string new_ca_only = second.ca_crt.substr(0, second.ca_crt.size() - first.ca_crt.size());
-  ASSERT_TRUE(WaitUntil([&] { return call(new_ca_only, "/mutate-pods", &body) == "200"; }, std::chrono::seconds(20)))
+  ASSERT_TRUE(WaitUntil([&] { return call(new_ca_only, "/mutate-pods", &body) == "200"; },
+                        std::chrono::seconds(20)))
       << call(new_ca_only, "/mutate-pods", &body);
   EXPECT_EQ(service.webhook_port(), port);
   EXPECT_EQ(Bundles(), std::vector<std::string>(2, second.ca_crt));

@@ -32,14 +32,18 @@ json Review(json pod, const std::string& operation = "CREATE", const std::string
 }
 
 json PodWith(json containers, std::string scheduler = "", json init = nullptr) {
-  json p = {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", {{"name", "p"}, {"namespace", "team-a"}}},
+  json p = {{"apiVersion", "v1"},
+            {"kind", "Pod"},
+            {"metadata", {{"name", "p"}, {"namespace", "team-a"}}},
             {"spec", {{"containers", containers}}}};
   if (!scheduler.empty()) p["spec"]["schedulerName"] = scheduler;
   if (!init.is_null()) p["spec"]["initContainers"] = init;
   return p;
 }
 
-WebhookReply Mutate(const json& review) { return MutatePods(review.dump(), WebhookOptions{}); }
+WebhookReply Mutate(const json& review) {
+  return MutatePods(review.dump(), WebhookOptions{});
+}
 
 json Response(const WebhookReply& r) {
   EXPECT_EQ(r.http.code, 200) << r.http.body;
@@ -52,19 +56,22 @@ json Response(const WebhookReply& r) {
 }
 
 TEST(WebhookTest, APodRequestingTheResourceGetsTheSchedulerName) {
-  for (const json& pod : {PodWith({Container("c", {{"aliyun.com/gpu-mem", "3"}})}),
-                          PodWith({Container("c", nullptr, {{"aliyun.com/gpu-mem", "2"}})}),
-                          PodWith({Container("a", {{"cpu", "1"}}), Container("b", nullptr, {{"aliyun.com/gpu-mem", 1}})}),
-                          PodWith({Container("c", nullptr)}, "", {Container("i", {{"aliyun.com/gpu-mem", "1"}})}),
-                          PodWith({Container("c", {{"aliyun.com/gpu-mem", "3"}})}, "default-scheduler")}) {
+  for (const json& pod :
+       {PodWith({Container("c", {{"aliyun.com/gpu-mem", "3"}})}),
+        PodWith({Container("c", nullptr, {{"aliyun.com/gpu-mem", "2"}})}),
+        PodWith(
+            {Container("a", {{"cpu", "1"}}), Container("b", nullptr, {{"aliyun.com/gpu-mem", 1}})}),
+        PodWith({Container("c", nullptr)}, "", {Container("i", {{"aliyun.com/gpu-mem", "1"}})}),
+        PodWith({Container("c", {{"aliyun.com/gpu-mem", "3"}})}, "default-scheduler")}) {
     const WebhookReply r = Mutate(Review(pod));
     const json resp = Response(r);
     EXPECT_EQ(r.outcome, WebhookOutcome::kMutated);
     EXPECT_EQ(resp["patchType"], "JSONPatch");
     Result<std::string> patch = kube::Base64Decode(resp["patch"].get<std::string>());
     ASSERT_TRUE(patch.ok());
-    EXPECT_EQ(json::parse(*patch),
-              json::parse(R"([{"op":"add","path":"/spec/schedulerName","value":"gpushare-scheduler"}])"));
+    EXPECT_EQ(
+        json::parse(*patch),
+        json::parse(R"([{"op":"add","path":"/spec/schedulerName","value":"gpushare-scheduler"}])"));
     // Applied, the patch gives the pod the scheduler (and replaces default-scheduler).
     EXPECT_EQ(pod.patch(json::parse(*patch))["spec"]["schedulerName"], "gpushare-scheduler");
   }
@@ -74,23 +81,27 @@ TEST(WebhookTest, TheSchedulerNameAndResourceAreConfigurable) {
   WebhookOptions o;
   o.resource_name = "example.com/vram";
   o.scheduler_name = "my-gpu-scheduler";
-  const WebhookReply r = MutatePods(Review(PodWith({Container("c", {{"example.com/vram", "1"}})})).dump(), o);
+  const WebhookReply r =
+      MutatePods(Review(PodWith({Container("c", {{"example.com/vram", "1"}})})).dump(), o);
   ASSERT_EQ(r.outcome, WebhookOutcome::kMutated);
-  EXPECT_NE(kube::Base64Decode(Response(r)["patch"].get<std::string>())->find("my-gpu-scheduler"), std::string::npos);
-  EXPECT_EQ(MutatePods(Review(PodWith({Container("c", {{"aliyun.com/gpu-mem", "1"}})})).dump(), o).outcome,
+  EXPECT_NE(kube::Base64Decode(Response(r)["patch"].get<std::string>())->find("my-gpu-scheduler"),
+            std::string::npos);
+  EXPECT_EQ(MutatePods(Review(PodWith({Container("c", {{"aliyun.com/gpu-mem", "1"}})})).dump(), o)
+                .outcome,
             WebhookOutcome::kUnchanged);
 }
 
 TEST(WebhookTest, EveryOtherPodIsAllowedUnchanged) {
   const std::vector<json> reviews = {
-      Review(PodWith({Container("c", {{"nvidia.com/gpu", "1"}})})),                            // other resource
-      Review(PodWith({Container("c", {{"aliyun.com/gpu-mem", "0"}})})),                        // zero
-      Review(PodWith({Container("c", {{"aliyun.com/gpu-mem", "three"}})})),                    // unparsable
-      Review(PodWith({Container("c", nullptr)})),                                              // nothing asked
-      Review(PodWith({Container("c", {{"aliyun.com/gpu-mem", "3"}})}, "volcano")),             // user's choice
-      Review(PodWith({Container("c", {{"aliyun.com/gpu-mem", "3"}})}), "UPDATE"),              // not CREATE
-      Review(PodWith({Container("c", {{"aliyun.com/gpu-mem", "3"}})}), "CREATE", "Deployment"),  // not a Pod
-      Review({{"metadata", {{"name", "p"}}}}),                                                 // no spec
+      Review(PodWith({Container("c", {{"nvidia.com/gpu", "1"}})})),          // other resource
+      Review(PodWith({Container("c", {{"aliyun.com/gpu-mem", "0"}})})),      // zero
+      Review(PodWith({Container("c", {{"aliyun.com/gpu-mem", "three"}})})),  // unparsable
+      Review(PodWith({Container("c", nullptr)})),                            // nothing asked
+      Review(PodWith({Container("c", {{"aliyun.com/gpu-mem", "3"}})}, "volcano")),  // user's choice
+      Review(PodWith({Container("c", {{"aliyun.com/gpu-mem", "3"}})}), "UPDATE"),   // not CREATE
+      Review(PodWith({Container("c", {{"aliyun.com/gpu-mem", "3"}})}), "CREATE",
+             "Deployment"),                     // not a Pod
+      Review({{"metadata", {{"name", "p"}}}}),  // no spec
   };
   for (const json& review : reviews) {
     const WebhookReply r = Mutate(review);
@@ -163,7 +174,8 @@ TEST(CertLifecycleTest, EveryBranchOfTheDecision) {
   EXPECT_NE(d.reason.find("ca.key"), std::string::npos);
   EXPECT_EQ(DecideCert(Valid(), kNames, kT0 + kDay).action, CertAction::kKeep);
   // The CA: renewed with less than a year left (together with a new leaf).
-  EXPECT_EQ(DecideCert(Valid(), kNames, kT0 + 4 * 365 * kDay - kDay).action, CertAction::kNewLeaf);  // leaf old
+  EXPECT_EQ(DecideCert(Valid(), kNames, kT0 + 4 * 365 * kDay - kDay).action,
+            CertAction::kNewLeaf);  // leaf old
   CertFacts late = Valid();
   late.leaf = {kT0 + 4 * 365 * kDay - 10 * kDay, kT0 + 5 * 365 * kDay, kNames};
   EXPECT_EQ(DecideCert(late, kNames, kT0 + 4 * 365 * kDay - kDay).action, CertAction::kKeep);
@@ -180,7 +192,8 @@ TEST(CertLifecycleTest, EveryBranchOfTheDecision) {
   f.leaf_usable = false;
   f.leaf_problem = "tls.key does not match tls.crt";
   EXPECT_EQ(DecideCert(f, kNames, kT0).action, CertAction::kNewLeaf);
-  EXPECT_EQ(DecideCert(Valid(), ServiceDnsNames("other", "gpushare"), kT0).action, CertAction::kNewLeaf);
+  EXPECT_EQ(DecideCert(Valid(), ServiceDnsNames("other", "gpushare"), kT0).action,
+            CertAction::kNewLeaf);
   f = Valid();
   f.leaf.not_before = kT0 + kDay;
   EXPECT_EQ(DecideCert(f, kNames, kT0).action, CertAction::kNewLeaf);

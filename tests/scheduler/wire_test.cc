@@ -13,7 +13,9 @@ const char* kCacheModeRequest =
     R"({"Pod":{"metadata":{"name":"p","namespace":"ml","uid":"u1"},"spec":{"containers":[{"name":"main"}]}},)"
     R"("Nodes":null,"NodeNames":["a","b"]})";
 
-Result<ExtenderArgs> Args(std::string_view body) { return ParseExtenderArgs(body); }
+Result<ExtenderArgs> Args(std::string_view body) {
+  return ParseExtenderArgs(body);
+}
 
 // Found by fuzz/fuzz_extender_json: nlohmann's lexer reads a NUL byte as the end of the input,
 // so the fast path accepted a value cut short by one while the SAX path refused the body, and
@@ -99,7 +101,8 @@ TEST(Wire, RefusesWrongTypesWithTheField) {
   for (const Case& c : cases) {
     Result<ExtenderArgs> a = Args(c.body);
     ASSERT_FALSE(a.ok()) << c.body;
-    EXPECT_NE(a.status().message().find(c.want), std::string::npos) << c.body << " -> " << a.status().message();
+    EXPECT_NE(a.status().message().find(c.want), std::string::npos)
+        << c.body << " -> " << a.status().message();
   }
 }
 
@@ -111,13 +114,16 @@ TEST(Wire, HostileNestingIsRefusedBeforeParsing) {
   const std::string deep_pod = "{\"Pod\":" + std::string(100000, '[');
   Result<ExtenderArgs> a = Args(deep_pod);
   ASSERT_FALSE(a.ok());
-  EXPECT_NE(a.status().message().find("nesting deeper than 64"), std::string::npos) << a.status().message();
+  EXPECT_NE(a.status().message().find("nesting deeper than 64"), std::string::npos)
+      << a.status().message();
   // Unknown keys are skipped, whatever they hold (within the depth limit).
-  a = Args(R"({"Extra":{"a":[1,2,{"b":null}],"NodeNames":"not this one"},"Pod":{},"NodeNames":["n"],"more":[["x"]]})");
+  a = Args(
+      R"({"Extra":{"a":[1,2,{"b":null}],"NodeNames":"not this one"},"Pod":{},"NodeNames":["n"],"more":[["x"]]})");
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   EXPECT_EQ(a->CandidateNames(), (std::vector<std::string_view>{"n"}));
   // Brackets inside strings do not count; escaped quotes do not end a string.
-  std::string s = R"({"Pod":{"metadata":{"name":"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\"[[["}}})";
+  std::string s =
+      R"({"Pod":{"metadata":{"name":"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[\"[[["}}})";
   EXPECT_TRUE(ParseBody(s).ok()) << ParseBody(s).status().ToString();
   std::string ok_depth;
   for (int i = 0; i < 63; ++i) ok_depth += "{\"a\":";
@@ -198,19 +204,23 @@ TEST(Wire, FilterResultIsWhatGoWouldWrite) {
   n.names_mode = false;
   n.nodes = {json{{"metadata", {{"name", "a"}}}}};
   n.unresolvable = {{"z", "why"}};
-  EXPECT_EQ(EncodeFilterResult(n),
-            R"({"Nodes":{"metadata":{},"items":[{"metadata":{"name":"a"}}]},"NodeNames":null,"FailedNodes":{},)"
-            R"("FailedAndUnresolvableNodes":{"z":"why"},"Error":""})");
+  EXPECT_EQ(
+      EncodeFilterResult(n),
+      R"({"Nodes":{"metadata":{},"items":[{"metadata":{"name":"a"}}]},"NodeNames":null,"FailedNodes":{},)"
+      R"("FailedAndUnresolvableNodes":{"z":"why"},"Error":""})");
   FilterResult e;
   e.error = "cache not \"synced\"";
-  EXPECT_EQ(EncodeFilterResult(e),
-            R"({"Nodes":null,"NodeNames":null,"FailedNodes":null,"FailedAndUnresolvableNodes":null,"Error":"cache not \"synced\""})");
+  EXPECT_EQ(
+      EncodeFilterResult(e),
+      R"({"Nodes":null,"NodeNames":null,"FailedNodes":null,"FailedAndUnresolvableNodes":null,"Error":"cache not \"synced\""})");
   FilterResult empty;
-  EXPECT_EQ(json::parse(EncodeFilterResult(empty))["NodeNames"], json::array());  // [] not null: nothing passed
+  EXPECT_EQ(json::parse(EncodeFilterResult(empty))["NodeNames"],
+            json::array());  // [] not null: nothing passed
 }
 
 TEST(Wire, HostPrioritiesAndBinding) {
-  EXPECT_EQ(EncodeHostPriorities({{"a", 7}, {"b", 10}}), R"([{"Host":"a","Score":7},{"Host":"b","Score":10}])");
+  EXPECT_EQ(EncodeHostPriorities({{"a", 7}, {"b", 10}}),
+            R"([{"Host":"a","Score":7},{"Host":"b","Score":10}])");
   EXPECT_EQ(EncodeHostPriorities({}), "[]");
   EXPECT_EQ(EncodeBindingResult(""), R"({"Error":""})");
   EXPECT_EQ(EncodeError("x"), R"({"Error":"x"})");
@@ -222,7 +232,8 @@ TEST(Wire, HostPrioritiesAndBinding) {
   EXPECT_EQ(b->pod_namespace, "ml");
   EXPECT_EQ(b->pod_uid, "u");
   EXPECT_EQ(b->node, "n");
-  for (const char* bad : {R"({"PodName":"p","PodNamespace":"ml","Node":null})", R"({"PodName":1,"PodNamespace":"ml","Node":"n"})",
+  for (const char* bad : {R"({"PodName":"p","PodNamespace":"ml","Node":null})",
+                          R"({"PodName":1,"PodNamespace":"ml","Node":"n"})",
                           R"({"PodNamespace":"ml","Node":"n"})", R"({"PodName":"p","Node":"n"})"}) {
     Result<json> bj = ParseBody(bad);
     ASSERT_TRUE(bj.ok());

@@ -33,11 +33,11 @@ Workload OneGpu() {
 
 TEST(DynamicTest, PodsWaitRunLaterOrFail) {
   Workload w = OneGpu();
-  w.pods = {Whole("a", 0, 100),     // runs 0..100
-            Whole("b", 10, 500),    // waits 10..100, runs 100..500
-            Whole("c", 20, 50),     // waits, deleted at 50 without running: failed
-            Whole("d", 600, {}),    // runs from 600 to the end
-            Whole("z", 30, 30)};    // zero lifetime: skipped
+  w.pods = {Whole("a", 0, 100),   // runs 0..100
+            Whole("b", 10, 500),  // waits 10..100, runs 100..500
+            Whole("c", 20, 50),   // waits, deleted at 50 without running: failed
+            Whole("d", 600, {}),  // runs from 600 to the end
+            Whole("z", 30, 30)};  // zero lifetime: skipped
   const auto typical = TypicalWorkload(w, 0.95);
   const DynamicResult r = RunDynamic(w, typical, "default", 1);
   ASSERT_TRUE(r.status.ok()) << r.status.ToString();
@@ -56,7 +56,8 @@ TEST(DynamicTest, PodsWaitRunLaterOrFail) {
   EXPECT_DOUBLE_EQ(r.peak_alloc_pct, 100);
   EXPECT_FALSE(r.samples.empty());
   EXPECT_NE(DynamicSummaryCsv({r}).find("default,1,83.333"), std::string::npos);
-  EXPECT_NE(DynamicCsv({r}).find("policy,seed,time_s,allocated_pct,waiting_pods\ndefault,1,0,"), std::string::npos);
+  EXPECT_NE(DynamicCsv({r}).find("policy,seed,time_s,allocated_pct,waiting_pods\ndefault,1,0,"),
+            std::string::npos);
   EXPECT_NE(DynamicTable({r}).find("default"), std::string::npos);
 }
 

@@ -31,7 +31,8 @@ TEST(GeneratorTest, DeterministicMixedAndSized) {
   double demand = 0;
   for (const auto& p : a.pods) {
     demand += static_cast<double>(p.gpu_demand());
-    if (!p.request.gpus.empty() && !p.request.gpus[0].whole && p.request.gpus[0].share == 3072) ++knative;
+    if (!p.request.gpus.empty() && !p.request.gpus[0].whole && p.request.gpus[0].share == 3072)
+      ++knative;
     if (p.request.gpus.empty()) ++cpu_only;
     if (p.request.gpus.size() > 1) ++multi;
     ASSERT_TRUE(p.creation_time && p.deletion_time);

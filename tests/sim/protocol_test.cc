@@ -90,13 +90,14 @@ TEST(ProtocolTest, TieRanksArePermutationsKeyedByName) {
 }
 
 TEST(ProtocolTest, BinningRoundsHalfToEvenAndFallsBackToNeighbours) {
-  // Capacity 1000: arrived 5 is 0.5% (bin 0), 15 is 1.5% (bin 2), 25 is 2.5% (bin 2), 45 is 4.5% (bin 4).
+  // Capacity 1000: arrived 5 is 0.5% (bin 0), 15 is 1.5% (bin 2), 25 is 2.5% (bin 2), 45 is 4.5%
+  // (bin 4).
   std::vector<Sample> s = {{5, 4, 0}, {15, 10, 0}, {25, 20, 0}, {45, 40, 0}};
   const auto c = BinSamples(s, 1000, 6);
   ASSERT_EQ(c.size(), 7u);
   EXPECT_TRUE(c[0].present);
   EXPECT_DOUBLE_EQ(c[0].allocated_pct, 0.4);
-  EXPECT_TRUE(c[1].present);  // empty: the mean of bins 0 and 2
+  EXPECT_TRUE(c[1].present);                   // empty: the mean of bins 0 and 2
   EXPECT_DOUBLE_EQ(c[1].allocated_pct, 1.13);  // (0.4 + 1.0 + 2.0) / 3 rounded to 0.01
   EXPECT_DOUBLE_EQ(c[2].allocated_pct, 1.5);
   EXPECT_DOUBLE_EQ(c[2].unallocated_pct, 98.5);
@@ -143,7 +144,8 @@ TEST(ProtocolTest, RunsAreReproducibleAndParallelRunsMatchSerialOnes) {
     w.nodes.push_back(n);
   }
   const int64_t shares[] = {810, 470, 320, 1000, 650, 230, 1000};
-  for (int i = 0; i < 60; ++i) w.pods.push_back(Pod("p" + std::to_string(i), 1, shares[i % 7], 1000 + 500 * (i % 5)));
+  for (int i = 0; i < 60; ++i)
+    w.pods.push_back(Pod("p" + std::to_string(i), 1, shares[i % 7], 1000 + 500 * (i % 5)));
   w.pods.push_back(Pod("multi", 4, 1000));
   const auto typical = TypicalWorkload(w, 0.95);
   ExperimentOptions o;
@@ -162,7 +164,8 @@ TEST(ProtocolTest, RunsAreReproducibleAndParallelRunsMatchSerialOnes) {
     ASSERT_TRUE(r.status.ok());
     const RunResult again = RunOne(w, typical, r.policy, r.seed, o.tune);
     ASSERT_EQ(again.curve.size(), r.curve.size());
-    for (size_t i = 0; i < r.curve.size(); ++i) EXPECT_EQ(again.curve[i].allocated_pct, r.curve[i].allocated_pct);
+    for (size_t i = 0; i < r.curve.size(); ++i)
+      EXPECT_EQ(again.curve[i].allocated_pct, r.curve[i].allocated_pct);
   }
   const auto summary = Summarize(runs);
   ASSERT_FALSE(summary.empty());
@@ -183,7 +186,8 @@ TEST(ProtocolTest, MedianAndOptionParsing) {
   EXPECT_FALSE(ParseSeeds("").ok());
   EXPECT_EQ(ParsePolicies("all")->size(), 7u);
   EXPECT_EQ(*ParsePolicies("fgd,default,fgd"), (std::vector<std::string>{"fgd", "default"}));
-  EXPECT_NE(ParsePolicies("fgd,tetris").status().message().find("unknown policy 'tetris'"), std::string::npos);
+  EXPECT_NE(ParsePolicies("fgd,tetris").status().message().find("unknown policy 'tetris'"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -37,8 +37,9 @@ TEST(ReportTest, CurvesAndSummaryCsv) {
             "default,42,0,100.00,0.50\ndefault,42,2,98.00,0.50\n");
   const auto summary = Summarize(runs);
   ASSERT_EQ(summary.size(), 4u);
-  EXPECT_EQ(SummaryCsv(summary).substr(0, 60),
-            std::string("policy,arrived_pct,unallocated_pct_median\nfgd,0,100.000\nfgd,2").substr(0, 60));
+  EXPECT_EQ(
+      SummaryCsv(summary).substr(0, 60),
+      std::string("policy,arrived_pct,unallocated_pct_median\nfgd,0,100.000\nfgd,2").substr(0, 60));
 }
 
 TEST(ReportTest, PlotAndTable) {

@@ -37,7 +37,9 @@ std::string Slurp(const std::string& path) {
   return ss.str();
 }
 
-void Write(const std::string& path, const std::string& content) { std::ofstream(path) << content; }
+void Write(const std::string& path, const std::string& content) {
+  std::ofstream(path) << content;
+}
 
 class SimulateCliTest : public ::testing::Test {
  protected:
@@ -48,16 +50,19 @@ class SimulateCliTest : public ::testing::Test {
     ASSERT_EQ(system(("rm -rf " + dir_ + " && mkdir -p " + dir_).c_str()), 0);
     std::string nodes = "sn,cpu_milli,memory_mib,gpu,model\n";
     for (int i = 0; i < 12; ++i)
-      nodes += "node-" + std::to_string(i) + "," + (i % 3 ? "96000,393216,8,G2" : "104000,524288,2,T4") + "\n";
+      nodes += "node-" + std::to_string(i) + "," +
+               (i % 3 ? "96000,393216,8,G2" : "104000,524288,2,T4") + "\n";
     Write(dir_ + "/nodes.csv", nodes);
     std::string pods =
-        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,"
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_"
+        "time,"
         "scheduled_time\n";
-    const char* shapes[] = {"3150,0,1,810,", "11300,0,1,1000,", "11910,0,1,470,", "12500,0,0,0,",
-                            "4000,0,1,320,T4",  "8000,0,1,650,",  "22000,0,2,1000,", "11400,0,1,1000,"};
+    const char* shapes[] = {"3150,0,1,810,",   "11300,0,1,1000,", "11910,0,1,470,",
+                            "12500,0,0,0,",    "4000,0,1,320,T4", "8000,0,1,650,",
+                            "22000,0,2,1000,", "11400,0,1,1000,"};
     for (int i = 0; i < 120; ++i)
-      pods += "pod-" + std::to_string(i) + "," + shapes[i % 8] + ",LS,Running," + std::to_string(i * 10) + "," +
-              std::to_string(i * 10 + 400) + ",\n";
+      pods += "pod-" + std::to_string(i) + "," + shapes[i % 8] + ",LS,Running," +
+              std::to_string(i * 10) + "," + std::to_string(i * 10 + 400) + ",\n";
     Write(dir_ + "/pods.csv", pods);
   }
   void TearDown() override {
@@ -67,8 +72,9 @@ class SimulateCliTest : public ::testing::Test {
 };
 
 TEST_F(SimulateCliTest, StaticRunWritesCurvesSummaryPlotAndTable) {
-  const Proc r = Exec("simulate --nodes " + dir_ + "/nodes.csv --pods " + dir_ + "/pods.csv --policy fgd,default" +
-                     " --seeds 1-2 --tune 1.3 --out " + dir_ + "/out --jobs 2 --quiet");
+  const Proc r = Exec("simulate --nodes " + dir_ + "/nodes.csv --pods " + dir_ +
+                      "/pods.csv --policy fgd,default" + " --seeds 1-2 --tune 1.3 --out " + dir_ +
+                      "/out --jobs 2 --quiet");
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("unallocated GPU %"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("fgd"), std::string::npos);
@@ -93,11 +99,13 @@ TEST_F(SimulateCliTest, StaticRunWritesCurvesSummaryPlotAndTable) {
 }
 
 TEST_F(SimulateCliTest, DynamicMode) {
-  const Proc r = Exec("simulate --nodes " + dir_ + "/nodes.csv --pods " + dir_ + "/pods.csv --policy default" +
-                     " --seeds 3 --mode dynamic --out " + dir_ + "/dyn --quiet");
+  const Proc r =
+      Exec("simulate --nodes " + dir_ + "/nodes.csv --pods " + dir_ + "/pods.csv --policy default" +
+           " --seeds 3 --mode dynamic --out " + dir_ + "/dyn --quiet");
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_NE(r.out.find("dynamic replay"), std::string::npos) << r.out;
-  EXPECT_EQ(Slurp(dir_ + "/dyn/dynamic_summary.csv").rfind("policy,seed,time_weighted_alloc_pct", 0), 0u);
+  EXPECT_EQ(
+      Slurp(dir_ + "/dyn/dynamic_summary.csv").rfind("policy,seed,time_weighted_alloc_pct", 0), 0u);
   EXPECT_NE(Slurp(dir_ + "/dyn/dynamic.csv").find("\ndefault,3,"), std::string::npos);
 }
 
@@ -110,11 +118,14 @@ TEST_F(SimulateCliTest, BuiltInDefaultComparesSharingWithWholeGpus) {
 }
 
 TEST_F(SimulateCliTest, MalformedInputIsAnErrorWithItsLocation) {
-  Write(dir_ + "/bad.csv", "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np1,1000,0,1,500\np2,1000,0,two,500\n");
-  const Proc r = Exec("simulate --nodes " + dir_ + "/nodes.csv --pods " + dir_ + "/bad.csv --seeds 1 --out " + dir_ +
-                     "/bad --quiet");
+  Write(dir_ + "/bad.csv",
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np1,1000,0,1,500\np2,1000,0,two,500\n");
+  const Proc r = Exec("simulate --nodes " + dir_ + "/nodes.csv --pods " + dir_ +
+                      "/bad.csv --seeds 1 --out " + dir_ + "/bad --quiet");
   EXPECT_EQ(r.rc, 1);
-  EXPECT_NE(r.out.find(dir_ + "/bad.csv:3:11: num_gpu: expected an integer, got 'two'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(dir_ + "/bad.csv:3:11: num_gpu: expected an integer, got 'two'"),
+            std::string::npos)
+      << r.out;
   EXPECT_EQ(Exec("simulate --policy tetris --quiet").rc, 2);
   EXPECT_EQ(Exec("simulate --seeds 9-1 --quiet").rc, 2);
   EXPECT_EQ(Exec("simulate --nodes " + dir_ + "/nodes.csv --quiet").rc, 2);

@@ -67,7 +67,8 @@ TEST_F(TraceTest, TypicalPodsMatchTheAuthorsList) {
     const size_t i = std::stoul(m[1]);
     ASSERT_LT(i, typical.shapes.size());
     const auto& s = typical.shapes[i];
-    EXPECT_NEAR(static_cast<double>(s.cpu_milli), std::stod(m[2]) * 1000, 5.0) << line;  // printed in cores, 2 decimals
+    EXPECT_NEAR(static_cast<double>(s.cpu_milli), std::stod(m[2]) * 1000, 5.0)
+        << line;  // printed in cores, 2 decimals
     EXPECT_EQ(s.num_gpus, std::stoi(m[3])) << line;
     EXPECT_EQ(s.whole ? 1000 : s.share, s.num_gpus == 0 ? 0 : std::stoll(m[4])) << line;
     EXPECT_EQ(s.count, std::stoll(m[6])) << line;

@@ -38,12 +38,15 @@ constexpr ResourceInfo kInfos[] = {
     {Resource::kNodes, "nodes", "Node", "NodeList", false, "v1"},
     {Resource::kEvents, "events", "Event", "EventList", true, "v1"},
     {Resource::kSecrets, "secrets", "Secret", "SecretList", true, "v1"},
-    {Resource::kMutatingWebhookConfigurations, "mutatingwebhookconfigurations", "MutatingWebhookConfiguration",
-     "MutatingWebhookConfigurationList", false, "admissionregistration.k8s.io/v1"},
+    {Resource::kMutatingWebhookConfigurations, "mutatingwebhookconfigurations",
+     "MutatingWebhookConfiguration", "MutatingWebhookConfigurationList", false,
+     "admissionregistration.k8s.io/v1"},
 };
 constexpr size_t kResourceCount = sizeof kInfos / sizeof kInfos[0];
 
-const ResourceInfo& Info(Resource r) { return kInfos[static_cast<int>(r)]; }
+const ResourceInfo& Info(Resource r) {
+  return kInfos[static_cast<int>(r)];
+}
 
 std::string Now() {
   std::time_t t = std::time(nullptr);
@@ -86,24 +89,36 @@ std::map<std::string, std::string> Labels(const json& obj) {
 
 const std::set<std::string>& SupportedFields(Resource r) {
   static const std::set<std::string> pods = {
-      "metadata.name",      "metadata.namespace",    "spec.nodeName",  "spec.restartPolicy",
+      "metadata.name",      "metadata.namespace",      "spec.nodeName",    "spec.restartPolicy",
       "spec.schedulerName", "spec.serviceAccountName", "spec.hostNetwork", "status.phase",
       "status.podIP",       "status.nominatedNodeName"};
   static const std::set<std::string> nodes = {"metadata.name", "spec.unschedulable"};
   static const std::set<std::string> secrets = {"metadata.name", "metadata.namespace", "type"};
   static const std::set<std::string> names = {"metadata.name"};
-  static const std::set<std::string> events = {
-      "metadata.name",          "metadata.namespace",    "involvedObject.kind",
-      "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
-      "involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath",
-      "reason",                 "reportingComponent",    "source",
-      "type"};
+  static const std::set<std::string> events = {"metadata.name",
+                                               "metadata.namespace",
+                                               "involvedObject.kind",
+                                               "involvedObject.namespace",
+                                               "involvedObject.name",
+                                               "involvedObject.uid",
+                                               "involvedObject.apiVersion",
+                                               "involvedObject.resourceVersion",
+                                               "involvedObject.fieldPath",
+                                               "reason",
+                                               "reportingComponent",
+                                               "source",
+                                               "type"};
   switch (r) {
-    case Resource::kPods: return pods;
-    case Resource::kNodes: return nodes;
-    case Resource::kEvents: return events;
-    case Resource::kSecrets: return secrets;
-    case Resource::kMutatingWebhookConfigurations: return names;
+    case Resource::kPods:
+      return pods;
+    case Resource::kNodes:
+      return nodes;
+    case Resource::kEvents:
+      return events;
+    case Resource::kSecrets:
+      return secrets;
+    case Resource::kMutatingWebhookConfigurations:
+      return names;
   }
   return pods;
 }
@@ -132,7 +147,8 @@ std::map<std::string, std::string> Fields(Resource r, const json& o) {
       f["spec.unschedulable"] = boolstr(o, "spec", "unschedulable");
       break;
     case Resource::kEvents:
-      for (const char* k : {"kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath"}) {
+      for (const char* k :
+           {"kind", "namespace", "name", "uid", "apiVersion", "resourceVersion", "fieldPath"}) {
         f[std::string("involvedObject.") + k] = Str(o, "involvedObject", k);
       }
       f["reason"] = Str(o, "reason");
@@ -151,28 +167,43 @@ std::map<std::string, std::string> Fields(Resource r, const json& o) {
 
 std::string DefaultReason(int code) {
   switch (code) {
-    case 400: return "BadRequest";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "NotFound";
-    case 405: return "MethodNotAllowed";
-    case 409: return "Conflict";
-    case 410: return "Expired";
-    case 413: return "RequestEntityTooLarge";
-    case 415: return "UnsupportedMediaType";
-    case 422: return "Invalid";
-    case 429: return "TooManyRequests";
-    case 500: return "InternalError";
-    case 503: return "ServiceUnavailable";
-    case 504: return "Timeout";
-    default: return "";
+    case 400:
+      return "BadRequest";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "NotFound";
+    case 405:
+      return "MethodNotAllowed";
+    case 409:
+      return "Conflict";
+    case 410:
+      return "Expired";
+    case 413:
+      return "RequestEntityTooLarge";
+    case 415:
+      return "UnsupportedMediaType";
+    case 422:
+      return "Invalid";
+    case 429:
+      return "TooManyRequests";
+    case 500:
+      return "InternalError";
+    case 503:
+      return "ServiceUnavailable";
+    case 504:
+      return "Timeout";
+    default:
+      return "";
   }
 }
 
 json StatusJson(int code, std::string reason, const std::string& message, json details = nullptr) {
   if (reason.empty()) reason = DefaultReason(code);
-  json s = {{"kind", "Status"},       {"apiVersion", "v1"}, {"metadata", json::object()},
-            {"status", "Failure"},    {"message", message}, {"reason", reason},
+  json s = {{"kind", "Status"},    {"apiVersion", "v1"}, {"metadata", json::object()},
+            {"status", "Failure"}, {"message", message}, {"reason", reason},
             {"code", code}};
   if (!details.is_null()) s["details"] = std::move(details);
   return s;
@@ -193,11 +224,12 @@ Reply NotFound(Resource r, const std::string& name) {
 }
 
 Reply Conflict(Resource r, const std::string& name) {
-  return Err(409,
-             std::string("Operation cannot be fulfilled on ") + Info(r).plural + " \"" + name +
-                 "\": the object has been modified; please apply your changes to the latest version "
-                 "and try again",
-             "Conflict", json{{"name", name}, {"kind", Info(r).plural}});
+  return Err(
+      409,
+      std::string("Operation cannot be fulfilled on ") + Info(r).plural + " \"" + name +
+          "\": the object has been modified; please apply your changes to the latest version "
+          "and try again",
+      "Conflict", json{{"name", name}, {"kind", Info(r).plural}});
 }
 
 std::string ToHex(std::string_view s) {
@@ -266,7 +298,9 @@ bool PodSpecChangeAllowed(const json& old_spec, const json& new_spec) {
 
 }  // namespace
 
-std::string_view ResourceName(Resource r) { return Info(r).plural; }
+std::string_view ResourceName(Resource r) {
+  return Info(r).plural;
+}
 
 std::optional<Resource> ResourceFromName(std::string_view plural) {
   for (const ResourceInfo& i : kInfos) {
@@ -289,8 +323,8 @@ struct FakeApiServer::Impl {
     uint64_t rv;
     std::string type;  // ADDED MODIFIED DELETED
     std::string key;
-    json obj;          // state after the event (for DELETED: the last state, with the new rv)
-    json prev;         // state before (null for ADDED)
+    json obj;   // state after the event (for DELETED: the last state, with the new rv)
+    json prev;  // state before (null for ADDED)
   };
   struct Store {
     std::map<std::string, json> objects;
@@ -311,7 +345,8 @@ struct FakeApiServer::Impl {
     std::chrono::steady_clock::time_point next_bookmark;
   };
 
-  explicit Impl(FakeApiServerOptions o) : opt(std::move(o)), tokens(opt.tokens), rng(std::random_device{}()) {}
+  explicit Impl(FakeApiServerOptions o)
+      : opt(std::move(o)), tokens(opt.tokens), rng(std::random_device{}()) {}
 
   FakeApiServerOptions opt;
   std::unique_ptr<httplib::Server> server;
@@ -593,9 +628,8 @@ struct FakeApiServer::Impl {
       if (f->kind == Fault::Kind::kDropConnection) {
         // Headers promise a body that never comes: the client sees the connection break.
         res.status = 200;
-        res.set_content_provider(
-            4096, "application/json",
-            [](size_t, size_t, httplib::DataSink&) { return false; });
+        res.set_content_provider(4096, "application/json",
+                                 [](size_t, size_t, httplib::DataSink&) { return false; });
         Record(req, watch, -1);
         return;
       }
@@ -611,14 +645,20 @@ struct FakeApiServer::Impl {
     Record(req, watch, reply.code);
   }
 
-  Reply Route(const httplib::Request& req, httplib::Response& res, const std::vector<std::string>& seg,
-              bool watch) {
+  Reply Route(const httplib::Request& req, httplib::Response& res,
+              const std::vector<std::string>& seg, bool watch) {
     if (seg.size() == 1 && seg[0] == "version") {
-      return {200, {{"major", "1"}, {"minor", "30"}, {"gitVersion", "v1.30.0-gpushare-fake"},
-                    {"platform", "linux/amd64"}}};
+      return {200,
+              {{"major", "1"},
+               {"minor", "30"},
+               {"gitVersion", "v1.30.0-gpushare-fake"},
+               {"platform", "linux/amd64"}}};
     }
     if (seg.size() == 1 && seg[0] == "api") {
-      return {200, {{"kind", "APIVersions"}, {"versions", {"v1"}}, {"serverAddressByClientCIDRs", json::array()}}};
+      return {200,
+              {{"kind", "APIVersions"},
+               {"versions", {"v1"}},
+               {"serverAddressByClientCIDRs", json::array()}}};
     }
     if (seg.size() == 1 && seg[0] == "apis") {
       return {200, {{"kind", "APIGroupList"}, {"apiVersion", "v1"}, {"groups", json::array()}}};
@@ -638,26 +678,45 @@ struct FakeApiServer::Impl {
       json resources = json::array();
       for (const ResourceInfo& inf : kInfos)
         if (inf.group_version == gv)
-          resources.push_back({{"name", inf.plural}, {"namespaced", inf.namespaced}, {"kind", inf.kind},
-                               {"verbs", {"create", "delete", "get", "list", "patch", "update", "watch"}}});
-      if (resources.empty()) return Err(404, "the server could not find the requested resource", "NotFound");
+          resources.push_back(
+              {{"name", inf.plural},
+               {"namespaced", inf.namespaced},
+               {"kind", inf.kind},
+               {"verbs", {"create", "delete", "get", "list", "patch", "update", "watch"}}});
+      if (resources.empty())
+        return Err(404, "the server could not find the requested resource", "NotFound");
       return {200, {{"kind", "APIResourceList"}, {"groupVersion", gv}, {"resources", resources}}};
     }
     if (seg.size() == 2) {
       json resources = json::array();
       for (const ResourceInfo& inf : kInfos) {
         if (std::string_view(inf.group_version) != "v1") continue;
-        resources.push_back({{"name", inf.plural}, {"namespaced", inf.namespaced}, {"kind", inf.kind},
-                             {"verbs", {"create", "delete", "get", "list", "patch", "update", "watch"}}});
+        resources.push_back(
+            {{"name", inf.plural},
+             {"namespaced", inf.namespaced},
+             {"kind", inf.kind},
+             {"verbs", {"create", "delete", "get", "list", "patch", "update", "watch"}}});
       }
-      resources.push_back({{"name", "pods/binding"}, {"namespaced", true}, {"kind", "Binding"}, {"verbs", {"create"}}});
-      resources.push_back({{"name", "pods/status"}, {"namespaced", true}, {"kind", "Pod"}, {"verbs", {"get", "patch", "update"}}});
-      resources.push_back({{"name", "nodes/status"}, {"namespaced", false}, {"kind", "Node"}, {"verbs", {"get", "patch", "update"}}});
+      resources.push_back({{"name", "pods/binding"},
+                           {"namespaced", true},
+                           {"kind", "Binding"},
+                           {"verbs", {"create"}}});
+      resources.push_back({{"name", "pods/status"},
+                           {"namespaced", true},
+                           {"kind", "Pod"},
+                           {"verbs", {"get", "patch", "update"}}});
+      resources.push_back({{"name", "nodes/status"},
+                           {"namespaced", false},
+                           {"kind", "Node"},
+                           {"verbs", {"get", "patch", "update"}}});
       return {200, {{"kind", "APIResourceList"}, {"groupVersion", "v1"}, {"resources", resources}}};
     }
     std::string ns;
     if (seg[i] == "namespaces") {
-      if (seg.size() < i + 3) return Err(404, "the server could not find the requested resource (namespaces are not served)", "NotFound");
+      if (seg.size() < i + 3)
+        return Err(404,
+                   "the server could not find the requested resource (namespaces are not served)",
+                   "NotFound");
       ns = seg[i + 1];
       i += 2;
     }
@@ -670,7 +729,8 @@ struct FakeApiServer::Impl {
     }
     std::string name = seg.size() > i + 1 ? seg[i + 1] : "";
     std::string sub = seg.size() > i + 2 ? seg[i + 2] : "";
-    if (seg.size() > i + 3) return Err(404, "the server could not find the requested resource", "NotFound");
+    if (seg.size() > i + 3)
+      return Err(404, "the server could not find the requested resource", "NotFound");
     if (Info(*r).namespaced && !name.empty() && ns.empty()) {
       return Err(404, "the server could not find the requested resource", "NotFound");
     }
@@ -682,21 +742,26 @@ struct FakeApiServer::Impl {
       if (m == "GET") return watch ? StartWatch(req, res, *r, ns) : HandleList(req, *r, ns);
       if (m == "POST") {
         if (ns.empty() && Info(*r).namespaced) {
-          return Err(405, "create of a namespaced resource needs a namespace in the path", "MethodNotAllowed");
+          return Err(405, "create of a namespaced resource needs a namespace in the path",
+                     "MethodNotAllowed");
         }
         return HandleCreate(req, *r, ns);
       }
-      return Err(405, "the server does not allow this method on the requested resource", "MethodNotAllowed");
+      return Err(405, "the server does not allow this method on the requested resource",
+                 "MethodNotAllowed");
     }
     if (sub == "binding") {
-      if (m != "POST") return Err(405, "the server does not allow this method on the requested resource", "MethodNotAllowed");
+      if (m != "POST")
+        return Err(405, "the server does not allow this method on the requested resource",
+                   "MethodNotAllowed");
       return HandleBinding(req, ns, name);
     }
     if (m == "GET") return HandleGet(*r, ns, name);
     if (m == "PATCH") return HandlePatch(req, *r, ns, name, sub);
     if (m == "PUT") return HandlePut(req, *r, ns, name, sub);
     if (m == "DELETE" && sub.empty()) return HandleDelete(req, *r, ns, name);
-    return Err(405, "the server does not allow this method on the requested resource", "MethodNotAllowed");
+    return Err(405, "the server does not allow this method on the requested resource",
+               "MethodNotAllowed");
   }
 
   static Result<json> ParseBody(const httplib::Request& req) {
@@ -715,10 +780,13 @@ struct FakeApiServer::Impl {
   }
 
   Reply TooLarge(uint64_t want) {
-    return Err(504, "Too large resource version: " + std::to_string(want) + ", current: " + std::to_string(rv),
-               "Timeout",
-               json{{"causes", {{{"reason", "ResourceVersionTooLarge"}, {"message", "Too large resource version"}}}},
-                    {"retryAfterSeconds", 1}});
+    return Err(
+        504,
+        "Too large resource version: " + std::to_string(want) + ", current: " + std::to_string(rv),
+        "Timeout",
+        json{{"causes",
+              {{{"reason", "ResourceVersionTooLarge"}, {"message", "Too large resource version"}}}},
+             {"retryAfterSeconds", 1}});
   }
 
   Reply HandleGet(Resource r, const std::string& ns, const std::string& name) {
@@ -731,7 +799,8 @@ struct FakeApiServer::Impl {
   Reply HandleList(const httplib::Request& req, Resource r, const std::string& ns) {
     Result<LabelSelector> ls = LabelSelector::Parse(req.get_param_value("labelSelector"));
     if (!ls.ok()) return Err(400, ls.status().message(), "BadRequest");
-    Result<FieldSelector> fs = FieldSelector::Parse(req.get_param_value("fieldSelector"), SupportedFields(r));
+    Result<FieldSelector> fs =
+        FieldSelector::Parse(req.get_param_value("fieldSelector"), SupportedFields(r));
     if (!fs.ok()) return Err(400, fs.status().message(), "BadRequest");
     int64_t limit = 0;
     if (req.has_param("limit")) {
@@ -750,28 +819,34 @@ struct FakeApiServer::Impl {
     bool snapshot = false;
     if (!cont.empty()) {
       if (!rv_param.empty() && rv_param != "0") {
-        return Err(400, "specifying resource version is not allowed when using continue", "BadRequest");
+        return Err(400, "specifying resource version is not allowed when using continue",
+                   "BadRequest");
       }
       std::optional<std::string> raw = FromHex(cont);
       json tok = raw ? json::parse(*raw, nullptr, false) : json();
-      if (!tok.is_object() || !tok.contains("rv") || !tok["rv"].is_number_unsigned() || !tok.contains("start")) {
+      if (!tok.is_object() || !tok.contains("rv") || !tok["rv"].is_number_unsigned() ||
+          !tok.contains("start")) {
         return Err(400, "continue key is not valid", "BadRequest");
       }
       at = tok["rv"].get<uint64_t>();
       start_after = tok["start"].get<std::string>();
       if (at < s.window_start) {
-        return Err(410,
-                   "The provided continue parameter is too old to display a consistent list result. "
-                   "You can start a new list without the continue parameter.",
-                   "Expired");
+        return Err(
+            410,
+            "The provided continue parameter is too old to display a consistent list result. "
+            "You can start a new list without the continue parameter.",
+            "Expired");
       }
       snapshot = true;
     } else if (!rv_param.empty() && rv_param != "0") {
       std::optional<uint64_t> want = ParseRv(rv_param);
-      if (!want) return Err(400, "resourceVersion: Invalid value: \"" + rv_param + "\"", "BadRequest");
+      if (!want)
+        return Err(400, "resourceVersion: Invalid value: \"" + rv_param + "\"", "BadRequest");
       if (match == "Exact") {
         if (*want < s.window_start) {
-          return Err(410, "too old resource version: " + rv_param + " (" + std::to_string(s.window_start + 1) + ")",
+          return Err(410,
+                     "too old resource version: " + rv_param + " (" +
+                         std::to_string(s.window_start + 1) + ")",
                      "Expired");
         }
         if (!WaitForVersion(lock, *want)) return TooLarge(*want);
@@ -784,7 +859,8 @@ struct FakeApiServer::Impl {
         return Err(400, "resourceVersionMatch: Unsupported value: \"" + match + "\"", "BadRequest");
       }
     } else if (!match.empty() && rv_param.empty()) {
-      return Err(400, "resourceVersionMatch is forbidden unless resourceVersion is provided", "BadRequest");
+      return Err(400, "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                 "BadRequest");
     }
     std::map<std::string, json> snap;
     const std::map<std::string, json>* objs = &s.objects;
@@ -796,7 +872,8 @@ struct FakeApiServer::Impl {
     std::string last_key;
     size_t remaining = 0;
     bool more = false;
-    for (auto it = start_after.empty() ? objs->begin() : objs->upper_bound(start_after); it != objs->end(); ++it) {
+    for (auto it = start_after.empty() ? objs->begin() : objs->upper_bound(start_after);
+         it != objs->end(); ++it) {
       const json& o = it->second;
       if (!ns.empty() && Str(o, "metadata", "namespace") != ns) continue;
       if (!ls->empty() && !ls->Matches(Labels(o))) continue;
@@ -817,16 +894,22 @@ struct FakeApiServer::Impl {
       meta["continue"] = ToHex(json{{"rv", at}, {"start", last_key}}.dump());
       meta["remainingItemCount"] = remaining;
     }
-    return {200, {{"kind", Info(r).list_kind}, {"apiVersion", Info(r).group_version}, {"metadata", meta}, {"items", items}}};
+    return {200,
+            {{"kind", Info(r).list_kind},
+             {"apiVersion", Info(r).group_version},
+             {"metadata", meta},
+             {"items", items}}};
   }
 
-  Reply StartWatch(const httplib::Request& req, httplib::Response& res, Resource r, const std::string& ns) {
+  Reply StartWatch(const httplib::Request& req, httplib::Response& res, Resource r,
+                   const std::string& ns) {
     auto w = std::make_shared<Watcher>();
     w->res = r;
     w->ns = ns;
     Result<LabelSelector> ls = LabelSelector::Parse(req.get_param_value("labelSelector"));
     if (!ls.ok()) return Err(400, ls.status().message(), "BadRequest");
-    Result<FieldSelector> fs = FieldSelector::Parse(req.get_param_value("fieldSelector"), SupportedFields(r));
+    Result<FieldSelector> fs =
+        FieldSelector::Parse(req.get_param_value("fieldSelector"), SupportedFields(r));
     if (!fs.ok()) return Err(400, fs.status().message(), "BadRequest");
     w->labels = std::move(*ls);
     w->fields = std::move(*fs);
@@ -851,12 +934,14 @@ struct FakeApiServer::Impl {
         }
       } else {
         std::optional<uint64_t> from = ParseRv(rv_param);
-        if (!from) return Err(400, "resourceVersion: Invalid value: \"" + rv_param + "\"", "BadRequest");
+        if (!from)
+          return Err(400, "resourceVersion: Invalid value: \"" + rv_param + "\"", "BadRequest");
         if (*from < s.window_start) {
           // HTTP 200, then the error as an event, as the watch cache answers.
-          w->queue.push_back(Line("ERROR", StatusJson(410, "Expired",
-                                                      "too old resource version: " + rv_param + " (" +
-                                                          std::to_string(s.window_start + 1) + ")")));
+          w->queue.push_back(
+              Line("ERROR", StatusJson(410, "Expired",
+                                       "too old resource version: " + rv_param + " (" +
+                                           std::to_string(s.window_start + 1) + ")")));
           w->closing = true;
           w->close_mode = CloseMode::kClean;
         } else {
@@ -936,20 +1021,24 @@ struct FakeApiServer::Impl {
     std::string name = Str(pod, "metadata", "name");
     if (!spec.is_object() || !spec.contains("containers") || !spec["containers"].is_array() ||
         spec["containers"].empty()) {
-      return Err(422, "Pod \"" + name + "\" is invalid: spec.containers: Required value", "Invalid");
+      return Err(422, "Pod \"" + name + "\" is invalid: spec.containers: Required value",
+                 "Invalid");
     }
     std::set<std::string> names;
     for (size_t i = 0; i < spec["containers"].size(); ++i) {
       const json& c = spec["containers"][i];
       std::string at = "spec.containers[" + std::to_string(i) + "]";
       if (!c.is_object() || Str(c, "name").empty()) {
-        return Err(422, "Pod \"" + name + "\" is invalid: " + at + ".name: Required value", "Invalid");
+        return Err(422, "Pod \"" + name + "\" is invalid: " + at + ".name: Required value",
+                   "Invalid");
       }
       if (!names.insert(Str(c, "name")).second) {
-        return Err(422, "Pod \"" + name + "\" is invalid: " + at + ".name: Duplicate value", "Invalid");
+        return Err(422, "Pod \"" + name + "\" is invalid: " + at + ".name: Duplicate value",
+                   "Invalid");
       }
       if (Str(c, "image").empty()) {
-        return Err(422, "Pod \"" + name + "\" is invalid: " + at + ".image: Required value", "Invalid");
+        return Err(422, "Pod \"" + name + "\" is invalid: " + at + ".image: Required value",
+                   "Invalid");
       }
     }
     return {200, nullptr};
@@ -960,8 +1049,10 @@ struct FakeApiServer::Impl {
   static Reply ValidateSecret(const json& s) {
     const std::string name = Str(s, "metadata", "name");
     const json data = s.contains("data") ? s["data"] : json::object();
-    if (!data.is_null() && !data.is_object()) return Err(400, "Secret.data: not an object", "BadRequest");
-    static const std::string kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    if (!data.is_null() && !data.is_object())
+      return Err(400, "Secret.data: not an object", "BadRequest");
+    static const std::string kAlphabet =
+        "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     if (data.is_object()) {
       for (auto it = data.begin(); it != data.end(); ++it) {
         bool ok = it->is_string() && it->get<std::string>().size() % 4 == 0;
@@ -969,15 +1060,22 @@ struct FakeApiServer::Impl {
           const std::string v = it->get<std::string>();
           const size_t pad = v.find('=');
           for (size_t i = 0; i < v.size() && ok; ++i)
-            ok = i < pad ? kAlphabet.find(v[i]) != std::string::npos : v[i] == '=' && v.size() - pad <= 2;
+            ok = i < pad ? kAlphabet.find(v[i]) != std::string::npos
+                         : v[i] == '=' && v.size() - pad <= 2;
         }
-        if (!ok) return Err(400, "Secret in version \"v1\" cannot be handled as a Secret: illegal base64 data in data[" + it.key() + "]", "BadRequest");
+        if (!ok)
+          return Err(400,
+                     "Secret in version \"v1\" cannot be handled as a Secret: illegal base64 data "
+                     "in data[" +
+                         it.key() + "]",
+                     "BadRequest");
       }
     }
     if (Str(s, "type") == "kubernetes.io/tls") {
       for (const char* k : {"tls.crt", "tls.key"})
         if (!data.is_object() || !data.contains(k))
-          return Err(422, "Secret \"" + name + "\" is invalid: data[" + k + "]: Required value", "Invalid");
+          return Err(422, "Secret \"" + name + "\" is invalid: data[" + k + "]: Required value",
+                     "Invalid");
     }
     return {200, nullptr};
   }
@@ -989,15 +1087,20 @@ struct FakeApiServer::Impl {
     if (!obj.is_object()) return Err(400, "the request body must be an object", "BadRequest");
     std::string kind = Str(obj, "kind");
     if (!kind.empty() && kind != Info(r).kind) {
-      return Err(400, "the kind \"" + kind + "\" does not match the resource " + Info(r).plural, "BadRequest");
+      return Err(400, "the kind \"" + kind + "\" does not match the resource " + Info(r).plural,
+                 "BadRequest");
     }
     std::string obj_ns = Str(obj, "metadata", "namespace");
     if (Info(r).namespaced && !obj_ns.empty() && obj_ns != ns) {
-      return Err(400, "the namespace of the provided object does not match the namespace sent on the request",
-                 "BadRequest");
+      return Err(
+          400,
+          "the namespace of the provided object does not match the namespace sent on the request",
+          "BadRequest");
     }
     if (Str(obj, "metadata", "name").empty() && Str(obj, "metadata", "generateName").empty()) {
-      return Err(422, std::string(Info(r).kind) + " is invalid: metadata.name: Required value: name or generateName is required",
+      return Err(422,
+                 std::string(Info(r).kind) +
+                     " is invalid: metadata.name: Required value: name or generateName is required",
                  "Invalid");
     }
     if (!obj.contains("metadata") || !obj["metadata"].is_object()) obj["metadata"] = json::object();
@@ -1019,9 +1122,10 @@ struct FakeApiServer::Impl {
     if (r == Resource::kEvents) {
       std::string io_ns = Str(obj, "involvedObject", "namespace");
       if (!io_ns.empty() && io_ns != ns) {
-        return Err(422, "Event \"" + Str(obj, "metadata", "name") +
-                            "\" is invalid: involvedObject.namespace: Invalid value: \"" + io_ns +
-                            "\": does not match event.namespace",
+        return Err(422,
+                   "Event \"" + Str(obj, "metadata", "name") +
+                       "\" is invalid: involvedObject.namespace: Invalid value: \"" + io_ns +
+                       "\": does not match event.namespace",
                    "Invalid");
       }
     }
@@ -1036,33 +1140,40 @@ struct FakeApiServer::Impl {
     std::string name = Str(obj, "metadata", "name");
     std::string key = Key(r, ns, name);
     if (S(r).objects.count(key) != 0) {
-      return Err(409, std::string(Info(r).plural) + " \"" + name + "\" already exists", "AlreadyExists",
-                 json{{"name", name}, {"kind", Info(r).plural}});
+      return Err(409, std::string(Info(r).plural) + " \"" + name + "\" already exists",
+                 "AlreadyExists", json{{"name", name}, {"kind", Info(r).plural}});
     }
     return {201, Commit(r, key, std::move(obj), nullptr)};
   }
 
   // Applies an update `cand` (the full new object) to `old` for the main resource or status.
   // Returns the reply; commits when something changed.
-  Reply ApplyUpdate(Resource r, const std::string& key, const json& old, json cand, const std::string& sub) {
+  Reply ApplyUpdate(Resource r, const std::string& key, const json& old, json cand,
+                    const std::string& sub) {
     std::string name = Str(old, "metadata", "name");
     if (!cand.is_object()) return Err(422, "the result is not an object", "Invalid");
-    if (!cand.contains("metadata") || !cand["metadata"].is_object()) cand["metadata"] = json::object();
+    if (!cand.contains("metadata") || !cand["metadata"].is_object())
+      cand["metadata"] = json::object();
     std::string cand_name = Str(cand, "metadata", "name");
     if (!cand_name.empty() && cand_name != name) {
-      return Err(400, "the name of the object (" + cand_name + ") does not match the name on the URL (" + name + ")",
+      return Err(400,
+                 "the name of the object (" + cand_name + ") does not match the name on the URL (" +
+                     name + ")",
                  "BadRequest");
     }
     std::string cand_ns = Str(cand, "metadata", "namespace");
     if (Info(r).namespaced && !cand_ns.empty() && cand_ns != Str(old, "metadata", "namespace")) {
-      return Err(400, "the namespace of the object does not match the namespace on the URL", "BadRequest");
+      return Err(400, "the namespace of the object does not match the namespace on the URL",
+                 "BadRequest");
     }
     std::string want_rv = Str(cand, "metadata", "resourceVersion");
-    if (!want_rv.empty() && want_rv != Str(old, "metadata", "resourceVersion")) return Conflict(r, name);
+    if (!want_rv.empty() && want_rv != Str(old, "metadata", "resourceVersion"))
+      return Conflict(r, name);
     std::string want_uid = Str(cand, "metadata", "uid");
     if (!want_uid.empty() && want_uid != Str(old, "metadata", "uid")) {
-      return Err(409, "Precondition failed: UID in precondition: " + want_uid + ", UID in object meta: " +
-                          Str(old, "metadata", "uid"),
+      return Err(409,
+                 "Precondition failed: UID in precondition: " + want_uid +
+                     ", UID in object meta: " + Str(old, "metadata", "uid"),
                  "Conflict");
     }
     json& m = cand["metadata"];
@@ -1075,8 +1186,10 @@ struct FakeApiServer::Impl {
     cand["apiVersion"] = Info(r).group_version;
     if (r == Resource::kSecrets) {
       if (Str(cand, "type") != Str(old, "type"))
-        return Err(422, "Secret \"" + name + "\" is invalid: type: Invalid value: \"" + Str(cand, "type") +
-                            "\": field is immutable", "Invalid");
+        return Err(422,
+                   "Secret \"" + name + "\" is invalid: type: Invalid value: \"" +
+                       Str(cand, "type") + "\": field is immutable",
+                   "Invalid");
       if (Reply v = ValidateSecret(cand); v.code != 200) return v;
     }
     if (sub == "status") {
@@ -1088,13 +1201,14 @@ struct FakeApiServer::Impl {
         const json& os = old.contains("spec") ? old["spec"] : json();
         const json& ns = cand.contains("spec") ? cand["spec"] : json();
         if (!PodSpecChangeAllowed(os, ns)) {
-          return Err(422,
-                     "Pod \"" + name +
-                         "\" is invalid: spec: Forbidden: pod updates may not change fields other than "
-                         "`spec.containers[*].image`, `spec.initContainers[*].image`, "
-                         "`spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to existing "
-                         "tolerations) or `spec.terminationGracePeriodSeconds`",
-                     "Invalid");
+          return Err(
+              422,
+              "Pod \"" + name +
+                  "\" is invalid: spec: Forbidden: pod updates may not change fields other than "
+                  "`spec.containers[*].image`, `spec.initContainers[*].image`, "
+                  "`spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to existing "
+                  "tolerations) or `spec.terminationGracePeriodSeconds`",
+              "Invalid");
         }
       }
     }
@@ -1102,17 +1216,19 @@ struct FakeApiServer::Impl {
     return {200, Commit(r, key, std::move(cand), old)};
   }
 
-  Reply HandlePatch(const httplib::Request& req, Resource r, const std::string& ns, const std::string& name,
-                    const std::string& sub) {
+  Reply HandlePatch(const httplib::Request& req, Resource r, const std::string& ns,
+                    const std::string& name, const std::string& sub) {
     std::string ctype = req.get_header_value("Content-Type");
     size_t semi = ctype.find(';');
     if (semi != std::string::npos) ctype = ctype.substr(0, semi);
     bool merge = ctype == "application/merge-patch+json";
     bool jsonpatch = ctype == "application/json-patch+json";
     if (!merge && !jsonpatch) {
-      return Err(415, "the body of the request was in an unknown format - accepted media types include: "
-                      "application/json-patch+json, application/merge-patch+json (this double does not "
-                      "implement " + (ctype.empty() ? std::string("an empty content type") : ctype) + ")",
+      return Err(415,
+                 "the body of the request was in an unknown format - accepted media types include: "
+                 "application/json-patch+json, application/merge-patch+json (this double does not "
+                 "implement " +
+                     (ctype.empty() ? std::string("an empty content type") : ctype) + ")",
                  "UnsupportedMediaType");
     }
     Result<json> patch = ParseBody(req);
@@ -1150,8 +1266,8 @@ struct FakeApiServer::Impl {
     return ApplyUpdate(r, key, old, std::move(cand), sub);
   }
 
-  Reply HandlePut(const httplib::Request& req, Resource r, const std::string& ns, const std::string& name,
-                  const std::string& sub) {
+  Reply HandlePut(const httplib::Request& req, Resource r, const std::string& ns,
+                  const std::string& name, const std::string& sub) {
     Result<json> body = ParseBody(req);
     if (!body.ok()) return Err(400, body.status().message(), "BadRequest");
     std::lock_guard<std::mutex> lock(mu);
@@ -1161,7 +1277,8 @@ struct FakeApiServer::Impl {
     return ApplyUpdate(r, key, it->second, std::move(*body), sub);
   }
 
-  Reply HandleDelete(const httplib::Request& req, Resource r, const std::string& ns, const std::string& name) {
+  Reply HandleDelete(const httplib::Request& req, Resource r, const std::string& ns,
+                     const std::string& name) {
     json opts = json::object();
     if (!req.body.empty()) {
       Result<json> b = ParseBody(req);
@@ -1186,8 +1303,9 @@ struct FakeApiServer::Impl {
       std::string uid = Str(opts["preconditions"], "uid");
       std::string prv = Str(opts["preconditions"], "resourceVersion");
       if (!uid.empty() && uid != Str(old, "metadata", "uid")) {
-        return Err(409, "Precondition failed: UID in precondition: " + uid + ", UID in object meta: " +
-                            Str(old, "metadata", "uid"),
+        return Err(409,
+                   "Precondition failed: UID in precondition: " + uid +
+                       ", UID in object meta: " + Str(old, "metadata", "uid"),
                    "Conflict");
       }
       if (!prv.empty() && prv != Str(old, "metadata", "resourceVersion")) return Conflict(r, name);
@@ -1217,7 +1335,8 @@ struct FakeApiServer::Impl {
     return {200, Commit(r, key, nullptr, old)};
   }
 
-  Reply HandleBinding(const httplib::Request& req, const std::string& ns, const std::string& url_name) {
+  Reply HandleBinding(const httplib::Request& req, const std::string& ns,
+                      const std::string& url_name) {
     Result<json> body = ParseBody(req);
     if (!body.ok()) return Err(400, body.status().message(), "BadRequest");
     const json& b = *body;
@@ -1231,20 +1350,26 @@ struct FakeApiServer::Impl {
       return Err(400, "name in URL does not match name in Binding object", "BadRequest");
     }
     if (name.empty()) name = url_name;
-    if (name.empty()) return Err(422, "Binding is invalid: metadata.name: Required value", "Invalid");
+    if (name.empty())
+      return Err(422, "Binding is invalid: metadata.name: Required value", "Invalid");
     std::string bns = Str(b, "metadata", "namespace");
     if (!bns.empty() && bns != ns) {
-      return Err(400, "the namespace of the provided object does not match the namespace sent on the request",
-                 "BadRequest");
+      return Err(
+          400,
+          "the namespace of the provided object does not match the namespace sent on the request",
+          "BadRequest");
     }
     std::string tkind = Str(b, "target", "kind");
     std::string node = Str(b, "target", "name");
     if (!tkind.empty() && tkind != "Node") {
-      return Err(422, "Binding \"" + name + "\" is invalid: target.kind: Invalid value: \"" + tkind +
-                          "\": must be empty or 'Node'",
+      return Err(422,
+                 "Binding \"" + name + "\" is invalid: target.kind: Invalid value: \"" + tkind +
+                     "\": must be empty or 'Node'",
                  "Invalid");
     }
-    if (node.empty()) return Err(422, "Binding \"" + name + "\" is invalid: target.name: Required value", "Invalid");
+    if (node.empty())
+      return Err(422, "Binding \"" + name + "\" is invalid: target.name: Required value",
+                 "Invalid");
     std::lock_guard<std::mutex> lock(mu);
     std::string key = Key(Resource::kPods, ns, name);
     auto it = S(Resource::kPods).objects.find(key);
@@ -1252,29 +1377,35 @@ struct FakeApiServer::Impl {
     json old = it->second;
     std::string uid = Str(b, "metadata", "uid");
     if (!uid.empty() && uid != Str(old, "metadata", "uid")) {
-      return Err(409, "Precondition failed: UID in precondition: " + uid + ", UID in object meta: " +
-                          Str(old, "metadata", "uid"),
+      return Err(409,
+                 "Precondition failed: UID in precondition: " + uid +
+                     ", UID in object meta: " + Str(old, "metadata", "uid"),
                  "Conflict");
     }
     if (old["metadata"].contains("deletionTimestamp")) {
-      return Err(409, "pod " + name + " is being deleted, cannot be assigned to a host", "Conflict");
+      return Err(409, "pod " + name + " is being deleted, cannot be assigned to a host",
+                 "Conflict");
     }
     std::string current = Str(old, "spec", "nodeName");
     if (!current.empty()) {
-      return Err(409, "pod " + name + " is already assigned to node \"" + current + "\"", "Conflict");
+      return Err(409, "pod " + name + " is already assigned to node \"" + current + "\"",
+                 "Conflict");
     }
     json pod = old;
     pod["spec"]["nodeName"] = node;
-    if (b.contains("metadata") && b["metadata"].is_object() && b["metadata"].contains("annotations") &&
-        b["metadata"]["annotations"].is_object()) {
-      for (auto a = b["metadata"]["annotations"].begin(); a != b["metadata"]["annotations"].end(); ++a) {
+    if (b.contains("metadata") && b["metadata"].is_object() &&
+        b["metadata"].contains("annotations") && b["metadata"]["annotations"].is_object()) {
+      for (auto a = b["metadata"]["annotations"].begin(); a != b["metadata"]["annotations"].end();
+           ++a) {
         pod["metadata"]["annotations"][a.key()] = *a;
       }
     }
     if (!pod.contains("status") || !pod["status"].is_object()) pod["status"] = json::object();
     json conds = pod["status"].value("conditions", json::array());
     if (!conds.is_array()) conds = json::array();
-    json cond = {{"type", "PodScheduled"}, {"status", "True"}, {"lastProbeTime", nullptr},
+    json cond = {{"type", "PodScheduled"},
+                 {"status", "True"},
+                 {"lastProbeTime", nullptr},
                  {"lastTransitionTime", Now()}};
     bool replaced = false;
     for (json& c : conds) {
@@ -1286,8 +1417,12 @@ struct FakeApiServer::Impl {
     if (!replaced) conds.push_back(cond);
     pod["status"]["conditions"] = conds;
     Commit(Resource::kPods, key, std::move(pod), old);
-    return {201, {{"kind", "Status"}, {"apiVersion", "v1"}, {"metadata", json::object()},
-                  {"status", "Success"}, {"code", 201}}};
+    return {201,
+            {{"kind", "Status"},
+             {"apiVersion", "v1"},
+             {"metadata", json::object()},
+             {"status", "Success"},
+             {"code", 201}}};
   }
 
   // ---- the /_fake/ hooks (standalone binary) ----
@@ -1297,7 +1432,8 @@ struct FakeApiServer::Impl {
     const std::string& m = req.method;
     if (what == "objects" && m == "POST") {
       Result<json> body = ParseBody(req);
-      if (!body.ok() || !body->is_object()) return Err(400, "want an object or {\"items\": [...]}", "BadRequest");
+      if (!body.ok() || !body->is_object())
+        return Err(400, "want an object or {\"items\": [...]}", "BadRequest");
       std::vector<json> objs;
       if (body->contains("items") && (*body)["items"].is_array()) {
         for (const json& o : (*body)["items"]) objs.push_back(o);
@@ -1362,7 +1498,10 @@ struct FakeApiServer::Impl {
       std::lock_guard<std::mutex> lock(mu);
       json out = json::array();
       for (const RecordedRequest& r : log) {
-        out.push_back({{"method", r.method}, {"path", r.path}, {"query", r.query}, {"watch", r.watch},
+        out.push_back({{"method", r.method},
+                       {"path", r.path},
+                       {"query", r.query},
+                       {"watch", r.watch},
                        {"status", r.status}});
       }
       return {200, {{"requests", out}}};
@@ -1378,7 +1517,9 @@ struct FakeApiServer::Impl {
     }
     if (what == "close-watches" && m == "POST") {
       std::string mode = req.get_param_value("mode");
-      CloseAll(mode == "gone" ? CloseMode::kGone : mode == "drop" ? CloseMode::kDrop : CloseMode::kClean);
+      CloseAll(mode == "gone"   ? CloseMode::kGone
+               : mode == "drop" ? CloseMode::kDrop
+                                : CloseMode::kClean);
       return {200, json::object()};
     }
     if (what == "bookmarks" && m == "POST") {
@@ -1421,7 +1562,9 @@ struct FakeApiServer::Impl {
 FakeApiServer::FakeApiServer(FakeApiServerOptions options)
     : impl_(std::make_unique<Impl>(std::move(options))) {}
 
-FakeApiServer::~FakeApiServer() { Stop(); }
+FakeApiServer::~FakeApiServer() {
+  Stop();
+}
 
 Status FakeApiServer::Start() {
   Impl& d = *impl_;
@@ -1432,8 +1575,8 @@ Status FakeApiServer::Start() {
         d.opt.tls_cert_file.c_str(), d.opt.tls_key_file.c_str(),
         d.opt.tls_client_ca_file.empty() ? nullptr : d.opt.tls_client_ca_file.c_str());
     if (!ssl->is_valid()) {
-      return Status::InvalidArgument("fake API server: cannot load TLS certificate " + d.opt.tls_cert_file +
-                                     " / key " + d.opt.tls_key_file);
+      return Status::InvalidArgument("fake API server: cannot load TLS certificate " +
+                                     d.opt.tls_cert_file + " / key " + d.opt.tls_key_file);
     }
     d.server = std::move(ssl);
     d.https = true;
@@ -1453,8 +1596,9 @@ Status FakeApiServer::Start() {
       d.Handle(req, res);
     } catch (const std::exception& e) {
       res.status = 500;
-      res.set_content(StatusJson(500, "InternalError", std::string("fake API server: ") + e.what()).dump(),
-                      "application/json");
+      res.set_content(
+          StatusJson(500, "InternalError", std::string("fake API server: ") + e.what()).dump(),
+          "application/json");
     }
   };
   d.server->Get(".*", handler);
@@ -1469,7 +1613,8 @@ Status FakeApiServer::Start() {
   }
   if (d.port <= 0) {
     d.server.reset();
-    return Status::Unavailable("fake API server: cannot listen on " + d.opt.host + ":" + std::to_string(d.opt.port));
+    return Status::Unavailable("fake API server: cannot listen on " + d.opt.host + ":" +
+                               std::to_string(d.opt.port));
   }
   d.listen_done.store(false);
   d.listen_thread = std::thread([&d] {
@@ -1496,10 +1641,13 @@ void FakeApiServer::Stop() {
   d.server.reset();
 }
 
-int FakeApiServer::port() const { return impl_->port; }
+int FakeApiServer::port() const {
+  return impl_->port;
+}
 
 std::string FakeApiServer::url() const {
-  return std::string(impl_->https ? "https" : "http") + "://" + impl_->opt.host + ":" + std::to_string(impl_->port);
+  return std::string(impl_->https ? "https" : "http") + "://" + impl_->opt.host + ":" +
+         std::to_string(impl_->port);
 }
 
 nlohmann::json FakeApiServer::Upsert(Resource r, nlohmann::json object) {
@@ -1518,7 +1666,8 @@ bool FakeApiServer::Remove(Resource r, std::string_view ns, std::string_view nam
   return true;
 }
 
-std::optional<nlohmann::json> FakeApiServer::Get(Resource r, std::string_view ns, std::string_view name) const {
+std::optional<nlohmann::json> FakeApiServer::Get(Resource r, std::string_view ns,
+                                                 std::string_view name) const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   const auto& objs = impl_->S(r).objects;
   auto it = objs.find(Impl::Key(r, ns, name));
@@ -1538,9 +1687,15 @@ uint64_t FakeApiServer::resource_version() const {
   return impl_->rv;
 }
 
-void FakeApiServer::Compact() { impl_->CompactAll(); }
-void FakeApiServer::CloseWatches(CloseMode mode) { impl_->CloseAll(mode); }
-void FakeApiServer::SendBookmarks() { impl_->BookmarkAll(); }
+void FakeApiServer::Compact() {
+  impl_->CompactAll();
+}
+void FakeApiServer::CloseWatches(CloseMode mode) {
+  impl_->CloseAll(mode);
+}
+void FakeApiServer::SendBookmarks() {
+  impl_->BookmarkAll();
+}
 
 size_t FakeApiServer::open_watches() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
@@ -1575,7 +1730,8 @@ std::vector<RecordedRequest> FakeApiServer::requests() const {
   return impl_->log;
 }
 
-size_t FakeApiServer::CountRequests(std::string_view method, std::string_view path_contains, int watch) const {
+size_t FakeApiServer::CountRequests(std::string_view method, std::string_view path_contains,
+                                    int watch) const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   size_t n = 0;
   for (const RecordedRequest& r : impl_->log) {

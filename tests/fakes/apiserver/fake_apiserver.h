@@ -40,12 +40,11 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 
@@ -62,41 +61,41 @@ std::optional<Resource> ResourceFromKind(std::string_view kind);
 
 struct FakeApiServerOptions {
   std::string host = "127.0.0.1";
-  int port = 0;                        // 0: pick a free port
-  std::string tls_cert_file;           // cert + key: serve HTTPS
+  int port = 0;               // 0: pick a free port
+  std::string tls_cert_file;  // cert + key: serve HTTPS
   std::string tls_key_file;
-  std::string tls_client_ca_file;      // require client certificates signed by this CA
-  std::vector<std::string> tokens;     // accepted bearer tokens; empty: no authentication
-  size_t history_limit = 1000;         // watch events kept per resource
+  std::string tls_client_ca_file;   // require client certificates signed by this CA
+  std::vector<std::string> tokens;  // accepted bearer tokens; empty: no authentication
+  size_t history_limit = 1000;      // watch events kept per resource
   std::chrono::milliseconds bookmark_interval{60000};
   int default_watch_timeout_seconds = 1800;
   std::chrono::milliseconds too_large_rv_wait{3000};  // wait for a future version, then 504
-  size_t threads = 64;                 // concurrent connections (each watch holds one)
-  size_t max_request_bytes = 3u << 20; // the real server's limit is 3 MiB
-  bool test_endpoints = false;         // serve the /_fake/ hooks over HTTP
+  size_t threads = 64;                  // concurrent connections (each watch holds one)
+  size_t max_request_bytes = 3u << 20;  // the real server's limit is 3 MiB
+  bool test_endpoints = false;          // serve the /_fake/ hooks over HTTP
 };
 
 struct Fault {
   enum class Kind { kHttpError, kDropConnection, kDelay };
   Kind kind = Kind::kHttpError;
-  int count = 1;                   // matching requests it applies to
-  int http_code = 500;             // kHttpError
-  std::string reason;              // Status reason; default from the code
+  int count = 1;        // matching requests it applies to
+  int http_code = 500;  // kHttpError
+  std::string reason;   // Status reason; default from the code
   std::string message = "injected fault";
-  std::string method;              // "" matches any
-  std::string path_contains;       // "" matches any
-  int watch = -1;                  // -1 any, 0 only non-watch, 1 only watch requests
+  std::string method;                  // "" matches any
+  std::string path_contains;           // "" matches any
+  int watch = -1;                      // -1 any, 0 only non-watch, 1 only watch requests
   std::chrono::milliseconds delay{0};  // kDelay: then the request is served normally
 };
 
 struct RecordedRequest {
   std::string method;
   std::string path;
-  std::string query;       // the raw query string
+  std::string query;  // the raw query string
   bool watch = false;
   std::string bearer_token;
   std::string content_type;
-  int status = 0;          // the HTTP status sent (0 for a streamed watch)
+  int status = 0;  // the HTTP status sent (0 for a streamed watch)
 };
 
 class FakeApiServer {
@@ -144,7 +143,8 @@ class FakeApiServer {
   std::vector<RecordedRequest> requests() const;
   // Requests whose method matches (empty: any) and whose path contains `path_contains`;
   // watch: -1 any, 0 non-watch only, 1 watch only.
-  size_t CountRequests(std::string_view method, std::string_view path_contains, int watch = -1) const;
+  size_t CountRequests(std::string_view method, std::string_view path_contains,
+                       int watch = -1) const;
   void ClearRequests();
 
   struct Impl;

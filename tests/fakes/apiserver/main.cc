@@ -8,22 +8,23 @@
 //
 // Prints one line `fake-apiserver listening url=<url>` on stdout once it serves, writes the
 // port to --port-file if given, and exits cleanly on SIGINT/SIGTERM.
+#include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
-
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 
 #include "tests/fakes/apiserver/fake_apiserver.h"
 
 namespace {
 
 volatile std::sig_atomic_t g_stop = 0;
-void OnSignal(int) { g_stop = 1; }
+void OnSignal(int) {
+  g_stop = 1;
+}
 
 }  // namespace
 
@@ -37,14 +38,18 @@ int main(int argc, char** argv) {
   int64_t bookmark_ms = 60000;
   app.add_option("--listen", listen, "host:port (port 0 picks a free one)");
   app.add_option("--port-file", port_file, "write the chosen port here");
-  app.add_option("--token", o.tokens, "accepted bearer token (repeatable; none: no authentication)");
+  app.add_option("--token", o.tokens,
+                 "accepted bearer token (repeatable; none: no authentication)");
   app.add_option("--tls-cert", o.tls_cert_file, "serve HTTPS with this certificate (PEM)");
   app.add_option("--tls-key", o.tls_key_file, "private key for --tls-cert (PEM)");
-  app.add_option("--client-ca", o.tls_client_ca_file, "require client certificates signed by this CA");
-  app.add_option("--load", load_file, "JSON file with objects to create: an object, a list or {\"items\":[...]}");
+  app.add_option("--client-ca", o.tls_client_ca_file,
+                 "require client certificates signed by this CA");
+  app.add_option("--load", load_file,
+                 "JSON file with objects to create: an object, a list or {\"items\":[...]}");
   app.add_option("--history-limit", o.history_limit, "watch events kept per resource");
   app.add_option("--bookmark-interval-ms", bookmark_ms, "interval between BOOKMARK events");
-  app.add_option("--watch-timeout-s", o.default_watch_timeout_seconds, "watch timeout when the client sets none");
+  app.add_option("--watch-timeout-s", o.default_watch_timeout_seconds,
+                 "watch timeout when the client sets none");
   CLI11_PARSE(app, argc, argv);
   o.bookmark_interval = std::chrono::milliseconds(bookmark_ms);
   size_t colon = listen.rfind(':');
@@ -69,11 +74,15 @@ int main(int argc, char** argv) {
       std::cerr << "fake-apiserver: --load " << load_file << ": not readable JSON\n";
       return 2;
     }
-    nlohmann::json items = j.is_array() ? j : (j.is_object() && j.contains("items") ? j["items"] : nlohmann::json::array({j}));
+    nlohmann::json items =
+        j.is_array()
+            ? j
+            : (j.is_object() && j.contains("items") ? j["items"] : nlohmann::json::array({j}));
     for (const nlohmann::json& obj : items) {
       auto r = gpushare::fakes::ResourceFromKind(obj.is_object() ? obj.value("kind", "") : "");
       if (!r) {
-        std::cerr << "fake-apiserver: --load " << load_file << ": object without kind Pod, Node or Event\n";
+        std::cerr << "fake-apiserver: --load " << load_file
+                  << ": object without kind Pod, Node or Event\n";
         return 2;
       }
       server.Upsert(*r, obj);

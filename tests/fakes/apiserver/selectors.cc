@@ -36,8 +36,8 @@ bool ValidKey(const std::string& k) {
     name = k.substr(slash + 1);
     if (prefix.empty() || prefix.size() > 253) return false;
     for (char c : prefix) {
-      if (!(std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) ||
-            c == '-' || c == '.')) {
+      if (!(std::islower(static_cast<unsigned char>(c)) ||
+            std::isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '.')) {
         return false;
       }
     }
@@ -65,8 +65,8 @@ std::vector<std::string> SplitTop(std::string_view s) {
 }
 
 Status Bad(std::string_view req, std::string_view why) {
-  return Status::InvalidArgument("unable to parse requirement: \"" + std::string(req) + "\": " +
-                                 std::string(why));
+  return Status::InvalidArgument("unable to parse requirement: \"" + std::string(req) +
+                                 "\": " + std::string(why));
 }
 
 }  // namespace
@@ -122,7 +122,8 @@ Result<LabelSelector> LabelSelector::Parse(std::string_view text) {
       size_t start = 0;
       for (;;) {
         size_t comma = inner.find(',', start);
-        std::string v = Trim(inner.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+        std::string v = Trim(
+            inner.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
         if (!ValidValue(v)) return Bad(r, "invalid label value");
         req.values.insert(v);
         if (comma == std::string::npos) break;
@@ -171,7 +172,8 @@ bool LabelSelector::Matches(const std::map<std::string, std::string>& labels) co
   return true;
 }
 
-Result<FieldSelector> FieldSelector::Parse(std::string_view text, const std::set<std::string>& supported) {
+Result<FieldSelector> FieldSelector::Parse(std::string_view text,
+                                           const std::set<std::string>& supported) {
   FieldSelector sel;
   if (Trim(text).empty()) return sel;
   // Split on unescaped commas, then each term on its first unescaped operator.
@@ -202,7 +204,8 @@ Result<FieldSelector> FieldSelector::Parse(std::string_view text, const std::set
       }
     }
     if (op == std::string::npos) {
-      return Status::InvalidArgument("invalid field selector: \"" + t + "\": no operator (want =, == or !=)");
+      return Status::InvalidArgument("invalid field selector: \"" + t +
+                                     "\": no operator (want =, == or !=)");
     }
     Term term;
     term.field = Trim(t.substr(0, op));

@@ -20,8 +20,12 @@ namespace pb = ::v1beta1;
 constexpr const char* kVersion = "v1beta1";
 constexpr const char* kKubeletSock = "kubelet.sock";
 
-bool IsDnsLabelChar(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'; }
-bool IsAlnum(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
+bool IsDnsLabelChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+}
+bool IsAlnum(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+}
 
 // RFC 1123 subdomain: lower-case labels of [a-z0-9-], alphanumeric at both ends, joined by '.'.
 bool IsDnsSubdomain(const std::string& s) {
@@ -99,7 +103,8 @@ struct FakeKubelet::PodRecord {
 // DefaultBurstTokens 10), then the allocation records.
 class FakeKubelet::Lister final : public ::v1::PodResourcesLister::Service {
  public:
-  explicit Lister(FakeKubelet* k) : k_(k), tokens_(k->opts_.pod_resources_burst), last_(Clock::now()) {}
+  explicit Lister(FakeKubelet* k)
+      : k_(k), tokens_(k->opts_.pod_resources_burst), last_(Clock::now()) {}
 
   grpc::Status List(grpc::ServerContext*, const ::v1::ListPodResourcesRequest*,
                     ::v1::ListPodResourcesResponse* resp) override {
@@ -109,7 +114,8 @@ class FakeKubelet::Lister final : public ::v1::PodResourcesLister::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status GetAllocatableResources(grpc::ServerContext*, const ::v1::AllocatableResourcesRequest*,
+  grpc::Status GetAllocatableResources(grpc::ServerContext*,
+                                       const ::v1::AllocatableResourcesRequest*,
                                        ::v1::AllocatableResourcesResponse* resp) override {
     if (!Allow()) return Limited();
     std::lock_guard<std::mutex> lock(k_->mu_);
@@ -140,8 +146,9 @@ class FakeKubelet::Lister final : public ::v1::PodResourcesLister::Service {
       }
     }
     // kubelet returns a plain error (gRPC code Unknown) for a missing pod.
-    return grpc::Status(grpc::StatusCode::UNKNOWN,
-                        "pod " + req->pod_name() + " not found in namespace " + req->pod_namespace());
+    return grpc::Status(
+        grpc::StatusCode::UNKNOWN,
+        "pod " + req->pod_name() + " not found in namespace " + req->pod_namespace());
   }
 
   uint64_t calls() const { return calls_.load(); }
@@ -154,7 +161,8 @@ class FakeKubelet::Lister final : public ::v1::PodResourcesLister::Service {
     std::lock_guard<std::mutex> lock(mu_);
     Clock::time_point now = Clock::now();
     double burst = k_->opts_.pod_resources_burst;
-    tokens_ = std::min(burst, tokens_ + std::chrono::duration<double>(now - last_).count() * k_->opts_.pod_resources_qps);
+    tokens_ = std::min(burst, tokens_ + std::chrono::duration<double>(now - last_).count() *
+                                            k_->opts_.pod_resources_qps);
     last_ = now;
     if (tokens_ < 1) {
       limited_++;
@@ -164,7 +172,9 @@ class FakeKubelet::Lister final : public ::v1::PodResourcesLister::Service {
     calls_++;
     return true;
   }
-  static grpc::Status Limited() { return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "rejected by rate limit"); }
+  static grpc::Status Limited() {
+    return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "rejected by rate limit");
+  }
 
   template <typename T>
   void Shuffle(std::vector<T>* v) {
@@ -191,7 +201,8 @@ class FakeKubelet::Lister final : public ::v1::PodResourcesLister::Service {
         cd->set_resource_name(res);
         cd->add_device_ids(id);
         auto n = p.numa.find(res + "\n" + id);
-        if (n != p.numa.end() && n->second >= 0) cd->mutable_topology()->add_nodes()->set_id(n->second);
+        if (n != p.numa.end() && n->second >= 0)
+          cd->mutable_topology()->add_nodes()->set_id(n->second);
       }
     }
   }
@@ -207,7 +218,8 @@ class FakeKubelet::Lister final : public ::v1::PodResourcesLister::Service {
 class FakeKubelet::Registrar final : public pb::Registration::Service {
  public:
   explicit Registrar(FakeKubelet* k) : k_(k) {}
-  grpc::Status Register(grpc::ServerContext* call, const pb::RegisterRequest* req, pb::Empty*) override {
+  grpc::Status Register(grpc::ServerContext* call, const pb::RegisterRequest* req,
+                        pb::Empty*) override {
     return k_->HandleRegister(call, *req);
   }
 
@@ -228,7 +240,9 @@ FakeKubelet::~FakeKubelet() {
   }
 }
 
-std::string FakeKubelet::kubelet_socket() const { return opts_.plugin_dir + "/" + kKubeletSock; }
+std::string FakeKubelet::kubelet_socket() const {
+  return opts_.plugin_dir + "/" + kKubeletSock;
+}
 
 std::chrono::steady_clock::time_point FakeKubelet::last_start() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -265,7 +279,9 @@ Status FakeKubelet::Stage() {
   if (staged_) return Status::Ok();
   std::error_code ec;
   std::filesystem::create_directories(opts_.plugin_dir, ec);
-  if (ec) return Status::Unavailable("fake kubelet: cannot create " + opts_.plugin_dir + ": " + ec.message());
+  if (ec)
+    return Status::Unavailable("fake kubelet: cannot create " + opts_.plugin_dir + ": " +
+                               ec.message());
   const std::string staging = StagingPath();
   ::unlink(staging.c_str());
   grpc::ServerBuilder builder;
@@ -299,7 +315,8 @@ Status FakeKubelet::Start() {
   server_ = std::move(staged_);
   std::error_code ec;
   if (!opts_.pod_resources_socket.empty()) {
-    std::filesystem::create_directories(std::filesystem::path(opts_.pod_resources_socket).parent_path(), ec);
+    std::filesystem::create_directories(
+        std::filesystem::path(opts_.pod_resources_socket).parent_path(), ec);
     ::unlink(opts_.pod_resources_socket.c_str());
     if (!lister_) lister_ = std::make_unique<Lister>(this);
     grpc::ServerBuilder pr;
@@ -307,7 +324,8 @@ Status FakeKubelet::Start() {
     pr.RegisterService(lister_.get());
     pod_resources_server_ = pr.BuildAndStart();
     if (!pod_resources_server_) {
-      return Status::Unavailable("fake kubelet: cannot serve PodResources on " + opts_.pod_resources_socket);
+      return Status::Unavailable("fake kubelet: cannot serve PodResources on " +
+                                 opts_.pod_resources_socket);
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -370,14 +388,16 @@ bool FakeKubelet::DialBack(grpc::ServerContext* call, grpc::Channel* channel) {
   for (;;) {
     auto now = std::chrono::system_clock::now();
     if (now >= deadline) return false;
-    if (channel->WaitForConnected(std::min(deadline, now + std::chrono::milliseconds(20)))) return true;
+    if (channel->WaitForConnected(std::min(deadline, now + std::chrono::milliseconds(20))))
+      return true;
     std::lock_guard<std::mutex> lock(mu_);
     if (!serving_) return false;
     if (opts_.dial_follows_caller && call->IsCancelled()) return false;
   }
 }
 
-grpc::Status FakeKubelet::HandleRegister(grpc::ServerContext* call, const pb::RegisterRequest& req) {
+grpc::Status FakeKubelet::HandleRegister(grpc::ServerContext* call,
+                                         const pb::RegisterRequest& req) {
   RegistrationEvent ev;
   ev.resource_name = req.resource_name();
   ev.endpoint = req.endpoint();
@@ -405,12 +425,14 @@ grpc::Status FakeKubelet::HandleRegister(grpc::ServerContext* call, const pb::Re
   };
 
   if (req.version() != kVersion) {
-    return refuse(grpc::StatusCode::UNKNOWN, "requested API version \"" + req.version() +
-                                                 "\" is not supported by kubelet. Supported versions are [\"" +
-                                                 kVersion + "\"]");
+    return refuse(grpc::StatusCode::UNKNOWN,
+                  "requested API version \"" + req.version() +
+                      "\" is not supported by kubelet. Supported versions are [\"" + kVersion +
+                      "\"]");
   }
   if (!IsValidExtendedResourceName(req.resource_name())) {
-    return refuse(grpc::StatusCode::UNKNOWN, "the ResourceName \"" + req.resource_name() + "\" is invalid");
+    return refuse(grpc::StatusCode::UNKNOWN,
+                  "the ResourceName \"" + req.resource_name() + "\" is invalid");
   }
 
   // Connect back, inside the handler: a plain path join, a blocking dial with a deadline, on a
@@ -420,7 +442,8 @@ grpc::Status FakeKubelet::HandleRegister(grpc::ServerContext* call, const pb::Re
   std::string path = opts_.plugin_dir + "/" + req.endpoint();
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  client->channel = grpc::CreateCustomChannel("unix:" + path, grpc::InsecureChannelCredentials(), args);
+  client->channel =
+      grpc::CreateCustomChannel("unix:" + path, grpc::InsecureChannelCredentials(), args);
   if (!DialBack(call, client->channel.get())) {
     return refuse(grpc::StatusCode::UNKNOWN, "failed to dial device plugin at " + path);
   }
@@ -439,10 +462,12 @@ grpc::Status FakeKubelet::HandleRegister(grpc::ServerContext* call, const pb::Re
     grpc::Status s = client->stub->GetDevicePluginOptions(&ctx, empty, &options);
     {
       std::lock_guard<std::mutex> lock(mu_);
-      pending_calls_.erase(std::remove(pending_calls_.begin(), pending_calls_.end(), &ctx), pending_calls_.end());
+      pending_calls_.erase(std::remove(pending_calls_.begin(), pending_calls_.end(), &ctx),
+                           pending_calls_.end());
     }
     if (!s.ok()) {
-      return refuse(grpc::StatusCode::UNKNOWN, "failed to get device plugin options: " + s.error_message());
+      return refuse(grpc::StatusCode::UNKNOWN,
+                    "failed to get device plugin options: " + s.error_message());
     }
   }
 
@@ -555,7 +580,8 @@ std::vector<RegistrationEvent> FakeKubelet::RegistrationLog() const {
   return log_;
 }
 
-bool FakeKubelet::WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) const {
+bool FakeKubelet::WaitFor(const std::function<bool()>& pred,
+                          std::chrono::milliseconds timeout) const {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   for (;;) {
     if (pred()) return true;
@@ -566,7 +592,8 @@ bool FakeKubelet::WaitFor(const std::function<bool()>& pred, std::chrono::millis
 }
 
 bool FakeKubelet::WaitForAllocatable(const std::string& name, int allocatable,
-                                     std::chrono::milliseconds timeout, int min_registrations) const {
+                                     std::chrono::milliseconds timeout,
+                                     int min_registrations) const {
   return WaitFor(
       [&] {
         auto r = Resource(name);
@@ -606,14 +633,16 @@ Admission FakeKubelet::Admit(const std::string& container, const std::string& re
       p.ns = "default";
       p.name = slash == std::string::npos ? container : container.substr(0, slash);
       p.uid = uid;
-      p.app_containers.push_back(slash == std::string::npos ? container : container.substr(slash + 1));
+      p.app_containers.push_back(slash == std::string::npos ? container
+                                                            : container.substr(slash + 1));
       pods_.push_back(std::move(p));
     }
   }
   size_t slash = container.find('/');
   std::vector<std::string> none;
-  Admission a = AllocateContainer(uid, slash == std::string::npos ? container : container.substr(slash + 1), resource,
-                                  count, &none);
+  Admission a =
+      AllocateContainer(uid, slash == std::string::npos ? container : container.substr(slash + 1),
+                        resource, count, &none);
   if (!a.admitted) {
     std::lock_guard<std::mutex> lock(mu_);
     PodRecord* p = PodLocked(uid);
@@ -625,7 +654,8 @@ Admission FakeKubelet::Admit(const std::string& container, const std::string& re
 }
 
 Admission FakeKubelet::AllocateContainer(const std::string& pod_uid, const std::string& container,
-                                         const std::string& resource, int count, std::vector<std::string>* reusable) {
+                                         const std::string& resource, int count,
+                                         std::vector<std::string>* reusable) {
   Admission out;
   std::shared_ptr<Client> client;
   std::vector<std::string> available;
@@ -682,8 +712,9 @@ Admission FakeKubelet::AllocateContainer(const std::string& pod_uid, const std::
     }
     const int needed = count - static_cast<int>(chosen.size());
     if (needed > 0 && static_cast<int>(available.size()) < needed) {
-      out.error = "requested number of devices unavailable for " + resource + ". Requested: " +
-                  std::to_string(needed) + ", Available: " + std::to_string(available.size());
+      out.error = "requested number of devices unavailable for " + resource +
+                  ". Requested: " + std::to_string(needed) +
+                  ", Available: " + std::to_string(available.size());
       return out;
     }
     if (needed == 0) available.clear();
@@ -707,11 +738,13 @@ Admission FakeKubelet::AllocateContainer(const std::string& pod_uid, const std::
       grpc::Status s = client->stub->GetPreferredAllocation(&ctx, req, &resp);
       out.preferred_called = true;
       if (!s.ok()) {
-        out.error = "device plugin GetPreferredAllocation rpc failed with err: " + s.error_message();
+        out.error =
+            "device plugin GetPreferredAllocation rpc failed with err: " + s.error_message();
         return out;
       }
       if (resp.container_responses_size() > 0) {
-        for (const std::string& id : resp.container_responses(0).deviceids()) out.preferred.push_back(id);
+        for (const std::string& id : resp.container_responses(0).deviceids())
+          out.preferred.push_back(id);
       }
       // Advice only: intersect with what is available, never exceed the request.
       std::vector<std::string> advice = out.preferred;
@@ -759,12 +792,14 @@ Admission FakeKubelet::AllocateContainer(const std::string& pod_uid, const std::
   rec.resource = resource;
   rec.device_ids = chosen;
   rec.response = out.response;
-  for (const std::string& id : chosen) pod->numa[resource + "\n" + id] = numa_of.count(id) ? numa_of[id] : -1;
+  for (const std::string& id : chosen)
+    pod->numa[resource + "\n" + id] = numa_of.count(id) ? numa_of[id] : -1;
   pod->records.push_back(std::move(rec));
   return out;
 }
 
-const Admission* PodAdmission::Find(const std::string& container, const std::string& resource) const {
+const Admission* PodAdmission::Find(const std::string& container,
+                                    const std::string& resource) const {
   for (const Step& s : steps) {
     if (s.container == container && s.resource == resource) return &s.admission;
   }
@@ -801,7 +836,8 @@ PodAdmission FakeKubelet::AdmitPod(const FakePod& pod) {
           if (std::find(pool.begin(), pool.end(), id) == pool.end()) pool.push_back(id);
         }
       } else {  // removeContainerAllocatedResources
-        for (const std::string& id : a.device_ids) pool.erase(std::remove(pool.begin(), pool.end(), id), pool.end());
+        for (const std::string& id : a.device_ids)
+          pool.erase(std::remove(pool.begin(), pool.end(), id), pool.end());
       }
     }
     return true;
@@ -860,9 +896,11 @@ std::vector<AllocationRecord> FakeKubelet::Allocations() const {
   return out;
 }
 
-grpc::Status FakeKubelet::PreStartContainer(const std::string& container, const std::string& resource) {
+grpc::Status FakeKubelet::PreStartContainer(const std::string& container,
+                                            const std::string& resource) {
   std::shared_ptr<Client> client = CurrentClient(resource);
-  if (!client) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "resource " + resource + " not connected");
+  if (!client)
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "resource " + resource + " not connected");
   pb::PreStartContainerRequest req;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -874,7 +912,8 @@ grpc::Status FakeKubelet::PreStartContainer(const std::string& container, const 
         if (r.resource == resource) rec = &r;
       }
     }
-    if (rec == nullptr) return grpc::Status(grpc::StatusCode::NOT_FOUND, "no devices allocated to " + container);
+    if (rec == nullptr)
+      return grpc::Status(grpc::StatusCode::NOT_FOUND, "no devices allocated to " + container);
     for (const std::string& id : rec->device_ids) req.add_devices_ids(id);
   }
   grpc::ClientContext ctx;
@@ -886,21 +925,28 @@ grpc::Status FakeKubelet::PreStartContainer(const std::string& container, const 
 grpc::Status FakeKubelet::RawAllocate(const std::string& resource, const pb::AllocateRequest& req,
                                       pb::AllocateResponse* resp) {
   std::shared_ptr<Client> client = CurrentClient(resource);
-  if (!client) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "resource " + resource + " not connected");
+  if (!client)
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "resource " + resource + " not connected");
   grpc::ClientContext ctx;
   return client->stub->Allocate(&ctx, req, resp);
 }
 
-grpc::Status FakeKubelet::RawPreferred(const std::string& resource, const pb::PreferredAllocationRequest& req,
+grpc::Status FakeKubelet::RawPreferred(const std::string& resource,
+                                       const pb::PreferredAllocationRequest& req,
                                        pb::PreferredAllocationResponse* resp) {
   std::shared_ptr<Client> client = CurrentClient(resource);
-  if (!client) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "resource " + resource + " not connected");
+  if (!client)
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "resource " + resource + " not connected");
   grpc::ClientContext ctx;
   return client->stub->GetPreferredAllocation(&ctx, req, resp);
 }
 
-uint64_t FakeKubelet::pod_resources_calls() const { return lister_ ? lister_->calls() : 0; }
-uint64_t FakeKubelet::pod_resources_rate_limited() const { return lister_ ? lister_->limited() : 0; }
+uint64_t FakeKubelet::pod_resources_calls() const {
+  return lister_ ? lister_->calls() : 0;
+}
+uint64_t FakeKubelet::pod_resources_rate_limited() const {
+  return lister_ ? lister_->limited() : 0;
+}
 
 bool FakeKubelet::DropStream(const std::string& resource) {
   std::shared_ptr<Client> client = CurrentClient(resource);

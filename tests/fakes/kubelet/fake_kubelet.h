@@ -127,15 +127,15 @@ struct FakeDevice {
 // What the double knows about one resource.
 struct FakeResource {
   std::string name;
-  std::string endpoint;       // socket file name the plugin registered
-  bool connected = false;     // a registered client whose stream has not ended
-  bool stream_open = false;   // the ListAndWatch stream is running
-  int registrations = 0;      // successful Register calls for this name, across restarts
-  int list_updates = 0;       // ListAndWatch messages received since the last registration
+  std::string endpoint;      // socket file name the plugin registered
+  bool connected = false;    // a registered client whose stream has not ended
+  bool stream_open = false;  // the ListAndWatch stream is running
+  int registrations = 0;     // successful Register calls for this name, across restarts
+  int list_updates = 0;      // ListAndWatch messages received since the last registration
   int capacity = 0;
   int allocatable = 0;
   v1beta1::DevicePluginOptions options;
-  std::vector<FakeDevice> devices;  // sorted by ID
+  std::vector<FakeDevice> devices;                          // sorted by ID
   std::chrono::steady_clock::time_point last_registered{};  // when the accepted Register came in
   // When the first ListAndWatch message of the current registration arrived (the resource is
   // usable from then on); zero until it has.
@@ -147,7 +147,7 @@ struct RegistrationEvent {
   std::string endpoint;
   std::string version;
   bool accepted = false;
-  std::string error;  // why it was refused
+  std::string error;                                 // why it was refused
   std::chrono::steady_clock::time_point at{};        // when the call came in
   std::chrono::steady_clock::time_point answered{};  // when the handler answered
 };
@@ -155,12 +155,12 @@ struct RegistrationEvent {
 // The outcome of admitting one container.
 struct Admission {
   bool admitted = false;
-  std::string error;                      // why admission failed (UnexpectedAdmissionError)
-  std::vector<std::string> device_ids;    // what kubelet allocated
+  std::string error;                    // why admission failed (UnexpectedAdmissionError)
+  std::vector<std::string> device_ids;  // what kubelet allocated
   bool preferred_called = false;
   bool allocate_called = false;
-  std::vector<std::string> must_include;  // devices reused from init containers
-  std::vector<std::string> preferred;     // the plugin's advice, as returned
+  std::vector<std::string> must_include;        // devices reused from init containers
+  std::vector<std::string> preferred;           // the plugin's advice, as returned
   v1beta1::ContainerAllocateResponse response;  // element 0 of the Allocate reply
 };
 
@@ -216,8 +216,8 @@ class FakeKubelet {
   bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) const;
   // Convenience: waits for a connected resource with `allocatable` healthy devices (and, when
   // min_registrations > 0, at least that many registrations).
-  bool WaitForAllocatable(const std::string& name, int allocatable, std::chrono::milliseconds timeout,
-                          int min_registrations = 0) const;
+  bool WaitForAllocatable(const std::string& name, int allocatable,
+                          std::chrono::milliseconds timeout, int min_registrations = 0) const;
 
   // Admits one container (pod/container key) asking for `count` devices of `resource`.
   // A container that already has devices of the resource gets them back (kubelet step 2).
@@ -246,7 +246,8 @@ class FakeKubelet {
   // Raw calls to a registered plugin, for tests of malformed requests.
   grpc::Status RawAllocate(const std::string& resource, const v1beta1::AllocateRequest& req,
                            v1beta1::AllocateResponse* resp);
-  grpc::Status RawPreferred(const std::string& resource, const v1beta1::PreferredAllocationRequest& req,
+  grpc::Status RawPreferred(const std::string& resource,
+                            const v1beta1::PreferredAllocationRequest& req,
                             v1beta1::PreferredAllocationResponse* resp);
 
   // Fault injection: the ListAndWatch stream of `resource` breaks (kubelet side). Kubelet then
@@ -263,8 +264,9 @@ class FakeKubelet {
 
   // One container's allocation of one resource: kubelet's devicesToAllocate + Allocate.
   // `reusable` holds the pod's init-container devices that later containers take first.
-  Admission AllocateContainer(const std::string& pod_uid, const std::string& container, const std::string& resource,
-                              int count, std::vector<std::string>* reusable);
+  Admission AllocateContainer(const std::string& pod_uid, const std::string& container,
+                              const std::string& resource, int count,
+                              std::vector<std::string>* reusable);
   PodRecord* PodLocked(const std::string& uid);
 
   grpc::Status HandleRegister(grpc::ServerContext* call, const v1beta1::RegisterRequest& req);
@@ -285,15 +287,16 @@ class FakeKubelet {
 
   mutable std::mutex mu_;
   mutable std::condition_variable changed_;
-  std::map<std::string, Entry> entries_;                 // by resource name
-  std::vector<std::shared_ptr<Client>> clients_;         // every client ever made, joined on Stop
+  std::map<std::string, Entry> entries_;          // by resource name
+  std::vector<std::shared_ptr<Client>> clients_;  // every client ever made, joined on Stop
   std::vector<RegistrationEvent> log_;
   std::vector<PodRecord> pods_;  // admitted pods, in admission order (the checkpoint)
   std::chrono::steady_clock::time_point started_{};
   uint64_t next_client_id_ = 1;
-  bool serving_ = false;   // this instance is alive (false from the start of Stop)
-  int in_flight_ = 0;      // Register handlers running
-  std::vector<grpc::ClientContext*> pending_calls_;  // handlers' calls to plugins, cancelled by Stop
+  bool serving_ = false;  // this instance is alive (false from the start of Stop)
+  int in_flight_ = 0;     // Register handlers running
+  std::vector<grpc::ClientContext*>
+      pending_calls_;  // handlers' calls to plugins, cancelled by Stop
 
   std::unique_ptr<Lister> lister_;
   std::unique_ptr<grpc::Server> pod_resources_server_;

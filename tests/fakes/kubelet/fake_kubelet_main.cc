@@ -17,7 +17,9 @@
 
 namespace {
 std::atomic<bool> g_stop{false};
-void OnSignal(int) { g_stop = true; }
+void OnSignal(int) {
+  g_stop = true;
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -50,11 +52,13 @@ int main(int argc, char** argv) {
     auto log = kubelet.RegistrationLog();
     for (; logged < log.size(); ++logged) {
       const auto& e = log[logged];
-      std::printf("register resource=%s endpoint=%s version=%s %s%s\n", e.resource_name.c_str(), e.endpoint.c_str(),
-                  e.version.c_str(), e.accepted ? "accepted" : "refused: ", e.error.c_str());
+      std::printf("register resource=%s endpoint=%s version=%s %s%s\n", e.resource_name.c_str(),
+                  e.endpoint.c_str(), e.version.c_str(),
+                  e.accepted ? "accepted" : "refused: ", e.error.c_str());
     }
     for (const auto& r : kubelet.Resources()) {
-      std::string state = "capacity=" + std::to_string(r.capacity) + " allocatable=" + std::to_string(r.allocatable) +
+      std::string state = "capacity=" + std::to_string(r.capacity) +
+                          " allocatable=" + std::to_string(r.allocatable) +
                           (r.connected ? " connected" : " disconnected");
       if (last[r.name] != state) std::printf("resource %s %s\n", r.name.c_str(), state.c_str());
       last[r.name] = state;
@@ -67,12 +71,15 @@ int main(int argc, char** argv) {
       if (admitted[a] || !r || !r->connected || r->list_updates == 0) continue;
       admitted[a] = true;
       auto adm = kubelet.Admit("pod" + std::to_string(n++) + "/main", res, count);
-      std::printf("admit %s -> %s %s\n", a.c_str(), adm.admitted ? "admitted" : "REJECTED", adm.error.c_str());
-      for (const auto& [k, v] : adm.response.envs()) std::printf("  env %s=%s\n", k.c_str(), v.c_str());
+      std::printf("admit %s -> %s %s\n", a.c_str(), adm.admitted ? "admitted" : "REJECTED",
+                  adm.error.c_str());
+      for (const auto& [k, v] : adm.response.envs())
+        std::printf("  env %s=%s\n", k.c_str(), v.c_str());
       for (const auto& m : adm.response.mounts()) {
         std::printf("  mount %s -> %s\n", m.host_path().c_str(), m.container_path().c_str());
       }
-      for (const auto& d : adm.response.devices()) std::printf("  device %s\n", d.host_path().c_str());
+      for (const auto& d : adm.response.devices())
+        std::printf("  device %s\n", d.host_path().c_str());
       for (const auto& c : adm.response.cdi_devices()) std::printf("  cdi %s\n", c.name().c_str());
     }
     std::fflush(stdout);

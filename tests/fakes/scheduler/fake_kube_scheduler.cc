@@ -49,7 +49,9 @@ json InformerObject(json o) {
   return o;
 }
 
-std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+std::string Dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 std::string NameOf(const json& obj) {
   auto m = obj.find("metadata");
@@ -138,9 +140,11 @@ Result<ojson> ParseReply(const std::string& body, const char* what) {
 Status StringMap(const ojson& obj, const char* name, std::map<std::string, std::string>* out) {
   const ojson* f = GoField(obj, name);
   if (f == nullptr || f->is_null()) return Status::Ok();
-  if (!f->is_object()) return Status::InvalidArgument(std::string("json: cannot unmarshal into ") + name);
+  if (!f->is_object())
+    return Status::InvalidArgument(std::string("json: cannot unmarshal into ") + name);
   for (auto it = f->begin(); it != f->end(); ++it) {
-    if (!it.value().is_string()) return Status::InvalidArgument(std::string("json: cannot unmarshal ") + name + " value");
+    if (!it.value().is_string())
+      return Status::InvalidArgument(std::string("json: cannot unmarshal ") + name + " value");
     (*out)[it.key()] = it.value().get<std::string>();
   }
   return Status::Ok();
@@ -176,20 +180,24 @@ Status ValidateExtenders(const std::vector<ExtenderConfig>& extenders) {
     if (!e.prioritize_verb.empty() && e.weight <= 0)
       return Status::InvalidArgument(where + ".weight: must have a positive weight applied to it");
     if (!e.bind_verb.empty() && ++binders > 1)
-      return Status::InvalidArgument("only one extender can implement bind, found " + std::to_string(binders));
+      return Status::InvalidArgument("only one extender can implement bind, found " +
+                                     std::to_string(binders));
     if (e.tls_config) {
       const ExtenderTlsConfig& t = *e.tls_config;
       const bool has_ca = !t.ca_file.empty() || !t.ca_data.empty();
       if (has_ca && t.insecure)
-        return Status::InvalidArgument(where + ": specifying a root certificates file with the insecure flag is not allowed");
+        return Status::InvalidArgument(
+            where + ": specifying a root certificates file with the insecure flag is not allowed");
       for (const std::string* f : {&t.cert_file, &t.key_file, &t.ca_file})
-        if (!f->empty() && !std::ifstream(*f).good()) return Status::InvalidArgument(where + ": open " + *f + ": cannot read");
+        if (!f->empty() && !std::ifstream(*f).good())
+          return Status::InvalidArgument(where + ": open " + *f + ": cannot read");
     }
     for (const ManagedResource& r : e.managed_resources) {
       const std::string problem = r.name.find('/') == std::string::npos
                                       ? "not an extended resource name (no domain)"
                                       : ExtendedResourceNameProblem(r.name);
-      if (!problem.empty()) return Status::InvalidArgument(where + ".managedResources: " + r.name + ": " + problem);
+      if (!problem.empty())
+        return Status::InvalidArgument(where + ".managedResources: " + r.name + ": " + problem);
       if (!managed.insert(r.name).second)
         return Status::InvalidArgument(where + ".managedResources: duplicate " + r.name);
     }
@@ -229,7 +237,8 @@ ExtenderClient::ExtenderClient(ExtenderConfig config) : config_(std::move(config
   kube::ClientOptions co;
   co.qps = 0;  // kube-scheduler's extender client has no rate limit
   co.user_agent = "Go-http-client/1.1";
-  co.request_timeout = config_.http_timeout.count() > 0 ? config_.http_timeout : kDefaultHttpTimeout;
+  co.request_timeout =
+      config_.http_timeout.count() > 0 ? config_.http_timeout : kDefaultHttpTimeout;
   co.connect_timeout = co.request_timeout;
   Result<std::shared_ptr<kube::Client>> c = kube::Client::Create(std::move(cc), co);
   if (!c.ok()) {
@@ -258,14 +267,17 @@ Result<std::string> ExtenderClient::Post(const std::string& verb, const std::str
     req.body = body;
     req.content_type = "application/json";
     Result<kube::HttpResponse> r = tls_client_->Do(req);
-    if (!r.ok()) return Status::Unavailable("POST " + scheme_host_port_ + req.path_and_query + ": " + r.status().message());
+    if (!r.ok())
+      return Status::Unavailable("POST " + scheme_host_port_ + req.path_and_query + ": " +
+                                 r.status().message());
     if (r->code != 200)
-      return Status::Unavailable("POST " + req.path_and_query + ": HTTP " + std::to_string(r->code) + ": " +
-                                 r->body.substr(0, 300));
+      return Status::Unavailable("POST " + req.path_and_query + ": HTTP " +
+                                 std::to_string(r->code) + ": " + r->body.substr(0, 300));
     return std::move(r->body);
   }
   httplib::Client cli(scheme_host_port_);
-  const auto timeout = config_.http_timeout.count() > 0 ? config_.http_timeout : kDefaultHttpTimeout;
+  const auto timeout =
+      config_.http_timeout.count() > 0 ? config_.http_timeout : kDefaultHttpTimeout;
   const time_t sec = static_cast<time_t>(timeout.count() / 1000);
   const time_t usec = static_cast<time_t>((timeout.count() % 1000) * 1000);
   cli.set_connection_timeout(sec, usec);
@@ -275,15 +287,20 @@ Result<std::string> ExtenderClient::Post(const std::string& verb, const std::str
   const std::string path = path_prefix_ + "/" + verb;
   // As Go's http.Transport writes it: its User-Agent, and "Accept-Encoding: gzip", which the
   // transport adds by itself and then undoes (a gzip reply is inflated before decoding).
-  const httplib::Headers headers = {{"User-Agent", "Go-http-client/1.1"}, {"Accept-Encoding", "gzip"}};
+  const httplib::Headers headers = {{"User-Agent", "Go-http-client/1.1"},
+                                    {"Accept-Encoding", "gzip"}};
   httplib::Result r = cli.Post(path, headers, body, "application/json");
-  if (!r) return Status::Unavailable("POST " + scheme_host_port_ + path + ": " + httplib::to_string(r.error()));
+  if (!r)
+    return Status::Unavailable("POST " + scheme_host_port_ + path + ": " +
+                               httplib::to_string(r.error()));
   if (r->status != 200)
-    return Status::Unavailable("POST " + path + ": HTTP " + std::to_string(r->status) + ": " + r->body.substr(0, 300));
+    return Status::Unavailable("POST " + path + ": HTTP " + std::to_string(r->status) + ": " +
+                               r->body.substr(0, 300));
   return r->body;
 }
 
-std::string ExtenderClient::FilterRequestBody(const json& pod, const std::vector<json>& nodes, bool node_cache_capable) {
+std::string ExtenderClient::FilterRequestBody(const json& pod, const std::vector<json>& nodes,
+                                              bool node_cache_capable) {
   std::string out = "{\"Pod\":" + Dump(InformerObject(pod)) + ",\"Nodes\":";
   if (node_cache_capable) {
     json names = json::array();
@@ -291,24 +308,29 @@ std::string ExtenderClient::FilterRequestBody(const json& pod, const std::vector
     out += "null,\"NodeNames\":" + Dump(names);
   } else {
     out += "{\"metadata\":{},\"items\":[";
-    for (size_t i = 0; i < nodes.size(); ++i) out += (i ? "," : "") + Dump(InformerObject(nodes[i]));
+    for (size_t i = 0; i < nodes.size(); ++i)
+      out += (i ? "," : "") + Dump(InformerObject(nodes[i]));
     out += "]},\"NodeNames\":null";
   }
   return out + "}";
 }
 
 std::string ExtenderClient::BindRequestBody(const json& pod, const std::string& node) {
-  return "{\"PodName\":" + Dump(json(Str(pod, "metadata", "name"))) + ",\"PodNamespace\":" +
-         Dump(json(Str(pod, "metadata", "namespace"))) + ",\"PodUID\":" + Dump(json(Str(pod, "metadata", "uid"))) +
+  return "{\"PodName\":" + Dump(json(Str(pod, "metadata", "name"))) +
+         ",\"PodNamespace\":" + Dump(json(Str(pod, "metadata", "namespace"))) +
+         ",\"PodUID\":" + Dump(json(Str(pod, "metadata", "uid"))) +
          ",\"Node\":" + Dump(json(node)) + "}";
 }
 
-Result<FilterOutcome> ExtenderClient::Filter(const json& pod, const std::vector<json>& nodes) const {
-  Result<std::string> body = Post(config_.filter_verb, FilterRequestBody(pod, nodes, config_.node_cache_capable));
+Result<FilterOutcome> ExtenderClient::Filter(const json& pod,
+                                             const std::vector<json>& nodes) const {
+  Result<std::string> body =
+      Post(config_.filter_verb, FilterRequestBody(pod, nodes, config_.node_cache_capable));
   if (!body.ok()) return body.status();
   Result<ojson> j = ParseReply(*body, "filter");
   if (!j.ok()) return j.status();
-  if (!j->is_object()) return Status::InvalidArgument("filter: json: cannot unmarshal into ExtenderFilterResult");
+  if (!j->is_object())
+    return Status::InvalidArgument("filter: json: cannot unmarshal into ExtenderFilterResult");
   FilterOutcome out;
   GPUSHARE_RETURN_IF_ERROR(StringMap(*j, "FailedNodes", &out.failed));
   GPUSHARE_RETURN_IF_ERROR(StringMap(*j, "FailedAndUnresolvableNodes", &out.unresolvable));
@@ -316,20 +338,23 @@ Result<FilterOutcome> ExtenderClient::Filter(const json& pod, const std::vector<
   const ojson* list = GoField(*j, "Nodes");
   if (names && !names->is_null() && !names->is_array())
     return Status::InvalidArgument("filter: json: cannot unmarshal NodeNames");
-  if (list && !list->is_null() && !list->is_object()) return Status::InvalidArgument("filter: json: cannot unmarshal Nodes");
+  if (list && !list->is_null() && !list->is_object())
+    return Status::InvalidArgument("filter: json: cannot unmarshal Nodes");
   GPUSHARE_RETURN_IF_ERROR(ErrorField(*j));
   std::set<std::string> sent;
   for (const json& n : nodes) sent.insert(NameOf(n));
   std::vector<std::string> result;
   if (config_.node_cache_capable && names && !names->is_null()) {
     for (const ojson& n : *names) {
-      if (!n.is_string()) return Status::InvalidArgument("filter: json: cannot unmarshal NodeNames element");
+      if (!n.is_string())
+        return Status::InvalidArgument("filter: json: cannot unmarshal NodeNames element");
       result.push_back(n.get<std::string>());
     }
   } else if (list && !list->is_null()) {
     const ojson* items = GoField(*list, "items");
     if (items && !items->is_null()) {
-      if (!items->is_array()) return Status::InvalidArgument("filter: json: cannot unmarshal Nodes.items");
+      if (!items->is_array())
+        return Status::InvalidArgument("filter: json: cannot unmarshal Nodes.items");
       for (const ojson& n : *items) {
         const ojson* meta = GoField(n, "metadata");
         const ojson* name = meta ? GoField(*meta, "name") : nullptr;
@@ -340,7 +365,8 @@ Result<FilterOutcome> ExtenderClient::Filter(const json& pod, const std::vector<
   // Both null: every node is filtered out.
   for (const std::string& n : result) {
     if (!sent.count(n))
-      return Status::InvalidArgument("extender " + config_.url_prefix + " claims a filtered node \"" + n +
+      return Status::InvalidArgument("extender " + config_.url_prefix +
+                                     " claims a filtered node \"" + n +
                                      "\" which is not found in the input node list");
   }
   for (const auto& [n, reason] : out.unresolvable) out.failed.erase(n);
@@ -348,22 +374,30 @@ Result<FilterOutcome> ExtenderClient::Filter(const json& pod, const std::vector<
   return out;
 }
 
-Result<std::map<std::string, int64_t>> ExtenderClient::Prioritize(const json& pod, const std::vector<json>& nodes) const {
-  Result<std::string> body = Post(config_.prioritize_verb, FilterRequestBody(pod, nodes, config_.node_cache_capable));
+Result<std::map<std::string, int64_t>> ExtenderClient::Prioritize(
+    const json& pod, const std::vector<json>& nodes) const {
+  Result<std::string> body =
+      Post(config_.prioritize_verb, FilterRequestBody(pod, nodes, config_.node_cache_capable));
   if (!body.ok()) return body.status();
   Result<ojson> j = ParseReply(*body, "prioritize");
   if (!j.ok()) return j.status();
   std::map<std::string, int64_t> out;
   if (j->is_null()) return out;
-  if (!j->is_array()) return Status::InvalidArgument("prioritize: json: cannot unmarshal into HostPriorityList");
+  if (!j->is_array())
+    return Status::InvalidArgument("prioritize: json: cannot unmarshal into HostPriorityList");
   for (const ojson& h : *j) {
-    if (!h.is_object()) return Status::InvalidArgument("prioritize: json: cannot unmarshal HostPriority");
+    if (!h.is_object())
+      return Status::InvalidArgument("prioritize: json: cannot unmarshal HostPriority");
     const ojson* host = GoField(h, "Host");
     const ojson* score = GoField(h, "Score");
-    if (host && !host->is_null() && !host->is_string()) return Status::InvalidArgument("prioritize: bad Host");
+    if (host && !host->is_null() && !host->is_string())
+      return Status::InvalidArgument("prioritize: bad Host");
     if (score && !score->is_null() && !score->is_number_integer())
-      return Status::InvalidArgument("prioritize: json: cannot unmarshal number into Go struct field HostPriority.Score of type int64");
-    out[host && host->is_string() ? host->get<std::string>() : ""] = score && score->is_number_integer() ? score->get<int64_t>() : 0;
+      return Status::InvalidArgument(
+          "prioritize: json: cannot unmarshal number into Go struct field HostPriority.Score of "
+          "type int64");
+    out[host && host->is_string() ? host->get<std::string>() : ""] =
+        score && score->is_number_integer() ? score->get<int64_t>() : 0;
   }
   return out;
 }
@@ -373,7 +407,8 @@ Status ExtenderClient::Bind(const json& pod, const std::string& node) const {
   if (!body.ok()) return body.status();
   Result<ojson> j = ParseReply(*body, "bind");
   if (!j.ok()) return j.status();
-  if (!j->is_object()) return Status::InvalidArgument("bind: json: cannot unmarshal into ExtenderBindingResult");
+  if (!j->is_object())
+    return Status::InvalidArgument("bind: json: cannot unmarshal into ExtenderBindingResult");
   return ErrorField(*j);
 }
 
@@ -382,7 +417,8 @@ Status ExtenderClient::Bind(const json& pod, const std::string& node) const {
 int64_t PodResourceRequest(const json& pod, const std::string& resource) {
   int64_t sum = 0;
   for (const json* c : Containers(pod, "containers")) sum += ContainerRequest(*c, resource);
-  for (const json* c : Containers(pod, "initContainers")) sum = std::max(sum, ContainerRequest(*c, resource));
+  for (const json* c : Containers(pod, "initContainers"))
+    sum = std::max(sum, ContainerRequest(*c, resource));
   return sum;
 }
 
@@ -484,7 +520,8 @@ ScheduleResult FakeKubeScheduler::Cycle(const json& pod) {
       }
       int64_t used = 0;
       for (const json& p : *pods)
-        if (Str(p, "spec", "nodeName") == node && Str(p, "metadata", "uid") != uid) used += PodResourceRequest(p, r);
+        if (Str(p, "spec", "nodeName") == node && Str(p, "metadata", "uid") != uid)
+          used += PodResourceRequest(p, r);
       if (want > allocatable - used) {
         why = "Insufficient " + r;
         break;
@@ -519,7 +556,8 @@ ScheduleResult FakeKubeScheduler::Cycle(const json& pod) {
         if (NameOf(n) == name) kept.push_back(n);
     for (const json& n : feasible) {
       const std::string name = NameOf(n);
-      if (std::find(f->feasible.begin(), f->feasible.end(), name) == f->feasible.end() && !res.node_reasons.count(name))
+      if (std::find(f->feasible.begin(), f->feasible.end(), name) == f->feasible.end() &&
+          !res.node_reasons.count(name))
         res.node_reasons[name] = "filtered out by extender";  // removed without a reason
     }
     feasible = std::move(kept);
@@ -541,7 +579,8 @@ ScheduleResult FakeKubeScheduler::Cycle(const json& pod) {
     for (const auto& e : extenders_) {
       if (e->config().prioritize_verb.empty() || !e->IsInterested(pod)) continue;
       const ExtenderClient* x = e.get();
-      calls.push_back(std::async(std::launch::async, [x, &pod, &feasible] { return x->Prioritize(pod, feasible); }));
+      calls.push_back(std::async(std::launch::async,
+                                 [x, &pod, &feasible] { return x->Prioritize(pod, feasible); }));
       who.push_back(x);
     }
     res.prioritize_called = !calls.empty();
@@ -550,7 +589,8 @@ ScheduleResult FakeKubeScheduler::Cycle(const json& pod) {
       if (!s.ok()) continue;
       for (const auto& [host, score] : *s) {
         auto it = res.scores.find(host);
-        if (it != res.scores.end()) it->second += score * who[i]->config().weight * (kMaxNodeScore / kMaxExtenderPriority);
+        if (it != res.scores.end())
+          it->second += score * who[i]->config().weight * (kMaxNodeScore / kMaxExtenderPriority);
       }
     }
     std::lock_guard<std::mutex> l(mu_);
@@ -590,11 +630,13 @@ ScheduleResult FakeKubeScheduler::Bind(const json& pod, ScheduleResult res) {
     if (!bound.ok() && binder->config().ignorable) binder = nullptr;
   }
   if (binder == nullptr) {
-    bound = api_->Bind({Str(pod, "metadata", "name"), Str(pod, "metadata", "namespace"), uid, chosen, {}});
+    bound = api_->Bind(
+        {Str(pod, "metadata", "name"), Str(pod, "metadata", "namespace"), uid, chosen, {}});
   }
   if (!bound.ok()) {
     // Bound anyway (e.g. the reply timed out)? Then it is not requeued.
-    Result<kube::Pod> now = api_->GetPod(Str(pod, "metadata", "namespace"), Str(pod, "metadata", "name"));
+    Result<kube::Pod> now =
+        api_->GetPod(Str(pod, "metadata", "namespace"), Str(pod, "metadata", "name"));
     if (!(now.ok() && now->spec.node_name == chosen)) {
       std::lock_guard<std::mutex> l(mu_);
       assumed_.erase(uid);
@@ -613,7 +655,8 @@ ScheduleResult FakeKubeScheduler::Schedule(const json& pod_in) {
   return res.bound() ? Bind(pod, std::move(res)) : res;
 }
 
-void FakeKubeScheduler::ScheduleAsync(const json& pod_in, std::function<void(const ScheduleResult&)> done) {
+void FakeKubeScheduler::ScheduleAsync(const json& pod_in,
+                                      std::function<void(const ScheduleResult&)> done) {
   const json pod = InformerObject(pod_in);
   ScheduleResult res = Cycle(pod);
   if (!res.bound()) {
@@ -626,16 +669,18 @@ void FakeKubeScheduler::ScheduleAsync(const json& pod_in, std::function<void(con
   int64_t delay_us = 0;
   if (options_.bind_jitter.count() > 0) {
     std::lock_guard<std::mutex> r(mu_);
-    delay_us = static_cast<int64_t>(rng_.Uniform(static_cast<uint64_t>(options_.bind_jitter.count()) + 1));
+    delay_us =
+        static_cast<int64_t>(rng_.Uniform(static_cast<uint64_t>(options_.bind_jitter.count()) + 1));
   }
-  bind_threads_.emplace_back([this, pod, res = std::move(res), done = std::move(done), delay_us]() mutable {
-    if (delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
-    ScheduleResult r = Bind(pod, std::move(res));
-    done(r);
-    std::lock_guard<std::mutex> l(bind_mu_);
-    --binds_in_flight_;
-    bind_cv_.notify_all();
-  });
+  bind_threads_.emplace_back(
+      [this, pod, res = std::move(res), done = std::move(done), delay_us]() mutable {
+        if (delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay_us));
+        ScheduleResult r = Bind(pod, std::move(res));
+        done(r);
+        std::lock_guard<std::mutex> l(bind_mu_);
+        --binds_in_flight_;
+        bind_cv_.notify_all();
+      });
 }
 
 void FakeKubeScheduler::WaitBinds() {
@@ -648,6 +693,8 @@ void FakeKubeScheduler::WaitBinds() {
   for (std::thread& t : threads) t.join();
 }
 
-FakeKubeScheduler::~FakeKubeScheduler() { WaitBinds(); }
+FakeKubeScheduler::~FakeKubeScheduler() {
+  WaitBinds();
+}
 
 }  // namespace gpushare::fakes

@@ -49,13 +49,12 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/placement/rng.h"
 #include "core/status.h"
@@ -96,9 +95,9 @@ Status ValidateExtenders(const std::vector<ExtenderConfig>& extenders);
 
 // The outcome of one extender's filter.
 struct FilterOutcome {
-  std::vector<std::string> feasible;                 // in the reply's order
-  std::map<std::string, std::string> failed;         // Unschedulable
-  std::map<std::string, std::string> unresolvable;   // UnschedulableAndUnresolvable
+  std::vector<std::string> feasible;                // in the reply's order
+  std::map<std::string, std::string> failed;        // Unschedulable
+  std::map<std::string, std::string> unresolvable;  // UnschedulableAndUnresolvable
 };
 
 // One extender, as kube-scheduler's HTTPExtender talks to it.
@@ -111,14 +110,16 @@ class ExtenderClient {
   bool IsBinder() const { return !config_.bind_verb.empty(); }
 
   // `nodes` are Node objects; in node-cache mode only their names are sent.
-  Result<FilterOutcome> Filter(const nlohmann::json& pod, const std::vector<nlohmann::json>& nodes) const;
+  Result<FilterOutcome> Filter(const nlohmann::json& pod,
+                               const std::vector<nlohmann::json>& nodes) const;
   // Raw scores by host, as replied.
   Result<std::map<std::string, int64_t>> Prioritize(const nlohmann::json& pod,
                                                     const std::vector<nlohmann::json>& nodes) const;
   Status Bind(const nlohmann::json& pod, const std::string& node) const;
 
   // The exact request bodies (for tests of the wire format).
-  static std::string FilterRequestBody(const nlohmann::json& pod, const std::vector<nlohmann::json>& nodes,
+  static std::string FilterRequestBody(const nlohmann::json& pod,
+                                       const std::vector<nlohmann::json>& nodes,
                                        bool node_cache_capable);
   static std::string BindRequestBody(const nlohmann::json& pod, const std::string& node);
 
@@ -148,7 +149,7 @@ struct SchedulerOptions {
 struct ScheduleResult {
   enum class Kind { kBound, kUnschedulable, kError };
   Kind kind = Kind::kError;
-  std::string node;     // kBound
+  std::string node;  // kBound
   // kUnschedulable: kube-scheduler's FitError text, "0/N nodes are available: 1 <reason>, ...";
   // kError: the error.
   std::string message;

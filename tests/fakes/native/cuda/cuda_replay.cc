@@ -51,8 +51,10 @@ int main(int argc, char** argv) {
     std::string name;
     int version = 0;
     uint64_t flags = 0;
-    if (line.empty() || line[0] == ' ') name = "";  // the runtime's empty probe
-    else ls >> name;
+    if (line.empty() || line[0] == ' ')
+      name = "";  // the runtime's empty probe
+    else
+      ls >> name;
     if (name.empty()) {
       std::istringstream rest(line);
       rest >> version >> flags;

@@ -7,16 +7,14 @@
 // context frees every allocation made in it; cuMemGetInfo needs a current context and sees the
 // other tenants of the (shared) GPU; cuGetProcAddress answers by ABI version and
 // per-thread-stream flag from the table generated from cudaTypedefs.h.
-#include "tests/fakes/native/cuda/fake_cuda_control.h"
-
 #include <errno.h>
 #include <fcntl.h>
-#include <sys/file.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -31,12 +29,14 @@
 #include <vector>
 
 #include "interpose/cuda_abi.h"
+#include "tests/fakes/native/cuda/fake_cuda_control.h"
 
 using namespace gpushare::cuda;  // NOLINT
 
 namespace {
 
-// ---- exports and call counters -------------------------------------------------------------------
+// ---- exports and call counters
+// -------------------------------------------------------------------
 enum ExportId : int {
 #define GPUSHARE_CUDA_EXPORT(name) kExp_##name,
 #include "interpose/generated/libcuda_exports.inc"
@@ -63,15 +63,16 @@ int ExportIndex(const char* name) {
 }
 
 // Counts the call and applies injected failures. Used at the top of every implementation.
-#define FAKE_ENTER(name)                                                           \
-  do {                                                                             \
-    g_calls[kExp_##name].fetch_add(1, std::memory_order_relaxed);                  \
-    if (g_fail[kExp_##name].remaining.load(std::memory_order_relaxed) > 0 &&       \
-        g_fail[kExp_##name].remaining.fetch_sub(1) > 0)                            \
-      return g_fail[kExp_##name].result.load();                                    \
+#define FAKE_ENTER(name)                                                     \
+  do {                                                                       \
+    g_calls[kExp_##name].fetch_add(1, std::memory_order_relaxed);            \
+    if (g_fail[kExp_##name].remaining.load(std::memory_order_relaxed) > 0 && \
+        g_fail[kExp_##name].remaining.fetch_sub(1) > 0)                      \
+      return g_fail[kExp_##name].result.load();                              \
   } while (0)
 
-// ---- configuration -------------------------------------------------------------------------------
+// ---- configuration
+// -------------------------------------------------------------------------------
 constexpr int kMaxDev = 16;
 struct DeviceConf {
   std::string uuid_text;
@@ -98,7 +99,8 @@ bool ParseUuidText(const std::string& s, uint8_t out[16]) {
   for (size_t i = (s.rfind("GPU-", 0) == 0 || s.rfind("MIG-", 0) == 0) ? 4 : 0; i < s.size(); ++i)
     if (s[i] != '-') hex += s[i];
   if (hex.size() != 32) return false;
-  for (int i = 0; i < 16; ++i) out[i] = static_cast<uint8_t>(std::stoul(hex.substr(i * 2, 2), nullptr, 16));
+  for (int i = 0; i < 16; ++i)
+    out[i] = static_cast<uint8_t>(std::stoul(hex.substr(i * 2, 2), nullptr, 16));
   return true;
 }
 
@@ -118,30 +120,44 @@ Conf LoadConf() {
       char line[512];
       while (fgets(line, sizeof(line), f) != nullptr) {
         std::string l(line);
-        while (!l.empty() && (l.back() == '\n' || l.back() == '\r' || l.back() == ' ')) l.pop_back();
+        while (!l.empty() && (l.back() == '\n' || l.back() == '\r' || l.back() == ' '))
+          l.pop_back();
         if (l.empty() || l[0] == '#') continue;
         size_t eq = l.find('=');
         if (eq == std::string::npos) continue;
         std::string k = l.substr(0, eq), v = l.substr(eq + 1);
         uint64_t n = strtoull(v.c_str(), nullptr, 10);
-        if (k == "devices") c.devices = std::clamp(static_cast<int>(n), 1, kMaxDev);
-        else if (k == "sm_count") c.sm_count = static_cast<int>(n);
-        else if (k == "driver_version") c.driver_version = static_cast<int>(n);
-        else if (k == "context_overhead_mib") c.context_overhead = n << 20;
-        else if (k == "granularity_kib") c.granularity = n << 10;
-        else if (k == "pitch_align") c.pitch_align = n;
-        else if (k == "pool_chunk_kib") c.pool_chunk = n << 10;
-        else if (k == "kernel_ns") c.kernel_ns = n;
-        else if (k == "array_pad_kib") c.array_pad = n << 10;
-        else if (k == "state_file") c.state_file = v;
-        else if (k == "ctx_device_fails_off_main_thread") c.ctx_device_fails_off_main_thread = n != 0;
+        if (k == "devices")
+          c.devices = std::clamp(static_cast<int>(n), 1, kMaxDev);
+        else if (k == "sm_count")
+          c.sm_count = static_cast<int>(n);
+        else if (k == "driver_version")
+          c.driver_version = static_cast<int>(n);
+        else if (k == "context_overhead_mib")
+          c.context_overhead = n << 20;
+        else if (k == "granularity_kib")
+          c.granularity = n << 10;
+        else if (k == "pitch_align")
+          c.pitch_align = n;
+        else if (k == "pool_chunk_kib")
+          c.pool_chunk = n << 10;
+        else if (k == "kernel_ns")
+          c.kernel_ns = n;
+        else if (k == "array_pad_kib")
+          c.array_pad = n << 10;
+        else if (k == "state_file")
+          c.state_file = v;
+        else if (k == "ctx_device_fails_off_main_thread")
+          c.ctx_device_fails_off_main_thread = n != 0;
         else if (k.rfind("device.", 0) == 0) {
           size_t dot = k.find('.', 7);
           int i = atoi(k.substr(7, dot - 7).c_str());
           if (i < 0 || i >= kMaxDev || dot == std::string::npos) continue;
           std::string field = k.substr(dot + 1);
-          if (field == "uuid") c.dev[i].uuid_text = v;
-          else if (field == "total_mib") c.dev[i].total = n << 20;
+          if (field == "uuid")
+            c.dev[i].uuid_text = v;
+          else if (field == "total_mib")
+            c.dev[i].total = n << 20;
         }
       }
       fclose(f);
@@ -151,7 +167,9 @@ Conf LoadConf() {
   return c;
 }
 
-uint64_t RoundUp(uint64_t v, uint64_t unit) { return unit == 0 ? v : (v + unit - 1) / unit * unit; }
+uint64_t RoundUp(uint64_t v, uint64_t unit) {
+  return unit == 0 ? v : (v + unit - 1) / unit * unit;
+}
 uint64_t NowNs() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -303,7 +321,8 @@ struct Physical {
   }
 };
 
-// ---- driver objects ------------------------------------------------------------------------------
+// ---- driver objects
+// ------------------------------------------------------------------------------
 struct Ctx {
   int dev;
   bool primary;
@@ -319,8 +338,8 @@ enum class ObjKind { kLinear, kPoolPtr, kIpc };
 struct PtrObj {
   ObjKind kind;
   int dev;
-  uint64_t bytes;     // physical footprint (0 for IPC and pool pointers)
-  uint64_t size;      // requested size
+  uint64_t bytes;  // physical footprint (0 for IPC and pool pointers)
+  uint64_t size;   // requested size
   Ctx* ctx;
   Pool* pool;
 };
@@ -382,7 +401,7 @@ struct Driver {
   std::unordered_map<void*, HandleObj> handles;
   std::unordered_map<uint64_t, PhysHandle> vmm;
   std::unordered_map<uint64_t, Physical_> vmm_phys;
-  std::map<uint64_t, Mapping> mappings;  // ordered: retain by address inside a mapping
+  std::map<uint64_t, Mapping> mappings;             // ordered: retain by address inside a mapping
   std::unordered_map<uint64_t, uint64_t> exported;  // shareable handle -> physical id
   std::unordered_map<void*, Stream> streams;
   uint64_t graph_reserved[kMaxDev] = {};
@@ -415,17 +434,24 @@ Driver& D() {
 }
 
 thread_local std::vector<Ctx*> t_ctx_stack;
-Ctx* Current() { return t_ctx_stack.empty() ? nullptr : t_ctx_stack.back(); }
+Ctx* Current() {
+  return t_ctx_stack.empty() ? nullptr : t_ctx_stack.back();
+}
 
 int ElemBytes(int format, unsigned channels) {
   int b = 4;
   switch (format) {
     case CU_AD_FORMAT_UNSIGNED_INT8:
-    case CU_AD_FORMAT_SIGNED_INT8: b = 1; break;
+    case CU_AD_FORMAT_SIGNED_INT8:
+      b = 1;
+      break;
     case CU_AD_FORMAT_UNSIGNED_INT16:
     case CU_AD_FORMAT_SIGNED_INT16:
-    case CU_AD_FORMAT_HALF: b = 2; break;
-    default: b = 4;
+    case CU_AD_FORMAT_HALF:
+      b = 2;
+      break;
+    default:
+      b = 4;
   }
   return b * static_cast<int>(channels == 0 ? 1 : channels);
 }
@@ -471,7 +497,9 @@ void SyncPointLocked(Driver& d) {
   for (Pool* p : d.pools) ReleasePoolExcessLocked(d, p, p->threshold);
 }
 
-Stream& StreamOf(Driver& d, CUstream s) { return d.streams[reinterpret_cast<void*>(s)]; }
+Stream& StreamOf(Driver& d, CUstream s) {
+  return d.streams[reinterpret_cast<void*>(s)];
+}
 
 // Lazily created default pool of a device.
 Pool* DefaultPool(Driver& d, int dev) {
@@ -485,7 +513,8 @@ Pool* DefaultPool(Driver& d, int dev) {
 }
 
 CUresult PoolAlloc(Driver& d, Pool* p, CUdeviceptr* dptr, size_t bytes, Ctx* ctx) {
-  if (dptr == nullptr || bytes == 0 || p == nullptr || p->destroyed) return CUDA_ERROR_INVALID_VALUE;
+  if (dptr == nullptr || bytes == 0 || p == nullptr || p->destroyed)
+    return CUDA_ERROR_INVALID_VALUE;
   uint64_t need = RoundUp(bytes, 512);
   if (p->reserved - p->used < need) {
     uint64_t grow = RoundUp(need - (p->reserved - p->used), d.conf.pool_chunk);
@@ -614,7 +643,8 @@ CUresult FreeLinear(uint64_t ptr) {
 template <typename Ptr, typename Size>
 CUresult AllocPitch(Ptr* dptr, Size* pitch, Size width, Size height) {
   Driver& d = D();
-  if (dptr == nullptr || pitch == nullptr || width == 0 || height == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (dptr == nullptr || pitch == nullptr || width == 0 || height == 0)
+    return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard<std::mutex> l(d.mu);
   Ctx* c = Current();
   if (c == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
@@ -628,8 +658,8 @@ CUresult AllocPitch(Ptr* dptr, Size* pitch, Size width, Size height) {
   return CUDA_SUCCESS;
 }
 
-CUresult CreateArray(CUarray* handle, uint64_t w, uint64_t h, uint64_t depth, int format, unsigned ch,
-                     unsigned flags) {
+CUresult CreateArray(CUarray* handle, uint64_t w, uint64_t h, uint64_t depth, int format,
+                     unsigned ch, unsigned flags) {
   Driver& d = D();
   if (handle == nullptr || w == 0) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard<std::mutex> l(d.mu);
@@ -668,7 +698,8 @@ CUresult FreeVmmIfUnused(Driver& d, uint64_t handle) {
   return CUDA_SUCCESS;
 }
 
-// ---- cuGetProcAddress: an independent (linear) reading of the generated table ---------------------
+// ---- cuGetProcAddress: an independent (linear) reading of the generated table
+// ---------------------
 struct Entry {
   const char* base;
   int version;
@@ -720,13 +751,15 @@ CUresult GetProc(const char* symbol, void** pfn, int version, cuuint64_t flags, 
     if (slot == nullptr || e.version >= slot->version) slot = &e;
   }
   const Entry* chosen = legacy;
-  if ((flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0 && pt != nullptr && legacy != nullptr) {
+  if ((flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0 && pt != nullptr &&
+      legacy != nullptr) {
     std::string base(legacy->exported);
     if (pt->exported == base + "_ptsz" || pt->exported == base + "_ptds") chosen = pt;
   }
   if (chosen == nullptr) {
     if (status != nullptr)
-      *status = known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+      *status =
+          known ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     return CUDA_SUCCESS;
   }
   *pfn = ExportedPointer(chosen->exported);
@@ -745,14 +778,19 @@ CUresult GetProc(const char* symbol, void** pfn, int version, cuuint64_t flags, 
     return call;                         \
   }
 
-// ---- control API ---------------------------------------------------------------------------------
-EXPORT uint64_t fakecuda_physical_used(int dev) { return D().phys.Total(dev); }
+// ---- control API
+// ---------------------------------------------------------------------------------
+EXPORT uint64_t fakecuda_physical_used(int dev) {
+  return D().phys.Total(dev);
+}
 EXPORT uint64_t fakecuda_process_used(int dev) {
   Driver& d = D();
   std::lock_guard<std::mutex> l(d.mu);
   return d.phys.local_used[dev];
 }
-EXPORT uint64_t fakecuda_high_water(int dev) { return D().phys.High(dev); }
+EXPORT uint64_t fakecuda_high_water(int dev) {
+  return D().phys.High(dev);
+}
 EXPORT void fakecuda_reset_high_water(void) {
   Driver& d = D();
   std::lock_guard<std::mutex> l(d.mu);
@@ -779,7 +817,8 @@ EXPORT uint64_t fakecuda_busy_ns(int dev) {
   return d.busy_ns[dev];
 }
 
-// ---- initialisation and devices ------------------------------------------------------------------
+// ---- initialisation and devices
+// ------------------------------------------------------------------
 EXPORT CUresult cuInit(unsigned int flags) {
   FAKE_ENTER(cuInit);
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
@@ -823,15 +862,18 @@ static CUresult GetUuid(CUuuid* u, CUdevice dev) {
   memcpy(u->bytes, D().conf.dev[dev].uuid, 16);
   return CUDA_SUCCESS;
 }
-FAKE_FORWARD(cuDeviceGetUuid, (CUuuid* u, CUdevice dev), GetUuid(u, dev))
-FAKE_FORWARD(cuDeviceGetUuid_v2, (CUuuid* u, CUdevice dev), GetUuid(u, dev))
+FAKE_FORWARD(cuDeviceGetUuid, (CUuuid * u, CUdevice dev), GetUuid(u, dev))
+FAKE_FORWARD(cuDeviceGetUuid_v2, (CUuuid * u, CUdevice dev), GetUuid(u, dev))
 EXPORT CUresult cuDeviceGetAttribute(int* v, int attr, CUdevice dev) {
   FAKE_ENTER(cuDeviceGetAttribute);
   if (v == nullptr) return CUDA_ERROR_INVALID_VALUE;
   if (dev < 0 || dev >= D().conf.devices) return CUDA_ERROR_INVALID_DEVICE;
-  if (attr == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT) *v = D().conf.sm_count;
-  else if (attr == CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR) *v = 2048;
-  else *v = 0;
+  if (attr == CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+    *v = D().conf.sm_count;
+  else if (attr == CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR)
+    *v = 2048;
+  else
+    *v = 0;
   return CUDA_SUCCESS;
 }
 EXPORT CUresult cuDeviceTotalMem_v2(size_t* bytes, CUdevice dev) {
@@ -861,11 +903,17 @@ EXPORT CUresult cuGetErrorName(CUresult e, const char** s) {
   return CUDA_SUCCESS;
 }
 
-// ---- entry points --------------------------------------------------------------------------------
-FAKE_FORWARD(cuGetProcAddress_v2, (const char* symbol, void** pfn, int version, cuuint64_t flags, CUdriverProcAddressQueryResult* status), GetProc(symbol, pfn, version, flags, status))
-FAKE_FORWARD(cuGetProcAddress, (const char* symbol, void** pfn, int version, cuuint64_t flags), GetProc(symbol, pfn, version, flags, nullptr))
+// ---- entry points
+// --------------------------------------------------------------------------------
+FAKE_FORWARD(cuGetProcAddress_v2,
+             (const char* symbol, void** pfn, int version, cuuint64_t flags,
+              CUdriverProcAddressQueryResult* status),
+             GetProc(symbol, pfn, version, flags, status))
+FAKE_FORWARD(cuGetProcAddress, (const char* symbol, void** pfn, int version, cuuint64_t flags),
+             GetProc(symbol, pfn, version, flags, nullptr))
 
-// ---- contexts ------------------------------------------------------------------------------------
+// ---- contexts
+// ------------------------------------------------------------------------------------
 EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
   FAKE_ENTER(cuDevicePrimaryCtxRetain);
   Driver& d = D();
@@ -886,10 +934,12 @@ FAKE_FORWARD(cuDevicePrimaryCtxRelease, (CUdevice dev), ReleasePrimary(dev))
 FAKE_FORWARD(cuDevicePrimaryCtxRelease_v2, (CUdevice dev), ReleasePrimary(dev))
 FAKE_FORWARD(cuDevicePrimaryCtxReset, (CUdevice dev), ResetPrimary(dev))
 FAKE_FORWARD(cuDevicePrimaryCtxReset_v2, (CUdevice dev), ResetPrimary(dev))
-FAKE_FORWARD(cuCtxCreate, (CUcontext* pctx, unsigned int, CUdevice dev), CreateCtx(pctx, dev))
-FAKE_FORWARD(cuCtxCreate_v2, (CUcontext* pctx, unsigned int, CUdevice dev), CreateCtx(pctx, dev))
-FAKE_FORWARD(cuCtxCreate_v3, (CUcontext* pctx, void*, int, unsigned int, CUdevice dev), CreateCtx(pctx, dev))
-FAKE_FORWARD(cuCtxCreate_v4, (CUcontext* pctx, void*, unsigned int, CUdevice dev), CreateCtx(pctx, dev))
+FAKE_FORWARD(cuCtxCreate, (CUcontext * pctx, unsigned int, CUdevice dev), CreateCtx(pctx, dev))
+FAKE_FORWARD(cuCtxCreate_v2, (CUcontext * pctx, unsigned int, CUdevice dev), CreateCtx(pctx, dev))
+FAKE_FORWARD(cuCtxCreate_v3, (CUcontext * pctx, void*, int, unsigned int, CUdevice dev),
+             CreateCtx(pctx, dev))
+FAKE_FORWARD(cuCtxCreate_v4, (CUcontext * pctx, void*, unsigned int, CUdevice dev),
+             CreateCtx(pctx, dev))
 FAKE_FORWARD(cuCtxDestroy, (CUcontext ctx), DestroyCtx(ctx))
 FAKE_FORWARD(cuCtxDestroy_v2, (CUcontext ctx), DestroyCtx(ctx))
 EXPORT CUresult cuCtxGetCurrent(CUcontext* pctx) {
@@ -922,7 +972,8 @@ EXPORT CUresult cuCtxGetDevice(CUdevice* dev) {
   if (dev == nullptr) return CUDA_ERROR_INVALID_VALUE;
   Ctx* c = Current();
   if (c == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
-  if (D().conf.ctx_device_fails_off_main_thread && static_cast<pid_t>(syscall(SYS_gettid)) != D().main_tid)
+  if (D().conf.ctx_device_fails_off_main_thread &&
+      static_cast<pid_t>(syscall(SYS_gettid)) != D().main_tid)
     return CUDA_ERROR_INVALID_CONTEXT;
   *dev = c->dev;
   return CUDA_SUCCESS;
@@ -951,18 +1002,20 @@ EXPORT CUresult cuCtxSynchronize_v2(CUcontext) {
   return CUDA_SUCCESS;
 }
 
-// ---- linear memory -------------------------------------------------------------------------------
-FAKE_FORWARD(cuMemAlloc_v2, (CUdeviceptr* dptr, size_t bytes), AllocLinear(dptr, bytes))
+// ---- linear memory
+// -------------------------------------------------------------------------------
+FAKE_FORWARD(cuMemAlloc_v2, (CUdeviceptr * dptr, size_t bytes), AllocLinear(dptr, bytes))
 FAKE_FORWARD(cuMemAlloc, (unsigned int* dptr, unsigned int bytes), AllocLinear(dptr, bytes))
 FAKE_FORWARD(cuMemFree_v2, (CUdeviceptr p), FreeLinear(p))
 FAKE_FORWARD(cuMemFree, (unsigned int p), FreeLinear(p))
-EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t w, size_t h, unsigned int elem) {
+EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr* dptr, size_t* pitch, size_t w, size_t h,
+                                   unsigned int elem) {
   FAKE_ENTER(cuMemAllocPitch_v2);
   if (elem != 4 && elem != 8 && elem != 16) return CUDA_ERROR_INVALID_VALUE;
   return AllocPitch(dptr, pitch, w, h);
 }
-EXPORT CUresult cuMemAllocPitch(unsigned int* dptr, unsigned int* pitch, unsigned int w, unsigned int h,
-                                unsigned int elem) {
+EXPORT CUresult cuMemAllocPitch(unsigned int* dptr, unsigned int* pitch, unsigned int w,
+                                unsigned int h, unsigned int elem) {
   FAKE_ENTER(cuMemAllocPitch);
   if (elem != 4 && elem != 8 && elem != 16) return CUDA_ERROR_INVALID_VALUE;
   return AllocPitch(dptr, pitch, w, h);
@@ -1022,15 +1075,25 @@ EXPORT CUresult cuPointerGetAttribute(void* data, int attr, CUdeviceptr p) {
   auto it = d.ptrs.find(p);
   if (it == d.ptrs.end()) return CUDA_ERROR_INVALID_VALUE;
   switch (attr) {
-    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *static_cast<int*>(data) = it->second.dev; return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_CONTEXT: *static_cast<void**>(data) = it->second.ctx; return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *static_cast<size_t*>(data) = it->second.size; return CUDA_SUCCESS;
-    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: *static_cast<void**>(data) = it->second.pool; return CUDA_SUCCESS;
-    default: return CUDA_ERROR_INVALID_VALUE;
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+      *static_cast<int*>(data) = it->second.dev;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_CONTEXT:
+      *static_cast<void**>(data) = it->second.ctx;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+      *static_cast<size_t*>(data) = it->second.size;
+      return CUDA_SUCCESS;
+    case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
+      *static_cast<void**>(data) = it->second.pool;
+      return CUDA_SUCCESS;
+    default:
+      return CUDA_ERROR_INVALID_VALUE;
   }
 }
 
-// ---- arrays --------------------------------------------------------------------------------------
+// ---- arrays
+// --------------------------------------------------------------------------------------
 EXPORT CUresult cuArrayCreate_v2(CUarray* h, const CUDA_ARRAY_DESCRIPTOR* desc) {
   FAKE_ENTER(cuArrayCreate_v2);
   if (desc == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -1044,12 +1107,14 @@ EXPORT CUresult cuArrayCreate(CUarray* h, const CUDA_ARRAY_DESCRIPTOR_v1* desc) 
 EXPORT CUresult cuArray3DCreate_v2(CUarray* h, const CUDA_ARRAY3D_DESCRIPTOR* desc) {
   FAKE_ENTER(cuArray3DCreate_v2);
   if (desc == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return CreateArray(h, desc->Width, desc->Height, desc->Depth, desc->Format, desc->NumChannels, desc->Flags);
+  return CreateArray(h, desc->Width, desc->Height, desc->Depth, desc->Format, desc->NumChannels,
+                     desc->Flags);
 }
 EXPORT CUresult cuArray3DCreate(CUarray* h, const CUDA_ARRAY3D_DESCRIPTOR_v1* desc) {
   FAKE_ENTER(cuArray3DCreate);
   if (desc == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return CreateArray(h, desc->Width, desc->Height, desc->Depth, desc->Format, desc->NumChannels, desc->Flags);
+  return CreateArray(h, desc->Width, desc->Height, desc->Depth, desc->Format, desc->NumChannels,
+                     desc->Flags);
 }
 FAKE_FORWARD(cuArrayDestroy, (CUarray h), DestroyHandle(h))
 static CUresult MemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS* req, void* h) {
@@ -1063,7 +1128,8 @@ static CUresult MemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS* req, void* h)
   req->alignment = 512;
   return CUDA_SUCCESS;
 }
-FAKE_FORWARD(cuArrayGetMemoryRequirements, (CUDA_ARRAY_MEMORY_REQUIREMENTS* req, CUarray h, CUdevice),
+FAKE_FORWARD(cuArrayGetMemoryRequirements,
+             (CUDA_ARRAY_MEMORY_REQUIREMENTS * req, CUarray h, CUdevice),
              MemoryRequirements(req, h))
 EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray* h, const CUDA_ARRAY3D_DESCRIPTOR* desc,
                                        unsigned int levels) {
@@ -1076,8 +1142,9 @@ EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray* h, const CUDA_ARRAY3D_D
   uint64_t fp = 0;
   if ((desc->Flags & 0xc0u) == 0) {
     for (unsigned lv = 0; lv < levels; ++lv)
-      fp += ArrayFootprint(std::max<uint64_t>(desc->Width >> lv, 1), std::max<uint64_t>(desc->Height >> lv, 1),
-                           std::max<uint64_t>(desc->Depth >> lv, 1), desc->Format, desc->NumChannels);
+      fp += ArrayFootprint(
+          std::max<uint64_t>(desc->Width >> lv, 1), std::max<uint64_t>(desc->Height >> lv, 1),
+          std::max<uint64_t>(desc->Depth >> lv, 1), desc->Format, desc->NumChannels);
     fp = RoundUp(fp, d.conf.granularity);
   }
   if (!d.Take(c->dev, fp)) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -1088,9 +1155,11 @@ EXPORT CUresult cuMipmappedArrayCreate(CUmipmappedArray* h, const CUDA_ARRAY3D_D
 }
 FAKE_FORWARD(cuMipmappedArrayDestroy, (CUmipmappedArray h), DestroyHandle(h))
 FAKE_FORWARD(cuMipmappedArrayGetMemoryRequirements,
-             (CUDA_ARRAY_MEMORY_REQUIREMENTS* req, CUmipmappedArray h, CUdevice), MemoryRequirements(req, h))
+             (CUDA_ARRAY_MEMORY_REQUIREMENTS * req, CUmipmappedArray h, CUdevice),
+             MemoryRequirements(req, h))
 
-// ---- stream-ordered allocation and pools ---------------------------------------------------------
+// ---- stream-ordered allocation and pools
+// ---------------------------------------------------------
 static CUresult AllocAsyncImpl(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool) {
   Driver& d = D();
   std::lock_guard<std::mutex> l(d.mu);
@@ -1105,14 +1174,18 @@ static CUresult AllocAsyncImpl(CUdeviceptr* dptr, size_t bytes, CUmemoryPool poo
   }
   return PoolAlloc(d, p, dptr, bytes, c);
 }
-FAKE_FORWARD(cuMemAllocAsync, (CUdeviceptr* dptr, size_t bytes, CUstream), AllocAsyncImpl(dptr, bytes, nullptr))
-FAKE_FORWARD(cuMemAllocAsync_ptsz, (CUdeviceptr* dptr, size_t bytes, CUstream), AllocAsyncImpl(dptr, bytes, nullptr))
-EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream) {
+FAKE_FORWARD(cuMemAllocAsync, (CUdeviceptr * dptr, size_t bytes, CUstream),
+             AllocAsyncImpl(dptr, bytes, nullptr))
+FAKE_FORWARD(cuMemAllocAsync_ptsz, (CUdeviceptr * dptr, size_t bytes, CUstream),
+             AllocAsyncImpl(dptr, bytes, nullptr))
+EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool,
+                                        CUstream) {
   FAKE_ENTER(cuMemAllocFromPoolAsync);
   if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
   return AllocAsyncImpl(dptr, bytes, pool);
 }
-EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool, CUstream) {
+EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t bytes, CUmemoryPool pool,
+                                             CUstream) {
   FAKE_ENTER(cuMemAllocFromPoolAsync_ptsz);
   if (pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
   return AllocAsyncImpl(dptr, bytes, pool);
@@ -1158,7 +1231,8 @@ EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
   Driver& d = D();
   std::lock_guard<std::mutex> l(d.mu);
   Pool* p = reinterpret_cast<Pool*>(pool);
-  if (std::find(d.pools.begin(), d.pools.end(), p) == d.pools.end()) return CUDA_ERROR_INVALID_VALUE;
+  if (std::find(d.pools.begin(), d.pools.end(), p) == d.pools.end())
+    return CUDA_ERROR_INVALID_VALUE;
   ReleasePoolExcessLocked(d, p, keep);
   return CUDA_SUCCESS;
 }
@@ -1170,11 +1244,15 @@ EXPORT CUresult cuMemPoolSetAttribute(CUmemoryPool pool, int attr, void* value) 
   if (value == nullptr || std::find(d.pools.begin(), d.pools.end(), p) == d.pools.end())
     return CUDA_ERROR_INVALID_VALUE;
   uint64_t v = *static_cast<uint64_t*>(value);
-  if (attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD) p->threshold = v;
-  else if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH && v == 0) p->reserved_high = p->reserved;
-  else if (attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH && v == 0) p->used_high = p->used;
+  if (attr == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD)
+    p->threshold = v;
+  else if (attr == CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH && v == 0)
+    p->reserved_high = p->reserved;
+  else if (attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH && v == 0)
+    p->used_high = p->used;
   else if (attr >= 1 && attr <= 3) {
-  } else return CUDA_ERROR_INVALID_VALUE;
+  } else
+    return CUDA_ERROR_INVALID_VALUE;
   return CUDA_SUCCESS;
 }
 EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, int attr, void* value) {
@@ -1186,12 +1264,23 @@ EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, int attr, void* value) 
     return CUDA_ERROR_INVALID_VALUE;
   uint64_t* out = static_cast<uint64_t*>(value);
   switch (attr) {
-    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD: *out = p->threshold; break;
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT: *out = p->reserved; break;
-    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH: *out = p->reserved_high; break;
-    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT: *out = p->used; break;
-    case CU_MEMPOOL_ATTR_USED_MEM_HIGH: *out = p->used_high; break;
-    default: *static_cast<int*>(value) = 1;
+    case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+      *out = p->threshold;
+      break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+      *out = p->reserved;
+      break;
+    case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+      *out = p->reserved_high;
+      break;
+    case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
+      *out = p->used;
+      break;
+    case CU_MEMPOOL_ATTR_USED_MEM_HIGH:
+      *out = p->used_high;
+      break;
+    default:
+      *static_cast<int*>(value) = 1;
   }
   return CUDA_SUCCESS;
 }
@@ -1217,26 +1306,28 @@ EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
   Driver& d = D();
   std::lock_guard<std::mutex> l(d.mu);
   Pool* p = reinterpret_cast<Pool*>(pool);
-  if (dev < 0 || dev >= d.conf.devices || std::find(d.pools.begin(), d.pools.end(), p) == d.pools.end() ||
-      p->dev != dev)
+  if (dev < 0 || dev >= d.conf.devices ||
+      std::find(d.pools.begin(), d.pools.end(), p) == d.pools.end() || p->dev != dev)
     return CUDA_ERROR_INVALID_VALUE;
   DefaultPool(d, dev);
   d.current_pool[dev] = p;
   return CUDA_SUCCESS;
 }
 
-// ---- virtual memory management -------------------------------------------------------------------
+// ---- virtual memory management
+// -------------------------------------------------------------------
 EXPORT CUresult cuMemGetAllocationGranularity(size_t* g, const CUmemAllocationProp* prop, int) {
   FAKE_ENTER(cuMemGetAllocationGranularity);
   if (g == nullptr || prop == nullptr) return CUDA_ERROR_INVALID_VALUE;
   *g = D().conf.granularity;
   return CUDA_SUCCESS;
 }
-EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop,
-                            unsigned long long flags) {
+EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
+                            const CUmemAllocationProp* prop, unsigned long long flags) {
   FAKE_ENTER(cuMemCreate);
   Driver& d = D();
-  if (handle == nullptr || prop == nullptr || flags != 0 || size == 0 || size % d.conf.granularity != 0)
+  if (handle == nullptr || prop == nullptr || flags != 0 || size == 0 ||
+      size % d.conf.granularity != 0)
     return CUDA_ERROR_INVALID_VALUE;
   if (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE || prop->location.id < 0 ||
       prop->location.id >= d.conf.devices)
@@ -1262,7 +1353,8 @@ EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
   --it->second.refs;
   return FreeVmmIfUnused(d, handle);
 }
-EXPORT CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t align, CUdeviceptr, unsigned long long) {
+EXPORT CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t align, CUdeviceptr,
+                                    unsigned long long) {
   FAKE_ENTER(cuMemAddressReserve);
   Driver& d = D();
   if (ptr == nullptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
@@ -1271,13 +1363,14 @@ EXPORT CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t align,
   return CUDA_SUCCESS;
 }
 FAKE_FORWARD(cuMemAddressFree, (CUdeviceptr, size_t), CUDA_SUCCESS)
-EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
-                         unsigned long long flags) {
+EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                         CUmemGenericAllocationHandle handle, unsigned long long flags) {
   FAKE_ENTER(cuMemMap);
   Driver& d = D();
   std::lock_guard<std::mutex> l(d.mu);
   auto it = d.vmm.find(handle);
-  if (it == d.vmm.end() || flags != 0 || offset + size > it->second.size || d.mappings.count(ptr) != 0)
+  if (it == d.vmm.end() || flags != 0 || offset + size > it->second.size ||
+      d.mappings.count(ptr) != 0)
     return CUDA_ERROR_INVALID_VALUE;
   ++it->second.maps;
   d.mappings[ptr] = Mapping{handle, size};
@@ -1318,7 +1411,8 @@ EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handle
   *handle = m->second.handle;
   return CUDA_SUCCESS;
 }
-EXPORT CUresult cuMemExportToShareableHandle(void* os_handle, CUmemGenericAllocationHandle handle, int, unsigned long long) {
+EXPORT CUresult cuMemExportToShareableHandle(void* os_handle, CUmemGenericAllocationHandle handle,
+                                             int, unsigned long long) {
   FAKE_ENTER(cuMemExportToShareableHandle);
   Driver& d = D();
   if (os_handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -1330,7 +1424,8 @@ EXPORT CUresult cuMemExportToShareableHandle(void* os_handle, CUmemGenericAlloca
   *static_cast<int*>(os_handle) = fd;
   return CUDA_SUCCESS;
 }
-EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* os_handle, int) {
+EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle,
+                                               void* os_handle, int) {
   FAKE_ENTER(cuMemImportFromShareableHandle);
   Driver& d = D();
   if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -1350,7 +1445,8 @@ EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* han
   d.vmm[*handle] = h;
   return CUDA_SUCCESS;
 }
-EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp* prop, CUmemGenericAllocationHandle handle) {
+EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp* prop,
+                                                       CUmemGenericAllocationHandle handle) {
   FAKE_ENTER(cuMemGetAllocationPropertiesFromHandle);
   Driver& d = D();
   if (prop == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -1364,7 +1460,8 @@ EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp* prop
   return CUDA_SUCCESS;
 }
 
-// ---- IPC and external memory ---------------------------------------------------------------------
+// ---- IPC and external memory
+// ---------------------------------------------------------------------
 EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle* h, CUdeviceptr p) {
   FAKE_ENTER(cuIpcGetMemHandle);
   Driver& d = D();
@@ -1390,8 +1487,10 @@ static CUresult OpenIpcImpl(CUdeviceptr* out, CUipcMemHandle h) {
   d.ptrs[*out] = PtrObj{ObjKind::kIpc, static_cast<int>(fields[2]), 0, fields[1], c, nullptr};
   return CUDA_SUCCESS;
 }
-FAKE_FORWARD(cuIpcOpenMemHandle, (CUdeviceptr* out, CUipcMemHandle h, unsigned int), OpenIpcImpl(out, h))
-FAKE_FORWARD(cuIpcOpenMemHandle_v2, (CUdeviceptr* out, CUipcMemHandle h, unsigned int), OpenIpcImpl(out, h))
+FAKE_FORWARD(cuIpcOpenMemHandle, (CUdeviceptr * out, CUipcMemHandle h, unsigned int),
+             OpenIpcImpl(out, h))
+FAKE_FORWARD(cuIpcOpenMemHandle_v2, (CUdeviceptr * out, CUipcMemHandle h, unsigned int),
+             OpenIpcImpl(out, h))
 EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr p) {
   FAKE_ENTER(cuIpcCloseMemHandle);
   Driver& d = D();
@@ -1401,7 +1500,8 @@ EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr p) {
   d.ptrs.erase(it);
   return CUDA_SUCCESS;
 }
-EXPORT CUresult cuImportExternalMemory(CUexternalMemory* out, const CUDA_EXTERNAL_MEMORY_HANDLE_DESC* desc) {
+EXPORT CUresult cuImportExternalMemory(CUexternalMemory* out,
+                                       const CUDA_EXTERNAL_MEMORY_HANDLE_DESC* desc) {
   FAKE_ENTER(cuImportExternalMemory);
   Driver& d = D();
   if (out == nullptr || desc == nullptr || desc->size == 0) return CUDA_ERROR_INVALID_VALUE;
@@ -1418,7 +1518,8 @@ EXPORT CUresult cuImportExternalMemory(CUexternalMemory* out, const CUDA_EXTERNA
 }
 FAKE_FORWARD(cuDestroyExternalMemory, (CUexternalMemory ext), DestroyHandle(ext))
 
-// ---- streams, events, launches -------------------------------------------------------------------
+// ---- streams, events, launches
+// -------------------------------------------------------------------
 EXPORT CUresult cuStreamCreate(CUstream* s, unsigned int) {
   FAKE_ENTER(cuStreamCreate);
   Driver& d = D();
@@ -1445,7 +1546,8 @@ static CUresult StreamSync(CUstream s) {
   }
   uint64_t now = NowNs();
   if (tail > now) {
-    timespec ts{static_cast<time_t>((tail - now) / 1000000000), static_cast<long>((tail - now) % 1000000000)};
+    timespec ts{static_cast<time_t>((tail - now) / 1000000000),
+                static_cast<long>((tail - now) % 1000000000)};
     nanosleep(&ts, nullptr);
   }
   std::lock_guard<std::mutex> l(d.mu);
@@ -1514,7 +1616,8 @@ EXPORT CUresult cuEventSynchronize(CUevent e) {
   Event* ev = reinterpret_cast<Event*>(e);
   uint64_t now = NowNs();
   if (ev->time > now) {
-    timespec ts{static_cast<time_t>((ev->time - now) / 1000000000), static_cast<long>((ev->time - now) % 1000000000)};
+    timespec ts{static_cast<time_t>((ev->time - now) / 1000000000),
+                static_cast<long>((ev->time - now) % 1000000000)};
     nanosleep(&ts, nullptr);
   }
   Driver& d = D();
@@ -1542,8 +1645,14 @@ EXPORT CUresult cuModuleGetFunction(CUfunction* f, void*, const char* name) {
   *f = reinterpret_cast<CUfunction>(new Func{ns});
   return CUDA_SUCCESS;
 }
-FAKE_FORWARD(cuLaunchKernel, (CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream s, void**, void**), Launch(f, s))
-FAKE_FORWARD(cuLaunchKernel_ptsz, (CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream s, void**, void**), Launch(f, s))
+FAKE_FORWARD(cuLaunchKernel,
+             (CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+              CUstream s, void**, void**),
+             Launch(f, s))
+FAKE_FORWARD(cuLaunchKernel_ptsz,
+             (CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+              CUstream s, void**, void**),
+             Launch(f, s))
 EXPORT CUresult cuLaunchKernelEx(const CUlaunchConfig* cfg, CUfunction f, void**, void**) {
   FAKE_ENTER(cuLaunchKernelEx);
   if (cfg == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -1554,10 +1663,17 @@ EXPORT CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig* cfg, CUfunction f, v
   if (cfg == nullptr) return CUDA_ERROR_INVALID_VALUE;
   return Launch(f, cfg->hStream);
 }
-FAKE_FORWARD(cuLaunchCooperativeKernel, (CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream s, void**), Launch(f, s))
-FAKE_FORWARD(cuLaunchCooperativeKernel_ptsz, (CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream s, void**), Launch(f, s))
+FAKE_FORWARD(cuLaunchCooperativeKernel,
+             (CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+              CUstream s, void**),
+             Launch(f, s))
+FAKE_FORWARD(cuLaunchCooperativeKernel_ptsz,
+             (CUfunction f, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+              CUstream s, void**),
+             Launch(f, s))
 
-// ---- graphs --------------------------------------------------------------------------------------
+// ---- graphs
+// --------------------------------------------------------------------------------------
 EXPORT CUresult cuGraphCreate(CUgraph* g, unsigned int) {
   FAKE_ENTER(cuGraphCreate);
   if (g == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -1572,7 +1688,8 @@ EXPORT CUresult cuGraphDestroy(CUgraph g) {
 EXPORT CUresult cuGraphAddMemAllocNode(CUgraphNode* node, CUgraph g, const CUgraphNode*, size_t,
                                        CUDA_MEM_ALLOC_NODE_PARAMS* params) {
   FAKE_ENTER(cuGraphAddMemAllocNode);
-  if (node == nullptr || g == nullptr || params == nullptr || params->bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+  if (node == nullptr || g == nullptr || params == nullptr || params->bytesize == 0)
+    return CUDA_ERROR_INVALID_VALUE;
   Graph* gr = reinterpret_cast<Graph*>(g);
   gr->alloc_bytes += RoundUp(params->bytesize, D().conf.granularity);
   gr->dev = params->poolProps.location.id;
@@ -1614,9 +1731,10 @@ EXPORT CUresult cuDeviceGetGraphMemAttribute(CUdevice dev, int attr, void* value
   Driver& d = D();
   if (value == nullptr || dev < 0 || dev >= d.conf.devices) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard<std::mutex> l(d.mu);
-  uint64_t v = attr == CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT || attr == CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH
-                   ? d.graph_reserved[dev]
-                   : 0;
+  uint64_t v =
+      attr == CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT || attr == CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH
+          ? d.graph_reserved[dev]
+          : 0;
   *static_cast<uint64_t*>(value) = v;
   return CUDA_SUCCESS;
 }

@@ -33,12 +33,12 @@ using fakecuda_void_fn = void (*)(void);
 using fakecuda_count_fn = uint64_t (*)(void);
 using fakecuda_fail_fn = void (*)(const char* exported_name, int count, int result);
 
-uint64_t fakecuda_physical_used(int dev);   // every live process sharing the state
-uint64_t fakecuda_process_used(int dev);    // this process
-uint64_t fakecuda_high_water(int dev);      // max of physical_used since the last reset
+uint64_t fakecuda_physical_used(int dev);  // every live process sharing the state
+uint64_t fakecuda_process_used(int dev);   // this process
+uint64_t fakecuda_high_water(int dev);     // max of physical_used since the last reset
 void fakecuda_reset_high_water(void);
 uint64_t fakecuda_calls(const char* exported_name);
-uint64_t fakecuda_live_objects(void);       // this process's live allocations, arrays, handles
+uint64_t fakecuda_live_objects(void);  // this process's live allocations, arrays, handles
 void fakecuda_fail_next(const char* exported_name, int count, int result);
-uint64_t fakecuda_busy_ns(int dev);         // simulated kernel time so far (this process)
+uint64_t fakecuda_busy_ns(int dev);  // simulated kernel time so far (this process)
 }

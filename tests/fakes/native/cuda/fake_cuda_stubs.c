@@ -7,8 +7,10 @@
 
 int fakecuda_unimplemented(const char* name);
 
-#define GPUSHARE_CUDA_EXPORT(name) \
-  __attribute__((weak, visibility("default"))) int name(void) { return fakecuda_unimplemented(#name); }
+#define GPUSHARE_CUDA_EXPORT(name)                              \
+  __attribute__((weak, visibility("default"))) int name(void) { \
+    return fakecuda_unimplemented(#name);                       \
+  }
 #include "interpose/generated/libcuda_exports.inc"
 #undef GPUSHARE_CUDA_EXPORT
 

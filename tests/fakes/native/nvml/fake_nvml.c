@@ -32,8 +32,8 @@
 
 struct nvmlDevice_st {
   int is_mig;
-  int gpu;   /* index of the GPU (the parent for a MIG device) */
-  int slot;  /* MIG slot, -1 for a GPU */
+  int gpu;  /* index of the GPU (the parent for a MIG device) */
+  int slot; /* MIG slot, -1 for a GPU */
 };
 
 typedef struct {
@@ -198,19 +198,32 @@ static int load_config(const char* path) {
       g->mig_capable = -1;
       snprintf(g->pci, sizeof(g->pci), "00000000:%02X:00.0", 0x17 + (int)g_ngpus);
       while (next_kv(&p, key, sizeof(key), val, sizeof(val))) {
-        if (strcmp(key, "uuid") == 0) copy(g->uuid, sizeof(g->uuid), val);
-        else if (strcmp(key, "name") == 0) copy(g->name, sizeof(g->name), val);
-        else if (strcmp(key, "memory_mib") == 0) g->memory_mib = strtoull(val, NULL, 10);
-        else if (strcmp(key, "used_mib") == 0) g->used_mib = strtoull(val, NULL, 10);
-        else if (strcmp(key, "reserved_mib") == 0) g->reserved_mib = strtoull(val, NULL, 10);
-        else if (strcmp(key, "cc") == 0) sscanf(val, "%d.%d", &g->cc_major, &g->cc_minor);
-        else if (strcmp(key, "pci") == 0) copy(g->pci, sizeof(g->pci), val);
-        else if (strcmp(key, "sms") == 0) g->sms = (unsigned)atoi(val);
-        else if (strcmp(key, "mig") == 0) g->mig_enabled = atoi(val);
-        else if (strcmp(key, "mig_pending") == 0) g->mig_pending = atoi(val);
-        else if (strcmp(key, "mig_capable") == 0) g->mig_capable = atoi(val);
-        else if (strcmp(key, "max_mig") == 0) g->max_mig = (unsigned)atoi(val);
-        else if (strcmp(key, "events") == 0) g->events = atoi(val);
+        if (strcmp(key, "uuid") == 0)
+          copy(g->uuid, sizeof(g->uuid), val);
+        else if (strcmp(key, "name") == 0)
+          copy(g->name, sizeof(g->name), val);
+        else if (strcmp(key, "memory_mib") == 0)
+          g->memory_mib = strtoull(val, NULL, 10);
+        else if (strcmp(key, "used_mib") == 0)
+          g->used_mib = strtoull(val, NULL, 10);
+        else if (strcmp(key, "reserved_mib") == 0)
+          g->reserved_mib = strtoull(val, NULL, 10);
+        else if (strcmp(key, "cc") == 0)
+          sscanf(val, "%d.%d", &g->cc_major, &g->cc_minor);
+        else if (strcmp(key, "pci") == 0)
+          copy(g->pci, sizeof(g->pci), val);
+        else if (strcmp(key, "sms") == 0)
+          g->sms = (unsigned)atoi(val);
+        else if (strcmp(key, "mig") == 0)
+          g->mig_enabled = atoi(val);
+        else if (strcmp(key, "mig_pending") == 0)
+          g->mig_pending = atoi(val);
+        else if (strcmp(key, "mig_capable") == 0)
+          g->mig_capable = atoi(val);
+        else if (strcmp(key, "max_mig") == 0)
+          g->max_mig = (unsigned)atoi(val);
+        else if (strcmp(key, "events") == 0)
+          g->events = atoi(val);
         else {
           warn(path, ln, "unknown gpu key", key);
           bad = 1;
@@ -234,17 +247,28 @@ static int load_config(const char* path) {
       m.slices = 1;
       m.ci_slices = 0;
       while (next_kv(&p, key, sizeof(key), val, sizeof(val))) {
-        if (strcmp(key, "gpu") == 0) gpu = atoi(val);
-        else if (strcmp(key, "slot") == 0) slot = atoi(val);
-        else if (strcmp(key, "uuid") == 0) copy(m.uuid, sizeof(m.uuid), val);
-        else if (strcmp(key, "name") == 0) copy(m.name, sizeof(m.name), val);
-        else if (strcmp(key, "gi") == 0) m.gi = (unsigned)atoi(val);
-        else if (strcmp(key, "ci") == 0) m.ci = (unsigned)atoi(val);
-        else if (strcmp(key, "memory_mib") == 0) m.memory_mib = strtoull(val, NULL, 10);
-        else if (strcmp(key, "used_mib") == 0) m.used_mib = strtoull(val, NULL, 10);
-        else if (strcmp(key, "slices") == 0) m.slices = (unsigned)atoi(val);
-        else if (strcmp(key, "ci_slices") == 0) m.ci_slices = (unsigned)atoi(val);
-        else if (strcmp(key, "sms") == 0) m.sms = (unsigned)atoi(val);
+        if (strcmp(key, "gpu") == 0)
+          gpu = atoi(val);
+        else if (strcmp(key, "slot") == 0)
+          slot = atoi(val);
+        else if (strcmp(key, "uuid") == 0)
+          copy(m.uuid, sizeof(m.uuid), val);
+        else if (strcmp(key, "name") == 0)
+          copy(m.name, sizeof(m.name), val);
+        else if (strcmp(key, "gi") == 0)
+          m.gi = (unsigned)atoi(val);
+        else if (strcmp(key, "ci") == 0)
+          m.ci = (unsigned)atoi(val);
+        else if (strcmp(key, "memory_mib") == 0)
+          m.memory_mib = strtoull(val, NULL, 10);
+        else if (strcmp(key, "used_mib") == 0)
+          m.used_mib = strtoull(val, NULL, 10);
+        else if (strcmp(key, "slices") == 0)
+          m.slices = (unsigned)atoi(val);
+        else if (strcmp(key, "ci_slices") == 0)
+          m.ci_slices = (unsigned)atoi(val);
+        else if (strcmp(key, "sms") == 0)
+          m.sms = (unsigned)atoi(val);
         else {
           warn(path, ln, "unknown mig key", key);
           bad = 1;
@@ -291,24 +315,24 @@ static nvmlReturn_t injected(const char* fn) {
 }
 
 /* Common entry checks: initialised, injected failure. Returns with the lock held on success. */
-#define ENTER(fn)                                   \
-  pthread_mutex_lock(&g_mu);                        \
-  if (g_refcount == 0) {                            \
-    pthread_mutex_unlock(&g_mu);                    \
-    return NVML_ERROR_UNINITIALIZED;                \
-  }                                                 \
-  do {                                              \
-    nvmlReturn_t inj_ = injected(fn);               \
-    if (inj_ != NVML_SUCCESS) {                     \
-      pthread_mutex_unlock(&g_mu);                  \
-      return inj_;                                  \
-    }                                               \
+#define ENTER(fn)                     \
+  pthread_mutex_lock(&g_mu);          \
+  if (g_refcount == 0) {              \
+    pthread_mutex_unlock(&g_mu);      \
+    return NVML_ERROR_UNINITIALIZED;  \
+  }                                   \
+  do {                                \
+    nvmlReturn_t inj_ = injected(fn); \
+    if (inj_ != NVML_SUCCESS) {       \
+      pthread_mutex_unlock(&g_mu);    \
+      return inj_;                    \
+    }                                 \
   } while (0)
 
-#define LEAVE(code)             \
-  do {                          \
+#define LEAVE(code)              \
+  do {                           \
     pthread_mutex_unlock(&g_mu); \
-    return (code);              \
+    return (code);               \
   } while (0)
 
 static FakeGpu* gpu_of(nvmlDevice_t d) {
@@ -363,7 +387,9 @@ EXPORT nvmlReturn_t nvmlInit_v2(void) {
   return NVML_SUCCESS;
 }
 
-EXPORT nvmlReturn_t nvmlInit(void) { return nvmlInit_v2(); }
+EXPORT nvmlReturn_t nvmlInit(void) {
+  return nvmlInit_v2();
+}
 
 EXPORT nvmlReturn_t nvmlShutdown(void) {
   pthread_mutex_lock(&g_mu);
@@ -374,21 +400,36 @@ EXPORT nvmlReturn_t nvmlShutdown(void) {
 
 EXPORT const char* nvmlErrorString(nvmlReturn_t r) {
   switch (r) {
-    case NVML_SUCCESS: return "Success";
-    case NVML_ERROR_UNINITIALIZED: return "Uninitialized";
-    case NVML_ERROR_INVALID_ARGUMENT: return "Invalid Argument";
-    case NVML_ERROR_NOT_SUPPORTED: return "Not Supported";
-    case NVML_ERROR_NO_PERMISSION: return "Insufficient Permissions";
-    case NVML_ERROR_ALREADY_INITIALIZED: return "Already Initialized";
-    case NVML_ERROR_NOT_FOUND: return "Not Found";
-    case NVML_ERROR_INSUFFICIENT_SIZE: return "Insufficient Size";
-    case NVML_ERROR_DRIVER_NOT_LOADED: return "Driver Not Loaded";
-    case NVML_ERROR_TIMEOUT: return "Timeout";
-    case NVML_ERROR_GPU_IS_LOST: return "GPU is lost";
-    case NVML_ERROR_LIB_RM_VERSION_MISMATCH: return "RM has detected an NVML/RM version mismatch.";
-    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH: return "Argument version mismatch";
-    case NVML_ERROR_MEMORY: return "Insufficient Memory";
-    default: return "Unknown Error";
+    case NVML_SUCCESS:
+      return "Success";
+    case NVML_ERROR_UNINITIALIZED:
+      return "Uninitialized";
+    case NVML_ERROR_INVALID_ARGUMENT:
+      return "Invalid Argument";
+    case NVML_ERROR_NOT_SUPPORTED:
+      return "Not Supported";
+    case NVML_ERROR_NO_PERMISSION:
+      return "Insufficient Permissions";
+    case NVML_ERROR_ALREADY_INITIALIZED:
+      return "Already Initialized";
+    case NVML_ERROR_NOT_FOUND:
+      return "Not Found";
+    case NVML_ERROR_INSUFFICIENT_SIZE:
+      return "Insufficient Size";
+    case NVML_ERROR_DRIVER_NOT_LOADED:
+      return "Driver Not Loaded";
+    case NVML_ERROR_TIMEOUT:
+      return "Timeout";
+    case NVML_ERROR_GPU_IS_LOST:
+      return "GPU is lost";
+    case NVML_ERROR_LIB_RM_VERSION_MISMATCH:
+      return "RM has detected an NVML/RM version mismatch.";
+    case NVML_ERROR_ARGUMENT_VERSION_MISMATCH:
+      return "Argument version mismatch";
+    case NVML_ERROR_MEMORY:
+      return "Insufficient Memory";
+    default:
+      return "Unknown Error";
   }
 }
 
@@ -418,7 +459,9 @@ EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* count) {
   LEAVE(NVML_SUCCESS);
 }
 
-EXPORT nvmlReturn_t nvmlDeviceGetCount(unsigned int* count) { return nvmlDeviceGetCount_v2(count); }
+EXPORT nvmlReturn_t nvmlDeviceGetCount(unsigned int* count) {
+  return nvmlDeviceGetCount_v2(count);
+}
 
 EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device) {
   ENTER("nvmlDeviceGetHandleByIndex_v2");
@@ -522,7 +565,8 @@ EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v
   LEAVE(NVML_SUCCESS);
 }
 
-EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int* major, int* minor) {
+EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int* major,
+                                                       int* minor) {
   ENTER("nvmlDeviceGetCudaComputeCapability");
   FakeGpu* g = gpu_of(device);
   if (g == NULL || major == NULL || minor == NULL) LEAVE(NVML_ERROR_INVALID_ARGUMENT);
@@ -744,8 +788,8 @@ static void parse_event_line(struct nvmlEventSet_st* set, char* line) {
       }
     }
   }
-  if (gpu < 0 || (unsigned)gpu >= g_ngpus) return;  /* not a device of this node */
-  if ((set->mask[gpu] & nvmlEventTypeXidCriticalError) == 0) return;  /* not registered */
+  if (gpu < 0 || (unsigned)gpu >= g_ngpus) return;                   /* not a device of this node */
+  if ((set->mask[gpu] & nvmlEventTypeXidCriticalError) == 0) return; /* not registered */
   e.device = &g_gpus[gpu].handle; /* MIG events name the parent GPU, with GI/CI */
   if (gi >= 0) e.gpuInstanceId = (unsigned)gi;
   if (ci >= 0) e.computeInstanceId = (unsigned)ci;
@@ -787,12 +831,14 @@ EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* dat
     }
     if (set->npending > 0) {
       *data = set->pending[0];
-      memmove(&set->pending[0], &set->pending[1], sizeof(set->pending[0]) * (size_t)(set->npending - 1));
+      memmove(&set->pending[0], &set->pending[1],
+              sizeof(set->pending[0]) * (size_t)(set->npending - 1));
       --set->npending;
       LEAVE(NVML_SUCCESS);
     }
     clock_gettime(CLOCK_MONOTONIC, &now);
-    long long elapsed = (now.tv_sec - start.tv_sec) * 1000LL + (now.tv_nsec - start.tv_nsec) / 1000000LL;
+    long long elapsed =
+        (now.tv_sec - start.tv_sec) * 1000LL + (now.tv_nsec - start.tv_nsec) / 1000000LL;
     if (elapsed >= (long long)timeoutms) LEAVE(NVML_ERROR_TIMEOUT);
     /* Sleep without the lock so other threads can call in. */
     pthread_mutex_unlock(&g_mu);

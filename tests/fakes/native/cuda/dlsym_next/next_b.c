@@ -1,2 +1,4 @@
 /* RTLD_NEXT check, library B: the wrapped definition. */
-__attribute__((visibility("default"))) int gpushare_next_target(void) { return 2; }
+__attribute__((visibility("default"))) int gpushare_next_target(void) {
+  return 2;
+}

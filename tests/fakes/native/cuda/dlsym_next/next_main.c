@@ -12,7 +12,8 @@ int main(void) {
   void* via_handle = dlsym(libc, "strlen");
   void* via_default = dlsym(RTLD_DEFAULT, "strlen");
   printf("next %d\n", gpushare_next_target());
-  printf("strlen %d\n", via_handle != 0 && via_handle == via_default && via_handle == (void*)&strlen);
+  printf("strlen %d\n",
+         via_handle != 0 && via_handle == via_default && via_handle == (void*)&strlen);
   printf("missing %d\n", dlsym(RTLD_DEFAULT, "cuThisDoesNotExist") == 0);
   return 0;
 }
