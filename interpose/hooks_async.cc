@@ -34,7 +34,7 @@ bool SettleAsync(FreeAsync free_async, CUdeviceptr ptr, CUstream stream, const T
   }
   if (known_pool != nullptr) pp.pool = known_pool;
   const OrdinalInfo* o = Ordinal(pp.ordinal);
-  int dev = (o != nullptr && o->dev >= 0 && o->memory_limited != 0) ? o->dev : -1;
+  int dev = (o != nullptr && o->dev >= 0 && o->memory_limited != 0) ? o->dev : kDevNotAccounted;
   if (dev != t.dev()) {
     // Allocated on another device than the current context's: give the reservation back; the
     // pool's growth on its own device is reserved below.
@@ -142,7 +142,7 @@ CUresult FreeAsync(Fn real, CUdeviceptr dptr, CUstream stream) {
       PoolInfo* p = FindPool(reinterpret_cast<CUmemoryPool>(e.aux));
       bool release_pool = false;
       uint64_t pool_charge = 0;
-      int pool_dev = -1;
+      int pool_dev = kDevNotAccounted;
       if (p != nullptr) {
         if (p->outstanding > 0) --p->outstanding;
         if (p->destroyed && p->outstanding == 0) {
@@ -265,7 +265,7 @@ CUresult LearnPool(CUresult r, CUmemoryPool* pool, CUdevice dev) {
     Target t;
     bool accounted = TargetForOrdinal(dev, &t);
     LockLocal();
-    AddPool(*pool, dev, accounted ? t.dev() : -1);
+    AddPool(*pool, dev, accounted ? t.dev() : kDevNotAccounted);
     UnlockLocal();
   }
   return r;

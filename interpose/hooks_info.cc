@@ -9,7 +9,7 @@ namespace {
 // min(total - container usage, physical free). Never negative, never an error.
 bool ClampInfo(const OrdinalInfo* o, uint64_t* free_bytes, uint64_t* total_bytes) {
   if (!MemoryAccounted(o)) return false;
-  if (o->dev == -2) {
+  if (RegionUnusable(o)) {
     *total_bytes = Min(*total_bytes, o->limit);
     *free_bytes = 0;
     return true;

@@ -382,7 +382,7 @@ const OrdinalInfo* Ordinal(int ordinal) {
     have_uuid = !UuidIsZero(uuid);
   }
   DeviceLimits lim = LimitsFor(g_config, ordinal, have_uuid ? uuid : nullptr);
-  o->dev = -1;
+  o->dev = kDevNotAccounted;
   o->sm_limit = 0;
   o->limit = 0;
   o->memory_limited = 0;
@@ -422,18 +422,18 @@ const OrdinalInfo* Ordinal(int ordinal) {
               id, static_cast<unsigned long long>(rd.memory_limit),
               static_cast<unsigned long long>(lim.memory_limit), rd.sm_limit, lim.sm_limit);
         }
-        o->dev = rd.limited != 0 || rd.sm_limit != 0 ? dev : -1;
+        o->dev = rd.limited != 0 || rd.sm_limit != 0 ? dev : kDevNotAccounted;
         o->limit = rd.limited != 0 ? rd.memory_limit : 0;
         o->memory_limited = rd.limited != 0 ? 1 : 0;
         o->sm_limit = rd.sm_limit;
       } else {
         Log(kLogError, "msg=\"shared region device table full; refusing allocations\" ordinal=%d",
             ordinal);
-        o->dev = -2;
+        o->dev = kDevRegionUnusable;
         o->memory_limited = 1;
       }
     } else {
-      o->dev = -2;  // limited but no usable region: refuse (never over-commit)
+      o->dev = kDevRegionUnusable;  // limited but no usable region: refuse (never over-commit)
       o->limit = lim.memory_limit;
       o->memory_limited = 1;
     }
@@ -461,7 +461,7 @@ bool CurrentContext(CUcontext* ctx, int* ordinal) {
 // ------------------------------------------------------------------------------------
 
 bool Reserve(int dev, uint64_t bytes, const char* api) {
-  if (g_config.fail_closed || dev == -2) {
+  if (g_config.fail_closed || dev == kDevRegionUnusable) {
     if (!LoadRelaxed(&g_warned_fail_closed)) {
       StoreRelaxed(&g_warned_fail_closed, true);
       Log(kLogError,

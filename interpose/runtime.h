@@ -56,10 +56,16 @@ void EnsureInit();
 bool Active();
 const Config& GetConfig();
 
+// OrdinalInfo::dev when it is not a region device index (>= 0).
+enum : int32_t {
+  kDevNotAccounted = -1,    // nothing is enforced on this device: allocations pass through
+  kDevRegionUnusable = -2,  // a limit applies but no region slot holds it: refuse (fail closed)
+};
+
 // What one device (by this process's ordinal) is, once probed.
 struct OrdinalInfo {
   uint32_t probed;          // 1 when the fields below are valid (acquire)
-  int32_t dev;              // region device index, -1 = not limited / not accounted
+  int32_t dev;              // region device index, or kDevNotAccounted / kDevRegionUnusable
   uint32_t sm_limit;        // 0 = none
   uint64_t granularity;     // VMM minimum granularity (the driver's large page), default 2 MiB
   uint64_t limit;           // memory limit as enforced by the region
@@ -67,10 +73,15 @@ struct OrdinalInfo {
   uint8_t uuid[16];
 };
 
-// True when memory on this device is accounted: it has a memory limit (dev >= 0), or it must be
-// refused because the region is unusable (dev == -2).
+// True when the device has a limit the region cannot hold: its allocations are refused.
+inline bool RegionUnusable(const OrdinalInfo* o) {
+  return o != nullptr && o->dev == kDevRegionUnusable;
+}
+
+// True when memory on this device is accounted: it has a memory limit (a region device index),
+// or it must be refused because the region is unusable.
 inline bool MemoryAccounted(const OrdinalInfo* o) {
-  return o != nullptr && (o->dev == -2 || (o->dev >= 0 && o->memory_limited != 0));
+  return o != nullptr && (RegionUnusable(o) || (o->dev >= 0 && o->memory_limited != 0));
 }
 
 // Probes a device ordinal (UUID, limits, region device). Thread-safe; nullptr if out of range.
