@@ -199,32 +199,39 @@ Result<ObjectMeta> DecodeObjectMeta(const json& j, std::string_view path) {
   return m;
 }
 
+namespace {
+
+// The object's "metadata" (when present) into *meta; `kind` names it in messages.
+Status DecodeMetadataOf(const json& j, std::string_view kind, ObjectMeta* meta) {
+  const json* m = Member(j, "metadata");
+  if (m == nullptr) return Status::Ok();
+  GPUSHARE_ASSIGN_OR_RETURN(*meta, DecodeObjectMeta(*m, std::string(kind) + ".metadata"));
+  return Status::Ok();
+}
+
+// The pod spec's list `key` of containers, appended to *out.
+Status DecodeContainers(const json& spec, const char* key, std::vector<Container>* out) {
+  return ForEach(spec, key, "pod.spec", [&](const json& e, const std::string& ep) {
+    Container c;
+    GPUSHARE_RETURN_IF_ERROR(DecodeContainer(e, ep, &c));
+    out->push_back(std::move(c));
+    return Status::Ok();
+  });
+}
+
+}  // namespace
+
 Result<Pod> DecodePod(const json& j) {
   GPUSHARE_RETURN_IF_ERROR(RequireObject(j, "pod"));
   Pod p;
-  if (const json* meta = Member(j, "metadata")) {
-    GPUSHARE_ASSIGN_OR_RETURN(ObjectMeta m, DecodeObjectMeta(*meta, "pod.metadata"));
-    p.metadata = std::move(m);
-  }
+  GPUSHARE_RETURN_IF_ERROR(DecodeMetadataOf(j, "pod", &p.metadata));
   GPUSHARE_ASSIGN_OR_RETURN(const json* spec, ObjectMember(j, "spec", "pod"));
   if (spec != nullptr) {
     const json& s = *spec;
     GPUSHARE_RETURN_IF_ERROR(GetString(s, "nodeName", "pod.spec", &p.spec.node_name));
     GPUSHARE_RETURN_IF_ERROR(GetString(s, "schedulerName", "pod.spec", &p.spec.scheduler_name));
-    GPUSHARE_RETURN_IF_ERROR(
-        ForEach(s, "containers", "pod.spec", [&](const json& e, const std::string& ep) {
-          Container c;
-          GPUSHARE_RETURN_IF_ERROR(DecodeContainer(e, ep, &c));
-          p.spec.containers.push_back(std::move(c));
-          return Status::Ok();
-        }));
-    GPUSHARE_RETURN_IF_ERROR(
-        ForEach(s, "initContainers", "pod.spec", [&](const json& e, const std::string& ep) {
-          Container c;
-          GPUSHARE_RETURN_IF_ERROR(DecodeContainer(e, ep, &c));
-          p.spec.init_containers.push_back(std::move(c));
-          return Status::Ok();
-        }));
+    GPUSHARE_RETURN_IF_ERROR(DecodeContainers(s, "containers", &p.spec.containers));
+    GPUSHARE_RETURN_IF_ERROR(DecodeContainers(s, "initContainers", &p.spec.init_containers));
   }
   GPUSHARE_ASSIGN_OR_RETURN(const json* status, ObjectMember(j, "status", "pod"));
   if (status != nullptr) {
@@ -240,10 +247,7 @@ Result<Pod> DecodePod(const json& j) {
 Result<Node> DecodeNode(const json& j) {
   GPUSHARE_RETURN_IF_ERROR(RequireObject(j, "node"));
   Node n;
-  if (const json* meta = Member(j, "metadata")) {
-    GPUSHARE_ASSIGN_OR_RETURN(ObjectMeta m, DecodeObjectMeta(*meta, "node.metadata"));
-    n.metadata = std::move(m);
-  }
+  GPUSHARE_RETURN_IF_ERROR(DecodeMetadataOf(j, "node", &n.metadata));
   GPUSHARE_ASSIGN_OR_RETURN(const json* spec, ObjectMember(j, "spec", "node"));
   if (spec != nullptr) {
     GPUSHARE_RETURN_IF_ERROR(GetBool(*spec, "unschedulable", "node.spec", &n.unschedulable));
@@ -286,10 +290,7 @@ Result<Event> DecodeEvent(const json& j) {
   Event e;
   e.type.clear();
   e.count = 0;
-  if (const json* meta = Member(j, "metadata")) {
-    GPUSHARE_ASSIGN_OR_RETURN(ObjectMeta m, DecodeObjectMeta(*meta, "event.metadata"));
-    e.metadata = std::move(m);
-  }
+  GPUSHARE_RETURN_IF_ERROR(DecodeMetadataOf(j, "event", &e.metadata));
   GPUSHARE_ASSIGN_OR_RETURN(const json* io, ObjectMember(j, "involvedObject", "event"));
   if (io != nullptr) {
     const json& o = *io;

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "base/logfmt.h"
+#include "base/logging.h"
 #include "base/strings.h"
 #include "config/duration.h"
 #include "config/flag_checks.h"
@@ -109,18 +110,9 @@ void BlockServeSignals() {
 }
 
 Status ConfigureLogging(const std::string& level) {
-  spdlog::level::level_enum l = spdlog::level::from_str(level);
-  if (l == spdlog::level::off && level != "off") {
-    return Status::InvalidArgument(
-        "--log-level: must be trace, debug, info, warn, error or off, got " + level);
-  }
-  auto logger = spdlog::get("gpushare");
-  if (!logger) logger = spdlog::stderr_logger_mt("gpushare");
-  logger->set_pattern("ts=%Y-%m-%dT%H:%M:%S.%e%z level=%l %v");
-  logger->set_level(l);
-  logger->flush_on(spdlog::level::trace);  // a daemon's log must not sit in a buffer
-  spdlog::set_default_logger(logger);
-  return Status::Ok();
+  if (::gpushare::ConfigureLogging(level)) return Status::Ok();
+  return Status::InvalidArgument("--log-level: must be " + std::string(kLogLevels) + ", got " +
+                                 level);
 }
 
 std::unique_ptr<HealthFeed> MakeHealthFeed(std::unique_ptr<HealthEventSource> source,

@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include "base/logfmt.h"
+#include "base/logging.h"
 #include "kube/config.h"
 
 namespace gpushare::scheduler {
@@ -48,17 +49,9 @@ void OnSignal(int) {
 }  // namespace
 
 Status ConfigureSchedulerLogging(const std::string& level) {
-  spdlog::level::level_enum l = spdlog::level::from_str(level);
-  if (l == spdlog::level::off && level != "off")
-    return Status::InvalidArgument(
-        "--log-level: must be trace, debug, info, warn, error or off, got " + level);
-  auto logger = spdlog::get("gpushare");
-  if (!logger) logger = spdlog::stderr_logger_mt("gpushare");
-  logger->set_pattern("ts=%Y-%m-%dT%H:%M:%S.%e%z level=%l %v");
-  logger->set_level(l);
-  logger->flush_on(spdlog::level::trace);
-  spdlog::set_default_logger(logger);
-  return Status::Ok();
+  if (ConfigureLogging(level)) return Status::Ok();
+  return Status::InvalidArgument("--log-level: must be " + std::string(kLogLevels) + ", got " +
+                                 level);
 }
 
 SchedulerService::SchedulerService(ServiceOptions options) : options_(std::move(options)) {}
