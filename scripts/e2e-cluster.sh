@@ -7,6 +7,9 @@
 #   scripts/e2e-cluster.sh status   what runs, where it logs; exit 0 only when all of it runs
 #   scripts/e2e-cluster.sh scheduler-plain      kube-scheduler restarted with its defaults
 #   scripts/e2e-cluster.sh host-gpushare-stop   gpushare's host processes stopped (Helm tests)
+#   scripts/e2e-cluster.sh forget-images PREFIX  every node's containerd forgets the images whose
+#                                               names start with PREFIX (a rebuilt image keeps
+#                                               its tag, and IfNotPresent would run the old one)
 #
 # What runs: etcd, kube-apiserver (TLS, serving and advertising 127.0.0.1 only, so with
 # --endpoint-reconciler-type=none: the `kubernetes` Service has no endpoints, and nothing needs
@@ -404,6 +407,19 @@ cmd_host_gpushare_stop() {
   for n in "${nodes[@]}"; do stop_pid "gpushare-node-$n" 10; done
   stop_pid gpushare-scheduler 10
   log "gpushare host processes stopped"
+}
+
+cmd_forget_images() {
+  local prefix=${1:?forget-images: which image name prefix?} n ref count
+  for n in "${nodes[@]}"; do
+    pid_alive "node-$n" || continue
+    count=0
+    while read -r ref; do
+      [ -n "$ref" ] || continue
+      node_ctr "$n" -n k8s.io images rm "$ref" >/dev/null && count=$((count + 1))
+    done < <(node_ctr "$n" -n k8s.io images ls -q | awk -v p="$prefix" 'index($0, p) == 1')
+    log "node $n: forgot $count image(s) named $prefix*"
+  done
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -852,5 +868,6 @@ case "${1:-}" in
   status) cmd_status ;;
   scheduler-plain) cmd_scheduler_plain ;;
   host-gpushare-stop) cmd_host_gpushare_stop ;;
-  *) echo "usage: $0 up|down|status|scheduler-plain|host-gpushare-stop" >&2; exit 2 ;;
+  forget-images) cmd_forget_images "${2:-}" ;;
+  *) echo "usage: $0 up|down|status|scheduler-plain|host-gpushare-stop|forget-images PREFIX" >&2; exit 2 ;;
 esac

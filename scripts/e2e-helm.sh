@@ -52,6 +52,9 @@ say "helm $("$helm" version --short), cluster $kver, images $version then $tag_b
 "$helm" uninstall nvidia-device-plugin -n nvidia-device-plugin --ignore-not-found --wait >/dev/null 2>&1 || true
 "$kubectl" delete namespace "$ns" nvidia-device-plugin --ignore-not-found --wait=true --timeout=180s >/dev/null
 "$kubectl" delete pod gpu-mem-test --ignore-not-found --wait=true >/dev/null
+# gpushare's images are rebuilt under the same tags: the nodes must not keep running the ones an
+# earlier run pulled (IfNotPresent), so they forget them and pull again.
+"$cluster" forget-images "$registry/gpushare/" >&2
 
 # ---------------------------------------------------------------------------------------------
 # 1. Lint, template, the API server's dry run.
