@@ -46,6 +46,16 @@ done
 trap cleanup EXIT
 "$cluster" up
 "$cluster" status >/dev/null || fail "status after up says something is stopped"
+# A Helm release that an earlier, failed run left (etcd outlives `down`) would run a second
+# gpushare-node beside the host processes, answering kubelet with its own library: gone first.
+# The host agents then start again, so that theirs are the registrations kubelet holds.
+if [ -x "$bin/helm" ] && "$bin/helm" status gpushare -n gpushare >/dev/null 2>&1; then
+  echo "e2e-test: an earlier run's Helm release is installed: uninstalling it" >&2
+  "$bin/helm" uninstall gpushare -n gpushare --wait --timeout 3m >/dev/null || fail "helm uninstall of the earlier release"
+  "$kubectl" delete namespace gpushare e2e-helm --ignore-not-found --wait=true --timeout=180s >/dev/null
+  "$cluster" host-gpushare-stop
+  "$cluster" up
+fi
 
 # Helpers and the seed checks, shared with scripts/e2e-helm.sh.
 source "$repo/scripts/e2e-lib.sh"
