@@ -203,6 +203,15 @@ new_pods() {
 gpu_pod before-slice ts nvidia.com/gpu 1
 gpu_pod before-mig mig nvidia.com/mig-1g.10gb 1
 for p in before-slice before-mig; do running "$p"; done
+# Pods the seed checks deleted may still be terminating; kubelet lists their devices until they
+# are gone, and a snapshot taken then would differ from the next one for no fault of gpushare's.
+settled=
+for _ in $(seq 1 120); do
+  [ -z "$("$kubectl" get pods -A -o jsonpath='{range .items[?(@.metadata.deletionTimestamp)]}{.metadata.name}{"\n"}{end}')" ] &&
+    [ "$(all_holdings)" = "$(sleep 1; all_holdings)" ] && { settled=1; break; }
+  sleep 1
+done
+[ -n "$settled" ] || fail "pods still terminating, or PodResources still changing, 2 min after the seed checks"
 all_allocatable >"$state/allocatable.before"
 all_holdings >"$state/holdings.before"
 mem_annotations >"$state/annotations.before"
