@@ -8,10 +8,6 @@
 
 namespace gpushare::node {
 
-namespace {
-
-using nlohmann::json;
-
 const char* MigStrategyName(MigStrategy s) {
   switch (s) {
     case MigStrategy::kNone:
@@ -23,6 +19,10 @@ const char* MigStrategyName(MigStrategy s) {
   }
   return "none";
 }
+
+namespace {
+
+using nlohmann::json;
 
 std::vector<std::string> DeviceListNames(const DeviceListStrategy& d) {
   std::vector<std::string> v;

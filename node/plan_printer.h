@@ -28,4 +28,7 @@ struct PlanPrintInput {
 
 std::string FormatPlan(const PlanPrintInput& in, PlanFormat format);
 
+// The name flags.migStrategy takes for `s`: none, single or mixed.
+const char* MigStrategyName(MigStrategy s);
+
 }  // namespace gpushare::node

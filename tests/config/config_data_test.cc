@@ -19,6 +19,7 @@
 #include "base/strings.h"
 #include "config/duration.h"
 #include "config/node_config_loader.h"
+#include "node/plan_printer.h"
 #include "tests/datadriven.h"
 
 namespace gpushare {
@@ -27,15 +28,7 @@ namespace {
 using datadriven::Case;
 
 const char* Name(MigStrategy s) {
-  switch (s) {
-    case MigStrategy::kNone:
-      return "none";
-    case MigStrategy::kSingle:
-      return "single";
-    case MigStrategy::kMixed:
-      return "mixed";
-  }
-  return "?";
+  return node::MigStrategyName(s);
 }
 const char* Name(DeviceIdStrategy s) {
   return s == DeviceIdStrategy::kUuid ? "uuid" : "index";
