@@ -11,6 +11,9 @@ BUILD_PACKAGES=(
   protobuf-compiler libprotobuf-dev protobuf-compiler-grpc libgrpc++-dev libgrpc-dev
   libyaml-cpp-dev nlohmann-json3-dev libcurl4-openssl-dev libcpp-httplib-dev libssl-dev
   libcli11-dev libspdlog-dev libfmt-dev
+  # prometheus-cpp: the metric types, registry and text exposition of both daemons' /metrics
+  # (node/metrics.h, scheduler/metrics.h); civetweb (its dependency) serves gpushare-node's.
+  prometheus-cpp-dev libcivetweb-dev
 )
 PACKAGES=(
   "${BUILD_PACKAGES[@]}"

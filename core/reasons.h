@@ -1,0 +1,51 @@
+// reasons.h: the stable reason codes gpushare gives when it refuses or fails something.
+//
+// One vocabulary for three audiences: the `reason` of the Kubernetes Events gpushare records
+// on pods (kubectl describe pod), the `reason` label of the refusal and failure counters in
+// both daemons' /metrics, and the reasons `gpushare inspect` shows for pending pods. A code is
+// UpperCamelCase (as Kubernetes' own event reasons are), never renamed once released, and says
+// WHAT was missing; the message beside it says WHICH GPU lacked what.
+//
+// Add a code here (in its section, with one line of meaning) rather than spelling a string at
+// the call site; docs/observability.md lists them for operators.
+#pragma once
+
+#include <string_view>
+
+namespace gpushare::reasons {
+
+// --- placement (gpushare-scheduler's filter, and `gpushare inspect` for pending pods) ---
+// The node has no GPU that gpushare places memory shares on.
+inline constexpr std::string_view kNoSharedGpu = "NoSharedGpu";
+// No single GPU of the node has enough free memory for the (largest) container's request.
+inline constexpr std::string_view kGpuMemoryInsufficient = "GpuMemoryInsufficient";
+// Each container fits some GPU alone, but not all of the pod's containers at once.
+inline constexpr std::string_view kNoGpuFitsContainer = "NoGpuFitsContainer";
+// Every GPU with room already serves maxClientsPerGpu containers.
+inline constexpr std::string_view kClientCeilingReached = "ClientCeilingReached";
+// The GPUs that would fit are unhealthy (an XID, or gone from the inventory).
+inline constexpr std::string_view kGpuUnhealthy = "GpuUnhealthy";
+// The scheduler does not know the node (not in its cache, or no inventory published yet).
+inline constexpr std::string_view kNodeUnknown = "NodeUnknown";
+// The pod's request is not a valid memory share (bad quantity, mixed with whole GPUs, ...).
+inline constexpr std::string_view kInvalidRequest = "InvalidRequest";
+
+// --- binding (gpushare-scheduler's bind) ---
+// The GPU chosen at filter time was taken meanwhile; the pod goes back to the queue.
+inline constexpr std::string_view kBindConflict = "BindConflict";
+// The pod named in the bind request is gone, or is another pod now (UID differs).
+inline constexpr std::string_view kBindPodChanged = "BindPodChanged";
+// The API server refused or failed the annotation patch or the Binding.
+inline constexpr std::string_view kBindApiError = "BindApiError";
+// An assumed placement was never confirmed by the node in time and was released.
+inline constexpr std::string_view kAssumeExpired = "AssumeExpired";
+
+// --- the node (gpushare-node's Allocate) ---
+// kubelet asked for a device ID this node does not advertise (any more).
+inline constexpr std::string_view kUnknownDevice = "UnknownDevice";
+// No assumed memory-share pod matches the devices kubelet asked for.
+inline constexpr std::string_view kNoMatchingAssignment = "NoMatchingAssignment";
+// Preparing the container's interposer files (config, region, library) failed.
+inline constexpr std::string_view kInterposerSetupFailed = "InterposerSetupFailed";
+
+}  // namespace gpushare::reasons
