@@ -24,12 +24,14 @@
 #include "deviceplugin/plugin_lifecycle.h"
 #include "tests/deviceplugin/fixtures.h"
 #include "tests/fakes/kubelet/fake_kubelet.h"
+#include "tests/node/log_capture.h"
 
 namespace gpushare::node {
 namespace {
 
 using gpushare::fakes::FakeKubelet;
 using gpushare::testing::GpuUuid;
+using gpushare::testing::LogCapture;
 using gpushare::testing::TempDir;
 using namespace std::chrono_literals;
 
@@ -179,45 +181,6 @@ class AgentTest : public ::testing::Test {
   std::atomic<int> accepted_{0}, rejected_{0};
   bool watch_ = true;
   std::chrono::milliseconds min_backoff_ = 50ms, max_backoff_ = 500ms;
-};
-
-// The agent's log lines, in memory (the agent logs through spdlog's default logger).
-class LogCapture {
- public:
-  LogCapture() : sink_(std::make_shared<Sink>()) {
-    spdlog::default_logger()->sinks().push_back(sink_);
-  }
-  ~LogCapture() {
-    auto& sinks = spdlog::default_logger()->sinks();
-    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
-  }
-  size_t Count(const std::string& what) const {
-    const std::string text = Text();
-    size_t n = 0;
-    for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
-    return n;
-  }
-  std::string Text() const { return sink_->Text(); }
-
- private:
-  class Sink final : public spdlog::sinks::base_sink<std::mutex> {
-   public:
-    std::string Text() {
-      std::lock_guard<std::mutex> lock(mutex_);
-      return text_;
-    }
-
-   protected:
-    void sink_it_(const spdlog::details::log_msg& msg) override {
-      text_.append(msg.payload.data(), msg.payload.size());
-      text_ += "\n";
-    }
-    void flush_() override {}
-
-   private:
-    std::string text_;
-  };
-  std::shared_ptr<Sink> sink_;
 };
 
 TEST_F(AgentTest, RegistersThePlanAndRemovesSocketsOnStop) {
