@@ -171,9 +171,17 @@ class Agent::Impl {
   Status OpenDescriptors() {
     if (opts_.handle_signals) GPUSHARE_RETURN_IF_ERROR(BlockSignals());
     wake_fd_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-    inotify_fd_.reset(::inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
-    if (!wake_fd_ || !inotify_fd_)
-      return Status::Internal(std::string("eventfd/inotify: ") + std::strerror(errno));
+    if (!wake_fd_) return Status::Internal(std::string("eventfd: ") + std::strerror(errno));
+    if (opts_.watch_plugin_dir) inotify_fd_.reset(::inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+    if (!inotify_fd_) {
+      // No inotify (the per-user instance limit, a kernel without it): the agent still works,
+      // finding kubelet restarts by the fallback check of the files (PluginLifecycle).
+      lifecycle_.WatchUnavailable();
+      spdlog::warn("event=watch_unavailable dir={} error={} action=check_files check_ms={}",
+                   opts_.plugin_dir,
+                   Value(opts_.watch_plugin_dir ? std::strerror(errno) : "disabled"),
+                   lifecycle_.CheckIntervalMs());
+    }
     return Status::Ok();
   }
 
@@ -194,7 +202,7 @@ class Agent::Impl {
     if (ec)
       spdlog::warn("event=plugin_dir_missing dir={} error={}", opts_.plugin_dir,
                    Value(ec.message()));
-    AddWatches(clock_->NowMs());
+    if (inotify_fd_) AddWatches(clock_->NowMs());
     kubelet_id_ = IdOf(kubelet_socket_);
     StartFeed();
     spdlog::info("event=agent_started plugin_dir={} kubelet_socket={} resources={}",
@@ -297,7 +305,7 @@ class Agent::Impl {
     pollfd fds[3];
     int n = 0;
     if (signal_fd_) fds[n++] = {signal_fd_.get(), POLLIN, 0};
-    fds[n++] = {inotify_fd_.get(), POLLIN, 0};
+    if (inotify_fd_) fds[n++] = {inotify_fd_.get(), POLLIN, 0};
     fds[n++] = {wake_fd_.get(), POLLIN, 0};
     if (::poll(fds, n, timeout) < 0 && errno != EINTR) {
       // Only a broken descriptor set or no memory: pause instead of spinning (never seen).
@@ -430,6 +438,7 @@ class Agent::Impl {
   }
 
   void ReadInotify() {
+    if (!inotify_fd_) return;
     alignas(inotify_event) char buf[16 * 1024];
     const int64_t now = clock_->NowMs();
     for (;;) {
@@ -444,6 +453,7 @@ class Agent::Impl {
   }
 
   void OnInotify(const inotify_event& ev, int64_t now) {
+    lifecycle_.FilesChanged();
     if (ev.mask & IN_Q_OVERFLOW) {
       KubeletRestarted(now, "inotify_overflow");  // events were lost: assume the worst
       return;
@@ -463,9 +473,9 @@ class Agent::Impl {
         name == BaseOf(kubelet_socket_)) {
       KubeletRestarted(now, "kubelet_socket_created");
     }
-    // A deletion of one of our sockets only wakes the loop: CheckFiles compares the file with
-    // the inode our server created, so our own unlinks (stopping a server, removing a stale
-    // socket) are never mistaken for a loss.
+    // A deletion of one of our sockets only asks for a check of the files: CheckFiles compares the
+    // file with the inode our server created, so our own unlinks (stopping a server, removing a
+    // stale socket) are never mistaken for a loss.
   }
 
   void KubeletRestarted(int64_t now, const char* why) {
@@ -489,7 +499,10 @@ class Agent::Impl {
       std::filesystem::create_directories(opts_.plugin_dir, ec);
       AddWatches(now);
     }
-    CheckFiles(now);
+    if (lifecycle_.CheckDue(now)) {
+      lifecycle_.Checked(now);
+      CheckFiles(now);
+    }
     for (int round = 0; round < 8;
          ++round) {  // a stop is followed by a serve, a serve by a Register
       std::vector<deviceplugin::LifecycleAction> actions =
@@ -499,8 +512,8 @@ class Agent::Impl {
     }
   }
 
-  // By state, not only by events: our sockets gone or replaced, kubelet.sock replaced. Inotify
-  // reports both at once; this is the fallback when an event is lost.
+  // By state, not only by events: our sockets gone or replaced, kubelet.sock replaced. Runs when
+  // inotify reported a change, and as the fallback every PluginLifecycle::CheckIntervalMs().
   void CheckFiles(int64_t now) {
     FileId k = IdOf(kubelet_socket_);
     if (!(k == kubelet_id_)) {

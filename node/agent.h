@@ -8,7 +8,8 @@
 //     state machine (deviceplugin/registration_lifecycle.h) that the loop drives;
 //   - kubelet restart: kubelet deletes every socket in the device plugin directory and creates
 //     a new kubelet.sock. An inotify watch on the directory sees kubelet.sock being created and
-//     our own sockets disappearing (a check of both every 500 ms is the fallback); a
+//     our own sockets disappearing, at once (a check of both every 10 s is the safety net in
+//     case an event is lost; without inotify the check runs every 1 s instead); a
 //     ListAndWatch stream that ends is reported by the server. A Register in flight for a
 //     socket that is gone is cancelled at once; the affected servers are stopped, served again
 //     and re-registered (within tens of milliseconds; the promise is 2 s, docs/node-agent.md),
@@ -105,6 +106,9 @@ struct AgentOptions {
   DecoratorFactory decorator;        // optional
   MemoryShareFactory memory_shares;  // optional; without it memory shares go by best fit (one GPU)
   bool handle_signals = true;        // block SIGTERM/SIGINT/SIGHUP and read them from a signalfd
+  // Watch the plugin directory with inotify (false: the fallback check of the files only, what
+  // a host without inotify gets; tests use it to drive that path).
+  bool watch_plugin_dir = true;
   // Optional: told after every load (Init's and each reload's) whether the agent took the
   // inputs (true) or kept the old ones (false). Called on the agent thread.
   std::function<void(bool accepted)> on_load;

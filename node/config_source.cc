@@ -2,16 +2,23 @@
 #include "node/config_source.h"
 
 #include <dirent.h>
+#include <poll.h>
 #include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <thread>
 
 #include "base/logfmt.h"
+#include "base/unique_fd.h"
 #include "config/duration.h"
 #include "config/flag_checks.h"
 #include "config/node_config_loader.h"
@@ -258,25 +265,151 @@ int64_t ConfigSource::NextPollMs() {
   return poller_ ? poller_->NextPollMs() : opts_.now_ms() + interval_ms_;
 }
 
-std::unique_ptr<Companion> StartConfigWatch(std::shared_ptr<ConfigSource> source,
-                                            std::function<void()> request_reload) {
-  if (!source || !source->watching()) return nullptr;
-  spdlog::info("event=config_watch_started interval_ms={}", source->interval_ms());
-  // The first look is one interval after the start (the start itself just read the config).
-  auto first = std::make_shared<bool>(true);
-  return std::make_unique<PeriodicThread>([source, request_reload, first](int64_t now) -> int64_t {
-    if (*first) {
-      *first = false;
-      return source->NextPollMs();
+std::string ConfigSource::watch_dir() const {
+  if (dir_mode_) return opts_.flags.config_dir;
+  const std::string parent = std::filesystem::path(opts_.config_file).parent_path().string();
+  return parent.empty() ? "." : parent;
+}
+
+bool ConfigSource::Concerns(const std::string& name) const {
+  if (dir_mode_) return true;  // every entry of a ConfigMap directory is one of its configs
+  // The file itself, or kubelet's ..data and ..<timestamp> when it lies in a ConfigMap volume.
+  return name == std::filesystem::path(opts_.config_file).filename().string() ||
+         name.rfind("..", 0) == 0;
+}
+
+namespace {
+
+// The watch of StartConfigWatch: its own thread looks at the config when the watched directory
+// reports a change (inotify) and when ConfigSource::NextPollMs is due (the fallback, and the
+// only way to see a label change); it waits on the inotify descriptor and an eventfd (stop, a
+// simulated clock's advance) in between.
+class ConfigWatch final : public Companion {
+ public:
+  ConfigWatch(std::shared_ptr<ConfigSource> source, std::function<void()> request_reload,
+              ConfigWatchOptions options)
+      : source_(std::move(source)),
+        request_reload_(std::move(request_reload)),
+        opts_(std::move(options)),
+        wake_fd_(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+    on_advance_ = opts_.clock->OnAdvance([this] { Wake(); });
+    thread_ = std::thread([this] { Loop(); });
+  }
+
+  ~ConfigWatch() override {
+    stop_ = true;
+    Wake();
+    thread_.join();
+    on_advance_.reset();
+  }
+
+ private:
+  static constexpr uint32_t kMask =
+      IN_CREATE | IN_DELETE | IN_MOVED_TO | IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF;
+
+  void Loop() {
+    if (opts_.use_inotify) inotify_fd_.reset(::inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+    if (!inotify_fd_) {
+      spdlog::warn("event=config_watch_unavailable dir={} error={} action=poll interval_ms={}",
+                   Value(source_->watch_dir()),
+                   Value(opts_.use_inotify ? std::strerror(errno) : "disabled"),
+                   source_->interval_ms());
     }
-    if (now < source->NextPollMs()) return source->NextPollMs();
-    ConfigDecision d = source->Poll(now);
+    SetWatch();
+    spdlog::info("event=config_watch_started dir={} inotify={} interval_ms={}",
+                 Value(source_->watch_dir()), wd_ >= 0, source_->interval_ms());
+    bool changed = false;
+    while (!stop_) {
+      const int64_t now = opts_.clock->NowMs();
+      if (changed || now >= source_->NextPollMs()) {
+        SetWatch();  // a lost watch is set again at the next look
+        Act(source_->Poll(now), changed ? "changed" : "poll");
+      }
+      changed = WaitForChange();
+    }
+  }
+
+  // Sets the inotify watch on the config's directory if it is not set; a failure (the
+  // directory is gone, the watch limit is reached) is logged once and left to the poll.
+  void SetWatch() {
+    if (!inotify_fd_ || wd_ >= 0) return;
+    wd_ = ::inotify_add_watch(inotify_fd_.get(), source_->watch_dir().c_str(), kMask);
+    if (wd_ >= 0) {
+      if (!watch_failure_.empty())
+        spdlog::info("event=config_watch_restored dir={}", Value(source_->watch_dir()));
+      watch_failure_.clear();
+      return;
+    }
+    const std::string error = std::strerror(errno);
+    if (error == watch_failure_) return;
+    watch_failure_ = error;
+    spdlog::warn("event=config_watch_failed dir={} error={} action=poll interval_ms={}",
+                 Value(source_->watch_dir()), Value(error), source_->interval_ms());
+  }
+
+  // Waits until the next poll, a change in the directory or the stop; returns whether the
+  // directory reported a change that concerns the config.
+  bool WaitForChange() {
+    int timeout = opts_.clock->PollTimeoutMs(source_->NextPollMs());
+    if (!wake_fd_) timeout = timeout < 0 ? 200 : std::min(timeout, 200);  // no eventfd: re-check
+    pollfd fds[2];
+    int n = 0;
+    if (wake_fd_) fds[n++] = {wake_fd_.get(), POLLIN, 0};
+    if (inotify_fd_) fds[n++] = {inotify_fd_.get(), POLLIN, 0};
+    if (::poll(fds, n, timeout) < 0 && errno != EINTR) {
+      spdlog::error("event=poll_failed error={}", Value(std::strerror(errno)));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    uint64_t v;
+    while (wake_fd_ && ::read(wake_fd_.get(), &v, sizeof(v)) > 0) {
+    }
+    return ReadEvents();
+  }
+
+  bool ReadEvents() {
+    if (!inotify_fd_) return false;
+    bool changed = false;
+    alignas(inotify_event) char buf[16 * 1024];
+    for (;;) {
+      const ssize_t len = ::read(inotify_fd_.get(), buf, sizeof(buf));
+      if (len <= 0) break;
+      for (char* p = buf; p < buf + len;) {
+        const auto* ev = reinterpret_cast<const inotify_event*>(p);
+        p += sizeof(inotify_event) + ev->len;
+        changed = Concerns(*ev) || changed;
+      }
+    }
+    return changed;
+  }
+
+  bool Concerns(const inotify_event& ev) {
+    if (ev.mask & IN_Q_OVERFLOW) return true;  // events were lost: look
+    if (ev.mask & (IN_DELETE_SELF | IN_MOVE_SELF | IN_IGNORED)) {
+      if (ev.wd == wd_) {
+        wd_ = -1;
+        spdlog::warn("event=config_watch_lost dir={} action=poll interval_ms={}",
+                     Value(source_->watch_dir()), source_->interval_ms());
+      }
+      return true;
+    }
+    if (ev.len == 0 || !source_->Concerns(ev.name)) return false;
+    if (ev.mask & IN_CREATE) {
+      // A regular file just created is still being written: its IN_CLOSE_WRITE follows.
+      struct stat st {};
+      const std::string path = source_->watch_dir() + "/" + ev.name;
+      if (::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) return false;
+    }
+    return true;
+  }
+
+  void Act(const ConfigDecision& d, const char* trigger) {
     switch (d.action) {
       case ConfigAction::kNone:
         break;
       case ConfigAction::kReload:
-        spdlog::info("event=config_changed action=reload reason={}", Value(d.message));
-        request_reload();
+        spdlog::info("event=config_changed action=reload trigger={} reason={}", trigger,
+                     Value(d.message));
+        request_reload_();
         break;
       case ConfigAction::kReject:
         spdlog::error("event=reload_rejected problem={}", Value(d.message));
@@ -286,8 +419,35 @@ std::unique_ptr<Companion> StartConfigWatch(std::shared_ptr<ConfigSource> source
                      Value(d.message));
         break;
     }
-    return source->NextPollMs();
-  });
+  }
+
+  void Wake() {
+    if (!wake_fd_) return;
+    uint64_t one = 1;
+    [[maybe_unused]] ssize_t w = ::write(wake_fd_.get(), &one, sizeof(one));
+  }
+
+  const std::shared_ptr<ConfigSource> source_;
+  const std::function<void()> request_reload_;
+  const ConfigWatchOptions opts_;
+  UniqueFd wake_fd_;
+  UniqueFd inotify_fd_;        // the watch thread's only
+  int wd_ = -1;                // the watch thread's only
+  std::string watch_failure_;  // the last failure logged (the watch thread's only)
+  std::atomic<bool> stop_{false};
+  std::shared_ptr<void> on_advance_;
+  std::thread thread_;  // last
+};
+
+}  // namespace
+
+std::unique_ptr<Companion> StartConfigWatch(std::shared_ptr<ConfigSource> source,
+                                            std::function<void()> request_reload,
+                                            ConfigWatchOptions options) {
+  if (!source || !source->watching()) return nullptr;
+  if (!options.clock) options.clock = RealClock();
+  return std::make_unique<ConfigWatch>(std::move(source), std::move(request_reload),
+                                       std::move(options));
 }
 
 Result<std::shared_ptr<ConfigSource>> OpenConfigSourceFromFlags(

@@ -11,13 +11,19 @@
 //     GET /api/v1/nodes/<--node-name>) names the config; core/config_select.h has the rules.
 //     At start an API server that does not answer is retried with backoff for up to 30 s, then
 //     --default-config is used if given, else the start fails.
-// In both modes the file's bytes are watched (every --config-poll-interval, default 10s):
-// when they change (a hash of the bytes, not the mtime: a ConfigMap swap is seen, a touch that
-// keeps the bytes is not) or the label selects another config, the agent reloads exactly as on
-// SIGHUP. A selection that fails later (the label names a config that is not there) keeps the
-// running config and is logged once as event=reload_rejected; an API server that does not
-// answer a poll keeps it too (event=config_labels_unavailable, a warning). The loader always
-// loads the bytes the watch saw, so what serves is what was compared.
+// In both modes the file's bytes are watched: the config's directory with inotify (a ConfigMap
+// update swaps ..data with one rename: IN_MOVED_TO; an edited file: IN_CLOSE_WRITE; IN_CREATE
+// and IN_DELETE too), so a change is looked at at once, and every --config-poll-interval
+// (default 10s) as the fallback: it is what notices a label change (the node is not watched),
+// an event lost, and every change where inotify cannot be used (no instance, the watch limit
+// reached, the directory gone: logged as event=config_watch_unavailable/_failed/_lost, the
+// watch set again at the next poll; never fatal). SIGHUP reloads the serving config's file at
+// once (node/agent.h). When the bytes change (a hash of the bytes, not the mtime: a ConfigMap swap
+// is seen, a touch that keeps the bytes is not) or the label selects another config, the agent
+// reloads exactly as on SIGHUP. A selection that fails later (the label names a config that is not
+// there) keeps the running config and is logged once as event=reload_rejected; an API server that
+// does not answer a poll keeps it too (event=config_labels_unavailable, a warning). The loader
+// always loads the bytes the watch saw, so what serves is what was compared.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +38,7 @@
 #include "core/config_select.h"
 #include "core/status.h"
 #include "node/agent.h"
+#include "node/clock.h"
 
 namespace CLI {
 class App;
@@ -94,6 +101,11 @@ class ConfigSource {
   ConfigDecision Poll(int64_t now_ms);
   int64_t NextPollMs();
 
+  // What the watch watches: the config directory, or the config file's directory.
+  std::string watch_dir() const;
+  // Whether a change of the entry `name` of watch_dir() can change the config.
+  bool Concerns(const std::string& name) const;
+
  private:
   explicit ConfigSource(ConfigSourceOptions options);
   Result<ConfigSnapshot> Read(const std::string& name) const;  // the file of a config
@@ -119,9 +131,16 @@ Result<std::shared_ptr<ConfigSource>> OpenConfigSourceFromFlags(
     const std::map<std::string, std::string>& env, const std::string& node_name,
     const std::string& kubeconfig);
 
-// The watch: a PeriodicThread that polls `source` and calls `request_reload` (the agent's
-// RequestReload) when the config changed. Null when there is nothing to watch.
+struct ConfigWatchOptions {
+  std::shared_ptr<Clock> clock = RealClock();  // of the polls (tests pass a SimulatedClock)
+  bool use_inotify = true;  // false: the poll only (what a host without inotify gets; tests)
+};
+
+// The watch: a thread that looks at `source` when its directory changes (inotify) and when its
+// poll is due, and calls `request_reload` (the agent's RequestReload) when the config changed.
+// Null when there is nothing to watch.
 std::unique_ptr<Companion> StartConfigWatch(std::shared_ptr<ConfigSource> source,
-                                            std::function<void()> request_reload);
+                                            std::function<void()> request_reload,
+                                            ConfigWatchOptions options = {});
 
 }  // namespace gpushare::node

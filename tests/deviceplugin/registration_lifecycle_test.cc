@@ -334,17 +334,61 @@ TEST(RegistrationLifecycleTest, RandomKubeletRestartsAreFollowedByReRegistration
 
 // ---- PluginLifecycle: the whole loop's wake-ups ----------------------------------------
 
-TEST(PluginLifecycleTest, TheLoopPassesAtLeastEveryCheckInterval) {
+TEST(PluginLifecycleTest, TheFilesAreCheckedAtOnceOnAnEventElseEveryCheckInterval) {
   PluginLifecycle p;
   p.registration().Reset(0, 0, "start");
-  EXPECT_EQ(p.NextWakeMs(1000, std::nullopt), 1000 + PluginLifecycle::kCheckIntervalMs);
+  EXPECT_TRUE(p.CheckDue(1000)) << "the first pass checks";
+  p.Checked(1000);
+  EXPECT_EQ(p.NextWakeMs(1000, std::nullopt), 1000 + PluginLifecycle::kSafetyCheckMs)
+      << "watching: the check by state is only a safety net";
+  EXPECT_FALSE(p.CheckDue(1000 + PluginLifecycle::kSafetyCheckMs - 1));
+  EXPECT_TRUE(p.CheckDue(1000 + PluginLifecycle::kSafetyCheckMs));
   EXPECT_EQ(p.NextWakeMs(1000, 1200), 1200) << "a health recovery due earlier";
   EXPECT_EQ(p.NextWakeMs(1000, 900), 1000) << "one overdue is due now";
+  p.FilesChanged();  // an inotify event
+  EXPECT_TRUE(p.CheckDue(1001));
+  EXPECT_EQ(p.NextWakeMs(1001, std::nullopt), 1001);
+  p.Checked(1001);
+  EXPECT_FALSE(p.CheckDue(1002));
+}
+
+// The events keep the 2 s re-registration promise: the check by state, which is all there is
+// without inotify, must then keep it too.
+TEST(PluginLifecycleTest, WithoutInotifyTheCheckKeepsThePromise) {
+  static_assert(PluginLifecycle::kSafetyCheckMs > 2000, "by event while watching");
+  static_assert(PluginLifecycle::kPollCheckMs + 100 <= 2000, "by the check without a watch");
+  PluginLifecycle p;
+  p.registration().Reset(0, 0, "start");
+  p.WatchUnavailable();
+  EXPECT_FALSE(p.watching());
+  EXPECT_TRUE(p.CheckDue(1000));
+  p.Checked(1000);
+  EXPECT_EQ(p.CheckIntervalMs(), PluginLifecycle::kPollCheckMs);
+  EXPECT_EQ(p.NextWakeMs(1000, std::nullopt), 1000 + PluginLifecycle::kPollCheckMs);
+  p.WatchLost(1000);
+  EXPECT_FALSE(p.WatchRetryDue(5000)) << "nothing to retry without inotify";
+  EXPECT_FALSE(p.WatchSet());
+  EXPECT_FALSE(p.watching());
+}
+
+TEST(PluginLifecycleTest, ALostWatchIsCheckedAtOnceThenByStateUntilItIsBack) {
+  PluginLifecycle p;
+  p.registration().Reset(0, 0, "start");
+  p.Checked(900);
+  p.WatchLost(1000);
+  EXPECT_TRUE(p.CheckDue(1000)) << "the directory went: look at once";
+  p.Checked(1000);
+  EXPECT_EQ(p.CheckIntervalMs(), PluginLifecycle::kPollCheckMs);
+  EXPECT_FALSE(p.CheckDue(1000 + PluginLifecycle::kPollCheckMs - 1));
+  EXPECT_TRUE(p.CheckDue(1000 + PluginLifecycle::kPollCheckMs));
+  EXPECT_TRUE(p.WatchSet());
+  EXPECT_EQ(p.CheckIntervalMs(), PluginLifecycle::kSafetyCheckMs);
 }
 
 TEST(PluginLifecycleTest, RegistrationStepsComeFirst) {
   PluginLifecycle p;
   p.registration().Reset(1, 1100, "start");
+  p.Checked(1000);
   EXPECT_EQ(p.NextWakeMs(1000, std::nullopt), 1100);
 }
 
@@ -353,6 +397,7 @@ TEST(PluginLifecycleTest, ALostWatchIsRetriedAndItsReturnIsAKubeletStart) {
   EXPECT_FALSE(p.WatchSet()) << "the first watch is no restart";
   EXPECT_TRUE(p.watching());
   p.WatchLost(1000);
+  p.Checked(1000);
   EXPECT_FALSE(p.watching());
   EXPECT_FALSE(p.WatchRetryDue(1000 + PluginLifecycle::kWatchRetryMs - 1));
   EXPECT_TRUE(p.WatchRetryDue(1000 + PluginLifecycle::kWatchRetryMs));

@@ -2,31 +2,42 @@
 // kubelet restarts and dropped streams, health events, reloads. The real binary is covered by
 // node_integration_test.
 //
-// The agent runs on a SimulatedClock: its timers (debounce, backoff, settle, health recovery)
-// fire only when a test advances the clock (AdvanceUntil), never by waiting. WaitFor waits (a
-// bounded real time) for I/O only: the agent serving, kubelet's double registering it.
+// The agent runs on a SimulatedClock: its timers (debounce, backoff, settle, health recovery,
+// the check of the files by state) fire only when a test advances the clock (AdvanceUntil),
+// never by waiting. WaitFor waits (a bounded real time) for I/O only: the agent serving,
+// kubelet's double registering it. A re-registration within 2 s of simulated time, with the
+// check by state 10 s away, is one the inotify watch caused (the 2 s promise held by event);
+// with the watch off (watch_ = false) the check every 1 s is what keeps it.
 #include "node/agent.h"
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/base_sink.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <mutex>
 #include <thread>
 
+#include "deviceplugin/plugin_lifecycle.h"
 #include "tests/deviceplugin/fixtures.h"
 #include "tests/fakes/kubelet/fake_kubelet.h"
+#include "tests/node/log_capture.h"
 
 namespace gpushare::node {
 namespace {
 
 using gpushare::fakes::FakeKubelet;
 using gpushare::testing::GpuUuid;
+using gpushare::testing::LogCapture;
 using gpushare::testing::TempDir;
 using namespace std::chrono_literals;
 
-constexpr auto kWait = 10s;  // a liveness bound for real I/O over the unix sockets
+constexpr auto kWait = 10s;           // a liveness bound for real I/O over the unix sockets
+constexpr int64_t kPromiseMs = 2000;  // re-registration after kubelet restarts (simulated time)
+constexpr int64_t kPollCheckMs = deviceplugin::PluginLifecycle::kPollCheckMs;
 
 bool Exists(const std::string& p) {
   struct stat st {};
@@ -89,8 +100,9 @@ class AgentTest : public ::testing::Test {
     AgentOptions o;
     o.plugin_dir = dir_.path();
     o.handle_signals = false;
-    o.min_backoff = 50ms;
-    o.max_backoff = 500ms;
+    o.min_backoff = min_backoff_;
+    o.max_backoff = max_backoff_;
+    o.watch_plugin_dir = watch_;
     o.clock = clock_;
     o.on_load = [this](bool accepted) { (accepted ? accepted_ : rejected_)++; };
     o.load = [this]() -> Result<AgentInputs> {
@@ -108,22 +120,26 @@ class AgentTest : public ::testing::Test {
     runner_ = std::thread([this] { exit_code_ = agent_->Run(); });
   }
 
-  // Moves the simulated time on, 10 ms at a time, until `done` (bounded in real time: the
-  // agent's I/O between the steps takes what it takes).
-  bool AdvanceUntil(const std::function<bool()>& done) {
+  // Moves the simulated time on, 10 ms at a time, until `done`; false when it is not done
+  // within `max_sim_ms` of simulated time or kWait of real time (the agent's I/O between the
+  // steps takes what it takes).
+  bool AdvanceUntil(const std::function<bool()>& done, int64_t max_sim_ms = 60000) {
     const auto give_up = std::chrono::steady_clock::now() + kWait;
+    const int64_t until = clock_->NowMs() + max_sim_ms;
     while (!done()) {
-      if (std::chrono::steady_clock::now() > give_up) return false;
+      if (std::chrono::steady_clock::now() > give_up || clock_->NowMs() >= until) return false;
       clock_->Advance(10);
       std::this_thread::sleep_for(1ms);
     }
     return true;
   }
-  bool AdvanceUntilAllocatable(int64_t n, int registrations = 1) {
-    return AdvanceUntil([&] {
-      auto r = kubelet_->Resource("nvidia.com/gpu");
-      return r && r->connected && r->allocatable == n && r->registrations >= registrations;
-    });
+  bool AdvanceUntilAllocatable(int64_t n, int registrations = 1, int64_t max_sim_ms = 60000) {
+    return AdvanceUntil(
+        [&] {
+          auto r = kubelet_->Resource("nvidia.com/gpu");
+          return r && r->connected && r->allocatable == n && r->registrations >= registrations;
+        },
+        max_sim_ms);
   }
   // Lets simulated time pass in which nothing should happen, with the agent given real time
   // to do it anyway (a negative check).
@@ -163,6 +179,8 @@ class AgentTest : public ::testing::Test {
   std::atomic<int> exit_code_{-1};
   std::shared_ptr<SimulatedClock> clock_ = std::make_shared<SimulatedClock>();
   std::atomic<int> accepted_{0}, rejected_{0};
+  bool watch_ = true;
+  std::chrono::milliseconds min_backoff_ = 50ms, max_backoff_ = 500ms;
 };
 
 TEST_F(AgentTest, RegistersThePlanAndRemovesSocketsOnStop) {
@@ -192,7 +210,7 @@ TEST_F(AgentTest, ReRegistersAfterKubeletRestarts) {
   ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 8, kWait));
   for (int round = 2; round <= 4; ++round) {
     ASSERT_TRUE(kubelet_->Restart().ok());
-    ASSERT_TRUE(AdvanceUntilAllocatable(8, round)) << "round " << round;
+    ASSERT_TRUE(AdvanceUntilAllocatable(8, round, kPromiseMs)) << "round " << round;
   }
   Idle(300);
   EXPECT_LE(Registrations(), 4 + 3)
@@ -221,8 +239,60 @@ TEST_F(AgentTest, SocketDeletedWhileKubeletRunsIsServedAgain) {
   ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 8, kWait));
   std::string sock = dir_.Sub(kubelet_->Resource("nvidia.com/gpu")->endpoint);
   ::unlink(sock.c_str());
-  ASSERT_TRUE(AdvanceUntilAllocatable(8, 2));
+  // Only the watch tells: the stream stays open and the check by state is 10 s away.
+  ASSERT_TRUE(AdvanceUntilAllocatable(8, 2, kPromiseMs));
   EXPECT_TRUE(Exists(sock));
+}
+
+// Without inotify (a file system without it; the instance limit reached) the check of the
+// files every second finds what the watch would have reported, within the 2 s promise.
+TEST_F(AgentTest, WithoutInotifyTheCheckEverySecondFindsALostSocket) {
+  watch_ = false;
+  LogCapture log;
+  ASSERT_TRUE(kubelet_->Start().ok());
+  StartAgent();
+  ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 8, kWait));
+  EXPECT_EQ(log.Count("event=watch_unavailable"), 1u) << log.Text();
+  std::string sock = dir_.Sub(kubelet_->Resource("nvidia.com/gpu")->endpoint);
+  ::unlink(sock.c_str());
+  // Nothing notices before the check is due (the start checked at the time it still shows).
+  Idle(kPollCheckMs - 100);
+  EXPECT_EQ(Registrations(), 1);
+  EXPECT_FALSE(Exists(sock));
+  ASSERT_TRUE(AdvanceUntilAllocatable(8, 2, kPromiseMs));
+  EXPECT_TRUE(Exists(sock));
+}
+
+TEST_F(AgentTest, WithoutInotifyAKubeletRestartIsFoundWithinThePromise) {
+  watch_ = false;
+  ASSERT_TRUE(kubelet_->Start().ok());
+  StartAgent();
+  ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 8, kWait));
+  for (int round = 2; round <= 3; ++round) {
+    ASSERT_TRUE(kubelet_->Restart().ok());
+    ASSERT_TRUE(AdvanceUntilAllocatable(8, round, kPromiseMs)) << "round " << round;
+  }
+}
+
+// Kubelet gone: registrations are retried with a backoff that doubles (the agent's default
+// 200 ms to 5 s), not in a busy loop; kubelet's return ends the wait (kubelet.sock created).
+TEST_F(AgentTest, KubeletGoneMeansBackoffNotABusyLoop) {
+  min_backoff_ = AgentOptions{}.min_backoff;
+  max_backoff_ = AgentOptions{}.max_backoff;
+  LogCapture log;
+  ASSERT_TRUE(kubelet_->Start().ok());
+  StartAgent();
+  ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 8, kWait));
+  kubelet_->Stop();  // the stream ends, kubelet.sock disappears
+  ASSERT_TRUE(AdvanceUntil([&] { return log.Count("event=register_failed") >= 1; }, kPromiseMs))
+      << log.Text();
+  Idle(1500);
+  // Backoff 200, 400, 800 ms...: a handful of attempts, not one every few milliseconds.
+  EXPECT_GE(log.Count("event=register_failed"), 2u) << "retried";
+  EXPECT_LE(log.Count("event=register_failed"), 6u) << log.Text();
+  EXPECT_LE(log.Count("event=serve "), 3u) << log.Text();
+  ASSERT_TRUE(kubelet_->Start().ok());
+  ASSERT_TRUE(AdvanceUntilAllocatable(8, 2, kPromiseMs)) << "the wait for a retry ends at once";
 }
 
 TEST_F(AgentTest, XidMakesGpuUnhealthyAndItRecovers) {

@@ -8,8 +8,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <mutex>
+#include <thread>
 
 #include "core/library_gc.h"
 #include "node/files.h"
@@ -17,6 +21,7 @@
 #include "node/library_gc.h"
 #include "tests/deviceplugin/fixtures.h"
 #include "tests/node/configmap_dir.h"
+#include "tests/node/log_capture.h"
 
 namespace gpushare::node {
 namespace {
@@ -252,6 +257,178 @@ TEST_F(ConfigSourceTest, NoFileNoWatch) {
   EXPECT_FALSE((*s)->watching());
   EXPECT_EQ(Load(**s).path, "");
   EXPECT_EQ(StartConfigWatch(*s, [] {}), nullptr);
+}
+
+// ---- the watch: inotify first, the poll as the fallback ----------------------------------
+//
+// StartConfigWatch on a SimulatedClock: its poll comes only when the test advances the clock, so
+// a reload asked for while the clock stands still was asked for by an inotify event. Waits are
+// liveness bounds (kWait of real time) for the watch thread; Idle gives it real time to do what
+// it must not.
+
+constexpr auto kWait = std::chrono::seconds(10);
+
+class ConfigWatchTest : public ::testing::Test {
+ protected:
+  void TearDown() override { watch_.reset(); }
+
+  ConfigSourceOptions DirOptions() {
+    ConfigSourceOptions o;
+    o.flags.config_dir = cm_.path();
+    o.node_name = "n1";
+    o.labels = [this]() -> Result<NodeLabels> {
+      std::lock_guard<std::mutex> lock(mu_);
+      return labels_;
+    };
+    o.now_ms = [this] { return clock_->NowMs(); };
+    return o;
+  }
+  ConfigSourceOptions FileOptions(const std::string& file) {
+    ConfigSourceOptions o;
+    o.config_file = file;
+    o.config_file_origin = "--config";
+    o.now_ms = [this] { return clock_->NowMs(); };
+    return o;
+  }
+  void SetLabel(const std::string& value) {
+    std::lock_guard<std::mutex> lock(mu_);
+    labels_[kLabel] = value;
+  }
+
+  // Opens the source, takes its first config as the agent's start does, starts the watch.
+  void Start(ConfigSourceOptions o, bool inotify = true) {
+    auto s = ConfigSource::Open(std::move(o));
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    source_ = *s;
+    ASSERT_TRUE(source_->Next().ok());
+    source_->Outcome(true);
+    ConfigWatchOptions w;
+    w.clock = clock_;
+    w.use_inotify = inotify;
+    watch_ = StartConfigWatch(
+        source_, [this] { reloads_++; }, w);
+    ASSERT_NE(watch_, nullptr);
+    // The watch is set once the thread logged that it started.
+    ASSERT_TRUE(WaitFor([&] { return log_.Count("event=config_watch_started") == 1; }));
+  }
+
+  static bool WaitFor(const std::function<bool()>& done) {
+    const auto give_up = std::chrono::steady_clock::now() + kWait;
+    while (!done()) {
+      if (std::chrono::steady_clock::now() > give_up) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return true;
+  }
+  bool WaitForReloads(int n) {
+    return WaitFor([&] { return reloads_.load() >= n; });
+  }
+  void Idle() { std::this_thread::sleep_for(std::chrono::milliseconds(100)); }
+
+  // What the agent does on the reload: takes the snapshot and accepts it.
+  ConfigSnapshot Load() {
+    Result<ConfigSnapshot> snap = source_->Next();
+    EXPECT_TRUE(snap.ok()) << snap.status().message();
+    source_->Outcome(true);
+    return snap.ok() ? *snap : ConfigSnapshot{};
+  }
+
+  testing::LogCapture log_;  // before the watch's thread
+  TempDir tmp_;
+  ConfigMapDir cm_{tmp_.Sub("cm")};
+  std::shared_ptr<SimulatedClock> clock_ = std::make_shared<SimulatedClock>();
+  std::mutex mu_;
+  NodeLabels labels_;
+  std::atomic<int> reloads_{0};
+  std::shared_ptr<ConfigSource> source_;
+  std::unique_ptr<Companion> watch_;
+};
+
+TEST_F(ConfigWatchTest, AConfigMapSwapIsSeenAtOnceNotAtThePoll) {
+  cm_.Publish({{"small", "a: 1\n"}, {"big", "a: 2\n"}});
+  SetLabel("small");
+  Start(DirOptions());
+  cm_.Publish({{"small", "a: 3\n"}, {"big", "a: 2\n"}});  // ..data swapped by a rename
+  ASSERT_TRUE(WaitForReloads(1)) << log_.Text();
+  EXPECT_EQ(Load().text, "a: 3\n");
+  EXPECT_EQ(log_.Count("trigger=changed"), 1u) << log_.Text();
+  cm_.Publish({{"small", "a: 4\n"}, {"big", "a: 2\n"}});
+  ASSERT_TRUE(WaitForReloads(2));
+  EXPECT_EQ(Load().text, "a: 4\n");
+}
+
+TEST_F(ConfigWatchTest, APlainFileIsLookedAtWhenItsWriterClosesIt) {
+  const std::string file = tmp_.Sub("c.yaml");
+  std::ofstream(file) << "a: 1\n";
+  Start(FileOptions(file));
+  std::ofstream(tmp_.Sub("other.yaml")) << "b: 1\n";  // not the config: ignored
+  {
+    std::ofstream out(file);  // edited in place: looked at on IN_CLOSE_WRITE, not mid-write
+    out << "a: 2\n";
+    out.flush();
+    Idle();
+    EXPECT_EQ(reloads_.load(), 0) << "a file still open is not looked at";
+    out << "b: 2\n";
+  }
+  ASSERT_TRUE(WaitForReloads(1));
+  EXPECT_EQ(Load().text, "a: 2\nb: 2\n");
+  fs::remove(file);  // replaced by a new file: looked at once it is written
+  {
+    std::ofstream out(file);
+    out.flush();
+    Idle();
+    EXPECT_EQ(reloads_.load(), 1) << "a file just created is not looked at before it is written";
+    out << "a: 5\n";
+  }
+  ASSERT_TRUE(WaitForReloads(2));
+  EXPECT_EQ(Load().text, "a: 5\n");
+}
+
+TEST_F(ConfigWatchTest, ALabelChangeIsSeenAtThePoll) {
+  cm_.Publish({{"small", "a: 1\n"}, {"big", "a: 2\n"}});
+  SetLabel("small");
+  Start(DirOptions());
+  SetLabel("big");  // the node is not watched: only the poll sees it
+  Idle();
+  EXPECT_EQ(reloads_.load(), 0);
+  clock_->Advance(source_->interval_ms());
+  ASSERT_TRUE(WaitForReloads(1));
+  EXPECT_EQ(Load().name, "big");
+  EXPECT_EQ(log_.Count("trigger=poll"), 1u) << log_.Text();
+}
+
+TEST_F(ConfigWatchTest, WithoutInotifyThePollFindsTheChange) {
+  cm_.Publish({{"small", "a: 1\n"}});
+  Start(DirOptions(), /*inotify=*/false);
+  EXPECT_EQ(log_.Count("event=config_watch_unavailable"), 1u) << log_.Text();
+  cm_.Publish({{"small", "a: 2\n"}});
+  clock_->Advance(source_->interval_ms() - 1);
+  Idle();
+  EXPECT_EQ(reloads_.load(), 0) << "nothing before the poll is due";
+  clock_->Advance(1);
+  ASSERT_TRUE(WaitForReloads(1));
+  EXPECT_EQ(Load().text, "a: 2\n");
+}
+
+TEST_F(ConfigWatchTest, ADirectoryThatGoesIsWatchedAgainFromThePoll) {
+  const std::string dir = tmp_.Sub("etc");
+  fs::create_directories(dir);
+  const std::string file = dir + "/c.yaml";
+  std::ofstream(file) << "a: 1\n";
+  Start(FileOptions(file));
+  fs::remove_all(dir);  // the watch goes with it: logged, never fatal
+  ASSERT_TRUE(WaitFor([&] { return log_.Count("event=config_watch_failed") == 1; })) << log_.Text();
+  fs::create_directories(dir);
+  std::ofstream(file) << "a: 2\n";
+  Idle();
+  EXPECT_EQ(reloads_.load(), 0) << "no watch: the poll finds it";
+  clock_->Advance(source_->interval_ms());
+  ASSERT_TRUE(WaitForReloads(1));
+  EXPECT_EQ(Load().text, "a: 2\n");
+  EXPECT_EQ(log_.Count("event=config_watch_restored"), 1u) << log_.Text();
+  std::ofstream(file) << "a: 3\n";  // watched again: at once
+  ASSERT_TRUE(WaitForReloads(2));
+  EXPECT_EQ(Load().text, "a: 3\n");
 }
 
 // ---- the collection on a real directory ----------------------------------------------------

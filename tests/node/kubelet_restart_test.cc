@@ -1,5 +1,8 @@
 // Kubelet restarts against the real gpushare-node (issue 10, point 4): every restart must lead
-// to re-registration of every resource within 2 s.
+// to re-registration of every resource within 2 s. This is the real binary's check of that
+// promise; the agent keeps it by event (inotify sees kubelet.sock created and our sockets
+// deleted; its check of the files by state is 10 s away), and nothing here waits for a timer of
+// the agent: each next restart is timed by the agent's own progress.
 //
 // The kubelet double keeps kubelet's real 10 s connect-back dial, so a Register of a socket the
 // new kubelet has just deleted costs what it costs with the real kubelet. For every restart the
@@ -7,8 +10,9 @@
 // agent is registered with a kubelet at least that new and has sent its device list (usable
 // again). The bound is a liveness bound (the issue's requirement); the figures (median, p99,
 // max) are printed and recorded as test properties.
-//   - RandomIntervals: restarts 50-500 ms apart, whatever the agent is doing (a restart often
-//     lands while the agent is still re-registering after the previous one);
+//   - AtEveryStageOfReRegistration: each next restart comes when a random number (0 to all) of
+//     the resources are usable again with the current kubelet, plus a random 0-50 ms: restarts
+//     land at every stage of a re-registration, and between them;
 //   - ComingBackAsTheAgentServesASocket: the kubelet is down and comes back at the worst
 //     moment, right after the agent created a socket and before it registered it: the new
 //     kubelet's cleanup deletes that socket. Before the fix this cost 5 s (the agent's
@@ -92,19 +96,32 @@ class KubeletRestartTest : public ::testing::Test {
     }
   }
 
+  // When `r` was made usable with a kubelet started at or after `since`.
+  static std::optional<Clock::time_point> ReadyAt(const std::optional<fakes::FakeResource>& r,
+                                                  int n, Clock::time_point since) {
+    if (!r || !r->connected || r->allocatable != n || r->ready_at == Clock::time_point{} ||
+        r->ready_at < since || r->last_registered < since) {
+      return std::nullopt;
+    }
+    return r->ready_at;
+  }
   // When every resource was made usable with a kubelet started at or after `since`: the latest
   // ready_at, or nullopt while some resource is not there yet.
   std::optional<Clock::time_point> AllReadySince(Clock::time_point since) const {
     Clock::time_point last{};
     for (const auto& [name, n] : kMixed) {
-      auto r = kubelet_->Resource(name);
-      if (!r || !r->connected || r->allocatable != n || r->ready_at == Clock::time_point{} ||
-          r->ready_at < since || r->last_registered < since) {
-        return std::nullopt;
-      }
-      last = std::max(last, r->ready_at);
+      std::optional<Clock::time_point> at = ReadyAt(kubelet_->Resource(name), n, since);
+      if (!at) return std::nullopt;
+      last = std::max(last, *at);
     }
     return last;
+  }
+  // How many resources are usable with a kubelet started at or after `since`.
+  size_t ReadySince(Clock::time_point since) const {
+    size_t ready = 0;
+    for (const auto& [name, n] : kMixed)
+      ready += ReadyAt(kubelet_->Resource(name), n, since) ? 1 : 0;
+    return ready;
   }
 
   // Checks the bound for every restart, prints and records the figures.
@@ -147,14 +164,15 @@ class KubeletRestartTest : public ::testing::Test {
   std::unique_ptr<AgentProcess> agent_;
 };
 
-TEST_F(KubeletRestartTest, RandomIntervals) {
+TEST_F(KubeletRestartTest, AtEveryStageOfReRegistration) {
   const int restarts = EnvInt("GPUSHARE_RESTARTS", 60);
   const unsigned seed = static_cast<unsigned>(
       EnvInt("GPUSHARE_RESTART_SEED", static_cast<int>(std::random_device{}())));
   std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> interval_ms(50, 500);
+  std::uniform_int_distribution<int> ready_before(0, static_cast<int>(kMixed.size()));
+  std::uniform_int_distribution<int> extra_ms(0, 50);
   std::cout << "restarts=" << restarts << " seed=" << seed
-            << " (GPUSHARE_RESTART_SEED repeats the intervals)\n";
+            << " (GPUSHARE_RESTART_SEED repeats the sequence)\n";
 
   // starts[i]: when kubelet instance i+1 served kubelet.sock; done[i]: when every resource was
   // usable with instance i+1 or a later one.
@@ -170,19 +188,22 @@ TEST_F(KubeletRestartTest, RandomIntervals) {
     ASSERT_TRUE(kubelet_->Restart().ok());
     starts.push_back(kubelet_->last_start());
     done.emplace_back();
-    // Until the next restart, note when this instance has every resource back.
-    const auto next = Clock::now() + std::chrono::milliseconds(interval_ms(rng));
-    while (Clock::now() < next) {
-      if (!done.back()) settle(AllReadySince(starts.back()));
-      std::this_thread::sleep_for(2ms);
-    }
-    settle(AllReadySince(starts.back()));
+    // The next restart: once `want` resources are usable with this instance (or past the bound:
+    // then the stall is measured as it is), and a random moment after.
+    const size_t want = static_cast<size_t>(ready_before(rng));
+    kubelet_->WaitFor([&] { return ReadySince(starts.back()) >= want; }, kBound);
+    kubelet_->WaitFor(
+        [&] {
+          settle(AllReadySince(starts.back()));
+          return false;  // noting progress until the moment passes
+        },
+        std::chrono::milliseconds(extra_ms(rng)));
     ASSERT_TRUE(agent_->Running());
   }
-  // The last restarts: wait for them (a stall shows up as its real length, up to kGiveUp).
+  // The last restart: wait for it (a stall shows up as its real length, up to kGiveUp).
   kubelet_->WaitFor([&] { return AllReadySince(starts.back()).has_value(); }, kGiveUp);
   settle(AllReadySince(starts.back()));
-  Report("random intervals", starts, done);
+  Report("at every stage of re-registration", starts, done);
   ExpectServingThenCleanExit();
 }
 
@@ -223,7 +244,6 @@ TEST_F(KubeletRestartTest, ComingBackAsTheAgentServesASocket) {
     starts.push_back(kubelet_->last_start());
     kubelet_->WaitFor([&] { return AllReadySince(starts.back()).has_value(); }, kGiveUp);
     done.push_back(AllReadySince(starts.back()));
-    std::this_thread::sleep_for(50ms);
   }
   ::close(fd);
   Report("kubelet back as a socket is served", starts, done);

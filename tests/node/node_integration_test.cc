@@ -1,6 +1,10 @@
 // Integration: the real gpushare-node binary against the kubelet double, in a temporary
-// device plugin directory. Deadlines are generous (polling), except the re-registration bound
-// the issue asks for (2 s from the kubelet restart), which the agent meets with a wide margin.
+// device plugin directory: what it serves and allocates, signals, health events, reloads.
+// Every wait is a liveness bound on an event (a registration, a log line, an exit); nothing
+// waits for a timer of the agent. The lifecycle's timing (re-registration after a kubelet
+// restart or a dropped stream, backoff, health recovery) is tested in-process on a simulated
+// clock (node_agent_test); the real binary's re-registration promise in
+// node_kubelet_restart_test.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -8,7 +12,6 @@
 #include <fstream>
 #include <map>
 #include <set>
-#include <thread>
 
 #include "tests/deviceplugin/fixtures.h"
 #include "tests/fakes/kubelet/fake_kubelet.h"
@@ -23,7 +26,6 @@ using testing::TempDir;
 using namespace std::chrono_literals;
 
 constexpr auto kWait = 15s;
-constexpr auto kReRegisterBound = 2s;
 
 std::string Example(const std::string& rel) {
   return std::string(GPUSHARE_SOURCE_DIR) + "/examples/" + rel;
@@ -59,6 +61,19 @@ class NodeIntegrationTest : public ::testing::Test {
     std::ofstream(p) << text;
     return p;
   }
+
+  // A config that only SIGHUP reloads (the tests of SIGHUP): --config names a link to a file in
+  // another directory, out of the config watch's sight (node/config_source.h), and the agent is
+  // started with the poll an hour away (kSighupOnly). Returns the link; writes the file.
+  std::string SighupConfig(const std::string& text) {
+    std::filesystem::create_directories(dir_.Sub("edits"));
+    std::ofstream(dir_.Sub("edits/c.yaml")) << text;
+    const std::string link = dir_.Sub("sighup.yaml");
+    if (!std::filesystem::is_symlink(link))
+      std::filesystem::create_symlink(dir_.Sub("edits/c.yaml"), link);
+    return link;
+  }
+  const std::vector<std::string> kSighupOnly = {"--config-poll-interval", "1h"};
 
   // Starts the agent; `extra` args follow the common ones.
   void StartAgent(const std::string& inventory, const std::string& config,
@@ -335,82 +350,14 @@ TEST_F(NodeIntegrationTest, UnknownAndMalformedRequestsAreRefused) {
   EXPECT_TRUE(agent_->Running()) << "bad requests never take the agent down";
 }
 
-// ---- lifecycle ---------------------------------------------------------------------------
+// ---- health and reloads ------------------------------------------------------------------
 
-TEST_F(NodeIntegrationTest, KubeletRestartLeadsToReRegistrationWithin2s) {
-  StartAgent(Example("inventory/mixed.yaml"), Example("config/mixed.yaml"));
-  std::map<std::string, int> counts = {{"nvidia.com/gpu", 1},
-                                       {"nvidia.com/gpu.shared", 20},
-                                       {"nvidia.com/mig-3g.40gb", 3},
-                                       {"nvidia.com/mig-2g.20gb", 6}};
-  ExpectCounts(counts);
-  for (int round = 2; round <= 3; ++round) {
-    auto t0 = std::chrono::steady_clock::now();
-    ASSERT_TRUE(kubelet_->Restart().ok());
-    ExpectCounts(counts, round);
-    for (const auto& [name, n] : counts) {
-      auto r = kubelet_->Resource(name);
-      ASSERT_TRUE(r);
-      auto took = std::chrono::duration_cast<std::chrono::milliseconds>(r->last_registered - t0);
-      EXPECT_LE(took, kReRegisterBound) << name << " re-registered after " << took.count() << " ms";
-      RecordProperty(name + "_reregister_ms_round" + std::to_string(round),
-                     static_cast<int>(took.count()));
-    }
-  }
-  EXPECT_TRUE(agent_->Running());
-}
-
-TEST_F(NodeIntegrationTest, DroppedStreamLeadsToReRegistrationWithin2s) {
-  StartAgent(Example("inventory/8x-a10.yaml"), Example("config/8x-a10.yaml"));
-  ExpectCounts({{"nvidia.com/gpu", 80}});
-  ASSERT_TRUE(
-      kubelet_->WaitFor([&] { return kubelet_->Resource("nvidia.com/gpu")->stream_open; }, kWait));
-  auto t0 = std::chrono::steady_clock::now();
-  ASSERT_TRUE(kubelet_->DropStream("nvidia.com/gpu"));
-  ExpectCounts({{"nvidia.com/gpu", 80}}, 2);
-  std::this_thread::sleep_for(300ms);
-  EXPECT_EQ(kubelet_->Resource("nvidia.com/gpu")->registrations, 2)
-      << "one re-registration, no loop";
-  auto took = kubelet_->Resource("nvidia.com/gpu")->last_registered - t0;
-  EXPECT_LE(took, kReRegisterBound)
-      << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
-  EXPECT_TRUE(agent_->WaitForLog("event=stream_ended", kWait));
-}
-
-size_t Count(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
-  return n;
-}
-
-TEST_F(NodeIntegrationTest, KubeletGoneMeansBackoffNotABusyLoop) {
-  StartAgent(Example("inventory/8x-a10.yaml"), Example("config/8x-a10.yaml"));
-  ExpectCounts({{"nvidia.com/gpu", 80}});
-  kubelet_->Stop();  // streams end, kubelet.sock disappears
-  ASSERT_TRUE(agent_->WaitForLog("event=register_failed", kWait));
-  std::this_thread::sleep_for(1500ms);
-  // Backoff 200, 400, 800 ms...: a handful of attempts, not one every few milliseconds.
-  EXPECT_LE(Count(agent_->Log(), "event=register_failed"), 8u) << agent_->Log();
-  EXPECT_LE(Count(agent_->Log(), "event=serve "), 3u);
-  ASSERT_TRUE(kubelet_->Start().ok());
-  ExpectCounts({{"nvidia.com/gpu", 80}}, 2);
-}
-
-TEST_F(NodeIntegrationTest, StartsBeforeKubeletAndRegistersWhenItComes) {
-  kubelet_->Stop();
-  ::unlink(kubelet_->kubelet_socket().c_str());
-  StartAgent(Example("inventory/8x-a10.yaml"), Example("config/8x-a10.yaml"));
-  ASSERT_TRUE(agent_->WaitForLog("event=register_failed", kWait));
-  auto t0 = std::chrono::steady_clock::now();
-  ASSERT_TRUE(kubelet_->Start().ok());
-  ExpectCounts({{"nvidia.com/gpu", 80}});
-  EXPECT_LE(kubelet_->Resource("nvidia.com/gpu")->last_registered - t0, kReRegisterBound);
-}
-
-TEST_F(NodeIntegrationTest, InjectedXidMakesDevicesUnhealthyAndTheyRecover) {
+// The recovery after the quiet period is timed in-process
+// (AgentTest.XidMakesGpuUnhealthyAndItRecovers).
+TEST_F(NodeIntegrationTest, InjectedXidMakesDevicesUnhealthy) {
   std::string events = WriteFile("events", "");
   std::string config = WriteFile("c.yaml", A10Config("    deviceListStrategy: envvar\n") +
-                                               "gpushare:\n  health:\n    recoverAfter: 1s\n");
+                                               "gpushare:\n  health:\n    recoverAfter: 1h\n");
   StartAgent(Example("inventory/8x-a10.yaml"), config, {"--health-events", events});
   ExpectCounts({{"nvidia.com/gpu", 80}});
   std::string gpu = BaseId(kubelet_->Resource("nvidia.com/gpu")->devices[0].id);
@@ -424,22 +371,20 @@ TEST_F(NodeIntegrationTest, InjectedXidMakesDevicesUnhealthyAndTheyRecover) {
   EXPECT_EQ(r->capacity, 80);
   for (const auto& d : r->devices) EXPECT_EQ(d.health == "Unhealthy", BaseId(d.id) == gpu) << d.id;
   EXPECT_TRUE(agent_->WaitForLog("state=Unhealthy", kWait));
-  // Back after the quiet period.
-  ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 80, kWait));
-  EXPECT_TRUE(agent_->WaitForLog("state=Healthy", kWait));
 }
 
 TEST_F(NodeIntegrationTest, ReloadKeepsAFailingGpuUnhealthy) {
   std::string events = WriteFile("events", "");
   const std::string health = "gpushare:\n  health:\n    recoverAfter: 1h\n";
-  std::string config = WriteFile("c.yaml", A10Config("    deviceListStrategy: envvar\n") + health);
-  StartAgent(Example("inventory/8x-a10.yaml"), config, {"--health-events", events});
+  std::string config = SighupConfig(A10Config("    deviceListStrategy: envvar\n") + health);
+  StartAgent(Example("inventory/8x-a10.yaml"), config,
+             {"--health-events", events, "--config-poll-interval", "1h"});
   ExpectCounts({{"nvidia.com/gpu", 80}});
   std::string gpu = BaseId(kubelet_->Resource("nvidia.com/gpu")->devices[0].id);
   std::ofstream(events, std::ios::app) << "xid=79 uuid=" << gpu << "\n";
   ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 70, kWait));
   // A new config (5 replicas): the failing GPU's 5 replicas come back Unhealthy.
-  WriteFile("c.yaml", A10Config("    deviceListStrategy: envvar\n", 5) + health);
+  SighupConfig(A10Config("    deviceListStrategy: envvar\n", 5) + health);
   agent_->Signal(SIGHUP);
   ASSERT_TRUE(agent_->WaitForLog("event=health_carried_over unhealthy_units=1", kWait));
   ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 35, kWait, 2));
@@ -449,10 +394,10 @@ TEST_F(NodeIntegrationTest, ReloadKeepsAFailingGpuUnhealthy) {
 }
 
 TEST_F(NodeIntegrationTest, SighupWithBadConfigKeepsServing) {
-  std::string config = WriteFile("c.yaml", A10Config("    deviceListStrategy: envvar\n"));
-  StartAgent(Example("inventory/8x-a10.yaml"), config);
+  std::string config = SighupConfig(A10Config("    deviceListStrategy: envvar\n"));
+  StartAgent(Example("inventory/8x-a10.yaml"), config, kSighupOnly);
   ExpectCounts({{"nvidia.com/gpu", 80}});
-  WriteFile("c.yaml", A10Config("    deviceListStrategy: envvar\n", 60));
+  SighupConfig(A10Config("    deviceListStrategy: envvar\n", 60));
   agent_->Signal(SIGHUP);
   ASSERT_TRUE(agent_->WaitForLog("event=reload_rejected", kWait));
   EXPECT_TRUE(agent_->WaitForLog("sharing.timeSlicing.resources[0].replicas", kWait))
@@ -464,9 +409,10 @@ TEST_F(NodeIntegrationTest, SighupWithBadConfigKeepsServing) {
   EXPECT_EQ(r->registrations, 1);
   EXPECT_TRUE(kubelet_->Admit("p/c", "nvidia.com/gpu", 1).admitted);
   // A good config is taken on the next SIGHUP.
-  WriteFile("c.yaml", A10Config("    deviceListStrategy: envvar\n", 5));
+  SighupConfig(A10Config("    deviceListStrategy: envvar\n", 5));
   agent_->Signal(SIGHUP);
   ExpectCounts({{"nvidia.com/gpu", 40}}, 2);
+  EXPECT_EQ(kubelet_->Resource("nvidia.com/gpu")->registrations, 2) << "one reload per SIGHUP";
 }
 
 TEST_F(NodeIntegrationTest, SigtermRemovesSocketsAndExitsZero) {
