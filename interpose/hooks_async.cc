@@ -199,15 +199,8 @@ GPUSHARE_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr* dptr, size_t 
                     dptr, bytes, pool, s, "cuMemAllocFromPoolAsync");
 }
 
-GPUSHARE_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream s) {
-  GPUSHARE_GET_REAL(cuMemFreeAsync);
-  return FreeAsync(real, dptr, s);
-}
-
-GPUSHARE_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream s) {
-  GPUSHARE_GET_REAL(cuMemFreeAsync_ptsz);
-  return FreeAsync(real, dptr, s);
-}
+GPUSHARE_HOOK(cuMemFreeAsync, (CUdeviceptr dptr, CUstream s), FreeAsync(real, dptr, s))
+GPUSHARE_HOOK(cuMemFreeAsync_ptsz, (CUdeviceptr dptr, CUstream s), FreeAsync(real, dptr, s))
 
 GPUSHARE_EXPORT CUresult cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) {
   GPUSHARE_GET_REAL(cuMemPoolCreate);
@@ -251,14 +244,13 @@ GPUSHARE_EXPORT CUresult cuMemPoolDestroy(CUmemoryPool pool) {
   return r;
 }
 
-GPUSHARE_EXPORT CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t keep) {
-  GPUSHARE_GET_REAL(cuMemPoolTrimTo);
-  CUresult r = real(pool, keep);
+namespace {
+// `r`: the driver's answer to a call that may have given pool memory back.
+CUresult PoolsRefreshed(CUresult r) {
   if (r == CUDA_SUCCESS && Active() && HasPools()) RefreshPools();
   return r;
 }
 
-namespace {
 // A pool handed out by the driver: remember which device it belongs to.
 CUresult LearnPool(CUresult r, CUmemoryPool* pool, CUdevice dev) {
   if (r == CUDA_SUCCESS && pool != nullptr && Active()) {
@@ -270,22 +262,28 @@ CUresult LearnPool(CUresult r, CUmemoryPool* pool, CUdevice dev) {
   }
   return r;
 }
+
+// `r`: the driver's answer to a synchronisation, after which pools and graphs may have given
+// memory back.
+CUresult Synced(CUresult r) {
+  if (Active()) {
+    if (HasPools()) RefreshPools();
+    RefreshGraphMemory(-1);
+  }
+  return r;
+}
 }  // namespace
 
-GPUSHARE_EXPORT CUresult cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice dev) {
-  GPUSHARE_GET_REAL(cuDeviceGetDefaultMemPool);
-  return LearnPool(real(pool, dev), pool, dev);
-}
+GPUSHARE_HOOK(cuMemPoolTrimTo, (CUmemoryPool pool, size_t keep), PoolsRefreshed(real(pool, keep)))
 
-GPUSHARE_EXPORT CUresult cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev) {
-  GPUSHARE_GET_REAL(cuDeviceGetMemPool);
-  return LearnPool(real(pool, dev), pool, dev);
-}
-
-GPUSHARE_EXPORT CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
-  GPUSHARE_GET_REAL(cuDeviceSetMemPool);
-  return real(dev, pool);
-}
+// Unformatted: clang-format would read `CUmemoryPool* pool` as a product.
+// clang-format off
+GPUSHARE_HOOK(cuDeviceGetDefaultMemPool, (CUmemoryPool* pool, CUdevice dev),
+              LearnPool(real(pool, dev), pool, dev))
+GPUSHARE_HOOK(cuDeviceGetMemPool, (CUmemoryPool* pool, CUdevice dev),
+              LearnPool(real(pool, dev), pool, dev))
+// clang-format on
+GPUSHARE_HOOK(cuDeviceSetMemPool, (CUdevice dev, CUmemoryPool pool), real(dev, pool))
 
 GPUSHARE_EXPORT CUresult cuMemPoolImportPointer(CUdeviceptr* out, CUmemoryPool pool,
                                                 CUmemPoolPtrExportData* data) {
@@ -302,34 +300,11 @@ GPUSHARE_EXPORT CUresult cuMemPoolImportPointer(CUdeviceptr* out, CUmemoryPool p
   return r;
 }
 
-#define GPUSHARE_SYNC_BODY(call)    \
-  CUresult r = call;                \
-  if (Active()) {                   \
-    if (HasPools()) RefreshPools(); \
-    RefreshGraphMemory(-1);         \
-  }                                 \
-  return r
-
-GPUSHARE_EXPORT CUresult cuStreamSynchronize(CUstream s) {
-  GPUSHARE_GET_REAL(cuStreamSynchronize);
-  GPUSHARE_SYNC_BODY(real(s));
-}
-GPUSHARE_EXPORT CUresult cuStreamSynchronize_ptsz(CUstream s) {
-  GPUSHARE_GET_REAL(cuStreamSynchronize_ptsz);
-  GPUSHARE_SYNC_BODY(real(s));
-}
-GPUSHARE_EXPORT CUresult cuCtxSynchronize(void) {
-  GPUSHARE_GET_REAL(cuCtxSynchronize);
-  GPUSHARE_SYNC_BODY(real());
-}
-GPUSHARE_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx) {
-  GPUSHARE_GET_REAL(cuCtxSynchronize_v2);
-  GPUSHARE_SYNC_BODY(real(ctx));
-}
-GPUSHARE_EXPORT CUresult cuEventSynchronize(CUevent e) {
-  GPUSHARE_GET_REAL(cuEventSynchronize);
-  GPUSHARE_SYNC_BODY(real(e));
-}
+GPUSHARE_HOOK(cuStreamSynchronize, (CUstream s), Synced(real(s)))
+GPUSHARE_HOOK(cuStreamSynchronize_ptsz, (CUstream s), Synced(real(s)))
+GPUSHARE_HOOK(cuCtxSynchronize, (void), Synced(real()))
+GPUSHARE_HOOK(cuCtxSynchronize_v2, (CUcontext ctx), Synced(real(ctx)))
+GPUSHARE_HOOK(cuEventSynchronize, (CUevent e), Synced(real(e)))
 
 // ---- graph memory
 // ----------------------------------------------------------------------------------

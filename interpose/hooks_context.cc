@@ -32,58 +32,37 @@ CUresult ResetPrimary(Fn real, CUdevice dev) {
   }
   return r;
 }
+// `r`: the driver's answer to a cuCtxCreate that wrote the new context to *pctx.
+CUresult Created(CUresult r, CUcontext* pctx, CUdevice dev) {
+  if (r == CUDA_SUCCESS && pctx != nullptr && Active()) OnContextCreated(*pctx, dev, false);
+  return r;
+}
+// `r`: the driver's answer to a cuCtxDestroy of `ctx`.
+CUresult Destroyed(CUresult r, CUcontext ctx) {
+  if (r == CUDA_SUCCESS && Active()) OnContextDestroyed(ctx, true);
+  return r;
+}
 }  // namespace
 
-GPUSHARE_EXPORT CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
-  GPUSHARE_GET_REAL(cuDevicePrimaryCtxRelease);
-  return ReleasePrimary(real, dev);
-}
-GPUSHARE_EXPORT CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
-  GPUSHARE_GET_REAL(cuDevicePrimaryCtxRelease_v2);
-  return ReleasePrimary(real, dev);
-}
-GPUSHARE_EXPORT CUresult cuDevicePrimaryCtxReset(CUdevice dev) {
-  GPUSHARE_GET_REAL(cuDevicePrimaryCtxReset);
-  return ResetPrimary(real, dev);
-}
-GPUSHARE_EXPORT CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
-  GPUSHARE_GET_REAL(cuDevicePrimaryCtxReset_v2);
-  return ResetPrimary(real, dev);
-}
+GPUSHARE_HOOK(cuDevicePrimaryCtxRelease, (CUdevice dev), ReleasePrimary(real, dev))
+GPUSHARE_HOOK(cuDevicePrimaryCtxRelease_v2, (CUdevice dev), ReleasePrimary(real, dev))
+GPUSHARE_HOOK(cuDevicePrimaryCtxReset, (CUdevice dev), ResetPrimary(real, dev))
+GPUSHARE_HOOK(cuDevicePrimaryCtxReset_v2, (CUdevice dev), ResetPrimary(real, dev))
 
-#define GPUSHARE_CTX_CREATE_BODY(call, pctx, dev)                                                \
-  CUresult r = call;                                                                             \
-  if (r == CUDA_SUCCESS && (pctx) != nullptr && Active()) OnContextCreated(*(pctx), dev, false); \
-  return r
+// Unformatted: clang-format would read the parameter lists' `T* p` as products.
+// clang-format off
+GPUSHARE_HOOK(cuCtxCreate, (CUcontext* pctx, unsigned int flags, CUdevice dev),
+              Created(real(pctx, flags, dev), pctx, dev))
+GPUSHARE_HOOK(cuCtxCreate_v2, (CUcontext* pctx, unsigned int flags, CUdevice dev),
+              Created(real(pctx, flags, dev), pctx, dev))
+GPUSHARE_HOOK(cuCtxCreate_v3,
+              (CUcontext* pctx, CUexecAffinityParam* params, int n, unsigned int flags,
+               CUdevice dev),
+              Created(real(pctx, params, n, flags, dev), pctx, dev))
+GPUSHARE_HOOK(cuCtxCreate_v4,
+              (CUcontext* pctx, CUctxCreateParams* params, unsigned int flags, CUdevice dev),
+              Created(real(pctx, params, flags, dev), pctx, dev))
+// clang-format on
 
-GPUSHARE_EXPORT CUresult cuCtxCreate(CUcontext* pctx, unsigned int flags, CUdevice dev) {
-  GPUSHARE_GET_REAL(cuCtxCreate);
-  GPUSHARE_CTX_CREATE_BODY(real(pctx, flags, dev), pctx, dev);
-}
-GPUSHARE_EXPORT CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags, CUdevice dev) {
-  GPUSHARE_GET_REAL(cuCtxCreate_v2);
-  GPUSHARE_CTX_CREATE_BODY(real(pctx, flags, dev), pctx, dev);
-}
-GPUSHARE_EXPORT CUresult cuCtxCreate_v3(CUcontext* pctx, CUexecAffinityParam* params, int n,
-                                        unsigned int flags, CUdevice dev) {
-  GPUSHARE_GET_REAL(cuCtxCreate_v3);
-  GPUSHARE_CTX_CREATE_BODY(real(pctx, params, n, flags, dev), pctx, dev);
-}
-GPUSHARE_EXPORT CUresult cuCtxCreate_v4(CUcontext* pctx, CUctxCreateParams* params,
-                                        unsigned int flags, CUdevice dev) {
-  GPUSHARE_GET_REAL(cuCtxCreate_v4);
-  GPUSHARE_CTX_CREATE_BODY(real(pctx, params, flags, dev), pctx, dev);
-}
-
-GPUSHARE_EXPORT CUresult cuCtxDestroy(CUcontext ctx) {
-  GPUSHARE_GET_REAL(cuCtxDestroy);
-  CUresult r = real(ctx);
-  if (r == CUDA_SUCCESS && Active()) OnContextDestroyed(ctx, true);
-  return r;
-}
-GPUSHARE_EXPORT CUresult cuCtxDestroy_v2(CUcontext ctx) {
-  GPUSHARE_GET_REAL(cuCtxDestroy_v2);
-  CUresult r = real(ctx);
-  if (r == CUDA_SUCCESS && Active()) OnContextDestroyed(ctx, true);
-  return r;
-}
+GPUSHARE_HOOK(cuCtxDestroy, (CUcontext ctx), Destroyed(real(ctx), ctx))
+GPUSHARE_HOOK(cuCtxDestroy_v2, (CUcontext ctx), Destroyed(real(ctx), ctx))

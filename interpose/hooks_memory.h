@@ -141,3 +141,13 @@ inline CUresult DestroyTracked(Fn real, Handle h, AllocKind kind) {
 #define GPUSHARE_GET_REAL(name)    \
   auto real = GPUSHARE_REAL(name); \
   if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED
+
+// A wrapper whose work is one expression over the driver's function, `real`: one line for each
+// member of a family of versioned twins (_v2, _ptsz) that share a helper. `params` is the
+// parenthesised parameter list, e.g.
+//   GPUSHARE_HOOK(cuMemFreeAsync, (CUdeviceptr dptr, CUstream s), FreeAsync(real, dptr, s))
+#define GPUSHARE_HOOK(name, params, ...) \
+  GPUSHARE_EXPORT CUresult name params { \
+    GPUSHARE_GET_REAL(name);             \
+    return __VA_ARGS__;                  \
+  }

@@ -221,13 +221,11 @@ Status Client::Init() {
 }
 
 ClientStats Client::stats() const {
-  ClientStats s;
-  s.requests = requests_.load();
-  s.throttled = throttled_.load();
-  s.throttle_wait_ns = throttle_wait_ns_.load();
-  s.token_reloads = token_reloads_.load();
-  s.watch_events = watch_events_.load();
-  return s;
+  return {.requests = requests_.load(),
+          .throttled = throttled_.load(),
+          .throttle_wait_ns = throttle_wait_ns_.load(),
+          .token_reloads = token_reloads_.load(),
+          .watch_events = watch_events_.load()};
 }
 
 Client::Conn* Client::Acquire() {

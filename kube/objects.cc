@@ -1,5 +1,7 @@
 #include "kube/objects.h"
 
+#include <initializer_list>
+
 #include "kube/quantity.h"
 
 namespace gpushare::kube {
@@ -64,6 +66,19 @@ Status GetString(const json& obj, std::string_view key, std::string_view path, s
   if (m == nullptr) return Status::Ok();
   if (!m->is_string()) return WrongType(Join(path, key), "string", *m);
   *out = m->get<std::string>();
+  return Status::Ok();
+}
+
+// A string member and where it goes.
+struct StringField {
+  std::string_view key;
+  std::string* out;
+};
+
+// The string members `fields` of `obj`, in their order (an absent one leaves its target as is).
+Status GetStrings(const json& obj, std::string_view path,
+                  std::initializer_list<StringField> fields) {
+  for (const StringField& f : fields) GPUSHARE_RETURN_IF_ERROR(GetString(obj, f.key, path, f.out));
   return Status::Ok();
 }
 
@@ -146,11 +161,12 @@ Status DecodeContainer(const json& j, std::string_view path, Container* c) {
 Status DecodeConditions(const json& obj, std::string_view path, std::vector<Condition>* out) {
   return ForEach(obj, "conditions", path, [&](const json& e, const std::string& ep) {
     Condition c;
-    GPUSHARE_RETURN_IF_ERROR(GetString(e, "type", ep, &c.type));
-    GPUSHARE_RETURN_IF_ERROR(GetString(e, "status", ep, &c.status));
-    GPUSHARE_RETURN_IF_ERROR(GetString(e, "reason", ep, &c.reason));
-    GPUSHARE_RETURN_IF_ERROR(GetString(e, "message", ep, &c.message));
-    GPUSHARE_RETURN_IF_ERROR(GetString(e, "lastTransitionTime", ep, &c.last_transition_time));
+    GPUSHARE_RETURN_IF_ERROR(GetStrings(e, ep,
+                                        {{"type", &c.type},
+                                         {"status", &c.status},
+                                         {"reason", &c.reason},
+                                         {"message", &c.message},
+                                         {"lastTransitionTime", &c.last_transition_time}}));
     out->push_back(std::move(c));
     return Status::Ok();
   });
@@ -174,24 +190,26 @@ Result<ObjectMeta> DecodeObjectMeta(const json& j, std::string_view path) {
   ObjectMeta m;
   if (j.is_null()) return m;
   if (!j.is_object()) return WrongType(path, "object", j);
-  GPUSHARE_RETURN_IF_ERROR(GetString(j, "name", path, &m.name));
-  GPUSHARE_RETURN_IF_ERROR(GetString(j, "namespace", path, &m.namespace_));
-  GPUSHARE_RETURN_IF_ERROR(GetString(j, "uid", path, &m.uid));
-  GPUSHARE_RETURN_IF_ERROR(GetString(j, "resourceVersion", path, &m.resource_version));
-  GPUSHARE_RETURN_IF_ERROR(GetString(j, "generateName", path, &m.generate_name));
-  GPUSHARE_RETURN_IF_ERROR(GetString(j, "creationTimestamp", path, &m.creation_timestamp));
   std::string deletion;
-  GPUSHARE_RETURN_IF_ERROR(GetString(j, "deletionTimestamp", path, &deletion));
+  GPUSHARE_RETURN_IF_ERROR(GetStrings(j, path,
+                                      {{"name", &m.name},
+                                       {"namespace", &m.namespace_},
+                                       {"uid", &m.uid},
+                                       {"resourceVersion", &m.resource_version},
+                                       {"generateName", &m.generate_name},
+                                       {"creationTimestamp", &m.creation_timestamp},
+                                       {"deletionTimestamp", &deletion}}));
   if (!deletion.empty()) m.deletion_timestamp = deletion;
   GPUSHARE_RETURN_IF_ERROR(GetStringMap(j, "labels", path, &m.labels));
   GPUSHARE_RETURN_IF_ERROR(GetStringMap(j, "annotations", path, &m.annotations));
   GPUSHARE_RETURN_IF_ERROR(
       ForEach(j, "ownerReferences", path, [&](const json& e, const std::string& ep) {
         OwnerReference r;
-        GPUSHARE_RETURN_IF_ERROR(GetString(e, "apiVersion", ep, &r.api_version));
-        GPUSHARE_RETURN_IF_ERROR(GetString(e, "kind", ep, &r.kind));
-        GPUSHARE_RETURN_IF_ERROR(GetString(e, "name", ep, &r.name));
-        GPUSHARE_RETURN_IF_ERROR(GetString(e, "uid", ep, &r.uid));
+        GPUSHARE_RETURN_IF_ERROR(GetStrings(e, ep,
+                                            {{"apiVersion", &r.api_version},
+                                             {"kind", &r.kind},
+                                             {"name", &r.name},
+                                             {"uid", &r.uid}}));
         GPUSHARE_RETURN_IF_ERROR(GetBool(e, "controller", ep, &r.controller));
         m.owner_references.push_back(std::move(r));
         return Status::Ok();
@@ -236,9 +254,10 @@ Result<Pod> DecodePod(const json& j) {
   GPUSHARE_ASSIGN_OR_RETURN(const json* status, ObjectMember(j, "status", "pod"));
   if (status != nullptr) {
     const json& s = *status;
-    GPUSHARE_RETURN_IF_ERROR(GetString(s, "phase", "pod.status", &p.status.phase));
-    GPUSHARE_RETURN_IF_ERROR(GetString(s, "reason", "pod.status", &p.status.reason));
-    GPUSHARE_RETURN_IF_ERROR(GetString(s, "message", "pod.status", &p.status.message));
+    GPUSHARE_RETURN_IF_ERROR(GetStrings(s, "pod.status",
+                                        {{"phase", &p.status.phase},
+                                         {"reason", &p.status.reason},
+                                         {"message", &p.status.message}}));
     GPUSHARE_RETURN_IF_ERROR(DecodeConditions(s, "pod.status", &p.status.conditions));
   }
   return p;
@@ -293,22 +312,22 @@ Result<Event> DecodeEvent(const json& j) {
   GPUSHARE_RETURN_IF_ERROR(DecodeMetadataOf(j, "event", &e.metadata));
   GPUSHARE_ASSIGN_OR_RETURN(const json* io, ObjectMember(j, "involvedObject", "event"));
   if (io != nullptr) {
-    const json& o = *io;
-    const char* p = "event.involvedObject";
-    GPUSHARE_RETURN_IF_ERROR(GetString(o, "apiVersion", p, &e.involved_object.api_version));
-    GPUSHARE_RETURN_IF_ERROR(GetString(o, "kind", p, &e.involved_object.kind));
-    GPUSHARE_RETURN_IF_ERROR(GetString(o, "namespace", p, &e.involved_object.namespace_));
-    GPUSHARE_RETURN_IF_ERROR(GetString(o, "name", p, &e.involved_object.name));
-    GPUSHARE_RETURN_IF_ERROR(GetString(o, "uid", p, &e.involved_object.uid));
-    GPUSHARE_RETURN_IF_ERROR(
-        GetString(o, "resourceVersion", p, &e.involved_object.resource_version));
-    GPUSHARE_RETURN_IF_ERROR(GetString(o, "fieldPath", p, &e.involved_object.field_path));
+    ObjectReference& o = e.involved_object;
+    GPUSHARE_RETURN_IF_ERROR(GetStrings(*io, "event.involvedObject",
+                                        {{"apiVersion", &o.api_version},
+                                         {"kind", &o.kind},
+                                         {"namespace", &o.namespace_},
+                                         {"name", &o.name},
+                                         {"uid", &o.uid},
+                                         {"resourceVersion", &o.resource_version},
+                                         {"fieldPath", &o.field_path}}));
   }
-  GPUSHARE_RETURN_IF_ERROR(GetString(j, "reason", "event", &e.reason));
-  GPUSHARE_RETURN_IF_ERROR(GetString(j, "message", "event", &e.message));
-  GPUSHARE_RETURN_IF_ERROR(GetString(j, "type", "event", &e.type));
-  GPUSHARE_RETURN_IF_ERROR(GetString(j, "reportingComponent", "event", &e.source_component));
-  GPUSHARE_RETURN_IF_ERROR(GetString(j, "reportingInstance", "event", &e.reporting_instance));
+  GPUSHARE_RETURN_IF_ERROR(GetStrings(j, "event",
+                                      {{"reason", &e.reason},
+                                       {"message", &e.message},
+                                       {"type", &e.type},
+                                       {"reportingComponent", &e.source_component},
+                                       {"reportingInstance", &e.reporting_instance}}));
   GPUSHARE_ASSIGN_OR_RETURN(const json* source, ObjectMember(j, "source", "event"));
   if (source != nullptr) {
     std::string component;
@@ -325,9 +344,8 @@ Result<Event> DecodeEvent(const json& j) {
 Result<ApiStatus> DecodeApiStatus(const json& j) {
   GPUSHARE_RETURN_IF_ERROR(RequireObject(j, "status"));
   ApiStatus s;
-  GPUSHARE_RETURN_IF_ERROR(GetString(j, "status", "status", &s.status));
-  GPUSHARE_RETURN_IF_ERROR(GetString(j, "message", "status", &s.message));
-  GPUSHARE_RETURN_IF_ERROR(GetString(j, "reason", "status", &s.reason));
+  GPUSHARE_RETURN_IF_ERROR(GetStrings(
+      j, "status", {{"status", &s.status}, {"message", &s.message}, {"reason", &s.reason}}));
   int32_t code = 0;
   GPUSHARE_RETURN_IF_ERROR(GetInt32(j, "code", "status", &code));
   s.code = code;

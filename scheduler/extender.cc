@@ -99,17 +99,15 @@ Extender::Extender(GpuCache& cache, std::shared_ptr<kube::Client> client, Extend
 }
 
 ExtenderStats Extender::stats() const {
-  ExtenderStats s;
-  s.filter = filter_.load();
-  s.filter_errors = filter_errors_.load();
-  s.prioritize = prioritize_.load();
-  s.prioritize_errors = prioritize_errors_.load();
-  s.bind = bind_.load();
-  s.bind_errors = bind_errors_.load();
-  s.bind_idempotent = bind_idempotent_.load();
-  s.bad_requests = bad_requests_.load();
-  s.bind_ns_total = bind_ns_.load();
-  return s;
+  return {.filter = filter_.load(),
+          .filter_errors = filter_errors_.load(),
+          .prioritize = prioritize_.load(),
+          .prioritize_errors = prioritize_errors_.load(),
+          .bind = bind_.load(),
+          .bind_errors = bind_errors_.load(),
+          .bind_idempotent = bind_idempotent_.load(),
+          .bad_requests = bad_requests_.load(),
+          .bind_ns_total = bind_ns_.load()};
 }
 
 HttpReply Extender::Filter(std::string_view body) {

@@ -12,6 +12,7 @@
 #include "core/placement/engine.h"
 #include "core/placement/policy.h"
 #include "sim/experiment.h"
+#include "sim/report.h"
 
 namespace gpushare::sim {
 
@@ -195,14 +196,11 @@ std::vector<DynamicResult> RunDynamicExperiment(const Workload& workload,
 
 std::string DynamicCsv(const std::vector<DynamicResult>& runs) {
   std::string out = "policy,seed,time_s,allocated_pct,waiting_pods\n";
-  char buf[160];
   for (const auto& r : runs)
-    for (const auto& s : r.samples) {
-      std::snprintf(buf, sizeof buf, "%s,%llu,%lld,%.3f,%lld\n", r.policy.c_str(),
-                    static_cast<unsigned long long>(r.seed), static_cast<long long>(s.time),
-                    s.allocated_pct, static_cast<long long>(s.waiting));
-      out += buf;
-    }
+    for (const auto& s : r.samples)
+      Appendf(&out, "%s,%llu,%lld,%.3f,%lld\n", r.policy.c_str(),
+              static_cast<unsigned long long>(r.seed), static_cast<long long>(s.time),
+              s.allocated_pct, static_cast<long long>(s.waiting));
   return out;
 }
 
@@ -211,17 +209,13 @@ std::string DynamicSummaryCsv(const std::vector<DynamicResult>& runs) {
       "policy,seed,time_weighted_alloc_pct,time_weighted_demand_pct,peak_alloc_pct,pods,placed_on_"
       "arrival,waited,"
       "failed,skipped,mean_wait_s,max_wait_s,max_waiting\n";
-  char buf[320];
-  for (const auto& r : runs) {
-    std::snprintf(
-        buf, sizeof buf, "%s,%llu,%.3f,%.3f,%.3f,%lld,%lld,%lld,%lld,%lld,%.1f,%.1f,%lld\n",
-        r.policy.c_str(), static_cast<unsigned long long>(r.seed), r.time_weighted_alloc_pct,
-        r.time_weighted_demand_pct, r.peak_alloc_pct, static_cast<long long>(r.pods),
-        static_cast<long long>(r.placed_on_arrival), static_cast<long long>(r.waited),
-        static_cast<long long>(r.failed), static_cast<long long>(r.skipped), r.mean_wait_s,
-        r.max_wait_s, static_cast<long long>(r.max_waiting));
-    out += buf;
-  }
+  for (const auto& r : runs)
+    Appendf(&out, "%s,%llu,%.3f,%.3f,%.3f,%lld,%lld,%lld,%lld,%lld,%.1f,%.1f,%lld\n",
+            r.policy.c_str(), static_cast<unsigned long long>(r.seed), r.time_weighted_alloc_pct,
+            r.time_weighted_demand_pct, r.peak_alloc_pct, static_cast<long long>(r.pods),
+            static_cast<long long>(r.placed_on_arrival), static_cast<long long>(r.waited),
+            static_cast<long long>(r.failed), static_cast<long long>(r.skipped), r.mean_wait_s,
+            r.max_wait_s, static_cast<long long>(r.max_waiting));
   return out;
 }
 
@@ -234,7 +228,6 @@ std::string DynamicTable(const std::vector<DynamicResult>& runs) {
       "dynamic replay (median over seeds)\npolicy      alloc%(time-avg)  demand%(time-avg)  peak "
       "alloc%   waited   failed  "
       "mean wait s\n";
-  char buf[200];
   for (const auto& p : policies) {
     std::vector<double> a, d, pk, w, f, mw;
     for (const auto& r : runs) {
@@ -246,9 +239,8 @@ std::string DynamicTable(const std::vector<DynamicResult>& runs) {
       f.push_back(static_cast<double>(r.failed));
       mw.push_back(r.mean_wait_s);
     }
-    std::snprintf(buf, sizeof buf, "%-12s %16.2f %18.2f %12.2f %8.0f %8.0f %12.0f\n", p.c_str(),
-                  Median(a), Median(d), Median(pk), Median(w), Median(f), Median(mw));
-    out += buf;
+    Appendf(&out, "%-12s %16.2f %18.2f %12.2f %8.0f %8.0f %12.0f\n", p.c_str(), Median(a),
+            Median(d), Median(pk), Median(w), Median(f), Median(mw));
   }
   return out;
 }

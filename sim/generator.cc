@@ -152,12 +152,6 @@ Workload GenerateDefaultWorkload(const GeneratorOptions& o) {
 
 namespace {
 
-struct PassResult {
-  int64_t placed = 0;
-  int64_t failed = 0;
-  int gpus_in_use = 0;
-};
-
 Result<PassResult> OnePass(const Workload& w, const std::vector<placement::PodRequest>& requests,
                            const std::string& policy_name, uint64_t seed) {
   placement::ClusterState cluster;
@@ -211,14 +205,8 @@ Result<SharingComparison> CompareSharing(const Workload& w, const std::string& p
     }
     whole.push_back(std::move(r));
   }
-  GPUSHARE_ASSIGN_OR_RETURN(auto a, OnePass(w, shared, policy, seed));
-  GPUSHARE_ASSIGN_OR_RETURN(auto b, OnePass(w, whole, policy, seed));
-  c.shared_placed = a.placed;
-  c.shared_failed = a.failed;
-  c.shared_gpus_in_use = a.gpus_in_use;
-  c.whole_placed = b.placed;
-  c.whole_failed = b.failed;
-  c.whole_gpus_in_use = b.gpus_in_use;
+  GPUSHARE_ASSIGN_OR_RETURN(c.shared, OnePass(w, shared, policy, seed));
+  GPUSHARE_ASSIGN_OR_RETURN(c.whole, OnePass(w, whole, policy, seed));
   return c;
 }
 
@@ -231,10 +219,10 @@ std::string SharingReport(const SharingComparison& c, const std::string& policy)
       "  whole GPUs only:    %lld GPUs needed; on this cluster %d GPUs in use, %lld pods placed, "
       "%lld did not fit\n",
       static_cast<long long>(c.pods), static_cast<long long>(c.gpu_pods), c.cluster_gpus,
-      policy.c_str(), c.shared_gpus_in_use, static_cast<long long>(c.shared_placed),
-      static_cast<long long>(c.shared_failed), static_cast<long long>(c.whole_gpus_needed),
-      c.whole_gpus_in_use, static_cast<long long>(c.whole_placed),
-      static_cast<long long>(c.whole_failed));
+      policy.c_str(), c.shared.gpus_in_use, static_cast<long long>(c.shared.placed),
+      static_cast<long long>(c.shared.failed), static_cast<long long>(c.whole_gpus_needed),
+      c.whole.gpus_in_use, static_cast<long long>(c.whole.placed),
+      static_cast<long long>(c.whole.failed));
   return buf;
 }
 

@@ -29,20 +29,22 @@ struct GeneratorOptions {
 
 Workload GenerateDefaultWorkload(const GeneratorOptions& options = {});
 
+// One pass of the pods, in seeded random order, through the placement policy.
+struct PassResult {
+  int64_t placed = 0;
+  int64_t failed = 0;
+  int gpus_in_use = 0;  // GPUs with at least one pod
+};
+
 // How many GPUs the workload needs with and without sharing.
 struct SharingComparison {
   int cluster_gpus = 0;
   int64_t pods = 0;
   int64_t gpu_pods = 0;
-  // With sharing: one pass of the pods in seeded random order through `policy`.
-  int64_t shared_placed = 0;
-  int64_t shared_failed = 0;
-  int shared_gpus_in_use = 0;  // GPUs with at least one pod
+  PassResult shared;  // with sharing: the pods as they are, through `policy`
   // Without sharing: every GPU pod takes whole GPUs (a share becomes one GPU).
   int64_t whole_gpus_needed = 0;  // sum of GPUs over GPU pods: exact, whatever the placement
-  int64_t whole_placed = 0;
-  int64_t whole_failed = 0;
-  int whole_gpus_in_use = 0;
+  PassResult whole;               // the same pass with every share made a whole GPU
 };
 
 Result<SharingComparison> CompareSharing(const Workload& workload, const std::string& policy,

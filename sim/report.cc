@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -74,36 +75,40 @@ std::string SummaryTable(const std::vector<SummaryPoint>& summary, const std::ve
   std::map<std::pair<std::string, int>, double> at;
   for (const auto& s : summary) at[{s.policy, s.arrived_pct}] = s.unallocated_median;
   std::string out = "unallocated GPU % (median over seeds) at arrived workload %\n";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%-12s", "policy");
-  out += buf;
-  for (int p : pcts) {
-    std::snprintf(buf, sizeof buf, "%8d%%", p);
-    out += buf;
-  }
+  Appendf(&out, "%-12s", "policy");
+  for (int p : pcts) Appendf(&out, "%8d%%", p);
   out += "\n";
-  std::snprintf(buf, sizeof buf, "%-12s", "ideal");
-  out += buf;
-  for (int p : pcts) {
-    std::snprintf(buf, sizeof buf, "%9.2f", std::max(0, 100 - p) * 1.0);
-    out += buf;
-  }
+  Appendf(&out, "%-12s", "ideal");
+  for (int p : pcts) Appendf(&out, "%9.2f", std::max(0, 100 - p) * 1.0);
   out += "\n";
   for (const auto& policy : PolicyOrder(summary)) {
-    std::snprintf(buf, sizeof buf, "%-12s", policy.c_str());
-    out += buf;
+    Appendf(&out, "%-12s", policy.c_str());
     for (int p : pcts) {
       auto it = at.find({policy, p});
       if (it == at.end()) {
-        std::snprintf(buf, sizeof buf, "%9s", "-");
+        Appendf(&out, "%9s", "-");
       } else {
-        std::snprintf(buf, sizeof buf, "%9.2f", it->second);
+        Appendf(&out, "%9.2f", it->second);
       }
-      out += buf;
     }
     out += "\n";
   }
   return out;
+}
+
+void Appendf(std::string* out, const char* format, ...) {
+  va_list args, again;
+  va_start(args, format);
+  va_copy(again, args);
+  const int n = std::vsnprintf(nullptr, 0, format, args);
+  va_end(args);
+  if (n > 0) {
+    const size_t at = out->size();
+    out->resize(at + static_cast<size_t>(n) + 1);
+    std::vsnprintf(out->data() + at, static_cast<size_t>(n) + 1, format, again);
+    out->resize(at + static_cast<size_t>(n));
+  }
+  va_end(again);
 }
 
 std::string PlotSvg(const std::vector<SummaryPoint>& summary, const std::string& title) {

@@ -20,6 +20,9 @@ std::string PlotSvg(const std::vector<SummaryPoint>& summary, const std::string&
 // Median unallocated % at the given arrived percents, one row per policy ("-" where absent).
 std::string SummaryTable(const std::vector<SummaryPoint>& summary, const std::vector<int>& pcts);
 
+// Appends printf-style text to *out (any length).
+void Appendf(std::string* out, const char* format, ...) __attribute__((format(printf, 2, 3)));
+
 Status WriteFile(const std::string& path, const std::string& content);
 Status MakeDirs(const std::string& path);
 

@@ -1,5 +1,6 @@
 #include "sim/trace.h"
 
+#include <array>
 #include <unordered_map>
 
 #include "sim/csv.h"
@@ -9,33 +10,58 @@ namespace {
 
 constexpr int64_t kMaxInt = int64_t{1} << 50;
 
+// The indexes of the columns `names`, in their order; an error names the first one missing.
+template <size_t N>
+Result<std::array<int, N>> Columns(const CsvFile& f, const std::array<std::string_view, N>& names) {
+  std::array<int, N> out{};
+  for (size_t i = 0; i < N; ++i) {
+    GPUSHARE_ASSIGN_OR_RETURN(out[i], f.Column(names[i]));
+  }
+  return out;
+}
+
+// The column that names each row (a node's sn, a pod's name): required, and unique in the file.
+class NameColumn {
+ public:
+  // `header`: the column's name; `what`: what a row is ("node").
+  NameColumn(int column, std::string_view header, std::string_view what)
+      : column_(column), header_(header), what_(what) {}
+
+  // The row's name, or an error naming the line that had it first.
+  Result<std::string> Read(const CsvFile& f, const CsvRow& row) {
+    GPUSHARE_ASSIGN_OR_RETURN(std::string name, f.String(row, column_, header_, true));
+    if (auto [it, fresh] = first_line_.emplace(name, row.line); !fresh)
+      return CsvError(f.Where(row, column_) + ": " + std::string(header_) + ": duplicate " +
+                      std::string(what_) + " '" + name + "' (first on line " +
+                      std::to_string(it->second) + ")");
+    return name;
+  }
+
+ private:
+  int column_;
+  std::string_view header_, what_;
+  std::unordered_map<std::string, int> first_line_;
+};
+
 Result<std::vector<placement::NodeSpec>> NodesFrom(const CsvFile& f) {
-  auto sn = f.Column("sn");
-  auto cpu = f.Column("cpu_milli");
-  auto mem = f.Column("memory_mib");
-  auto gpu = f.Column("gpu");
-  auto model = f.Column("model");
-  for (const auto* c : {&sn, &cpu, &mem, &gpu, &model})
-    if (!c->ok()) return c->status();
+  GPUSHARE_ASSIGN_OR_RETURN(const auto columns,
+                            Columns<5>(f, {"sn", "cpu_milli", "memory_mib", "gpu", "model"}));
+  const auto [sn, cpu, mem, gpu, model] = columns;
+  NameColumn names(sn, "sn", "node");
   std::vector<placement::NodeSpec> nodes;
-  std::unordered_map<std::string, int> seen;
   for (const auto& row : f.rows()) {
     placement::NodeSpec n;
-    GPUSHARE_ASSIGN_OR_RETURN(auto name, f.String(row, *sn, "sn", true));
-    n.name = name;
-    if (auto [it, fresh] = seen.emplace(n.name, row.line); !fresh)
-      return CsvError(f.Where(row, *sn) + ": sn: duplicate node '" + n.name + "' (first on line " +
-                      std::to_string(it->second) + ")");
-    GPUSHARE_ASSIGN_OR_RETURN(auto c, f.Int(row, *cpu, "cpu_milli", 0, kMaxInt));
-    GPUSHARE_ASSIGN_OR_RETURN(auto m, f.Int(row, *mem, "memory_mib", 0, kMaxInt));
-    GPUSHARE_ASSIGN_OR_RETURN(auto g, f.Int(row, *gpu, "gpu", 0, placement::kMaxGpusPerNode));
-    GPUSHARE_ASSIGN_OR_RETURN(auto md, f.String(row, *model, "model", false));
+    GPUSHARE_ASSIGN_OR_RETURN(n.name, names.Read(f, row));
+    GPUSHARE_ASSIGN_OR_RETURN(auto c, f.Int(row, cpu, "cpu_milli", 0, kMaxInt));
+    GPUSHARE_ASSIGN_OR_RETURN(auto m, f.Int(row, mem, "memory_mib", 0, kMaxInt));
+    GPUSHARE_ASSIGN_OR_RETURN(auto g, f.Int(row, gpu, "gpu", 0, placement::kMaxGpusPerNode));
+    GPUSHARE_ASSIGN_OR_RETURN(auto md, f.String(row, model, "model", false));
     n.cpu_milli = c;
     n.memory_mib = m;
     n.gpu_model = md;
     if (n.gpu_model == "nan") n.gpu_model.clear();  // pandas' rendering of an empty cell
     if (g > 0 && n.gpu_model.empty())
-      return CsvError(f.Where(row, *model) + ": model: a node with GPUs needs a GPU model");
+      return CsvError(f.Where(row, model) + ": model: a node with GPUs needs a GPU model");
     n.gpu_capacity.assign(static_cast<size_t>(g), kMilliPerGpu);
     nodes.push_back(std::move(n));
   }
@@ -44,38 +70,30 @@ Result<std::vector<placement::NodeSpec>> NodesFrom(const CsvFile& f) {
 }
 
 Result<std::vector<TracePod>> PodsFrom(const CsvFile& f) {
-  auto name = f.Column("name");
-  auto cpu = f.Column("cpu_milli");
-  auto mem = f.Column("memory_mib");
-  auto num = f.Column("num_gpu");
-  auto milli = f.Column("gpu_milli");
-  for (const auto* c : {&name, &cpu, &mem, &num, &milli})
-    if (!c->ok()) return c->status();
+  GPUSHARE_ASSIGN_OR_RETURN(const auto columns, Columns<5>(f, {"name", "cpu_milli", "memory_mib",
+                                                               "num_gpu", "gpu_milli"}));
+  const auto [name, cpu, mem, num, milli] = columns;
   const int spec = f.FindColumn("gpu_spec");
   const int created = f.FindColumn("creation_time");
   const int deleted = f.FindColumn("deletion_time");
+  NameColumn names(name, "name", "pod");
   std::vector<TracePod> pods;
-  std::unordered_map<std::string, int> seen;
   for (const auto& row : f.rows()) {
     TracePod p;
     p.line = row.line;
-    GPUSHARE_ASSIGN_OR_RETURN(auto nm, f.String(row, *name, "name", true));
-    p.name = nm;
-    if (auto [it, fresh] = seen.emplace(p.name, row.line); !fresh)
-      return CsvError(f.Where(row, *name) + ": name: duplicate pod '" + p.name +
-                      "' (first on line " + std::to_string(it->second) + ")");
-    GPUSHARE_ASSIGN_OR_RETURN(auto c, f.Int(row, *cpu, "cpu_milli", 0, kMaxInt));
-    GPUSHARE_ASSIGN_OR_RETURN(auto m, f.Int(row, *mem, "memory_mib", 0, kMaxInt));
-    GPUSHARE_ASSIGN_OR_RETURN(auto n, f.Int(row, *num, "num_gpu", 0, placement::kMaxGpusPerNode));
-    GPUSHARE_ASSIGN_OR_RETURN(auto g, f.Int(row, *milli, "gpu_milli", 0, kMilliPerGpu));
+    GPUSHARE_ASSIGN_OR_RETURN(p.name, names.Read(f, row));
+    GPUSHARE_ASSIGN_OR_RETURN(auto c, f.Int(row, cpu, "cpu_milli", 0, kMaxInt));
+    GPUSHARE_ASSIGN_OR_RETURN(auto m, f.Int(row, mem, "memory_mib", 0, kMaxInt));
+    GPUSHARE_ASSIGN_OR_RETURN(auto n, f.Int(row, num, "num_gpu", 0, placement::kMaxGpusPerNode));
+    GPUSHARE_ASSIGN_OR_RETURN(auto g, f.Int(row, milli, "gpu_milli", 0, kMilliPerGpu));
     if (n == 0 && g != 0)
-      return CsvError(f.Where(row, *milli) + ": gpu_milli: must be 0 when num_gpu is 0, got " +
+      return CsvError(f.Where(row, milli) + ": gpu_milli: must be 0 when num_gpu is 0, got " +
                       std::to_string(g));
     if (n > 0 && g == 0)
-      return CsvError(f.Where(row, *milli) + ": gpu_milli: must be > 0 when num_gpu is " +
+      return CsvError(f.Where(row, milli) + ": gpu_milli: must be > 0 when num_gpu is " +
                       std::to_string(n));
     if (n > 1 && g < kMilliPerGpu)
-      return CsvError(f.Where(row, *milli) +
+      return CsvError(f.Where(row, milli) +
                       ": gpu_milli: a share below 1000 needs num_gpu = 1, got " +
                       std::to_string(n) + " GPUs x " + std::to_string(g));
     if (spec >= 0) {

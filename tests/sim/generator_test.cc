@@ -51,10 +51,10 @@ TEST(GeneratorTest, SharingNeedsFewerGpusThanWholeGpus) {
   int64_t gpus = 0;
   for (const auto& p : w.pods) gpus += static_cast<int64_t>(p.request.gpus.size());
   EXPECT_EQ(c->whole_gpus_needed, gpus);
-  EXPECT_EQ(c->shared_placed + c->shared_failed, c->pods);
-  EXPECT_LE(c->shared_gpus_in_use, c->cluster_gpus);
-  EXPECT_LT(c->shared_gpus_in_use, c->whole_gpus_needed);
-  EXPECT_GT(c->whole_failed, c->shared_failed);
+  EXPECT_EQ(c->shared.placed + c->shared.failed, c->pods);
+  EXPECT_LE(c->shared.gpus_in_use, c->cluster_gpus);
+  EXPECT_LT(c->shared.gpus_in_use, c->whole_gpus_needed);
+  EXPECT_GT(c->whole.failed, c->shared.failed);
   const std::string report = SharingReport(*c, "default");
   EXPECT_NE(report.find("whole GPUs only"), std::string::npos);
   EXPECT_FALSE(CompareSharing(w, "nosuch", 1).ok());
