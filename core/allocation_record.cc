@@ -138,6 +138,11 @@ std::map<std::string, AllocationRecord> BuildAllocationRecords(
                               : FromId(id, inventory));
     }
     c.devices = MergeUnits(std::move(c.devices));
+    // Kubelet lists a container's devices in no stable order: sort them, so the same
+    // allocation always encodes to the same bytes (and is not written again).
+    std::sort(c.devices.begin(), c.devices.end(), [](const auto& x, const auto& y) {
+      return std::tie(x.gpu, x.replica, x.id) < std::tie(y.gpu, y.replica, y.id);
+    });
     rec.containers.push_back(std::move(c));
   }
   for (auto& [key, rec] : out) {

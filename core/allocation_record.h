@@ -62,8 +62,8 @@ struct DeviceRecord {
 
 struct ContainerRecord {
   std::string name;
-  std::string resource;  // "nvidia.com/gpu", "aliyun.com/gpu-mem", ...
-  std::vector<DeviceRecord> devices;
+  std::string resource;               // "nvidia.com/gpu", "aliyun.com/gpu-mem", ...
+  std::vector<DeviceRecord> devices;  // sorted by (gpu, replica, id)
 
   bool operator==(const ContainerRecord&) const = default;
 };

@@ -114,9 +114,19 @@ TEST(AllocationRecord, EveryModeRecordsItsGpuAndShare) {
   ASSERT_EQ(ts.containers.size(), 1u);
   ASSERT_EQ(ts.containers[0].devices.size(), 2u);
   EXPECT_EQ(ts.containers[0].devices[0].kind, DeviceKind::kReplica);
-  EXPECT_EQ(ts.containers[0].devices[0].replica, 3);
+  EXPECT_EQ(ts.containers[0].devices[0].replica, 1);  // sorted: kubelet's order is not stable
   EXPECT_EQ(ts.containers[0].devices[0].memory_mib, 5757);
-  EXPECT_EQ(ts.containers[0].devices[1].replica, 1);
+  EXPECT_EQ(ts.containers[0].devices[1].replica, 3);
+  // The same devices in another order: the same bytes.
+  std::vector<AllocatedDevices> reordered = {
+      {"ml",
+       "ts",
+       "c",
+       "nvidia.com/gpu.shared",
+       {std::string(kGpu0) + "::1", std::string(kGpu0) + "::3"}}};
+  EXPECT_EQ(kube::EncodeAllocationRecord(
+                BuildAllocationRecords("n1", Plan(), TwoGpus(), reordered)["ml/ts"]),
+            kube::EncodeAllocationRecord(ts));
 
   const DeviceRecord& mig = recs["ml/mig"].containers[0].devices[0];
   EXPECT_EQ(mig.kind, DeviceKind::kMig);
@@ -144,11 +154,11 @@ TEST(AllocationRecord, UnknownIdsKeepWhatTheIdSays) {
   auto recs = BuildAllocationRecords("n1", Plan(), TwoGpus(), allocated);
   const auto& d = recs["ml/old"].containers[0].devices;
   ASSERT_EQ(d.size(), 2u);
-  EXPECT_EQ(d[0].kind, DeviceKind::kUnknown);
-  EXPECT_EQ(d[0].gpu, 1);
-  EXPECT_EQ(d[0].replica, 7);
-  EXPECT_EQ(d[1].gpu, -1);
-  EXPECT_EQ(d[1].id, "garbage");
+  EXPECT_EQ(d[0].gpu, -1);  // sorted by GPU: unknown first
+  EXPECT_EQ(d[0].id, "garbage");
+  EXPECT_EQ(d[1].kind, DeviceKind::kUnknown);
+  EXPECT_EQ(d[1].gpu, 1);
+  EXPECT_EQ(d[1].replica, 7);
 }
 
 TEST(AllocationRecord, BoundedInSize) {
