@@ -70,7 +70,7 @@ DeviceRecord FromId(const std::string& id, const Inventory& inv) {
   return out;
 }
 
-// Merges the memory units of one GPU into one entry (the first unit's ID stands for them).
+// Merges the memory units of one GPU into one entry (the least unit ID stands for them).
 std::vector<DeviceRecord> MergeUnits(std::vector<DeviceRecord> in) {
   std::vector<DeviceRecord> out;
   std::unordered_map<std::string, size_t> by_gpu;
@@ -83,8 +83,10 @@ std::vector<DeviceRecord> MergeUnits(std::vector<DeviceRecord> in) {
     if (fresh) {
       out.push_back(std::move(d));
     } else {
-      out[it->second].units += d.units;
-      out[it->second].memory_mib += d.memory_mib;
+      DeviceRecord& merged = out[it->second];
+      merged.units += d.units;
+      merged.memory_mib += d.memory_mib;
+      merged.id = std::min(merged.id, d.id);  // whatever order kubelet lists them in
     }
   }
   return out;

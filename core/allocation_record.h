@@ -45,7 +45,7 @@ std::optional<DeviceKind> ParseDeviceKind(std::string_view s);
 
 // One device (or, for memory shares, the units of one GPU) a container holds.
 struct DeviceRecord {
-  std::string id;  // the device ID kubelet allocated (memory: the first unit's ID)
+  std::string id;  // the device ID kubelet allocated (memory: the least unit ID)
   DeviceKind kind = DeviceKind::kUnknown;
   int gpu = -1;            // the physical GPU's index, -1 when unknown
   std::string uuid;        // the physical GPU's UUID

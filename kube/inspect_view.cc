@@ -148,20 +148,38 @@ class Builder {
     if (gpu_node) shown_.insert(n.metadata.name);
   }
 
-  GpuView& GpuFor(NodeBuild& b, int index, const alloc::AllocationRecord& rec) {
+  // The GPU of this index, created (health unknown) when the node did not publish it; second:
+  // whether it was created.
+  static std::pair<GpuView&, bool> GpuAt(NodeBuild& b, int index) {
     auto [it, fresh] = b.gpus.try_emplace(index);
-    GpuView& g = it->second;
     if (fresh) {
-      g.index = index;
-      g.health = "Unknown";
-      for (const alloc::GpuRecord& r : rec.gpus) {
-        if (r.index != index) continue;
-        g.uuid = r.uuid;
-        g.model = r.model;
-        g.memory_total_mib = r.memory_mib;
-      }
+      it->second.index = index;
+      it->second.health = "Unknown";
+    }
+    return {it->second, fresh};
+  }
+
+  // ... with the model and memory the record gives.
+  static GpuView& GpuFor(NodeBuild& b, int index, const alloc::AllocationRecord& rec) {
+    auto [g, fresh] = GpuAt(b, index);
+    for (const alloc::GpuRecord& r : rec.gpus) {
+      if (!fresh || r.index != index) continue;
+      g.uuid = r.uuid;
+      g.model = r.model;
+      g.memory_total_mib = r.memory_mib;
     }
     return g;
+  }
+
+  // A container's memory-share units, as the scheduler's annotations place them.
+  static ContainerShare Units(const ms::ContainerShare& c, int64_t unit_mib) {
+    ContainerShare out;
+    out.name = c.name;
+    out.resource = ms::kResourceName;
+    out.kind = "memory";
+    out.units = c.units;
+    out.memory_mib = c.units * unit_mib;
+    return out;
   }
 
   static PodShare ShareOf(const Pod& p, const std::string& source) {
@@ -192,41 +210,19 @@ class Builder {
     const std::string source = a.state == ms::AssignmentState::kConfirmed ? "confirmed" : "assumed";
     if (a.state == ms::AssignmentState::kNone) {
       PodShare s = ShareOf(p, "unplaced");
-      for (const ms::ContainerShare& c : req->app)
-        s.containers.push_back({c.name,
-                                std::string(ms::kResourceName),
-                                "memory",
-                                {},
-                                {},
-                                "",
-                                "",
-                                c.units,
-                                c.units * b.unit_mib});
+      for (const ms::ContainerShare& c : req->app) s.containers.push_back(Units(c, b.unit_mib));
       s.memory_mib = std::max(req->PodUnits(), req->MaxInitUnits()) * b.unit_mib;
       b.view.pending_memory_mib += s.memory_mib;
       b.view.unplaced.push_back(std::move(s));
       return;
     }
     for (const auto& [index, use] : ms::GpuUsage(*req, a.gpus)) {
-      auto [it, fresh] = b.gpus.try_emplace(index);
-      GpuView& g = it->second;
-      if (fresh) {
-        g.index = index;
-        g.health = "Unknown";
-      }
+      GpuView& g = GpuAt(b, index).first;
       PodShare s = ShareOf(p, source);
       for (const ms::ContainerShare& c : req->app) {
         auto at = a.gpus.find(c.name);
         if (at == a.gpus.end() || at->second != index) continue;
-        s.containers.push_back({c.name,
-                                std::string(ms::kResourceName),
-                                "memory",
-                                {},
-                                {},
-                                "",
-                                "",
-                                c.units,
-                                c.units * b.unit_mib});
+        s.containers.push_back(Units(c, b.unit_mib));
       }
       s.memory_mib = use.units * b.unit_mib;
       g.units_allocated += use.units;

@@ -43,7 +43,7 @@ struct ContainerShare {
   std::string name;
   std::string resource;
   std::string kind;              // whole, replica, mig, memory, unknown
-  std::vector<std::string> ids;  // device IDs (memory: the first unit's)
+  std::vector<std::string> ids;  // device IDs (memory: the least unit ID)
   std::vector<int> replicas;     // replica numbers, when replicated
   std::string mig;               // MIG device UUID
   std::string profile;           // MIG profile
