@@ -57,9 +57,11 @@ class Recorder final : public Companion {
       return now + std::min(interval, kNotSyncedRetryMs);
     Result<std::vector<ContainerDevices>> listed = pod_resources_->List(opts_.rpc_timeout);
     if (!listed.ok()) {
+      // A warning for the first failure after a success, then quieter until it works again.
+      const auto level = list_delay_ms_ == 0 ? spdlog::level::warn : spdlog::level::debug;
       list_delay_ms_ = list_delay_ms_ == 0 ? 1000 : std::min(interval, list_delay_ms_ * 2);
-      spdlog::warn("event=allocations_list_failed error={} retry_ms={}",
-                   Value(listed.status().message()), list_delay_ms_);
+      spdlog::log(level, "event=allocations_list_failed error={} retry_ms={}",
+                  Value(listed.status().message()), list_delay_ms_);
       return now + list_delay_ms_;
     }
     list_delay_ms_ = 0;
