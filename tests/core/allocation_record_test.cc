@@ -147,13 +147,13 @@ TEST(AllocationRecord, EveryModeRecordsItsGpuAndShare) {
   EXPECT_EQ(u.memory_mib, 3072);
   EXPECT_EQ(u.id, std::string(kGpu0) + "-_-4");
   // Kubelet's order of the units does not matter.
-  std::vector<AllocatedDevices> reordered = {
+  std::vector<AllocatedDevices> units_reordered = {
       {"ml",
        "mem",
        "c",
        "aliyun.com/gpu-mem",
        {std::string(kGpu0) + "-_-6", std::string(kGpu0) + "-_-4", std::string(kGpu0) + "-_-5"}}};
-  EXPECT_EQ(BuildAllocationRecords("n1", Plan(), TwoGpus(), reordered)["ml/mem"], mem);
+  EXPECT_EQ(BuildAllocationRecords("n1", Plan(), TwoGpus(), units_reordered)["ml/mem"], mem);
 }
 
 TEST(AllocationRecord, UnknownIdsKeepWhatTheIdSays) {
