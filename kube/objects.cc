@@ -278,6 +278,14 @@ Result<Node> DecodeNode(const json& j) {
     GPUSHARE_RETURN_IF_ERROR(
         GetQuantityMap(s, "allocatable", "node.status", &n.status.allocatable));
     GPUSHARE_RETURN_IF_ERROR(DecodeConditions(s, "node.status", &n.status.conditions));
+    GPUSHARE_RETURN_IF_ERROR(
+        ForEach(s, "addresses", "node.status", [&](const json& e, const std::string& ep) {
+          NodeAddress a;
+          GPUSHARE_RETURN_IF_ERROR(GetString(e, "type", ep, &a.type));
+          GPUSHARE_RETURN_IF_ERROR(GetString(e, "address", ep, &a.address));
+          n.status.addresses.push_back(std::move(a));
+          return Status::Ok();
+        }));
   }
   return n;
 }
@@ -414,6 +422,13 @@ bool Node::IsReady() const {
 
 const Condition* Node::FindCondition(std::string_view type) const {
   return Find(status.conditions, type);
+}
+
+std::string Node::Address(std::string_view type) const {
+  for (const NodeAddress& a : status.addresses) {
+    if (a.type == type) return a.address;
+  }
+  return "";
 }
 
 Result<int64_t> ExtendedResourceCount(const Container& c, std::string_view resource) {

@@ -92,10 +92,17 @@ struct Pod {
   const Condition* FindCondition(std::string_view type) const;
 };
 
+// One of status.addresses: type "InternalIP", "ExternalIP", "Hostname", ...
+struct NodeAddress {
+  std::string type;
+  std::string address;
+};
+
 struct NodeStatus {
   StringMap capacity;
   StringMap allocatable;
   std::vector<Condition> conditions;
+  std::vector<NodeAddress> addresses;
 };
 
 struct Node {
@@ -107,6 +114,8 @@ struct Node {
   // True when the "Ready" condition has status "True".
   bool IsReady() const;
   const Condition* FindCondition(std::string_view type) const;
+  // The first address of `type` ("InternalIP"), or "".
+  std::string Address(std::string_view type) const;
 };
 
 // The body of POST .../pods/{name}/binding.

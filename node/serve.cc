@@ -15,6 +15,7 @@
 #include "base/strings.h"
 #include "config/duration.h"
 #include "config/flag_checks.h"
+#include "node/allocation_recorder.h"
 
 namespace gpushare::node {
 namespace {
@@ -142,6 +143,8 @@ int Serve(ServeOptions options) {
     };
   }
   a.on_load = std::move(options.on_load);
+  auto recorder_inputs = std::make_shared<RecorderInputs>();  // gpushare.io/allocations
+  FeedRecorderInputs(a, recorder_inputs);
   std::optional<int64_t> gc_ms = ParseDurationMs(options.flags.gc_interval);
   if (!gc_ms) {
     std::fprintf(
@@ -161,6 +164,9 @@ int Serve(ServeOptions options) {
   for (const CompanionFactory& f : options.companions) {
     if (std::unique_ptr<Companion> c = f(reload)) companions.push_back(std::move(c));
   }
+  if (std::unique_ptr<Companion> c =
+          StartAllocationRecorderFromFlags(options.flags.memory, recorder_inputs))
+    companions.push_back(std::move(c));
   if (options.interposer_paths) {
     LibraryGcOptions g;
     g.pod_resources_socket = options.flags.memory.pod_resources_socket;

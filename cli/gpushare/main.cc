@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "cli/gpushare/command.h"
 #include "cli/version.h"
@@ -61,7 +63,19 @@ std::string UnknownCommand(int argc, char** argv, const std::vector<Command>& co
 
 int main(int argc, char** argv) {
   using gpushare::cli::CommandRegistry;
-  CLI::App app{"gpushare: GPU sharing for Kubernetes (simulate, inspect, validate)", "gpushare"};
+  // As a kubectl plugin (docs/inspect.md): `kubectl gpushare ARGS` runs kubectl-gpushare ARGS;
+  // `kubectl inspect gpushare ARGS` (Alibaba's plugin name) runs kubectl-inspect-gpushare ARGS,
+  // which means `inspect ARGS`.
+  const std::string_view self = argc > 0 ? std::string_view(argv[0]) : "gpushare";
+  const std::string_view base =
+      self.substr(self.rfind('/') == std::string_view::npos ? 0 : self.rfind('/') + 1);
+  std::vector<char*> args(argv, argv + argc);
+  static char inspect[] = "inspect";
+  if (base == "kubectl-inspect-gpushare") args.insert(args.begin() + 1, inspect);
+  argc = static_cast<int>(args.size());
+  argv = args.data();
+  const std::string name = base.starts_with("kubectl-") ? "kubectl gpushare" : "gpushare";
+  CLI::App app{"gpushare: GPU sharing for Kubernetes (simulate, inspect, validate)", name};
   app.set_version_flag("--version", gpushare::cli::VersionLine("gpushare"));
   app.require_subcommand(1);
   auto& commands = CommandRegistry();

@@ -111,6 +111,8 @@ class Child {
   }
 
   void Signal(int sig) { ::kill(pid_, sig); }
+  // What the child wrote on stdout so far.
+  std::string Out() const { return ReadAll(out_path_); }
 
   ProcessResult Wait() {
     if (!reaped_) {

@@ -1,0 +1,839 @@
+#include "kube/inspect_view.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
+#include <set>
+#include <string_view>
+
+#include "core/allocation_record.h"
+#include "core/memshare.h"
+#include "core/reasons.h"
+#include "kube/allocation_json.h"
+#include "kube/memshare_pod.h"
+#include "kube/quantity.h"
+
+namespace gpushare::kube::inspect {
+namespace {
+
+namespace ms = memshare;
+using Json = nlohmann::ordered_json;
+
+// The codes of core/reasons.h a pending pod's Event may carry.
+constexpr std::string_view kReasonCodes[] = {
+    reasons::kNoSharedGpu,          reasons::kGpuMemoryInsufficient, reasons::kNoGpuFitsContainer,
+    reasons::kClientCeilingReached, reasons::kGpuUnhealthy,          reasons::kNodeUnknown,
+    reasons::kInvalidRequest,       reasons::kBindConflict,          reasons::kBindPodChanged,
+    reasons::kBindApiError,         reasons::kAssumeExpired,         reasons::kUnknownDevice,
+    reasons::kNoMatchingAssignment, reasons::kInterposerSetupFailed,
+};
+
+bool IsReasonCode(std::string_view r) {
+  return std::find(std::begin(kReasonCodes), std::end(kReasonCodes), r) != std::end(kReasonCodes);
+}
+
+bool IsGpuResource(std::string_view name) {
+  return name.starts_with("nvidia.com/") || name.starts_with("aliyun.com/gpu");
+}
+
+// Control bytes (a hostile message) become spaces; the text stays on one line.
+std::string OneLine(std::string_view s, size_t max = 400) {
+  std::string out;
+  for (char c : s.substr(0, max)) out += static_cast<unsigned char>(c) < 0x20 ? ' ' : c;
+  if (s.size() > max) out += "...";
+  return out;
+}
+
+std::string GiB(int64_t mib) {
+  char buf[32];
+  if (mib % 1024 == 0) {
+    std::snprintf(buf, sizeof buf, "%" PRId64, mib / 1024);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f", static_cast<double>(mib) / 1024.0);
+  }
+  return buf;
+}
+
+std::string Percent(int64_t part, int64_t whole) {
+  if (whole <= 0) return "0%";
+  return std::to_string(part * 100 / whole) + "%";
+}
+
+int64_t WholeQuantity(const StringMap& m, const std::string& key) {
+  auto it = m.find(key);
+  if (it == m.end()) return 0;
+  Result<int64_t> v = ParseWholeQuantity(it->second, key);
+  return v.ok() ? *v : 0;
+}
+
+class Builder {
+ public:
+  Builder(const Input& in, const Filter& f) : in_(in), f_(f) {}
+
+  View Run() {
+    for (const Node& n : in_.nodes) {
+      if (!f_.node.empty() && n.metadata.name != f_.node) continue;
+      AddNode(n);
+    }
+    for (const Pod& p : in_.pods) {
+      if (p.IsTerminal()) continue;
+      if (!f_.namespace_.empty() && p.metadata.namespace_ != f_.namespace_) continue;
+      if (p.spec.node_name.empty()) {
+        if (f_.node.empty()) AddPending(p);
+        continue;
+      }
+      auto it = nodes_.find(p.spec.node_name);
+      if (it != nodes_.end()) AddPod(p, it->second);
+    }
+    View v;
+    for (auto& [name, nb] : nodes_) v.nodes.push_back(Finish(std::move(nb)));
+    v.pending = std::move(pending_);
+    std::sort(v.pending.begin(), v.pending.end(), [](const auto& a, const auto& b) {
+      return std::tie(a.namespace_, a.name) < std::tie(b.namespace_, b.name);
+    });
+    return v;
+  }
+
+ private:
+  struct NodeBuild {
+    NodeView view;
+    int64_t unit_mib = 1024;
+    std::map<int, GpuView> gpus;  // by index
+    std::map<std::string, ResourceView> resources;
+  };
+
+  void AddNode(const Node& n) {
+    NodeBuild b;
+    b.view.name = n.metadata.name;
+    b.view.address = n.Address("InternalIP");
+    b.view.ready = n.IsReady();
+    b.view.unschedulable = n.unschedulable;
+    bool gpu_node = false;
+    auto inv_it = n.metadata.annotations.find(std::string(ms::kInventoryAnnotation));
+    if (inv_it != n.metadata.annotations.end()) {
+      Result<ms::NodeInventory> inv = ms::DecodeInventory(inv_it->second);
+      if (inv.ok()) {
+        gpu_node = true;
+        b.view.inventory = true;
+        b.view.unit = std::string(ms::MemoryUnitName(inv->unit));
+        b.unit_mib = ms::UnitMiB(inv->unit);
+        for (const ms::InventoryGpu& g : inv->gpus) {
+          GpuView& gv = b.gpus[g.index];
+          gv.index = g.index;
+          gv.uuid = g.uuid;
+          gv.model = g.model;
+          gv.mode = g.mode;
+          gv.health = g.healthy ? "Healthy" : "Unhealthy";
+          gv.units_total = g.mode == ms::kMemoryMode ? g.units : 0;
+          gv.memory_total_mib = g.mode == ms::kMemoryMode ? g.units * b.unit_mib : g.memory_mib;
+        }
+      } else {
+        b.view.problems.push_back(std::string(ms::kInventoryAnnotation) + ": " +
+                                  inv.status().message());
+      }
+    }
+    for (const auto& [name, q] : n.status.capacity) {
+      if (!IsGpuResource(name)) continue;
+      gpu_node = true;
+      ResourceView& r = b.resources[name];
+      r.name = name;
+      r.capacity = WholeQuantity(n.status.capacity, name);
+      r.allocatable = WholeQuantity(n.status.allocatable, name);
+    }
+    // A node without any GPU resource is shown only once a pod records devices on it.
+    nodes_[n.metadata.name] = std::move(b);
+    if (gpu_node) shown_.insert(n.metadata.name);
+  }
+
+  // The GPU of this index, created (health unknown) when the node did not publish it; second:
+  // whether it was created.
+  static std::pair<GpuView&, bool> GpuAt(NodeBuild& b, int index) {
+    auto [it, fresh] = b.gpus.try_emplace(index);
+    if (fresh) {
+      it->second.index = index;
+      it->second.health = "Unknown";
+    }
+    return {it->second, fresh};
+  }
+
+  // ... with the model and memory the record gives.
+  static GpuView& GpuFor(NodeBuild& b, int index, const alloc::AllocationRecord& rec) {
+    auto [g, fresh] = GpuAt(b, index);
+    for (const alloc::GpuRecord& r : rec.gpus) {
+      if (!fresh || r.index != index) continue;
+      g.uuid = r.uuid;
+      g.model = r.model;
+      g.memory_total_mib = r.memory_mib;
+    }
+    return g;
+  }
+
+  // A container's memory-share units, as the scheduler's annotations place them.
+  static ContainerShare Units(const ms::ContainerShare& c, int64_t unit_mib) {
+    ContainerShare out;
+    out.name = c.name;
+    out.resource = ms::kResourceName;
+    out.kind = "memory";
+    out.units = c.units;
+    out.memory_mib = c.units * unit_mib;
+    return out;
+  }
+
+  static PodShare ShareOf(const Pod& p, const std::string& source) {
+    PodShare s;
+    s.namespace_ = p.metadata.namespace_;
+    s.name = p.metadata.name;
+    s.phase = p.status.phase.empty() ? "Pending" : p.status.phase;
+    s.source = source;
+    return s;
+  }
+
+  void AddPod(const Pod& p, NodeBuild& b) {
+    const auto& ann = p.metadata.annotations;
+    auto rec_it = ann.find(std::string(alloc::kAllocationsAnnotation));
+    if (rec_it != ann.end()) {
+      Result<alloc::AllocationRecord> rec = DecodeAllocationRecord(rec_it->second);
+      if (rec.ok()) return AddRecorded(p, *rec, b);
+      b.view.problems.push_back("pod " + p.Key() + ": " +
+                                std::string(alloc::kAllocationsAnnotation) + ": " +
+                                rec.status().message());
+    }
+    Result<ms::PodRequest> req = PodMemRequest(p);
+    if (!req.ok() || req->empty()) return;
+    shown_.insert(b.view.name);
+    ms::PodAssignment a = ms::ResolveAssignment(ann, *req);
+    for (const std::string& problem : a.problems)
+      b.view.problems.push_back("pod " + p.Key() + ": " + problem);
+    const std::string source = a.state == ms::AssignmentState::kConfirmed ? "confirmed" : "assumed";
+    if (a.state == ms::AssignmentState::kNone) {
+      PodShare s = ShareOf(p, "unplaced");
+      for (const ms::ContainerShare& c : req->app) s.containers.push_back(Units(c, b.unit_mib));
+      s.memory_mib = std::max(req->PodUnits(), req->MaxInitUnits()) * b.unit_mib;
+      b.view.pending_memory_mib += s.memory_mib;
+      b.view.unplaced.push_back(std::move(s));
+      return;
+    }
+    for (const auto& [index, use] : ms::GpuUsage(*req, a.gpus)) {
+      GpuView& g = GpuAt(b, index).first;
+      PodShare s = ShareOf(p, source);
+      for (const ms::ContainerShare& c : req->app) {
+        auto at = a.gpus.find(c.name);
+        if (at == a.gpus.end() || at->second != index) continue;
+        s.containers.push_back(Units(c, b.unit_mib));
+      }
+      s.memory_mib = use.units * b.unit_mib;
+      g.units_allocated += use.units;
+      g.memory_allocated_mib += s.memory_mib;
+      g.clients += use.clients;
+      g.pods.push_back(std::move(s));
+      ResourceView& r = b.resources[std::string(ms::kResourceName)];
+      r.name = ms::kResourceName;
+      r.allocated += use.units;
+    }
+  }
+
+  void AddRecorded(const Pod& p, const alloc::AllocationRecord& rec, NodeBuild& b) {
+    shown_.insert(b.view.name);
+    std::map<int, PodShare> by_gpu;
+    for (const alloc::ContainerRecord& c : rec.containers) {
+      std::map<int, ContainerShare> parts;
+      for (const alloc::DeviceRecord& d : c.devices) {
+        ResourceView& r = b.resources[c.resource];
+        r.name = c.resource;
+        r.allocated += d.kind == alloc::DeviceKind::kMemory ? d.units : 1;
+        ContainerShare& cs = parts[d.gpu];
+        cs.name = c.name;
+        cs.resource = c.resource;
+        cs.kind = alloc::DeviceKindName(d.kind);
+        cs.ids.push_back(d.id);
+        if (d.replica >= 0) cs.replicas.push_back(d.replica);
+        if (!d.mig.empty()) cs.mig = d.mig;
+        if (!d.profile.empty()) cs.profile = d.profile;
+        cs.units += d.units;
+        cs.memory_mib += d.memory_mib;
+      }
+      for (auto& [gpu, cs] : parts) {
+        PodShare& s = by_gpu.try_emplace(gpu, ShareOf(p, "allocations")).first->second;
+        s.memory_mib += cs.memory_mib;
+        s.containers.push_back(std::move(cs));
+      }
+    }
+    for (auto& [index, s] : by_gpu) {
+      if (index < 0) {  // a device whose GPU is unknown
+        b.view.unplaced.push_back(std::move(s));
+        continue;
+      }
+      GpuView& g = GpuFor(b, index, rec);
+      g.memory_allocated_mib += s.memory_mib;
+      g.clients += static_cast<int>(s.containers.size());
+      for (const ContainerShare& cs : s.containers) {
+        if (cs.kind == "memory") {
+          g.units_allocated += cs.units;
+        } else {
+          g.devices_used += static_cast<int64_t>(cs.ids.size());
+        }
+      }
+      g.pods.push_back(std::move(s));
+    }
+  }
+
+  void AddPending(const Pod& p) {
+    PendingPod pp;
+    for (const Container& c : p.spec.containers) {
+      std::set<std::string> names;  // limits and requests name the same resources
+      for (const auto* m : {&c.resources.limits, &c.resources.requests}) {
+        for (const auto& [name, q] : *m) {
+          if (IsGpuResource(name)) names.insert(name);
+        }
+      }
+      for (const std::string& name : names) {
+        Result<int64_t> v = ExtendedResourceCount(c, name);
+        if (v.ok() && *v > 0) pp.requests[name] += *v;
+      }
+    }
+    if (pp.requests.empty()) return;
+    pp.namespace_ = p.metadata.namespace_;
+    pp.name = p.metadata.name;
+    const Event* newest = nullptr;
+    for (const Event& e : in_.events) {
+      const ObjectReference& o = e.involved_object;
+      if (o.kind != "Pod" || o.name != pp.name || o.namespace_ != pp.namespace_) continue;
+      if (!o.uid.empty() && !p.metadata.uid.empty() && o.uid != p.metadata.uid) continue;
+      if (!IsReasonCode(e.reason)) continue;
+      if (newest == nullptr || Stamp(e) > Stamp(*newest)) newest = &e;
+    }
+    if (newest != nullptr) {
+      pp.reason = newest->reason;
+      pp.message = OneLine(newest->message);
+    } else if (const Condition* c = p.FindCondition("PodScheduled");
+               c != nullptr && c->status == "False") {
+      pp.reason = c->reason;
+      pp.message = OneLine(c->message);
+    }
+    pending_.push_back(std::move(pp));
+  }
+
+  static const std::string& Stamp(const Event& e) {
+    return !e.last_timestamp.empty()    ? e.last_timestamp
+           : !e.first_timestamp.empty() ? e.first_timestamp
+                                        : e.metadata.creation_timestamp;
+  }
+
+  NodeView Finish(NodeBuild b) {
+    NodeView v = std::move(b.view);
+    for (auto& [index, g] : b.gpus) {
+      std::sort(g.pods.begin(), g.pods.end(), [](const auto& x, const auto& y) {
+        return std::tie(x.namespace_, x.name) < std::tie(y.namespace_, y.name);
+      });
+      v.memory_total_mib += g.memory_total_mib;
+      v.memory_allocated_mib += g.memory_allocated_mib;
+      v.gpus.push_back(std::move(g));
+    }
+    v.memory_allocated_mib += v.pending_memory_mib;
+    for (auto& [name, r] : b.resources) v.resources.push_back(std::move(r));
+    return v;
+  }
+
+ public:
+  // Nodes that have anything to do with GPUs.
+  std::set<std::string> shown_;
+
+ private:
+  const Input& in_;
+  const Filter& f_;
+  std::map<std::string, NodeBuild> nodes_;
+  std::vector<PendingPod> pending_;
+};
+
+// ---- text -------------------------------------------------------------------------------------
+
+// Rows of cells, printed in columns two spaces apart.
+class Columns {
+ public:
+  void Row(std::vector<std::string> cells) { rows_.push_back(std::move(cells)); }
+  std::string Render() const {
+    std::vector<size_t> width;
+    for (const auto& r : rows_) {
+      if (width.size() < r.size()) width.resize(r.size());
+      for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
+    }
+    std::string out;
+    for (const auto& r : rows_) {
+      std::string line;
+      for (size_t i = 0; i < r.size(); ++i) {
+        line += r[i];
+        if (i + 1 < r.size()) line += std::string(width[i] - r[i].size() + 2, ' ');
+      }
+      while (!line.empty() && line.back() == ' ') line.pop_back();
+      out += line + "\n";
+    }
+    return out;
+  }
+
+ private:
+  std::vector<std::vector<std::string>> rows_;
+};
+
+std::string Or(const std::string& s, const char* dash = "-") {
+  return s.empty() ? dash : s;
+}
+
+size_t MaxGpuIndex(const View& v) {
+  size_t n = 0;
+  for (const NodeView& node : v.nodes) {
+    for (const GpuView& g : node.gpus) n = std::max(n, static_cast<size_t>(g.index) + 1);
+  }
+  return n;
+}
+
+const GpuView* FindGpu(const NodeView& n, int index) {
+  for (const GpuView& g : n.gpus) {
+    if (g.index == index) return &g;
+  }
+  return nullptr;
+}
+
+// Devices of the non-memory GPU resources: held / offered.
+bool DeviceTotals(const NodeView& n, int64_t* used, int64_t* offered) {
+  bool any = false;
+  for (const ResourceView& r : n.resources) {
+    if (r.name == ms::kResourceName || r.name == ms::kGpuCountResource) continue;
+    any = true;
+    *used += r.allocated;
+    *offered += r.capacity;
+  }
+  return any;
+}
+
+std::string PendingSection(const View& v) {
+  if (v.pending.empty()) return "";
+  Columns c;
+  c.Row({"PENDING POD", "NAMESPACE", "REQUEST", "REASON", "MESSAGE"});
+  for (const PendingPod& p : v.pending) {
+    std::string req;
+    for (const auto& [name, n] : p.requests)
+      req += (req.empty() ? "" : ",") + name + "=" + std::to_string(n);
+    c.Row({p.name, p.namespace_, req, Or(p.reason), Or(p.message)});
+  }
+  return "\n" + c.Render();
+}
+
+std::string ClusterLine(const Totals& t) {
+  return "Allocated/Total GPU Memory In Cluster:\n" + GiB(t.memory_allocated_mib) + "/" +
+         GiB(t.memory_total_mib) + " (" + Percent(t.memory_allocated_mib, t.memory_total_mib) +
+         ")\n";
+}
+
+std::string ShareCell(const PodShare& s) {
+  std::string out;
+  for (const ContainerShare& c : s.containers) {
+    std::string part;
+    if (c.kind == "mig") {
+      part = Or(c.profile, "mig");
+      for (int r : c.replicas) part += "#" + std::to_string(r);
+    } else if (c.kind == "replica") {
+      for (int r : c.replicas) part += (part.empty() ? "#" : ",#") + std::to_string(r);
+      if (c.memory_mib > 0) part += ":" + GiB(c.memory_mib);
+    } else if (c.kind == "unknown") {
+      part = "?";
+    } else {
+      part = GiB(c.memory_mib);
+    }
+    out += (out.empty() ? "" : "+") + part;
+  }
+  return out;
+}
+
+std::string YamlScalar(const Json& j) {
+  if (j.is_string())
+    return Json(j.get<std::string>()).dump(-1, ' ', false, Json::error_handler_t::replace);
+  return j.dump();
+}
+
+void YamlNode(const Json& j, int indent, std::string* out) {
+  const std::string pad(indent, ' ');
+  if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      const Json& v = it.value();
+      *out += pad + it.key() + ":";
+      if ((v.is_object() || v.is_array()) && !v.empty()) {
+        *out += "\n";
+        YamlNode(v, v.is_array() ? indent : indent + 2, out);
+      } else {
+        *out += " " + (v.is_object() ? "{}" : v.is_array() ? "[]" : YamlScalar(v)) + "\n";
+      }
+    }
+  } else if (j.is_array()) {
+    for (const Json& v : j) {
+      if (v.is_object() && !v.empty()) {
+        std::string inner;
+        YamlNode(v, indent + 2, &inner);
+        *out += pad + "- " + inner.substr(indent + 2);
+      } else if (v.is_array() && !v.empty()) {
+        *out += pad + "-\n";
+        YamlNode(v, indent + 2, out);
+      } else {
+        *out += pad + "- " + (v.is_object() ? "{}" : v.is_array() ? "[]" : YamlScalar(v)) + "\n";
+      }
+    }
+  }
+}
+
+Json ShareJson(const PodShare& s) {
+  Json p;
+  p["namespace"] = s.namespace_;
+  p["name"] = s.name;
+  p["phase"] = s.phase;
+  p["source"] = s.source;
+  p["memoryMiB"] = s.memory_mib;
+  Json cs = Json::array();
+  for (const ContainerShare& c : s.containers) {
+    Json cj;
+    cj["name"] = c.name;
+    cj["resource"] = c.resource;
+    cj["kind"] = c.kind;
+    cj["devices"] = c.ids;
+    if (!c.replicas.empty()) cj["replicas"] = c.replicas;
+    if (!c.mig.empty()) cj["mig"] = c.mig;
+    if (!c.profile.empty()) cj["profile"] = c.profile;
+    if (c.units > 0) cj["units"] = c.units;
+    cj["memoryMiB"] = c.memory_mib;
+    cs.push_back(std::move(cj));
+  }
+  p["containers"] = std::move(cs);
+  return p;
+}
+
+nlohmann::json YamlToJson(const YAML::Node& y) {
+  switch (y.Type()) {
+    case YAML::NodeType::Map: {
+      nlohmann::json o = nlohmann::json::object();
+      for (const auto& kv : y) o[kv.first.as<std::string>()] = YamlToJson(kv.second);
+      return o;
+    }
+    case YAML::NodeType::Sequence: {
+      nlohmann::json a = nlohmann::json::array();
+      for (const auto& e : y) a.push_back(YamlToJson(e));
+      return a;
+    }
+    case YAML::NodeType::Scalar: {
+      const std::string s = y.Scalar();
+      if (y.Tag() == "!") return s;  // quoted
+      if (s == "true" || s == "false") return s == "true";
+      if (s == "null" || s == "~") return nullptr;
+      if (!s.empty() && s.find_first_not_of("-0123456789") == std::string::npos && s != "-") {
+        try {
+          return std::stoll(s);
+        } catch (...) {
+        }
+      }
+      return s;
+    }
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
+// Sorts the items of a List (or one object) into nodes, pods and events; other kinds are
+// skipped. Errors name the item.
+Status AddObjects(const nlohmann::json& j, Input* in, const std::string& where) {
+  if (!j.is_object()) return Status::InvalidArgument(where + ": expected an object");
+  const auto kind_it = j.find("kind");
+  const std::string kind =
+      kind_it != j.end() && kind_it->is_string() ? kind_it->get<std::string>() : "";
+  if (kind.ends_with("List") || j.contains("items")) {
+    const auto it = j.find("items");
+    if (it == j.end() || it->is_null()) return Status::Ok();
+    if (!it->is_array()) return Status::InvalidArgument(where + ".items: expected an array");
+    for (size_t i = 0; i < it->size(); ++i) {
+      GPUSHARE_RETURN_IF_ERROR(
+          AddObjects((*it)[i], in, where + ".items[" + std::to_string(i) + "]"));
+    }
+    return Status::Ok();
+  }
+  auto fail = [&where](const Status& s) {
+    return Status::InvalidArgument(where + " (" + s.message() + ")");
+  };
+  if (kind == "Node") {
+    Result<kube::Node> n = kube::DecodeNode(j);
+    if (!n.ok()) return fail(n.status());
+    in->nodes.push_back(std::move(*n));
+  } else if (kind == "Pod") {
+    Result<kube::Pod> p = kube::DecodePod(j);
+    if (!p.ok()) return fail(p.status());
+    in->pods.push_back(std::move(*p));
+  } else if (kind == "Event") {
+    Result<kube::Event> e = kube::DecodeEvent(j);
+    if (!e.ok()) return fail(e.status());
+    in->events.push_back(std::move(*e));
+  }
+  return Status::Ok();
+}
+
+Result<Input> ParseObjects(std::string_view text, const std::string& name) {
+  Input in;
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_discarded()) {
+    GPUSHARE_RETURN_IF_ERROR(AddObjects(j, &in, name));
+    return in;
+  }
+  try {
+    int doc = 0;
+    for (const YAML::Node& y : YAML::LoadAll(std::string(text))) {
+      if (!y.IsNull()) {
+        GPUSHARE_RETURN_IF_ERROR(
+            AddObjects(YamlToJson(y), &in, name + " document " + std::to_string(doc)));
+      }
+      ++doc;
+    }
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(name + ": neither JSON nor YAML: " + e.what());
+  }
+  return in;
+}
+
+Result<Input> ReadObjectsFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return Status::InvalidArgument(path + ": cannot read");
+  std::string text;
+  constexpr size_t kMax = 64u << 20;
+  text.resize(kMax + 1);
+  f.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(f.gcount()));
+  if (text.size() > kMax) return Status::InvalidArgument(path + ": larger than 64 MiB");
+  return ParseObjects(text, path);
+}
+
+View Build(const Input& input, const Filter& filter) {
+  Builder b(input, filter);
+  View v = b.Run();
+  std::erase_if(v.nodes, [&b](const NodeView& n) { return !b.shown_.contains(n.name); });
+  // Totals again, over the nodes shown.
+  Totals t;
+  std::set<std::string> pods;
+  for (const NodeView& n : v.nodes) {
+    ++t.nodes;
+    t.gpus += static_cast<int>(n.gpus.size());
+    for (const GpuView& g : n.gpus) {
+      if (g.health == "Unhealthy") ++t.unhealthy_gpus;
+      for (const PodShare& p : g.pods) pods.insert(p.namespace_ + "/" + p.name);
+    }
+    t.memory_total_mib += n.memory_total_mib;
+    t.memory_allocated_mib += n.memory_allocated_mib;
+    t.pending_memory_mib += n.pending_memory_mib;
+  }
+  t.pods = static_cast<int>(pods.size());
+  t.pending_pods = static_cast<int>(v.pending.size());
+  v.totals = t;
+  return v;
+}
+
+Json ToJson(const View& v) {
+  Json j;
+  j["apiVersion"] = "gpushare.io/v1";
+  j["kind"] = "Inspect";
+  Json nodes = Json::array();
+  for (const NodeView& n : v.nodes) {
+    Json nj;
+    nj["name"] = n.name;
+    nj["address"] = n.address;
+    nj["ready"] = n.ready;
+    nj["unschedulable"] = n.unschedulable;
+    nj["unit"] = n.unit;
+    nj["memoryMiB"] = {{"allocated", n.memory_allocated_mib}, {"total", n.memory_total_mib}};
+    nj["pendingMemoryMiB"] = n.pending_memory_mib;
+    Json gpus = Json::array();
+    for (const GpuView& g : n.gpus) {
+      Json gj;
+      gj["index"] = g.index;
+      gj["uuid"] = g.uuid;
+      gj["model"] = g.model;
+      gj["mode"] = g.mode;
+      gj["health"] = g.health;
+      gj["memoryMiB"] = {{"allocated", g.memory_allocated_mib}, {"total", g.memory_total_mib}};
+      if (g.units_total > 0 || g.units_allocated > 0)
+        gj["units"] = {{"allocated", g.units_allocated}, {"total", g.units_total}};
+      gj["devicesUsed"] = g.devices_used;
+      gj["clients"] = g.clients;
+      Json pods = Json::array();
+      for (const PodShare& s : g.pods) pods.push_back(ShareJson(s));
+      gj["pods"] = std::move(pods);
+      gpus.push_back(std::move(gj));
+    }
+    nj["gpus"] = std::move(gpus);
+    Json res = Json::array();
+    for (const ResourceView& r : n.resources) {
+      res.push_back({{"name", r.name},
+                     {"capacity", r.capacity},
+                     {"allocatable", r.allocatable},
+                     {"allocated", r.allocated}});
+    }
+    nj["resources"] = std::move(res);
+    Json unplaced = Json::array();
+    for (const PodShare& s : n.unplaced) unplaced.push_back(ShareJson(s));
+    nj["unplaced"] = std::move(unplaced);
+    nj["problems"] = n.problems;
+    nodes.push_back(std::move(nj));
+  }
+  j["nodes"] = std::move(nodes);
+  Json pending = Json::array();
+  for (const PendingPod& p : v.pending) {
+    Json req = Json::object();
+    for (const auto& [name, n] : p.requests) req[name] = n;
+    pending.push_back({{"namespace", p.namespace_},
+                       {"name", p.name},
+                       {"requests", std::move(req)},
+                       {"reason", p.reason},
+                       {"message", p.message}});
+  }
+  j["pending"] = std::move(pending);
+  const Totals& t = v.totals;
+  j["totals"] = {
+      {"nodes", t.nodes},
+      {"gpus", t.gpus},
+      {"unhealthyGpus", t.unhealthy_gpus},
+      {"memoryMiB", {{"allocated", t.memory_allocated_mib}, {"total", t.memory_total_mib}}},
+      {"pendingMemoryMiB", t.pending_memory_mib},
+      {"pods", t.pods},
+      {"pendingPods", t.pending_pods}};
+  return j;
+}
+
+std::string ToYaml(const Json& json) {
+  std::string out;
+  YamlNode(json, 0, &out);
+  return out;
+}
+
+std::string Table(const View& v) {
+  const size_t ngpu = MaxGpuIndex(v);
+  bool pending_col = false, devices_col = false, unhealthy = false;
+  for (const NodeView& n : v.nodes) {
+    pending_col |= n.pending_memory_mib > 0;
+    int64_t u = 0, o = 0;
+    devices_col |= DeviceTotals(n, &u, &o);
+  }
+  Columns c;
+  std::vector<std::string> head = {"NAME", "IPADDRESS"};
+  for (size_t i = 0; i < ngpu; ++i) head.push_back("GPU" + std::to_string(i) + "(Allocated/Total)");
+  if (pending_col) head.push_back("PENDING(Allocated)");
+  head.push_back("GPU Memory(GiB)");
+  if (devices_col) head.push_back("GPU Devices(Used/Offered)");
+  c.Row(head);
+  for (const NodeView& n : v.nodes) {
+    std::vector<std::string> row = {n.name, Or(n.address)};
+    for (size_t i = 0; i < ngpu; ++i) {
+      const GpuView* g = FindGpu(n, static_cast<int>(i));
+      if (g == nullptr) {
+        row.push_back("");
+        continue;
+      }
+      std::string cell = GiB(g->memory_allocated_mib) + "/" + GiB(g->memory_total_mib);
+      if (g->health == "Unhealthy") {
+        cell += "*";
+        unhealthy = true;
+      }
+      row.push_back(cell);
+    }
+    if (pending_col) row.push_back(GiB(n.pending_memory_mib));
+    row.push_back(GiB(n.memory_allocated_mib) + "/" + GiB(n.memory_total_mib));
+    if (devices_col) {
+      int64_t used = 0, offered = 0;
+      row.push_back(DeviceTotals(n, &used, &offered)
+                        ? std::to_string(used) + "/" + std::to_string(offered)
+                        : "");
+    }
+    c.Row(row);
+  }
+  std::string out = c.Render();
+  out += std::string(78, '-') + "\n";
+  out += ClusterLine(v.totals);
+  if (unhealthy) out += "* unhealthy GPU\n";
+  return out + PendingSection(v);
+}
+
+std::string Detail(const View& v) {
+  std::string out;
+  for (const NodeView& n : v.nodes) {
+    out += "NAME:       " + n.name + "\n";
+    out += "IPADDRESS:  " + Or(n.address) + "\n\n";
+    std::set<std::pair<std::string, std::string>> pods;
+    for (const GpuView& g : n.gpus) {
+      for (const PodShare& s : g.pods) pods.insert({s.namespace_, s.name});
+    }
+    for (const PodShare& s : n.unplaced) pods.insert({s.namespace_, s.name});
+    Columns c;
+    std::vector<std::string> head = {"NAME", "NAMESPACE"};
+    for (const GpuView& g : n.gpus) head.push_back("GPU" + std::to_string(g.index) + "(Allocated)");
+    if (n.pending_memory_mib > 0) head.push_back("PENDING(Allocated)");
+    c.Row(head);
+    for (const auto& [ns, name] : pods) {
+      std::vector<std::string> row = {name, ns};
+      for (const GpuView& g : n.gpus) {
+        std::string cell = "0";
+        for (const PodShare& s : g.pods) {
+          if (s.namespace_ == ns && s.name == name) cell = ShareCell(s);
+        }
+        row.push_back(cell);
+      }
+      if (n.pending_memory_mib > 0) {
+        std::string cell = "0";
+        for (const PodShare& s : n.unplaced) {
+          if (s.namespace_ == ns && s.name == name) cell = GiB(s.memory_mib);
+        }
+        row.push_back(cell);
+      }
+      c.Row(row);
+    }
+    out += c.Render();
+    for (const GpuView& g : n.gpus) {
+      out += "GPU" + std::to_string(g.index) + ": " + Or(g.model) + ", " + Or(g.mode) + ", " +
+             g.health + ", " + GiB(g.memory_allocated_mib) + "/" + GiB(g.memory_total_mib) + " GiB";
+      if (g.units_total > 0)
+        out += ", units " + std::to_string(g.units_allocated) + "/" + std::to_string(g.units_total);
+      if (g.devices_used > 0) out += ", devices " + std::to_string(g.devices_used);
+      out += ", clients " + std::to_string(g.clients) + "\n";
+    }
+    for (const ResourceView& r : n.resources) {
+      out += "Resource " + r.name + ": " + std::to_string(r.allocated) + "/" +
+             std::to_string(r.capacity) + " allocated\n";
+    }
+    out += "Allocated:  " + GiB(n.memory_allocated_mib) + " (" +
+           Percent(n.memory_allocated_mib, n.memory_total_mib) + ")\n";
+    out += "Total:      " + GiB(n.memory_total_mib) + "\n";
+    for (const std::string& p : n.problems) out += "problem: " + OneLine(p) + "\n";
+    out += std::string(78, '-') + "\n";
+  }
+  out += ClusterLine(v.totals);
+  return out + PendingSection(v);
+}
+
+std::string Wide(const View& v) {
+  Columns c;
+  c.Row({"NODE", "IPADDRESS", "GPU", "UUID", "MODEL", "MODE", "HEALTH", "MEMORY(GiB)", "UNITS",
+         "DEVICES", "CLIENTS", "PODS"});
+  for (const NodeView& n : v.nodes) {
+    for (const GpuView& g : n.gpus) {
+      std::string pods;
+      for (const PodShare& s : g.pods)
+        pods += (pods.empty() ? "" : ",") + s.namespace_ + "/" + s.name;
+      c.Row({n.name, Or(n.address), std::to_string(g.index), Or(g.uuid), Or(g.model), Or(g.mode),
+             g.health, GiB(g.memory_allocated_mib) + "/" + GiB(g.memory_total_mib),
+             g.units_total > 0
+                 ? std::to_string(g.units_allocated) + "/" + std::to_string(g.units_total)
+                 : "-",
+             std::to_string(g.devices_used), std::to_string(g.clients), Or(pods)});
+    }
+  }
+  std::string out = c.Render();
+  out += std::string(78, '-') + "\n";
+  out += ClusterLine(v.totals);
+  return out + PendingSection(v);
+}
+
+}  // namespace gpushare::kube::inspect

@@ -1,0 +1,77 @@
+// AllocationRecorder: writes gpushare.io/allocations (core/allocation_record.h) on every pod of
+// this node that holds devices of gpushare's resources, in every sharing mode, from what
+// kubelet really allocated (PodResources List) and the node's current resource plan.
+//
+// A companion thread (node/periodic.h) runs one round per --reconcile-interval: List, build the
+// records (core), compare them with the pods as a pod informer on spec.nodeName=<node> has them
+// and merge-patch the pods whose value differs, with the pod's UID in the patch as the
+// precondition (a namesake created meanwhile is not patched). Pods kubelet names that the API
+// does not have on this node are skipped; nothing is ever removed; an unchanged value is never
+// written again (so an agent restart writes nothing when nothing changed). A failed patch is
+// retried with per-pod backoff (1 s doubling to 60 s), a failed List after 1 s doubling to the
+// interval. Logs: event=allocations_* key=value lines.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "base/sync.h"
+#include "core/inventory.h"
+#include "core/resource_plan.h"
+#include "node/agent.h"
+#include "node/clock.h"
+
+namespace gpushare::kube {
+class Client;
+}
+
+namespace gpushare::node {
+
+struct MemoryShareFlags;
+
+// The inventory and plan the recorder works from, handed over by the agent's loads: a load
+// that builds a plan makes it pending, and the agent's verdict (on_load) adopts or drops it.
+// Thread-safe.
+class RecorderInputs {
+ public:
+  void Pending(const Inventory& inventory, const ResourcePlan& plan) GPUSHARE_EXCLUDES(mu_);
+  void Outcome(bool accepted) GPUSHARE_EXCLUDES(mu_);
+  // The adopted inputs; false when none yet.
+  bool Current(Inventory* inventory, ResourcePlan* plan) const GPUSHARE_EXCLUDES(mu_);
+
+ private:
+  mutable Mutex mu_;
+  bool has_pending_ GPUSHARE_GUARDED_BY(mu_) = false;
+  bool has_current_ GPUSHARE_GUARDED_BY(mu_) = false;
+  Inventory pending_inventory_ GPUSHARE_GUARDED_BY(mu_);
+  ResourcePlan pending_plan_ GPUSHARE_GUARDED_BY(mu_);
+  Inventory inventory_ GPUSHARE_GUARDED_BY(mu_);
+  ResourcePlan plan_ GPUSHARE_GUARDED_BY(mu_);
+};
+
+// Makes `agent`'s loads feed `inputs`: wraps AgentOptions::load (the plan of every successful
+// load becomes pending) and AgentOptions::on_load (the verdict adopts it), keeping both.
+void FeedRecorderInputs(AgentOptions& agent, std::shared_ptr<RecorderInputs> inputs);
+
+struct AllocationRecorderOptions {
+  std::string node_name;                 // required
+  std::shared_ptr<kube::Client> client;  // required
+  std::string pod_resources_socket = "/var/lib/kubelet/pod-resources/kubelet.sock";
+  std::chrono::milliseconds interval{10000};
+  std::chrono::milliseconds rpc_timeout{5000};
+  std::shared_ptr<RecorderInputs> inputs;  // required
+  std::shared_ptr<Clock> clock = RealClock();
+};
+
+// Starts the pod informer and the recording thread. kInvalidArgument when an option is missing.
+Result<std::unique_ptr<Companion>> StartAllocationRecorder(AllocationRecorderOptions options);
+
+// gpushare-node's wiring: with --node-name (the same flags as memory mode), starts the recorder
+// on the API client of --kubeconfig; without a node name, or when no API client can be made,
+// logs why and returns null (the device plugins serve as before).
+std::unique_ptr<Companion> StartAllocationRecorderFromFlags(const MemoryShareFlags& flags,
+                                                            std::shared_ptr<RecorderInputs> inputs);
+
+}  // namespace gpushare::node
