@@ -174,6 +174,10 @@ int RunServe(const MainOptions& o, const std::shared_ptr<node::ConfigSource>& so
       node::InterposerDecoratorFactory(o.interposer_library, cli::kVersion, s.interposer_paths);
   // Automatic reload: the config file (or the directory and the node's label) is watched.
   s.on_load = [source](bool accepted) { source->Outcome(accepted); };
+  // /metrics, /healthz, /readyz (gpushare.metrics, read at start: a reload does not move them).
+  s.metrics = in.config.config.gpushare.metrics;
+  s.version = cli::kVersion;
+  s.commit = cli::kGitCommit;
   s.companions.push_back(
       [source](std::function<void()> reload) { return node::StartConfigWatch(source, reload); });
   return node::Serve(std::move(s));
