@@ -76,7 +76,9 @@ std::vector<ContainerRegion> ReadContainerRegions(
 }
 
 MetricsScraper::MetricsScraper(std::shared_ptr<NodeMetrics> metrics, ScrapeSources sources)
-    : metrics_(std::move(metrics)), sources_(std::move(sources)) {}
+    : metrics_(std::move(metrics)),
+      sources_(std::move(sources)),
+      locks_complete_(InInitialPidNamespace()) {}
 
 MetricsScraper::~MetricsScraper() = default;
 
@@ -113,6 +115,7 @@ ScrapeInput MetricsScraper::GatherLocked() {
     for (const std::string& d : sources_.extra_state_dirs()) dirs.insert(d);
   RegionReaderOptions reader;
   reader.locks_known = ReadFlockedFiles(&reader.flocked, sources_.proc_locks);
+  reader.locks_complete = locks_complete_;
   std::vector<std::pair<std::string, RegionSkip>> skips;
   auto skipped = [&skips](const std::string& path, RegionSkip why) {
     skips.emplace_back(path, why);

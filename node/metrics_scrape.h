@@ -54,6 +54,7 @@ class MetricsScraper {
   ScrapeInput GatherLocked() GPUSHARE_REQUIRES(mu_);
   std::shared_ptr<NodeMetrics> metrics_;
   const ScrapeSources sources_;
+  const bool locks_complete_;  // in the host PID namespace: /proc/locks lists every flock
   Mutex mu_;
   std::unique_ptr<PodResourcesClient> pods_ GPUSHARE_GUARDED_BY(mu_);
   std::set<std::string> logged_skips_ GPUSHARE_GUARDED_BY(mu_);  // paths logged once (bounded)

@@ -128,6 +128,13 @@ bool ReadFlockedFiles(std::set<FileKey>* out, const std::string& path) {
   return true;
 }
 
+bool InInitialPidNamespace() {
+  char buf[64] = {};
+  const ssize_t n = ::readlink("/proc/self/ns/pid", buf, sizeof(buf) - 1);
+  // PROC_PID_INIT_INO: the initial PID namespace's inode number, a kernel constant.
+  return n > 0 && std::string(buf, static_cast<size_t>(n)) == "pid:[4026531836]";
+}
+
 bool ProcessAlive(int32_t pid, uint64_t start_time) {
   if (pid <= 0) return false;
   char state = 0;
@@ -218,17 +225,37 @@ RegionReading ReadRegion(const std::string& path, const RegionReaderOptions& opt
   }
   const auto alive = options.process_alive ? options.process_alive : ProcessAlive;
   uint64_t used_by_live[ir::kRegionDevices] = {};
-  int live_slots = 0;
+  int held = 0, probed_alive = 0;
   for (const ir::RegionSlot& s : slots) {
     if (s.pid <= 0) continue;
-    const bool slot_alive = options.locks_known || alive(s.pid, s.start_time);
-    if (!slot_alive) continue;
-    ++live_slots;
+    ++held;
+    if (!alive(s.pid, s.start_time)) continue;
+    ++probed_alive;
     for (int d = 0; d < ir::kRegionDevices; ++d)
       used_by_live[d] = Clamp(used_by_live[d] + Clamp(s.used[d]));
   }
-  r.live = options.locks_known ? options.flocked.count(key) > 0 : live_slots > 0;
-  r.processes = r.live ? live_slots : 0;
+  const bool flock_seen = options.locks_known && options.flocked.count(key) > 0;
+  // Totals as the interposer keeps them (flock seen, or nothing known), or recomputed from the
+  // processes seen alive (the same namespace), or nothing (dead).
+  enum { kTotals, kProbed, kDead } use = kTotals;
+  if (flock_seen) {
+    r.live = true;
+    r.processes = held;
+  } else if (probed_alive > 0) {
+    r.live = true;
+    r.processes = probed_alive;
+    use = kProbed;
+  } else if (options.locks_known && options.locks_complete) {
+    r.live = false;
+    use = kDead;
+  } else if (options.pids_comparable) {
+    r.live = false;  // the slots' processes are in our PID namespace, and all are gone
+    use = kDead;
+  } else {
+    r.liveness_known = false;
+    r.live = held > 0;
+    r.processes = held;
+  }
   for (int d = 0; d < ir::kRegionDevices; ++d) {
     const ir::RegionDevice& dev = devs[d];
     if (dev.in_use != 1) continue;
@@ -238,7 +265,7 @@ RegionReading ReadRegion(const std::string& path, const RegionReaderOptions& opt
     x.memory_limit = Clamp(dev.memory_limit);
     // The device total is what the interposer enforces with; with the slots known dead (pid
     // probe) it is recomputed from the live ones, as the interposer's repair would.
-    x.used = !r.live ? 0 : options.locks_known ? Clamp(dev.used) : used_by_live[d];
+    x.used = use == kDead ? 0 : use == kProbed ? used_by_live[d] : Clamp(dev.used);
     x.sm_limit = dev.sm_limit > 100 ? 100 : dev.sm_limit;
     x.last_launch_s = dev.last_launch_s;
     x.oom_refusals = dev.oom_refusals;

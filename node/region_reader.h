@@ -15,11 +15,15 @@
 //     kMaxPlausibleBytes);
 //   * liveness: a region whose processes are all gone is reported with no usage. The interposer
 //     decides liveness by (pid, start time), but a container's PIDs are those of its own PID
-//     namespace, which gpushare-node does not share; what is visible from the node is the
-//     shared flock every attached process holds on the file for its lifetime (region.h). So a
-//     region counts as live when /proc/locks lists a FLOCK on its inode; when /proc/locks cannot
-//     be read, the slots' (pid, start time) are probed as the interposer does (right when the
-//     agent shares the PID namespace, as in tests). The probe is injectable.
+//     namespace, which gpushare-node does not share. What the node can see is the shared flock
+//     every attached process holds on the file for its lifetime (region.h), listed in
+//     /proc/locks, but only for lock owners visible in the agent's PID namespace. So, in order:
+//     a FLOCK listed on the file's inode: live; a slot whose (pid, start time) is alive in the
+//     agent's /proc (shared namespace, as in tests): live; neither, and the agent is in the host
+//     PID namespace (it sees every lock: `locks_complete`) or shares the containers' PID
+//     namespace (`pids_comparable`): dead; neither otherwise: unknown,
+//     and the interposer's own totals are reported as they are (it reclaims dead processes'
+//     usage itself when a process next attaches).
 #pragma once
 
 #include <cstdint>
@@ -48,9 +52,10 @@ struct RegionDeviceReading {
 
 struct RegionReading {
   std::vector<RegionDeviceReading> devices;
-  int processes = 0;  // slots held by live processes (0 when the region is stale)
+  int processes = 0;  // slots held by processes (0 when the region is stale)
   bool live = true;   // false: no process holds the region any more (its usage is reported as 0)
-  bool torn = false;  // no two equal copies were read (the last one is reported)
+  bool liveness_known = true;  // false: nothing visible said live or dead (totals as written)
+  bool torn = false;           // no two equal copies were read (the last one is reported)
 };
 
 // Why a file was skipped, for the log line and the skipped-regions counter.
@@ -64,13 +69,20 @@ struct RegionReaderOptions {
   // Files some process holds a flock on; nullopt-like: `locks_known` false = unknown.
   std::set<FileKey> flocked;
   bool locks_known = false;
-  // Liveness of (pid, start time) when the locks are unknown. Default: /proc, like the
-  // interposer (ProcessAlive below).
+  // /proc/locks lists every process's locks: the agent is in the host PID namespace.
+  bool locks_complete = false;
+  // Liveness of a slot's (pid, start time). Default: /proc, like the interposer (ProcessAlive
+  // below). Its "alive" is always believed; its "dead" only with pids_comparable (the regions'
+  // processes are in the agent's PID namespace: tests, shareProcessNamespace).
   std::function<bool(int32_t pid, uint64_t start_time)> process_alive;
+  bool pids_comparable = false;
 };
 
 // Reads /proc/locks (or `path`): the files with a FLOCK held. False when it cannot be read.
 bool ReadFlockedFiles(std::set<FileKey>* out, const std::string& path = "/proc/locks");
+
+// True when this process is in the host's (initial) PID namespace.
+bool InInitialPidNamespace();
 
 // The interposer's liveness rule: the process exists, is not a zombie, and (start_time != 0)
 // started at start_time (/proc/<pid>/stat field 22).

@@ -31,6 +31,7 @@ constexpr uint64_t kGiB = uint64_t{1} << 30;
 RegionReaderOptions PidProbe(int32_t live) {
   RegionReaderOptions o;
   o.process_alive = [live](int32_t pid, uint64_t) { return pid == live; };
+  o.pids_comparable = true;
   return o;
 }
 
@@ -85,9 +86,11 @@ TEST(RegionReader, DefaultProbeUsesProcLikeTheInterposer) {
   // This process (alive) with a wrong start time: a reused PID, so dead.
   testing::AddProcess(r.file(), 0, ::getpid(), 1, 0, kGiB);
   RegionSkip skip;
-  EXPECT_FALSE(ReadRegion(r.path(), {}, &skip).live);
+  RegionReaderOptions same_ns;
+  same_ns.pids_comparable = true;
+  EXPECT_FALSE(ReadRegion(r.path(), same_ns, &skip).live);
   r.file()->slots[0].start_time = 0;  // unknown start time: the PID alone decides
-  RegionReading got = ReadRegion(r.path(), {}, &skip);
+  RegionReading got = ReadRegion(r.path(), same_ns, &skip);
   EXPECT_TRUE(got.live);
   EXPECT_EQ(got.devices[0].used, kGiB);
   EXPECT_FALSE(ProcessAlive(0, 0));
@@ -102,6 +105,7 @@ TEST(RegionReader, FlockHoldersDecideLivenessAcrossPidNamespaces) {
   testing::AddProcess(r.file(), 0, 999999, 1, 0, kGiB);
   RegionReaderOptions o;
   o.locks_known = true;
+  o.locks_complete = true;
   RegionSkip skip;
   EXPECT_FALSE(ReadRegion(r.path(), o, &skip).live) << "nobody holds the file";
   ASSERT_EQ(::flock(r.fd(), LOCK_SH), 0);  // what every attached process holds
@@ -113,6 +117,27 @@ TEST(RegionReader, FlockHoldersDecideLivenessAcrossPidNamespaces) {
   EXPECT_TRUE(got.live);
   EXPECT_EQ(got.devices[0].used, kGiB);
   EXPECT_EQ(got.processes, 1);
+}
+
+// The agent in its own PID namespace (the default DaemonSet): a region without a visible flock
+// and without a visible process may still be in use; the interposer's totals are reported as
+// they are. In the host PID namespace every flock is visible, so none means dead.
+TEST(RegionReader, WithoutVisibleLocksOrProcessesLivenessIsUnknownUnlessLocksAreComplete) {
+  TempDir dir;
+  MappedRegion r(dir.Sub("region"));
+  testing::AddDevice(r.file(), 0, GpuUuid(0), 4 * kGiB);
+  testing::AddProcess(r.file(), 0, 999999, 1, 0, kGiB);  // another namespace's PID
+  RegionReaderOptions o;
+  o.locks_known = true;
+  RegionSkip skip;
+  RegionReading got = ReadRegion(r.path(), o, &skip);
+  EXPECT_FALSE(got.liveness_known);
+  EXPECT_EQ(got.devices[0].used, kGiB);
+  o.locks_complete = true;
+  got = ReadRegion(r.path(), o, &skip);
+  EXPECT_TRUE(got.liveness_known);
+  EXPECT_FALSE(got.live);
+  EXPECT_EQ(got.devices[0].used, 0u);
 }
 
 TEST(RegionReader, ParsesProcLocks) {
