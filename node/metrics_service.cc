@@ -55,6 +55,8 @@ Result<std::unique_ptr<MetricsService>> StartMetricsService(MetricsServiceOption
         o.settings.listen +
         "\"; use --metrics-auth=kubernetes so that callers are authenticated and authorized");
   }
+  // Events name the Node object: only with the node's real name (--node-name, $NODE_NAME).
+  const bool events = !o.node_name.empty();
   if (o.node_name.empty()) {
     char host[256] = {};
     if (gethostname(host, sizeof(host) - 1) == 0) o.node_name = host;
@@ -74,6 +76,8 @@ Result<std::unique_ptr<MetricsService>> StartMetricsService(MetricsServiceOption
   if (client.ok()) {
     authorizer =
         std::make_shared<kube::RequestAuthorizer>(*client, kube::AuthorizerOptions{}, SteadyMs);
+  }
+  if (client.ok() && events) {
     kube::EventRecorderOptions eo;
     eo.component = "gpushare-node";
     eo.host = o.node_name;
@@ -86,7 +90,8 @@ Result<std::unique_ptr<MetricsService>> StartMetricsService(MetricsServiceOption
                                          const std::string& message) {
       if (auto e = events.lock()) e->Refused(resource, reason, ids, message);
     });
-  } else {
+  }
+  if (!client.ok()) {
     spdlog::warn("event=metrics_without_api error={} effect=\"no Events for refused Allocates{}\"",
                  Value(client.status().message()),
                  auth == MetricsAuth::kKubernetes

@@ -4,7 +4,8 @@
 // authorizer of /metrics callers and the Events of refused Allocates (node/allocate_events.h).
 //
 // What needs the Kubernetes API (the TokenReviews of --metrics-auth=kubernetes, the Events) uses
-// --kubeconfig (else $KUBECONFIG, in-cluster, ~/.kube/config). Without a usable API
+// --kubeconfig (else $KUBECONFIG, in-cluster, ~/.kube/config); Events also need the node's name
+// (--node-name, $NODE_NAME: the Node object they are about). Without a usable API
 // configuration the agent still serves: /metrics then answers 503 (callers cannot be checked)
 // and no Events are recorded, each said once in the log. A listen address that cannot be bound is
 // logged and the agent serves devices without metrics (its liveness probe then fails, which
@@ -25,7 +26,7 @@ namespace gpushare::node {
 
 struct MetricsServiceOptions {
   MetricsSettings settings;
-  std::string node_name;  // "" = the host name
+  std::string node_name;  // "" = the host name for the `node` label, and no Events
   std::string kubeconfig;
   std::string pod_resources_socket;
   std::shared_ptr<InterposerPaths> interposer_paths;  // optional: every stateDir loaded
