@@ -88,6 +88,27 @@ const std::vector<std::string> kMemoryLimits = {"none", "evenSplit"};
 const std::vector<std::string> kComputeLimits = {"none", "evenSplit"};
 const std::vector<std::string> kMemoryComputeLimits = {"none", "proportional"};
 const std::vector<std::string> kMemoryUnits = {"GiB", "MiB"};
+const std::vector<std::string> kMetricsAuth = {"kubernetes", "none"};
+const std::vector<std::string> kMetricsNames = {"gpushare", "hami", "both"};
+
+// ":PORT", "HOST:PORT" or "[V6]:PORT" with a port 0..65535, or "" (not served). The address
+// itself is checked when the server binds.
+std::string SetMetricsListen(NodeConfig& c, const std::string& v) {
+  if (!v.empty()) {
+    const size_t colon = v.rfind(':');
+    const std::string port = colon == std::string::npos ? "" : v.substr(colon + 1);
+    const std::string host = colon == std::string::npos ? "" : v.substr(0, colon);
+    if (colon == std::string::npos || port.empty() || port.size() > 5 || !IsDigits(port) ||
+        std::stoi(port) > 65535)
+      return "must be :PORT, HOST:PORT or [IPV6]:PORT with a port 0..65535 (or empty: not "
+             "served), got \"" +
+             v + "\"";
+    if (host.find(':') != std::string::npos && (host.front() != '[' || host.back() != ']'))
+      return "an IPv6 address needs brackets: [ADDR]:PORT, got \"" + v + "\"";
+  }
+  c.gpushare.metrics.listen = v;
+  return "";
+}
 
 // Setters shared by several rows, or with checks of their own.
 void SetAllocationPolicy(NodeConfig& c, const std::string& v) {
@@ -288,6 +309,18 @@ const std::vector<Setting>& Settings() {
                                                           ? MemoryComputeLimit::kProportional
                                                           : MemoryComputeLimit::kNone;
            }),
+      Text({"metricsListen", "gpushare.metrics.listen", "GPUSHARE_METRICS_LISTEN",
+            "--metrics-listen",
+            "address of /metrics, /healthz and /readyz (default :9445; empty = not served)"},
+           SetMetricsListen),
+      Enum({"metricsAuth", "gpushare.metrics.auth", "GPUSHARE_METRICS_AUTH", "--metrics-auth",
+            "who may read /metrics: kubernetes (TokenReview + SubjectAccessReview, default) or "
+            "none (loopback listen addresses only)"},
+           kMetricsAuth, [](NodeConfig& c, const std::string& v) { c.gpushare.metrics.auth = v; }),
+      Enum({"metricsNames", "gpushare.metrics.names", "GPUSHARE_METRICS_NAMES", "--metrics-names",
+            "metric names: gpushare (default), hami (HAMi's names and labels) or both"},
+           kMetricsNames,
+           [](NodeConfig& c, const std::string& v) { c.gpushare.metrics.names = v; }),
   };
   return s;
 }

@@ -88,6 +88,13 @@ struct MemoryShares {
   bool enabled() const { return devices.has_value(); }
 };
 
+// gpushare-node's /metrics, /healthz and /readyz (gpushare.metrics; read at start only).
+struct MetricsSettings {
+  std::string listen = ":9445";     // ":PORT", "HOST:PORT", "[V6]:PORT"; "" = not served
+  std::string auth = "kubernetes";  // kubernetes | none (loopback listen only)
+  std::string names = "gpushare";   // gpushare | hami | both
+};
+
 // gpushare's own settings: the top-level `gpushare:` section of the config file.
 struct GpushareSettings {
   int max_clients_per_gpu = 48;  // ceiling on containers sharing one physical GPU
@@ -107,6 +114,7 @@ struct GpushareSettings {
   std::string container_state_dir = "/var/lib/gpushare/containers";
 
   MemoryShares memory_shares;
+  MetricsSettings metrics;
 };
 
 struct PluginFlags {

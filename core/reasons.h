@@ -47,5 +47,11 @@ inline constexpr std::string_view kUnknownDevice = "UnknownDevice";
 inline constexpr std::string_view kNoMatchingAssignment = "NoMatchingAssignment";
 // Preparing the container's interposer files (config, region, library) failed.
 inline constexpr std::string_view kInterposerSetupFailed = "InterposerSetupFailed";
+// The device nodes a container needs cannot be given (e.g. the nvidia-caps minors of a MIG
+// device are unknown with passDeviceSpecs).
+inline constexpr std::string_view kDeviceNodesUnavailable = "DeviceNodesUnavailable";
+// (kGpuUnhealthy and kInvalidRequest above are also Allocate's: a device kubelet asked for is
+// Unhealthy now; a request the resource does not accept, e.g. two replicas with
+// failRequestsGreaterThanOne.)
 
 }  // namespace gpushare::reasons

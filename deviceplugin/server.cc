@@ -77,6 +77,17 @@ grpc::StatusCode ToGrpcCode(StatusCode c) {
   return grpc::StatusCode::UNKNOWN;
 }
 
+// Why ResolveDevices refused a request, for on_allocate.
+AllocateStage RefusalStage(const DeviceIndex& index, const std::vector<std::string>& ids) {
+  bool unhealthy = false;
+  for (const std::string& id : ids) {
+    const PlannedDevice* d = index.Find(id);
+    if (d == nullptr) return AllocateStage::kUnknownDevice;
+    unhealthy = unhealthy || !d->healthy;
+  }
+  return unhealthy ? AllocateStage::kUnhealthy : AllocateStage::kInvalidRequest;
+}
+
 grpc::Status ToGrpc(const Status& s) {
   if (s.ok()) return grpc::Status::OK;
   return grpc::Status(ToGrpcCode(s.code()), s.message());
@@ -291,12 +302,15 @@ class DevicePluginServer::Impl final : public pb::DevicePlugin::Service {
         if (!r.ok()) {
           spdlog::warn("event=allocate_refused resource={} devices={} error={}", opts.resource.name,
                        Value(Summary(ids)), Value(r.status().message()));
+          if (opts.on_allocate)
+            opts.on_allocate(RefusalStage(s->index, ids), ids, r.status().message());
           return ToGrpc(r.status());
         }
         ContainerAllocation a = BuildContainerAllocation(*r, opts.plugin, nodes, opts.extra_env);
         if (!a.problem.empty()) {
           spdlog::warn("event=allocate_refused resource={} devices={} error={}", opts.resource.name,
                        Value(Summary(ids)), Value(a.problem));
+          if (opts.on_allocate) opts.on_allocate(AllocateStage::kDeviceNodes, ids, a.problem);
           return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, a.problem);
         }
         if (opts.decorator) {
@@ -304,10 +318,12 @@ class DevicePluginServer::Impl final : public pb::DevicePlugin::Service {
           if (!st.ok()) {
             spdlog::warn("event=allocate_refused resource={} devices={} error={}",
                          opts.resource.name, Value(Summary(ids)), Value(st.message()));
+            if (opts.on_allocate) opts.on_allocate(AllocateStage::kDecorator, ids, st.message());
             return ToGrpc(st);
           }
         }
         ToProto(a, resp->add_container_responses());
+        if (opts.on_allocate) opts.on_allocate(AllocateStage::kAnswered, ids, "");
         auto env = a.envs.find(kVisibleDevicesEnv);
         spdlog::info("event=allocate resource={} devices={} count={} visible={}",
                      opts.resource.name, Value(Summary(ids)), ids.size(),

@@ -46,6 +46,16 @@ inline constexpr const char* kKubeletSocketName = "kubelet.sock";
 inline constexpr const char* kHealthy = "Healthy";
 inline constexpr const char* kUnhealthy = "Unhealthy";
 
+// How Allocate ended for one container request (DevicePluginServerOptions::on_allocate).
+enum class AllocateStage {
+  kAnswered,        // the container's answer was sent
+  kUnknownDevice,   // a device ID this resource does not advertise
+  kUnhealthy,       // a device that is Unhealthy now
+  kInvalidRequest,  // not a request this resource accepts (duplicates, more than one, ...)
+  kDeviceNodes,     // the device nodes it needs cannot be given (ContainerAllocation::problem)
+  kDecorator,       // the decorator refused (it reports its own reason)
+};
+
 struct DevicePluginServerOptions {
   std::string plugin_dir = kDefaultPluginDir;  // where our socket is created
   std::string kubelet_socket;                  // full path; empty = <plugin_dir>/kubelet.sock
@@ -60,6 +70,11 @@ struct DevicePluginServerOptions {
   // server is not being stopped. `generation` is the value given here.
   std::function<void(uint64_t generation)> on_stream_end;
   uint64_t generation = 0;
+  // Optional: called (from the gRPC thread, must not block) for every container request of
+  // every Allocate, with its device IDs and, for a refusal, the message sent to kubelet.
+  std::function<void(AllocateStage stage, const std::vector<std::string>& device_ids,
+                     const std::string& message)>
+      on_allocate;
 
   // Our own socket answers within milliseconds; a socket deleted meanwhile fails at once.
   std::chrono::milliseconds self_dial_timeout{1000};

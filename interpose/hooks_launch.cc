@@ -1,6 +1,10 @@
 // Launch wrappers: kernels, cooperative kernels, graph launches. Without an SM limit each one is
 // a load, a compare and a tail call into the driver. With one, launches pass the shared gate of
 // sm_limiter.h and are bracketed by two CUDA events that measure their GPU time.
+// Every launch also notes its time for gpushare-node's "seconds since the last kernel launch"
+// (RegionDevice::last_launch_s): a thread reads the coarse clock and compares it with its own
+// next-note deadline; at most once a second per thread it looks up the current device and stores
+// the time (a relaxed store, no lock), so a launch-heavy process pays a clock read per launch.
 #include <errno.h>
 #include <pthread.h>
 #include <time.h>
@@ -12,8 +16,32 @@
 namespace gpushare::interpose {
 namespace {
 
-constexpr int64_t kToleranceNs = 20'000'000;  // burst the gate allows (wall time)
-constexpr int64_t kMaxSleepNs = 50'000'000;   // re-check the gate at least this often
+constexpr int64_t kToleranceNs = 20'000'000;               // burst the gate allows (wall time)
+constexpr int64_t kMaxSleepNs = 50'000'000;                // re-check the gate at least this often
+constexpr uint64_t kLaunchNoteIntervalNs = 1'000'000'000;  // per thread
+
+thread_local uint64_t t_next_launch_note_ns = 0;
+
+// Stores the time of this launch into the region device of the current context (see the top).
+void NoteLaunchSlow(uint64_t now_ns) {
+  t_next_launch_note_ns = now_ns + kLaunchNoteIntervalNs;
+  RegionFile* file = TheRegion().file();
+  if (file == nullptr) return;
+  CUcontext ctx = nullptr;
+  int ordinal = -1;
+  if (!CurrentContext(&ctx, &ordinal)) return;
+  const OrdinalInfo* o = Ordinal(ordinal);
+  if (o == nullptr || o->dev < 0 || o->dev >= kMaxDevices) return;
+  StoreRelaxed(&file->devices[o->dev].last_launch_s, now_ns / 1'000'000'000);
+}
+
+inline void NoteLaunch() {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+  uint64_t now =
+      static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000 + static_cast<uint64_t>(ts.tv_nsec);
+  if (now >= t_next_launch_note_ns) NoteLaunchSlow(now);
+}
 
 void SleepNs(int64_t ns) {
   timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
@@ -139,6 +167,7 @@ void AfterGraphLaunch() {
 template <typename Fn>
 CUresult GraphLaunch(Fn real, CUgraphExec exec, CUstream s, bool per_thread) {
   if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;
+  NoteLaunch();
   if (SmState() != 2 && !GraphMemoryPossible()) return real(exec, s);
   CUresult r = SmState() == 2 ? LimitedLaunch(s, reinterpret_cast<uint64_t>(exec), per_thread,
                                               [&]() { return real(exec, s); })
@@ -155,6 +184,7 @@ using namespace gpushare::interpose;  // NOLINT
 #define GPUSHARE_LAUNCH_BODY(name, stream, key, per_thread, ...)            \
   auto real = GPUSHARE_REAL(name);                                          \
   if (real == nullptr) return CUDA_ERROR_NOT_INITIALIZED;                   \
+  NoteLaunch();                                                             \
   if (SmState() != 2) return real(__VA_ARGS__);                             \
   return LimitedLaunch(stream, reinterpret_cast<uint64_t>(key), per_thread, \
                        [&]() { return real(__VA_ARGS__); })

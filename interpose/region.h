@@ -22,7 +22,9 @@
 //    reinitialises it, which also clears stale files, old layouts and changed limits. A file in
 //    an unknown layout that others still hold is refused (fail closed), never reinterpreted.
 //
-// The SM limiter's shared per-device state (sm_limiter.h) also lives here, updated lock-free.
+// The SM limiter's shared per-device state (sm_limiter.h) also lives here, updated lock-free,
+// and so does the time of the last kernel launch per device (hooks_launch.cc). The layout itself
+// is in region_layout.h, which the node agent's read-only reader (node/region_reader.h) shares.
 #pragma once
 
 #include <pthread.h>
@@ -30,55 +32,12 @@
 #include <stdint.h>
 
 #include "interpose/config.h"
+#include "interpose/region_layout.h"
 #include "interpose/sm_limiter.h"
 
 namespace gpushare::interpose {
 
-inline constexpr uint64_t kRegionMagic = 0x314745525348534bull;  // "KSHSREG1"
-inline constexpr uint32_t kRegionLayoutVersion = 1;
-inline constexpr int kMaxSlots = 1024;
-
-struct RegionDevice {
-  uint8_t uuid[16];
-  uint32_t in_use;        // registered
-  uint32_t limited;       // memory_limit applies
-  uint64_t memory_limit;  // bytes
-  uint64_t used;          // sum of the live slots' used[] for this device
-  uint32_t sm_limit;      // percent, 0 = none
-  uint32_t reserved0;
-  SmBucket sm_bucket;     // shared SM limiter state
-  uint64_t oom_refusals;  // statistics
-  uint64_t reserved[5];
-};
-
-struct RegionSlot {
-  int32_t pid;  // 0 = free
-  uint32_t reserved0;
-  uint64_t start_time;  // /proc/<pid>/stat field 22, 0 = unknown
-  uint64_t used[kMaxDevices];
-};
-
-struct RegionHeader {
-  uint64_t magic;
-  uint32_t layout_version;
-  uint32_t header_size;  // sizeof(RegionHeader)
-  uint64_t file_size;    // sizeof(RegionFile)
-  uint32_t ready;        // set last by the initialiser (release)
-  uint32_t slot_high_water;
-  uint64_t repairs;  // times a dead lock owner was recovered from
-  uint64_t reclaimed_slots;
-  union {
-    pthread_mutex_t mutex;
-    char mutex_storage[64];
-  };
-  uint64_t reserved[8];
-};
-
-struct RegionFile {
-  RegionHeader header;
-  RegionDevice devices[kMaxDevices];
-  RegionSlot slots[kMaxSlots];
-};
+static_assert(kRegionDevices == kMaxDevices, "the region's device table is the config's");
 
 // Liveness of a slot's owner. The default reads /proc; tests inject their own.
 struct ProcessProbe {

@@ -30,15 +30,11 @@
 
 #include <stdint.h>
 
+#include "interpose/region_layout.h"
+
 namespace gpushare::interpose {
 
-// Shared (per device, in the region) gate state. All fields are updated with atomics.
-struct SmBucket {
-  int64_t tat_ns;      // theoretical arrival time, CLOCK_MONOTONIC ns
-  uint64_t admitted;   // launches admitted
-  uint64_t delayed;    // launches that had to wait
-  uint64_t waited_ns;  // total wait
-};
+// SmBucket (the shared per-device gate state) is part of the region's layout: region_layout.h.
 
 struct SmGateParams {
   uint32_t limit_pct = 100;           // 1..99 limits

@@ -22,6 +22,7 @@
 #include "base/unique_fd.h"
 #include "deviceplugin/plugin_lifecycle.h"
 #include "deviceplugin/server.h"
+#include "node/allocate_observer.h"
 #include "node/memshare_service.h"
 
 namespace gpushare::node {
@@ -235,6 +236,7 @@ class Agent::Impl {
     plan_ = std::move(p);
     decorator_ = opts_.decorator ? opts_.decorator(inputs_) : nullptr;
     if (memory_) memory_->Update(inputs_, plan_);
+    if (opts_.observer) opts_.observer->PlanChanged(inputs_, plan_);
     slots_.clear();
     for (const PlannedResource& r : plan_.resources) {
       slots_.push_back(Slot{r, nullptr, 0, false});
@@ -292,6 +294,7 @@ class Agent::Impl {
   bool Pass(std::string* stop_reason) {
     if (DrainPosted(stop_reason)) return true;
     const int64_t now = clock_->NowMs();
+    if (opts_.observer) opts_.observer->LoopTurned(now);
     ApplyHealth(health_->Advance(now));
     Reconcile(now);
     return DrainPosted(stop_reason);
@@ -377,6 +380,7 @@ class Agent::Impl {
     deviceplugin::RegistrationLifecycle& reg = lifecycle_.registration();
     const size_t i = SlotOf(o.generation);
     if (i == slots_.size() || !reg.RegisterDone(i, o.attempt, o.status.ok(), now)) return;  // stale
+    if (o.status.ok() && opts_.observer) opts_.observer->Registered(slots_[i].resource.name);
     if (o.status.ok()) return;
     spdlog::warn("event=register_failed resource={} attempt={} retry_ms={} error={}",
                  slots_[i].resource.name, reg.failures(i), reg.backoff_ms(i),
@@ -393,6 +397,7 @@ class Agent::Impl {
 
   void OnHealthEvent(HealthEvent& ev, int64_t now) {
     ev.time_ms = now;  // the tracker's clock is ours
+    if (opts_.observer) opts_.observer->HealthEventSeen(ev);
     std::string ignored;
     auto t = health_->OnEvent(ev, &ignored);
     if (t.empty()) {
@@ -481,6 +486,7 @@ class Agent::Impl {
   void KubeletRestarted(int64_t now, const char* why) {
     spdlog::info("event=kubelet_restart_detected reason={} socket={}", why, kubelet_socket_);
     kubelet_id_ = IdOf(kubelet_socket_);  // the fallback check must not report it again
+    if (opts_.observer) opts_.observer->KubeletRestarted();
     lifecycle_.registration().KubeletStarted(now, why);
   }
 
@@ -619,6 +625,13 @@ class Agent::Impl {
       };
     }
     o.on_stream_end = [this](uint64_t g) { PostStreamEnd(g); };
+    if (opts_.observer) {
+      ObserveAllocate(opts_.observer, r,
+                      r.is_memory_shares()
+                          ? (memory_ ? memory_->Decorator() : MemoryUnitsDecorator())
+                          : nullptr,
+                      decorator_, &o);
+    }
     return o;
   }
 
@@ -631,6 +644,7 @@ class Agent::Impl {
     }
     health_->ApplyTo(&plan_);
     if (memory_) memory_->Update(inputs_, plan_);
+    if (opts_.observer) opts_.observer->PlanChanged(inputs_, plan_);
     for (Slot& s : slots_) PushHealth(s);
   }
 

@@ -34,6 +34,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/health.h"
@@ -98,6 +99,28 @@ class Companion {
   virtual ~Companion() = default;
 };
 
+// Told what the agent does, for /metrics and /healthz, /readyz (node/metrics.h). Every call is
+// made on the agent's thread except AllocateRefused/Allocated (gRPC threads); none may block.
+class AgentObserver {
+ public:
+  virtual ~AgentObserver() = default;
+  // After every load, reload and health change: the inputs and the plan (health applied).
+  virtual void PlanChanged(const AgentInputs& inputs, const ResourcePlan& plan) = 0;
+  // Every health event the feed posted (before the tracker's verdict).
+  virtual void HealthEventSeen(const HealthEvent& ev) = 0;
+  // A Register with kubelet succeeded for this resource.
+  virtual void Registered(const std::string& resource) = 0;
+  // Kubelet restarted (every registration is void until made again).
+  virtual void KubeletRestarted() = 0;
+  // One pass of the loop ran at now_ms (the agent's clock).
+  virtual void LoopTurned(int64_t now_ms) = 0;
+  // Allocate of one container: answered, or refused with a core/reasons.h code.
+  virtual void Allocated(const std::string& resource) = 0;
+  virtual void AllocateRefused(const std::string& resource, std::string_view reason,
+                               const std::vector<std::string>& device_ids,
+                               const std::string& message) = 0;
+};
+
 struct AgentOptions {
   std::string plugin_dir = "/var/lib/kubelet/device-plugins";
   std::string kubelet_socket;        // empty = <plugin_dir>/kubelet.sock
@@ -112,6 +135,8 @@ struct AgentOptions {
   // Optional: told after every load (Init's and each reload's) whether the agent took the
   // inputs (true) or kept the old ones (false). Called on the agent thread.
   std::function<void(bool accepted)> on_load;
+  // Optional: metrics and health (see AgentObserver).
+  std::shared_ptr<AgentObserver> observer;
 
   // Lifecycle timing (deviceplugin::LifecycleTiming). Reactions are event-driven; these only
   // coalesce bursts and pace retries.

@@ -415,6 +415,8 @@ class Service final : public MemoryShareMode {
                  Value(ms::EncodeContainerGpus(d.actual)),
                  Value(assumed ? ms::EncodeContainerGpus(d.before.gpus) : std::string("-")),
                  assumed && d.before.gpus != d.actual ? "true" : "false");
+    if (assumed && d.before.gpus != d.actual && opts_.on_correction)
+      opts_.on_correction("assignment");
     return true;
   }
 
@@ -581,9 +583,11 @@ Result<std::shared_ptr<kube::Client>> MakeApiClient(const std::string& kubeconfi
   return client;
 }
 
-MemoryShareFactory MemoryShareFactoryFromFlags(const MemoryShareFlags& flags) {
-  return [flags](const AgentInputs&) -> Result<std::unique_ptr<MemoryShareMode>> {
+MemoryShareFactory MemoryShareFactoryFromFlags(
+    const MemoryShareFlags& flags, std::function<void(std::string_view kind)> on_correction) {
+  return [flags, on_correction](const AgentInputs&) -> Result<std::unique_ptr<MemoryShareMode>> {
     MemoryShareOptions o;
+    o.on_correction = on_correction;
     o.node_name = flags.node_name;
     o.pod_resources_socket = flags.pod_resources_socket;
     std::optional<int64_t> ms = ParseDurationMs(flags.reconcile_interval);

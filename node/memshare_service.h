@@ -29,6 +29,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/memshare_node.h"
@@ -60,6 +61,9 @@ struct MemoryShareOptions {
   std::chrono::milliseconds rpc_timeout{5000};  // PodResources calls
   // The time the worker's schedule (core/memshare_timing.h) runs on (tests: a SimulatedClock).
   std::shared_ptr<Clock> clock = RealClock();
+  // Optional: told about every correction the reconciler writes (kind "assignment": a pod's
+  // assumed GPUs differed from what kubelet allocated). Called on the worker thread.
+  std::function<void(std::string_view kind)> on_correction;
 };
 
 // The parts of memory mode that need no API: Allocate's one-GPU check and environment (with
@@ -97,6 +101,7 @@ Result<std::shared_ptr<kube::Client>> MakeApiClient(const std::string& kubeconfi
 // For AgentOptions::memory_shares: checks the flags, loads the API client configuration and
 // starts the service. kInvalidArgument (exit 2) for a missing node name, a bad duration or an
 // unusable kubeconfig.
-MemoryShareFactory MemoryShareFactoryFromFlags(const MemoryShareFlags& flags);
+MemoryShareFactory MemoryShareFactoryFromFlags(
+    const MemoryShareFlags& flags, std::function<void(std::string_view kind)> on_correction = {});
 
 }  // namespace gpushare::node

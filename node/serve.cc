@@ -16,6 +16,7 @@
 #include "config/duration.h"
 #include "config/flag_checks.h"
 #include "node/allocation_recorder.h"
+#include "node/metrics_service.h"
 
 namespace gpushare::node {
 namespace {
@@ -127,12 +128,35 @@ int Serve(ServeOptions options) {
     std::fprintf(stderr, "%s\n", log.message().c_str());
     return 2;
   }
+  // Metrics and probes first, so that /healthz answers while the agent starts.
+  std::unique_ptr<MetricsService> metrics;
+  if (options.metrics) {
+    MetricsServiceOptions mo;
+    mo.settings = *options.metrics;
+    mo.node_name = options.flags.memory.node_name;
+    mo.kubeconfig = options.flags.memory.kubeconfig;
+    mo.pod_resources_socket = options.flags.memory.pod_resources_socket;
+    mo.interposer_paths = options.interposer_paths;
+    mo.version = options.version;
+    mo.commit = options.commit;
+    Result<std::unique_ptr<MetricsService>> m = StartMetricsService(std::move(mo));
+    if (!m.ok()) {
+      PrintLines(m.status().message());
+      return m.status().code() == StatusCode::kInvalidArgument ? 2 : 1;
+    }
+    metrics = std::move(*m);
+  }
+  std::shared_ptr<NodeMetrics> observer = metrics ? metrics->metrics() : nullptr;
   AgentOptions a;
+  a.observer = observer;
   a.plugin_dir = options.flags.plugin_dir;
   a.kubelet_socket = options.flags.kubelet_socket;
   a.load = std::move(options.load);
   a.decorator = std::move(options.decorator);
-  a.memory_shares = MemoryShareFactoryFromFlags(options.flags.memory);
+  a.memory_shares =
+      MemoryShareFactoryFromFlags(options.flags.memory, [observer](std::string_view kind) {
+        if (observer) observer->ReconcileCorrected(kind);
+      });
   if (options.health_source) {
     a.health = [factory = std::move(options.health_source)](
                    const AgentInputs& in, HealthSink sink) -> Result<std::unique_ptr<HealthFeed>> {
@@ -176,6 +200,7 @@ int Serve(ServeOptions options) {
   }
   const int rc = agent.Run();
   companions.clear();
+  metrics.reset();
   return rc;
 }
 

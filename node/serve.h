@@ -11,9 +11,11 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/node_config.h"
 #include "core/status.h"
 #include "gpu/health_events.h"
 #include "node/agent.h"
@@ -67,6 +69,10 @@ struct ServeOptions {
   // Optional: where the loads put the interposer's files; with it (and --gc-interval > 0) the
   // collection of node/library_gc.h runs.
   std::shared_ptr<InterposerPaths> interposer_paths;
+  // Optional: /metrics, /healthz, /readyz (node/metrics_service.h), from the first load's
+  // gpushare.metrics; version and commit for gpushare_build_info.
+  std::optional<MetricsSettings> metrics;
+  std::string version, commit;
 };
 
 int Serve(ServeOptions options);

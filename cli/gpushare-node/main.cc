@@ -26,6 +26,7 @@
 #include "node/config_source.h"
 #include "node/interposer_mounts.h"
 #include "node/memshare_service.h"
+#include "node/metrics_service.h"
 #include "node/plan_printer.h"
 #include "node/serve.h"
 
@@ -174,6 +175,10 @@ int RunServe(const MainOptions& o, const std::shared_ptr<node::ConfigSource>& so
       node::InterposerDecoratorFactory(o.interposer_library, cli::kVersion, s.interposer_paths);
   // Automatic reload: the config file (or the directory and the node's label) is watched.
   s.on_load = [source](bool accepted) { source->Outcome(accepted); };
+  // /metrics, /healthz, /readyz (gpushare.metrics, read at start: a reload does not move them).
+  s.metrics = in.config.config.gpushare.metrics;
+  s.version = cli::kVersion;
+  s.commit = cli::kGitCommit;
   s.companions.push_back(
       [source](std::function<void()> reload) { return node::StartConfigWatch(source, reload); });
   return node::Serve(std::move(s));
@@ -249,6 +254,19 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "level=error msg=\"%s\"\n", d.message.c_str());
     if (o.print_resources || d.action == InitFailureAction::kExit)
       return d.action == InitFailureAction::kExit ? d.exit_code : 1;
+    // Idle (failOnInitError=false): /healthz answers (the liveness probe must not restart an
+    // agent that waits on purpose), /readyz says why it is not ready.
+    node::MetricsServiceOptions mo;
+    mo.settings = in.config.config.gpushare.metrics;
+    mo.node_name = o.serve.memory.node_name;
+    mo.kubeconfig = o.serve.memory.kubeconfig;
+    mo.version = cli::kVersion;
+    mo.commit = cli::kGitCommit;
+    Result<std::unique_ptr<node::MetricsService>> idle = node::StartMetricsService(mo);
+    if (!idle.ok()) {
+      node::PrintLines(idle.status().message());
+      return kExitInvalid;
+    }
     return WaitIdle();
   }
   if (o.print_resources) return PrintResources(o, in);

@@ -71,6 +71,9 @@ Fields Snapshot(const NodeConfig& c) {
       {"gpushare.memory_shares.compute_limit", Text(g.memory_shares.compute_limit)},
       {"gpushare.memory_shares.enabled", Text(g.memory_shares.enabled())},
       {"time_slicing.resources", std::to_string(c.time_slicing.resources.size())},
+      {"gpushare.metrics.listen", g.metrics.listen},
+      {"gpushare.metrics.auth", g.metrics.auth},
+      {"gpushare.metrics.names", g.metrics.names},
   };
 }
 
@@ -118,6 +121,9 @@ const std::vector<Case>& Cases() {
       {"memoryUnit", "MiB", {{"gpushare.memory_shares.unit", "1"}}},
       {"publishGpuCount", "false", {{"gpushare.memory_shares.publish_gpu_count", "false"}}},
       {"memoryComputeLimit", "proportional", {{"gpushare.memory_shares.compute_limit", "1"}}},
+      {"metricsListen", "127.0.0.1:9000", {{"gpushare.metrics.listen", "127.0.0.1:9000"}}},
+      {"metricsAuth", "none", {{"gpushare.metrics.auth", "none"}}},
+      {"metricsNames", "both", {{"gpushare.metrics.names", "both"}}},
   };
   return cases;
 }

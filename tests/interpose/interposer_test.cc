@@ -411,6 +411,33 @@ TEST_F(Interposer, WithoutAnSmLimitLaunchesAreUntouched) {
   EXPECT_EQ(r.Num("calls", 0, 2), 3u);
 }
 
+// The time of the last launch (RegionDevice::last_launch_s, for gpushare-node's /metrics) is
+// noted with or without an SM limit, for kernels and graphs, in whole wall-clock seconds.
+TEST_F(Interposer, LaunchesNoteTheirTimeInTheRegion) {
+  const auto now = [] {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count());
+  };
+  const uint64_t before = now();
+  ProbeResult r = Run({"init", "ctx 0", "alloc 1048576"}, Limits("1g"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  {
+    RegionView region(dir_.File("region"));
+    ASSERT_TRUE(region.ok());
+    EXPECT_EQ(region->devices[0].last_launch_s, 0u) << "no launch yet";
+  }
+  r = Run({"init", "ctx 0", "launch kernel 3 1000"}, Limits("1g"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  RegionView region(dir_.File("region"));
+  EXPECT_GE(region->devices[0].last_launch_s, before);
+  EXPECT_LE(region->devices[0].last_launch_s, now());
+  r = Run({"init", "ctx 0", "graph 0 0 1"}, Limits("1g"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  RegionView again(dir_.File("region"));
+  EXPECT_GE(again->devices[0].last_launch_s, before) << "graph launches count too";
+}
+
 TEST_F(Interposer, DlsymNextIsAnsweredRelativeToItsCaller) {
   Env env = ProbeEnv(dir_, true, Limits("1g"));
   ProbeResult r = RunProbe(ProbeBin("dlsym-next-probe"), env, {});
