@@ -1099,6 +1099,7 @@ HttpServer::HttpServer(Extender* extender, HttpServerOptions options,
   if (options_.serve_verbs)
     for (const char* verb : {"/filter", "/prioritize", "/bind"}) paths.push_back(prefix_ + verb);
   for (const PostRoute& r : options_.routes) paths.push_back(r.path);
+  for (const GetRoute& r : options_.get_routes) paths.push_back(r.path + "[/...]");
   if (options_.serve_health)
     for (const char* p : {"/healthz", "/readyz", "/metrics"}) paths.emplace_back(p);
   for (const std::string& p : paths) served_ += (served_.empty() ? "" : ", ") + p;
@@ -1297,6 +1298,19 @@ Reply HttpServer::Route(const http::RequestHead& head, std::string_view body) {
       r.content_type = "text/plain; version=0.0.4";
       r.body = metrics_ ? metrics_() : std::string();
       return r;
+    }
+    for (const GetRoute& g : options_.get_routes) {
+      const std::string_view path = head.path;
+      if (path.substr(0, g.path.size()) != g.path) continue;
+      const std::string_view rest = path.substr(g.path.size());
+      if (!rest.empty() && rest.front() != '/') continue;
+      if (head.method != "GET" && head.method != "HEAD") {
+        Reply r = JsonReply(405, EncodeError(head.method + " " + head.path + ": takes GET"));
+        r.headers.emplace_back("Allow", "GET, HEAD");
+        return r;
+      }
+      HttpReply out = g.handle(rest);
+      return JsonReply(out.code, std::move(out.body));
     }
   } catch (const std::exception& e) {
     spdlog::error("event=handler_exception path={} error={}", Value(head.path), Value(e.what()));

@@ -26,6 +26,7 @@
 #include "scheduler/cache.h"
 #include "scheduler/extender.h"
 #include "scheduler/http_server.h"
+#include "scheduler/metrics.h"
 #include "scheduler/webhook.h"
 #include "scheduler/webhook_certs.h"
 
@@ -82,7 +83,9 @@ class SchedulerService {
   int webhook_port() const;
   WebhookCertManager* webhook_certs() { return certs_.get(); }
   GpuCache& cache() { return *cache_; }
+  // The /metrics text (scheduler/metrics.h).
   std::string Metrics() const;
+  kube::EventRecorder* events() { return events_.get(); }
 
  private:
   void OnSynced();
@@ -99,6 +102,8 @@ class SchedulerService {
   std::unique_ptr<kube::NodeInformer> nodes_;
   std::unique_ptr<kube::PodInformer> pods_;
   std::unique_ptr<kube::EventRecorder> events_;
+  SchedulerMetrics metrics_;
+  std::unique_ptr<GpuCollector> gpu_metrics_;
   std::unique_ptr<Extender> extender_;
   std::unique_ptr<HttpServer> server_;
   std::unique_ptr<HttpServer> health_;
