@@ -85,6 +85,9 @@ struct HttpServerOptions {
   bool serve_health = true;
   std::vector<PostRoute> routes;     // more POST endpoints (exact paths)
   std::vector<GetRoute> get_routes;  // more GET endpoints (a path and what is below it)
+  // Who may GET /metrics: called with the request's Authorization header ("" when absent);
+  // answers 200 to serve, else the status (401, 403, 503) and why. Unset: anyone.
+  std::function<std::pair<int, std::string>(std::string_view authorization)> metrics_auth;
   size_t max_body_bytes = 8u << 20;  // larger requests get 413
   int threads = 16;                  // the pool (at least 2): one leads, the others serve requests
   std::chrono::milliseconds header_timeout{

@@ -115,6 +115,15 @@ void SchedulerMetrics::CountBindFailure(std::string_view code) {
   ByReason(*bind_failures_, bind_codes_, code).Increment();
 }
 
+GpuCollector::Snapshot GpuCollector::Take() const {
+  Snapshot s;
+  cache_.VisitGpus([&](const GpuSample& g) {
+    if (s.nodes.empty() || s.nodes.back() != g.node) s.nodes.push_back(g.node);
+    s.gpus.push_back({&s.nodes.back(), g.gpu.uuid, g.gpu.index, g.gpu.memory_mib, g.used_units});
+  });
+  return s;
+}
+
 std::vector<pm::MetricFamily> GpuCollector::Collect() const {
   pm::MetricFamily total =
       Family("gpu_memory_bytes",
@@ -126,12 +135,15 @@ std::vector<pm::MetricFamily> GpuCollector::Collect() const {
              "cache counts it (confirmed, assumed and binds in flight).",
              pm::MetricType::Gauge);
   const double unit_bytes = static_cast<double>(memshare::UnitMiB(unit_)) * 1048576.0;
-  cache_.VisitGpus([&](const GpuSample& g) {
+  const Snapshot snap = Take();  // (the lock is held only in here)
+  total.metric.reserve(snap.gpus.size());
+  allocated.metric.reserve(snap.gpus.size());
+  for (const Row& g : snap.gpus) {
     std::vector<pm::ClientMetric::Label> labels = {
-        {"index", std::to_string(g.gpu.index)}, {"node", g.node}, {"uuid", g.gpu.uuid}};
-    Add(total, static_cast<double>(g.gpu.memory_mib) * 1048576.0, labels);
+        {"index", std::to_string(g.index)}, {"node", *g.node}, {"uuid", g.uuid}};
+    Add(total, static_cast<double>(g.memory_mib) * 1048576.0, labels);
     Add(allocated, static_cast<double>(g.used_units) * unit_bytes, std::move(labels));
-  });
+  }
   std::vector<pm::MetricFamily> out;
   out.push_back(std::move(total));
   out.push_back(std::move(allocated));

@@ -23,6 +23,7 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -78,6 +79,21 @@ class GpuCollector : public prometheus::Collectable {
  public:
   GpuCollector(const GpuCache& cache, memshare::MemoryUnit unit) : cache_(cache), unit_(unit) {}
   std::vector<prometheus::MetricFamily> Collect() const override;
+
+  // What Collect reads under the cache's lock: the few fields of each GPU (the node's name is
+  // shared by its GPUs), so that filter and bind wait for a copy, not for the samples.
+  struct Row {
+    const std::string* node;  // into Snapshot::nodes
+    std::string uuid;
+    int index = 0;
+    int64_t memory_mib = 0;
+    int64_t used_units = 0;
+  };
+  struct Snapshot {
+    std::deque<std::string> nodes;
+    std::vector<Row> gpus;
+  };
+  Snapshot Take() const;
 
  private:
   const GpuCache& cache_;

@@ -127,6 +127,17 @@ Status SchedulerService::Start() {
     events->Record(pod, "Warning", std::string(reason), message);
   };
   extender_ = std::make_unique<Extender>(*cache_, client_, xo);
+  if (options_.metrics_auth == "kubernetes") {
+    metrics_authz_ =
+        std::make_unique<kube::RequestAuthorizer>(client_, kube::AuthorizerOptions{}, [] {
+          return std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::steady_clock::now().time_since_epoch())
+              .count();
+        });
+    options_.http.metrics_auth = [this](std::string_view authorization) {
+      return AuthorizeMetrics(authorization);
+    };
+  }
   HttpServerOptions extender_http = options_.http;
   // PREFIX/inspect: the cache's view as JSON, beside the verbs (same listener, same transport).
   const GpuCache* view = cache_.get();
@@ -178,6 +189,28 @@ Status SchedulerService::Start() {
   GPUSHARE_RETURN_IF_ERROR(pods_->Start());
   sweeper_ = std::thread([this] { SweepLoop(); });
   return Status::Ok();
+}
+
+std::pair<int, std::string> SchedulerService::AuthorizeMetrics(std::string_view authorization) {
+  const kube::AuthzDecision d = metrics_authz_->Check(authorization);
+  int status = 200;
+  switch (d.verdict) {
+    case kube::AuthzVerdict::kAllowed:
+      return {200, ""};
+    case kube::AuthzVerdict::kUnauthenticated:
+      status = 401;
+      break;
+    case kube::AuthzVerdict::kForbidden:
+      status = 403;
+      break;
+    case kube::AuthzVerdict::kError:
+      status = 503;
+      break;
+  }
+  if (!d.cached)
+    spdlog::warn("event=metrics_refused status={} user={} reason={}", status, Value(d.user),
+                 Value(d.reason));
+  return {status, "/metrics: " + d.reason};
 }
 
 HttpReply SchedulerService::Mutate(std::string_view body) {

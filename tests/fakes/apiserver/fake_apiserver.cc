@@ -364,6 +364,8 @@ struct FakeApiServer::Impl {
   Store stores[kResourceCount];
   std::set<std::shared_ptr<Watcher>> watchers;
   std::vector<std::string> tokens;
+  std::map<std::string, FakeIdentity> identities;  // TokenReview
+  std::vector<NonResourceGrant> grants;            // SubjectAccessReview
   std::vector<Fault> faults;
   std::vector<RecordedRequest> log;
   std::mt19937_64 rng;
@@ -719,6 +721,14 @@ struct FakeApiServer::Impl {
                    "NotFound");
       ns = seg[i + 1];
       i += 2;
+    }
+    if (ns.empty() && seg.size() == i + 1 &&
+        ((gv == "authentication.k8s.io/v1" && seg[i] == "tokenreviews") ||
+         (gv == "authorization.k8s.io/v1" && seg[i] == "subjectaccessreviews"))) {
+      if (req.method != "POST")
+        return Err(405, "the server does not allow this method on the requested resource",
+                   "MethodNotAllowed");
+      return seg[i] == "tokenreviews" ? HandleTokenReview(req) : HandleAccessReview(req);
     }
     if (!ns.empty() && seg[i] == "bindings" && seg.size() == i + 1 && req.method == "POST") {
       return HandleBinding(req, ns, "");
@@ -1425,6 +1435,93 @@ struct FakeApiServer::Impl {
              {"code", 201}}};
   }
 
+  // ---- TokenReview and SubjectAccessReview (create-only, nothing stored) ----
+
+  Reply HandleTokenReview(const httplib::Request& req) {
+    Result<json> body = ParseBody(req);
+    if (!body.ok()) return Err(400, body.status().message(), "BadRequest");
+    if (!body->is_object() || Str(*body, "kind") != "TokenReview")
+      return Err(400, "the request body must be a TokenReview", "BadRequest");
+    const json spec = body->value("spec", json::object());
+    const std::string token = spec.is_object() ? spec.value("token", std::string()) : "";
+    if (token.empty())
+      return Err(400, "token is required for TokenReview in authentication", "BadRequest");
+    json status = {{"authenticated", false}, {"user", json::object()}};
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      auto it = identities.find(token);
+      if (it != identities.end()) {
+        status = {{"authenticated", true},
+                  {"user",
+                   {{"username", it->second.username},
+                    {"uid", it->second.uid},
+                    {"groups", it->second.groups}}},
+                  {"audiences", json::array({"https://kubernetes.default.svc"})}};
+      }
+    }
+    json out = *body;
+    out["apiVersion"] = "authentication.k8s.io/v1";
+    out["metadata"] = {{"creationTimestamp", nullptr}};
+    out["status"] = status;
+    return {201, out};
+  }
+
+  static bool PathMatches(const std::string& rule, const std::string& path) {
+    if (!rule.empty() && rule.back() == '*')
+      return path.compare(0, rule.size() - 1, rule, 0, rule.size() - 1) == 0;
+    return rule == path;
+  }
+
+  Reply HandleAccessReview(const httplib::Request& req) {
+    Result<json> body = ParseBody(req);
+    if (!body.ok()) return Err(400, body.status().message(), "BadRequest");
+    if (!body->is_object() || Str(*body, "kind") != "SubjectAccessReview")
+      return Err(400, "the request body must be a SubjectAccessReview", "BadRequest");
+    const json spec = body->value("spec", json::object());
+    if (!spec.is_object()) return Err(400, "spec must be an object", "BadRequest");
+    const std::string user = spec.value("user", std::string());
+    std::vector<std::string> groups;
+    if (spec.contains("groups") && spec["groups"].is_array())
+      for (const json& g : spec["groups"])
+        if (g.is_string()) groups.push_back(g.get<std::string>());
+    const bool has_resource = spec.contains("resourceAttributes");
+    const bool has_non_resource = spec.contains("nonResourceAttributes");
+    if (user.empty() && groups.empty())
+      return Err(422,
+                 "SubjectAccessReview.authorization.k8s.io \"\" is invalid: spec.user: Invalid "
+                 "value: \"\": at least one of user or group must be specified",
+                 "Invalid");
+    if (has_resource == has_non_resource)
+      return Err(422,
+                 "SubjectAccessReview.authorization.k8s.io \"\" is invalid: "
+                 "spec.resourceAttributes: Invalid value: \"null\": exactly one of "
+                 "nonResourceAttributes or resourceAttributes must be specified",
+                 "Invalid");
+    bool allowed = false;
+    std::string reason;
+    if (has_non_resource) {
+      const json a = spec["nonResourceAttributes"];
+      const std::string path = a.is_object() ? a.value("path", std::string()) : "";
+      const std::string verb = a.is_object() ? a.value("verb", std::string()) : "";
+      std::lock_guard<std::mutex> lock(mu);
+      for (const NonResourceGrant& g : grants) {
+        bool who = g.subject == user;
+        for (const std::string& grp : groups) who = who || g.subject == "group:" + grp;
+        if (who && PathMatches(g.path, path) && (g.verb == "*" || g.verb == verb)) {
+          allowed = true;
+          reason = "RBAC: allowed by the fake's grant to " + g.subject;
+          break;
+        }
+      }
+    }
+    json out = *body;
+    out["apiVersion"] = "authorization.k8s.io/v1";
+    out["metadata"] = {{"creationTimestamp", nullptr}};
+    out["status"] = {{"allowed", allowed}};
+    if (!reason.empty()) out["status"]["reason"] = reason;
+    return {201, out};
+  }
+
   // ---- the /_fake/ hooks (standalone binary) ----
 
   Reply HandleTestHook(const httplib::Request& req, const std::vector<std::string>& seg) {
@@ -1461,6 +1558,28 @@ struct FakeApiServer::Impl {
       json old = it->second;
       Commit(*r, key, nullptr, old);
       return {200, old};
+    }
+    if (what == "identities" && m == "POST") {
+      Result<json> body = ParseBody(req);
+      if (!body.ok() || !body->is_object() || Str(*body, "token").empty())
+        return Err(400, "want {\"token\", \"username\", \"uid\", \"groups\"}", "BadRequest");
+      FakeIdentity id{
+          body->value("username", std::string()), body->value("uid", std::string()), {}};
+      if (body->contains("groups") && (*body)["groups"].is_array())
+        for (const json& g : (*body)["groups"])
+          if (g.is_string()) id.groups.push_back(g.get<std::string>());
+      std::lock_guard<std::mutex> lock(mu);
+      identities[Str(*body, "token")] = id;
+      return {200, *body};
+    }
+    if (what == "grants" && m == "POST") {
+      Result<json> body = ParseBody(req);
+      if (!body.ok() || !body->is_object())
+        return Err(400, "want {\"subject\", \"path\", \"verb\"}", "BadRequest");
+      std::lock_guard<std::mutex> lock(mu);
+      grants.push_back({body->value("subject", std::string()), body->value("path", std::string()),
+                        body->value("verb", std::string())});
+      return {200, *body};
     }
     if (what == "faults" && m == "POST") {
       Result<json> body = ParseBody(req);
@@ -1700,6 +1819,16 @@ void FakeApiServer::SendBookmarks() {
 size_t FakeApiServer::open_watches() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->watchers.size();
+}
+
+void FakeApiServer::SetIdentity(std::string token, FakeIdentity identity) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->identities[std::move(token)] = std::move(identity);
+}
+
+void FakeApiServer::Grant(NonResourceGrant grant) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->grants.push_back(std::move(grant));
 }
 
 void FakeApiServer::SetTokens(std::vector<std::string> tokens) {

@@ -28,7 +28,13 @@
 //   - PUT replaces an object; a metadata.resourceVersion in the body that is not the stored one
 //     is 409 Conflict, an absent object 404;
 //   - optional bearer-token authentication (401 Unauthorized) and HTTPS with client
-//     certificates.
+//     certificates;
+//   - TokenReview (authentication.k8s.io/v1) and SubjectAccessReview (authorization.k8s.io/v1)
+//     for non-resource URLs, as kube-rbac-proxy and kubelet use them: create-only (201 with the
+//     status filled in, nothing stored), an unknown token is `authenticated: false` (not an
+//     error), an empty token is 400, a review without user and groups or without exactly one of
+//     resourceAttributes / nonResourceAttributes is 422; non-resource rules match the path
+//     exactly or by a trailing `*` prefix, verbs exactly or `*`, for a user or a group, like RBAC.
 // Test hooks: set and remove objects directly, inject faults (the next N matching requests
 // fail with an HTTP error, lose their connection mid-reply, or are delayed), compact the
 // history, close or expire open watches, force bookmarks, and read the request log.
@@ -88,6 +94,21 @@ struct Fault {
   std::chrono::milliseconds delay{0};  // kDelay: then the request is served normally
 };
 
+// A user the TokenReview double knows by its token.
+struct FakeIdentity {
+  std::string username;
+  std::string uid;
+  std::vector<std::string> groups;
+};
+
+// An RBAC grant on a non-resource URL: `subject` is a user name or "group:<name>"; `path` is
+// exact or ends in "*"; `verb` is exact or "*".
+struct NonResourceGrant {
+  std::string subject;
+  std::string path;
+  std::string verb;
+};
+
 struct RecordedRequest {
   std::string method;
   std::string path;
@@ -136,6 +157,10 @@ class FakeApiServer {
 
   // --- authentication, faults, request log ---
   void SetTokens(std::vector<std::string> tokens);
+  // TokenReview: the users behind tokens (not tokens the double itself accepts: SetTokens).
+  void SetIdentity(std::string token, FakeIdentity identity);
+  // SubjectAccessReview: what non-resource URLs who may use.
+  void Grant(NonResourceGrant grant);
   void InjectFault(Fault fault);
   // Replaces all pending faults at once (no request can slip between a clear and an inject).
   void SetFaults(std::vector<Fault> faults);
