@@ -137,11 +137,9 @@ size_t CodeRank(std::string_view code) {
   return i;
 }
 
-}  // namespace
-
-std::pair<std::string_view, std::string> FilterFailureMessage(
-    size_t listed, const std::vector<RefusedNode>& nodes) {
-  // Counts per code, in rank order.
+// The refused nodes per code, in the order the codes first appear.
+std::vector<std::pair<std::string_view, size_t>> CountByCode(
+    const std::vector<RefusedNode>& nodes) {
   std::vector<std::pair<std::string_view, size_t>> counts;
   for (const RefusedNode& n : nodes) {
     auto it = std::find_if(counts.begin(), counts.end(),
@@ -152,6 +150,15 @@ std::pair<std::string_view, std::string> FilterFailureMessage(
       ++it->second;
     }
   }
+  return counts;
+}
+
+}  // namespace
+
+std::pair<std::string_view, std::string> FilterFailureMessage(
+    size_t listed, const std::vector<RefusedNode>& nodes) {
+  // Counts per code, in rank order.
+  std::vector<std::pair<std::string_view, size_t>> counts = CountByCode(nodes);
   std::stable_sort(counts.begin(), counts.end(), [](const auto& a, const auto& b) {
     return a.second != b.second ? a.second > b.second : CodeRank(a.first) < CodeRank(b.first);
   });
@@ -193,17 +200,8 @@ void Extender::FilterRefused(const kube::Pod& pod, const std::vector<std::string
     refused.push_back({names[i], verdicts[i].code, &verdicts[i].reason});
   }
   if (options_.metrics != nullptr) {
-    std::vector<std::pair<std::string_view, double>> by_code;
-    for (const RefusedNode& r : refused) {
-      auto it = std::find_if(by_code.begin(), by_code.end(),
-                             [&](const auto& c) { return c.first == r.code; });
-      if (it == by_code.end()) {
-        by_code.emplace_back(r.code, 1);
-      } else {
-        ++it->second;
-      }
-    }
-    for (const auto& [code, n] : by_code) options_.metrics->CountFilterRejections(code, n);
+    for (const auto& [code, n] : CountByCode(refused))
+      options_.metrics->CountFilterRejections(code, static_cast<double>(n));
   }
   if (passed != 0 || refused.empty() || !options_.warn) return;
   size_t listed = 0;
