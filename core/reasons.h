@@ -29,6 +29,14 @@ inline constexpr std::string_view kGpuUnhealthy = "GpuUnhealthy";
 inline constexpr std::string_view kNodeUnknown = "NodeUnknown";
 // The pod's request is not a valid memory share (bad quantity, mixed with whole GPUs, ...).
 inline constexpr std::string_view kInvalidRequest = "InvalidRequest";
+// gpushare-scheduler started recently and takes no new shares on the node until the pods bound
+// there before its start are confirmed by gpushare-node (or the hold times out).
+inline constexpr std::string_view kNodeHeldBack = "NodeHeldBack";
+// The pod would take a slot that a pod still waiting for gpushare-node's confirmation may hold
+// (identical pods admitted in another order); it fits once that pod is confirmed.
+inline constexpr std::string_view kPendingSlotConflict = "PendingSlotConflict";
+// gpushare-scheduler has not read every node and pod from the API server yet.
+inline constexpr std::string_view kSchedulerNotReady = "SchedulerNotReady";
 
 // --- binding (gpushare-scheduler's bind) ---
 // The GPU chosen at filter time was taken meanwhile; the pod goes back to the queue.

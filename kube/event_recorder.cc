@@ -1,5 +1,6 @@
 #include "kube/event_recorder.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "kube/errors.h"
@@ -7,8 +8,40 @@
 
 namespace gpushare::kube {
 
+template <typename V>
+V* EventRecorder::Lru<V>::Find(const std::string& key) {
+  auto it = map.find(key);
+  if (it == map.end()) return nullptr;
+  order.splice(order.end(), order, it->second.at);
+  return &it->second.value;
+}
+
+template <typename V>
+V& EventRecorder::Lru<V>::Put(const std::string& key, size_t limit) {
+  if (V* v = Find(key)) return *v;
+  while (!order.empty() && map.size() >= std::max<size_t>(limit, 1)) {
+    map.erase(order.front());
+    order.pop_front();
+  }
+  order.push_back(key);
+  Entry& e = map[key];
+  e.at = std::prev(order.end());
+  return e.value;
+}
+
+namespace {
+
+constexpr std::string_view kCombined = "(combined from similar events): ";
+
+std::string ObjectKey(const ObjectReference& o) {
+  return o.api_version + "\x1f" + o.kind + "\x1f" + o.namespace_ + "\x1f" + o.name + "\x1f" + o.uid;
+}
+
+}  // namespace
+
 EventRecorder::EventRecorder(std::shared_ptr<Client> client, EventRecorderOptions options)
     : client_(std::move(client)), options_(std::move(options)) {
+  if (!options_.clock) options_.clock = [] { return std::chrono::system_clock::now(); };
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -23,13 +56,49 @@ EventRecorder::~EventRecorder() {
 
 void EventRecorder::Record(const ObjectReference& object, std::string type, std::string reason,
                            std::string message) {
+  const auto now = options_.clock();
   std::lock_guard<std::mutex> lock(mu_);
-  if (stopping_ || queue_.size() >= options_.queue_limit) {
+  if (stopping_) {
     ++stats_.dropped;
     return;
   }
-  queue_.push_back({object, std::move(type), std::move(reason), std::move(message),
-                    std::chrono::system_clock::now()});
+  const std::string source = options_.component + "\x1f" + options_.host + "\x1f";
+  const std::string object_key = source + ObjectKey(object);
+  // 1. Aggregation of similar events (differing only in the message).
+  const std::string similar_key = object_key + "\x1f" + type + "\x1f" + reason;
+  std::string key = similar_key + "\x1f" + message;
+  Similar& similar = similar_.Put(similar_key, options_.dedupe_entries);
+  if (similar.messages.empty() || now - similar.first > options_.aggregate_window) {
+    similar.messages.clear();
+    similar.first = now;
+  }
+  if (similar.messages.size() < options_.aggregate_max_events) similar.messages.insert(message);
+  if (similar.messages.size() >= options_.aggregate_max_events) {
+    message = std::string(kCombined) + message;
+    key = similar_key;  // every later similar event folds into the aggregate
+    ++stats_.aggregated;
+  }
+  // 3. The spam filter (before queueing: a filtered event costs no API call and no memory).
+  Bucket& bucket = buckets_.Put(object_key, options_.dedupe_entries);
+  if (bucket.last.time_since_epoch().count() == 0) {
+    bucket.tokens = options_.spam_burst;
+  } else if (now > bucket.last) {
+    const double refill = std::chrono::duration<double>(now - bucket.last) /
+                          std::chrono::duration<double>(options_.spam_refill);
+    bucket.tokens = std::min(options_.spam_burst, bucket.tokens + refill);
+  }
+  bucket.last = std::max(bucket.last, now);
+  if (bucket.tokens < 1) {
+    ++stats_.filtered;
+    return;
+  }
+  bucket.tokens -= 1;
+  if (queue_.size() >= options_.queue_limit) {
+    ++stats_.dropped;
+    return;
+  }
+  queue_.push_back(
+      {object, std::move(type), std::move(reason), std::move(message), now, std::move(key)});
   cv_.notify_all();
 }
 
@@ -85,8 +154,8 @@ void EventRecorder::Run() {
 }
 
 void EventRecorder::Send(const Pending& p) {
-  std::string key = p.object.kind + "/" + p.object.namespace_ + "/" + p.object.name + "/" +
-                    p.object.uid + "/" + p.type + "/" + p.reason + "/" + p.message;
+  // 2. Deduplication: a repeat patches the Event it repeats.
+  const std::string& key = p.key;
   std::string now = FormatTimestamp(p.when);
   std::optional<Seen> prior;
   {
@@ -96,9 +165,9 @@ void EventRecorder::Send(const Pending& p) {
   }
   if (prior) {
     int32_t count = prior->count + 1;
-    Result<nlohmann::json> r =
-        client_->MergePatch(kEvents, prior->namespace_, prior->name,
-                            nlohmann::json{{"count", count}, {"lastTimestamp", now}});
+    Result<nlohmann::json> r = client_->MergePatch(
+        kEvents, prior->namespace_, prior->name,
+        nlohmann::json{{"count", count}, {"lastTimestamp", now}, {"message", p.message}});
     if (r.ok()) {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = seen_.find(key);
@@ -118,11 +187,17 @@ void EventRecorder::Send(const Pending& p) {
   }
   Event e;
   e.metadata.namespace_ = p.object.namespace_.empty() ? "default" : p.object.namespace_;
+  // client-go's "<name>.<hex UnixNano>", made unique: two events in the same nanosecond (a
+  // coarse clock, a burst) would otherwise collide (409 AlreadyExists).
+  int64_t ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(p.when.time_since_epoch()).count();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ns = std::max(ns, last_name_ns_ + 1);
+    last_name_ns_ = ns;
+  }
   char suffix[32];
-  std::snprintf(
-      suffix, sizeof(suffix), ".%llx",
-      static_cast<unsigned long long>(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(p.when.time_since_epoch()).count()));
+  std::snprintf(suffix, sizeof(suffix), ".%llx", static_cast<unsigned long long>(ns));
   e.metadata.name = p.object.name + suffix;
   e.involved_object = p.object;
   e.reason = p.reason;

@@ -2,22 +2,32 @@
 // refusals and failures in `kubectl describe` and `kubectl get events`.
 //
 // Recording never blocks the caller: events go to a bounded queue that a background thread
-// sends (a full queue drops the event and counts it). Like client-go's recorder, a repeat of
-// the same event (same object, type, reason and message) within `dedupe_window` does not
-// create a new object: the existing Event's count and lastTimestamp are merge-patched instead
-// (and if it was garbage-collected meanwhile, a new one is created). Event names follow
-// client-go: "<object name>.<hex nanoseconds>"; events about cluster-scoped objects (nodes) go
-// to the "default" namespace.
+// sends (a full queue drops the event and counts it). Before queueing, each event goes through
+// the same three steps as client-go's EventCorrelator (tools/record/events_cache.go):
+//   1. aggregation: events that differ only in their message (same object, type and reason)
+//      are counted per `aggregate_window`; from the `aggregate_max_events`-th distinct message
+//      on, they become ONE event whose message is "(combined from similar events): <latest>";
+//   2. deduplication: a repeat of the same event (same object, type, reason and message, or
+//      the same aggregate) within `dedupe_window` does not create a new object: the existing
+//      Event's count, lastTimestamp and message are merge-patched (and if it was
+//      garbage-collected meanwhile, a new one is created);
+//   3. a spam filter per object (source and involved object): a token bucket of `spam_burst`
+//      events refilled at one per `spam_refill`; an event without a token is dropped and
+//      counted (`filtered`), creations and count updates alike.
+// Event names follow client-go: "<object name>.<hex nanoseconds>"; events about
+// cluster-scoped objects (nodes) go to the "default" namespace.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -31,14 +41,24 @@ struct EventRecorderOptions {
   std::string host;                    // source.host (the node name for the node agent)
   size_t queue_limit = 1000;
   std::chrono::seconds dedupe_window{600};
-  size_t dedupe_entries = 4096;  // remembered events (oldest forgotten first)
+  size_t dedupe_entries = 4096;  // remembered events, aggregates and objects (oldest forgotten)
+  // client-go's defaults: 10 distinct messages in 10 minutes aggregate; 25 events per object at
+  // once, then one per 5 minutes.
+  size_t aggregate_max_events = 10;
+  std::chrono::seconds aggregate_window{600};
+  double spam_burst = 25;
+  std::chrono::seconds spam_refill{300};
+  // The time of a recorded event (tests pass a fake one). Default: the system clock.
+  std::function<std::chrono::system_clock::time_point()> clock;
 };
 
 struct EventRecorderStats {
-  uint64_t created = 0;  // new Event objects
-  uint64_t updated = 0;  // repeats folded into an existing Event (count + 1)
-  uint64_t dropped = 0;  // queue full
-  uint64_t failed = 0;   // the API refused or was unreachable
+  uint64_t created = 0;     // new Event objects
+  uint64_t updated = 0;     // repeats folded into an existing Event (count + 1)
+  uint64_t dropped = 0;     // queue full
+  uint64_t filtered = 0;    // over the per-object rate (spam filter)
+  uint64_t aggregated = 0;  // recorded as "(combined from similar events): ..."
+  uint64_t failed = 0;      // the API refused or was unreachable
 };
 
 class EventRecorder {
@@ -63,6 +83,27 @@ class EventRecorder {
     ObjectReference object;
     std::string type, reason, message;
     std::chrono::system_clock::time_point when;
+    std::string key;  // what repeats share (the message's, or the aggregate's)
+  };
+  // A map with least-recently-used eviction (client-go's lru caches).
+  template <typename V>
+  struct Lru {
+    struct Entry {
+      V value;
+      std::list<std::string>::iterator at;
+    };
+    std::map<std::string, Entry> map;
+    std::list<std::string> order;  // most recent at the back
+    V* Find(const std::string& key);
+    V& Put(const std::string& key, size_t limit);
+  };
+  struct Similar {  // aggregation: the distinct messages of one object/type/reason
+    std::chrono::system_clock::time_point first;
+    std::set<std::string> messages;
+  };
+  struct Bucket {  // spam filter: tokens of one object
+    double tokens = 0;
+    std::chrono::system_clock::time_point last;
   };
   struct Seen {
     std::string name, namespace_;
@@ -82,6 +123,9 @@ class EventRecorder {
   size_t in_flight_ = 0;
   std::map<std::string, Seen> seen_;
   std::list<std::string> lru_;  // most recent at the back
+  Lru<Similar> similar_;
+  int64_t last_name_ns_ = 0;  // the suffix of the last Event name
+  Lru<Bucket> buckets_;
   EventRecorderStats stats_;
   std::thread thread_;
 };

@@ -8,6 +8,7 @@
 
 #include "base/logfmt.h"
 #include "core/memshare_ledger.h"
+#include "core/reasons.h"
 #include "kube/memshare_pod.h"
 
 namespace gpushare::scheduler {
@@ -24,8 +25,9 @@ struct GpuCache::NodeRec {
   bool has_inventory = false;
   // The engine's view: usable GPUs only, slot -> GPU index.
   std::vector<int> slots;
-  std::string problem;         // why the node cannot take shares (when !has_inventory or no GPU)
-  std::string inventory_text;  // the annotation as last decoded
+  std::string problem;  // why the node cannot take shares (when !has_inventory or no GPU)
+  std::string_view problem_code = reasons::kNodeUnknown;  // its core/reasons.h code
+  std::string inventory_text;                             // the annotation as last decoded
   ms::NodeInventory inv;
   // Usage per GPU index: every counted pod where the scheduler placed it (plan), and where its
   // annotations say it is (current); the slots of pods not yet confirmed by the agent (pending)
@@ -208,6 +210,7 @@ void GpuCache::UpsertNode(const kube::Node& node) {
   const bool had = n.has_inventory;
   n.has_inventory = false;
   n.slots.clear();
+  n.problem_code = reasons::kNodeUnknown;
   if (it == node.metadata.annotations.end()) {
     n.problem = "no " + std::string(ms::kInventoryAnnotation) +
                 " annotation (gpushare-node is not running in memory-share mode on this node)";
@@ -217,6 +220,7 @@ void GpuCache::UpsertNode(const kube::Node& node) {
     Log("event=node_inventory_invalid node=" + Value(n.name) +
         " error=" + Value(inv.status().message()));
   } else if (inv->unit != options_.unit) {
+    n.problem_code = reasons::kNoSharedGpu;
     n.problem = "node counts " + options_.resource_name + " in " +
                 std::string(ms::MemoryUnitName(inv->unit)) + ", gpushare-scheduler in " +
                 std::string(ms::MemoryUnitName(options_.unit)) +
@@ -227,10 +231,12 @@ void GpuCache::UpsertNode(const kube::Node& node) {
     n.inv = std::move(*inv);
     n.has_inventory = true;
     std::string skipped;
+    bool unhealthy = false;  // a GPU that would serve shares if it were healthy
     for (const auto& g : n.inv.gpus) {
       if (n.Usable(g)) {
         n.slots.push_back(g.index);
       } else {
+        unhealthy = unhealthy || (!g.healthy && g.mode == ms::kMemoryMode && g.units > 0);
         skipped += (skipped.empty() ? "" : ", ") + std::string("GPU ") + std::to_string(g.index) +
                    " " +
                    (!g.healthy                  ? "unhealthy"
@@ -238,7 +244,9 @@ void GpuCache::UpsertNode(const kube::Node& node) {
                                                 : "has no units");
       }
     }
+    n.problem_code = unhealthy ? reasons::kGpuUnhealthy : reasons::kNoSharedGpu;
     if (n.slots.size() > static_cast<size_t>(pl::kMaxGpusPerNode)) {
+      n.problem_code = reasons::kNoSharedGpu;
       n.has_inventory = false;
       n.slots.clear();
       n.problem = "more than " + std::to_string(pl::kMaxGpusPerNode) +
@@ -285,6 +293,7 @@ void GpuCache::DeleteNode(const std::string& name) {
   n.inventory_text.clear();
   n.slots.clear();
   n.problem = "node was deleted";
+  n.problem_code = reasons::kNodeUnknown;
   RefreshHot(n);
   if (n.eid >= 0) rebuild_ = true;
   to_add_.erase(std::remove(to_add_.begin(), to_add_.end(), &n), to_add_.end());
@@ -558,6 +567,7 @@ void GpuCache::AddToEngine(NodeRec& n) {
   if (!id.ok()) {
     n.has_inventory = false;
     n.problem = "cannot be modelled: " + id.status().message();
+    n.problem_code = reasons::kNoSharedGpu;
     Log("event=node_model_failed node=" + Value(n.name) + " error=" + Value(id.status().message()));
     RefreshHot(n);
     return;
@@ -691,14 +701,27 @@ Result<pl::ShapeId> GpuCache::Shape(const ms::PodRequest& request) {
   return engine_->Intern(r);
 }
 
+namespace {
+
+NodeVerdict Verdict(NodeVerdict::Kind kind, std::string_view code, std::string reason) {
+  NodeVerdict v;
+  v.kind = kind;
+  v.code = code;
+  v.reason = std::move(reason);
+  return v;
+}
+
+}  // namespace
+
 NodeVerdict GpuCache::Check(const NodeRec& n, const ms::PodRequest& request,
                             const pl::PodShape& shape) const {
   using K = NodeVerdict::Kind;
   const ms::MemoryUnit unit = options_.unit;
   if (!n.exists)
-    return {K::kUnresolvable,
-            "node is not in gpushare-scheduler's cache (not seen by its node informer)"};
-  if (!n.has_inventory || n.slots.empty() || n.eid < 0) return {K::kUnresolvable, n.problem};
+    return Verdict(K::kUnresolvable, reasons::kNodeUnknown,
+                   "node is not in gpushare-scheduler's cache (not seen by its node informer)");
+  if (!n.has_inventory || n.slots.empty() || n.eid < 0)
+    return Verdict(K::kUnresolvable, n.problem_code, n.problem);
   if (n.held_back > 0) return HeldBack(n);
   const pl::NodeState& s = cluster_.node(n.eid);
   if (pl::CheckFit(s, shape) == pl::Rejection::kNone) return Clash(n, request);
@@ -706,44 +729,79 @@ NodeVerdict GpuCache::Check(const NodeRec& n, const ms::PodRequest& request,
   const std::vector<int64_t> demands = request.Demands();
   const std::vector<std::string> owners = request.DemandContainers();
   int64_t largest_cap = 0;
-  for (int g = 0; g < s.num_gpus; ++g) largest_cap = std::max(largest_cap, s.gpu_capacity[g]);
+  int most_free = 0;  // the slot with the most free units
+  for (int g = 0; g < s.num_gpus; ++g) {
+    largest_cap = std::max(largest_cap, s.gpu_capacity[g]);
+    if (s.gpu_free[g] > s.gpu_free[most_free]) most_free = g;
+  }
+  const int64_t largest_demand = *std::max_element(demands.begin(), demands.end());
+  // A GPU out of service (unhealthy) that would have room for the largest container: that is
+  // what the node lacks, rather than memory.
+  std::string unhealthy;
+  for (const ms::InventoryGpu& g : n.inv.gpus) {
+    if (g.healthy || g.mode != ms::kMemoryMode || g.units < largest_demand) continue;
+    const auto used = n.used.find(g.index);
+    if (g.units - (used == n.used.end() ? 0 : used->second) < largest_demand) continue;
+    unhealthy = "GPU " + std::to_string(g.index) + " (" + g.uuid + ") would have room for " +
+                Units(largest_demand, unit) + " but is unhealthy";
+    break;
+  }
   std::string free_list;
   for (int g = 0; g < s.num_gpus; ++g)
     free_list += (g ? "," : "") + std::to_string(n.slots[g]) + ":" + std::to_string(s.gpu_free[g]) +
                  "/" + std::to_string(s.gpu_capacity[g]);
   const std::string free_text =
       " (free/total " + std::string(ms::MemoryUnitName(unit)) + " per GPU " + free_list + ")";
+  // "the most free is GPU 2 (GPU-ab12) with 3 GiB of 16 GiB"
+  const ms::InventoryGpu* best = n.inv.FindByIndex(n.slots[most_free]);
+  const std::string best_text =
+      "the most free is GPU " + std::to_string(n.slots[most_free]) +
+      (best != nullptr && !best->uuid.empty() ? " (" + best->uuid + ")" : std::string()) +
+      " with " + Units(s.gpu_free[most_free], unit) + " free of " +
+      Units(s.gpu_capacity[most_free], unit);
   for (size_t i = 0; i < demands.size(); ++i) {
     if (demands[i] > largest_cap)
-      return {K::kUnresolvable,
-              "container " + owners[i] + " asks " + Units(demands[i], unit) +
-                  ", more than any GPU here has (largest: " + Units(largest_cap, unit) + ")"};
+      return Verdict(K::kUnresolvable,
+                     unhealthy.empty() ? reasons::kGpuMemoryInsufficient : reasons::kGpuUnhealthy,
+                     "container " + owners[i] + " asks " + Units(demands[i], unit) +
+                         ", more than any GPU here has (largest: " + Units(largest_cap, unit) +
+                         ")" + (unhealthy.empty() ? "" : "; " + unhealthy));
   }
   if (pl::CheckFit(Emptied(s), shape) != pl::Rejection::kNone) {
-    return {K::kUnresolvable, "the pod's " + std::to_string(demands.size()) + " GPU containers (" +
-                                  DemandList(demands, unit) +
-                                  ") cannot fit on this node's GPUs even when they are empty" +
-                                  free_text};
+    return Verdict(K::kUnresolvable, reasons::kNoGpuFitsContainer,
+                   "the pod's " + std::to_string(demands.size()) + " GPU containers (" +
+                       DemandList(demands, unit) +
+                       ") cannot fit on this node's GPUs even when they are empty" + free_text);
   }
   const pl::Rejection r = pl::CheckFit(s, shape);
   if (r == pl::Rejection::kClientLimit)
-    return {K::kFailed, "the GPUs with room already serve " + std::to_string(s.max_clients) +
-                            " containers each (maxClientsPerGpu)" + free_text};
+    return Verdict(K::kFailed, reasons::kClientCeilingReached,
+                   "the GPUs with room already serve " + std::to_string(s.max_clients) +
+                       " containers each (maxClientsPerGpu)" + free_text);
+  const std::string_view memory_code =
+      !unhealthy.empty() ? reasons::kGpuUnhealthy : reasons::kGpuMemoryInsufficient;
   if (demands.size() == 1)
-    return {K::kFailed, "no GPU has " + Units(demands[0], unit) + " free for container " +
-                            owners[0] + free_text};
-  return {K::kFailed, "the pod's containers (" + DemandList(demands, unit) +
-                          ") do not fit on the GPUs' free memory" + free_text};
+    return Verdict(K::kFailed, memory_code,
+                   "no GPU has " + Units(demands[0], unit) + " free for container " + owners[0] +
+                       ": " + best_text + (unhealthy.empty() ? "" : "; " + unhealthy) + free_text);
+  // Several containers: the largest alone does not fit anywhere (memory), or each would fit
+  // some GPU alone but not all of them at once.
+  const bool largest_fits = s.gpu_free[most_free] >= largest_demand;
+  return Verdict(K::kFailed, largest_fits ? reasons::kNoGpuFitsContainer : memory_code,
+                 "the pod's containers (" + DemandList(demands, unit) +
+                     ") do not fit on the GPUs' free memory: " + best_text +
+                     (unhealthy.empty() ? "" : "; " + unhealthy) + free_text);
 }
 
 NodeVerdict GpuCache::HeldBack(const NodeRec& n) const {
   size_t waiting = 0;
   for (const NodeRec::Guard& g : n.guards)
     if (g.whole_node) waiting += g.waiting.size();
-  return {NodeVerdict::Kind::kFailed,
-          "gpushare-scheduler started recently and takes no new shares here until the " +
-              std::to_string(waiting) +
-              " pods bound here before its start are admitted and confirmed by gpushare-node"};
+  return Verdict(NodeVerdict::Kind::kFailed, reasons::kNodeHeldBack,
+                 "gpushare-scheduler started recently and takes no new shares here until the " +
+                     std::to_string(waiting) +
+                     " pods bound here before its start are admitted and confirmed by "
+                     "gpushare-node");
 }
 
 NodeVerdict GpuCache::Clash(const NodeRec& n, const ms::PodRequest& request) const {
@@ -754,7 +812,7 @@ NodeVerdict GpuCache::Clash(const NodeRec& n, const ms::PodRequest& request) con
     return {};
   std::optional<std::string> why = ms::FreshConflict(keys, n.pending_keys, options_.unit);
   if (!why) return {};
-  return {NodeVerdict::Kind::kFailed, *why};
+  return Verdict(NodeVerdict::Kind::kFailed, reasons::kPendingSlotConflict, *why);
 }
 
 // --- decisions ---------------------------------------------------------------------------------
@@ -774,8 +832,8 @@ std::vector<NodeVerdict> GpuCache::Filter(const ms::PodRequest& request,
   for (size_t i = 0; i < names.size(); ++i) {
     const int32_t id = node_index_.Find(names[i]);
     if (id == NameIndex::kNone) {
-      out[i] = {NodeVerdict::Kind::kUnresolvable,
-                "node is not in gpushare-scheduler's cache (not seen by its node informer)"};
+      out[i] = Verdict(NodeVerdict::Kind::kUnresolvable, reasons::kNodeUnknown,
+                       "node is not in gpushare-scheduler's cache (not seen by its node informer)");
       out[i].repeat = !unknown.insert(names[i]).second;
       continue;
     }
@@ -786,7 +844,8 @@ std::vector<NodeVerdict> GpuCache::Filter(const ms::PodRequest& request,
     }
     h.visit = visit;
     if (fast == nullptr) {
-      out[i] = {NodeVerdict::Kind::kUnresolvable, shape.status().message()};
+      out[i] = Verdict(NodeVerdict::Kind::kUnresolvable, reasons::kInvalidRequest,
+                       shape.status().message());
     } else if (h.eid < 0 || pl::CheckFit(cluster_.node(h.eid), *fast) != pl::Rejection::kNone) {
       out[i] = Check(*by_id_[static_cast<size_t>(id)], request, *fast);  // the reason, in words
     } else if (const NodeRec* n = by_id_[static_cast<size_t>(id)]; n->held_back > 0) {
@@ -843,9 +902,16 @@ std::vector<int64_t> GpuCache::Score(const ms::PodRequest& request,
 }
 
 Result<Reservation> GpuCache::Reserve(const kube::Pod& pod, const ms::PodRequest& request,
-                                      const std::string& node, int64_t now_ns) {
+                                      const std::string& node, int64_t now_ns,
+                                      std::string_view* code) {
   MutexLock l(&mu_);
-  if (!synced_) return Status::Unavailable("cache not synced");
+  std::string_view ignored;
+  std::string_view& why = code != nullptr ? *code : ignored;
+  why = reasons::kBindConflict;
+  if (!synced_) {
+    why = reasons::kSchedulerNotReady;
+    return Status::Unavailable("cache not synced");
+  }
   const std::string& uid = pod.metadata.uid;
   const std::string key = pod.metadata.namespace_ + "/" + pod.metadata.name;
   auto it = pods_.find(uid);
@@ -870,14 +936,19 @@ Result<Reservation> GpuCache::Reserve(const kube::Pod& pod, const ms::PodRequest
   }
   EnsureEngine();
   NodeRec* found = FindNode(node);
-  if (found == nullptr || found->eid < 0)
+  if (found == nullptr || found->eid < 0) {
+    why = found == nullptr ? reasons::kNodeUnknown : found->problem_code;
     return Status::FailedPrecondition(
         "node " + node + ": " +
         (found == nullptr ? std::string("not in gpushare-scheduler's cache") : found->problem));
+  }
   NodeRec& n = *found;
   GPUSHARE_ASSIGN_OR_RETURN(pl::ShapeId shape, Shape(request));
   const NodeVerdict v = Check(n, request, engine_->shape(shape));
   if (v.kind != NodeVerdict::Kind::kFits) {
+    // No room any more is a conflict with what was booked since the filter; a node that cannot
+    // take the pod at all keeps its own code.
+    if (v.kind == NodeVerdict::Kind::kUnresolvable) why = v.code;
     return v.kind == NodeVerdict::Kind::kFailed
                ? Status::ResourceExhausted("node " + node + ": " + v.reason)
                : Status::FailedPrecondition("node " + node + ": " + v.reason);
@@ -1041,12 +1112,106 @@ CacheStats GpuCache::stats() const {
   s.unassigned = static_cast<int>(unassigned_.size());
   for (const auto& [uid, p] : pods_) {
     if (p->counted) ++s.pods;
+    if (p->counted && p->Pending()) ++s.assumed;
     if (p->state == PodRec::State::kReserved) ++s.reserved;
     if (p->state == PodRec::State::kExpired) ++s.expired;
   }
   s.rebuilds = rebuilds_;
   s.policy_refreshes = policy_refreshes_;
   return s;
+}
+
+void GpuCache::VisitGpus(const std::function<void(const GpuSample&)>& visit) const {
+  MutexLock l(&mu_);
+  for (const auto& [name, n] : nodes_) {
+    if (!n->has_inventory && n->inv.gpus.empty()) continue;
+    for (const ms::InventoryGpu& g : n->inv.gpus) {
+      const auto u = n->used.find(g.index);
+      const auto c = n->clients.find(g.index);
+      visit(GpuSample{name, g, u == n->used.end() ? 0 : u->second,
+                      c == n->clients.end() ? 0 : c->second, n->has_inventory && n->Usable(g)});
+    }
+  }
+}
+
+InspectNode GpuCache::InspectRec(const NodeRec& n) const {
+  InspectNode out;
+  out.name = n.name;
+  out.usable = n.exists && n.has_inventory && !n.slots.empty() && n.eid >= 0;
+  if (!out.usable) {
+    out.problem = n.exists ? n.problem : "node was deleted or not seen by the node informer";
+    out.problem_code = n.problem_code;
+  } else if (n.held_back > 0) {
+    const NodeVerdict v = HeldBack(n);
+    out.problem = v.reason;
+    out.problem_code = v.code;
+  }
+  out.max_clients_per_gpu = n.inv.max_clients_per_gpu;
+  std::map<int, size_t> at;  // GPU index -> position in out.gpus
+  for (const ms::InventoryGpu& g : n.inv.gpus) {
+    at[g.index] = out.gpus.size();
+    InspectGpu& o = out.gpus.emplace_back();
+    o.gpu = g;
+    const auto u = n.used.find(g.index);
+    const auto c = n.clients.find(g.index);
+    o.used_units = u == n.used.end() ? 0 : u->second;
+    o.clients = c == n.clients.end() ? 0 : c->second;
+    o.usable = n.has_inventory && n.Usable(g);
+  }
+  std::vector<const PodRec*> pods;
+  for (const std::string& uid : n.pods) {
+    const auto it = pods_.find(uid);
+    if (it != pods_.end() && it->second->counted) pods.push_back(it->second.get());
+  }
+  std::sort(pods.begin(), pods.end(),
+            [](const PodRec* a, const PodRec* b) { return a->key < b->key; });
+  for (const PodRec* p : pods) {
+    const size_t slash = p->key.find('/');
+    InspectPod base;
+    base.namespace_ = p->key.substr(0, slash);
+    base.name = p->key.substr(slash + 1);
+    base.uid = p->uid;
+    base.confirmed = p->state == PodRec::State::kConfirmed;
+    base.bind_in_flight = p->state == PodRec::State::kReserved;
+    const std::vector<int64_t> demands = p->request.Demands();
+    const std::vector<std::string> owners = p->request.DemandContainers();
+    for (const auto& [gpu, use] : p->use) {
+      const auto pos = at.find(gpu);
+      if (pos == at.end()) continue;
+      InspectPod on = base;
+      on.units = use.units;
+      for (size_t i = 0; i < owners.size() && i < demands.size(); ++i) {
+        const auto g = p->gpus.find(owners[i]);
+        if (g != p->gpus.end() && g->second == gpu) on.containers[owners[i]] += demands[i];
+      }
+      out.gpus[pos->second].pods.push_back(std::move(on));
+    }
+    if (p->Pending()) {
+      InspectPod pending = base;
+      for (size_t i = 0; i < owners.size() && i < demands.size(); ++i)
+        pending.containers[owners[i]] += demands[i];
+      for (const auto& [gpu, use] : p->use) pending.units += use.units;
+      pending.gpus = p->gpus;
+      out.pending.push_back(std::move(pending));
+    }
+  }
+  return out;
+}
+
+std::vector<InspectNode> GpuCache::Inspect() const {
+  MutexLock l(&mu_);
+  std::vector<InspectNode> out;
+  out.reserve(nodes_.size());
+  for (const auto& [name, n] : nodes_)
+    if (n->exists) out.push_back(InspectRec(*n));
+  return out;
+}
+
+std::optional<InspectNode> GpuCache::InspectOne(std::string_view node) const {
+  MutexLock l(&mu_);
+  const NodeRec* n = FindNode(node);
+  if (n == nullptr || !n->exists) return std::nullopt;
+  return InspectRec(*n);
 }
 
 ms::ContainerGpus GpuCache::PodGpus(const std::string& pod_uid) const {

@@ -27,6 +27,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -64,8 +65,9 @@ struct CacheOptions {
 struct NodeVerdict {
   enum class Kind { kFits, kFailed, kUnresolvable };
   Kind kind = Kind::kFits;
-  std::string reason;   // empty when it fits
-  bool repeat = false;  // the name appeared earlier in the same request
+  std::string reason;     // empty when it fits; says which GPU lacked what
+  bool repeat = false;    // the name appeared earlier in the same request
+  std::string_view code;  // core/reasons.h code of a refusal (empty when it fits)
 };
 
 // A bind's booking, made under the lock before the API calls.
@@ -109,11 +111,48 @@ struct CacheStats {
   int nodes = 0;  // nodes with a readable inventory
   int usable_gpus = 0;
   int pods = 0;           // pods whose usage is counted
+  int assumed = 0;        // counted pods not yet confirmed by gpushare-node (binds in flight too)
   int reserved = 0;       // binds in flight
   int expired = 0;        // pods released by the assume timeout and not confirmed since
   int unassigned = 0;     // bound pods asking for units with no readable assignment
   uint64_t rebuilds = 0;  // engine views rebuilt from scratch
   uint64_t policy_refreshes = 0;
+};
+
+// One GPU for the per-GPU gauges of /metrics (GpuCache::VisitGpus). The references are valid
+// only during the visitor's call.
+struct GpuSample {
+  const std::string& node;
+  const memshare::InventoryGpu& gpu;
+  int64_t used_units = 0;  // booked (may exceed the GPU's units when the truth is over-full)
+  int clients = 0;
+  bool usable = false;
+};
+
+// The cache's view of one node for PREFIX/inspect (scheduler/inspect.h encodes it).
+struct InspectPod {
+  std::string namespace_, name, uid;
+  int64_t units = 0;            // on this GPU (InspectGpu::pods), or in all (InspectNode::pending)
+  bool confirmed = false;       // by gpushare-node; else assumed (booked by the scheduler)
+  bool bind_in_flight = false;  // booked by a bind whose API calls have not finished
+  std::map<std::string, int64_t> containers;  // container -> units (on this GPU, or in all)
+  memshare::ContainerGpus gpus;               // container -> GPU index (pending pods only)
+};
+struct InspectGpu {
+  memshare::InventoryGpu gpu;
+  int64_t used_units = 0;
+  int clients = 0;
+  bool usable = false;
+  std::vector<InspectPod> pods;  // by namespace/name
+};
+struct InspectNode {
+  std::string name;
+  bool usable = false;            // takes memory shares now
+  std::string problem;            // why not (empty when usable)
+  std::string_view problem_code;  // core/reasons.h
+  int max_clients_per_gpu = 0;
+  std::vector<InspectGpu> gpus;     // in index order
+  std::vector<InspectPod> pending;  // booked here, not yet confirmed by gpushare-node
 };
 
 class GpuCache {
@@ -145,8 +184,10 @@ class GpuCache {
   // already booked on that node (Reservation::already). Errors: kResourceExhausted (no room;
   // the reason says why), kFailedPrecondition (booked on another node, node unusable),
   // kAborted (a bind for the same pod is in flight), kUnavailable (not synced).
+  // `code`, when given, receives the core/reasons.h code of a refusal.
   Result<Reservation> Reserve(const kube::Pod& pod, const memshare::PodRequest& request,
-                              const std::string& node, int64_t now_ns) GPUSHARE_EXCLUDES(mu_);
+                              const std::string& node, int64_t now_ns,
+                              std::string_view* code = nullptr) GPUSHARE_EXCLUDES(mu_);
   // The API calls succeeded: the reservation stays until the pod's annotations arrive.
   void Commit(const std::string& pod_uid, uint64_t token) GPUSHARE_EXCLUDES(mu_);
   // The API calls failed: the reservation is given back (no-op if the pod has meanwhile been
@@ -163,6 +204,12 @@ class GpuCache {
 
   // --- introspection ---
   std::vector<GpuState> NodeGpus(const std::string& node) const GPUSHARE_EXCLUDES(mu_);
+  // Calls `visit` for every GPU of every node with an inventory, by node name then index, under
+  // the lock (so keep it short: /metrics builds its samples here, nothing else).
+  void VisitGpus(const std::function<void(const GpuSample&)>& visit) const GPUSHARE_EXCLUDES(mu_);
+  // Every node the informer has seen (by name), or the one named (nullopt if unknown).
+  std::vector<InspectNode> Inspect() const GPUSHARE_EXCLUDES(mu_);
+  std::optional<InspectNode> InspectOne(std::string_view node) const GPUSHARE_EXCLUDES(mu_);
   CacheStats stats() const GPUSHARE_EXCLUDES(mu_);
   // Where the cache books a pod (empty when it books nothing for it).
   memshare::ContainerGpus PodGpus(const std::string& pod_uid) const GPUSHARE_EXCLUDES(mu_);
@@ -212,6 +259,7 @@ class GpuCache {
   std::vector<NodeRec*> by_id_ GPUSHARE_GUARDED_BY(mu_);
   std::vector<NodeHot> hot_ GPUSHARE_GUARDED_BY(mu_);
   NodeRec* FindNode(std::string_view name) const GPUSHARE_REQUIRES(mu_);
+  InspectNode InspectRec(const NodeRec& n) const GPUSHARE_REQUIRES(mu_);
   void RefreshHot(const NodeRec& n) GPUSHARE_REQUIRES(mu_);
   std::unordered_map<std::string, std::unique_ptr<PodRec>> pods_
       GPUSHARE_GUARDED_BY(mu_);  // by UID

@@ -2,13 +2,16 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <set>
 #include <string_view>
 #include <unordered_set>
 
 #include "base/logfmt.h"
 #include "core/memshare.h"
+#include "core/reasons.h"
 #include "kube/errors.h"
 #include "kube/memshare_pod.h"
 #include "scheduler/wire.h"
@@ -91,7 +94,121 @@ std::string Join(const std::map<std::string, std::string>& m, size_t limit) {
   return out;
 }
 
+kube::ObjectReference PodRef(std::string ns, std::string name, std::string uid) {
+  kube::ObjectReference r;
+  r.api_version = "v1";
+  r.kind = "Pod";
+  r.namespace_ = std::move(ns);
+  r.name = std::move(name);
+  r.uid = std::move(uid);
+  return r;
+}
+
+// Observes the time since its construction into a histogram when it goes out of scope.
+class VerbTimer {
+ public:
+  VerbTimer(SchedulerMetrics* m, void (SchedulerMetrics::*observe)(double))
+      : m_(m), observe_(observe), t0_(std::chrono::steady_clock::now()) {}
+  ~VerbTimer() {
+    if (m_ != nullptr)
+      (m_->*observe_)(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count());
+  }
+  VerbTimer(const VerbTimer&) = delete;
+  VerbTimer& operator=(const VerbTimer&) = delete;
+
+ private:
+  SchedulerMetrics* m_;
+  void (SchedulerMetrics::*observe_)(double);
+  std::chrono::steady_clock::time_point t0_;
+};
+
+// The placement codes in the order that breaks ties for the dominant one: what the pod lacks
+// first, then why the node cannot take shares at all.
+constexpr std::string_view kCodeOrder[] = {
+    reasons::kGpuMemoryInsufficient, reasons::kNoGpuFitsContainer,  reasons::kClientCeilingReached,
+    reasons::kGpuUnhealthy,          reasons::kPendingSlotConflict, reasons::kNodeHeldBack,
+    reasons::kNoSharedGpu,           reasons::kNodeUnknown,         reasons::kInvalidRequest};
+
+size_t CodeRank(std::string_view code) {
+  size_t i = 0;
+  for (; i < std::size(kCodeOrder); ++i)
+    if (kCodeOrder[i] == code) break;
+  return i;
+}
+
+// The refused nodes per code, in the order the codes first appear.
+std::vector<std::pair<std::string_view, size_t>> CountByCode(
+    const std::vector<RefusedNode>& nodes) {
+  std::vector<std::pair<std::string_view, size_t>> counts;
+  for (const RefusedNode& n : nodes) {
+    auto it = std::find_if(counts.begin(), counts.end(),
+                           [&](const auto& c) { return c.first == n.code; });
+    if (it == counts.end()) {
+      counts.emplace_back(n.code, 1);
+    } else {
+      ++it->second;
+    }
+  }
+  return counts;
+}
+
 }  // namespace
+
+std::pair<std::string_view, std::string> FilterFailureMessage(
+    size_t listed, const std::vector<RefusedNode>& nodes) {
+  // Counts per code, in rank order.
+  std::vector<std::pair<std::string_view, size_t>> counts = CountByCode(nodes);
+  std::stable_sort(counts.begin(), counts.end(), [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : CodeRank(a.first) < CodeRank(b.first);
+  });
+  const std::string_view dominant = counts.empty() ? reasons::kNodeUnknown : counts[0].first;
+  std::string msg = "0/" + std::to_string(listed) + " nodes can take the pod (";
+  for (size_t i = 0; i < counts.size(); ++i)
+    msg += (i ? ", " : "") + std::to_string(counts[i].second) + " " + std::string(counts[i].first);
+  msg += ")";
+  // The dominant code's nodes first, in request order, then the others.
+  std::vector<const RefusedNode*> order;
+  for (const RefusedNode& n : nodes)
+    if (n.code == dominant) order.push_back(&n);
+  for (const RefusedNode& n : nodes)
+    if (n.code != dominant) order.push_back(&n);
+  constexpr size_t kMaxNodes = 3, kMaxReason = 400;
+  size_t shown = 0;
+  for (const RefusedNode* n : order) {
+    std::string part =
+        std::string(n->name) + ": " + std::string(n->code) + ": " +
+        (n->reason->size() > kMaxReason ? n->reason->substr(0, kMaxReason) + "..." : *n->reason);
+    if (shown == kMaxNodes || msg.size() + part.size() + 2 > kMaxEventMessage - 24) break;
+    msg += (shown ? "; " : ": ") + part;
+    ++shown;
+  }
+  if (shown < order.size()) msg += "; and " + std::to_string(order.size() - shown) + " more";
+  return {dominant, std::move(msg)};
+}
+
+void Extender::Warn(const kube::ObjectReference& pod, std::string_view reason,
+                    const std::string& message) {
+  if (options_.warn) options_.warn(pod, reason, message);
+}
+
+void Extender::FilterRefused(const kube::Pod& pod, const std::vector<std::string_view>& names,
+                             const std::vector<NodeVerdict>& verdicts, size_t passed) {
+  std::vector<RefusedNode> refused;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (verdicts[i].repeat || verdicts[i].kind == NodeVerdict::Kind::kFits) continue;
+    refused.push_back({names[i], verdicts[i].code, &verdicts[i].reason});
+  }
+  if (options_.metrics != nullptr) {
+    for (const auto& [code, n] : CountByCode(refused))
+      options_.metrics->CountFilterRejections(code, static_cast<double>(n));
+  }
+  if (passed != 0 || refused.empty() || !options_.warn) return;
+  size_t listed = 0;
+  for (const NodeVerdict& v : verdicts) listed += v.repeat ? 0 : 1;
+  auto [code, message] = FilterFailureMessage(listed, refused);
+  Warn(PodRef(pod.metadata.namespace_, pod.metadata.name, pod.metadata.uid), code, message);
+}
 
 Extender::Extender(GpuCache& cache, std::shared_ptr<kube::Client> client, ExtenderOptions options)
     : cache_(cache), client_(std::move(client)), options_(std::move(options)) {
@@ -112,6 +229,7 @@ ExtenderStats Extender::stats() const {
 
 HttpReply Extender::Filter(std::string_view body) {
   const auto t0 = std::chrono::steady_clock::now();
+  const VerbTimer timer(options_.metrics, &SchedulerMetrics::ObserveFilter);
   filter_.fetch_add(1);
   FilterResult r;
   Result<Decoded> d = DecodeArgs(body, options_.resource_name);
@@ -128,6 +246,13 @@ HttpReply Extender::Filter(std::string_view body) {
     filter_errors_.fetch_add(1);
     r.error = d->error;
     spdlog::warn("event=filter_refused pod={} error={}", Value(key), Value(r.error));
+    const size_t listed =
+        d->args.node_names ? d->args.node_names->size() : d->args.CandidateNames().size();
+    if (options_.metrics != nullptr)
+      options_.metrics->CountFilterRejections(reasons::kInvalidRequest,
+                                              static_cast<double>(listed));
+    Warn(PodRef(d->pod.metadata.namespace_, d->pod.metadata.name, d->pod.metadata.uid),
+         reasons::kInvalidRequest, "the pod's " + options_.resource_name + " request: " + d->error);
     return {200, EncodeFilterResult(r)};
   }
   if (!cache_.synced()) {
@@ -161,14 +286,17 @@ HttpReply Extender::Filter(std::string_view body) {
         }
         break;
       case NodeVerdict::Kind::kFailed:
-        r.failed[std::string(names[i])] = verdicts[i].reason;
+        // The code leads, so that kube-scheduler's FailedScheduling event shows it.
+        r.failed[std::string(names[i])] = std::string(verdicts[i].code) + ": " + verdicts[i].reason;
         break;
       case NodeVerdict::Kind::kUnresolvable:
-        r.unresolvable[std::string(names[i])] = verdicts[i].reason;
+        r.unresolvable[std::string(names[i])] =
+            std::string(verdicts[i].code) + ": " + verdicts[i].reason;
         break;
     }
   }
   const size_t passed = r.names_mode ? r.node_names.size() : r.nodes.size();
+  FilterRefused(d->pod, names, verdicts, passed);
   const double ms = MsSince(t0);
   if (passed == 0) {
     spdlog::info("event=filter pod={} nodes={} passed=0 failed={} unresolvable={} reasons={} ms={}",
@@ -183,6 +311,7 @@ HttpReply Extender::Filter(std::string_view body) {
 
 HttpReply Extender::Prioritize(std::string_view body) {
   const auto t0 = std::chrono::steady_clock::now();
+  const VerbTimer timer(options_.metrics, &SchedulerMetrics::ObservePrioritize);
   prioritize_.fetch_add(1);
   Result<Decoded> d = DecodeArgs(body, options_.resource_name);
   if (!d.ok()) {
@@ -221,6 +350,7 @@ HttpReply Extender::Prioritize(std::string_view body) {
 
 HttpReply Extender::Bind(std::string_view body) {
   const auto t0 = std::chrono::steady_clock::now();
+  const VerbTimer timer(options_.metrics, &SchedulerMetrics::ObserveBind);
   bind_.fetch_add(1);
   Result<json> j = ParseBody(body);
   Result<BindingArgs> b = j.ok() ? DecodeBindingArgs(*j) : Result<BindingArgs>(j.status());
@@ -228,30 +358,40 @@ HttpReply Extender::Bind(std::string_view body) {
     bad_requests_.fetch_add(1);
     bind_errors_.fetch_add(1);
     spdlog::warn("event=bind_bad_request error={}", Value(b.status().message()));
+    if (options_.metrics != nullptr) options_.metrics->CountBindFailure(reasons::kInvalidRequest);
     return {400, EncodeBindingResult("bad bind request: " + b.status().message())};
   }
-  const Status bound = DoBind(*b);
+  std::string_view code = reasons::kBindApiError;
+  const Status bound = DoBind(*b, code);
   if (!bound.ok()) {
     bind_errors_.fetch_add(1);
-    spdlog::warn("event=bind_failed pod={} node={} error={} ms={}", Value(Key(*b)), Value(b->node),
-                 Value(bound.message()), Ms(MsSince(t0)));
+    spdlog::warn("event=bind_failed pod={} node={} reason={} error={} ms={}", Value(Key(*b)),
+                 Value(b->node), std::string(code), Value(bound.message()), Ms(MsSince(t0)));
+    if (options_.metrics != nullptr) options_.metrics->CountBindFailure(code);
+    // Not ready is passing (kube-scheduler retries); every other failure is the pod's news.
+    if (code != reasons::kSchedulerNotReady)
+      Warn(PodRef(b->pod_namespace, b->pod_name, b->pod_uid), code,
+           "binding to node " + b->node + " failed: " + bound.message());
   } else {
     bind_ns_.fetch_add(static_cast<uint64_t>(MsSince(t0) * 1e6));
   }
   return {200, EncodeBindingResult(bound.message())};
 }
 
-Status Extender::DoBind(const BindingArgs& b) {
+Status Extender::DoBind(const BindingArgs& b, std::string_view& code) {
   const std::string key = Key(b);
+  code = reasons::kSchedulerNotReady;
   if (!cache_.synced()) return Status::Unavailable(std::string(kNotSynced));
   // kube-scheduler always sends the UID of the pod it scheduled; without it the bind could
   // land on another incarnation of the name.
+  code = reasons::kInvalidRequest;
   if (b.pod_uid.empty())
     return Status::InvalidArgument("PodUID: missing or empty (the bind must name the pod's UID)");
   const auto t0 = std::chrono::steady_clock::now();
-  GPUSHARE_ASSIGN_OR_RETURN(std::shared_ptr<const kube::Pod> pod, PodToBind(b));
+  GPUSHARE_ASSIGN_OR_RETURN(std::shared_ptr<const kube::Pod> pod, PodToBind(b, code));
   // Only pods that ask for the managed resource: the extender's RBAC may bind any pod, so this
   // endpoint must not become a way to place arbitrary pods on arbitrary nodes.
+  code = reasons::kInvalidRequest;
   if (!NamesResource(*pod, options_.resource_name))
     return Status::FailedPrecondition(
         "pod " + key + " does not request " + options_.resource_name +
@@ -260,23 +400,31 @@ Status Extender::DoBind(const BindingArgs& b) {
   GPUSHARE_ASSIGN_OR_RETURN(const ms::PodRequest req,
                             kube::PodMemRequest(*pod, options_.resource_name));
   const std::string& bound_to = pod->spec.node_name;
+  code = reasons::kBindPodChanged;
   if (!bound_to.empty() && bound_to != b.node)
     return Status::FailedPrecondition("pod " + key + " is already bound to node " + bound_to);
-  if (req.empty()) return BindWithoutUnits(*pod, b);
-  if (!bound_to.empty()) return RetriedBind(*pod, req, b);
-  return BindWithGpus(*pod, req, b, t0);
+  if (req.empty()) {
+    code = reasons::kBindApiError;
+    if (options_.node_known && !options_.node_known(b.node)) code = reasons::kNodeUnknown;
+    return BindWithoutUnits(*pod, b);
+  }
+  if (!bound_to.empty()) return RetriedBind(*pod, req, b);  // (code: BindPodChanged)
+  return BindWithGpus(*pod, req, b, t0, code);
 }
 
-Result<std::shared_ptr<const kube::Pod>> Extender::PodToBind(const BindingArgs& b) {
+Result<std::shared_ptr<const kube::Pod>> Extender::PodToBind(const BindingArgs& b,
+                                                             std::string_view& code) {
   const std::string key = Key(b);
+  code = reasons::kBindPodChanged;
   // The informer's copy when it is the same incarnation, else the API's.
   std::shared_ptr<const kube::Pod> pod;
   if (options_.pod_lookup) pod = options_.pod_lookup(key);
   if (!pod || pod->metadata.uid != b.pod_uid) {
     Result<kube::Pod> fresh = client_->GetPod(b.pod_namespace, b.pod_name);
     if (!fresh.ok()) {
-      return kube::IsNotFound(fresh.status()) ? Status::NotFound("pod " + key + " not found")
-                                              : fresh.status().WithContext("reading pod " + key);
+      if (kube::IsNotFound(fresh.status())) return Status::NotFound("pod " + key + " not found");
+      code = reasons::kBindApiError;
+      return fresh.status().WithContext("reading pod " + key);
     }
     pod = std::make_shared<const kube::Pod>(std::move(*fresh));
   }
@@ -318,10 +466,11 @@ Status Extender::RetriedBind(const kube::Pod& pod, const ms::PodRequest& req,
 }
 
 Status Extender::BindWithGpus(const kube::Pod& pod, const ms::PodRequest& req, const BindingArgs& b,
-                              std::chrono::steady_clock::time_point t0) {
+                              std::chrono::steady_clock::time_point t0, std::string_view& code) {
   const std::string key = Key(b);
   const std::string& node = b.node;
-  GPUSHARE_ASSIGN_OR_RETURN(const Reservation r, cache_.Reserve(pod, req, node, options_.now_ns()));
+  GPUSHARE_ASSIGN_OR_RETURN(const Reservation r,
+                            cache_.Reserve(pod, req, node, options_.now_ns(), &code));
   if (r.already) {
     bind_idempotent_.fetch_add(1);
     spdlog::info("event=bind_idempotent pod={} node={} gpus={}", Value(key), Value(node),
@@ -334,9 +483,19 @@ Status Extender::BindWithGpus(const kube::Pod& pod, const ms::PodRequest& req, c
   Result<json> patched = client_->MergePatch(kube::kPods, b.pod_namespace, b.pod_name, patch);
   if (!patched.ok()) {
     cache_.Rollback(pod.metadata.uid, r.token);
+    // The UID precondition failed, or the pod is gone: it is another pod now.
+    code = kube::IsConflict(patched.status()) || kube::IsNotFound(patched.status())
+               ? reasons::kBindPodChanged
+               : reasons::kBindApiError;
     return patched.status().WithContext("writing the GPU assignment into pod " + key);
   }
-  GPUSHARE_RETURN_IF_ERROR(BindOrUndo(pod.metadata.uid, b, r.token, annotations));
+  if (Status s = BindOrUndo(pod.metadata.uid, b, r.token, annotations); !s.ok()) {
+    // 409: bound meanwhile (to another node, or it is another pod); else the API failed.
+    code = kube::IsConflict(s) || s.code() == StatusCode::kAlreadyExists || kube::IsNotFound(s)
+               ? reasons::kBindPodChanged
+               : reasons::kBindApiError;
+    return s;
+  }
   cache_.Commit(pod.metadata.uid, r.token);
   spdlog::info("event=bind pod={} node={} gpus={} units={} ms={}", Value(key), Value(node),
                Value(ms::EncodeContainerGpus(r.containers)), req.PodUnits(), Ms(MsSince(t0)));

@@ -41,6 +41,7 @@
 #include "kube/client.h"
 #include "kube/objects.h"
 #include "scheduler/cache.h"
+#include "scheduler/metrics.h"
 #include "scheduler/wire.h"
 
 namespace gpushare::scheduler {
@@ -60,7 +61,30 @@ struct ExtenderOptions {
   // Whether the node informer has seen `node` (checked for pods with nothing to place, whose
   // filter passes every node). Default: not checked.
   std::function<bool(const std::string& node)> node_known;
+  // Latency histograms and failure counters by reason (null: not kept).
+  SchedulerMetrics* metrics = nullptr;
+  // A Warning Event about a pod, with a core/reasons.h code as its reason: the filter left the
+  // pod no node (FilterFailureMessage), or its bind failed. Default: none.
+  std::function<void(const kube::ObjectReference& pod, std::string_view reason,
+                     const std::string& message)>
+      warn;
 };
+
+// A node the filter refused, for the Event (FilterFailureMessage).
+struct RefusedNode {
+  std::string_view name;
+  std::string_view code;
+  const std::string* reason;
+};
+// The reason with the most refused nodes (ties: the first in core/reasons.h's placement order),
+// and a message that says which GPU lacked what on the first few nodes, then "and N more",
+// bounded to about kMaxEventMessage bytes:
+//   "0/3 nodes can take the pod: node-1: GpuMemoryInsufficient: no GPU has 5 GiB free for
+//    container main: the most free is GPU 2 (GPU-ab12) with 3 GiB free of 24 GiB (...); node-2:
+//    ...; and 1 more"
+inline constexpr size_t kMaxEventMessage = 1024;
+std::pair<std::string_view, std::string> FilterFailureMessage(
+    size_t listed, const std::vector<RefusedNode>& nodes);
 
 struct ExtenderStats {
   uint64_t filter = 0, filter_errors = 0;
@@ -85,20 +109,26 @@ class Extender {
   // why not (the message is the Error of the reply; the code says what kind of refusal:
   // kUnavailable not synced, kNotFound, kFailedPrecondition, kResourceExhausted no room, or the
   // API's error). Each step below returns the same way.
-  Status DoBind(const BindingArgs& b);
+  // `code` receives the core/reasons.h code of a failure.
+  Status DoBind(const BindingArgs& b, std::string_view& code);
   // The pod named by `b`, of b.pod_uid and not being deleted (the informer's copy or the API's).
-  Result<std::shared_ptr<const kube::Pod>> PodToBind(const BindingArgs& b);
+  Result<std::shared_ptr<const kube::Pod>> PodToBind(const BindingArgs& b, std::string_view& code);
   // A pod that names the resource with 0 units: bound as the default binder would.
   Status BindWithoutUnits(const kube::Pod& pod, const BindingArgs& b);
   // A pod already bound to b.node: success when gpushare assigned its GPUs.
   Status RetriedBind(const kube::Pod& pod, const memshare::PodRequest& req, const BindingArgs& b);
   // Reserves GPUs, writes the assignment into the pod's annotations, binds (BindOrUndo).
   Status BindWithGpus(const kube::Pod& pod, const memshare::PodRequest& req, const BindingArgs& b,
-                      std::chrono::steady_clock::time_point t0);
+                      std::chrono::steady_clock::time_point t0, std::string_view& code);
   // Creates the Binding; on failure gives the reservation `token` back and removes `annotations`
   // again when the pod is still unbound.
   Status BindOrUndo(const std::string& uid, const BindingArgs& b, uint64_t token,
                     const std::map<std::string, std::string>& annotations);
+
+  void Warn(const kube::ObjectReference& pod, std::string_view reason, const std::string& message);
+  // Counts the refusals by code and, when no node is left, records the Event.
+  void FilterRefused(const kube::Pod& pod, const std::vector<std::string_view>& names,
+                     const std::vector<NodeVerdict>& verdicts, size_t passed);
 
   GpuCache& cache_;
   std::shared_ptr<kube::Client> client_;

@@ -95,6 +95,20 @@ Status CheckServing(const SchedulerFlags& f, ServiceOptions* o) {
   if (!f.health_listen.empty())
     GPUSHARE_RETURN_IF_ERROR(
         ParseListen("--health-listen", f.health_listen, &o->health_host, &o->health_port));
+  if (f.metrics_auth != "kubernetes" && f.metrics_auth != "none")
+    return Bad("--metrics-auth: must be kubernetes or none, got \"" + f.metrics_auth + "\"");
+  if (f.metrics_auth == "none") {
+    auto loopback = [](const std::string& h) {
+      return h == "localhost" || h == "::1" || h == "[::1]" || h.rfind("127.", 0) == 0;
+    };
+    if (!loopback(o->http.host) || (o->health_port >= 0 && !loopback(o->health_host)))
+      return Bad(
+          "--metrics-auth: none serves /metrics to anyone, so it needs loopback listen addresses "
+          "(--listen " +
+          f.listen + (f.health_listen.empty() ? "" : ", --health-listen " + f.health_listen) +
+          "); use kubernetes");
+  }
+  o->metrics_auth = f.metrics_auth;
   GPUSHARE_RETURN_IF_ERROR(ValidateTlsOptions(o->http.tls));
   std::optional<memshare::MemoryUnit> u = memshare::ParseMemoryUnit(f.memory_unit);
   if (!u) return Bad("--memory-unit: must be GiB or MiB, got \"" + f.memory_unit + "\"");
@@ -259,6 +273,10 @@ void AddServingFlags(CLI::App& app, SchedulerFlags& f) {
                  "ADDR:PORT of a second, plain-HTTP listener with only /healthz, /readyz and "
                  "/metrics (for kubelet's "
                  "probes; default: none)");
+  app.add_option("--metrics-auth", f.metrics_auth,
+                 "who may GET /metrics: kubernetes (a bearer token checked with TokenReview and "
+                 "SubjectAccessReview, default) or none (loopback listen addresses only)")
+      ->capture_default_str();
   app.add_option("--tls-cert-file", o.http.tls.cert_file,
                  "serve the extender over HTTPS with this certificate (PEM, with intermediates); "
                  "re-read when it changes");

@@ -31,6 +31,7 @@ struct SchedulerFlags {
   WebhookCertOptions certs;  // --webhook-cert-dir, --webhook-configuration
   std::string listen = "127.0.0.1:12345";
   std::string health_listen;  // empty: none
+  std::string metrics_auth = "kubernetes";
   std::string memory_unit = "GiB";
   std::string assume_timeout = "5m";
   std::string expiry_interval = "10s";

@@ -267,7 +267,8 @@ struct HttpServer::Impl {
 
   HttpServer* server = nullptr;
   const HttpServerOptions* o = nullptr;
-  std::string bind_path;  // <prefix>/bind
+  std::string bind_path;     // <prefix>/bind
+  std::string inspect_path;  // <prefix>/inspect
   http::Limits limits;
   UniqueFd listen_fd, epoll_fd, wake_fd;
   UniqueFd spare_fd;  // /dev/null, given up to take (and end) a connection when descriptors run out
@@ -993,10 +994,13 @@ struct HttpServer::Impl {
     return nullptr;
   }
   // Whether the leader serves `c`'s request itself without handing the lead on: anything but
-  // a bind (it makes API calls, seconds at worst) and bodies over kQuickBodyBytes (filter and
-  // prioritize are CPU-bound in their size: 0.2-1 ms at 5,000 nodes).
+  // a bind (it makes API calls, seconds at worst), /metrics (its authorization may ask the API
+  // server; 12-15 ms of text at 1,000 nodes x 8 GPUs), PREFIX/inspect (its size grows with the
+  // cluster) and bodies over kQuickBodyBytes (filter and prioritize are CPU-bound in their
+  // size: 0.2-1 ms at 5,000 nodes).
   bool Quick(const Conn* c) const {
-    return c->request_body.size() <= kQuickBodyBytes && c->head.path != bind_path;
+    return c->request_body.size() <= kQuickBodyBytes && c->head.path != bind_path &&
+           c->head.path != "/metrics" && c->head.path.rfind(inspect_path, 0) != 0;
   }
 
   // Runs the handler of `c`'s request and puts the reply in its output.
@@ -1099,6 +1103,7 @@ HttpServer::HttpServer(Extender* extender, HttpServerOptions options,
   if (options_.serve_verbs)
     for (const char* verb : {"/filter", "/prioritize", "/bind"}) paths.push_back(prefix_ + verb);
   for (const PostRoute& r : options_.routes) paths.push_back(r.path);
+  for (const GetRoute& r : options_.get_routes) paths.push_back(r.path + "[/...]");
   if (options_.serve_health)
     for (const char* p : {"/healthz", "/readyz", "/metrics"}) paths.emplace_back(p);
   for (const std::string& p : paths) served_ += (served_.empty() ? "" : ", ") + p;
@@ -1214,6 +1219,7 @@ Status HttpServer::Start() {
   auto impl = std::make_unique<Impl>();  // (its descriptors close if a step below fails)
   impl->server = this;
   impl->bind_path = prefix_ + "/bind";
+  impl->inspect_path = prefix_ + "/inspect";
   impl->o = &options_;
   impl->limits.max_body_bytes = options_.max_body_bytes;
   const std::string where = options_.host + ":" + std::to_string(options_.port);
@@ -1293,10 +1299,28 @@ Reply HttpServer::Route(const http::RequestHead& head, std::string_view body) {
       return r;
     }
     if (get && head.path == "/metrics") {
+      if (options_.metrics_auth) {
+        auto [status, why] =
+            options_.metrics_auth(head.Header("authorization").value_or(std::string_view()));
+        if (status != 200) return JsonReply(status, EncodeError(why));
+      }
       Reply r;
       r.content_type = "text/plain; version=0.0.4";
       r.body = metrics_ ? metrics_() : std::string();
       return r;
+    }
+    for (const GetRoute& g : options_.get_routes) {
+      const std::string_view path = head.path;
+      if (path.substr(0, g.path.size()) != g.path) continue;
+      const std::string_view rest = path.substr(g.path.size());
+      if (!rest.empty() && rest.front() != '/') continue;
+      if (head.method != "GET" && head.method != "HEAD") {
+        Reply r = JsonReply(405, EncodeError(head.method + " " + head.path + ": takes GET"));
+        r.headers.emplace_back("Allow", "GET, HEAD");
+        return r;
+      }
+      HttpReply out = g.handle(rest);
+      return JsonReply(out.code, std::move(out.body));
     }
   } catch (const std::exception& e) {
     spdlog::error("event=handler_exception path={} error={}", Value(head.path), Value(e.what()));

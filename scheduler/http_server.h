@@ -4,7 +4,8 @@
 //   GET  /healthz    200 while the process serves
 //   GET  /readyz     200 once the cache is synced (informers listed nodes and pods), else 503
 //                    with the reason
-//   GET  /metrics    Prometheus text: request counters, bind latency, cache size
+//   GET  /metrics    Prometheus text (scheduler/metrics.h)
+//   GET  <route>     HttpServerOptions::get_routes (PREFIX/inspect on the extender listener)
 //   POST <route>     HttpServerOptions::routes (the admission webhook's /mutate-pods, on its own
 //                    listener that serves nothing else)
 //
@@ -66,6 +67,14 @@ struct PostRoute {
   std::function<HttpReply(std::string_view body)> handle;
 };
 
+// An extra GET endpoint (PREFIX/inspect): serves `path` and every `path/...` below it; the
+// handler gets what follows `path` ("" or "/..."). It runs on the server's threads and must be
+// quick. HEAD is answered too; another method gets 405.
+struct GetRoute {
+  std::string path;
+  std::function<HttpReply(std::string_view rest)> handle;
+};
+
 struct HttpServerOptions {
   std::string host = "127.0.0.1";  // loopback: beside kube-scheduler (docs/scheduler.md)
   int port = 12345;                // 0: any free port (see port())
@@ -75,6 +84,10 @@ struct HttpServerOptions {
   // false: no /healthz, /readyz or /metrics either (the webhook listener serves only its routes).
   bool serve_health = true;
   std::vector<PostRoute> routes;     // more POST endpoints (exact paths)
+  std::vector<GetRoute> get_routes;  // more GET endpoints (a path and what is below it)
+  // Who may GET /metrics: called with the request's Authorization header ("" when absent);
+  // answers 200 to serve, else the status (401, 403, 503) and why. Unset: anyone.
+  std::function<std::pair<int, std::string>(std::string_view authorization)> metrics_auth;
   size_t max_body_bytes = 8u << 20;  // larger requests get 413
   int threads = 16;                  // the pool (at least 2): one leads, the others serve requests
   std::chrono::milliseconds header_timeout{

@@ -13,7 +13,9 @@
 
 #include "base/logfmt.h"
 #include "base/logging.h"
+#include "core/reasons.h"
 #include "kube/config.h"
+#include "scheduler/inspect.h"
 
 namespace gpushare::scheduler {
 
@@ -87,6 +89,7 @@ Status SchedulerService::Start() {
       std::chrono::duration_cast<std::chrono::nanoseconds>(options_.restart_hold).count();
   cache_options.log = [](const std::string& line) { spdlog::info("{}", line); };
   cache_ = std::make_unique<GpuCache>(cache_options);
+  gpu_metrics_ = std::make_unique<GpuCollector>(*cache_, options_.unit);
 
   auto log = [](const std::string& line) { spdlog::warn("{}", line); };
   kube::InformerOptions no;
@@ -117,9 +120,33 @@ Status SchedulerService::Start() {
   xo.pod_lookup = [pods](const std::string& key) { return pods->Get(key); };
   kube::NodeInformer* nodes = nodes_.get();
   xo.node_known = [nodes](const std::string& node) { return nodes->Get(node) != nullptr; };
+  xo.metrics = &metrics_;
+  kube::EventRecorder* events = events_.get();
+  xo.warn = [events](const kube::ObjectReference& pod, std::string_view reason,
+                     const std::string& message) {
+    events->Record(pod, "Warning", std::string(reason), message);
+  };
   extender_ = std::make_unique<Extender>(*cache_, client_, xo);
+  if (options_.metrics_auth == "kubernetes") {
+    metrics_authz_ =
+        std::make_unique<kube::RequestAuthorizer>(client_, kube::AuthorizerOptions{}, [] {
+          return std::chrono::duration_cast<std::chrono::milliseconds>(
+                     std::chrono::steady_clock::now().time_since_epoch())
+              .count();
+        });
+    options_.http.metrics_auth = [this](std::string_view authorization) {
+      return AuthorizeMetrics(authorization);
+    };
+  }
+  HttpServerOptions extender_http = options_.http;
+  // PREFIX/inspect: the cache's view as JSON, beside the verbs (same listener, same transport).
+  const GpuCache* view = cache_.get();
+  const memshare::MemoryUnit unit = options_.unit;
+  extender_http.get_routes.push_back(
+      {NormalizePrefix(options_.http.url_prefix) + "/inspect",
+       [view, unit](std::string_view rest) { return ServeInspect(*view, unit, rest); }});
   server_ = std::make_unique<HttpServer>(
-      *extender_, options_.http, [this] { return readiness(); }, [this] { return Metrics(); });
+      *extender_, extender_http, [this] { return readiness(); }, [this] { return Metrics(); });
   GPUSHARE_RETURN_IF_ERROR(server_->Start());
   spdlog::info(
       "event=serving listen={}:{} tls={} client_certs={} prefix={} resource={} unit={} policy={} "
@@ -162,6 +189,28 @@ Status SchedulerService::Start() {
   GPUSHARE_RETURN_IF_ERROR(pods_->Start());
   sweeper_ = std::thread([this] { SweepLoop(); });
   return Status::Ok();
+}
+
+std::pair<int, std::string> SchedulerService::AuthorizeMetrics(std::string_view authorization) {
+  const kube::AuthzDecision d = metrics_authz_->Check(authorization);
+  int status = 200;
+  switch (d.verdict) {
+    case kube::AuthzVerdict::kAllowed:
+      return {200, ""};
+    case kube::AuthzVerdict::kUnauthenticated:
+      status = 401;
+      break;
+    case kube::AuthzVerdict::kForbidden:
+      status = 403;
+      break;
+    case kube::AuthzVerdict::kError:
+      status = 503;
+      break;
+  }
+  if (!d.cached)
+    spdlog::warn("event=metrics_refused status={} user={} reason={}", status, Value(d.user),
+                 Value(d.reason));
+  return {status, "/metrics: " + d.reason};
 }
 
 HttpReply SchedulerService::Mutate(std::string_view body) {
@@ -298,7 +347,7 @@ void SchedulerService::Sweep() {
     ref.namespace_ = e.key.substr(0, slash);
     ref.name = e.key.substr(slash + 1);
     ref.uid = e.uid;
-    events_->Record(ref, "Warning", "GPUShareAssumeExpired", msg);
+    events_->Record(ref, "Warning", std::string(reasons::kAssumeExpired), msg);
   }
 }
 
@@ -317,63 +366,31 @@ void SchedulerService::SweepLoop() {
 std::string SchedulerService::Metrics() const {
   const ExtenderStats x = extender_ ? extender_->stats() : ExtenderStats{};
   const CacheStats c = cache_ ? cache_->stats() : CacheStats{};
-  std::string out;
-  auto line = [&out](const std::string& name, const std::string& labels, double v) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.17g", v);
-    out += name + (labels.empty() ? "" : "{" + labels + "}") + " " + buf + "\n";
-  };
-  out += "# TYPE gpushare_scheduler_requests_total counter\n";
-  line("gpushare_scheduler_requests_total", "verb=\"filter\"", static_cast<double>(x.filter));
-  line("gpushare_scheduler_requests_total", "verb=\"prioritize\"",
-       static_cast<double>(x.prioritize));
-  line("gpushare_scheduler_requests_total", "verb=\"bind\"", static_cast<double>(x.bind));
-  out += "# TYPE gpushare_scheduler_errors_total counter\n";
-  line("gpushare_scheduler_errors_total", "verb=\"filter\"", static_cast<double>(x.filter_errors));
-  line("gpushare_scheduler_errors_total", "verb=\"prioritize\"",
-       static_cast<double>(x.prioritize_errors));
-  line("gpushare_scheduler_errors_total", "verb=\"bind\"", static_cast<double>(x.bind_errors));
-  line("gpushare_scheduler_bad_requests_total", "", static_cast<double>(x.bad_requests));
-  line("gpushare_scheduler_bind_idempotent_total", "", static_cast<double>(x.bind_idempotent));
-  line("gpushare_scheduler_bind_seconds_total", "", static_cast<double>(x.bind_ns_total) / 1e9);
-  line("gpushare_scheduler_assume_expired_total", "", static_cast<double>(expired_total_.load()));
-  line("gpushare_scheduler_cache_nodes", "", c.nodes);
-  line("gpushare_scheduler_cache_usable_gpus", "", c.usable_gpus);
-  line("gpushare_scheduler_cache_pods", "", c.pods);
-  line("gpushare_scheduler_cache_reserved_pods", "", c.reserved);
-  line("gpushare_scheduler_cache_unassigned_pods", "", c.unassigned);
-  line("gpushare_scheduler_ready", "", ready_.load() ? 1 : 0);
   const HttpServerStats h = server_ ? server_->stats() : HttpServerStats{};
-  line("gpushare_scheduler_http_connections", "", static_cast<double>(h.connections));
-  line("gpushare_scheduler_http_buffered_bytes", "", static_cast<double>(h.buffered_bytes));
-  out += "# TYPE gpushare_scheduler_http_connections_total counter\n";
-  line("gpushare_scheduler_http_connections_total", "", static_cast<double>(h.accepted));
-  line("gpushare_scheduler_http_refused_total", "", static_cast<double>(h.refused));
-  line("gpushare_scheduler_http_timeouts_total", "", static_cast<double>(h.timeouts));
-  line("gpushare_scheduler_http_evicted_total", "", static_cast<double>(h.evicted));
-  line("gpushare_scheduler_tls_handshake_errors_total", "",
-       static_cast<double>(h.tls_handshake_errors));
-  line("gpushare_scheduler_tls_reloads_total", "", static_cast<double>(h.tls_reloads));
-  line("gpushare_scheduler_tls_reload_errors_total", "", static_cast<double>(h.tls_reload_errors));
+  MetricsSnapshot snap;
+  snap.extender = &x;
+  snap.cache = &c;
+  snap.http = &h;
+  snap.assume_expired = expired_total_.load();
+  snap.ready = ready_.load();
+  WebhookCertStats certs;
   if (options_.webhook_port >= 0) {
-    out += "# TYPE gpushare_scheduler_webhook_requests_total counter\n";
-    line("gpushare_scheduler_webhook_requests_total", "result=\"mutated\"",
-         static_cast<double>(webhook_mutated_.load()));
-    line("gpushare_scheduler_webhook_requests_total", "result=\"unchanged\"",
-         static_cast<double>(webhook_unchanged_.load()));
-    line("gpushare_scheduler_webhook_requests_total", "result=\"invalid\"",
-         static_cast<double>(webhook_invalid_.load()));
-    line("gpushare_scheduler_webhook_serving", "", webhook_port() >= 0 ? 1 : 0);
+    MetricsSnapshot::Webhook w;
+    w.mutated = webhook_mutated_.load();
+    w.unchanged = webhook_unchanged_.load();
+    w.invalid = webhook_invalid_.load();
+    w.serving = webhook_port() >= 0;
     if (certs_) {
-      const WebhookCertStats c = certs_->stats();
-      line("gpushare_scheduler_webhook_cert_failures_total", "", static_cast<double>(c.failures));
-      line("gpushare_scheduler_webhook_cert_secret_writes_total", "",
-           static_cast<double>(c.secret_writes));
-      line("gpushare_scheduler_webhook_cert_file_writes_total", "",
-           static_cast<double>(c.file_writes));
+      certs = certs_->stats();
+      w.certs = &certs;
     }
+    snap.webhook = w;
   }
-  return out;
+  std::vector<prometheus::MetricFamily> families = StatsFamilies(snap);
+  for (prometheus::MetricFamily& f : metrics_.Collect()) families.push_back(std::move(f));
+  if (gpu_metrics_)
+    for (prometheus::MetricFamily& f : gpu_metrics_->Collect()) families.push_back(std::move(f));
+  return Serialize(std::move(families));
 }
 
 void SchedulerService::Stop() {

@@ -20,12 +20,14 @@
 
 #include "core/memshare.h"
 #include "core/status.h"
+#include "kube/authz.h"
 #include "kube/client.h"
 #include "kube/event_recorder.h"
 #include "kube/informer.h"
 #include "scheduler/cache.h"
 #include "scheduler/extender.h"
 #include "scheduler/http_server.h"
+#include "scheduler/metrics.h"
 #include "scheduler/webhook.h"
 #include "scheduler/webhook_certs.h"
 
@@ -42,6 +44,11 @@ struct ServiceOptions {
   std::string health_host;
   int health_port = -1;
   std::string health_port_file;  // written with the health listener's port once serving
+  // --metrics-auth: who may GET /metrics on either listener. "kubernetes": a bearer token that
+  // the API server authenticates (TokenReview) and authorizes for GET on the non-resource URL
+  // /metrics (SubjectAccessReview), decisions cached (kube/authz.h); "none": anyone (only with
+  // loopback listen addresses, checked by the flags).
+  std::string metrics_auth = "kubernetes";
   memshare::MemoryUnit unit = memshare::MemoryUnit::kGiB;
   std::string resource_name = std::string(memshare::kResourceName);
   std::string policy = "default";
@@ -82,7 +89,9 @@ class SchedulerService {
   int webhook_port() const;
   WebhookCertManager* webhook_certs() { return certs_.get(); }
   GpuCache& cache() { return *cache_; }
+  // The /metrics text (scheduler/metrics.h).
   std::string Metrics() const;
+  kube::EventRecorder* events() { return events_.get(); }
 
  private:
   void OnSynced();
@@ -99,6 +108,11 @@ class SchedulerService {
   std::unique_ptr<kube::NodeInformer> nodes_;
   std::unique_ptr<kube::PodInformer> pods_;
   std::unique_ptr<kube::EventRecorder> events_;
+  std::unique_ptr<kube::RequestAuthorizer> metrics_authz_;  // --metrics-auth=kubernetes
+  // 200, or the refusal of a /metrics request (HttpServerOptions::metrics_auth).
+  std::pair<int, std::string> AuthorizeMetrics(std::string_view authorization);
+  SchedulerMetrics metrics_;
+  std::unique_ptr<GpuCollector> gpu_metrics_;
   std::unique_ptr<Extender> extender_;
   std::unique_ptr<HttpServer> server_;
   std::unique_ptr<HttpServer> health_;

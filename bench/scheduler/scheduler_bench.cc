@@ -40,6 +40,7 @@
 #include "scheduler/cache.h"
 #include "scheduler/extender.h"
 #include "scheduler/http_server.h"
+#include "scheduler/metrics.h"
 #include "scheduler/service.h"
 #include "scheduler/wire.h"
 #include "tests/fakes/apiserver/fake_apiserver.h"
@@ -619,6 +620,54 @@ void BM_Bind(benchmark::State& state) {
   state.counters["errors"] = static_cast<double>(errors);
 }
 BENCHMARK(BM_Bind)->Arg(1)->Arg(8)->Iterations(5)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// The per-GPU part of a /metrics scrape (issue 14 §1) on a cache of state.range(0) nodes of 8
+// GPUs, each GPU with one 3 GiB pod: mode 0 visits the GPUs under the cache's lock and does
+// nothing (the floor), mode 1 copies what the samples need under the lock (GpuCollector::Take:
+// what filter and bind wait for), mode 2 builds the samples and writes the text (the whole
+// per-GPU exposition), mode 3 is everything /metrics serves (counters, histograms, per-GPU).
+void BM_MetricsScrape(benchmark::State& state) {
+  const int nodes = static_cast<int>(state.range(0));
+  const int mode = static_cast<int>(state.range(1));
+  GpuCache cache;
+  cache.SetSynced(true);
+  for (int n = 0; n < nodes; ++n) {
+    const std::string name = "node-" + std::to_string(n);
+    cache.UpsertNode(kube::DecodeNode(NodeJson(name, 8, 24)).value());
+    for (int g = 0; g < 8; ++g) {
+      const json pod = PodJson(name + "-" + std::to_string(g), 3);
+      const kube::Pod p = kube::DecodePod(pod).value();
+      Result<Reservation> r =
+          cache.Reserve(p, kube::PodMemRequest(p, ms::kResourceName).value(), name, 1);
+      if (r.ok()) cache.Commit(p.metadata.uid, r->token);
+    }
+  }
+  GpuCollector gpus(cache, ms::MemoryUnit::kGiB);
+  SchedulerMetrics metrics;
+  size_t bytes = 0;
+  for (auto _ : state) {
+    if (mode == 0) {
+      int64_t sum = 0;
+      cache.VisitGpus([&](const GpuSample& g) { sum += g.used_units; });
+      benchmark::DoNotOptimize(sum);
+    } else if (mode == 1) {
+      benchmark::DoNotOptimize(gpus.Take());
+    } else if (mode == 2) {
+      bytes = Serialize(gpus.Collect()).size();
+    } else {
+      const CacheStats c = cache.stats();
+      MetricsSnapshot snap;
+      snap.cache = &c;
+      std::vector<prometheus::MetricFamily> all = StatsFamilies(snap);
+      for (auto& f : metrics.Collect()) all.push_back(std::move(f));
+      for (auto& f : gpus.Collect()) all.push_back(std::move(f));
+      bytes = Serialize(std::move(all)).size();
+    }
+  }
+  state.counters["gpus"] = nodes * 8;
+  state.counters["bytes"] = static_cast<double>(bytes);
+}
+BENCHMARK(BM_MetricsScrape)->ArgsProduct({{1000}, {0, 1, 2, 3}})->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace gpushare::scheduler

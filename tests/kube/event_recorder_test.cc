@@ -1,8 +1,11 @@
 // EventRecorder against the API-server double: created Events, repeats folded into one object
-// (count), node events, a full queue, and an Event deleted meanwhile.
+// (count), node events, a full queue, an Event deleted meanwhile, and client-go's correlator:
+// similar events aggregated, the per-object spam filter (with a fake clock).
 #include "kube/event_recorder.h"
 
 #include <gtest/gtest.h>
+
+#include <functional>
 
 #include "tests/fakes/apiserver/fake_apiserver.h"
 #include "tests/kube/test_util.h"
@@ -118,6 +121,9 @@ TEST_F(EventRecorderTest, NeverBlocksAndDropsWhenTheQueueIsFull) {
   server_.InjectFault(slow);
   EventRecorderOptions o = Options();
   o.queue_limit = 1;
+  // Only the queue limits here (the spam filter and aggregation have tests of their own).
+  o.spam_burst = 1000;
+  o.aggregate_max_events = 1000;
   EventRecorder rec(client_, o);
   for (int i = 0; i < 100; ++i) rec.RecordPod(APod(), "Warning", "R", "m" + std::to_string(i));
   EXPECT_GE(rec.stats().dropped, 98u);
@@ -135,6 +141,82 @@ TEST_F(EventRecorderTest, FailuresAreCounted) {
   ASSERT_TRUE(rec.Flush(std::chrono::seconds(20)));
   EXPECT_EQ(rec.stats().failed, 1u);
   EXPECT_EQ(server_.List(Resource::kEvents).size(), 0u);
+}
+
+// A clock the test moves.
+struct FakeClock {
+  std::chrono::system_clock::time_point now =
+      std::chrono::system_clock::time_point(std::chrono::hours(490000));
+  std::function<std::chrono::system_clock::time_point()> Fn() {
+    return [this] { return now; };
+  }
+};
+
+TEST_F(EventRecorderTest, SimilarEventsAreAggregatedIntoOne) {
+  FakeClock clock;
+  EventRecorderOptions o = Options();
+  o.clock = clock.Fn();
+  EventRecorder rec(client_, o);
+  // 15 messages that differ (as a filter's free memory changes): the first 9 are Events of
+  // their own, the 10th and later fold into one "(combined from similar events)" Event.
+  for (int i = 0; i < 15; ++i)
+    rec.RecordPod(APod(), "Warning", "GpuMemoryInsufficient",
+                  "node-1: " + std::to_string(i) + " GiB free");
+  ASSERT_TRUE(rec.Flush(std::chrono::seconds(20)));
+  std::vector<json> events = server_.List(Resource::kEvents);
+  ASSERT_EQ(events.size(), 10u);
+  int combined = 0;
+  for (const json& e : events) {
+    const std::string m = e["message"];
+    if (m.rfind("(combined from similar events): ", 0) != 0) {
+      EXPECT_EQ(e["count"], 1) << m;
+      continue;
+    }
+    ++combined;
+    EXPECT_EQ(e["count"], 6);                                             // 10th to 15th
+    EXPECT_EQ(m, "(combined from similar events): node-1: 14 GiB free");  // the latest
+  }
+  EXPECT_EQ(combined, 1);
+  EXPECT_EQ(rec.stats().created, 10u);
+  EXPECT_EQ(rec.stats().updated, 5u);
+  // Another reason is not similar; and after the window the count starts again.
+  rec.RecordPod(APod(), "Warning", "BindConflict", "node-1: 3 GiB free");
+  clock.now += std::chrono::minutes(11);
+  rec.RecordPod(APod(), "Warning", "GpuMemoryInsufficient", "node-1: 99 GiB free");
+  ASSERT_TRUE(rec.Flush(std::chrono::seconds(20)));
+  EXPECT_EQ(server_.List(Resource::kEvents).size(), 12u);
+}
+
+TEST_F(EventRecorderTest, SpamFilterBoundsTheRatePerObject) {
+  FakeClock clock;
+  EventRecorderOptions o = Options();
+  o.clock = clock.Fn();
+  EventRecorder rec(client_, o);
+  // The same event 40 times: a burst of 25 gets through (1 Event, count 25), the rest is
+  // filtered, creations and count updates alike.
+  for (int i = 0; i < 40; ++i) rec.RecordPod(APod(), "Warning", "BindApiError", "same");
+  ASSERT_TRUE(rec.Flush(std::chrono::seconds(20)));
+  std::vector<json> events = server_.List(Resource::kEvents);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0]["count"], 25);
+  EXPECT_EQ(rec.stats().filtered, 15u);
+  // Another object has its own budget.
+  Pod other = APod();
+  other.metadata.name = "hello-2";
+  other.metadata.uid = "uid-2";
+  rec.RecordPod(other, "Warning", "BindApiError", "same");
+  // One token comes back every 5 minutes.
+  clock.now += std::chrono::minutes(5);
+  rec.RecordPod(APod(), "Warning", "BindApiError", "same");
+  rec.RecordPod(APod(), "Warning", "BindApiError", "same");
+  ASSERT_TRUE(rec.Flush(std::chrono::seconds(20)));
+  EXPECT_EQ(rec.stats().filtered, 16u);
+  events = server_.List(Resource::kEvents);
+  ASSERT_EQ(events.size(), 2u);
+  for (const json& e : events)
+    EXPECT_EQ(e["count"], e["involvedObject"]["name"] == "hello-1" ? 26 : 1) << e.dump();
+  // Counts were PATCHed onto the one Event, as client-go does.
+  EXPECT_EQ(server_.CountRequests("PATCH", "/events/"), 25u);
 }
 
 }  // namespace

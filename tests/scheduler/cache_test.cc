@@ -7,6 +7,7 @@
 #include <random>
 #include <thread>
 
+#include "core/reasons.h"
 #include "kube/memshare_pod.h"
 #include "tests/scheduler/fixtures.h"
 
@@ -85,6 +86,12 @@ TEST_F(CacheTest, SeedShape_64PodsFit8PerGpu_The65thIsRefusedWithTheReason) {
   EXPECT_NE(v[0].reason.find("no GPU has 3 GiB free for container main"), std::string::npos)
       << v[0].reason;
   EXPECT_NE(v[0].reason.find("0:0/24"), std::string::npos) << v[0].reason;
+  EXPECT_EQ(v[0].code, reasons::kGpuMemoryInsufficient);
+  // Which GPU lacked what: the one with the most free memory, by index and UUID.
+  EXPECT_NE(v[0].reason.find("the most free is GPU 0 (GPU-1000-0000-0000-0000-000000000000) with 0 "
+                             "GiB free of 24 GiB"),
+            std::string::npos)
+      << v[0].reason;
   EXPECT_EQ(Bind(extra, "gpu-1"), -1);
   EXPECT_NE(last_error_.find("no GPU has 3 GiB free"), std::string::npos) << last_error_;
   ExpectNeverOverCommitted("gpu-1");
@@ -112,7 +119,9 @@ TEST_F(CacheTest, GpusOfDifferentSizes) {
   Node("small", {{16}, {24}});
   std::vector<NodeVerdict> v = cache_->Filter(Req(SimplePod("big", 30)), {"mixed", "small"});
   EXPECT_EQ(v[0].kind, K::kFailed);
+  EXPECT_EQ(v[0].code, reasons::kGpuMemoryInsufficient);
   EXPECT_EQ(v[1].kind, K::kUnresolvable);
+  EXPECT_EQ(v[1].code, reasons::kGpuMemoryInsufficient);
   EXPECT_NE(
       v[1].reason.find("container main asks 30 GiB, more than any GPU here has (largest: 24 GiB)"),
       std::string::npos)
@@ -140,7 +149,13 @@ TEST_F(CacheTest, UnresolvableNodesSayWhy) {
       << v[3].reason;
   EXPECT_NE(v[4].reason.find("not in gpushare-scheduler's cache"), std::string::npos)
       << v[4].reason;
+  EXPECT_EQ(v[0].code, reasons::kNodeUnknown);
+  EXPECT_EQ(v[1].code, reasons::kNodeUnknown);
+  EXPECT_EQ(v[2].code, reasons::kNoSharedGpu);
+  EXPECT_EQ(v[3].code, reasons::kGpuUnhealthy);  // GPU 0 would serve shares if it were healthy
+  EXPECT_EQ(v[4].code, reasons::kNodeUnknown);
   EXPECT_EQ(v[5].kind, K::kFits);
+  EXPECT_TRUE(v[5].code.empty());
   EXPECT_NE(log_.find("event=node_inventory_invalid node=broken"), std::string::npos) << log_;
 }
 
@@ -161,6 +176,7 @@ TEST_F(CacheTest, MultiContainerPodsAndInitContainers) {
   EXPECT_NE(v[0].reason.find("cannot fit on this node's GPUs even when they are empty"),
             std::string::npos)
       << v[0].reason;
+  EXPECT_EQ(v[0].code, reasons::kNoGpuFitsContainer);
   // Init containers run on the first app container's GPU and hold their units there.
   Node("m", Uniform(1, 24));
   const json with_init = PodJson("init", {{"setup", 10, true}, {"main", 2}}, "default", "u-init");
@@ -179,6 +195,7 @@ TEST_F(CacheTest, ClientCeilingPerGpu) {
   EXPECT_NE(v[0].reason.find("already serve 2 containers each (maxClientsPerGpu)"),
             std::string::npos)
       << v[0].reason;
+  EXPECT_EQ(v[0].code, reasons::kClientCeilingReached);
 }
 
 TEST_F(CacheTest, UsageFromAnnotationsConfirmedWinsAndCorrectsSwaps) {
@@ -304,6 +321,7 @@ TEST(CacheStart, NodesWithPendingPodsWaitForTheirConfirmation) {
   std::vector<NodeVerdict> v = cache.Filter(Req(SimplePod("b", 3)), {"busy", "idle"});
   EXPECT_EQ(v[0].kind, K::kFailed);
   EXPECT_NE(v[0].reason.find("started recently"), std::string::npos) << v[0].reason;
+  EXPECT_EQ(v[0].code, reasons::kNodeHeldBack);
   EXPECT_EQ(v[1].kind, K::kFits);
   for (const auto& [k, val] : ms::ConfirmAnnotations(req, {{"main", 0}}))
     a["metadata"]["annotations"][k] = val;
@@ -331,6 +349,7 @@ TEST_F(CacheTest, PodsWhoseFirstRequestsLookAlikeWaitForEachOther) {
   std::vector<NodeVerdict> v = cache_->Filter(Req(SimplePod("two", 2)), {"n"});
   EXPECT_EQ(v[0].kind, K::kFailed);
   EXPECT_NE(v[0].reason.find("look the same to gpushare-node"), std::string::npos) << v[0].reason;
+  EXPECT_EQ(v[0].code, reasons::kPendingSlotConflict);
   EXPECT_EQ(Bind(SimplePod("two", 2), "n"), -1);
   EXPECT_EQ(cache_->Filter(Req(SimplePod("three", 3)), {"n"})[0].kind, K::kFits);
   // Once confirmed, nothing to confuse.

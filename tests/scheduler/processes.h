@@ -84,17 +84,13 @@ class SchedulerProcess {
   SchedulerProcess(const std::string& dir, const std::string& kubeconfig, int port = 0,
                    const std::vector<std::string>& extra = {})
       : port_file_(dir + "/scheduler.port." + std::to_string(counter_++)) {
-    std::vector<std::string> argv = {SchedulerBinary(),
-                                     "--listen",
-                                     "127.0.0.1:" + std::to_string(port),
-                                     "--url-prefix",
-                                     "/gpushare-scheduler",
-                                     "--kubeconfig",
-                                     kubeconfig,
-                                     "--port-file",
-                                     port_file_,
-                                     "--log-level",
-                                     "info"};
+    std::vector<std::string> argv = {SchedulerBinary(), "--listen",
+                                     "127.0.0.1:" + std::to_string(port), "--url-prefix",
+                                     "/gpushare-scheduler", "--kubeconfig", kubeconfig,
+                                     "--port-file", port_file_, "--log-level", "info",
+                                     // (the tests read /metrics without a token; the listeners
+                                     // are on loopback)
+                                     "--metrics-auth=none"};
     argv.insert(argv.end(), extra.begin(), extra.end());
     // With --health-listen (e.g. when the extender speaks TLS) readiness is asked there.
     const bool health = std::find(extra.begin(), extra.end(), "--health-listen") != extra.end();

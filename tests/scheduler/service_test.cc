@@ -63,6 +63,18 @@ class ServiceTest : public ::testing::Test {
   std::map<std::string, std::string> Annotations(const std::string& name) {
     return client_->GetPod("default", name)->metadata.annotations;
   }
+  // The Events about pod `name` with `reason` (waits until there is one, or 10 s).
+  std::vector<json> EventsFor(const std::string& name, const std::string& reason) {
+    std::vector<json> out;
+    WaitUntil([&] {
+      out.clear();
+      for (const json& e : api_.List(Resource::kEvents))
+        if (e["involvedObject"].value("name", "") == name && e.value("reason", "") == reason)
+          out.push_back(e);
+      return !out.empty();
+    });
+    return out;
+  }
   int64_t Used(const std::string& node, int gpu) {
     for (const GpuState& g : service_->cache().NodeGpus(node))
       if (g.index == gpu) return g.used;
@@ -143,7 +155,7 @@ TEST_F(ServiceTest, BindWritesTheContractThenTheBindingAndIsIdempotent) {
   // A repeated bind (kube-scheduler retrying after a timeout) writes nothing.
   api_.ClearRequests();
   EXPECT_TRUE(Bind("p", "n").ok());
-  EXPECT_EQ(api_.CountRequests("PATCH", ""), 0u);
+  EXPECT_EQ(api_.CountRequests("PATCH", "/pods/"), 0u);
   EXPECT_EQ(api_.CountRequests("POST", "/binding"), 0u);
   // Another node for the same pod is refused, with the reason.
   api_.Upsert(Resource::kNodes, NodeJson("m", Uniform(1, 24)));
@@ -166,6 +178,13 @@ TEST_F(ServiceTest, ApiFailuresRollBackTheReservation) {
   Status s = Bind("a", "n");
   EXPECT_NE(s.message().find("writing the GPU assignment into pod default/a"), std::string::npos)
       << s.message();
+  std::vector<json> ev = EventsFor("a", "BindApiError");
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0]["type"], "Warning");
+  EXPECT_NE(ev[0]["message"].get<std::string>().find(
+                "binding to node n failed: writing the GPU assignment into pod default/a"),
+            std::string::npos)
+      << ev[0].dump();
   EXPECT_EQ(Used("n", 0), 0);
   EXPECT_TRUE(client_->GetPod("default", "a")->spec.node_name.empty());
   // The binding fails: the annotations are removed again and the GPU given back.
@@ -181,6 +200,165 @@ TEST_F(ServiceTest, ApiFailuresRollBackTheReservation) {
   s = Bind("a", "n");
   EXPECT_NE(s.message().find("no GPU has 20 GiB free"), std::string::npos) << s.message();
   ASSERT_TRUE(WaitUntil([&] { return Used("n", 0) == 20; }));
+  // Each failure is an Event with its code, and counted by it.
+  ev = EventsFor("a", "BindConflict");
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_NE(ev[0]["message"].get<std::string>().find("no GPU has 20 GiB free for container main"),
+            std::string::npos)
+      << ev[0].dump();
+  // (the patch and the Binding failed with different messages: two Events)
+  ASSERT_TRUE(WaitUntil([&] { return EventsFor("a", "BindApiError").size() == 2; }));
+  const std::string m = service_->Metrics();
+  EXPECT_NE(m.find("gpushare_scheduler_bind_failures_total{reason=\"BindApiError\"} 2\n"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("gpushare_scheduler_bind_failures_total{reason=\"BindConflict\"} 1\n"),
+            std::string::npos);
+  EXPECT_NE(m.find("gpushare_scheduler_bind_duration_seconds_count 4\n"), std::string::npos);
+}
+
+TEST_F(ServiceTest, BindOfARecreatedPodIsBindPodChanged) {
+  api_.Upsert(Resource::kNodes, NodeJson("n", Uniform(1, 24)));
+  api_.Upsert(Resource::kPods, SimplePod("a", 10));
+  StartService();
+  ASSERT_TRUE(WaitReady());
+  json stale = Pod("a");
+  stale["metadata"]["uid"] = "uid-of-an-earlier-a";
+  EXPECT_NE(ext_->Bind(stale, "n").message().find("the pod was recreated"), std::string::npos);
+  std::vector<json> ev = EventsFor("a", "BindPodChanged");
+  ASSERT_EQ(ev.size(), 1u);
+  EXPECT_EQ(ev[0]["involvedObject"]["uid"], "uid-of-an-earlier-a");
+}
+
+// Events with reasons (issue 14 §5): a pod the filter leaves without a node gets one Warning
+// Event whose reason is the dominant code and whose message says which GPU lacked what; the
+// FailedNodes reasons lead with the same code (kube-scheduler's FailedScheduling shows them).
+TEST_F(ServiceTest, FilterWithNoNodeLeftRecordsAnEventWithTheReason) {
+  const json n = NodeJson("n", Uniform(1, 24));
+  json one_client = NodeJson("c", Uniform(1, 24), /*max_clients=*/1);
+  const json sick = NodeJson("sick", {{24, false}});
+  const json sliced = NodeJson("sliced", {{24, true, "time-slicing"}});
+  for (const json& node : {n, one_client, sick, sliced}) api_.Upsert(Resource::kNodes, node);
+  api_.Upsert(Resource::kPods, SimplePod("a", 20));
+  api_.Upsert(Resource::kPods, SimplePod("small", 1));
+  api_.Upsert(Resource::kPods, SimplePod("b", 20));
+  api_.Upsert(Resource::kPods, PodJson("pair", {{"x", 20}, {"y", 20}}));
+  json invalid = SimplePod("invalid", 2);
+  invalid["spec"]["containers"][0]["resources"]["requests"]["aliyun.com/gpu-mem"] = "1";
+  api_.Upsert(Resource::kPods, invalid);
+  StartService();
+  ASSERT_TRUE(WaitReady());
+  ASSERT_TRUE(Bind("a", "n").ok());
+  ASSERT_TRUE(Bind("small", "c").ok());
+  const json ghost = NodeJson("ghost", Uniform(1, 24));
+  struct Case {
+    std::string pod;
+    std::vector<json> nodes;
+    std::string reason, words;
+  };
+  const std::vector<Case> cases = {
+      {"b",
+       {n},
+       "GpuMemoryInsufficient",
+       "0/1 nodes can take the pod (1 GpuMemoryInsufficient): n: GpuMemoryInsufficient: no GPU "
+       "has 20 GiB free for container main: the most free is GPU 0 "
+       "(GPU-1000-0000-0000-0000-000000000000) with 4 GiB free of 24 GiB"},
+      {"b", {one_client}, "ClientCeilingReached", "(maxClientsPerGpu)"},
+      {"b", {sick}, "GpuUnhealthy", "sick: GpuUnhealthy: no GPU serves memory shares"},
+      {"b", {sliced}, "NoSharedGpu", "GPU 0 in mode time-slicing"},
+      {"b", {ghost}, "NodeUnknown", "ghost: NodeUnknown: node is not in gpushare-scheduler's"},
+      {"pair",
+       {n, ghost},
+       "NoGpuFitsContainer",
+       "0/2 nodes can take the pod (1 NoGpuFitsContainer, 1 NodeUnknown): n: "
+       "NoGpuFitsContainer:"},
+      {"invalid", {n}, "InvalidRequest", "request 1 differs from limit 2"},
+  };
+  for (const Case& c : cases) {
+    Result<fakes::FilterOutcome> f = ext_->Filter(Pod(c.pod), c.nodes);
+    if (c.reason == "InvalidRequest") {
+      EXPECT_FALSE(f.ok());
+    } else {
+      ASSERT_TRUE(f.ok()) << f.status().message();
+      EXPECT_TRUE(f->feasible.empty());
+      for (const auto* m : {&f->failed, &f->unresolvable})
+        for (const auto& [node, why] : *m)
+          EXPECT_TRUE(why.rfind("GpuMemoryInsufficient: ", 0) == 0 ||
+                      why.rfind(c.reason + ": ", 0) == 0 || why.rfind("NodeUnknown: ", 0) == 0)
+              << node << ": " << why;
+    }
+    std::vector<json> ev = EventsFor(c.pod, c.reason);
+    ASSERT_EQ(ev.size(), 1u) << c.reason;
+    EXPECT_EQ(ev[0]["type"], "Warning");
+    EXPECT_EQ(ev[0]["source"]["component"], "gpushare-scheduler");
+    EXPECT_NE(ev[0]["message"].get<std::string>().find(c.words), std::string::npos)
+        << c.reason << ": " << ev[0]["message"];
+  }
+  // The same refusal again is the same Event, counted (a PATCH, not a second object).
+  ASSERT_TRUE(ext_->Filter(Pod("b"), {n}).ok());
+  ASSERT_TRUE(
+      WaitUntil([&] { return EventsFor("b", "GpuMemoryInsufficient").at(0)["count"] == 2; }));
+  EXPECT_EQ(EventsFor("b", "GpuMemoryInsufficient").size(), 1u);
+  const std::string m = service_->Metrics();
+  EXPECT_NE(
+      m.find("gpushare_scheduler_filter_rejections_total{reason=\"GpuMemoryInsufficient\"} 2\n"),
+      std::string::npos)
+      << m;
+  EXPECT_NE(m.find("gpushare_scheduler_filter_rejections_total{reason=\"NodeUnknown\"} 2\n"),
+            std::string::npos);
+  EXPECT_NE(m.find("gpushare_scheduler_filter_duration_seconds_count 8\n"), std::string::npos);
+}
+
+TEST_F(ServiceTest, MetricsAndInspectServeTheCachesView) {
+  api_.Upsert(Resource::kNodes, NodeJson("n", Uniform(2, 24)));
+  api_.Upsert(Resource::kPods, SimplePod("a", 3));
+  StartService();
+  ASSERT_TRUE(WaitReady());
+  ASSERT_TRUE(Bind("a", "n").ok());
+  httplib::Client http("127.0.0.1", service_->port());
+  // --metrics-auth=kubernetes (the default): a token the API server knows, of a user allowed to
+  // GET the non-resource URL /metrics.
+  const std::string prometheus = "system:serviceaccount:monitoring:prometheus";
+  api_.SetIdentity("prom-token", {prometheus, "uid-prom", {"system:serviceaccounts"}});
+  api_.SetIdentity("other-token", {"someone", "uid-someone", {}});
+  api_.Grant({prometheus, "/metrics", "get"});
+  httplib::Result anonymous = http.Get("/metrics");
+  ASSERT_TRUE(anonymous);
+  EXPECT_EQ(anonymous->status, 401) << anonymous->body;
+  httplib::Result forbidden = http.Get("/metrics", {{"Authorization", "Bearer other-token"}});
+  ASSERT_TRUE(forbidden);
+  EXPECT_EQ(forbidden->status, 403) << forbidden->body;
+  httplib::Result metrics = http.Get("/metrics", {{"Authorization", "Bearer prom-token"}});
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->status, 200) << metrics->body;
+  // The probes stay open.
+  EXPECT_EQ(http.Get("/healthz")->status, 200);
+  EXPECT_NE(metrics->body.find("# HELP gpushare_scheduler_gpu_memory_allocated_bytes "),
+            std::string::npos);
+  EXPECT_NE(metrics->body.find("gpushare_scheduler_gpu_memory_allocated_bytes{index=\"" +
+                               Annotations("a").at("ALIYUN_COM_GPU_MEM_IDX") +
+                               "\",node=\"n\",uuid=\"GPU-10"),
+            std::string::npos)
+      << metrics->body;
+  EXPECT_NE(metrics->body.find("gpushare_scheduler_assumed_pods 1\n"), std::string::npos);
+  httplib::Result all = http.Get("/gpushare-scheduler/inspect");
+  ASSERT_TRUE(all);
+  EXPECT_EQ(all->status, 200);
+  EXPECT_EQ(all->get_header_value("Content-Type"), "application/json");
+  const json view = json::parse(all->body);
+  EXPECT_EQ(view["totals"]["units"]["allocated"], 3);
+  EXPECT_EQ(view["nodes"][0]["pendingPods"][0]["name"], "a");
+  httplib::Result one = http.Get("/gpushare-scheduler/inspect/n");
+  ASSERT_TRUE(one);
+  EXPECT_EQ(json::parse(one->body), view["nodes"][0]);
+  httplib::Result ghost = http.Get("/gpushare-scheduler/inspect/ghost");
+  ASSERT_TRUE(ghost);
+  EXPECT_EQ(ghost->status, 404);
+  EXPECT_NE(json::parse(ghost->body)["Error"].get<std::string>().find("node ghost is not in"),
+            std::string::npos);
+  httplib::Result post = http.Post("/gpushare-scheduler/inspect", "{}", "application/json");
+  ASSERT_TRUE(post);
+  EXPECT_EQ(post->status, 405);
 }
 
 // --- bind refusals (issue 10 §2: the bind endpoint must not bind any pod anywhere) ---------------
@@ -201,7 +379,7 @@ TEST_F(ServiceTest, BindRefusesAPodBoundBySomeoneElse) {
       << same.message();
   EXPECT_NE(same.message().find("not by gpushare-scheduler"), std::string::npos) << same.message();
   EXPECT_EQ(Annotations("a").count("ALIYUN_COM_GPU_MEM_IDX"), 0u);
-  EXPECT_EQ(api_.CountRequests("PATCH", ""), 0u);
+  EXPECT_EQ(api_.CountRequests("PATCH", "/pods/"), 0u);
   EXPECT_EQ(Used("n", 0), 0);
   api_.Upsert(Resource::kNodes, NodeJson("m", Uniform(1, 24)));
   Status other = Bind("a", "m");
@@ -220,7 +398,7 @@ TEST_F(ServiceTest, BindRetriesOfAPodThisExtenderBookedStayIdempotent) {
   ASSERT_TRUE(
       WaitUntil([&] { return service_->cache().stats().reserved == 0 && Used("n", 0) == 10; }));
   EXPECT_TRUE(Bind("a", "n").ok());
-  EXPECT_EQ(api_.CountRequests("PATCH", ""), 0u);
+  EXPECT_EQ(api_.CountRequests("PATCH", "/pods/"), 0u);
   EXPECT_EQ(api_.CountRequests("POST", "/binding"), 0u);
   EXPECT_EQ(Used("n", 0), 10);
 }
@@ -250,7 +428,7 @@ TEST_F(ServiceTest, BindRefusesPodsThatDoNotRequestTheResource) {
     EXPECT_TRUE(client_->GetPod(ns, name)->spec.node_name.empty());
   }
   EXPECT_EQ(api_.CountRequests("POST", "/binding"), 0u);
-  EXPECT_EQ(api_.CountRequests("PATCH", ""), 0u);
+  EXPECT_EQ(api_.CountRequests("PATCH", "/pods/"), 0u);
   EXPECT_TRUE(Bind("init-only", "n").ok());
   EXPECT_EQ(client_->GetPod("default", "init-only")->spec.node_name, "n");
   // A pod that names the resource with 0 units is one kube-scheduler sends us (its interest
@@ -302,7 +480,7 @@ TEST_F(ServiceTest, BindRefusesNodesThePodsFilterWouldReject) {
   EXPECT_TRUE(client_->GetPod("default", "a")->spec.node_name.empty());
   EXPECT_EQ(Annotations("a").count("ALIYUN_COM_GPU_MEM_IDX"), 0u);
   EXPECT_EQ(api_.CountRequests("POST", "/binding"), 0u);
-  EXPECT_EQ(api_.CountRequests("PATCH", ""), 0u);
+  EXPECT_EQ(api_.CountRequests("PATCH", "/pods/"), 0u);
 }
 
 TEST_F(ServiceTest, BindRefusesAUidThatIsNotTheApisPod) {
@@ -324,7 +502,7 @@ TEST_F(ServiceTest, BindRefusesAUidThatIsNotTheApisPod) {
   EXPECT_NE(bind("").find("PodUID: missing"), std::string::npos) << bind("");
   EXPECT_TRUE(client_->GetPod("default", "a")->spec.node_name.empty());
   EXPECT_EQ(api_.CountRequests("POST", "/binding"), 0u);
-  EXPECT_EQ(api_.CountRequests("PATCH", ""), 0u);
+  EXPECT_EQ(api_.CountRequests("PATCH", "/pods/"), 0u);
   EXPECT_TRUE(Bind("a", "n").ok());
 }
 
@@ -364,8 +542,7 @@ TEST_F(ServiceTest, AssumedButNeverConfirmedIsReleasedWithAnEvent) {
   ASSERT_TRUE(WaitUntil([&] { return Used("n", 0) == 0; }));
   ASSERT_TRUE(WaitUntil([&] {
     for (const json& e : api_.List(Resource::kEvents))
-      if (e.value("reason", "") == "GPUShareAssumeExpired" &&
-          e["involvedObject"].value("name", "") == "a")
+      if (e.value("reason", "") == "AssumeExpired" && e["involvedObject"].value("name", "") == "a")
         return true;
     return false;
   }));
