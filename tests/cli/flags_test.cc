@@ -26,7 +26,7 @@ TEST(GpushareCommand, UnknownSubcommandIsNamedWithTheClosestOne) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(SplitLines(r.err)[0],
             "gpushare: unknown command \"simulat\" (did you mean \"simulate\"?); commands: "
-            "simulate, validate");
+            "inspect, simulate, validate");
   r = RunProcess({kCli, "valdiate", "x.yaml"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("unknown command \"valdiate\" (did you mean \"validate\"?)"));
@@ -34,7 +34,9 @@ TEST(GpushareCommand, UnknownSubcommandIsNamedWithTheClosestOne) {
   r = RunProcess({kCli, "deploy"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(SplitLines(r.err)[0],
-            "gpushare: unknown command \"deploy\"; commands: simulate, validate");
+            "gpushare: unknown command \"deploy\"; commands: inspect, simulate, validate");
+  r = RunProcess({kCli, "inspcet"});
+  EXPECT_THAT(r.err, HasSubstr("unknown command \"inspcet\" (did you mean \"inspect\"?)"));
   // No command at all, and --help, as before.
   r = RunProcess({kCli});
   EXPECT_EQ(r.exit_code, 2);
