@@ -738,7 +738,17 @@ start_gpushare_node() {
   # shellcheck disable=SC2086 # $args is a list of flags
   start_bg "gpushare-node-$n" "$logs/gpushare-node-$n.log" "$gpushare_bin/gpushare-node" \
     nsenter -t "$holder" -m -- "$gpushare_bin/gpushare-node" $args --node-name "$n" \
-    --kubeconfig "$kubeconfig_out"
+    --kubeconfig "$kubeconfig_out" --metrics-listen "127.0.0.1:$(node_metrics_port "$n")" --metrics-auth none
+}
+
+# node_metrics_port name: the host agent's /metrics port (the agents share the host's network,
+# so each has its own, on loopback: 9445 for the first node of E2E_NODES, 9446 for the next...).
+node_metrics_port() {
+  local i
+  for i in "${!nodes[@]}"; do
+    [ "${nodes[$i]}" = "$1" ] && { echo $((9445 + i)); return; }
+  done
+  die "node_metrics_port: $1 is not one of ${nodes[*]}"
 }
 
 # ---------------------------------------------------------------------------------------------

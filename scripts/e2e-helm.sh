@@ -256,6 +256,7 @@ probe_pod() { # name resource count [node]
   { printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: %s, namespace: %s}\nspec:\n' "$1" "$ns"
     [ -n "${4:-}" ] && printf '  nodeSelector: {gpushare.e2e/node: %s}\n' "$4"
     printf '  terminationGracePeriodSeconds: 1\n  containers:\n  - name: probe\n    image: %s\n' "$probe_image"
+    [ -n "${probe_hold:-}" ] && printf '    env: [{name: PROBE_HOLD, value: "1"}]\n'
     printf '    resources:\n      limits: {%s: "%s"}\n' "$2" "$3"; } | "$kubectl" apply -f - >/dev/null
 }
 # probe_result pod: the probe's summary line (waits for it).
@@ -278,7 +279,8 @@ want_probe() {
   grep -q "total_mib=$2 " <<<"$r" || fail "$1: '$r', want total_mib=$2"
   grep -q 'next=CUDA_ERROR_OUT_OF_MEMORY' <<<"$r" || fail "$1: '$r', want the allocation past the limit refused with CUDA_ERROR_OUT_OF_MEMORY"
 }
-probe_pod probe-mem3 aliyun.com/gpu-mem 3
+# probe-mem3's probe process stays, holding what it allocated (the node's /metrics checks below).
+probe_hold=1 probe_pod probe-mem3 aliyun.com/gpu-mem 3
 probe_pod probe-slice nvidia.com/gpu 1 ts
 running probe-mem3
 running probe-slice
@@ -288,6 +290,44 @@ running probe-slice
   fail "probe-slice (no memory share) was sent to another scheduler"
 want_probe probe-mem3 3072
 want_probe probe-slice 2302
+
+# Both daemons' /metrics (issue 14), read as Prometheus would: with a ServiceAccount token that
+# the chart's <fullname>-metrics-reader ClusterRole is bound to; without a token, 401.
+"$kubectl" -n "$gns" create serviceaccount e2e-scraper --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
+"$kubectl" create clusterrolebinding e2e-scraper --clusterrole="$release-metrics-reader" \
+  --serviceaccount="$gns:e2e-scraper" --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
+token=$("$kubectl" -n "$gns" create token e2e-scraper) || fail "no token for the e2e-scraper ServiceAccount"
+scrape() { # url: /metrics with the token (retried while the RBAC binding propagates)
+  local out=""
+  for _ in $(seq 20); do
+    out=$(curl -sf -H "Authorization: Bearer $token" "$1") && break
+    sleep 1
+  done
+  [ -n "$out" ] || fail "$1 with the scraper's token: $(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $token" "$1")"
+  echo "$out"
+}
+node_ip=$("$kubectl" -n "$gns" get pods -l app.kubernetes.io/component=node --field-selector spec.nodeName=mem -o jsonpath='{.items[0].status.podIP}')
+[ -n "$node_ip" ] || fail "no gpushare-node pod on node mem"
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://$node_ip:9445/metrics" || true)
+[ "$code" = 401 ] || fail "node mem: /metrics without a token answered $code, want 401"
+m=$(scrape "http://$node_ip:9445/metrics")
+r=$(probe_result probe-mem3)
+allocated=$(sed -n 's/.* allocated_mib=\([0-9]*\) .*/\1/p' <<<"$r")
+used=$(grep '^gpushare_container_memory_used_bytes{' <<<"$m" | grep -F 'pod="probe-mem3"' | head -1 | awk '{print $NF}')
+limit=$(grep '^gpushare_container_memory_limit_bytes{' <<<"$m" | grep -F 'pod="probe-mem3"' | head -1 | awk '{print $NF}')
+[ "$limit" = 3221225472 ] || fail "node mem: gpushare_container_memory_limit_bytes of probe-mem3 is '$limit', want 3221225472"
+python3 -c 'import sys; u, a = float(sys.argv[1]), int(sys.argv[2]) * 1048576; sys.exit(0 if a <= u <= 3221225472 else 1)' "${used:-0}" "${allocated:-0}" ||
+  fail "node mem: gpushare_container_memory_used_bytes of probe-mem3 is '$used', want between its ${allocated} MiB and 3 GiB"
+say "node mem /metrics: probe-mem3 uses $used bytes of its 3 GiB (the probe allocated $allocated MiB)"
+sched_ip=$("$kubectl" -n "$gns" get pods -l app.kubernetes.io/component=scheduler -o jsonpath='{.items[0].status.podIP}')
+sm=$(scrape "http://$sched_ip:12346/metrics")
+for s in gpushare_scheduler_filter_duration_seconds gpushare_scheduler_bind_duration_seconds \
+  gpushare_scheduler_gpu_memory_allocated_bytes gpushare_scheduler_filter_rejections_total; do
+  grep -q "^# HELP $s " <<<"$sm" || fail "gpushare-scheduler: /metrics has no '# HELP $s'"
+done
+n=$(grep -c "^gpushare_scheduler_gpu_memory_bytes{.*node=\"mem\"" <<<"$sm" || true)
+[ "$n" = 8 ] || fail "gpushare-scheduler: $n gpushare_scheduler_gpu_memory_bytes series of node mem, want 8"
+say "gpushare-scheduler /metrics: latency histograms, 8 GPUs of node mem"
 # The library each probe maps: what the image carries, from one versioned host directory.
 lib_in() { "$kubectl" -n "$ns" exec "$1" -- md5sum /usr/local/gpushare/lib/libgpushare-cuda.so | cut -d' ' -f1; }
 [ "$(lib_in probe-mem3)" = "$lib_a" ] || fail "probe-mem3 maps a library other than image $version's"

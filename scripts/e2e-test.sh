@@ -167,6 +167,82 @@ else
 fi
 
 # ---------------------------------------------------------------------------------------------
+# Who uses which GPU (issue 14): each share kind's gpushare.io/allocations record names the
+# device its container sees; node mem's /metrics and probes; gpushare inspect against the API.
+# record pod: the pod's gpushare.io/allocations (written at the agent's next reconcile round).
+record() {
+  local r=""
+  for _ in $(seq 90); do
+    r=$(annot "$1" gpushare.io/allocations)
+    [ -n "$r" ] && break
+    sleep 1
+  done
+  [ -n "$r" ] || fail "pod $1: no gpushare.io/allocations annotation after 90 s"
+  echo "$r"
+}
+for p in slice:ts:replica migshare:mig:mig whole:mig:whole mem3:mem:memory; do
+  IFS=: read -r pod node kind <<<"$p"
+  r=$(record "$pod")
+  vis=$(logs_of "$pod" | sed -n 's/^NVIDIA_VISIBLE_DEVICES=//p')
+  why=$(python3 - "$node" "$kind" "$vis" "$r" <<'PY'
+import json, sys
+node, kind, vis, rec = sys.argv[1:]
+r = json.loads(rec)
+devs = [d for c in r["containers"] for d in c["devices"]]
+got = (devs[0].get("mig") if kind == "mig" else devs[0].get("uuid")) if devs else None
+if r.get("node") != node: print(f"node {r.get('node')!r}, want {node}")
+elif not devs or any(d["kind"] != kind for d in devs): print(f"kinds {[d['kind'] for d in devs]}, want {kind}")
+elif got != vis.split(",")[0]: print(f"device {got}, but the container sees {vis}")
+PY
+) || fail "pod $pod: gpushare.io/allocations does not decode: $r"
+  [ -z "$why" ] || fail "pod $pod: gpushare.io/allocations: $why ($r)"
+  echo "e2e-test: pod $pod: gpushare.io/allocations: $kind on $node, the device its container sees"
+done
+
+# Node mem's agent serves /metrics on 127.0.0.1:9447 (scripts/e2e-cluster.sh, node_metrics_port;
+# --metrics-auth none on loopback).
+mem_metrics=http://127.0.0.1:9447
+for p in healthz readyz; do
+  code=$(curl -s -o /dev/null -w '%{http_code}' "$mem_metrics/$p" || true)
+  [ "$code" = 200 ] || fail "node mem: /$p answered $code, want 200"
+done
+m=$(curl -sf "$mem_metrics/metrics") || fail "node mem: /metrics did not answer"
+metric() { # name label-filter: the value of the first series of name whose labels match
+  grep "^$1{" <<<"$m" | grep -F -- "$2" | head -1 | awk '{print $NF}'
+}
+n=$(grep -c '^gpushare_gpu_memory_bytes{.*node="mem"' <<<"$m" || true)
+[ "$n" = 8 ] || fail "node mem: $n gpushare_gpu_memory_bytes series, want 8 (8 x A10)"
+for s in gpushare_gpu_memory_bytes gpushare_gpu_memory_allocated_bytes gpushare_gpu_healthy \
+  gpushare_container_memory_limit_bytes gpushare_node_registrations_total gpushare_build_info; do
+  grep -q "^# HELP $s " <<<"$m" || fail "node mem: /metrics has no '# HELP $s'"
+done
+v=$(metric gpushare_container_memory_limit_bytes 'pod="mem3"')
+[ "$v" = 3221225472 ] || fail "node mem: gpushare_container_memory_limit_bytes of mem3 is '$v', want 3221225472"
+v=$(metric gpushare_gpu_memory_allocated_bytes "uuid=\"$gpus\"")
+python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) >= 3221225472 else 1)' "${v:-0}" ||
+  fail "node mem: gpushare_gpu_memory_allocated_bytes of mem3's GPU $gpus is '$v', want at least 3 GiB"
+echo "e2e-test: node mem /metrics: 8 GPUs, mem3 limited to 3 GiB on $gpus (allocated there: $v bytes)"
+
+# gpushare inspect, from the API alone: mem3's 3 GiB on its GPU, the other share kinds recorded.
+out=$("$gpushare_bin/gpushare" inspect -o json) || fail "gpushare inspect failed"
+why=$(INSPECT_JSON=$out python3 - "$ns" "$gpus" <<'PY'
+import json, os, sys
+ns, uuid = sys.argv[1:]
+v = json.loads(os.environ["INSPECT_JSON"])
+pods = {(n["name"], g["uuid"], p["namespace"], p["name"]): p for n in v["nodes"] for g in n["gpus"] for p in g["pods"]}
+p = pods.get(("mem", uuid, ns, "mem3"))
+if p is None: print(f"mem3 is not on node mem's GPU {uuid}")
+elif p["memoryMiB"] != 3072: print(f"mem3 holds {p['memoryMiB']} MiB, want 3072")
+else:
+  for node, pod in (("ts", "slice"), ("mig", "migshare"), ("mig", "whole")):
+    if not any(k[0] == node and k[2] == ns and k[3] == pod for k in pods): print(f"{pod} is not listed on node {node}")
+PY
+) || fail "gpushare inspect -o json does not decode: $out"
+[ -z "$why" ] || fail "gpushare inspect: $why"
+"$gpushare_bin/gpushare" inspect || fail "gpushare inspect (the table) failed"
+echo "e2e-test: gpushare inspect: mem3 holds 3072 MiB of $gpus on mem; slice, migshare and whole listed"
+
+# ---------------------------------------------------------------------------------------------
 # Scale (issue 11 section 4): the seed manifests (scripts/e2e-lib.sh).
 "$kubectl" -n "$ns" delete pod --all --wait=true --timeout=120s >/dev/null
 seed_checks

@@ -13,7 +13,8 @@
 #      successful allocations add up to, R cuMemGetInfo's free after the last one, N the CUresult
 #      name of the allocation that failed (CUDA_ERROR_OUT_OF_MEMORY) or CAP_REACHED;
 #      a probe that cannot get that far prints `probe: error step=<what> result=<CUresult name>`;
-#   5. sleeps until stopped (SIGTERM ends it at once), so the pod stays Running.
+#   5. sleeps until stopped (SIGTERM ends it at once), so the pod stays Running; with
+#      PROBE_HOLD=1 the probe process stays too, holding its allocations.
 # `/probe.sh once` (or PROBE_ONCE=1) skips 5. and exits 0 with a summary line, 1 without.
 #
 # The double's device: FAKE_CUDA_CONFIG when set, else the image's /etc/fake-cuda/config (one
@@ -28,6 +29,11 @@ cap_mib=${PROBE_CAP_MIB:-8192}
 timeout_s=${PROBE_TIMEOUT_S:-60}
 once=${PROBE_ONCE:-0}
 [ "${1:-}" = once ] && once=1
+# PROBE_HOLD=1: after the summary the probe process stays, holding what it allocated, until the
+# pod stops (the node's /metrics then shows the container's use); it is then never timed out.
+hold=${PROBE_HOLD:-0}
+[ "$once" = 1 ] && hold=0
+[ "$hold" = 1 ] && timeout_s=${PROBE_TIMEOUT_S:-0}
 trap '' PIPE
 
 cu_name() {
@@ -134,8 +140,10 @@ else
     fail cuMemGetInfo
   fi
 fi
-exec 3>&- 4<&-
-wait "$pid" 2>/dev/null
+if [ "$hold" != 1 ]; then
+  exec 3>&- 4<&-
+  wait "$pid" 2>/dev/null
+fi
 rm -rf "$work"
 [ -n "${conf:-}" ] && rm -f "$conf"
 echo "$summary"
@@ -145,7 +153,7 @@ if [ "$once" = 1 ]; then
 fi
 # --- 5. stay Running until stopped: SIGTERM (kubelet stopping the pod) ends it at once.
 sleeper=''
-trap '[ -n "$sleeper" ] && kill "$sleeper" 2>/dev/null; exit 0' TERM INT
+trap '[ -n "$sleeper" ] && kill "$sleeper" 2>/dev/null; [ "$hold" = 1 ] && kill "$pid" 2>/dev/null; exit 0' TERM INT
 sleep infinity &
 sleeper=$!
 wait "$sleeper"
