@@ -14,8 +14,8 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <iostream>
 #include <fstream>
+#include <iostream>
 #include <thread>
 
 #include "proto/deviceplugin/v1beta1/api.pb.h"
