@@ -755,12 +755,12 @@ class FileReader {
   }
 
   void ReadGpushare(const YAML::Node& n) {
-    MapReader m(
-        n, "gpushare", p_,
-        Plus(SettingKeys("gpushare"), {"timeSlicing", "health", "interposer", "memoryShares"}));
+    MapReader m(n, "gpushare", p_,
+                Plus(SettingKeys("gpushare"),
+                     {"timeSlicing", "health", "interposer", "memoryShares", "metrics"}));
     if (!m.ok()) return;
     ReadSettings(m, "gpushare");
-    for (const char* section : {"timeSlicing", "health", "interposer"}) {
+    for (const char* section : {"timeSlicing", "health", "interposer", "metrics"}) {
       const std::string path = std::string("gpushare.") + section;
       MapReader sub(m.Get(section), path, p_, SettingKeys(path));
       ReadSettings(sub, path);

@@ -369,6 +369,11 @@ NodeMetrics::NodeMetrics(NodeMetricsOptions options)
                        .Name("gpushare_node_region_skips_total")
                        .Help("Accounting region files a scrape skipped, by why.")
                        .Register(r);
+  // Series that exist from the start at 0, so that rate() and alerts see them.
+  corrections_->Add({{"kind", "assignment"}});
+  for (RegionSkip why : {RegionSkip::kTruncated, RegionSkip::kUnknownLayout, RegionSkip::kNotReady,
+                         RegionSkip::kNotRegular, RegionSkip::kIo})
+    region_skips_->Add({{"reason", RegionSkipName(why)}});
   scrape_seconds_ = &prometheus::BuildHistogram()
                          .Name("gpushare_node_scrape_duration_seconds")
                          .Help("Time to gather and render /metrics (the previous scrapes).")

@@ -12,8 +12,10 @@
 #include <sys/file.h>
 #include <sys/socket.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <thread>
 
 #include "proto/deviceplugin/v1beta1/api.pb.h"
@@ -199,6 +201,7 @@ TEST_F(NodeMetricsTest, ScrapeOfAPodAllocatedThroughKubelet) {
       "gpushare_node_kubelet_restarts_total 0",
   };
   for (const std::string& line : want) EXPECT_TRUE(HasLine(m->body, line)) << line;
+  if (std::getenv("GPUSHARE_PRINT_SCRAPE") != nullptr) std::cout << m->body;
   EXPECT_NE(m->body.find("gpushare_container_seconds_since_last_kernel_launch{" + c + "} "),
             std::string::npos);
   EXPECT_NE(m->body.find("gpushare_gpu_clients{index=\""), std::string::npos);

@@ -343,6 +343,7 @@ TEST(NodeMetricsAgent, CountersProbesAndBuildInfo) {
       "1",
       "gpushare_node_reconcile_corrections_total{kind=\"assignment\"} 1",
       "gpushare_node_region_skips_total{reason=\"unknown_layout\"} 1",
+      "gpushare_node_region_skips_total{reason=\"truncated\"} 0",
       "# TYPE gpushare_node_scrape_duration_seconds histogram",
       "gpushare_node_scrape_duration_seconds_count 1",
       "gpushare_build_info{commit=\"abc\",version=\"0.1.0\"} 1",
