@@ -51,8 +51,6 @@ inline constexpr std::string_view kAssumeExpired = "AssumeExpired";
 // --- the node (gpushare-node's Allocate) ---
 // kubelet asked for a device ID this node does not advertise (any more).
 inline constexpr std::string_view kUnknownDevice = "UnknownDevice";
-// No assumed memory-share pod matches the devices kubelet asked for.
-inline constexpr std::string_view kNoMatchingAssignment = "NoMatchingAssignment";
 // Preparing the container's interposer files (config, region, library) failed.
 inline constexpr std::string_view kInterposerSetupFailed = "InterposerSetupFailed";
 // The device nodes a container needs cannot be given (e.g. the nvidia-caps minors of a MIG
@@ -61,5 +59,15 @@ inline constexpr std::string_view kDeviceNodesUnavailable = "DeviceNodesUnavaila
 // (kGpuUnhealthy and kInvalidRequest above are also Allocate's: a device kubelet asked for is
 // Unhealthy now; a request the resource does not accept, e.g. two replicas with
 // failRequestsGreaterThanOne.)
+
+// Every code above, for readers that must recognise one (gpushare inspect's pending reasons).
+inline constexpr std::string_view kAll[] = {
+    kNoSharedGpu,           kGpuMemoryInsufficient,  kNoGpuFitsContainer,
+    kClientCeilingReached,  kGpuUnhealthy,           kNodeUnknown,
+    kInvalidRequest,        kNodeHeldBack,           kPendingSlotConflict,
+    kSchedulerNotReady,     kBindConflict,           kBindPodChanged,
+    kBindApiError,          kAssumeExpired,          kUnknownDevice,
+    kInterposerSetupFailed, kDeviceNodesUnavailable,
+};
 
 }  // namespace gpushare::reasons

@@ -22,17 +22,9 @@ namespace {
 namespace ms = memshare;
 using Json = nlohmann::ordered_json;
 
-// The codes of core/reasons.h a pending pod's Event may carry.
-constexpr std::string_view kReasonCodes[] = {
-    reasons::kNoSharedGpu,          reasons::kGpuMemoryInsufficient, reasons::kNoGpuFitsContainer,
-    reasons::kClientCeilingReached, reasons::kGpuUnhealthy,          reasons::kNodeUnknown,
-    reasons::kInvalidRequest,       reasons::kBindConflict,          reasons::kBindPodChanged,
-    reasons::kBindApiError,         reasons::kAssumeExpired,         reasons::kUnknownDevice,
-    reasons::kNoMatchingAssignment, reasons::kInterposerSetupFailed,
-};
-
 bool IsReasonCode(std::string_view r) {
-  return std::find(std::begin(kReasonCodes), std::end(kReasonCodes), r) != std::end(kReasonCodes);
+  return std::find(std::begin(reasons::kAll), std::end(reasons::kAll), r) !=
+         std::end(reasons::kAll);
 }
 
 bool IsGpuResource(std::string_view name) {

@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "core/reasons.h"
+
 namespace gpushare::node {
 
 namespace {
@@ -416,6 +418,12 @@ void NodeMetrics::HealthEventSeen(const HealthEvent& ev) {
 
 void NodeMetrics::Registered(const std::string& resource) {
   registrations_->Add({{"resource", resource}}).Increment();
+  // The resource's Allocate counters exist from its registration at 0, every refusal code too.
+  allocates_->Add({{"resource", resource}});
+  for (std::string_view code :
+       {reasons::kUnknownDevice, reasons::kGpuUnhealthy, reasons::kInvalidRequest,
+        reasons::kDeviceNodesUnavailable, reasons::kInterposerSetupFailed})
+    refusals_->Add({{"resource", resource}, {"reason", std::string(code)}});
   MutexLock l(&mu_);
   registered_.insert(resource);
 }

@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "base/unique_fd.h"
-#include "interpose/region.h"
+#include "interpose/region_layout.h"
 
 namespace gpushare::cli {
 namespace {
@@ -110,7 +110,7 @@ Result<RegionInfo> ReadRegionFile(const std::string& path) {
   info.slot_high_water = h.slot_high_water;
   info.repairs = h.repairs;
   info.reclaimed_slots = h.reclaimed_slots;
-  for (int i = 0; i < ip::kMaxDevices; ++i) {
+  for (int i = 0; i < ip::kRegionDevices; ++i) {
     const ip::RegionDevice& d = file->devices[i];
     if (d.in_use == 0) continue;
     info.devices.push_back({i, UuidText(d.uuid), d.limited != 0, d.memory_limit, d.used, d.sm_limit,

@@ -30,9 +30,8 @@ const std::map<std::string, std::set<std::string>>& AllowedEdges() {
       {"scheduler",
        {"base", "core", "config", "kube", "scheduler"}},  // config: flags.cc's durations
       {"sim", {"base", "core", "config", "sim"}},
-      // interpose: the accounting region's layout (interpose/region.h) for `inspect region`.
-      {"cli",
-       {"base", "core", "config", "gpu", "kube", "node", "scheduler", "sim", "interpose", "cli"}},
+      // cli reads interpose/region_layout.h only (SharedInterposeHeaders, for `inspect region`).
+      {"cli", {"base", "core", "config", "gpu", "kube", "node", "scheduler", "sim", "cli"}},
       {"interpose", {"interpose"}},
       {"fuzz", {"base", "core", "config", "gpu", "scheduler", "sim", "fuzz"}},
   };

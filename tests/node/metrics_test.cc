@@ -12,6 +12,7 @@
 
 #include "core/reasons.h"
 #include "node/allocate_events.h"
+#include "tests/dashboard_series.h"
 #include "tests/deviceplugin/fixtures.h"
 
 namespace gpushare::node {
@@ -217,6 +218,20 @@ TEST(NodeMetricsSeries, EveryFamilyHasHelpAndType) {
     EXPECT_TRUE(type.count(s)) << s;
   }
   EXPECT_GE(sampled.size(), 20u);
+}
+
+// Every series the chart's Grafana dashboard queries from gpushare-node is one it exposes.
+TEST(NodeMetricsSeries, EveryDashboardSeriesIsExposed) {
+  const std::set<std::string> wanted = gpushare::testing::DashboardSeries(
+      {"gpushare_gpu_", "gpushare_container_", "gpushare_node_"});
+  ASSERT_GE(wanted.size(), 10u) << "the dashboard's queries were not found";
+  // An agent that has registered its resources and done nothing else yet: the dashboard's
+  // counters must be there at 0 (rate() and increase() see no series otherwise).
+  NodeMetrics m(NodeMetricsOptions{});
+  m.Registered("nvidia.com/gpu");
+  m.Registered("aliyun.com/gpu-mem");
+  const std::set<std::string> typed = gpushare::testing::TypedFamilies(m.Exposition(Known()));
+  for (const std::string& name : wanted) EXPECT_TRUE(typed.count(name)) << name;
 }
 
 TEST(NodeMetricsSeries, HamiNames) {

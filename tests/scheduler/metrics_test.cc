@@ -15,6 +15,7 @@
 #include "scheduler/http_server.h"
 #include "scheduler/inspect.h"
 #include "scheduler/webhook_certs.h"
+#include "tests/dashboard_series.h"
 #include "tests/scheduler/fixtures.h"
 
 namespace gpushare::scheduler {
@@ -299,6 +300,18 @@ TEST_F(KnownCache, TheWholeExpositionHasHelpAndTypeForEverySeries) {
   for (auto& f : m.Collect()) all.push_back(std::move(f));
   for (auto& f : GpuCollector(cache_, ms::MemoryUnit::kGiB).Collect()) all.push_back(std::move(f));
   ExpectHelpAndType(Serialize(std::move(all)));
+}
+
+// Every series the chart's Grafana dashboard queries from gpushare-scheduler is one it exposes.
+TEST_F(KnownCache, EveryDashboardSeriesIsExposed) {
+  const std::set<std::string> wanted = gpushare::testing::DashboardSeries({"gpushare_scheduler_"});
+  ASSERT_GE(wanted.size(), 4u) << "the dashboard's queries were not found";
+  SchedulerMetrics m;
+  std::vector<prometheus::MetricFamily> all = StatsFamilies(MetricsSnapshot{});
+  for (auto& f : m.Collect()) all.push_back(std::move(f));
+  for (auto& f : GpuCollector(cache_, ms::MemoryUnit::kGiB).Collect()) all.push_back(std::move(f));
+  const std::set<std::string> typed = gpushare::testing::TypedFamilies(Serialize(std::move(all)));
+  for (const std::string& name : wanted) EXPECT_TRUE(typed.count(name)) << name;
 }
 
 TEST_F(KnownCache, InspectIsTheCachesViewAsJson) {
