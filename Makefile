@@ -61,7 +61,7 @@ e2e-smoke: e2e-build
 # host processes on simulated GPUs, checked against the real kubelets and kube-scheduler (as root).
 # Then gpushare installed with its Helm chart from the images of `make images` (scripts/e2e-helm.sh).
 e2e: e2e-build configure images
-	cmake --build $(BUILD) -j $(JOBS) --target gpushare-node gpushare-scheduler gpushare-cuda fakecuda cuda-probe-dlopen
+	cmake --build $(BUILD) -j $(JOBS) --target gpushare gpushare-node gpushare-scheduler gpushare-cuda fakecuda cuda-probe-dlopen
 	GPUSHARE_BIN=$(CURDIR)/$(BUILD)/bin ./scripts/e2e-test.sh
 
 bench: build
