@@ -10,6 +10,7 @@
 
 #include "tests/cli/run_process.h"
 #include "tests/fakes/apiserver/fake_apiserver.h"
+#include "tests/fakes/apiserver/kubeconfig_text.h"
 
 namespace gpushare {
 namespace {
@@ -129,11 +130,8 @@ TEST_F(InspectApiTest, BadConfigurationIsAClearError) {
   EXPECT_EQ(r.exit_code, 2);
 
   // A server that is not there: exit 1 within the client's timeouts.
-  const std::string gone = testing::WriteTempFile(
-      "gone",
-      "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: "
-      "http://127.0.0.1:1\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: c\n  "
-      "context: {cluster: c, user: u}\ncurrent-context: c\n");
+  const std::string gone =
+      testing::WriteTempFile("gone", fakes::PlainKubeconfig("http://127.0.0.1:1"));
   r = RunProcess({Bin(), "inspect", "--kubeconfig", gone});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("127.0.0.1:1"), std::string::npos) << r.err;

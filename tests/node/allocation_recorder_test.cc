@@ -13,6 +13,7 @@
 #include "kube/allocation_json.h"
 #include "tests/deviceplugin/fixtures.h"
 #include "tests/fakes/apiserver/fake_apiserver.h"
+#include "tests/fakes/apiserver/kubeconfig_text.h"
 #include "tests/fakes/kubelet/fake_kubelet.h"
 #include "tests/node/agent_process.h"
 
@@ -38,11 +39,7 @@ class AllocationRecorderTest : public ::testing::Test {
     ASSERT_TRUE(kubelet_->Start().ok());
     ASSERT_TRUE(api_.Start().ok());
     kubeconfig_ = dir_.Sub("kubeconfig");
-    std::ofstream(kubeconfig_)
-        << "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: "
-        << api_.url()
-        << "\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: c\n  context: {cluster: c, "
-           "user: u}\ncurrent-context: c\n";
+    std::ofstream(kubeconfig_) << fakes::PlainKubeconfig(api_.url());
     api_.Upsert(fakes::Resource::kNodes, {{"kind", "Node"}, {"metadata", {{"name", "n1"}}}});
   }
   void TearDown() override {

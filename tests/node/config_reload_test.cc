@@ -12,6 +12,7 @@
 
 #include "tests/deviceplugin/fixtures.h"
 #include "tests/fakes/apiserver/fake_apiserver.h"
+#include "tests/fakes/apiserver/kubeconfig_text.h"
 #include "tests/fakes/kubelet/fake_kubelet.h"
 #include "tests/node/agent_process.h"
 #include "tests/node/configmap_dir.h"
@@ -40,11 +41,7 @@ class ConfigReloadTest : public ::testing::Test {
     ASSERT_TRUE(kubelet_->Start().ok());
     ASSERT_TRUE(api_.Start().ok());
     kubeconfig_ = dir_.Sub("kubeconfig");
-    std::ofstream(kubeconfig_)
-        << "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: "
-        << api_.url()
-        << "\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: c\n  context: {cluster: c, "
-           "user: u}\ncurrent-context: c\n";
+    std::ofstream(kubeconfig_) << fakes::PlainKubeconfig(api_.url());
   }
   void TearDown() override {
     if (agent_ && agent_->Running()) {

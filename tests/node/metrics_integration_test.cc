@@ -21,6 +21,7 @@
 #include "proto/deviceplugin/v1beta1/api.pb.h"
 #include "tests/deviceplugin/fixtures.h"
 #include "tests/fakes/apiserver/fake_apiserver.h"
+#include "tests/fakes/apiserver/kubeconfig_text.h"
 #include "tests/fakes/kubelet/fake_kubelet.h"
 #include "tests/node/agent_process.h"
 #include "tests/node/region_fixture.h"
@@ -60,11 +61,7 @@ class NodeMetricsTest : public ::testing::Test {
     api_.SetIdentity("app-token", {"system:serviceaccount:default:app", "u2", {}});
     api_.Grant({"system:serviceaccount:monitoring:prometheus", "/metrics", "get"});
     kubeconfig_ = dir_.Sub("kubeconfig");
-    std::ofstream(kubeconfig_)
-        << "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: "
-        << api_.url()
-        << "\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: c\n  context: {cluster: c, "
-           "user: u}\ncurrent-context: c\n";
+    std::ofstream(kubeconfig_) << fakes::PlainKubeconfig(api_.url());
     std::filesystem::create_directories(dir_.Sub("lib"));
     std::ofstream(dir_.Sub("lib/libgpushare-cuda.so")) << "not loaded by this test";
     std::ofstream(dir_.Sub("node.yaml"))

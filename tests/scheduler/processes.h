@@ -17,6 +17,7 @@
 
 #include "kube/client.h"
 #include "tests/cli/run_process.h"
+#include "tests/fakes/apiserver/kubeconfig_text.h"
 #include "tests/kube/test_util.h"
 
 namespace gpushare::scheduler::testing {
@@ -71,10 +72,7 @@ class ApiServerProcess {
 // A kubeconfig for an unauthenticated API server at `url`; returns its path.
 inline std::string WriteKubeconfig(const std::string& dir, const std::string& url) {
   const std::string path = dir + "/kubeconfig";
-  kube::testing::WriteFile(
-      path, "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: " + url +
-                "\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: c\n  context: {cluster: c, "
-                "user: u}\ncurrent-context: c\n");
+  kube::testing::WriteFile(path, fakes::PlainKubeconfig(url));
   return path;
 }
 

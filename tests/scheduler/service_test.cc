@@ -7,6 +7,7 @@
 #include <httplib.h>
 
 #include "tests/fakes/apiserver/fake_apiserver.h"
+#include "tests/fakes/apiserver/kubeconfig_text.h"
 #include "tests/fakes/scheduler/fake_kube_scheduler.h"
 #include "tests/kube/test_util.h"
 #include "tests/scheduler/fixtures.h"
@@ -28,12 +29,7 @@ class ServiceTest : public ::testing::Test {
     ASSERT_TRUE(api_.Start().ok());
     client_ = kube::testing::MakeClient(api_.url());
     kubeconfig_ = tmp_.File("kubeconfig");
-    kube::testing::WriteFile(
-        kubeconfig_,
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: " +
-            api_.url() +
-            "\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: c\n  context: {cluster: c, "
-            "user: u}\ncurrent-context: c\n");
+    kube::testing::WriteFile(kubeconfig_, fakes::PlainKubeconfig(api_.url()));
   }
   void TearDown() override {
     if (service_) service_->Stop();

@@ -12,6 +12,7 @@
 #include "kube/base64.h"
 #include "scheduler/service.h"
 #include "tests/fakes/apiserver/fake_apiserver.h"
+#include "tests/fakes/apiserver/kubeconfig_text.h"
 #include "tests/kube/test_util.h"
 #include "tests/scheduler/raw_http.h"
 
@@ -183,11 +184,7 @@ TEST_F(WebhookCertsTest, AMissingConfigurationIsRetriedUntilItExists) {
 TEST_F(WebhookCertsTest, TheServedEndpointVerifiesWithTheSecretsCaAcrossARotation) {
   kube::testing::TempDir dir;
   const std::string kubeconfig = dir.File("kubeconfig");
-  kube::testing::WriteFile(
-      kubeconfig,
-      "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: " + api_.url() +
-          "\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: c\n  context: {cluster: c, "
-          "user: u}\ncurrent-context: c\n");
+  kube::testing::WriteFile(kubeconfig, fakes::PlainKubeconfig(api_.url()));
   ServiceOptions o;
   o.kubeconfig = kubeconfig;
   o.http.host = "127.0.0.1";
