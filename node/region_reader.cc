@@ -135,14 +135,18 @@ bool InInitialPidNamespace() {
   return n > 0 && std::string(buf, static_cast<size_t>(n)) == "pid:[4026531836]";
 }
 
-bool ProcessAlive(int32_t pid, uint64_t start_time) {
-  if (pid <= 0) return false;
+SlotProcess SlotProcessState(int32_t pid, uint64_t start_time) {
+  if (pid <= 0) return SlotProcess::kDead;
   char state = 0;
   uint64_t start = 0;
   bool missing = false;
-  if (!ReadProcStat(pid, &state, &start, &missing)) return false;
-  if (state == 'Z' || state == 'X' || state == 'x') return false;
-  return start_time == 0 || start == start_time;
+  if (!ReadProcStat(pid, &state, &start, &missing)) return SlotProcess::kDead;
+  if (state == 'Z' || state == 'X' || state == 'x') return SlotProcess::kDead;
+  return start_time == 0 || start == start_time ? SlotProcess::kAlive : SlotProcess::kReused;
+}
+
+bool ProcessAlive(int32_t pid, uint64_t start_time) {
+  return SlotProcessState(pid, start_time) == SlotProcess::kAlive;
 }
 
 RegionReading ReadRegion(const std::string& path, const RegionReaderOptions& options,

@@ -84,8 +84,13 @@ bool ReadFlockedFiles(std::set<FileKey>* out, const std::string& path = "/proc/l
 // True when this process is in the host's (initial) PID namespace.
 bool InInitialPidNamespace();
 
-// The interposer's liveness rule: the process exists, is not a zombie, and (start_time != 0)
-// started at start_time (/proc/<pid>/stat field 22).
+// What this PID namespace's /proc says of a slot's process: gone or a zombie (kDead), another
+// process under the same PID (start_time != 0 and /proc/<pid>/stat field 22 differs: kReused),
+// or the process itself (kAlive).
+enum class SlotProcess { kDead, kReused, kAlive };
+SlotProcess SlotProcessState(int32_t pid, uint64_t start_time);
+
+// The interposer's liveness rule: SlotProcessState(pid, start_time) is kAlive.
 bool ProcessAlive(int32_t pid, uint64_t start_time);
 
 // The 32 lowercase hex digits of a "GPU-..."/"MIG-..." UUID (prefix and dashes dropped), "" when

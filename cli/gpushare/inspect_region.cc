@@ -7,12 +7,11 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <memory>
-#include <sstream>
 
 #include "base/unique_fd.h"
 #include "interpose/region_layout.h"
+#include "node/region_reader.h"
 
 namespace gpushare::cli {
 namespace {
@@ -40,21 +39,17 @@ std::string Bytes(uint64_t n) {
   return buf;
 }
 
-// The process's state as this PID namespace sees it (field 3 and 22 of /proc/<pid>/stat).
-std::string ProcessState(int32_t pid, uint64_t start_time) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat;
-  if (!f || !std::getline(f, stat)) return "dead";
-  const size_t close = stat.rfind(')');
-  if (close == std::string::npos) return "dead";
-  std::istringstream rest(stat.substr(close + 1));
-  std::string field;
-  std::vector<std::string> fields;  // fields[0] is field 3 (state)
-  while (rest >> field && fields.size() < 20) fields.push_back(field);
-  if (fields.empty() || fields[0] == "Z" || fields[0] == "X") return "dead";
-  if (start_time != 0 && fields.size() >= 20 && fields[19] != std::to_string(start_time))
-    return "reused";
-  return "alive";
+// The process's state as this PID namespace sees it.
+const char* ProcessState(int32_t pid, uint64_t start_time) {
+  switch (node::SlotProcessState(pid, start_time)) {
+    case node::SlotProcess::kAlive:
+      return "alive";
+    case node::SlotProcess::kReused:
+      return "reused";
+    case node::SlotProcess::kDead:
+      break;
+  }
+  return "dead";
 }
 
 }  // namespace
