@@ -6,7 +6,8 @@
 // node agent publishes its GPUs as a node annotation and confirms what kubelet really did.
 // docs/memory-shares.md explains the protocol; the summary:
 //
-//   node annotation  gpushare.io/gpu-inventory   JSON, written by gpushare-node (memory mode):
+//   node annotation  gpushare.io/gpu-inventory   JSON, written by gpushare-node (every mode; only
+//                    memory mode GPUs have units):
 //                    {"version":1,"unit":"GiB","maxClientsPerGpu":48,"gpus":[{"index":0,
 //                     "uuid":"GPU-...","model":"NVIDIA A10","memoryMiB":24564,"units":23,
 //                     "health":"Healthy","mode":"memory"}]}

@@ -3,12 +3,15 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <vector>
 
 #include "base/logfmt.h"
 #include "config/duration.h"
 #include "core/allocation_record.h"
+#include "core/memshare.h"
+#include "core/memshare_node.h"
 #include "kube/allocation_json.h"
 #include "kube/client.h"
 #include "kube/informer.h"
@@ -20,6 +23,7 @@ namespace gpushare::node {
 namespace {
 
 using logfmt::Value;
+namespace ms = memshare;
 
 // The recorder: its pod informer, and the round's state (touched by the periodic thread only).
 class Recorder final : public Companion {
@@ -50,11 +54,51 @@ class Recorder final : public Companion {
   static constexpr int64_t kNotSyncedRetryMs = 500;
 
   int64_t Round(int64_t now) {
+    RecorderInput in;
+    if (!opts_.inputs->Current(&in))
+      return now + std::min(opts_.interval.count(), kNotSyncedRetryMs);
+    const int64_t inventory_at = PublishInventory(in, now);
+    return std::min(inventory_at, RecordAllocations(in, now));
+  }
+
+  // ---- gpushare.io/gpu-inventory, when memory mode does not publish it ----------------------
+  static constexpr int64_t kRepublishMs = 10 * 60 * 1000;
+  static constexpr int64_t kNever = INT64_MAX;
+
+  int64_t PublishInventory(const RecorderInput& in, int64_t now) {
+    if (ms::FindMemoryResource(in.plan) != nullptr) {  // node/memshare_service.h publishes it
+      published_.clear();
+      return kNever;
+    }
+    std::string text =
+        ms::EncodeInventory(ms::BuildNodeInventory(in.inventory, in.config, in.plan));
+    if (text == published_ && now < republish_at_) return republish_at_;
+    if (now < inventory_retry_at_) return inventory_retry_at_;
+    Result<kube::Node> r = opts_.client->PatchNodeAnnotations(
+        opts_.node_name, {{std::string(ms::kInventoryAnnotation), text}});
+    if (!r.ok()) {
+      inventory_delay_ms_ = inventory_delay_ms_ == 0
+                                ? 1000
+                                : std::min(opts_.interval.count(), inventory_delay_ms_ * 2);
+      inventory_retry_at_ = now + inventory_delay_ms_;
+      spdlog::warn("event=inventory_publish_failed node={} retry_ms={} error={}", opts_.node_name,
+                   inventory_delay_ms_, Value(r.status().message()));
+      return inventory_retry_at_;
+    }
+    inventory_delay_ms_ = 0;
+    if (text != published_) {
+      spdlog::info("event=inventory_published node={} gpus={} bytes={}", opts_.node_name,
+                   in.inventory.gpus.size(), text.size());
+    }
+    published_ = std::move(text);
+    republish_at_ = now + kRepublishMs;
+    return republish_at_;
+  }
+
+  // ---- gpushare.io/allocations --------------------------------------------------------------
+  int64_t RecordAllocations(const RecorderInput& in, int64_t now) {
     const int64_t interval = opts_.interval.count();
-    Inventory inventory;
-    ResourcePlan plan;
-    if (!pods_->HasSynced() || !opts_.inputs->Current(&inventory, &plan))
-      return now + std::min(interval, kNotSyncedRetryMs);
+    if (!pods_->HasSynced()) return now + std::min(interval, kNotSyncedRetryMs);
     Result<std::vector<ContainerDevices>> listed = pod_resources_->List(opts_.rpc_timeout);
     if (!listed.ok()) {
       // A warning for the first failure after a success, then quieter until it works again.
@@ -73,7 +117,7 @@ class Recorder final : public Companion {
     }
     std::map<std::string, std::string> desired;
     for (const auto& [key, rec] :
-         alloc::BuildAllocationRecords(opts_.node_name, plan, inventory, allocated)) {
+         alloc::BuildAllocationRecords(opts_.node_name, in.plan, in.inventory, allocated)) {
       desired[key] = kube::EncodeAllocationRecord(rec);
     }
     backoff_.Retain(desired);
@@ -125,49 +169,69 @@ class Recorder final : public Companion {
   std::unique_ptr<PodResourcesClient> pod_resources_;
   alloc::RecordBackoff backoff_;
   int64_t list_delay_ms_ = 0;
+  std::string published_;  // the inventory annotation as last patched
+  int64_t republish_at_ = 0;
+  int64_t inventory_retry_at_ = 0;
+  int64_t inventory_delay_ms_ = 0;
   std::unique_ptr<PeriodicThread> thread_;  // last: its rounds use everything above
 };
 
 }  // namespace
 
-void RecorderInputs::Pending(const Inventory& inventory, const ResourcePlan& plan) {
+void RecorderInputs::Set(RecorderInput input) {
   MutexLock lock(&mu_);
-  pending_inventory_ = inventory;
-  pending_plan_ = plan;
-  has_pending_ = true;
+  current_ = std::move(input);
+  has_current_ = true;
 }
 
-void RecorderInputs::Outcome(bool accepted) {
-  MutexLock lock(&mu_);
-  if (accepted && has_pending_) {
-    inventory_ = std::move(pending_inventory_);
-    plan_ = std::move(pending_plan_);
-    has_current_ = true;
-  }
-  has_pending_ = false;
-}
-
-bool RecorderInputs::Current(Inventory* inventory, ResourcePlan* plan) const {
+bool RecorderInputs::Current(RecorderInput* input) const {
   MutexLock lock(&mu_);
   if (!has_current_) return false;
-  *inventory = inventory_;
-  *plan = plan_;
+  *input = current_;
   return true;
 }
 
+namespace {
+
+// Sets the recorder's inputs on every adopted plan; passes every call on.
+class FeedingObserver final : public AgentObserver {
+ public:
+  FeedingObserver(std::shared_ptr<AgentObserver> next, std::shared_ptr<RecorderInputs> inputs)
+      : next_(std::move(next)), inputs_(std::move(inputs)) {}
+  void PlanChanged(const AgentInputs& in, const ResourcePlan& plan) override {
+    inputs_->Set({in.inventory, in.config, plan});
+    if (next_) next_->PlanChanged(in, plan);
+  }
+  void HealthEventSeen(const HealthEvent& ev) override {
+    if (next_) next_->HealthEventSeen(ev);
+  }
+  void Registered(const std::string& resource) override {
+    if (next_) next_->Registered(resource);
+  }
+  void KubeletRestarted() override {
+    if (next_) next_->KubeletRestarted();
+  }
+  void LoopTurned(int64_t now_ms) override {
+    if (next_) next_->LoopTurned(now_ms);
+  }
+  void Allocated(const std::string& resource) override {
+    if (next_) next_->Allocated(resource);
+  }
+  void AllocateRefused(const std::string& resource, std::string_view reason,
+                       const std::vector<std::string>& device_ids,
+                       const std::string& message) override {
+    if (next_) next_->AllocateRefused(resource, reason, device_ids, message);
+  }
+
+ private:
+  const std::shared_ptr<AgentObserver> next_;
+  const std::shared_ptr<RecorderInputs> inputs_;
+};
+
+}  // namespace
+
 void FeedRecorderInputs(AgentOptions& agent, std::shared_ptr<RecorderInputs> inputs) {
-  agent.load = [load = std::move(agent.load), inputs]() -> Result<AgentInputs> {
-    Result<AgentInputs> in = load();
-    if (in.ok()) {
-      Result<ResourcePlan> plan = BuildResourcePlan(in->inventory, in->config);
-      if (plan.ok()) inputs->Pending(in->inventory, *plan);
-    }
-    return in;
-  };
-  agent.on_load = [on_load = std::move(agent.on_load), inputs](bool accepted) {
-    inputs->Outcome(accepted);
-    if (on_load) on_load(accepted);
-  };
+  agent.observer = std::make_shared<FeedingObserver>(std::move(agent.observer), std::move(inputs));
 }
 
 Result<std::unique_ptr<Companion>> StartAllocationRecorder(AllocationRecorderOptions options) {

@@ -1,6 +1,12 @@
 // AllocationRecorder: writes gpushare.io/allocations (core/allocation_record.h) on every pod of
 // this node that holds devices of gpushare's resources, in every sharing mode, from what
 // kubelet really allocated (PodResources List) and the node's current resource plan.
+// When the plan serves no memory shares it also publishes the node's GPUs as the node
+// annotation gpushare.io/gpu-inventory (core/memshare.h; every GPU with its mode, health, model
+// and memory), so `gpushare inspect` and the scheduler's reasons see every node's GPUs; in
+// memory mode node/memshare_service.h publishes it instead (with the units). The annotation is
+// merge-patched when its value changes and again every 10 minutes (a no-op patch when nothing
+// changed), failed patches retried after 1 s doubling to the interval.
 //
 // A companion thread (node/periodic.h) runs one round per --reconcile-interval: List, build the
 // records (core), compare them with the pods as a pod informer on spec.nodeName=<node> has them
@@ -19,6 +25,7 @@
 
 #include "base/sync.h"
 #include "core/inventory.h"
+#include "core/node_config.h"
 #include "core/resource_plan.h"
 #include "node/agent.h"
 #include "node/clock.h"
@@ -31,28 +38,29 @@ namespace gpushare::node {
 
 struct MemoryShareFlags;
 
-// The inventory and plan the recorder works from, handed over by the agent's loads: a load
-// that builds a plan makes it pending, and the agent's verdict (on_load) adopts or drops it.
-// Thread-safe.
+// What the recorder works from: the GPUs, the node config and the plan built from them.
+struct RecorderInput {
+  Inventory inventory;
+  NodeConfig config;
+  ResourcePlan plan;
+};
+
+// The inputs, handed over by the agent: every plan it adopts (a load, a reload, a health
+// change; health applied) replaces them. Thread-safe.
 class RecorderInputs {
  public:
-  void Pending(const Inventory& inventory, const ResourcePlan& plan) GPUSHARE_EXCLUDES(mu_);
-  void Outcome(bool accepted) GPUSHARE_EXCLUDES(mu_);
+  void Set(RecorderInput input) GPUSHARE_EXCLUDES(mu_);
   // The adopted inputs; false when none yet.
-  bool Current(Inventory* inventory, ResourcePlan* plan) const GPUSHARE_EXCLUDES(mu_);
+  bool Current(RecorderInput* input) const GPUSHARE_EXCLUDES(mu_);
 
  private:
   mutable Mutex mu_;
-  bool has_pending_ GPUSHARE_GUARDED_BY(mu_) = false;
   bool has_current_ GPUSHARE_GUARDED_BY(mu_) = false;
-  Inventory pending_inventory_ GPUSHARE_GUARDED_BY(mu_);
-  ResourcePlan pending_plan_ GPUSHARE_GUARDED_BY(mu_);
-  Inventory inventory_ GPUSHARE_GUARDED_BY(mu_);
-  ResourcePlan plan_ GPUSHARE_GUARDED_BY(mu_);
+  RecorderInput current_ GPUSHARE_GUARDED_BY(mu_);
 };
 
-// Makes `agent`'s loads feed `inputs`: wraps AgentOptions::load (the plan of every successful
-// load becomes pending) and AgentOptions::on_load (the verdict adopts it), keeping both.
+// Makes `agent`'s adopted plans feed `inputs`: wraps AgentOptions::observer in one that sets
+// `inputs` on every PlanChanged and passes every call on to the wrapped observer (if any).
 void FeedRecorderInputs(AgentOptions& agent, std::shared_ptr<RecorderInputs> inputs);
 
 struct AllocationRecorderOptions {

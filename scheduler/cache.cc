@@ -8,6 +8,7 @@
 
 #include "base/logfmt.h"
 #include "core/memshare_ledger.h"
+#include "core/memshare_node.h"
 #include "core/reasons.h"
 #include "kube/memshare_pod.h"
 
@@ -213,13 +214,15 @@ void GpuCache::UpsertNode(const kube::Node& node) {
   n.problem_code = reasons::kNodeUnknown;
   if (it == node.metadata.annotations.end()) {
     n.problem = "no " + std::string(ms::kInventoryAnnotation) +
-                " annotation (gpushare-node is not running in memory-share mode on this node)";
+                " annotation (no gpushare-node with API access runs on this node)";
   } else if (Result<ms::NodeInventory> inv = ms::DecodeInventory(text); !inv.ok()) {
     n.problem = "annotation " + std::string(ms::kInventoryAnnotation) +
                 " is unreadable: " + inv.status().message();
     Log("event=node_inventory_invalid node=" + Value(n.name) +
         " error=" + Value(inv.status().message()));
-  } else if (inv->unit != options_.unit) {
+  } else if (inv->unit != options_.unit && ms::CountMemoryGpus(*inv).capacity > 0) {
+    // (Only a node with memory GPUs counts in units: any other publishes its GPUs for the
+    // record, its unit is moot.)
     n.problem_code = reasons::kNoSharedGpu;
     n.problem = "node counts " + options_.resource_name + " in " +
                 std::string(ms::MemoryUnitName(inv->unit)) + ", gpushare-scheduler in " +

@@ -5,6 +5,7 @@
 # simulated GPUs. Brings the cluster up (with gpushare), checks what the kubelets advertise and
 # that GPU pods run where and with what they should, then takes the cluster down.
 #   E2E_KEEP=1  leave the cluster up afterwards
+#   E2E_UPDATE_GOLDEN=1  rewrite e2e/testdata/inspect.golden (gpushare inspect of the cluster)
 # Each check fails with a message naming what was wrong. Needs root, the binaries of
 # scripts/e2e-build.sh and build/bin/gpushare-{node,scheduler}.
 set -euo pipefail
@@ -241,6 +242,23 @@ PY
 [ -z "$why" ] || fail "gpushare inspect: $why"
 "$gpushare_bin/gpushare" inspect || fail "gpushare inspect (the table) failed"
 echo "e2e-test: gpushare inspect: mem3 holds 3072 MiB of $gpus on mem; slice, migshare and whole listed"
+# The same in golden-file form: `-o wide` (every GPU of the three nodes: each agent publishes its
+# GPUs) and `-d` (per pod) for this namespace, against e2e/testdata/inspect.golden. The cluster is
+# the same every run (simulated inventories, fixed addresses, deterministic placement), so any
+# difference is a change; E2E_UPDATE_GOLDEN=1 rewrites the file (review the diff).
+golden="$repo/e2e/testdata/inspect.golden"
+got=$(for args in "-o wide" "-d"; do
+  echo "\$ gpushare inspect -n $ns $args"
+  # shellcheck disable=SC2086 # $args is two words on purpose
+  "$gpushare_bin/gpushare" inspect -n "$ns" $args || echo "(exit $?)"
+done)
+if [ "${E2E_UPDATE_GOLDEN:-0}" = 1 ]; then
+  mkdir -p "$(dirname "$golden")" && printf '%s\n' "$got" >"$golden"
+  echo "e2e-test: rewrote $golden"
+fi
+diff -u "$golden" <(printf '%s\n' "$got") >&2 ||
+  fail "gpushare inspect differs from $golden (above; E2E_UPDATE_GOLDEN=1 rewrites it)"
+echo "e2e-test: gpushare inspect -o wide and -d match $golden"
 
 # ---------------------------------------------------------------------------------------------
 # Scale (issue 11 section 4): the seed manifests (scripts/e2e-lib.sh).

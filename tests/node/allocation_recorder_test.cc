@@ -4,12 +4,15 @@
 // this node are patched, with their UID as the precondition; a pod that went away or sits on
 // another node is left alone; nothing is written again when nothing changed, also after the
 // agent restarts; failed patches are retried with backoff.
+#include "node/allocation_recorder.h"
+
 #include <gtest/gtest.h>
 
 #include <fstream>
 #include <thread>
 
 #include "core/allocation_record.h"
+#include "core/memshare.h"
 #include "kube/allocation_json.h"
 #include "tests/deviceplugin/fixtures.h"
 #include "tests/fakes/apiserver/fake_apiserver.h"
@@ -207,6 +210,48 @@ TEST_F(AllocationRecorderTest, WholeTimeSlicedAndMigOnlyHereOnlyOnceAcrossRestar
   EXPECT_FALSE(Record("ts").has_value());
 }
 
+// Without memory shares the recorder publishes the node's GPUs (gpushare.io/gpu-inventory, each
+// with its mode), retries a failed patch, and does not patch again while nothing changes.
+TEST_F(AllocationRecorderTest, PublishesTheGpusOfANodeWithoutMemoryShares) {
+  fakes::Fault f;
+  f.count = 1;
+  f.http_code = 500;
+  f.method = "PATCH";
+  f.path_contains = "/nodes/n1";
+  api_.InjectFault(f);
+  StartAgent(testing::ExamplePath("inventory/mixed.yaml"),
+             testing::ExamplePath("config/mixed.yaml"));
+  auto inventory = [&]() -> std::optional<memshare::NodeInventory> {
+    auto node = api_.Get(fakes::Resource::kNodes, "", "n1");
+    if (!node) return std::nullopt;
+    const json ann = (*node)["metadata"].value("annotations", json::object());
+    if (!ann.contains("gpushare.io/gpu-inventory")) return std::nullopt;
+    Result<memshare::NodeInventory> inv =
+        memshare::DecodeInventory(ann["gpushare.io/gpu-inventory"].get<std::string>());
+    EXPECT_TRUE(inv.ok()) << inv.status().message();
+    return inv.ok() ? std::optional(*inv) : std::nullopt;
+  };
+  ASSERT_TRUE(kubelet_->WaitFor([&] { return inventory().has_value(); }, kWait));
+  const memshare::NodeInventory inv = *inventory();
+  ASSERT_EQ(inv.gpus.size(), 4u);
+  const std::vector<std::string> modes = {"exclusive", "time-slicing", "time-slicing", "mig"};
+  for (size_t i = 0; i < inv.gpus.size(); ++i) {
+    EXPECT_EQ(inv.gpus[i].index, static_cast<int>(i));
+    EXPECT_EQ(inv.gpus[i].mode, modes[i]) << i;
+    EXPECT_EQ(inv.gpus[i].units, 0) << i;
+    EXPECT_TRUE(inv.gpus[i].healthy) << i;
+  }
+  EXPECT_EQ(inv.gpus[0].uuid, "GPU-44bbd733-46c7-9355-b753-148bdb0f4e74");
+  EXPECT_EQ(inv.gpus[1].model, "NVIDIA A10");
+  EXPECT_EQ(inv.gpus[0].memory_mib, 81920);
+  EXPECT_EQ(inv.max_clients_per_gpu, 48);
+  EXPECT_TRUE(agent_->WaitForLog("event=inventory_publish_failed node=n1 retry_ms=1000", kWait));
+  const size_t patches = api_.CountRequests("PATCH", "/nodes/n1", 0);
+  EXPECT_EQ(patches, 2u);  // the failure, then the retry
+  Rounds(5);
+  EXPECT_EQ(api_.CountRequests("PATCH", "/nodes/n1", 0), patches);
+}
+
 TEST_F(AllocationRecorderTest, MemorySharesAreOneEntryPerGpu) {
   const std::string inv = dir_.Sub("inventory.yaml");
   std::ofstream(inv) << "version: v1\ngpus:\n- index: 0\n  uuid: "
@@ -228,6 +273,59 @@ TEST_F(AllocationRecorderTest, MemorySharesAreOneEntryPerGpu) {
   EXPECT_EQ(d.units, 3);
   EXPECT_EQ(d.memory_mib, 3 * 1024);
   EXPECT_EQ(d.gpu, 0);
+}
+
+// The recorder's inputs follow every plan the agent adopts (health applied), and the observer it
+// wraps still hears every call.
+TEST(RecorderInputsTest, FollowTheAdoptedPlansAndPassEveryCallOn) {
+  struct Counting : node::AgentObserver {
+    int plans = 0, refusals = 0, allocated = 0;
+    void PlanChanged(const node::AgentInputs&, const ResourcePlan&) override { ++plans; }
+    void HealthEventSeen(const HealthEvent&) override {}
+    void Registered(const std::string&) override {}
+    void KubeletRestarted() override {}
+    void LoopTurned(int64_t) override {}
+    void Allocated(const std::string&) override { ++allocated; }
+    void AllocateRefused(const std::string&, std::string_view, const std::vector<std::string>&,
+                         const std::string&) override {
+      ++refusals;
+    }
+  };
+  auto counting = std::make_shared<Counting>();
+  auto inputs = std::make_shared<node::RecorderInputs>();
+  node::AgentOptions a;
+  a.observer = counting;
+  node::FeedRecorderInputs(a, inputs);
+  node::RecorderInput got;
+  EXPECT_FALSE(inputs->Current(&got));
+
+  node::AgentInputs in;
+  in.inventory.gpus.resize(1);
+  in.inventory.gpus[0].uuid = "GPU-1";
+  ResourcePlan plan;
+  plan.resources.resize(1);
+  plan.resources[0].name = "nvidia.com/gpu";
+  a.observer->PlanChanged(in, plan);
+  ASSERT_TRUE(inputs->Current(&got));
+  EXPECT_EQ(got.inventory.gpus[0].uuid, "GPU-1");
+  ASSERT_EQ(got.plan.resources.size(), 1u);
+  EXPECT_EQ(got.plan.resources[0].name, "nvidia.com/gpu");
+
+  plan.resources[0].name = "nvidia.com/gpu.shared";  // e.g. after a reload
+  a.observer->PlanChanged(in, plan);
+  a.observer->Allocated("r");
+  a.observer->AllocateRefused("r", "GpuUnhealthy", {"d"}, "m");
+  ASSERT_TRUE(inputs->Current(&got));
+  EXPECT_EQ(got.plan.resources[0].name, "nvidia.com/gpu.shared");
+  EXPECT_EQ(counting->plans, 2);
+  EXPECT_EQ(counting->allocated, 1);
+  EXPECT_EQ(counting->refusals, 1);
+
+  node::AgentOptions bare;  // no observer to wrap
+  node::FeedRecorderInputs(bare, inputs);
+  bare.observer->Allocated("r");
+  bare.observer->PlanChanged(in, plan);
+  EXPECT_TRUE(inputs->Current(&got));
 }
 
 }  // namespace

@@ -159,6 +159,22 @@ TEST_F(CacheTest, UnresolvableNodesSayWhy) {
   EXPECT_NE(log_.find("event=node_inventory_invalid node=broken"), std::string::npos) << log_;
 }
 
+// gpushare-node publishes the GPUs of every node; a node without memory GPUs says what its GPUs
+// serve, whatever unit its config names (a unit only matters where units are counted).
+TEST_F(CacheTest, ANodeWithoutMemoryGpusSaysWhatItsGpusServe) {
+  cache_->UpsertNode(
+      DecodeNodeOrDie(NodeJson("sliced", Inventory({{0, true, "time-slicing"}, {0, true, "mig"}},
+                                                   48, ms::MemoryUnit::kMiB))));
+  std::vector<NodeVerdict> v = cache_->Filter(Req(SimplePod("p", 3)), {"sliced"});
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].kind, K::kUnresolvable);
+  EXPECT_EQ(v[0].code, reasons::kNoSharedGpu);
+  EXPECT_NE(v[0].reason.find("no GPU serves memory shares (GPU 0 in mode time-slicing, GPU 1 in "
+                             "mode mig)"),
+            std::string::npos)
+      << v[0].reason;
+}
+
 TEST_F(CacheTest, MultiContainerPodsAndInitContainers) {
   Node("n", Uniform(2, 24));
   // Two 20 GiB containers cannot share a 24 GiB GPU: one per GPU.
