@@ -143,6 +143,27 @@ inline constexpr int CU_AD_FORMAT_SIGNED_INT32 = 0x0a;
 inline constexpr int CU_AD_FORMAT_HALF = 0x10;
 inline constexpr int CU_AD_FORMAT_FLOAT = 0x20;
 
+// Bytes of one element of `format` with `channels` channels (0 counts as 1): 1 or 2 a channel
+// for the 8- and 16-bit formats and half, else 4. Exact for the formats above; block-compressed,
+// YUV and normalised formats have no one element size, and 4 is an estimate for them.
+inline constexpr uint64_t ArrayElementBytes(int format, unsigned int channels) {
+  uint64_t b = 4;
+  switch (format) {
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8:
+      b = 1;
+      break;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF:
+      b = 2;
+      break;
+    default:
+      break;
+  }
+  return b * (channels == 0 ? 1 : channels);
+}
+
 struct CUDA_ARRAY_DESCRIPTOR {  // the _v2 layout (size_t extents)
   size_t Width;
   size_t Height;

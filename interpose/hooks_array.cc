@@ -8,29 +8,11 @@ namespace {
 constexpr unsigned int kArraySparse = 0x40;           // CUDA_ARRAY3D_SPARSE
 constexpr unsigned int kArrayDeferredMapping = 0x80;  // CUDA_ARRAY3D_DEFERRED_MAPPING
 
-uint64_t ElementBytes(int format, unsigned int channels) {
-  uint64_t b = 4;  // block-compressed, YUV and normalised formats: corrected after creation
-  switch (format) {
-    case CU_AD_FORMAT_UNSIGNED_INT8:
-    case CU_AD_FORMAT_SIGNED_INT8:
-      b = 1;
-      break;
-    case CU_AD_FORMAT_UNSIGNED_INT16:
-    case CU_AD_FORMAT_SIGNED_INT16:
-    case CU_AD_FORMAT_HALF:
-      b = 2;
-      break;
-    default:
-      break;
-  }
-  return b * (channels == 0 ? 1 : channels);
-}
-
 // The footprint reserved before an array is created: its block-linear tiling bound (rows padded
 // to 512 B, height to 32 rows, the whole to 64 KiB). Settled afterwards on the size
 // cuArrayGetMemoryRequirements reports.
 uint64_t ArrayEstimate(uint64_t w, uint64_t h, uint64_t d, int format, unsigned int channels) {
-  uint64_t row = RoundUp(SatMul(w == 0 ? 1 : w, ElementBytes(format, channels)), 512);
+  uint64_t row = RoundUp(SatMul(w == 0 ? 1 : w, ArrayElementBytes(format, channels)), 512);
   uint64_t n = SatMul(SatMul(row, RoundUp(h == 0 ? 1 : h, 32)), d == 0 ? 1 : d);
   return RoundUp(n, 64ull << 10);
 }

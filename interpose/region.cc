@@ -13,6 +13,7 @@
 
 #include "interpose/base.h"
 #include "interpose/log.h"
+#include "interpose/region_init.h"
 
 namespace gpushare::interpose {
 
@@ -91,21 +92,6 @@ bool Region::IsAlive(int32_t pid, uint64_t start_time) const {
 
 namespace {
 
-void InitialiseFile(RegionFile* f) {
-  memset(f, 0, sizeof(*f));
-  pthread_mutexattr_t attr;
-  pthread_mutexattr_init(&attr);
-  pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
-  pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
-  pthread_mutex_init(&f->header.mutex, &attr);
-  pthread_mutexattr_destroy(&attr);
-  f->header.magic = kRegionMagic;
-  f->header.layout_version = kRegionLayoutVersion;
-  f->header.header_size = sizeof(RegionHeader);
-  f->header.file_size = sizeof(RegionFile);
-  StoreRelease(&f->header.ready, uint32_t{1});
-}
-
 bool Valid(const RegionFile* f) {
   return LoadAcquire(&f->header.ready) == 1 && f->header.magic == kRegionMagic &&
          f->header.layout_version == kRegionLayoutVersion &&
@@ -159,7 +145,7 @@ bool Region::Attach(const char* path, char* err, size_t err_len) {
     }
     RegionFile* f = static_cast<RegionFile*>(m);
     if (reinit) {
-      InitialiseFile(f);
+      InitialiseRegionFile(f);
       // Keep a shared hold for our lifetime. The conversion is not atomic: a process that takes
       // the exclusive lock in between reinitialises again before we can use the file, which is
       // harmless because nothing of ours is in it yet and our LOCK_SH waits for its init.
@@ -184,7 +170,7 @@ bool Region::Attach(const char* path, char* err, size_t err_len) {
 }
 
 void Region::AttachMemory(RegionFile* file, bool initialise) {
-  if (initialise) InitialiseFile(file);
+  if (initialise) InitialiseRegionFile(file);
   file_ = file;
   fd_ = -1;
 }

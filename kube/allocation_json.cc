@@ -2,6 +2,39 @@
 
 #include <nlohmann/json.hpp>
 
+namespace gpushare::alloc {
+
+// The JSON writers of the record's parts, one per struct. nlohmann's adl_serializer finds them
+// by the struct's namespace (hence here, and static), so a vector of records becomes an array
+// of their objects. Optional keys are left out when empty.
+
+static void to_json(nlohmann::ordered_json& j, const DeviceRecord& d) {
+  j["id"] = d.id;
+  j["kind"] = DeviceKindName(d.kind);
+  j["gpu"] = d.gpu;
+  if (!d.uuid.empty()) j["uuid"] = d.uuid;
+  if (d.replica >= 0) j["replica"] = d.replica;
+  if (!d.mig.empty()) j["mig"] = d.mig;
+  if (!d.profile.empty()) j["profile"] = d.profile;
+  if (d.units > 0) j["units"] = d.units;
+  if (d.memory_mib > 0) j["memoryMiB"] = d.memory_mib;
+}
+
+static void to_json(nlohmann::ordered_json& j, const ContainerRecord& c) {
+  j["name"] = c.name;
+  j["resource"] = c.resource;
+  j["devices"] = c.devices;
+}
+
+static void to_json(nlohmann::ordered_json& j, const GpuRecord& g) {
+  j["index"] = g.index;
+  j["uuid"] = g.uuid;
+  if (!g.model.empty()) j["model"] = g.model;
+  if (g.memory_mib > 0) j["memoryMiB"] = g.memory_mib;
+}
+
+}  // namespace gpushare::alloc
+
 namespace gpushare::kube {
 namespace {
 
@@ -13,20 +46,6 @@ using Json = nlohmann::json;
 using Ordered = nlohmann::ordered_json;
 
 constexpr size_t kMaxInput = 256 * 1024;
-
-Ordered EncodeDevice(const DeviceRecord& d) {
-  Ordered j;
-  j["id"] = d.id;
-  j["kind"] = alloc::DeviceKindName(d.kind);
-  j["gpu"] = d.gpu;
-  if (!d.uuid.empty()) j["uuid"] = d.uuid;
-  if (d.replica >= 0) j["replica"] = d.replica;
-  if (!d.mig.empty()) j["mig"] = d.mig;
-  if (!d.profile.empty()) j["profile"] = d.profile;
-  if (d.units > 0) j["units"] = d.units;
-  if (d.memory_mib > 0) j["memoryMiB"] = d.memory_mib;
-  return j;
-}
 
 // Field readers: each names the path of what is wrong.
 class Reader {
@@ -104,27 +123,8 @@ std::string EncodeAllocationRecord(const AllocationRecord& rec) {
   Ordered j;
   j["v"] = rec.version;
   j["node"] = rec.node;
-  Ordered containers = Ordered::array();
-  for (const ContainerRecord& c : rec.containers) {
-    Ordered cj;
-    cj["name"] = c.name;
-    cj["resource"] = c.resource;
-    Ordered devices = Ordered::array();
-    for (const DeviceRecord& d : c.devices) devices.push_back(EncodeDevice(d));
-    cj["devices"] = std::move(devices);
-    containers.push_back(std::move(cj));
-  }
-  j["containers"] = std::move(containers);
-  Ordered gpus = Ordered::array();
-  for (const GpuRecord& g : rec.gpus) {
-    Ordered gj;
-    gj["index"] = g.index;
-    gj["uuid"] = g.uuid;
-    if (!g.model.empty()) gj["model"] = g.model;
-    if (g.memory_mib > 0) gj["memoryMiB"] = g.memory_mib;
-    gpus.push_back(std::move(gj));
-  }
-  j["gpus"] = std::move(gpus);
+  j["containers"] = rec.containers;
+  j["gpus"] = rec.gpus;
   if (rec.truncated > 0) j["truncated"] = rec.truncated;
   return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }

@@ -6,7 +6,6 @@
 #include "kube/objects.h"
 
 namespace gpushare::kube {
-namespace {
 
 std::string_view DefaultReason(long code) {
   switch (code) {
@@ -46,6 +45,8 @@ std::string_view DefaultReason(long code) {
       return "";
   }
 }
+
+namespace {
 
 StatusCode CodeFor(long http, std::string_view reason) {
   switch (http) {

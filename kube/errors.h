@@ -32,6 +32,11 @@ Status StatusFromHttp(long http_code, std::string_view body);
 // The same, when the API Status fields are already known (e.g. from a watch ERROR event).
 Status StatusFromApi(long http_code, std::string_view reason, std::string_view message);
 
+// The API's reason for an HTTP error code, for a reply that names none: 404 NotFound, 409
+// Conflict, 410 Gone, ... ("" for a code without one). The API-server double of the tests
+// answers with the same table.
+std::string_view DefaultReason(long http_code);
+
 inline bool IsExpired(const Status& s) {
   return s.code() == StatusCode::kFailedPrecondition;
 }

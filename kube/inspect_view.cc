@@ -474,31 +474,6 @@ void YamlNode(const Json& j, int indent, std::string* out) {
   }
 }
 
-Json ShareJson(const PodShare& s) {
-  Json p;
-  p["namespace"] = s.namespace_;
-  p["name"] = s.name;
-  p["phase"] = s.phase;
-  p["source"] = s.source;
-  p["memoryMiB"] = s.memory_mib;
-  Json cs = Json::array();
-  for (const ContainerShare& c : s.containers) {
-    Json cj;
-    cj["name"] = c.name;
-    cj["resource"] = c.resource;
-    cj["kind"] = c.kind;
-    cj["devices"] = c.ids;
-    if (!c.replicas.empty()) cj["replicas"] = c.replicas;
-    if (!c.mig.empty()) cj["mig"] = c.mig;
-    if (!c.profile.empty()) cj["profile"] = c.profile;
-    if (c.units > 0) cj["units"] = c.units;
-    cj["memoryMiB"] = c.memory_mib;
-    cs.push_back(std::move(cj));
-  }
-  p["containers"] = std::move(cs);
-  return p;
-}
-
 nlohmann::json YamlToJson(const YAML::Node& y) {
   switch (y.Type()) {
     case YAML::NodeType::Map: {
@@ -530,6 +505,89 @@ nlohmann::json YamlToJson(const YAML::Node& y) {
 }
 
 }  // namespace
+
+// The JSON form (docs/inspect.md), one writer per struct. nlohmann's adl_serializer finds them
+// by the struct's namespace (hence here, outside the unnamed namespace, and static), so a
+// vector of structs becomes an array of their objects.
+
+// {"allocated":A,"total":T}, the form of every memory and unit pair.
+static Json Usage(int64_t allocated, int64_t total) {
+  return {{"allocated", allocated}, {"total", total}};
+}
+
+static void to_json(Json& j, const ContainerShare& c) {
+  j["name"] = c.name;
+  j["resource"] = c.resource;
+  j["kind"] = c.kind;
+  j["devices"] = c.ids;
+  if (!c.replicas.empty()) j["replicas"] = c.replicas;
+  if (!c.mig.empty()) j["mig"] = c.mig;
+  if (!c.profile.empty()) j["profile"] = c.profile;
+  if (c.units > 0) j["units"] = c.units;
+  j["memoryMiB"] = c.memory_mib;
+}
+
+static void to_json(Json& j, const PodShare& s) {
+  j["namespace"] = s.namespace_;
+  j["name"] = s.name;
+  j["phase"] = s.phase;
+  j["source"] = s.source;
+  j["memoryMiB"] = s.memory_mib;
+  j["containers"] = s.containers;
+}
+
+static void to_json(Json& j, const GpuView& g) {
+  j["index"] = g.index;
+  j["uuid"] = g.uuid;
+  j["model"] = g.model;
+  j["mode"] = g.mode;
+  j["health"] = g.health;
+  j["memoryMiB"] = Usage(g.memory_allocated_mib, g.memory_total_mib);
+  if (g.units_total > 0 || g.units_allocated > 0)
+    j["units"] = Usage(g.units_allocated, g.units_total);
+  j["devicesUsed"] = g.devices_used;
+  j["clients"] = g.clients;
+  j["pods"] = g.pods;
+}
+
+static void to_json(Json& j, const ResourceView& r) {
+  j["name"] = r.name;
+  j["capacity"] = r.capacity;
+  j["allocatable"] = r.allocatable;
+  j["allocated"] = r.allocated;
+}
+
+static void to_json(Json& j, const NodeView& n) {
+  j["name"] = n.name;
+  j["address"] = n.address;
+  j["ready"] = n.ready;
+  j["unschedulable"] = n.unschedulable;
+  j["unit"] = n.unit;
+  j["memoryMiB"] = Usage(n.memory_allocated_mib, n.memory_total_mib);
+  j["pendingMemoryMiB"] = n.pending_memory_mib;
+  j["gpus"] = n.gpus;
+  j["resources"] = n.resources;
+  j["unplaced"] = n.unplaced;
+  j["problems"] = n.problems;
+}
+
+static void to_json(Json& j, const PendingPod& p) {
+  j["namespace"] = p.namespace_;
+  j["name"] = p.name;
+  j["requests"] = p.requests;  // an object, {} when empty
+  j["reason"] = p.reason;
+  j["message"] = p.message;
+}
+
+static void to_json(Json& j, const Totals& t) {
+  j["nodes"] = t.nodes;
+  j["gpus"] = t.gpus;
+  j["unhealthyGpus"] = t.unhealthy_gpus;
+  j["memoryMiB"] = Usage(t.memory_allocated_mib, t.memory_total_mib);
+  j["pendingMemoryMiB"] = t.pending_memory_mib;
+  j["pods"] = t.pods;
+  j["pendingPods"] = t.pending_pods;
+}
 
 // Sorts the items of a List (or one object) into nodes, pods and events; other kinds are
 // skipped. Errors name the item.
@@ -629,70 +687,9 @@ Json ToJson(const View& v) {
   Json j;
   j["apiVersion"] = "gpushare.io/v1";
   j["kind"] = "Inspect";
-  Json nodes = Json::array();
-  for (const NodeView& n : v.nodes) {
-    Json nj;
-    nj["name"] = n.name;
-    nj["address"] = n.address;
-    nj["ready"] = n.ready;
-    nj["unschedulable"] = n.unschedulable;
-    nj["unit"] = n.unit;
-    nj["memoryMiB"] = {{"allocated", n.memory_allocated_mib}, {"total", n.memory_total_mib}};
-    nj["pendingMemoryMiB"] = n.pending_memory_mib;
-    Json gpus = Json::array();
-    for (const GpuView& g : n.gpus) {
-      Json gj;
-      gj["index"] = g.index;
-      gj["uuid"] = g.uuid;
-      gj["model"] = g.model;
-      gj["mode"] = g.mode;
-      gj["health"] = g.health;
-      gj["memoryMiB"] = {{"allocated", g.memory_allocated_mib}, {"total", g.memory_total_mib}};
-      if (g.units_total > 0 || g.units_allocated > 0)
-        gj["units"] = {{"allocated", g.units_allocated}, {"total", g.units_total}};
-      gj["devicesUsed"] = g.devices_used;
-      gj["clients"] = g.clients;
-      Json pods = Json::array();
-      for (const PodShare& s : g.pods) pods.push_back(ShareJson(s));
-      gj["pods"] = std::move(pods);
-      gpus.push_back(std::move(gj));
-    }
-    nj["gpus"] = std::move(gpus);
-    Json res = Json::array();
-    for (const ResourceView& r : n.resources) {
-      res.push_back({{"name", r.name},
-                     {"capacity", r.capacity},
-                     {"allocatable", r.allocatable},
-                     {"allocated", r.allocated}});
-    }
-    nj["resources"] = std::move(res);
-    Json unplaced = Json::array();
-    for (const PodShare& s : n.unplaced) unplaced.push_back(ShareJson(s));
-    nj["unplaced"] = std::move(unplaced);
-    nj["problems"] = n.problems;
-    nodes.push_back(std::move(nj));
-  }
-  j["nodes"] = std::move(nodes);
-  Json pending = Json::array();
-  for (const PendingPod& p : v.pending) {
-    Json req = Json::object();
-    for (const auto& [name, n] : p.requests) req[name] = n;
-    pending.push_back({{"namespace", p.namespace_},
-                       {"name", p.name},
-                       {"requests", std::move(req)},
-                       {"reason", p.reason},
-                       {"message", p.message}});
-  }
-  j["pending"] = std::move(pending);
-  const Totals& t = v.totals;
-  j["totals"] = {
-      {"nodes", t.nodes},
-      {"gpus", t.gpus},
-      {"unhealthyGpus", t.unhealthy_gpus},
-      {"memoryMiB", {{"allocated", t.memory_allocated_mib}, {"total", t.memory_total_mib}}},
-      {"pendingMemoryMiB", t.pending_memory_mib},
-      {"pods", t.pods},
-      {"pendingPods", t.pending_pods}};
+  j["nodes"] = v.nodes;
+  j["pending"] = v.pending;
+  j["totals"] = v.totals;
   return j;
 }
 

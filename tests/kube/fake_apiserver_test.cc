@@ -266,6 +266,19 @@ TEST_F(FakeApiServerTest, RoutingErrorsAndLimits) {
   EXPECT_EQ(Raw("GET", "/api/v1/pods?continue=zz").code, 400);
 }
 
+// An injected fault without a reason answers with the reason kube::StatusFromApi would assume.
+TEST_F(FakeApiServerTest, FaultsWithoutAReasonTakeTheClientsDefaultReason) {
+  for (int code : {406, 410, 412, 503}) {
+    Fault f;
+    f.http_code = code;
+    server_->InjectFault(f);
+    kube::HttpResponse r = Raw("GET", "/api/v1/nodes");
+    EXPECT_EQ(r.code, code);
+    EXPECT_EQ(json::parse(r.body).value("reason", "?"), kube::DefaultReason(code)) << code;
+  }
+  EXPECT_EQ(kube::DefaultReason(412), "PreconditionFailed");
+}
+
 TEST(FakeApiServerBinaryTest, ServesAndAnswersHooks) {
   kube::testing::TempDir d;
   std::string port_file = d.File("port");

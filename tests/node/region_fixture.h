@@ -1,16 +1,15 @@
 // Region files for tests and benchmarks of node/region_reader.h: the layout of
-// interpose/region_layout.h written as libgpushare-cuda.so's initialiser writes it (magic,
-// version, sizes, a robust process-shared mutex, ready last), with devices and slots filled in.
+// interpose/region_layout.h initialised by libgpushare-cuda.so's own initialiser
+// (interpose/region_init.h), with devices and slots filled in.
 #pragma once
 
 #include <fcntl.h>
-#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include <cstring>
 #include <string>
 
+#include "interpose/region_init.h"
 #include "interpose/region_layout.h"
 
 namespace gpushare::testing {
@@ -24,21 +23,6 @@ inline void UuidBytes(const std::string& uuid, uint8_t out[16]) {
     if (uuid[i] != '-') hex.push_back(uuid[i]);
   for (int i = 0; i < 16 && 2 * i + 1 < static_cast<int>(hex.size()); ++i)
     out[i] = static_cast<uint8_t>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
-}
-
-inline void InitRegion(ir::RegionFile* f) {
-  std::memset(f, 0, sizeof(*f));
-  pthread_mutexattr_t attr;
-  pthread_mutexattr_init(&attr);
-  pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
-  pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
-  pthread_mutex_init(&f->header.mutex, &attr);
-  pthread_mutexattr_destroy(&attr);
-  f->header.magic = ir::kRegionMagic;
-  f->header.layout_version = ir::kRegionLayoutVersion;
-  f->header.header_size = sizeof(ir::RegionHeader);
-  f->header.file_size = sizeof(ir::RegionFile);
-  f->header.ready = 1;
 }
 
 // Device d: `uuid`, a memory limit (0 = none) and an SM limit.
@@ -72,7 +56,7 @@ class MappedRegion {
     void* p = ::mmap(nullptr, sizeof(ir::RegionFile), PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
     if (p != MAP_FAILED) {
       file_ = static_cast<ir::RegionFile*>(p);
-      InitRegion(file_);
+      ir::InitialiseRegionFile(file_);
     }
   }
   ~MappedRegion() {

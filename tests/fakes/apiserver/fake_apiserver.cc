@@ -14,6 +14,7 @@
 #include <set>
 #include <thread>
 
+#include "kube/errors.h"
 #include "tests/fakes/apiserver/selectors.h"
 
 namespace gpushare::fakes {
@@ -165,43 +166,8 @@ std::map<std::string, std::string> Fields(Resource r, const json& o) {
   return f;
 }
 
-std::string DefaultReason(int code) {
-  switch (code) {
-    case 400:
-      return "BadRequest";
-    case 401:
-      return "Unauthorized";
-    case 403:
-      return "Forbidden";
-    case 404:
-      return "NotFound";
-    case 405:
-      return "MethodNotAllowed";
-    case 409:
-      return "Conflict";
-    case 410:
-      return "Expired";
-    case 413:
-      return "RequestEntityTooLarge";
-    case 415:
-      return "UnsupportedMediaType";
-    case 422:
-      return "Invalid";
-    case 429:
-      return "TooManyRequests";
-    case 500:
-      return "InternalError";
-    case 503:
-      return "ServiceUnavailable";
-    case 504:
-      return "Timeout";
-    default:
-      return "";
-  }
-}
-
 json StatusJson(int code, std::string reason, const std::string& message, json details = nullptr) {
-  if (reason.empty()) reason = DefaultReason(code);
+  if (reason.empty()) reason = kube::DefaultReason(code);
   json s = {{"kind", "Status"},    {"apiVersion", "v1"}, {"metadata", json::object()},
             {"status", "Failure"}, {"message", message}, {"reason", reason},
             {"code", code}};

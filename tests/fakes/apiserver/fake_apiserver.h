@@ -86,7 +86,7 @@ struct Fault {
   Kind kind = Kind::kHttpError;
   int count = 1;        // matching requests it applies to
   int http_code = 500;  // kHttpError
-  std::string reason;   // Status reason; default from the code
+  std::string reason;   // Status reason; default: kube::DefaultReason(http_code)
   std::string message = "injected fault";
   std::string method;                  // "" matches any
   std::string path_contains;           // "" matches any

@@ -438,27 +438,9 @@ Ctx* Current() {
   return t_ctx_stack.empty() ? nullptr : t_ctx_stack.back();
 }
 
-int ElemBytes(int format, unsigned channels) {
-  int b = 4;
-  switch (format) {
-    case CU_AD_FORMAT_UNSIGNED_INT8:
-    case CU_AD_FORMAT_SIGNED_INT8:
-      b = 1;
-      break;
-    case CU_AD_FORMAT_UNSIGNED_INT16:
-    case CU_AD_FORMAT_SIGNED_INT16:
-    case CU_AD_FORMAT_HALF:
-      b = 2;
-      break;
-    default:
-      b = 4;
-  }
-  return b * static_cast<int>(channels == 0 ? 1 : channels);
-}
-
 // Arrays are block-linear: rows padded to 512 B, height to 32 rows, the whole to 64 KiB.
 uint64_t ArrayFootprint(uint64_t w, uint64_t h, uint64_t d, int format, unsigned ch) {
-  uint64_t row = RoundUp((w == 0 ? 1 : w) * static_cast<uint64_t>(ElemBytes(format, ch)), 512);
+  uint64_t row = RoundUp((w == 0 ? 1 : w) * ArrayElementBytes(format, ch), 512);
   return RoundUp(row * RoundUp(h == 0 ? 1 : h, 32) * (d == 0 ? 1 : d), 64 << 10);
 }
 
