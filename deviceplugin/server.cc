@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "base/logfmt.h"
+#include "core/reasons.h"
 #include "deviceplugin/preferred_allocation.h"
 #include "proto/deviceplugin/v1beta1/api.grpc.pb.h"
 
@@ -91,6 +92,31 @@ AllocateStage RefusalStage(const DeviceIndex& index, const std::vector<std::stri
 grpc::Status ToGrpc(const Status& s) {
   if (s.ok()) return grpc::Status::OK;
   return grpc::Status(ToGrpcCode(s.code()), s.message());
+}
+
+// The core/reasons.h code of a refusal by the server itself: the same code node/
+// allocate_observer.cc gives gpushare_node_allocate_refusals_total{reason} for the stage.
+std::string_view StageReason(AllocateStage stage) {
+  switch (stage) {
+    case AllocateStage::kUnknownDevice:
+      return reasons::kUnknownDevice;
+    case AllocateStage::kUnhealthy:
+      return reasons::kGpuUnhealthy;
+    case AllocateStage::kDeviceNodes:
+      return reasons::kDeviceNodesUnavailable;
+    case AllocateStage::kInvalidRequest:
+    case AllocateStage::kAnswered:
+    case AllocateStage::kDecorator:
+      break;
+  }
+  return reasons::kInvalidRequest;
+}
+
+// A refused Allocate: the message starts with the reason code ("GpuUnhealthy: resource ...:
+// devices are Unhealthy: ..."), so that kubelet's UnexpectedAdmissionError (the pod's Event and
+// status) carries the code. A decorator's refusal comes coded by node/allocate_observer.cc.
+grpc::Status Refusal(grpc::StatusCode code, std::string_view reason, const std::string& message) {
+  return grpc::Status(code, std::string(reason) + ": " + message);
 }
 
 void ToProto(const ContainerAllocation& a, pb::ContainerAllocateResponse* out) {
@@ -292,7 +318,10 @@ class DevicePluginServer::Impl final : public pb::DevicePlugin::Service {
   grpc::Status Allocate(grpc::ServerContext*, const pb::AllocateRequest* req,
                         pb::AllocateResponse* resp) override {
     return Guard(opts.resource.name, "Allocate", [&] {
-      if (req->container_requests_size() == 0) return NoContainers("AllocateRequest");
+      if (req->container_requests_size() == 0) {
+        const grpc::Status none = NoContainers("AllocateRequest");
+        return Refusal(none.error_code(), reasons::kInvalidRequest, none.error_message());
+      }
       std::shared_ptr<const Snapshot> s = Current();
       HostDeviceNodes nodes;
       if (opts.plugin.pass_device_specs) nodes = ProbeHostDeviceNodes(opts.plugin.nvidia_dev_root);
@@ -302,16 +331,17 @@ class DevicePluginServer::Impl final : public pb::DevicePlugin::Service {
         if (!r.ok()) {
           spdlog::warn("event=allocate_refused resource={} devices={} error={}", opts.resource.name,
                        Value(Summary(ids)), Value(r.status().message()));
-          if (opts.on_allocate)
-            opts.on_allocate(RefusalStage(s->index, ids), ids, r.status().message());
-          return ToGrpc(r.status());
+          const AllocateStage stage = RefusalStage(s->index, ids);
+          if (opts.on_allocate) opts.on_allocate(stage, ids, r.status().message());
+          return Refusal(ToGrpcCode(r.status().code()), StageReason(stage), r.status().message());
         }
         ContainerAllocation a = BuildContainerAllocation(*r, opts.plugin, nodes, opts.extra_env);
         if (!a.problem.empty()) {
           spdlog::warn("event=allocate_refused resource={} devices={} error={}", opts.resource.name,
                        Value(Summary(ids)), Value(a.problem));
           if (opts.on_allocate) opts.on_allocate(AllocateStage::kDeviceNodes, ids, a.problem);
-          return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, a.problem);
+          return Refusal(grpc::StatusCode::FAILED_PRECONDITION,
+                         StageReason(AllocateStage::kDeviceNodes), a.problem);
         }
         if (opts.decorator) {
           Status st = opts.decorator(*r, &a);
@@ -319,7 +349,7 @@ class DevicePluginServer::Impl final : public pb::DevicePlugin::Service {
             spdlog::warn("event=allocate_refused resource={} devices={} error={}",
                          opts.resource.name, Value(Summary(ids)), Value(st.message()));
             if (opts.on_allocate) opts.on_allocate(AllocateStage::kDecorator, ids, st.message());
-            return ToGrpc(st);
+            return ToGrpc(st);  // coded by the decorator's wrapper (node/allocate_observer.h)
           }
         }
         ToProto(a, resp->add_container_responses());

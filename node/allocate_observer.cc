@@ -19,12 +19,13 @@ deviceplugin::AllocationDecorator Tagged(std::shared_ptr<AgentObserver> obs, std
   return [obs = std::move(obs), name = std::move(name), d = std::move(d), reason](
              const deviceplugin::ResolvedRequest& q, deviceplugin::ContainerAllocation* a) {
     Status st = d(q, a);
-    if (!st.ok()) {
+    if (st.ok()) return st;
+    if (obs) {
       std::vector<std::string> ids;
       for (const PlannedDevice* dev : q.devices) ids.push_back(dev->id);
       obs->AllocateRefused(name, reason, ids, st.message());
     }
-    return st;
+    return Status(st.code(), std::string(reason) + ": " + st.message());
   };
 }
 
@@ -35,24 +36,26 @@ void ObserveAllocate(std::shared_ptr<AgentObserver> obs, const PlannedResource& 
                      deviceplugin::AllocationDecorator interposer,
                      deviceplugin::DevicePluginServerOptions* o) {
   using deviceplugin::AllocateStage;
-  o->on_allocate = [obs, name = resource.name](AllocateStage stage,
-                                               const std::vector<std::string>& ids,
-                                               const std::string& message) {
-    switch (stage) {
-      case AllocateStage::kAnswered:
-        return obs->Allocated(name);
-      case AllocateStage::kUnknownDevice:
-        return obs->AllocateRefused(name, reasons::kUnknownDevice, ids, message);
-      case AllocateStage::kUnhealthy:
-        return obs->AllocateRefused(name, reasons::kGpuUnhealthy, ids, message);
-      case AllocateStage::kInvalidRequest:
-        return obs->AllocateRefused(name, reasons::kInvalidRequest, ids, message);
-      case AllocateStage::kDeviceNodes:
-        return obs->AllocateRefused(name, reasons::kDeviceNodesUnavailable, ids, message);
-      case AllocateStage::kDecorator:
-        return;  // reported by the decorator's wrapper, which knows which one refused
-    }
-  };
+  if (obs) {
+    o->on_allocate = [obs, name = resource.name](AllocateStage stage,
+                                                 const std::vector<std::string>& ids,
+                                                 const std::string& message) {
+      switch (stage) {
+        case AllocateStage::kAnswered:
+          return obs->Allocated(name);
+        case AllocateStage::kUnknownDevice:
+          return obs->AllocateRefused(name, reasons::kUnknownDevice, ids, message);
+        case AllocateStage::kUnhealthy:
+          return obs->AllocateRefused(name, reasons::kGpuUnhealthy, ids, message);
+        case AllocateStage::kInvalidRequest:
+          return obs->AllocateRefused(name, reasons::kInvalidRequest, ids, message);
+        case AllocateStage::kDeviceNodes:
+          return obs->AllocateRefused(name, reasons::kDeviceNodesUnavailable, ids, message);
+        case AllocateStage::kDecorator:
+          return;  // reported by the decorator's wrapper, which knows which one refused
+      }
+    };
+  }
   auto first = Tagged(obs, resource.name, std::move(memory), reasons::kInvalidRequest);
   auto then = Tagged(obs, resource.name, std::move(interposer), reasons::kInterposerSetupFailed);
   if (!first) {

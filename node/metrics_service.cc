@@ -71,6 +71,8 @@ Result<std::unique_ptr<MetricsService>> StartMetricsService(MetricsServiceOption
   // The API: callers' tokens, and the Events of refusals.
   kube::ClientOptions co;
   co.request_timeout = std::chrono::milliseconds(5000);
+  // Bounds the pod list of a refusal's lookup (the pods of one node) and every other reply.
+  co.max_response_bytes = size_t{32} << 20;
   Result<std::shared_ptr<kube::Client>> client = MakeApiClient(o.kubeconfig, "metrics", co);
   std::shared_ptr<kube::RequestAuthorizer> authorizer;
   if (client.ok()) {
@@ -82,8 +84,10 @@ Result<std::unique_ptr<MetricsService>> StartMetricsService(MetricsServiceOption
     eo.component = "gpushare-node";
     eo.host = o.node_name;
     s->recorder_ = std::make_shared<kube::EventRecorder>(*client, eo);
-    s->events_ = std::make_shared<AllocateEvents>(s->recorder_, AllocateEventsOptions{o.node_name},
-                                                  SteadyMs);
+    AllocateEventsOptions ao;
+    ao.node_name = o.node_name;
+    ao.pods = NodePodLister(*client, o.node_name);  // the pod a refusal was for
+    s->events_ = std::make_shared<AllocateEvents>(s->recorder_, std::move(ao), SteadyMs);
     std::weak_ptr<AllocateEvents> events = s->events_;
     s->metrics_->SetRefusalSink([events](const std::string& resource, std::string_view reason,
                                          const std::vector<std::string>& ids,

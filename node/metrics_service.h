@@ -5,7 +5,8 @@
 //
 // What needs the Kubernetes API (the TokenReviews of --metrics-auth=kubernetes, the Events) uses
 // --kubeconfig (else $KUBECONFIG, in-cluster, ~/.kube/config); Events also need the node's name
-// (--node-name, $NODE_NAME: the Node object they are about). Without a usable API
+// (--node-name, $NODE_NAME: the Node they are about, and whose pods a refusal is looked up
+// among, to put its Event on the pod instead). Without a usable API
 // configuration the agent still serves: /metrics then answers 503 (callers cannot be checked)
 // and no Events are recorded, each said once in the log. A listen address that cannot be bound is
 // logged and the agent serves devices without metrics (its liveness probe then fails, which

@@ -27,6 +27,7 @@ using gpushare::fakes::FakeKubelet;
 using gpushare::testing::GpuUuid;
 using gpushare::testing::MakeGpuResource;
 using gpushare::testing::MakeMigResource;
+using gpushare::testing::MigUuid;
 using gpushare::testing::TempDir;
 using namespace std::chrono_literals;
 
@@ -165,6 +166,50 @@ TEST_F(ServerTest, MalformedAndBadRequestsGetErrors) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   s = kubelet_->RawPreferred("nvidia.com/gpu", {}, &presp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+// kubelet turns a refused Allocate into the pod's UnexpectedAdmissionError with the gRPC
+// message: it starts with the core/reasons.h code (the refusal counter's label).
+TEST_F(ServerTest, RefusalMessagesStartWithTheReasonCode) {
+  PlannedResource res = MakeGpuResource(2, 4);
+  res.fail_requests_greater_than_one = true;
+  auto server = StartServer(res);
+  ASSERT_TRUE(server && server->Register().ok());
+  ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 8, kWait));
+  auto refuse = [&](const std::string& resource, const std::vector<std::string>& ids) {
+    v1beta1::AllocateRequest req;
+    if (!ids.empty()) {
+      auto* c = req.add_container_requests();
+      for (const std::string& id : ids) c->add_devices_ids(id);
+    }
+    v1beta1::AllocateResponse resp;
+    grpc::Status s = kubelet_->RawAllocate(resource, req, &resp);
+    EXPECT_FALSE(s.ok());
+    return s.error_message();
+  };
+  auto starts = [](const std::string& m, const std::string& prefix) {
+    return m.rfind(prefix, 0) == 0;
+  };
+  std::string m = refuse("nvidia.com/gpu", {"GPU-nope::1"});
+  EXPECT_EQ(m, "UnknownDevice: resource nvidia.com/gpu: unknown device IDs: GPU-nope::1");
+  m = refuse("nvidia.com/gpu", {GpuUuid(0) + "::0", GpuUuid(0) + "::0"});
+  EXPECT_TRUE(starts(m, "InvalidRequest: resource nvidia.com/gpu: device IDs requested more")) << m;
+  m = refuse("nvidia.com/gpu", {GpuUuid(0) + "::0", GpuUuid(1) + "::0"});
+  EXPECT_TRUE(starts(m, "InvalidRequest: ")) << m;
+  m = refuse("nvidia.com/gpu", {});
+  EXPECT_TRUE(starts(m, "InvalidRequest: resource nvidia.com/gpu: AllocateRequest has no")) << m;
+  EXPECT_TRUE(server->SetHealth({{GpuUuid(1) + "::3", false}}));
+  m = refuse("nvidia.com/gpu", {GpuUuid(1) + "::3"});
+  EXPECT_TRUE(starts(m, "GpuUnhealthy: resource nvidia.com/gpu: devices are Unhealthy: ")) << m;
+
+  PluginFlags flags;
+  flags.pass_device_specs = true;
+  flags.nvidia_dev_root = dir_.Sub("no-dev");  // no mig-minors: the MIG caps are unknown
+  auto mig = StartServer(MakeMigResource(1, 1, 1), flags);
+  ASSERT_TRUE(mig && mig->Register().ok());
+  ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/mig-1g.10gb", 1, kWait));
+  m = refuse("nvidia.com/mig-1g.10gb", {MigUuid(0, 0)});
+  EXPECT_TRUE(starts(m, "DeviceNodesUnavailable: passDeviceSpecs: no nvidia-caps minor")) << m;
 }
 
 TEST_F(ServerTest, HealthChangesArePushed) {

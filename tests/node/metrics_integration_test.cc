@@ -3,8 +3,8 @@
 // SubjectAccessReview, Events): a pod admitted through kubelet appears with its limit and, once
 // its accounting region exists (written here as libgpushare-cuda.so writes it, with the region's
 // mutex held by the test throughout), with its usage and last kernel launch; refused Allocates
-// are counted by reason and recorded as Events on the Node; callers without a token or the
-// permission are refused; --metrics-auth=none is refused on a non-loopback address.
+// are counted by reason and recorded as Events on the pod they were for; callers without a token or
+// the permission are refused; --metrics-auth=none is refused on a non-loopback address.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -170,11 +170,23 @@ TEST_F(NodeMetricsTest, ScrapeOfAPodAllocatedThroughKubelet) {
   ASSERT_EQ(::flock(region.fd(), LOCK_SH), 0);
   ASSERT_EQ(pthread_mutex_lock(&region.file()->header.mutex), 0);
 
-  // A refused Allocate: an unknown device.
+  // A refused Allocate: an unknown device, for the one pod of n1 in admission that asks for one
+  // device. Kubelet gets the reason code in front of the message.
+  api_.Upsert(fakes::Resource::kPods,
+              {{"apiVersion", "v1"},
+               {"kind", "Pod"},
+               {"metadata", {{"name", "waiting"}, {"namespace", "ns1"}}},
+               {"spec",
+                {{"nodeName", "n1"},
+                 {"containers",
+                  {{{"name", "main"}, {"resources", {{"limits", {{"nvidia.com/gpu", "1"}}}}}}}}}},
+               {"status", {{"phase", "Pending"}}}});
   v1beta1::AllocateRequest bad;
   bad.add_container_requests()->add_devices_ids("GPU-bogus::0");
   v1beta1::AllocateResponse resp;
-  EXPECT_FALSE(kubelet_->RawAllocate("nvidia.com/gpu", bad, &resp).ok());
+  grpc::Status refused = kubelet_->RawAllocate("nvidia.com/gpu", bad, &resp);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error_message().rfind("UnknownDevice: ", 0), 0u) << refused.error_message();
 
   auto anon = Get("/metrics");
   ASSERT_TRUE(anon);
@@ -205,13 +217,15 @@ TEST_F(NodeMetricsTest, ScrapeOfAPodAllocatedThroughKubelet) {
   EXPECT_NE(m->body.find("# HELP gpushare_gpu_memory_used_bytes"), std::string::npos);
   pthread_mutex_unlock(&region.file()->header.mutex);
 
-  // The refusal became a Warning Event on the Node, with the reason code.
+  // The refusal became a Warning Event on that pod, with the reason code.
   bool event = false;
   for (int i = 0; i < 200 && !event; ++i) {
     for (const nlohmann::json& e : api_.List(fakes::Resource::kEvents)) {
-      event = event || (e.value("reason", "") == "UnknownDevice" &&
-                        e["involvedObject"].value("kind", "") == "Node" &&
-                        e["involvedObject"].value("name", "") == "n1");
+      event =
+          event || (e.value("reason", "") == "UnknownDevice" && e.value("type", "") == "Warning" &&
+                    e["involvedObject"].value("kind", "") == "Pod" &&
+                    e["involvedObject"].value("namespace", "") == "ns1" &&
+                    e["involvedObject"].value("name", "") == "waiting");
     }
     if (!event) std::this_thread::sleep_for(50ms);
   }
