@@ -1,5 +1,6 @@
 #include "scheduler/inspect.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "scheduler/wire.h"
@@ -8,6 +9,52 @@ namespace gpushare::scheduler {
 
 using json = nlohmann::ordered_json;
 namespace ms = memshare;
+namespace iv = kube::inspect;
+
+// ---- PREFIX/inspect ---------------------------------------------------------------------------
+
+iv::Input InspectInput(const std::vector<std::shared_ptr<const kube::Node>>& nodes,
+                       const std::vector<std::shared_ptr<const kube::Pod>>& pods,
+                       std::string_view node) {
+  std::vector<const kube::Node*> ns;
+  for (const auto& n : nodes)
+    if (node.empty() || n->metadata.name == node) ns.push_back(n.get());
+  std::vector<std::pair<std::string, const kube::Pod*>> ps;
+  for (const auto& p : pods)
+    if (node.empty() || p->spec.node_name == node) ps.emplace_back(p->Key(), p.get());
+  // The API server's order (its storage keys), as `gpushare inspect` receives them.
+  std::sort(ns.begin(), ns.end(),
+            [](const auto* a, const auto* b) { return a->metadata.name < b->metadata.name; });
+  std::sort(ps.begin(), ps.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  iv::Input in;
+  in.nodes.reserve(ns.size());
+  for (const kube::Node* n : ns) in.nodes.push_back(*n);
+  in.pods.reserve(ps.size());
+  for (const auto& [key, p] : ps) in.pods.push_back(*p);
+  return in;
+}
+
+HttpReply ServeInspect(const InspectSource& source, std::string_view rest) {
+  if (!rest.empty() && rest != "/" && rest.find('/', 1) != std::string_view::npos)
+    return {404, EncodeError("no endpoint: inspect takes PREFIX/inspect or PREFIX/inspect/NODE")};
+  const std::string_view node = rest.empty() ? rest : rest.substr(1);
+  if (!source.synced())
+    return {503, EncodeError("gpushare-scheduler has not listed nodes and pods yet (/readyz)")};
+  // Copies of the informers' lists: no lock is held from here on.
+  const std::vector<std::shared_ptr<const kube::Node>> nodes = source.nodes();
+  if (!node.empty() && std::none_of(nodes.begin(), nodes.end(),
+                                    [node](const auto& n) { return n->metadata.name == node; })) {
+    return {404, EncodeError("node " + std::string(node) +
+                             " is not in gpushare-scheduler's node informer (the API server "
+                             "has no such node)")};
+  }
+  iv::Filter filter;
+  filter.node = std::string(node);
+  const iv::Input input = InspectInput(nodes, source.pods(), node);
+  return {200, iv::ToJson(iv::Build(input, filter)).dump()};
+}
+
+// ---- PREFIX/debug/cache -----------------------------------------------------------------------
 
 namespace {
 
@@ -67,11 +114,11 @@ json Node(const InspectNode& n, ms::MemoryUnit unit) {
 
 }  // namespace
 
-std::string EncodeInspectNode(const InspectNode& node, ms::MemoryUnit unit) {
+std::string EncodeCacheViewNode(const InspectNode& node, ms::MemoryUnit unit) {
   return Node(node, unit).dump();
 }
 
-std::string EncodeInspect(const std::vector<InspectNode>& nodes, ms::MemoryUnit unit) {
+std::string EncodeCacheView(const std::vector<InspectNode>& nodes, ms::MemoryUnit unit) {
   json list = json::array();
   int64_t gpus = 0, total = 0, allocated = 0, units = 0, used = 0, pending = 0;
   for (const InspectNode& n : nodes) {
@@ -96,17 +143,18 @@ std::string EncodeInspect(const std::vector<InspectNode>& nodes, ms::MemoryUnit 
   return o.dump();
 }
 
-HttpReply ServeInspect(const GpuCache& cache, ms::MemoryUnit unit, std::string_view rest) {
-  if (rest.empty() || rest == "/") return {200, EncodeInspect(cache.Inspect(), unit)};
+HttpReply ServeCacheView(const GpuCache& cache, ms::MemoryUnit unit, std::string_view rest) {
+  if (rest.empty() || rest == "/") return {200, EncodeCacheView(cache.Inspect(), unit)};
   const std::string_view node = rest.substr(1);
   if (node.find('/') != std::string_view::npos)
-    return {404, EncodeError("no endpoint: inspect takes PREFIX/inspect or PREFIX/inspect/NODE")};
+    return {404, EncodeError("no endpoint: the cache view takes PREFIX/debug/cache or "
+                             "PREFIX/debug/cache/NODE")};
   std::optional<InspectNode> n = cache.InspectOne(node);
   if (!n)
     return {404, EncodeError("node " + std::string(node) +
                              " is not in gpushare-scheduler's cache (not seen by its node "
                              "informer)")};
-  return {200, EncodeInspectNode(*n, unit)};
+  return {200, EncodeCacheViewNode(*n, unit)};
 }
 
 }  // namespace gpushare::scheduler

@@ -139,12 +139,22 @@ Status SchedulerService::Start() {
     };
   }
   HttpServerOptions extender_http = options_.http;
-  // PREFIX/inspect: the cache's view as JSON, beside the verbs (same listener, same transport).
+  // Beside the verbs (same listener, same transport; scheduler/inspect.h): PREFIX/inspect, the
+  // document `gpushare inspect -o json` prints, from the informers' nodes and pods; and
+  // PREFIX/debug/cache, the cache's own state.
+  const std::string prefix = NormalizePrefix(options_.http.url_prefix);
+  InspectSource source;
+  source.nodes = [nodes] { return nodes->List(); };
+  source.pods = [pods] { return pods->List(); };
+  source.synced = [nodes, pods] { return nodes->HasSynced() && pods->HasSynced(); };
+  extender_http.get_routes.push_back({prefix + "/inspect", [source](std::string_view rest) {
+                                        return ServeInspect(source, rest);
+                                      }});
   const GpuCache* view = cache_.get();
   const memshare::MemoryUnit unit = options_.unit;
-  extender_http.get_routes.push_back(
-      {NormalizePrefix(options_.http.url_prefix) + "/inspect",
-       [view, unit](std::string_view rest) { return ServeInspect(*view, unit, rest); }});
+  extender_http.get_routes.push_back({prefix + "/debug/cache", [view, unit](std::string_view rest) {
+                                        return ServeCacheView(*view, unit, rest);
+                                      }});
   server_ = std::make_unique<HttpServer>(
       *extender_, extender_http, [this] { return readiness(); }, [this] { return Metrics(); });
   GPUSHARE_RETURN_IF_ERROR(server_->Start());

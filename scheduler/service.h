@@ -1,6 +1,8 @@
 // SchedulerService: gpushare-scheduler assembled: API client, informers on nodes and pods
-// feeding the GpuCache, the Extender behind the HTTP server, the assume-timeout sweeper and
-// the event recorder. cli/gpushare-scheduler only parses flags into ServiceOptions.
+// feeding the GpuCache, the Extender behind the HTTP server (with PREFIX/inspect, read from the
+// informers, and PREFIX/debug/cache, read from the cache: scheduler/inspect.h), the
+// assume-timeout sweeper and the event recorder. cli/gpushare-scheduler only parses flags into
+// ServiceOptions.
 //
 // Start order (docs/scheduler.md): the HTTP server listens first (so /healthz answers and
 // the extender verbs say "cache not synced" instead of timing out), then the informers list

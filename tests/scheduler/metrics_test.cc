@@ -1,15 +1,19 @@
-// gpushare-scheduler's /metrics (scheduler/metrics.h) and PREFIX/inspect (scheduler/inspect.h)
+// gpushare-scheduler's /metrics (scheduler/metrics.h) and PREFIX/debug/cache (scheduler/inspect.h)
 // against known cache states: exact exposition lines for every series, the histograms and the
-// reason counters observing, golden inspect JSON, 404 for an unknown node; and the filter's
-// Event message (extender.h FilterFailureMessage).
+// reason counters observing, golden cache-view JSON, 404 for an unknown node; PREFIX/inspect's
+// handler on known informer contents: the document kube/inspect_view.h builds (what `gpushare
+// inspect -o json` prints), per node, 404 and 503; and the filter's Event message (extender.h
+// FilterFailureMessage).
 #include "scheduler/metrics.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 #include <sstream>
 
 #include "core/reasons.h"
+#include "kube/inspect_view.h"
 #include "kube/memshare_pod.h"
 #include "scheduler/extender.h"
 #include "scheduler/http_server.h"
@@ -314,8 +318,8 @@ TEST_F(KnownCache, EveryDashboardSeriesIsExposed) {
   for (const std::string& name : wanted) EXPECT_TRUE(typed.count(name)) << name;
 }
 
-TEST_F(KnownCache, InspectIsTheCachesViewAsJson) {
-  const json got = json::parse(EncodeInspect(cache_.Inspect(), ms::MemoryUnit::kGiB));
+TEST_F(KnownCache, CacheViewIsTheCachesViewAsJson) {
+  const json got = json::parse(EncodeCacheView(cache_.Inspect(), ms::MemoryUnit::kGiB));
   const std::string u0 = "GPU-1000-0000-0000-0000-000000000000";
   const std::string u1 = "GPU-1001-0000-0000-0000-000000000000";
   const json a = {{"namespace", "team"},
@@ -374,13 +378,129 @@ TEST_F(KnownCache, InspectIsTheCachesViewAsJson) {
                        {"pendingPods", 1}}}};
   EXPECT_EQ(got, want) << got.dump(2);
   // One node, and the HTTP handler's answers.
-  EXPECT_EQ(json::parse(ServeInspect(cache_, ms::MemoryUnit::kGiB, "/n1").body), n1);
-  EXPECT_EQ(json::parse(ServeInspect(cache_, ms::MemoryUnit::kGiB, "").body), want);
-  const HttpReply missing = ServeInspect(cache_, ms::MemoryUnit::kGiB, "/ghost");
+  EXPECT_EQ(json::parse(ServeCacheView(cache_, ms::MemoryUnit::kGiB, "/n1").body), n1);
+  EXPECT_EQ(json::parse(ServeCacheView(cache_, ms::MemoryUnit::kGiB, "").body), want);
+  const HttpReply missing = ServeCacheView(cache_, ms::MemoryUnit::kGiB, "/ghost");
   EXPECT_EQ(missing.code, 404);
   EXPECT_EQ(json::parse(missing.body)["Error"],
             "node ghost is not in gpushare-scheduler's cache (not seen by its node informer)");
-  EXPECT_EQ(ServeInspect(cache_, ms::MemoryUnit::kGiB, "/n1/gpus").code, 404);
+  EXPECT_EQ(ServeCacheView(cache_, ms::MemoryUnit::kGiB, "/n1/gpus").code, 404);
+}
+
+// ---- PREFIX/inspect's handler ------------------------------------------------------------------
+
+// What the informers hold: n1 (2 x 24 GiB, pod a 3 GiB confirmed on GPU 0, pod b 5 GiB assumed on
+// GPU 1), cpu (no GPU), a pod pending with kube-scheduler's reason, and one on no node asking for
+// no GPU.
+class KnownInformers : public ::testing::Test {
+ protected:
+  KnownInformers() {
+    Add(DecodeNodeOrDie(NodeJson("n1", Uniform(2, 24))));
+    Add(DecodeNodeOrDie(
+        {{"metadata", {{"name", "cpu"}}}, {"status", {{"capacity", {{"cpu", "8"}}}}}}));
+    Add(Bound("a", "n1", 3, 0, true));
+    Add(Bound("b", "n1", 5, 1, false));
+    // Bound, on no GPU yet (the node's unplaced pods: listed in the order the pods come).
+    for (const char* name : {"q1", "q2"}) {
+      json q = PodJson(name, {{"main", 2}}, "team", std::string("uid-") + name);
+      q["spec"]["nodeName"] = "n1";
+      Add(DecodePodOrDie(q));
+    }
+    json pending = PodJson("big", {{"main", 30}}, "team", "uid-big");
+    pending["status"]["conditions"] = {{{"type", "PodScheduled"},
+                                        {"status", "False"},
+                                        {"reason", "Unschedulable"},
+                                        {"message", "0/2 nodes are available"}}};
+    Add(DecodePodOrDie(pending));
+    Add(DecodePodOrDie(PodJson("web", {{"main", 0}}, "team", "uid-web")));
+    source_.nodes = [this] { return nodes_; };
+    source_.pods = [this] { return pods_; };
+    source_.synced = [this] { return synced_; };
+  }
+  // A pod bound to `node` with the scheduler's annotations: `units` GiB on GPU `gpu`, confirmed
+  // by gpushare-node or only assumed.
+  static kube::Pod Bound(const std::string& name, const std::string& node, int64_t units, int gpu,
+                         bool confirmed) {
+    json p = PodJson(name, {{"main", units}}, "team", "uid-" + name);
+    p["spec"]["nodeName"] = node;
+    p["status"]["phase"] = confirmed ? "Running" : "Pending";
+    const ms::PodRequest req = Req(p);
+    auto ann = ms::BindAnnotations(req, {gpu}, 24, 1);
+    if (confirmed)
+      for (const auto& [k, v] : ms::ConfirmAnnotations(req, {{"main", gpu}})) ann[k] = v;
+    for (const auto& [k, v] : ann) p["metadata"]["annotations"][k] = v;
+    return DecodePodOrDie(p);
+  }
+  void Add(kube::Node n) { nodes_.push_back(std::make_shared<const kube::Node>(std::move(n))); }
+  void Add(kube::Pod p) { pods_.push_back(std::make_shared<const kube::Pod>(std::move(p))); }
+  // What `gpushare inspect [NODE] -o json` prints for the same objects, compact.
+  std::string Cli(const std::string& node = "") const {
+    kube::inspect::Input in;
+    for (const auto& n : nodes_) in.nodes.push_back(*n);
+    for (const auto& p : pods_) in.pods.push_back(*p);
+    kube::inspect::Filter f;
+    f.node = node;
+    return kube::inspect::ToJson(kube::inspect::Build(in, f)).dump();
+  }
+
+  std::vector<std::shared_ptr<const kube::Node>> nodes_;
+  std::vector<std::shared_ptr<const kube::Pod>> pods_;
+  bool synced_ = true;
+  InspectSource source_;
+};
+
+TEST_F(KnownInformers, InspectIsTheDocumentTheCliPrints) {
+  const HttpReply all = ServeInspect(source_, "");
+  EXPECT_EQ(all.code, 200);
+  EXPECT_EQ(all.body, Cli());
+  // The parts this fixture is about, so that an empty document would not pass.
+  const json view = json::parse(all.body);
+  EXPECT_EQ(view["kind"], "Inspect");
+  ASSERT_EQ(view["nodes"].size(), 1u) << view.dump(2);  // cpu has nothing GPU
+  EXPECT_EQ(view["nodes"][0]["name"], "n1");
+  EXPECT_EQ(view["nodes"][0]["gpus"][0]["pods"][0]["source"], "confirmed");
+  EXPECT_EQ(view["nodes"][0]["gpus"][1]["pods"][0]["source"], "assumed");
+  ASSERT_EQ(view["pending"].size(), 1u);
+  EXPECT_EQ(view["pending"][0]["name"], "big");
+  EXPECT_EQ(view["pending"][0]["reason"], "Unschedulable");  // the condition: no Events watched
+  EXPECT_EQ(ServeInspect(source_, "/").body, all.body);
+}
+
+TEST_F(KnownInformers, InspectDoesNotDependOnTheInformersOrder) {
+  const std::string before = ServeInspect(source_, "").body;
+  ASSERT_EQ(json::parse(before)["nodes"][0]["unplaced"].size(), 2u) << before;
+  std::reverse(nodes_.begin(), nodes_.end());
+  std::reverse(pods_.begin(), pods_.end());
+  EXPECT_EQ(ServeInspect(source_, "").body, before);
+}
+
+TEST_F(KnownInformers, InspectNodeIsTheViewOfThatNode) {
+  const HttpReply n1 = ServeInspect(source_, "/n1");
+  EXPECT_EQ(n1.code, 200);
+  EXPECT_EQ(n1.body, Cli("n1"));
+  const json view = json::parse(n1.body);
+  EXPECT_EQ(view["nodes"].size(), 1u);
+  EXPECT_EQ(view["pending"], json::array());  // pending pods are on no node
+  // A node the API server has, with nothing GPU: the (empty) view, as the CLI prints it.
+  const HttpReply cpu = ServeInspect(source_, "/cpu");
+  EXPECT_EQ(cpu.code, 200);
+  EXPECT_EQ(cpu.body, Cli("cpu"));
+  EXPECT_EQ(json::parse(cpu.body)["nodes"], json::array());
+}
+
+TEST_F(KnownInformers, InspectRefusesAnUnknownNodeADeeperPathAndAnUnsyncedCache) {
+  const HttpReply ghost = ServeInspect(source_, "/ghost");
+  EXPECT_EQ(ghost.code, 404);
+  EXPECT_EQ(json::parse(ghost.body)["Error"],
+            "node ghost is not in gpushare-scheduler's node informer (the API server has no such "
+            "node)");
+  EXPECT_EQ(ServeInspect(source_, "/n1/gpus").code, 404);
+  synced_ = false;
+  const HttpReply early = ServeInspect(source_, "");
+  EXPECT_EQ(early.code, 503);
+  EXPECT_NE(json::parse(early.body)["Error"].get<std::string>().find("not listed"),
+            std::string::npos);
+  EXPECT_EQ(ServeInspect(source_, "/ghost").code, 503);  // not a 404: it may not be listed yet
 }
 
 TEST(FilterFailureMessageTest, DominantReasonAndBoundedList) {

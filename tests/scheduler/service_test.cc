@@ -1,11 +1,19 @@
 // SchedulerService in-process against the API-server double, driven over HTTP by the
 // kube-scheduler double: readiness before sync, the bind protocol and its rollbacks under API
-// faults, idempotency, confirmations, the assume timeout with its Event.
+// faults, idempotency, confirmations, the assume timeout with its Event; PREFIX/inspect against
+// what `gpushare inspect -o json` builds from the same objects, and PREFIX/debug/cache.
 #include "scheduler/service.h"
 
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <yaml-cpp/yaml.h>
 
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "kube/inspect_view.h"
+#include "tests/datadriven.h"
 #include "tests/fakes/apiserver/fake_apiserver.h"
 #include "tests/fakes/apiserver/kubeconfig_text.h"
 #include "tests/fakes/scheduler/fake_kube_scheduler.h"
@@ -305,7 +313,7 @@ TEST_F(ServiceTest, FilterWithNoNodeLeftRecordsAnEventWithTheReason) {
   EXPECT_NE(m.find("gpushare_scheduler_filter_duration_seconds_count 8\n"), std::string::npos);
 }
 
-TEST_F(ServiceTest, MetricsAndInspectServeTheCachesView) {
+TEST_F(ServiceTest, MetricsInspectAndTheCacheViewServe) {
   api_.Upsert(Resource::kNodes, NodeJson("n", Uniform(2, 24)));
   api_.Upsert(Resource::kPods, SimplePod("a", 3));
   StartService();
@@ -337,24 +345,145 @@ TEST_F(ServiceTest, MetricsAndInspectServeTheCachesView) {
             std::string::npos)
       << metrics->body;
   EXPECT_NE(metrics->body.find("gpushare_scheduler_assumed_pods 1\n"), std::string::npos);
-  httplib::Result all = http.Get("/gpushare-scheduler/inspect");
+  // PREFIX/debug/cache: the cache's own state (the bind's booking, assumed).
+  httplib::Result all = http.Get("/gpushare-scheduler/debug/cache");
   ASSERT_TRUE(all);
   EXPECT_EQ(all->status, 200);
   EXPECT_EQ(all->get_header_value("Content-Type"), "application/json");
   const json view = json::parse(all->body);
   EXPECT_EQ(view["totals"]["units"]["allocated"], 3);
   EXPECT_EQ(view["nodes"][0]["pendingPods"][0]["name"], "a");
-  httplib::Result one = http.Get("/gpushare-scheduler/inspect/n");
+  httplib::Result one = http.Get("/gpushare-scheduler/debug/cache/n");
   ASSERT_TRUE(one);
   EXPECT_EQ(json::parse(one->body), view["nodes"][0]);
-  httplib::Result ghost = http.Get("/gpushare-scheduler/inspect/ghost");
+  httplib::Result ghost = http.Get("/gpushare-scheduler/debug/cache/ghost");
   ASSERT_TRUE(ghost);
   EXPECT_EQ(ghost->status, 404);
   EXPECT_NE(json::parse(ghost->body)["Error"].get<std::string>().find("node ghost is not in"),
             std::string::npos);
-  httplib::Result post = http.Post("/gpushare-scheduler/inspect", "{}", "application/json");
-  ASSERT_TRUE(post);
-  EXPECT_EQ(post->status, 405);
+  // PREFIX/inspect: the API objects' view, once the informer has seen the bind's annotations.
+  ASSERT_TRUE(WaitUntil([&] {
+    httplib::Result r = http.Get("/gpushare-scheduler/inspect/n");
+    if (!r || r->status != 200) return false;
+    const json v = json::parse(r->body);
+    return v["totals"]["memoryMiB"]["allocated"] == 3 * 1024;
+  }));
+  for (const char* path : {"/gpushare-scheduler/inspect", "/gpushare-scheduler/debug/cache"}) {
+    httplib::Result post = http.Post(path, "{}", "application/json");
+    ASSERT_TRUE(post);
+    EXPECT_EQ(post->status, 405) << path;
+  }
+}
+
+// YAML (as `kubectl get -o yaml` prints it) to JSON: quoted scalars stay strings, plain ones
+// that read as booleans, null or numbers become those.
+json YamlToJson(const YAML::Node& y) {
+  switch (y.Type()) {
+    case YAML::NodeType::Sequence: {
+      json a = json::array();
+      for (const YAML::Node& e : y) a.push_back(YamlToJson(e));
+      return a;
+    }
+    case YAML::NodeType::Map: {
+      json o = json::object();
+      for (const auto& kv : y) o[kv.first.as<std::string>()] = YamlToJson(kv.second);
+      return o;
+    }
+    case YAML::NodeType::Scalar: {
+      const std::string v = y.Scalar();
+      if (y.Tag() == "!") return v;
+      if (v == "true" || v == "false") return v == "true";
+      if (v == "null" || v == "~") return nullptr;
+      const json n = json::parse(v, nullptr, false);
+      return !n.is_discarded() && n.is_number() ? n : json(v);
+    }
+    default:
+      return nullptr;
+  }
+}
+
+// The objects of the first case of tests/testdata/inspect/<file> (the CLI's data tests).
+std::vector<json> InspectTestdata(const std::string& file) {
+  const std::string path = std::string(GPUSHARE_SOURCE_DIR) + "/tests/testdata/inspect/" + file;
+  std::ifstream f(path);
+  std::stringstream text;
+  text << f.rdbuf();
+  std::string error;
+  std::optional<std::vector<datadriven::Case>> cases =
+      datadriven::ParseCases(path, text.str(), &error);
+  if (!cases || cases->empty()) {
+    ADD_FAILURE() << path << ": " << error;
+    return {};
+  }
+  std::vector<json> out;
+  for (const YAML::Node& doc : YAML::LoadAll(cases->front().input)) {
+    const json list = YamlToJson(doc);
+    for (const json& item : list.value("items", json::array())) out.push_back(item);
+  }
+  EXPECT_FALSE(out.empty()) << path << ": no objects in the first case";
+  return out;
+}
+
+// PREFIX/inspect serves, byte for byte, the document `gpushare inspect -o json` builds from the
+// same API objects (kube/inspect_view.h Build + ToJson, here from what the API server lists, as
+// the CLI reads it): every sharing mode (the CLI's modes.txt), pending pods with the reason of
+// their PodScheduled condition (pending.txt; the scheduler watches no Events, so they are not
+// given to either), per node, and 404 for a node the API server does not have.
+TEST_F(ServiceTest, InspectServesWhatTheCliPrintsForTheSameObjects) {
+  std::vector<json> objects = InspectTestdata("modes.txt");
+  for (const json& o : InspectTestdata("pending.txt")) objects.push_back(o);
+  ASSERT_GT(objects.size(), 10u);
+  std::set<std::string> nodes, pods;  // the first of a name wins (both files have gpu-a)
+  for (const json& o : objects) {
+    const std::string kind = o.value("kind", "");
+    const std::string key =
+        o["metadata"].value("namespace", "default") + "/" + o["metadata"].value("name", "");
+    if (kind == "Node" && nodes.insert(o["metadata"]["name"].get<std::string>()).second)
+      api_.Upsert(Resource::kNodes, o);
+    else if (kind == "Pod" && pods.insert(key).second)
+      api_.Upsert(Resource::kPods, o);
+  }
+  ASSERT_GE(nodes.size(), 2u);
+  StartService();
+  ASSERT_TRUE(WaitReady());
+  // What the CLI prints for `node` ("": all), from what the API server lists now (items carry no
+  // kind of their own); no Events here.
+  auto cli = [&](const std::string& node) {
+    kube::inspect::Input in;
+    for (Resource r : {Resource::kNodes, Resource::kPods}) {
+      for (json item : api_.List(r)) {
+        item["kind"] = r == Resource::kNodes ? "Node" : "Pod";
+        EXPECT_TRUE(kube::inspect::AddObjects(item, &in, "item").ok()) << item.dump();
+      }
+    }
+    kube::inspect::Filter f;
+    f.node = node;
+    return kube::inspect::ToJson(kube::inspect::Build(in, f)).dump();
+  };
+  httplib::Client http("127.0.0.1", service_->port());
+  auto served = [&](const std::string& node) {
+    httplib::Result r = http.Get("/gpushare-scheduler/inspect" + (node.empty() ? "" : "/" + node));
+    return r && r->status == 200 ? r->body : std::string("no 200");
+  };
+  // The informers may lag a write of the scheduler's own (its sweep): wait for them to agree.
+  WaitUntil([&] { return served("") == cli(""); });
+  httplib::Result all = http.Get("/gpushare-scheduler/inspect");
+  ASSERT_TRUE(all);
+  EXPECT_EQ(all->status, 200);
+  EXPECT_EQ(all->get_header_value("Content-Type"), "application/json");
+  EXPECT_EQ(all->body, cli(""));
+  const json view = json::parse(all->body);
+  EXPECT_GE(view["nodes"].size(), 2u) << view.dump(2);
+  EXPECT_FALSE(view["pending"].empty());
+  for (const std::string& node : nodes) EXPECT_EQ(served(node), cli(node)) << node;
+  httplib::Result ghost = http.Get("/gpushare-scheduler/inspect/ghost");
+  ASSERT_TRUE(ghost);
+  EXPECT_EQ(ghost->status, 404);
+  EXPECT_EQ(json::parse(ghost->body)["Error"],
+            "node ghost is not in gpushare-scheduler's node informer (the API server has no such "
+            "node)");
+  // A node named like the debug path is just a node.
+  EXPECT_EQ(http.Get("/gpushare-scheduler/inspect/cache")->status, 404);
 }
 
 // --- bind refusals (issue 10 §2: the bind endpoint must not bind any pod anywhere) ---------------
