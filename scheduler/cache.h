@@ -80,7 +80,7 @@ struct Reservation {
   uint64_t token = 0;  // identifies this reservation for Commit/Rollback
 };
 
-// One GPU as the cache sees it (for tests, /inspect and logs).
+// One GPU as the cache sees it (for tests, PREFIX/debug/cache and logs).
 struct GpuState {
   int index = 0;
   int64_t capacity = 0;  // units
@@ -129,7 +129,7 @@ struct GpuSample {
   bool usable = false;
 };
 
-// The cache's view of one node for PREFIX/inspect (scheduler/inspect.h encodes it).
+// The cache's view of one node for PREFIX/debug/cache (scheduler/inspect.h encodes it).
 struct InspectPod {
   std::string namespace_, name, uid;
   int64_t units = 0;            // on this GPU (InspectGpu::pods), or in all (InspectNode::pending)

@@ -267,8 +267,7 @@ struct HttpServer::Impl {
 
   HttpServer* server = nullptr;
   const HttpServerOptions* o = nullptr;
-  std::string bind_path;     // <prefix>/bind
-  std::string inspect_path;  // <prefix>/inspect
+  std::string bind_path;  // <prefix>/bind
   http::Limits limits;
   UniqueFd listen_fd, epoll_fd, wake_fd;
   UniqueFd spare_fd;  // /dev/null, given up to take (and end) a connection when descriptors run out
@@ -995,12 +994,16 @@ struct HttpServer::Impl {
   }
   // Whether the leader serves `c`'s request itself without handing the lead on: anything but
   // a bind (it makes API calls, seconds at worst), /metrics (its authorization may ask the API
-  // server; 12-15 ms of text at 1,000 nodes x 8 GPUs), PREFIX/inspect (its size grows with the
-  // cluster) and bodies over kQuickBodyBytes (filter and prioritize are CPU-bound in their
-  // size: 0.2-1 ms at 5,000 nodes).
+  // server; 12-15 ms of text at 1,000 nodes x 8 GPUs), the extra GET routes (PREFIX/inspect and
+  // PREFIX/debug/cache grow with the cluster: 130-200 ms at 1,000 nodes x 8 GPUs) and bodies
+  // over kQuickBodyBytes (filter and prioritize are CPU-bound in their size: 0.2-1 ms at 5,000
+  // nodes).
   bool Quick(const Conn* c) const {
-    return c->request_body.size() <= kQuickBodyBytes && c->head.path != bind_path &&
-           c->head.path != "/metrics" && c->head.path.rfind(inspect_path, 0) != 0;
+    if (c->request_body.size() > kQuickBodyBytes || c->head.path == bind_path ||
+        c->head.path == "/metrics")
+      return false;
+    return std::none_of(o->get_routes.begin(), o->get_routes.end(),
+                        [c](const GetRoute& r) { return c->head.path.rfind(r.path, 0) == 0; });
   }
 
   // Runs the handler of `c`'s request and puts the reply in its output.
@@ -1219,7 +1222,6 @@ Status HttpServer::Start() {
   auto impl = std::make_unique<Impl>();  // (its descriptors close if a step below fails)
   impl->server = this;
   impl->bind_path = prefix_ + "/bind";
-  impl->inspect_path = prefix_ + "/inspect";
   impl->o = &options_;
   impl->limits.max_body_bytes = options_.max_body_bytes;
   const std::string where = options_.host + ":" + std::to_string(options_.port);

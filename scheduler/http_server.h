@@ -5,7 +5,8 @@
 //   GET  /readyz     200 once the cache is synced (informers listed nodes and pods), else 503
 //                    with the reason
 //   GET  /metrics    Prometheus text (scheduler/metrics.h)
-//   GET  <route>     HttpServerOptions::get_routes (PREFIX/inspect on the extender listener)
+//   GET  <route>     HttpServerOptions::get_routes (PREFIX/inspect and PREFIX/debug/cache on the
+//                    extender listener; served by a worker, never by the connection leader)
 //   POST <route>     HttpServerOptions::routes (the admission webhook's /mutate-pods, on its own
 //                    listener that serves nothing else)
 //
@@ -68,8 +69,9 @@ struct PostRoute {
 };
 
 // An extra GET endpoint (PREFIX/inspect): serves `path` and every `path/...` below it; the
-// handler gets what follows `path` ("" or "/..."). It runs on the server's threads and must be
-// quick. HEAD is answered too; another method gets 405.
+// handler gets what follows `path` ("" or "/..."). It runs on a worker thread (never the one
+// that accepts connections), so a large reply delays no other request. HEAD is answered too;
+// another method gets 405.
 struct GetRoute {
   std::string path;
   std::function<HttpReply(std::string_view rest)> handle;
