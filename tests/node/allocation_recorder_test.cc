@@ -70,6 +70,15 @@ class AllocationRecorderTest : public ::testing::Test {
     agent_.reset();
   }
 
+  // The next `count` PATCH requests whose path contains `path` fail with 500.
+  void FailPatches(const std::string& path, int count) {
+    fakes::Fault f;
+    f.count = count;
+    f.http_code = 500;
+    f.method = "PATCH";
+    f.path_contains = path;
+    api_.InjectFault(f);
+  }
   // A pod bound to `node` asking for `count` of `resource` in container "c".
   json PodJson(const std::string& name, const std::string& node, const std::string& resource,
                int count) {
@@ -131,12 +140,7 @@ TEST_F(AllocationRecorderTest, WholeTimeSlicedAndMigOnlyHereOnlyOnceAcrossRestar
 
   // The first two patches of ml/whole fail: retried with backoff (1 s, then 2 s), not every
   // round (200 ms).
-  fakes::Fault f;
-  f.count = 2;
-  f.http_code = 500;
-  f.method = "PATCH";
-  f.path_contains = "/pods/whole";
-  api_.InjectFault(f);
+  FailPatches("/pods/whole", 2);
   api_.Upsert(fakes::Resource::kPods, PodJson("whole", "n1", "nvidia.com/gpu", 1));
   api_.Upsert(fakes::Resource::kPods, PodJson("ts", "n1", "nvidia.com/gpu.shared", 2));
   api_.Upsert(fakes::Resource::kPods, PodJson("mig", "n1", "nvidia.com/mig-3g.40gb", 1));
@@ -213,12 +217,7 @@ TEST_F(AllocationRecorderTest, WholeTimeSlicedAndMigOnlyHereOnlyOnceAcrossRestar
 // Without memory shares the recorder publishes the node's GPUs (gpushare.io/gpu-inventory, each
 // with its mode), retries a failed patch, and does not patch again while nothing changes.
 TEST_F(AllocationRecorderTest, PublishesTheGpusOfANodeWithoutMemoryShares) {
-  fakes::Fault f;
-  f.count = 1;
-  f.http_code = 500;
-  f.method = "PATCH";
-  f.path_contains = "/nodes/n1";
-  api_.InjectFault(f);
+  FailPatches("/nodes/n1", 1);
   StartAgent(testing::ExamplePath("inventory/mixed.yaml"),
              testing::ExamplePath("config/mixed.yaml"));
   auto inventory = [&]() -> std::optional<memshare::NodeInventory> {
