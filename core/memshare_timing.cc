@@ -30,7 +30,7 @@ WorkerStep WorkerSchedule::Next(int64_t now) {
     return WorkerStep::kPublish;
   }
   if (now < reconcile_at_) return WorkerStep::kWait;
-  reconcile_at_ = now + t_.reconcile_interval.count();
+  reconcile_at_ = now + t_.reconcile_interval_ms;
   return WorkerStep::kReconcile;
 }
 
@@ -49,8 +49,8 @@ void WorkerSchedule::Published(bool ok, int64_t now) {
 }
 
 bool WorkerSchedule::MayList(int64_t now) {
-  if (last_list_ && now < *last_list_ + t_.min_list_interval.count()) {
-    Rearm(*last_list_ + t_.min_list_interval.count());
+  if (last_list_ && now < *last_list_ + t_.min_list_interval_ms) {
+    Rearm(*last_list_ + t_.min_list_interval_ms);
     return false;
   }
   last_list_ = now;
@@ -65,7 +65,7 @@ void WorkerSchedule::ListFailed(bool rate_limited, int64_t now) {
 
 void WorkerSchedule::Reconciled(bool retry_soon, int64_t now) {
   list_backoff_ms_ = 0;
-  Rearm(now + (retry_soon ? t_.retry_soon.count() : t_.reconcile_interval.count()));
+  Rearm(now + (retry_soon ? t_.retry_soon_ms : t_.reconcile_interval_ms));
 }
 
 void WorkerSchedule::Rearm(int64_t at) {

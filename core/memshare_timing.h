@@ -8,24 +8,23 @@
 //   - Reconcile (a PodResources List and the patches it calls for): every reconcile_interval,
 //     after_allocate after an Allocate, at once when GetPreferredAllocation waits for the first
 //     List; never two Lists within min_list_interval (kubelet allows 100/s, burst 10); every
-//     not_synced while the pod cache has not synced; retry_soon after a round that left
+//     not_synced_ms while the pod cache has not synced; retry_soon_ms after a round that left
 //     work (a pod kubelet holds that the cache does not have yet, a failed patch); a failed
 //     List backs off, short (100 ms doubling to 2 s) when kubelet's rate limit refused it,
 //     long (500 ms doubling to 30 s) otherwise.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <optional>
 
 namespace gpushare::memshare {
 
 struct ScheduleTiming {
-  std::chrono::milliseconds reconcile_interval{10000};
-  std::chrono::milliseconds after_allocate{50};
-  std::chrono::milliseconds min_list_interval{50};
-  std::chrono::milliseconds not_synced{100};
-  std::chrono::milliseconds retry_soon{200};
+  int64_t reconcile_interval_ms = 10000;
+  int64_t after_allocate_ms = 50;
+  int64_t min_list_interval_ms = 50;
+  int64_t not_synced_ms = 100;
+  int64_t retry_soon_ms = 200;
 };
 
 enum class WorkerStep {
@@ -49,7 +48,7 @@ class WorkerSchedule {
   // GetPreferredAllocation waits for a List: reconcile at once.
   void ListWanted(int64_t now) { Rearm(now); }
   // Kubelet allocated units: reconcile within after_allocate.
-  void Allocated(int64_t now) { Rearm(now + t_.after_allocate.count()); }
+  void Allocated(int64_t now) { Rearm(now + t_.after_allocate_ms); }
 
   // ---- decisions --------------------------------------------------------------------------
   // The step due at `now` (publish first). kPublish clears the publish; kReconcile arms the next
@@ -61,7 +60,7 @@ class WorkerSchedule {
   // ---- outcomes ---------------------------------------------------------------------------
   void Published(bool ok, int64_t now);
   // The reconcile round found the pod cache unsynced.
-  void NotSynced(int64_t now) { Rearm(now + t_.not_synced.count()); }
+  void NotSynced(int64_t now) { Rearm(now + t_.not_synced_ms); }
   // Whether the round may List now (pacing); when not, the round is moved to when it may.
   bool MayList(int64_t now);
   void ListFailed(bool rate_limited, int64_t now);

@@ -50,9 +50,9 @@ Observed ObservedOf(const std::vector<ContainerDevices>& listed, const std::stri
 
 ms::ScheduleTiming TimingOf(const MemoryShareOptions& o) {
   ms::ScheduleTiming t;
-  t.reconcile_interval = o.reconcile_interval;
-  t.after_allocate = o.after_allocate;
-  t.min_list_interval = o.min_list_interval;
+  t.reconcile_interval_ms = o.reconcile_interval.count();
+  t.after_allocate_ms = o.after_allocate.count();
+  t.min_list_interval_ms = o.min_list_interval.count();
   return t;
 }
 

@@ -9,9 +9,7 @@ namespace {
 constexpr int64_t kT0 = 1000;
 
 ScheduleTiming Timing() {
-  using std::chrono::milliseconds;
-  return ScheduleTiming{milliseconds(10000), milliseconds(50), milliseconds(50), milliseconds(100),
-                        milliseconds(200)};
+  return ScheduleTiming{10000, 50, 50, 100, 200};
 }
 
 // Runs the periodic round due at kT0 and reports a clean round at `at`.
