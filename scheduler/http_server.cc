@@ -364,14 +364,16 @@ struct HttpServer::Impl {
     Unlist(c);
     if (c->ssl != nullptr) SSL_free(c->ssl);
     c->ssl = nullptr;
-    c->fd.reset();  // also leaves the epoll set
+    // The accounting first: a client that sees the close also sees its bytes and connection
+    // released in stats().
     buffered -= c->charged;
     n_buffered.store(buffered, std::memory_order_relaxed);
     c->charged = 0;
+    n_connections.fetch_sub(1);
+    c->fd.reset();  // also leaves the epoll set
     c->state = State::kDead;
     conns.erase(c);
     graveyard.push_back(c);
-    n_connections.fetch_sub(1);
   }
   void ReleaseBuffers(Conn* c) {
     std::string().swap(c->body);
