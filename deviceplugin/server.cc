@@ -94,8 +94,8 @@ grpc::Status ToGrpc(const Status& s) {
   return grpc::Status(ToGrpcCode(s.code()), s.message());
 }
 
-// The core/reasons.h code of a refusal by the server itself: the same code node/
-// allocate_observer.cc gives gpushare_node_allocate_refusals_total{reason} for the stage.
+}  // namespace
+
 std::string_view StageReason(AllocateStage stage) {
   switch (stage) {
     case AllocateStage::kUnknownDevice:
@@ -111,6 +111,8 @@ std::string_view StageReason(AllocateStage stage) {
   }
   return reasons::kInvalidRequest;
 }
+
+namespace {
 
 // A refused Allocate: the message starts with the reason code ("GpuUnhealthy: resource ...:
 // devices are Unhealthy: ..."), so that kubelet's UnexpectedAdmissionError (the pod's Event and

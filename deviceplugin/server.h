@@ -26,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/node_config.h"
@@ -55,6 +56,11 @@ enum class AllocateStage {
   kDeviceNodes,     // the device nodes it needs cannot be given (ContainerAllocation::problem)
   kDecorator,       // the decorator refused (it reports its own reason)
 };
+
+// The core/reasons.h code of a refusal at `stage` (kInvalidRequest for kAnswered and
+// kDecorator, which the server does not code itself): the prefix of the refused call's gRPC
+// message and the reason label gpushare-node counts it under.
+std::string_view StageReason(AllocateStage stage);
 
 struct DevicePluginServerOptions {
   std::string plugin_dir = kDefaultPluginDir;  // where our socket is created

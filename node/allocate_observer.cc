@@ -40,20 +40,10 @@ void ObserveAllocate(std::shared_ptr<AgentObserver> obs, const PlannedResource& 
     o->on_allocate = [obs, name = resource.name](AllocateStage stage,
                                                  const std::vector<std::string>& ids,
                                                  const std::string& message) {
-      switch (stage) {
-        case AllocateStage::kAnswered:
-          return obs->Allocated(name);
-        case AllocateStage::kUnknownDevice:
-          return obs->AllocateRefused(name, reasons::kUnknownDevice, ids, message);
-        case AllocateStage::kUnhealthy:
-          return obs->AllocateRefused(name, reasons::kGpuUnhealthy, ids, message);
-        case AllocateStage::kInvalidRequest:
-          return obs->AllocateRefused(name, reasons::kInvalidRequest, ids, message);
-        case AllocateStage::kDeviceNodes:
-          return obs->AllocateRefused(name, reasons::kDeviceNodesUnavailable, ids, message);
-        case AllocateStage::kDecorator:
-          return;  // reported by the decorator's wrapper, which knows which one refused
-      }
+      if (stage == AllocateStage::kAnswered) return obs->Allocated(name);
+      // A decorator's refusal is reported by its wrapper (Tagged), which knows which one refused.
+      if (stage != AllocateStage::kDecorator)
+        obs->AllocateRefused(name, deviceplugin::StageReason(stage), ids, message);
     };
   }
   auto first = Tagged(obs, resource.name, std::move(memory), reasons::kInvalidRequest);
