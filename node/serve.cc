@@ -122,6 +122,17 @@ std::unique_ptr<HealthFeed> MakeHealthFeed(std::unique_ptr<HealthEventSource> so
   return std::make_unique<PollingFeed>(std::move(source), std::move(sink));
 }
 
+MetricsServiceOptions MetricsOptions(const ServeFlags& flags, const MetricsSettings& settings,
+                                     std::string version, std::string commit) {
+  MetricsServiceOptions mo;
+  mo.settings = settings;
+  mo.node_name = flags.memory.node_name;
+  mo.kubeconfig = flags.memory.kubeconfig;
+  mo.version = std::move(version);
+  mo.commit = std::move(commit);
+  return mo;
+}
+
 int Serve(ServeOptions options) {
   Status log = ConfigureLogging(options.flags.log_level);
   if (!log.ok()) {
@@ -131,14 +142,10 @@ int Serve(ServeOptions options) {
   // Metrics and probes first, so that /healthz answers while the agent starts.
   std::unique_ptr<MetricsService> metrics;
   if (options.metrics) {
-    MetricsServiceOptions mo;
-    mo.settings = *options.metrics;
-    mo.node_name = options.flags.memory.node_name;
-    mo.kubeconfig = options.flags.memory.kubeconfig;
+    MetricsServiceOptions mo =
+        MetricsOptions(options.flags, *options.metrics, options.version, options.commit);
     mo.pod_resources_socket = options.flags.memory.pod_resources_socket;
     mo.interposer_paths = options.interposer_paths;
-    mo.version = options.version;
-    mo.commit = options.commit;
     Result<std::unique_ptr<MetricsService>> m = StartMetricsService(std::move(mo));
     if (!m.ok()) {
       PrintLines(m.status().message());

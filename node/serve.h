@@ -21,6 +21,7 @@
 #include "node/agent.h"
 #include "node/library_gc.h"
 #include "node/memshare_service.h"
+#include "node/metrics_service.h"
 
 namespace CLI {
 class App;
@@ -76,6 +77,13 @@ struct ServeOptions {
 };
 
 int Serve(ServeOptions options);
+
+// The metrics service's options from the serving flags (the node's name and API access) and the
+// loaded gpushare.metrics settings: what both a serving agent and an idle one
+// (failOnInitError=false) start with. A serving agent adds its PodResources socket and
+// interposer paths.
+MetricsServiceOptions MetricsOptions(const ServeFlags& flags, const MetricsSettings& settings,
+                                     std::string version, std::string commit);
 
 // A feed that polls `source` from its own thread and calls `sink` for every event. When the
 // source breaks, every GPU is reported lost (NVIDIA marks every device Unhealthy then).

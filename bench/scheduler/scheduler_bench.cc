@@ -52,6 +52,7 @@
 #include "scheduler/service.h"
 #include "scheduler/wire.h"
 #include "tests/fakes/apiserver/fake_apiserver.h"
+#include "tests/scheduler/fixtures.h"
 
 namespace gpushare::scheduler {
 namespace {
@@ -76,29 +77,14 @@ json NodeJson(const std::string& name, int gpus, int64_t units) {
           {"status", {{"allocatable", {{"aliyun.com/gpu-mem", std::to_string(gpus * units)}}}}}};
 }
 
-// A Knative-style pod as kube-scheduler would send it: user-container with 3 GiB, queue-proxy.
+// A Knative-style pod as kube-scheduler would send it (the tests' seed-workload pod:
+// user-container with `units` GiB, queue-proxy), named `name`.
 json PodJson(const std::string& name, int64_t units) {
-  return {{"metadata",
-           {{"name", name},
-            {"namespace", "default"},
-            {"uid", "uid-" + name},
-            {"labels",
-             {{"serving.knative.dev/service", "helloworld-go"},
-              {"serving.knative.dev/revision", "helloworld-go-00001"}}},
-            {"annotations", {{"autoscaling.knative.dev/maxScale", "100"}}}}},
-          {"spec",
-           {{"containers",
-             {{{"name", "user-container"},
-               {"image", "registry.example/helloworld-go:latest"},
-               {"ports", {{{"containerPort", 6666}, {"name", "user-port"}, {"protocol", "TCP"}}}},
-               {"resources",
-                {{"limits", {{"aliyun.com/gpu-mem", std::to_string(units)}}},
-                 {"requests", {{"aliyun.com/gpu-mem", std::to_string(units)}}}}}},
-              {{"name", "queue-proxy"},
-               {"image", "gcr.io/knative-releases/knative.dev/serving/cmd/queue:v1.12"},
-               {"resources", {{"requests", {{"cpu", "25m"}}}}}}}},
-            {"schedulerName", "default-scheduler"}}},
-          {"status", {{"phase", "Pending"}}}};
+  json p = testing::KnativePod("helloworld-go", "default", 0, "user-container",
+                               "registry.example/helloworld-go:latest", units);
+  p["metadata"]["name"] = name;
+  p["metadata"]["uid"] = "uid-" + name;
+  return p;
 }
 
 // CPU time of the whole process (client and server threads), in ms.

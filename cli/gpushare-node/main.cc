@@ -256,13 +256,9 @@ int main(int argc, char** argv) {
       return d.action == InitFailureAction::kExit ? d.exit_code : 1;
     // Idle (failOnInitError=false): /healthz answers (the liveness probe must not restart an
     // agent that waits on purpose), /readyz says why it is not ready.
-    node::MetricsServiceOptions mo;
-    mo.settings = in.config.config.gpushare.metrics;
-    mo.node_name = o.serve.memory.node_name;
-    mo.kubeconfig = o.serve.memory.kubeconfig;
-    mo.version = cli::kVersion;
-    mo.commit = cli::kGitCommit;
-    Result<std::unique_ptr<node::MetricsService>> idle = node::StartMetricsService(mo);
+    Result<std::unique_ptr<node::MetricsService>> idle =
+        node::StartMetricsService(node::MetricsOptions(o.serve, in.config.config.gpushare.metrics,
+                                                       cli::kVersion, cli::kGitCommit));
     if (!idle.ok()) {
       node::PrintLines(idle.status().message());
       return kExitInvalid;

@@ -26,16 +26,6 @@ PodRequest MakePodRequest(int64_t cpu_milli, int64_t memory_mib, int num_gpus,
   return r;
 }
 
-PodResources PodShape::resources() const {
-  PodResources r;
-  r.cpu_milli = cpu_milli;
-  r.memory_mib = memory_mib;
-  r.num_whole = num_whole;
-  r.shares = shares;
-  r.kind = kind;
-  return r;
-}
-
 std::string PodShape::ToString() const {
   std::string s =
       "cpu=" + std::to_string(cpu_milli) + "m mem=" + std::to_string(memory_mib) + "MiB";

@@ -41,16 +41,13 @@ PodRequest MakePodRequest(int64_t cpu_milli, int64_t memory_mib, int num_gpus,
                           int64_t share_per_gpu, std::string_view models = {},
                           int64_t whole_unit = 1000);
 
-struct PodShape {
-  int64_t cpu_milli = 0;
-  int64_t memory_mib = 0;
-  int num_whole = 0;            // whole-GPU demands
-  std::vector<int64_t> shares;  // share demands, largest first
+// A compiled request: what it takes from a node (the PodResources it commits; shares sorted
+// largest first, which is the order an assignment lists them in) and where it may go.
+struct PodShape : PodResources {
   bool distinct_gpus = true;
   bool any_model = true;                 // no model constraint (or a CPU-only pod)
   uint64_t model_mask = ~0ULL;           // allowed model ids (bit i = ClusterState::models()[i])
   std::vector<std::string> model_names;  // as requested, for messages and re-resolution
-  int kind = -1;                         // kShareKind, k (whole GPUs), -1 for CPU-only
 
   int num_gpus() const { return num_whole + static_cast<int>(shares.size()); }
   bool cpu_only() const { return num_gpus() == 0; }
@@ -58,7 +55,7 @@ struct PodShape {
   bool ModelAllowed(int model) const {
     return any_model || (model >= 0 && ((model_mask >> model) & 1ULL));
   }
-  PodResources resources() const;
+  const PodResources& resources() const { return *this; }
   std::string ToString() const;  // e.g. "cpu=3150m mem=0MiB gpus=1x810"
 };
 

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -125,5 +126,18 @@ class AgentProcess {
   pid_t pid_ = -1;
   std::optional<int> exit_code_;
 };
+
+// A fixture's TearDown: stops a running agent with SIGTERM (10 s, then the destructor's
+// SIGKILL) and, when the test failed, prints the head of its log (max_log bytes).
+inline void StopAgent(AgentProcess* agent, bool test_failed, size_t max_log = std::string::npos) {
+  if (agent == nullptr) return;
+  if (agent->Running()) {
+    agent->Signal(SIGTERM);
+    agent->Wait(std::chrono::seconds(10));
+  }
+  if (test_failed)
+    std::cerr << "---- agent log ----\n"
+              << agent->Log().substr(0, max_log) << "\n-------------------\n";
+}
 
 }  // namespace gpushare::testing

@@ -44,12 +44,7 @@ class ConfigReloadTest : public ::testing::Test {
     std::ofstream(kubeconfig_) << fakes::PlainKubeconfig(api_.url());
   }
   void TearDown() override {
-    if (agent_ && agent_->Running()) {
-      agent_->Signal(SIGTERM);
-      agent_->Wait(10s);
-    }
-    if (HasFailure() && agent_)
-      std::cerr << "---- agent log ----\n" << agent_->Log() << "-------------------\n";
+    testing::StopAgent(agent_.get(), HasFailure());
     api_.Stop();
   }
 

@@ -72,12 +72,7 @@ class NodeMetricsTest : public ::testing::Test {
     port_ = FreePort();
   }
   void TearDown() override {
-    if (agent_ && agent_->Running()) {
-      agent_->Signal(SIGTERM);
-      agent_->Wait(10s);
-    }
-    if (HasFailure() && agent_)
-      std::cerr << "---- agent log ----\n" << agent_->Log() << "-------------------\n";
+    testing::StopAgent(agent_.get(), HasFailure());
     api_.Stop();
   }
   void Start(std::vector<std::string> extra = {}) {

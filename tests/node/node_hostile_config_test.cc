@@ -75,14 +75,7 @@ class NodeHostileConfigTest : public ::testing::Test {
     ASSERT_TRUE(agent_->started());
     ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 80, kWait));
   }
-  void TearDown() override {
-    if (agent_ && agent_->Running()) {
-      agent_->Signal(SIGTERM);
-      agent_->Wait(10s);
-    }
-    if (HasFailure() && agent_)
-      std::cerr << "---- agent log ----\n" << agent_->Log().substr(0, 20000) << "\n";
-  }
+  void TearDown() override { testing::StopAgent(agent_.get(), HasFailure(), 20000); }
 
   void Write(const std::string& text) {
     std::filesystem::remove_all(config_);

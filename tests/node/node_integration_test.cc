@@ -47,14 +47,7 @@ class NodeIntegrationTest : public ::testing::Test {
     kubelet_ = std::make_unique<FakeKubelet>(fakes::FakeKubeletOptions{plugin_dir_});
     ASSERT_TRUE(kubelet_->Start().ok());
   }
-  void TearDown() override {
-    if (agent_ && agent_->Running()) {
-      agent_->Signal(SIGTERM);
-      agent_->Wait(10s);
-    }
-    if (HasFailure() && agent_)
-      std::cerr << "---- agent log ----\n" << agent_->Log() << "-------------------\n";
-  }
+  void TearDown() override { testing::StopAgent(agent_.get(), HasFailure()); }
 
   std::string WriteFile(const std::string& name, const std::string& text) {
     std::string p = dir_.Sub(name);
