@@ -10,9 +10,20 @@
 // the call site; docs/observability.md lists them for operators.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 namespace gpushare::reasons {
+
+// A refusal's message as gpushare sends it to a caller that shows only the message (kubelet
+// puts a refused Allocate's into the pod's UnexpectedAdmissionError): the code first,
+// "GpuUnhealthy: <message>". gpushare-node also matches a failed pod's status.message against it.
+inline std::string Coded(std::string_view reason, std::string_view message) {
+  std::string s(reason);
+  s += ": ";
+  s += message;
+  return s;
+}
 
 // --- placement (gpushare-scheduler's filter, and `gpushare inspect` for pending pods) ---
 // The node has no GPU that gpushare places memory shares on.

@@ -118,7 +118,7 @@ namespace {
 // devices are Unhealthy: ..."), so that kubelet's UnexpectedAdmissionError (the pod's Event and
 // status) carries the code. A decorator's refusal comes coded by node/allocate_observer.cc.
 grpc::Status Refusal(grpc::StatusCode code, std::string_view reason, const std::string& message) {
-  return grpc::Status(code, std::string(reason) + ": " + message);
+  return grpc::Status(code, reasons::Coded(reason, message));
 }
 
 void ToProto(const ContainerAllocation& a, pb::ContainerAllocateResponse* out) {

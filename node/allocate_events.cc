@@ -8,6 +8,7 @@
 #include "base/logfmt.h"
 #include "core/allocation_record.h"
 #include "core/memshare.h"
+#include "core/reasons.h"
 #include "kube/allocation_json.h"
 
 namespace gpushare::node {
@@ -238,7 +239,7 @@ void AllocateEvents::Emit(const RefusalFacts& f, bool lookup) {
   for (const kube::Pod& p : *pods) candidates.push_back(CandidateOf(p, f.resource));
   // The gRPC message kubelet got (and may have written into a failed pod's status).
   const attribution::RefusedAllocate refused{options_.node_name, f.resource, f.device_ids.size(),
-                                             f.reason + ": " + f.why};
+                                             reasons::Coded(f.reason, f.why)};
   const std::vector<attribution::PodMatch> matches =
       attribution::MatchRefusedAllocate(refused, candidates);
   if (matches.size() == 1) {

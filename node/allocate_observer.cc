@@ -25,7 +25,7 @@ deviceplugin::AllocationDecorator Tagged(std::shared_ptr<AgentObserver> obs, std
       for (const PlannedDevice* dev : q.devices) ids.push_back(dev->id);
       obs->AllocateRefused(name, reason, ids, st.message());
     }
-    return Status(st.code(), std::string(reason) + ": " + st.message());
+    return Status(st.code(), reasons::Coded(reason, st.message()));
   };
 }
 
