@@ -78,6 +78,32 @@ std::optional<Sample> Take(pid_t pid, Clock::time_point t0) {
   return s;
 }
 
+// What the agent's log (at info) says of the XIDs injected for `uuid`: each one the agent
+// handles logs either the GPU's transition to Unhealthy or health_event_ignored (already
+// unhealthy: the XID only extends the unhealthy time); the recovery logs a transition to Healthy.
+struct XidProgress {
+  int handled = 0;
+  bool recovered_after_last = false;  // a Healthy transition after the last handled XID
+};
+
+XidProgress ReadXidProgress(const std::string& log, const std::string& uuid) {
+  XidProgress p;
+  std::istringstream in(log);
+  const std::string transition = "event=health_transition uuid=" + uuid + " ";
+  const std::string ignored = "event=health_event_ignored uuid=" + uuid + " ";
+  for (std::string line; std::getline(in, line);) {
+    const bool is_transition = line.find(transition) != std::string::npos;
+    if (line.find(ignored) != std::string::npos ||
+        (is_transition && line.find("state=Unhealthy") != std::string::npos)) {
+      ++p.handled;
+      p.recovered_after_last = false;
+    } else if (is_transition && line.find("state=Healthy") != std::string::npos) {
+      p.recovered_after_last = true;
+    }
+  }
+  return p;
+}
+
 template <typename F>
 std::vector<long> Column(const std::vector<Sample>& v, F f) {
   std::vector<long> out;
@@ -107,7 +133,7 @@ TEST(AgentSoakTest, RestartsAndTrafficLeaveMemoryDescriptorsAndThreadsFlat) {
   ASSERT_TRUE(kubelet.Start().ok());
   AgentProcess agent({"--inventory", testing::ExamplePath("inventory/mixed.yaml"), "--config",
                       testing::ExamplePath("config/mixed.yaml"), "--device-plugin-dir", plugin_dir,
-                      "--health-events", events, "--recover-after", "1s", "--log-level", "warn"},
+                      "--health-events", events, "--recover-after", "1s", "--log-level", "info"},
                      dir.Sub("agent.log"));
   ASSERT_TRUE(agent.started());
   for (const auto& [name, n] : kMixed)
@@ -216,17 +242,31 @@ TEST(AgentSoakTest, RestartsAndTrafficLeaveMemoryDescriptorsAndThreadsFlat) {
   EXPECT_GE(restarts.load(), seconds) << "the soak restarted kubelet too rarely to mean anything";
   EXPECT_GE(admitted.load(), 10 * seconds / 2) << "too little traffic got through";
 
-  // Ends registered with the right counts (a GPU may still be Unhealthy from the last XID: its
-  // recovery is timed in-process, node_agent_test), admitting.
+  // No XID comes any more. Wait until the agent has handled every one injected and the GPU has
+  // recovered from the last (--recover-after 1s): from then on the agent's view stays healthy.
+  const int injected = xids.load();
+  XidProgress progress;
+  const auto handled_by = Clock::now() + 60s;
+  while (Clock::now() < handled_by) {
+    progress = ReadXidProgress(agent.Log(), kFlakyGpu);
+    if (progress.handled >= injected && progress.recovered_after_last) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(progress.handled, injected) << "XIDs the agent logged as handled";
+  EXPECT_TRUE(progress.recovered_after_last) << "no recovery logged after the last XID";
+
+  // Ends registered with the right counts and every device healthy in kubelet's view, admitting.
   for (const auto& [name, n] : kMixed) {
     EXPECT_TRUE(kubelet.WaitFor(
         [&] {
           auto r = kubelet.Resource(name);
-          return r && r->connected && r->capacity == n && r->list_updates > 0;
+          return r && r->connected && r->capacity == n && r->allocatable == n &&
+                 r->list_updates > 0;
         },
         15s))
         << name << ": " << (kubelet.Resource(name) ? kubelet.Resource(name)->capacity : -1)
-        << " devices";
+        << " devices, " << (kubelet.Resource(name) ? kubelet.Resource(name)->allocatable : -1)
+        << " allocatable";
   }
   for (const auto& [name, n] : kMixed) {
     fakes::Admission a = kubelet.Admit("final-" + name + "/main", name, 1);
