@@ -49,6 +49,11 @@ inline constexpr std::string_view kPendingSlotConflict = "PendingSlotConflict";
 // gpushare-scheduler has not read every node and pod from the API server yet.
 inline constexpr std::string_view kSchedulerNotReady = "SchedulerNotReady";
 
+// --- preemption (gpushare-scheduler's preempt) ---
+// kube-scheduler would evict pods for the pod, but on no node would evicting lower-priority pods
+// free one GPU enough (or only by breaking a PodDisruptionBudget): nothing is evicted.
+inline constexpr std::string_view kPreemptionNotHelpful = "PreemptionNotHelpful";
+
 // --- binding (gpushare-scheduler's bind) ---
 // The GPU chosen at filter time was taken meanwhile; the pod goes back to the queue.
 inline constexpr std::string_view kBindConflict = "BindConflict";
@@ -78,7 +83,7 @@ inline constexpr std::string_view kAll[] = {
     kInvalidRequest,        kNodeHeldBack,           kPendingSlotConflict,
     kSchedulerNotReady,     kBindConflict,           kBindPodChanged,
     kBindApiError,          kAssumeExpired,          kUnknownDevice,
-    kInterposerSetupFailed, kDeviceNodesUnavailable,
+    kInterposerSetupFailed, kDeviceNodesUnavailable, kPreemptionNotHelpful,
 };
 
 }  // namespace gpushare::reasons

@@ -89,6 +89,7 @@ struct ResourceRef {
 inline constexpr ResourceRef kPods{"pods", true};
 inline constexpr ResourceRef kNodes{"nodes", false};
 inline constexpr ResourceRef kEvents{"events", true};
+inline constexpr ResourceRef kPodDisruptionBudgets{"poddisruptionbudgets", true, "policy/v1"};
 inline constexpr ResourceRef kSecrets{"secrets", true};
 inline constexpr ResourceRef kMutatingWebhookConfigurations{"mutatingwebhookconfigurations", false,
                                                             "admissionregistration.k8s.io/v1"};

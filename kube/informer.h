@@ -133,7 +133,8 @@ class Informer : private detail::ListWatchLoop::Sink {
   using Traits = ObjectTraits<T>;
 
   explicit Informer(std::shared_ptr<Client> client, InformerOptions options = {})
-      : loop_(std::move(client), ResourceRef{Traits::kResource, Traits::kNamespaced},
+      : loop_(std::move(client),
+              ResourceRef{Traits::kResource, Traits::kNamespaced, Traits::kGroupVersion},
               std::move(options), this) {}
   ~Informer() override { loop_.Stop(); }
   Informer(const Informer&) = delete;
@@ -269,5 +270,6 @@ class Informer : private detail::ListWatchLoop::Sink {
 
 using PodInformer = Informer<Pod>;
 using NodeInformer = Informer<Node>;
+using PodDisruptionBudgetInformer = Informer<PodDisruptionBudget>;
 
 }  // namespace gpushare::kube

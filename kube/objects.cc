@@ -1,5 +1,6 @@
 #include "kube/objects.h"
 
+#include <algorithm>
 #include <initializer_list>
 
 #include "kube/quantity.h"
@@ -248,6 +249,7 @@ Result<Pod> DecodePod(const json& j) {
     const json& s = *spec;
     GPUSHARE_RETURN_IF_ERROR(GetString(s, "nodeName", "pod.spec", &p.spec.node_name));
     GPUSHARE_RETURN_IF_ERROR(GetString(s, "schedulerName", "pod.spec", &p.spec.scheduler_name));
+    GPUSHARE_RETURN_IF_ERROR(GetInt32(s, "priority", "pod.spec", &p.spec.priority));
     GPUSHARE_RETURN_IF_ERROR(DecodeContainers(s, "containers", &p.spec.containers));
     GPUSHARE_RETURN_IF_ERROR(DecodeContainers(s, "initContainers", &p.spec.init_containers));
   }
@@ -257,10 +259,90 @@ Result<Pod> DecodePod(const json& j) {
     GPUSHARE_RETURN_IF_ERROR(GetStrings(s, "pod.status",
                                         {{"phase", &p.status.phase},
                                          {"reason", &p.status.reason},
-                                         {"message", &p.status.message}}));
+                                         {"message", &p.status.message},
+                                         {"nominatedNodeName", &p.status.nominated_node_name},
+                                         {"startTime", &p.status.start_time}}));
     GPUSHARE_RETURN_IF_ERROR(DecodeConditions(s, "pod.status", &p.status.conditions));
   }
   return p;
+}
+
+namespace {
+
+Status DecodeLabelSelector(const json& obj, std::string_view key, std::string_view path,
+                           LabelSelector* out) {
+  GPUSHARE_ASSIGN_OR_RETURN(const json* sel, ObjectMember(obj, key, path));
+  if (sel == nullptr) return Status::Ok();
+  const std::string sp = Join(path, key);
+  GPUSHARE_RETURN_IF_ERROR(GetStringMap(*sel, "matchLabels", sp, &out->match_labels));
+  return ForEach(*sel, "matchExpressions", sp, [&](const json& e, const std::string& ep) {
+    LabelSelectorRequirement r;
+    GPUSHARE_RETURN_IF_ERROR(GetStrings(e, ep, {{"key", &r.key}, {"operator", &r.op}}));
+    if (const json* values = Member(e, "values")) {
+      if (!values->is_array()) return WrongType(Join(ep, "values"), "array", *values);
+      for (size_t i = 0; i < values->size(); ++i) {
+        const json& v = (*values)[i];
+        if (!v.is_string()) return WrongType(Index(Join(ep, "values"), i), "string", v);
+        r.values.push_back(v.get<std::string>());
+      }
+    }
+    out->match_expressions.push_back(std::move(r));
+    return Status::Ok();
+  });
+}
+
+}  // namespace
+
+bool LabelSelector::Matches(const StringMap& labels) const {
+  for (const auto& [k, v] : match_labels) {
+    const auto it = labels.find(k);
+    if (it == labels.end() || it->second != v) return false;
+  }
+  for (const LabelSelectorRequirement& r : match_expressions) {
+    const auto it = labels.find(r.key);
+    const bool has = it != labels.end();
+    const bool listed =
+        has && std::find(r.values.begin(), r.values.end(), it->second) != r.values.end();
+    if (r.op == "In") {
+      if (r.values.empty() || !listed) return false;
+    } else if (r.op == "NotIn") {
+      if (r.values.empty() || listed) return false;
+    } else if (r.op == "Exists") {
+      if (!r.values.empty() || !has) return false;
+    } else if (r.op == "DoesNotExist") {
+      if (!r.values.empty() || has) return false;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool PodDisruptionBudget::Covers(const std::string& ns, const StringMap& pod_labels) const {
+  return ns == metadata.namespace_ && !pod_labels.empty() && !selector.Empty() &&
+         selector.Matches(pod_labels);
+}
+
+Result<PodDisruptionBudget> DecodePodDisruptionBudget(const json& j) {
+  GPUSHARE_RETURN_IF_ERROR(RequireObject(j, "poddisruptionbudget"));
+  PodDisruptionBudget b;
+  GPUSHARE_RETURN_IF_ERROR(DecodeMetadataOf(j, "poddisruptionbudget", &b.metadata));
+  GPUSHARE_ASSIGN_OR_RETURN(const json* spec, ObjectMember(j, "spec", "poddisruptionbudget"));
+  if (spec != nullptr)
+    GPUSHARE_RETURN_IF_ERROR(
+        DecodeLabelSelector(*spec, "selector", "poddisruptionbudget.spec", &b.selector));
+  GPUSHARE_ASSIGN_OR_RETURN(const json* status, ObjectMember(j, "status", "poddisruptionbudget"));
+  if (status != nullptr) {
+    GPUSHARE_RETURN_IF_ERROR(GetInt32(*status, "disruptionsAllowed", "poddisruptionbudget.status",
+                                      &b.disruptions_allowed));
+    GPUSHARE_ASSIGN_OR_RETURN(
+        const json* disrupted,
+        ObjectMember(*status, "disruptedPods", "poddisruptionbudget.status"));
+    if (disrupted != nullptr)
+      for (auto it = disrupted->begin(); it != disrupted->end(); ++it)
+        b.disrupted_pods.insert(it.key());
+  }
+  return b;
 }
 
 Result<Node> DecodeNode(const json& j) {

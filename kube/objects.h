@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -58,6 +59,7 @@ struct Container {
 struct PodSpec {
   std::string node_name;
   std::string scheduler_name;
+  int32_t priority = 0;  // spec.priority, resolved from the PriorityClass at admission (0 absent)
   std::vector<Container> containers;
   std::vector<Container> init_containers;
 };
@@ -75,6 +77,8 @@ struct PodStatus {
   std::string phase;  // Pending, Running, Succeeded, Failed, Unknown (empty when not yet set)
   std::string reason;
   std::string message;
+  std::string nominated_node_name;  // set by kube-scheduler's preemption for a pending pod
+  std::string start_time;           // RFC 3339, as sent (empty before kubelet starts the pod)
   std::vector<Condition> conditions;
 };
 
@@ -116,6 +120,37 @@ struct Node {
   const Condition* FindCondition(std::string_view type) const;
   // The first address of `type` ("InternalIP"), or "".
   std::string Address(std::string_view type) const;
+};
+
+// A label selector (metav1.LabelSelector): matchLabels and matchExpressions, ANDed.
+struct LabelSelectorRequirement {
+  std::string key;
+  std::string op;  // In, NotIn, Exists, DoesNotExist
+  std::vector<std::string> values;
+};
+struct LabelSelector {
+  StringMap match_labels;
+  std::vector<LabelSelectorRequirement> match_expressions;
+
+  // No requirement at all (a null or empty selector).
+  bool Empty() const { return match_labels.empty() && match_expressions.empty(); }
+  // Whether `labels` satisfy every requirement; false for an invalid requirement (an unknown
+  // operator, In/NotIn without values, Exists/DoesNotExist with values), as the API's
+  // LabelSelectorAsSelector fails on it.
+  bool Matches(const StringMap& labels) const;
+};
+
+// A policy/v1 PodDisruptionBudget: what preemption must respect.
+struct PodDisruptionBudget {
+  ObjectMeta metadata;
+  LabelSelector selector;  // spec.selector
+  int32_t disruptions_allowed = 0;
+  std::set<std::string> disrupted_pods;  // status.disruptedPods: pod names already counted
+
+  std::string Key() const { return metadata.namespace_ + "/" + metadata.name; }
+  // kube-scheduler's reading for preemption: a budget covers a pod of its namespace that has
+  // labels, when its selector is not empty and matches them.
+  bool Covers(const std::string& ns, const StringMap& pod_labels) const;
 };
 
 // The body of POST .../pods/{name}/binding.
@@ -166,6 +201,7 @@ Result<Node> DecodeNode(const nlohmann::json& j);
 Result<Binding> DecodeBinding(const nlohmann::json& j);
 Result<Event> DecodeEvent(const nlohmann::json& j);
 Result<ApiStatus> DecodeApiStatus(const nlohmann::json& j);
+Result<PodDisruptionBudget> DecodePodDisruptionBudget(const nlohmann::json& j);
 Result<ObjectMeta> DecodeObjectMeta(const nlohmann::json& j, std::string_view path);
 
 // Encoders for what gpushare sends.
@@ -185,6 +221,7 @@ struct ObjectTraits;
 template <>
 struct ObjectTraits<Pod> {
   static constexpr std::string_view kResource = "pods";
+  static constexpr std::string_view kGroupVersion = "v1";
   static constexpr bool kNamespaced = true;
   static Result<Pod> Decode(const nlohmann::json& j) { return DecodePod(j); }
 };
@@ -192,6 +229,7 @@ struct ObjectTraits<Pod> {
 template <>
 struct ObjectTraits<Node> {
   static constexpr std::string_view kResource = "nodes";
+  static constexpr std::string_view kGroupVersion = "v1";
   static constexpr bool kNamespaced = false;
   static Result<Node> Decode(const nlohmann::json& j) { return DecodeNode(j); }
 };
@@ -199,8 +237,19 @@ struct ObjectTraits<Node> {
 template <>
 struct ObjectTraits<Event> {
   static constexpr std::string_view kResource = "events";
+  static constexpr std::string_view kGroupVersion = "v1";
   static constexpr bool kNamespaced = true;
   static Result<Event> Decode(const nlohmann::json& j) { return DecodeEvent(j); }
+};
+
+template <>
+struct ObjectTraits<PodDisruptionBudget> {
+  static constexpr std::string_view kResource = "poddisruptionbudgets";
+  static constexpr std::string_view kGroupVersion = "policy/v1";
+  static constexpr bool kNamespaced = true;
+  static Result<PodDisruptionBudget> Decode(const nlohmann::json& j) {
+    return DecodePodDisruptionBudget(j);
+  }
 };
 
 }  // namespace gpushare::kube

@@ -47,6 +47,9 @@ struct GpuCache::NodeRec {
   };
   std::vector<Guard> guards;
   int held_back = 0;  // whole-node guards
+  // Preemption's holds here (Nomination), per GPU index, and their nominees.
+  std::map<int, ms::GpuUse> nominated;
+  std::set<std::string> nominees;
   std::map<int, int64_t> used;
   std::map<int, int> clients;
   std::set<std::string> pods;
@@ -356,6 +359,10 @@ void GpuCache::Recount(NodeRec& n) {
     if (u.units != 0) n.used[g] = u.units;
     if (u.clients != 0) n.clients[g] = u.clients;
   }
+  for (const auto& [g, u] : n.nominated) {  // preemption's holds
+    if (u.units != 0) n.used[g] += u.units;
+    if (u.clients != 0) n.clients[g] += u.clients;
+  }
   if (n.eid >= 0) dirty_.insert(&n);
 }
 
@@ -458,6 +465,18 @@ void GpuCache::UpsertPod(const kube::Pod& pod) {
   MutexLock l(&mu_);
   const std::string& uid = pod.metadata.uid;
   const std::string key = pod.metadata.namespace_ + "/" + pod.metadata.name;
+  if (auto nom = nominations_.find(uid); nom != nominations_.end()) {
+    Nomination& h = nom->second;
+    if (pod.IsTerminal()) {
+      DropNomination(uid, "finished");
+    } else if (!pod.spec.node_name.empty()) {
+      DropNomination(uid, pod.spec.node_name == h.node ? "bound" : "bound to another node");
+    } else if (pod.status.nominated_node_name == h.node) {
+      h.seen = true;
+    } else if (h.seen) {
+      DropNomination(uid, "kube-scheduler nominated it elsewhere or cleared its nomination");
+    }
+  }
   auto it = pods_.find(uid);
   PodRec* rec = it == pods_.end() ? nullptr : it->second.get();
   if (pod.IsTerminal()) {
@@ -547,6 +566,7 @@ void GpuCache::UpsertPod(const kube::Pod& pod) {
 
 void GpuCache::DeletePod(const kube::Pod& last_known) {
   MutexLock l(&mu_);
+  DropNomination(last_known.metadata.uid, "deleted");
   auto it = pods_.find(last_known.metadata.uid);
   if (it != pods_.end())
     Log("event=pod_released pod=" + Value(it->second->key) +
@@ -717,7 +737,7 @@ NodeVerdict Verdict(NodeVerdict::Kind kind, std::string_view code, std::string r
 }  // namespace
 
 NodeVerdict GpuCache::Check(const NodeRec& n, const ms::PodRequest& request,
-                            const pl::PodShape& shape) const {
+                            const pl::PodShape& shape, const Asker& asker) const {
   using K = NodeVerdict::Kind;
   const ms::MemoryUnit unit = options_.unit;
   if (!n.exists)
@@ -726,7 +746,13 @@ NodeVerdict GpuCache::Check(const NodeRec& n, const ms::PodRequest& request,
   if (!n.has_inventory || n.slots.empty() || n.eid < 0)
     return Verdict(K::kUnresolvable, n.problem_code, n.problem);
   if (n.held_back > 0) return HeldBack(n);
-  const pl::NodeState& s = cluster_.node(n.eid);
+  // Preemption's holds that this pod is exempt from (its own, lower priorities') are free for it.
+  std::optional<pl::NodeState> lifted;
+  if (!n.nominees.empty()) {
+    const std::map<int, ms::GpuUse> exempt = Exempt(n, asker);
+    if (!exempt.empty()) lifted = StateWithout(n, exempt);
+  }
+  const pl::NodeState& s = lifted ? *lifted : cluster_.node(n.eid);
   if (pl::CheckFit(s, shape) == pl::Rejection::kNone) return Clash(n, request);
   // Why not, in words (the slow path: only refused nodes get here).
   const std::vector<int64_t> demands = request.Demands();
@@ -753,8 +779,17 @@ NodeVerdict GpuCache::Check(const NodeRec& n, const ms::PodRequest& request,
   for (int g = 0; g < s.num_gpus; ++g)
     free_list += (g ? "," : "") + std::to_string(n.slots[g]) + ":" + std::to_string(s.gpu_free[g]) +
                  "/" + std::to_string(s.gpu_capacity[g]);
-  const std::string free_text =
-      " (free/total " + std::string(ms::MemoryUnitName(unit)) + " per GPU " + free_list + ")";
+  std::string held;  // preemption's holds that count for this pod
+  for (const std::string& uid : n.nominees) {
+    const auto h = nominations_.find(uid);
+    if (h == nominations_.end() || uid == asker.uid || h->second.priority < asker.priority)
+      continue;
+    std::string gpus;
+    for (const auto& [g, u] : h->second.use) gpus += (gpus.empty() ? "" : ",") + std::to_string(g);
+    held += "; GPU " + gpus + " held for pending pod " + h->second.key + " (preemption)";
+  }
+  const std::string free_text = " (free/total " + std::string(ms::MemoryUnitName(unit)) +
+                                " per GPU " + free_list + held + ")";
   // "the most free is GPU 2 (GPU-ab12) with 3 GiB of 16 GiB"
   const ms::InventoryGpu* best = n.inv.FindByIndex(n.slots[most_free]);
   const std::string best_text =
@@ -821,7 +856,8 @@ NodeVerdict GpuCache::Clash(const NodeRec& n, const ms::PodRequest& request) con
 // --- decisions ---------------------------------------------------------------------------------
 
 std::vector<NodeVerdict> GpuCache::Filter(const ms::PodRequest& request,
-                                          const std::vector<std::string_view>& names) {
+                                          const std::vector<std::string_view>& names,
+                                          const Asker& asker) {
   MutexLock l(&mu_);
   std::vector<NodeVerdict> out(names.size());
   EnsureEngine();
@@ -850,7 +886,8 @@ std::vector<NodeVerdict> GpuCache::Filter(const ms::PodRequest& request,
       out[i] = Verdict(NodeVerdict::Kind::kUnresolvable, reasons::kInvalidRequest,
                        shape.status().message());
     } else if (h.eid < 0 || pl::CheckFit(cluster_.node(h.eid), *fast) != pl::Rejection::kNone) {
-      out[i] = Check(*by_id_[static_cast<size_t>(id)], request, *fast);  // the reason, in words
+      // The reason, in words (and the room this pod has where preemption holds GPUs).
+      out[i] = Check(*by_id_[static_cast<size_t>(id)], request, *fast, asker);
     } else if (const NodeRec* n = by_id_[static_cast<size_t>(id)]; n->held_back > 0) {
       out[i] = HeldBack(*n);
     } else if (n->odd_pending > 0 || odd) {
@@ -946,8 +983,42 @@ Result<Reservation> GpuCache::Reserve(const kube::Pod& pod, const ms::PodRequest
         (found == nullptr ? std::string("not in gpushare-scheduler's cache") : found->problem));
   }
   NodeRec& n = *found;
+  // Its own hold: the GPUs preemption freed for it, when they still have room.
+  if (auto nom = nominations_.find(uid); nom != nominations_.end()) {
+    const Nomination own = nom->second;
+    DropNomination(uid, own.node == node ? "binding" : "binding to another node");
+    if (own.node == node && n.held_back == 0 &&
+        Clash(n, request).kind == NodeVerdict::Kind::kFits) {
+      std::vector<int> held;
+      for (const std::string& c : request.DemandContainers()) {
+        const auto g = own.gpus.find(c);
+        held.push_back(g == own.gpus.end() ? -1 : g->second);
+      }
+      Result<Reservation> r = Book(pod, request, n, held, now_ns);
+      if (r.ok()) return r;
+      Log("event=nomination_unusable pod=" + Value(key) + " node=" + Value(node) +
+          " gpus=" + Value(GpuList(own.gpus)) + " error=" + Value(r.status().message()));
+    }
+  }
+  EnsureEngine();
   GPUSHARE_ASSIGN_OR_RETURN(pl::ShapeId shape, Shape(request));
-  const NodeVerdict v = Check(n, request, engine_->shape(shape));
+  NodeVerdict v = Check(n, request, engine_->shape(shape));
+  if (v.kind == NodeVerdict::Kind::kFailed && !n.nominees.empty()) {
+    // Holds of lower priority do not stop this pod (kube-scheduler counted them only for pods of
+    // lower or equal priority): where it needs their GPUs, they end.
+    std::vector<std::string> lower;
+    for (const std::string& other : n.nominees) {
+      const auto h = nominations_.find(other);
+      if (h != nominations_.end() && h->second.priority < pod.spec.priority) lower.push_back(other);
+    }
+    if (!lower.empty()) {
+      for (const std::string& other : lower)
+        DropNomination(other, "a pod of higher priority (" + key + ") needs its GPUs");
+      EnsureEngine();
+      GPUSHARE_ASSIGN_OR_RETURN(shape, Shape(request));
+      v = Check(n, request, engine_->shape(shape));
+    }
+  }
   if (v.kind != NodeVerdict::Kind::kFits) {
     // No room any more is a conflict with what was booked since the filter; a node that cannot
     // take the pod at all keeps its own code.
@@ -967,8 +1038,21 @@ Result<Reservation> GpuCache::Reserve(const kube::Pod& pod, const ms::PodRequest
   const std::vector<size_t> order = ShapeOrder(demands);
   std::vector<int> gpus(demands.size(), -1);
   for (size_t i = 0; i < order.size(); ++i) gpus[order[i]] = n.slots[a.gpu[i]];
+  return Book(pod, request, n, gpus, now_ns);
+}
+
+Result<Reservation> GpuCache::Book(const kube::Pod& pod, const ms::PodRequest& request,
+                                   NodeRec& n, const std::vector<int>& gpus, int64_t now_ns) {
+  const std::string& uid = pod.metadata.uid;
+  const std::string key = pod.metadata.namespace_ + "/" + pod.metadata.name;
+  const std::string& node = n.name;
   Reservation r;
   r.demand_gpus = gpus;
+  for (int g : gpus) {
+    if (g < 0 || n.SlotOf(g) < 0)
+      return Status::FailedPrecondition("node " + node + ": GPU " + std::to_string(g) +
+                                        " does not serve memory shares");
+  }
   r.containers = ms::AssignContainers(request, gpus);
   r.assume_ns = now_ns;
   // Belt and braces: the authoritative usage must have room, whatever the engine thinks.
@@ -986,13 +1070,13 @@ Result<Reservation> GpuCache::Reserve(const kube::Pod& pod, const ms::PodRequest
   }
   r.dev_units = n.inv.FindByIndex(gpus[0])->units;
   r.token = next_token_++;
-  if (it != pods_.end()) RemovePod(uid);  // an expired booking is replaced
+  if (pods_.count(uid) != 0) RemovePod(uid);  // an expired booking is replaced
   auto rec = std::make_unique<PodRec>();
   rec->uid = uid;
   rec->key = key;
   rec->node = node;
   rec->request = request;
-  rec->demands = demands;
+  rec->demands = request.Demands();
   rec->gpus = r.containers;
   rec->planned = r.containers;
   rec->use = use;
@@ -1082,6 +1166,175 @@ std::vector<PlanMove> GpuCache::PlanMoves() {
           " from=" + Value(GpuList(out.back().from)) + " to=" + Value(GpuList(plan)));
     }
   }
+  return out;
+}
+
+// --- preemption --------------------------------------------------------------------------------
+
+void GpuCache::AddNomination(Nomination nom) {
+  NodeRec& n = NodeFor(nom.node);
+  const std::string uid = nom.uid;
+  AddTo(n.nominated, nom.use, +1);
+  n.nominees.insert(uid);
+  nominations_[uid] = std::move(nom);
+  Recount(n);
+}
+
+void GpuCache::DropNomination(const std::string& uid, std::string_view why) {
+  auto it = nominations_.find(uid);
+  if (it == nominations_.end()) return;
+  const Nomination& h = it->second;
+  NodeRec& n = NodeFor(h.node);
+  Log("event=nomination_ended pod=" + Value(h.key) + " node=" + Value(h.node) +
+      " gpus=" + Value(GpuList(h.gpus)) + " reason=" + Value(std::string(why)));
+  AddTo(n.nominated, h.use, -1);
+  n.nominees.erase(uid);
+  nominations_.erase(it);
+  Recount(n);
+}
+
+std::map<int, ms::GpuUse> GpuCache::Exempt(const NodeRec& n, const Asker& asker) const {
+  std::map<int, ms::GpuUse> out;
+  for (const std::string& uid : n.nominees) {
+    const auto h = nominations_.find(uid);
+    if (h == nominations_.end()) continue;
+    if (uid == asker.uid || h->second.priority < asker.priority) AddTo(out, h->second.use, +1);
+  }
+  return out;
+}
+
+pl::NodeState GpuCache::StateWithout(const NodeRec& n,
+                                     const std::map<int, ms::GpuUse>& lifted) const {
+  pl::NodeState s = cluster_.node(n.eid);
+  for (size_t slot = 0; slot < n.slots.size(); ++slot) {
+    const int idx = n.slots[slot];
+    const auto l = lifted.find(idx);
+    if (l == lifted.end()) continue;
+    // As Resync books it: usage saturated at the capacity, clients at the ceiling.
+    const auto u = n.used.find(idx);
+    const auto c = n.clients.find(idx);
+    const int64_t used = std::max<int64_t>(0, (u == n.used.end() ? 0 : u->second) - l->second.units);
+    const int clients = std::max(0, (c == n.clients.end() ? 0 : c->second) - l->second.clients);
+    s.gpu_free[slot] = s.gpu_capacity[slot] - std::min(used, s.gpu_capacity[slot]);
+    s.gpu_clients[slot] = static_cast<int16_t>(std::min(clients, s.max_clients));
+  }
+  pl::RefreshTotals(s);
+  return s;
+}
+
+Result<PreemptionView> GpuCache::ViewForPreemption(const ms::PodRequest& request,
+                                                   const Asker& asker,
+                                                   const std::vector<std::string_view>& names) {
+  MutexLock l(&mu_);
+  if (!synced_) return Status::Unavailable("cache not synced");
+  EnsureEngine();
+  GPUSHARE_ASSIGN_OR_RETURN(pl::ShapeId shape, Shape(request));
+  PreemptionView view;
+  view.shape = engine_->shape(shape);
+  view.nodes.reserve(names.size());
+  for (std::string_view name : names) {
+    PreemptionNodeView& v = view.nodes.emplace_back();
+    v.name = std::string(name);
+    const NodeRec* n = FindNode(name);
+    if (n == nullptr || !n->exists) {
+      v.problem = "node is not in gpushare-scheduler's cache";
+      continue;
+    }
+    if (n->eid < 0 || !n->has_inventory || n->slots.empty()) {
+      v.problem = n->problem;
+      continue;
+    }
+    if (n->held_back > 0) {
+      v.problem = HeldBack(*n).reason;
+      continue;
+    }
+    v.usable = true;
+    v.slots = n->slots;
+    v.state = StateWithout(*n, Exempt(*n, asker));
+    for (const std::string& uid : n->pods) {
+      const auto it = pods_.find(uid);
+      if (it == pods_.end() || !it->second->counted) continue;
+      const PodRec& p = *it->second;
+      PreemptionNodeView::Pod& pod = v.pods.emplace_back();
+      pod.uid = p.uid;
+      pod.key = p.key;
+      pod.bind_in_flight = p.state == PodRec::State::kReserved;
+      for (const auto& [gpu, use] : p.use) {
+        const int slot = n->SlotOf(gpu);
+        if (slot >= 0) pod.use.push_back({slot, use.units, use.clients});
+      }
+    }
+  }
+  return view;
+}
+
+Result<Nomination> GpuCache::Nominate(const kube::Pod& pod, const ms::PodRequest& request,
+                                      const std::string& node, const pl::GpuAssignment& slots,
+                                      std::vector<std::string> victims, int64_t now_ns) {
+  MutexLock l(&mu_);
+  NodeRec* n = FindNode(node);
+  const std::vector<int64_t> demands = request.Demands();
+  if (n == nullptr || n->eid < 0 || slots.count != demands.size())
+    return Status::FailedPrecondition("node " + node + ": cannot hold GPUs for pod " +
+                                      pod.metadata.namespace_ + "/" + pod.metadata.name);
+  const std::vector<size_t> order = ShapeOrder(demands);
+  std::vector<int> gpus(demands.size(), -1);
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (slots.gpu[i] >= n->slots.size())
+      return Status::InvalidArgument("GPU slot " + std::to_string(slots.gpu[i]) + " of node " +
+                                     node + " does not exist");
+    gpus[order[i]] = n->slots[slots.gpu[i]];
+  }
+  Nomination h;
+  h.uid = pod.metadata.uid;
+  h.key = pod.metadata.namespace_ + "/" + pod.metadata.name;
+  h.node = node;
+  h.priority = pod.spec.priority;
+  h.gpus = ms::AssignContainers(request, gpus);
+  h.use = ms::GpuUsage(request, h.gpus);
+  h.victims = std::move(victims);
+  h.since_ns = now_ns;
+  h.seen = pod.status.nominated_node_name == node;
+  DropNomination(h.uid, "nominated again");
+  // kube-scheduler clears the nominations of lower-priority pods on the node it nominates.
+  std::vector<std::string> lower;
+  for (const std::string& other : n->nominees) {
+    const auto o = nominations_.find(other);
+    if (o != nominations_.end() && o->second.priority < h.priority) lower.push_back(other);
+  }
+  for (const std::string& other : lower)
+    DropNomination(other, "pod " + h.key + " of higher priority was nominated on the node");
+  Log("event=nominated pod=" + Value(h.key) + " node=" + Value(node) +
+      " gpus=" + Value(GpuList(h.gpus)) + " priority=" + std::to_string(h.priority) +
+      " victims=" + std::to_string(h.victims.size()));
+  Nomination copy = h;
+  AddNomination(std::move(h));
+  return copy;
+}
+
+std::vector<Nomination> GpuCache::ExpireNominations(int64_t now_ns, int64_t timeout_ns) {
+  MutexLock l(&mu_);
+  std::vector<Nomination> out;
+  for (auto& [uid, h] : nominations_) {
+    const bool victims_left = std::any_of(h.victims.begin(), h.victims.end(), [&](const auto& v) {
+      const auto p = pods_.find(v);
+      return p != pods_.end() && p->second->counted;
+    });
+    if (!victims_left && h.victims_gone_ns == 0) h.victims_gone_ns = now_ns;
+    const bool never_nominated = !h.seen && now_ns - h.since_ns >= timeout_ns;
+    const bool unclaimed = h.victims_gone_ns != 0 && now_ns - h.victims_gone_ns >= timeout_ns;
+    if (never_nominated || unclaimed) out.push_back(h);
+  }
+  for (const Nomination& h : out)
+    DropNomination(h.uid, h.seen ? "its victims are gone and it was not bound in time"
+                                 : "kube-scheduler never nominated it on the node");
+  return out;
+}
+
+std::vector<Nomination> GpuCache::Nominations() const {
+  MutexLock l(&mu_);
+  std::vector<Nomination> out;
+  for (const auto& [uid, h] : nominations_) out.push_back(h);
   return out;
 }
 
@@ -1197,6 +1450,10 @@ InspectNode GpuCache::InspectRec(const NodeRec& n) const {
       pending.gpus = p->gpus;
       out.pending.push_back(std::move(pending));
     }
+  }
+  for (const std::string& uid : n.nominees) {
+    const auto h = nominations_.find(uid);
+    if (h != nominations_.end()) out.nominated.push_back(h->second);
   }
   return out;
 }

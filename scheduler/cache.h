@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -39,6 +40,7 @@
 #include "core/placement/engine.h"
 #include "core/placement/fragmentation.h"
 #include "core/placement/policy.h"
+#include "core/placement/preemption.h"
 #include "core/placement/rng.h"
 #include "core/status.h"
 #include "kube/objects.h"
@@ -59,6 +61,49 @@ struct CacheOptions {
   // One structured line per notable change (inventory changes, corrected or unreadable
   // annotations, releases). Default: dropped.
   std::function<void(const std::string& line)> log;
+};
+
+// The pod a decision is for. A preemption's hold (Nomination) counts as booked for every pod but
+// its own nominee and pods of higher priority: kube-scheduler, too, counts a nominated pod on
+// its node only for pods of lower or equal priority. The default asker is exempt from nothing.
+struct Asker {
+  std::string uid;
+  int32_t priority = std::numeric_limits<int32_t>::min();
+  static Asker Of(const kube::Pod& pod) { return {pod.metadata.uid, pod.spec.priority}; }
+};
+
+// Where kube-scheduler's preemption makes room for a pending pod (Preempt, scheduler/preempt.h):
+// the GPU(s) its victims free, held for it on `node` until it is bound there, deleted, or
+// nominated elsewhere by kube-scheduler, or until the hold expires (ExpireNominations). The
+// victims' replacements and other pending shares of lower or equal priority cannot take them.
+struct Nomination {
+  std::string uid, key, node;
+  int32_t priority = 0;
+  memshare::ContainerGpus gpus;      // container -> GPU index, where the pod is to go
+  std::map<int, memshare::GpuUse> use;  // what it holds there, per GPU index
+  std::vector<std::string> victims;     // UIDs of the pods evicted for it
+  int64_t since_ns = 0;
+  bool seen = false;          // the pod's status.nominatedNodeName was seen naming `node`
+  int64_t victims_gone_ns = 0;  // when the sweep first found none of the victims left (0: not yet)
+};
+
+// One node as preemption sees it (GpuCache::PreemptionView).
+struct PreemptionNodeView {
+  std::string name;
+  bool usable = false;
+  std::string problem;            // why not (when !usable)
+  placement::NodeState state;     // its usable GPUs; holds the asker is exempt from are free
+  std::vector<int> slots;         // slot -> GPU index
+  struct Pod {
+    std::string uid, key;
+    std::vector<placement::SlotUse> use;
+    bool bind_in_flight = false;  // booked by a bind whose API calls have not finished
+  };
+  std::vector<Pod> pods;  // every pod counted on its GPUs
+};
+struct PreemptionView {
+  placement::PodShape shape;  // the request as the engine sees it
+  std::vector<PreemptionNodeView> nodes;
 };
 
 // The verdict of the filter on one node.
@@ -151,8 +196,9 @@ struct InspectNode {
   std::string problem;            // why not (empty when usable)
   std::string_view problem_code;  // core/reasons.h
   int max_clients_per_gpu = 0;
-  std::vector<InspectGpu> gpus;     // in index order
-  std::vector<InspectPod> pending;  // booked here, not yet confirmed by gpushare-node
+  std::vector<InspectGpu> gpus;       // in index order
+  std::vector<InspectPod> pending;    // booked here, not yet confirmed by gpushare-node
+  std::vector<Nomination> nominated;  // preemption's holds on this node's GPUs
 };
 
 class GpuCache {
@@ -174,10 +220,11 @@ class GpuCache {
   // --- decisions ---
   // One verdict per node, in order (a name listed twice is marked `repeat` the second time).
   std::vector<NodeVerdict> Filter(const memshare::PodRequest& request,
-                                  const std::vector<std::string_view>& nodes)
-      GPUSHARE_EXCLUDES(mu_);
+                                  const std::vector<std::string_view>& nodes,
+                                  const Asker& asker = {}) GPUSHARE_EXCLUDES(mu_);
   // Scores 0..10 per node, in order (0 for nodes that cannot take the pod, -1 for a name listed
-  // a second time). The node the engine would choose gets 10 and no other node does.
+  // a second time). The node the engine would choose gets 10 and no other node does. (Holds of
+  // preemption count as booked here for every asker: scores only rank the nodes Filter passed.)
   std::vector<int64_t> Score(const memshare::PodRequest& request,
                              const std::vector<std::string_view>& nodes) GPUSHARE_EXCLUDES(mu_);
   // Books `pod` on `node`: chooses the GPU(s) and records the reservation. Idempotent for a pod
@@ -188,6 +235,9 @@ class GpuCache {
   Result<Reservation> Reserve(const kube::Pod& pod, const memshare::PodRequest& request,
                               const std::string& node, int64_t now_ns,
                               std::string_view* code = nullptr) GPUSHARE_EXCLUDES(mu_);
+  // A pod with a Nomination on `node` is booked on the GPUs it names when they have room; a pod
+  // exempt from other pods' holds (higher priority) takes their GPUs only when nothing else on
+  // the node fits, and those holds end.
   // The API calls succeeded: the reservation stays until the pod's annotations arrive.
   void Commit(const std::string& pod_uid, uint64_t token) GPUSHARE_EXCLUDES(mu_);
   // The API calls failed: the reservation is given back (no-op if the pod has meanwhile been
@@ -196,6 +246,25 @@ class GpuCache {
 
   // Releases pods assumed (not confirmed) for longer than `timeout_ns` that are still Pending.
   std::vector<ExpiredPod> ExpireAssumed(int64_t now_ns, int64_t timeout_ns) GPUSHARE_EXCLUDES(mu_);
+
+  // --- preemption ---
+  // The listed nodes' GPUs and pods, for choosing victims for `asker` (holds it is exempt from
+  // count as free). Errors: kUnavailable (not synced), the request's own error.
+  Result<PreemptionView> ViewForPreemption(const memshare::PodRequest& request, const Asker& asker,
+                                           const std::vector<std::string_view>& nodes)
+      GPUSHARE_EXCLUDES(mu_);
+  // Holds the GPUs `slots` (a placement::VictimSet's assignment, by slot of `node`) for `pod`,
+  // replacing any hold it had, and ends the holds of lower-priority pods on `node` (kube-scheduler
+  // clears their nominations when it nominates a pod there).
+  Result<Nomination> Nominate(const kube::Pod& pod, const memshare::PodRequest& request,
+                              const std::string& node, const placement::GpuAssignment& slots,
+                              std::vector<std::string> victims, int64_t now_ns)
+      GPUSHARE_EXCLUDES(mu_);
+  // Ends holds whose pod was never seen nominated on their node within `timeout_ns`, and holds
+  // whose victims have all been gone for `timeout_ns`.
+  std::vector<Nomination> ExpireNominations(int64_t now_ns, int64_t timeout_ns)
+      GPUSHARE_EXCLUDES(mu_);
+  std::vector<Nomination> Nominations() const GPUSHARE_EXCLUDES(mu_);
 
   // Plans to move (memshare::SettledPlanMoves): confirmed pods held off their plan whose
   // planned slot nobody pending needs any more. The cache counts the new plans at once; the
@@ -236,8 +305,24 @@ class GpuCache {
   void AddToEngine(NodeRec& n) GPUSHARE_REQUIRES(mu_);
   void Resync(NodeRec& n) GPUSHARE_REQUIRES(mu_);
   Result<placement::ShapeId> Shape(const memshare::PodRequest& request) GPUSHARE_REQUIRES(mu_);
+  // `asker`: holds of preemption it is exempt from count as free (default: none is).
   NodeVerdict Check(const NodeRec& n, const memshare::PodRequest& request,
-                    const placement::PodShape& shape) const GPUSHARE_REQUIRES(mu_);
+                    const placement::PodShape& shape, const Asker& asker = {}) const
+      GPUSHARE_REQUIRES(mu_);
+  // Nominations: booked in NodeRec::nominated (counted by Recount), indexed by nominee.
+  void AddNomination(Nomination nom) GPUSHARE_REQUIRES(mu_);
+  void DropNomination(const std::string& uid, std::string_view why) GPUSHARE_REQUIRES(mu_);
+  // What the holds on `n` that `asker` is exempt from book, per GPU index (empty: none).
+  std::map<int, memshare::GpuUse> Exempt(const NodeRec& n, const Asker& asker) const
+      GPUSHARE_REQUIRES(mu_);
+  // The engine's state of `n` with `lifted` given back.
+  placement::NodeState StateWithout(const NodeRec& n,
+                                    const std::map<int, memshare::GpuUse>& lifted) const
+      GPUSHARE_REQUIRES(mu_);
+  // Books `request` on `n` at `demand_gpus` (GPU index per demand) once the usage has room.
+  Result<Reservation> Book(const kube::Pod& pod, const memshare::PodRequest& request, NodeRec& n,
+                           const std::vector<int>& demand_gpus, int64_t now_ns)
+      GPUSHARE_REQUIRES(mu_);
   // kFailed when the pod's slot keys clash with the node's pending ones (memshare::FreshConflict).
   NodeVerdict Clash(const NodeRec& n, const memshare::PodRequest& request) const
       GPUSHARE_REQUIRES(mu_);
@@ -265,6 +350,7 @@ class GpuCache {
       GPUSHARE_GUARDED_BY(mu_);  // by UID
   std::unordered_map<std::string, std::string> unassigned_
       GPUSHARE_GUARDED_BY(mu_);  // UID -> node, not counted
+  std::map<std::string, Nomination> nominations_ GPUSHARE_GUARDED_BY(mu_);  // by nominee UID
   uint64_t next_token_ GPUSHARE_GUARDED_BY(mu_) = 1;
   uint64_t visit_ GPUSHARE_GUARDED_BY(mu_) =
       0;  // marks nodes seen in the current request (repeats)

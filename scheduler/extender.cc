@@ -210,8 +210,29 @@ void Extender::FilterRefused(const kube::Pod& pod, const std::vector<std::string
   Warn(PodRef(pod.metadata.namespace_, pod.metadata.name, pod.metadata.uid), code, message);
 }
 
+namespace {
+
+PreemptOptions PreemptOptionsOf(const ExtenderOptions& o) {
+  PreemptOptions p;
+  p.resource_name = o.resource_name;
+  p.budgets = o.preemption_budgets;
+  p.pod_lookup = o.pod_lookup;
+  p.pod_list = o.pod_list;
+  p.budget_list = o.budget_list;
+  p.budgets_synced = o.budgets_synced;
+  p.now_ns = o.now_ns;
+  p.metrics = o.metrics;
+  p.warn = o.warn;
+  return p;
+}
+
+}  // namespace
+
 Extender::Extender(GpuCache& cache, std::shared_ptr<kube::Client> client, ExtenderOptions options)
-    : cache_(cache), client_(std::move(client)), options_(std::move(options)) {
+    : cache_(cache),
+      client_(std::move(client)),
+      options_(std::move(options)),
+      preemptor_(cache_, PreemptOptionsOf(options_)) {
   if (!options_.now_ns) options_.now_ns = SystemNowNs;
 }
 
@@ -270,7 +291,7 @@ HttpReply Extender::Filter(std::string_view body) {
     std::unordered_set<std::string_view> seen;
     for (size_t i = 0; i < names.size(); ++i) verdicts[i].repeat = !seen.insert(names[i]).second;
   } else {
-    verdicts = cache_.Filter(d->request, names);
+    verdicts = cache_.Filter(d->request, names, Asker::Of(d->pod));
   }
   r.node_names.reserve(names.size());
   for (size_t i = 0; i < names.size(); ++i) {

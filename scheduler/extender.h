@@ -42,14 +42,10 @@
 #include "kube/objects.h"
 #include "scheduler/cache.h"
 #include "scheduler/metrics.h"
+#include "scheduler/preempt.h"
 #include "scheduler/wire.h"
 
 namespace gpushare::scheduler {
-
-struct HttpReply {
-  int code = 200;
-  std::string body;
-};
 
 struct ExtenderOptions {
   std::string resource_name = std::string(memshare::kResourceName);  // what pods ask for
@@ -68,6 +64,12 @@ struct ExtenderOptions {
   std::function<void(const kube::ObjectReference& pod, std::string_view reason,
                      const std::string& message)>
       warn;
+  // Preempt (scheduler/preempt.h): how PodDisruptionBudgets bind the victims, every pod the
+  // informer holds, and the cluster's budgets. Defaults: respected; none; none.
+  placement::BudgetMode preemption_budgets = placement::BudgetMode::kRespect;
+  std::function<std::vector<std::shared_ptr<const kube::Pod>>()> pod_list;
+  std::function<std::vector<std::shared_ptr<const kube::PodDisruptionBudget>>()> budget_list;
+  std::function<bool()> budgets_synced;
 };
 
 // A node the filter refused, for the Event (FilterFailureMessage).
@@ -101,6 +103,8 @@ class Extender {
   HttpReply Filter(std::string_view body);
   HttpReply Prioritize(std::string_view body);
   HttpReply Bind(std::string_view body);
+  // kube-scheduler's preemption (scheduler/preempt.h).
+  HttpReply Preempt(std::string_view body) { return preemptor_.Preempt(body); }
 
   ExtenderStats stats() const;
 
@@ -133,6 +137,7 @@ class Extender {
   GpuCache& cache_;
   std::shared_ptr<kube::Client> client_;
   ExtenderOptions options_;
+  Preemptor preemptor_;
   std::atomic<uint64_t> filter_{0}, filter_errors_{0}, prioritize_{0}, prioritize_errors_{0};
   std::atomic<uint64_t> bind_{0}, bind_errors_{0}, bind_idempotent_{0}, bad_requests_{0},
       bind_ns_{0};

@@ -125,6 +125,17 @@ Status CheckAssume(const SchedulerFlags& f, ServiceOptions* o) {
                                                          kDay, "a positive duration up to 24h"));
   GPUSHARE_ASSIGN_OR_RETURN(
       o->restart_hold, Duration("--restart-hold", f.restart_hold, 0, kHour, "0s (no hold)..1h"));
+  if (f.preemption_budgets == "respect") {
+    o->preemption_budgets = placement::BudgetMode::kRespect;
+  } else if (f.preemption_budgets == "best-effort") {
+    o->preemption_budgets = placement::BudgetMode::kBestEffort;
+  } else {
+    return Bad("--preemption-budgets: must be respect or best-effort, got \"" +
+               f.preemption_budgets + "\"");
+  }
+  GPUSHARE_ASSIGN_OR_RETURN(o->nomination_timeout,
+                            Duration("--nomination-timeout", f.nomination_timeout, 1, kHour,
+                                     "a positive duration up to 1h"));
   const std::string& name = o->resource_name;
   if (const std::string p = ExtendedResourceNameProblem(name);
       !p.empty() || name.find('/') == std::string::npos)
@@ -317,6 +328,14 @@ void AddPlacementFlags(CLI::App& app, SchedulerFlags& f) {
                  "after a start, nodes with pods bound before it take no new shares until "
                  "gpushare-node confirmed "
                  "those pods, or this long (0s: no hold; at most 1h)")
+      ->capture_default_str();
+  app.add_option("--preemption-budgets", f.preemption_budgets,
+                 "preempt: respect (never evict past a PodDisruptionBudget; no victims "
+                 "instead) or best-effort (kube-scheduler's rule: fewest violations first)")
+      ->capture_default_str();
+  app.add_option("--nomination-timeout", f.nomination_timeout,
+                 "preempt: how long the GPUs freed for a pod stay held once its victims are "
+                 "gone (or, if kube-scheduler never nominates it there, from the start)")
       ->capture_default_str();
 }
 

@@ -36,6 +36,8 @@ struct SchedulerFlags {
   std::string assume_timeout = "5m";
   std::string expiry_interval = "10s";
   std::string restart_hold = "30s";
+  std::string preemption_budgets = "respect";
+  std::string nomination_timeout = "60s";
   std::string max_body_bytes = "8388608";
   std::string http_threads = "16";
   std::string http_max_connections = "0";

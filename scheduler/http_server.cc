@@ -267,7 +267,8 @@ struct HttpServer::Impl {
 
   HttpServer* server = nullptr;
   const HttpServerOptions* o = nullptr;
-  std::string bind_path;  // <prefix>/bind
+  std::string bind_path;     // <prefix>/bind
+  std::string preempt_path;  // <prefix>/preempt
   http::Limits limits;
   UniqueFd listen_fd, epoll_fd, wake_fd;
   UniqueFd spare_fd;  // /dev/null, given up to take (and end) a connection when descriptors run out
@@ -1002,7 +1003,7 @@ struct HttpServer::Impl {
   // nodes).
   bool Quick(const Conn* c) const {
     if (c->request_body.size() > kQuickBodyBytes || c->head.path == bind_path ||
-        c->head.path == "/metrics")
+        c->head.path == preempt_path || c->head.path == "/metrics")
       return false;
     return std::none_of(o->get_routes.begin(), o->get_routes.end(),
                         [c](const GetRoute& r) { return c->head.path.rfind(r.path, 0) == 0; });
@@ -1106,7 +1107,8 @@ HttpServer::HttpServer(Extender* extender, HttpServerOptions options,
   std::vector<std::string> paths;
   if (extender_ == nullptr) options_.serve_verbs = false;
   if (options_.serve_verbs)
-    for (const char* verb : {"/filter", "/prioritize", "/bind"}) paths.push_back(prefix_ + verb);
+    for (const char* verb : {"/filter", "/prioritize", "/bind", "/preempt"})
+      paths.push_back(prefix_ + verb);
   for (const PostRoute& r : options_.routes) paths.push_back(r.path);
   for (const GetRoute& r : options_.get_routes) paths.push_back(r.path + "[/...]");
   if (options_.serve_health)
@@ -1224,6 +1226,7 @@ Status HttpServer::Start() {
   auto impl = std::make_unique<Impl>();  // (its descriptors close if a step below fails)
   impl->server = this;
   impl->bind_path = prefix_ + "/bind";
+  impl->preempt_path = prefix_ + "/preempt";
   impl->o = &options_;
   impl->limits.max_body_bytes = options_.max_body_bytes;
   const std::string where = options_.host + ":" + std::to_string(options_.port);
@@ -1270,6 +1273,8 @@ Reply HttpServer::Route(const http::RequestHead& head, std::string_view body) {
     if (head.path == prefix_ + "/prioritize")
       handle = [x](std::string_view b) { return x->Prioritize(b); };
     if (head.path == prefix_ + "/bind") handle = [x](std::string_view b) { return x->Bind(b); };
+    if (head.path == prefix_ + "/preempt")
+      handle = [x](std::string_view b) { return x->Preempt(b); };
   }
   for (const PostRoute& r : options_.routes)
     if (head.path == r.path) handle = r.handle;

@@ -84,6 +84,22 @@ SchedulerMetrics::SchedulerMetrics() : registry_(std::make_shared<pm::Registry>(
                           "Time to answer a prioritize request, from its body to the reply.");
   bind_ = histogram("bind_duration_seconds",
                     "Time to answer a bind request, API calls included, whatever the outcome.");
+  preempt_ = histogram("preempt_duration_seconds",
+                       "Time to answer a preempt request (kube-scheduler's preemption asking which "
+                       "victims free a GPU), from its body to the reply.");
+  auto& preemptions = pm::BuildCounter()
+                          .Name(Name("preemptions_total"))
+                          .Help("Preempt requests by result: nominated (a node and its victims "
+                                "chosen), not_helpful (no node where evicting frees a GPU).")
+                          .Register(*registry_);
+  preempt_nominated_ = &preemptions.Add({{"result", "nominated"}});
+  preempt_not_helpful_ = &preemptions.Add({{"result", "not_helpful"}});
+  preempt_victims_ = &pm::BuildCounter()
+                          .Name(Name("preemption_victims_total"))
+                          .Help("Pods chosen as victims by the preempt verb (kube-scheduler evicts "
+                                "them).")
+                          .Register(*registry_)
+                          .Add({});
   rejections_ = &pm::BuildCounter()
                      .Name(Name("filter_rejections_total"))
                      .Help("Nodes the filter rejected for a pod, by reason (core/reasons.h).")
@@ -109,6 +125,11 @@ pm::Counter& SchedulerMetrics::ByReason(pm::Family<pm::Counter>& family,
 
 void SchedulerMetrics::CountFilterRejections(std::string_view code, double nodes) {
   ByReason(*rejections_, rejection_codes_, code).Increment(nodes);
+}
+
+void SchedulerMetrics::CountPreemption(bool nominated, size_t victims) {
+  (nominated ? preempt_nominated_ : preempt_not_helpful_)->Increment();
+  preempt_victims_->Increment(static_cast<double>(victims));
 }
 
 void SchedulerMetrics::CountBindFailure(std::string_view code) {

@@ -51,6 +51,10 @@ class SchedulerMetrics {
   void ObserveFilter(double seconds) { filter_->Observe(seconds); }
   void ObservePrioritize(double seconds) { prioritize_->Observe(seconds); }
   void ObserveBind(double seconds) { bind_->Observe(seconds); }
+  void ObservePreempt(double seconds) { preempt_->Observe(seconds); }
+  // A preempt call's outcome: a node chosen with `victims` pods to evict ("nominated"), or no
+  // node where evicting frees a GPU ("not_helpful").
+  void CountPreemption(bool nominated, size_t victims);
   // `code`: core/reasons.h. Rejections are counted per node (a filter of 100 nodes that rejects
   // 99 of them adds 99).
   void CountFilterRejections(std::string_view code, double nodes = 1);
@@ -66,6 +70,10 @@ class SchedulerMetrics {
   prometheus::Histogram* filter_;
   prometheus::Histogram* prioritize_;
   prometheus::Histogram* bind_;
+  prometheus::Histogram* preempt_;
+  prometheus::Counter* preempt_nominated_;
+  prometheus::Counter* preempt_not_helpful_;
+  prometheus::Counter* preempt_victims_;
   prometheus::Family<prometheus::Counter>* rejections_;
   prometheus::Family<prometheus::Counter>* bind_failures_;
   // The codes' counters, created up front (every series exists from the start at 0, so rate()

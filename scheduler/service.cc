@@ -100,6 +100,9 @@ Status SchedulerService::Start() {
   // Finished pods hold nothing; when a pod finishes it leaves the selection (a DELETED event).
   po.field_selector = "status.phase!=Succeeded,status.phase!=Failed";
   pods_ = std::make_unique<kube::PodInformer>(client_, po);
+  kube::InformerOptions bo;
+  bo.log = log;
+  budgets_ = std::make_unique<kube::PodDisruptionBudgetInformer>(client_, bo);
   GpuCache* cache = cache_.get();
   nodes_->SetHandlers({[cache](const kube::Node& n) { cache->UpsertNode(n); },
                        [cache](const kube::Node&, const kube::Node& n) { cache->UpsertNode(n); },
@@ -120,6 +123,11 @@ Status SchedulerService::Start() {
   xo.pod_lookup = [pods](const std::string& key) { return pods->Get(key); };
   kube::NodeInformer* nodes = nodes_.get();
   xo.node_known = [nodes](const std::string& node) { return nodes->Get(node) != nullptr; };
+  xo.pod_list = [pods] { return pods->List(); };
+  kube::PodDisruptionBudgetInformer* budgets = budgets_.get();
+  xo.budget_list = [budgets] { return budgets->List(); };
+  xo.budgets_synced = [budgets] { return budgets->HasSynced(); };
+  xo.preemption_budgets = options_.preemption_budgets;
   xo.metrics = &metrics_;
   kube::EventRecorder* events = events_.get();
   xo.warn = [events](const kube::ObjectReference& pod, std::string_view reason,
@@ -197,6 +205,7 @@ Status SchedulerService::Start() {
         WritePortFile(options_.health_port_file, "--health-port-file", health_->port()));
   GPUSHARE_RETURN_IF_ERROR(nodes_->Start());
   GPUSHARE_RETURN_IF_ERROR(pods_->Start());
+  GPUSHARE_RETURN_IF_ERROR(budgets_->Start());
   sweeper_ = std::thread([this] { SweepLoop(); });
   return Status::Ok();
 }
@@ -361,6 +370,14 @@ void SchedulerService::Sweep() {
   }
 }
 
+void SchedulerService::SweepNominations() {
+  const int64_t timeout =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(options_.nomination_timeout).count();
+  for (const Nomination& h : cache_->ExpireNominations(NowNs(), timeout))
+    spdlog::info("event=nomination_expired pod={} node={} gpus={} seen={}", Value(h.key),
+                 Value(h.node), Value(memshare::EncodeContainerGpus(h.gpus)), h.seen);
+}
+
 void SchedulerService::SweepLoop() {
   std::unique_lock<std::mutex> l(mu_);
   while (!stopping_) {
@@ -369,6 +386,7 @@ void SchedulerService::SweepLoop() {
     if (!ready_.load()) continue;
     l.unlock();
     Sweep();
+    SweepNominations();
     l.lock();
   }
 }
@@ -418,6 +436,7 @@ void SchedulerService::Stop() {
   }
   if (health_) health_->Stop();
   if (server_) server_->Stop();
+  if (budgets_) budgets_->Stop();
   if (pods_) pods_->Stop();
   if (nodes_) nodes_->Stop();
   events_.reset();

@@ -59,6 +59,11 @@ struct ServiceOptions {
   // After the start, nodes with pods bound before it take no new shares until those pods are
   // confirmed by gpushare-node, or this long (0: not at all). See GpuCache.
   std::chrono::milliseconds restart_hold{std::chrono::seconds(30)};
+  // Preemption (scheduler/preempt.h): whether a victim set may break a PodDisruptionBudget, and
+  // how long a hold on the GPUs freed for a pod lasts once its victims are gone (or, when
+  // kube-scheduler never nominates the pod there, from the start).
+  placement::BudgetMode preemption_budgets = placement::BudgetMode::kRespect;
+  std::chrono::milliseconds nomination_timeout{std::chrono::seconds(60)};
   double kube_qps = 500;  // two API calls per bind
   int kube_burst = 1000;
   std::string event_component = "gpushare-scheduler";
@@ -103,12 +108,14 @@ class SchedulerService {
   Status StartWebhook();
   void SweepLoop();
   void Sweep();
+  void SweepNominations();
 
   ServiceOptions options_;
   std::unique_ptr<GpuCache> cache_;
   std::shared_ptr<kube::Client> client_;
   std::unique_ptr<kube::NodeInformer> nodes_;
   std::unique_ptr<kube::PodInformer> pods_;
+  std::unique_ptr<kube::PodDisruptionBudgetInformer> budgets_;  // for preempt only
   std::unique_ptr<kube::EventRecorder> events_;
   std::unique_ptr<kube::RequestAuthorizer> metrics_authz_;  // --metrics-auth=kubernetes
   // 200, or the refusal of a /metrics request (HttpServerOptions::metrics_auth).

@@ -655,6 +655,78 @@ Result<BindingArgs> DecodeBindingArgs(const json& body) {
   return b;
 }
 
+namespace {
+
+// One node's Victims or MetaVictims: {"Pods": [...], "NumPDBViolations": n}; a pod is a MetaPod
+// ({"UID": ...}) or a Pod ({"metadata": {"uid": ...}}).
+Result<NodeVictims> DecodeVictims(const json& v, const std::string& path, bool meta) {
+  NodeVictims out;
+  if (v.is_null()) return out;
+  if (!v.is_object()) return WrongType(path, "an object", v);
+  GPUSHARE_ASSIGN_OR_RETURN(const json* pods, FindField(v, "Pods"));
+  if (pods != nullptr && !pods->is_null()) {
+    if (!pods->is_array()) return WrongType(path + ".Pods", "an array", *pods);
+    for (size_t i = 0; i < pods->size(); ++i) {
+      const json& p = (*pods)[i];
+      const std::string pp = path + ".Pods[" + std::to_string(i) + "]";
+      if (!p.is_object()) return WrongType(pp, "an object", p);
+      std::string uid;
+      if (meta) {
+        GPUSHARE_RETURN_IF_ERROR(StringField(p, "UID", &uid).WithContext(pp));
+      } else {
+        const auto m = p.find("metadata");
+        if (m != p.end() && m->is_object()) {
+          const auto u = m->find("uid");
+          if (u != m->end() && u->is_string()) uid = u->get<std::string>();
+        }
+      }
+      if (uid.empty()) return Status::InvalidArgument(pp + ": no UID");
+      out.uids.push_back(std::move(uid));
+    }
+  }
+  GPUSHARE_ASSIGN_OR_RETURN(const json* n, FindField(v, "NumPDBViolations"));
+  if (n != nullptr && !n->is_null()) {
+    if (!n->is_number_integer()) return WrongType(path + ".NumPDBViolations", "an integer", *n);
+    out.pdb_violations = n->get<int64_t>();
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<PreemptionArgs> DecodePreemptionArgs(const json& body) {
+  PreemptionArgs a;
+  GPUSHARE_ASSIGN_OR_RETURN(const json* pod, FindField(body, "Pod"));
+  if (pod == nullptr || !pod->is_object())
+    return Status::InvalidArgument("Pod: missing or not an object");
+  a.pod = *pod;
+  for (const auto& [key, meta] : {std::pair<const char*, bool>{"NodeNameToMetaVictims", true},
+                                  std::pair<const char*, bool>{"NodeNameToVictims", false}}) {
+    GPUSHARE_ASSIGN_OR_RETURN(const json* m, FindField(body, key));
+    if (m == nullptr || m->is_null()) continue;
+    if (!m->is_object()) return WrongType(key, "an object", *m);
+    for (auto it = m->begin(); it != m->end(); ++it) {
+      if (it.key().empty()) return Status::InvalidArgument(std::string(key) + ": an empty node name");
+      GPUSHARE_ASSIGN_OR_RETURN(NodeVictims v,
+                                DecodeVictims(*it, std::string(key) + "[" + it.key() + "]", meta));
+      NodeVictims& into = a.nodes[it.key()];
+      into.uids.insert(into.uids.end(), v.uids.begin(), v.uids.end());
+      into.pdb_violations = std::max(into.pdb_violations, v.pdb_violations);
+    }
+  }
+  return a;
+}
+
+std::string EncodePreemptionResult(const std::map<std::string, NodeVictims>& nodes) {
+  json m = json::object();
+  for (const auto& [node, v] : nodes) {
+    json pods = json::array();
+    for (const std::string& uid : v.uids) pods.push_back(json{{"UID", uid}});
+    m[node] = json{{"Pods", std::move(pods)}, {"NumPDBViolations", v.pdb_violations}};
+  }
+  return Dump(json{{"NodeNameToMetaVictims", std::move(m)}});
+}
+
 std::string EncodeBindingResult(std::string_view error) {
   return Dump(json{{"Error", error}});
 }

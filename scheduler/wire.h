@@ -28,6 +28,12 @@ namespace gpushare::scheduler {
 
 inline constexpr int kMaxJsonDepth = 64;
 
+// A verb's reply: the HTTP status and the JSON body.
+struct HttpReply {
+  int code = 200;
+  std::string body;
+};
+
 // Parses a request body: at most `max_depth` levels of nesting, a JSON object at the top.
 Result<nlohmann::json> ParseBody(std::string_view body, int max_depth = kMaxJsonDepth);
 
@@ -97,6 +103,22 @@ struct BindingArgs {
 Result<BindingArgs> DecodeBindingArgs(const nlohmann::json& body);
 // ExtenderBindingResult: {"Error": "..."} ("" on success).
 std::string EncodeBindingResult(std::string_view error);
+
+// ExtenderPreemptionArgs: the preempt request. kube-scheduler sends its candidate victims per
+// node as UIDs (NodeNameToMetaVictims, node-cache mode) or as whole pods (NodeNameToVictims);
+// either way only the UIDs are kept. A null map is no node.
+struct NodeVictims {
+  std::vector<std::string> uids;
+  int64_t pdb_violations = 0;  // NumPDBViolations
+};
+struct PreemptionArgs {
+  nlohmann::json pod;  // the Pod object (an object, never null)
+  std::map<std::string, NodeVictims> nodes;
+};
+Result<PreemptionArgs> DecodePreemptionArgs(const nlohmann::json& body);
+// ExtenderPreemptionResult: {"NodeNameToMetaVictims": {node: {"Pods": [{"UID": ...}],
+// "NumPDBViolations": n}}}, always the meta form (kube-scheduler reads only that).
+std::string EncodePreemptionResult(const std::map<std::string, NodeVictims>& nodes);
 
 // {"Error": "..."}: the body of an HTTP error reply of any verb.
 std::string EncodeError(std::string_view error);

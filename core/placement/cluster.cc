@@ -68,6 +68,10 @@ int ClusterState::ModelId(std::string_view model) const {
 }
 
 void ClusterState::Refresh(NodeState& s) {
+  RefreshTotals(s);
+}
+
+void RefreshTotals(NodeState& s) {
   s.gpu_capacity_total = s.gpu_free_total = 0;
   s.fully_free_gpus = 0;
   s.max_share_free = 0;

@@ -87,6 +87,11 @@ struct NodeState {
   }
 };
 
+// Recomputes a node's totals (capacity and free sums, entirely free GPUs, the largest share a
+// GPU below the client ceiling can take) from its per-GPU figures. ClusterState keeps its own
+// nodes' totals current; this is for a NodeState edited by hand (preemption's what-ifs).
+void RefreshTotals(NodeState& s);
+
 // What Commit() needs to know about a pod's resources (PodShape in pod.h converts to this).
 struct PodResources {
   int64_t cpu_milli = 0;

@@ -226,7 +226,7 @@ TEST_F(HttpServerTest, MalformedRequestsGetAReasonAndTheConnectionCloses) {
   }
   // Routing refusals keep the connection: 404 lists what is served, 405 says Allow, 415.
   Raw c(server_->port());
-  ASSERT_TRUE(c.Send(Post("/gpushare-scheduler/preempt", "{}")));
+  ASSERT_TRUE(c.Send(Post("/gpushare-scheduler/unreserve", "{}")));
   Raw::Response nf = c.Read();
   EXPECT_EQ(nf.status, 404);
   EXPECT_NE(nf.body.find("served: /gpushare-scheduler/filter"), std::string::npos) << nf.body;

@@ -107,6 +107,7 @@ ExtenderConfig DeployedConfig(const std::string& url_prefix) {
   c.filter_verb = e["filterVerb"].as<std::string>();
   c.prioritize_verb = e["prioritizeVerb"].as<std::string>();
   c.bind_verb = e["bindVerb"].as<std::string>();
+  if (e["preemptVerb"]) c.preempt_verb = e["preemptVerb"].as<std::string>();
   c.weight = e["weight"].as<int64_t>();
   c.node_cache_capable = e["nodeCacheCapable"].as<bool>();
   c.ignorable = e["ignorable"].as<bool>();
@@ -191,6 +192,158 @@ TEST_F(IntegrationTest, SeedKnativeServiceAt100PodsRefusedByTheExtender) {
   // With ignoredByScheduler true the extender alone decides, and says why.
   StartScheduler();
   RunSeed(this, Config(true, true), "no GPU has 3 GiB free for container user-container");
+}
+
+// --- preemption (issue 23) ---------------------------------------------------------------------
+
+// A pod of `units` with a priority, started at `start` (RFC 3339).
+json PriorityPod(const std::string& name, int64_t units, int32_t priority, int start_minute = 0) {
+  json p = SimplePod(name, units, "");
+  p["metadata"].erase("uid");
+  p["spec"]["priority"] = priority;
+  p["metadata"]["labels"]["app"] = name.substr(0, name.find('-'));
+  char start[32];
+  std::snprintf(start, sizeof start, "2026-12-01T%02d:%02d:00Z", start_minute / 60,
+                start_minute % 60);
+  p["status"]["startTime"] = start;
+  return p;
+}
+
+// `pod` as the API shows it once bound to `node` and confirmed on GPU `gpu` by gpushare-node.
+json Confirmed(json pod, const std::string& node, int gpu) {
+  pod["spec"]["nodeName"] = node;
+  pod["status"]["phase"] = "Running";
+  const ms::PodRequest req = *kube::PodMemRequest(*kube::DecodePod(pod));
+  ms::ContainerGpus gpus;
+  for (const std::string& c : req.DemandContainers()) gpus[c] = gpu;
+  auto a = ms::BindAnnotations(req, std::vector<int>(gpus.size(), gpu), 22, 1);
+  for (const auto& [k, v] : ms::ConfirmAnnotations(req, gpus)) a[k] = v;
+  for (const auto& [k, v] : a) pod["metadata"]["annotations"][k] = v;
+  return pod;
+}
+
+// kubelet finishes the graceful deletions kube-scheduler's preemption started.
+void FinishDeletions(kube::Client& api) {
+  for (const kube::Pod& p : api.ListPods("").value_or({}))
+    if (p.IsBeingDeleted()) {
+      kube::DeleteOptions d;
+      d.grace_period_seconds = 0;
+      (void)api.Delete(kube::kPods, p.metadata.namespace_, p.metadata.name, d);
+    }
+}
+
+TEST_F(IntegrationTest, PreemptionFreesOneGpuAndTheNomineeGetsIt) {
+  // The issue's node: 8 GPUs of 22 GiB, seven 3 GiB pods of priority 0 on each (56), then a
+  // 22 GiB pod of priority 1000. kube-scheduler alone (node total: 8 free) would evict five pods
+  // over two GPUs; with the deployed preemptVerb it evicts the seven pods of one GPU.
+  StartScheduler();
+  ExtenderConfig deployed = DeployedConfig(scheduler_->url_prefix());
+  ASSERT_EQ(deployed.preempt_verb, "preempt");
+  AddNode(NodeJson("mem", Uniform(8, 22)));
+  FakeKubeScheduler sched(client_, {{deployed}, 1});
+  for (int i = 0; i < 56; ++i)
+    AddPod(Confirmed(PriorityPod("batch-" + std::to_string(i), 3, 0, i), "mem", i / 7));
+
+  AddPod(PriorityPod("serving-0", 22, 1000, 100));
+  ScheduleResult r = sched.ScheduleOne("default", "serving-0");
+  ASSERT_EQ(r.kind, ScheduleResult::Kind::kUnschedulable) << r.message;
+  EXPECT_EQ(r.nominated_node, "mem") << r.preemption_message;
+  ASSERT_EQ(r.victims.size(), 7u) << "the pods of one GPU, not the node total's five";
+  std::set<int> freed;
+  for (const kube::Pod& p : client_->ListPods("default").value_or({}))
+    if (std::find(r.victims.begin(), r.victims.end(), p.metadata.uid) != r.victims.end())
+      for (const auto& [c, g] :
+           ms::ResolveAssignment(p.metadata.annotations, *kube::PodMemRequest(p)).gpus)
+        freed.insert(g);
+  ASSERT_EQ(freed.size(), 1u);
+  const int gpu = *freed.begin();
+  // While the victims terminate it preempts nothing more.
+  r = sched.ScheduleOne("default", "serving-0");
+  EXPECT_EQ(r.kind, ScheduleResult::Kind::kUnschedulable);
+  EXPECT_TRUE(r.victims.empty());
+  EXPECT_NE(r.preemption_message.find("terminating pod on the nominated node"), std::string::npos)
+      << r.preemption_message;
+  FinishDeletions(*client_);
+  // A replacement of lower priority does not take the freed GPU.
+  AddPod(PriorityPod("batch-56", 3, 0, 101));
+  ASSERT_TRUE(WaitUntil([&] {
+    r = sched.ScheduleOne("default", "batch-56");
+    return r.message.find("held for pending pod default/serving-0") != std::string::npos;
+  })) << r.message;
+  EXPECT_FALSE(r.bound());
+  EXPECT_TRUE(r.victims.empty()) << "equal priorities preempt nothing";
+  // The nominee binds, to the GPU its victims freed.
+  ASSERT_TRUE(WaitUntil([&] { return (r = sched.ScheduleOne("default", "serving-0")).bound(); }))
+      << r.message << " " << r.preemption_message;
+  Result<kube::Pod> serving = client_->GetPod("default", "serving-0");
+  ASSERT_TRUE(serving.ok());
+  EXPECT_EQ(ms::ResolveAssignment(serving->metadata.annotations, *kube::PodMemRequest(*serving))
+                .gpus.at("main"),
+            gpu);
+  std::map<int, int64_t> used;  // confirmed and assumed alike
+  for (const kube::Pod& p : client_->ListPods("default").value_or({})) {
+    if (p.spec.node_name.empty()) continue;
+    const ms::PodRequest req = *kube::PodMemRequest(p);
+    for (const auto& [g, u] :
+         ms::GpuUsage(req, ms::ResolveAssignment(p.metadata.annotations, req).gpus))
+      used[g] += u.units;
+  }
+  for (const auto& [g, u] : used) EXPECT_LE(u, 22) << "GPU " << g;
+  EXPECT_EQ(used[gpu], 22);
+
+  // 23 GiB fits no GPU even empty: nothing is evicted, and the pod says why.
+  AddPod(PriorityPod("serving-1", 23, 1000, 102));
+  const size_t before = client_->ListPods("default").value_or({}).size();
+  r = sched.ScheduleOne("default", "serving-1");
+  EXPECT_EQ(r.kind, ScheduleResult::Kind::kUnschedulable);
+  EXPECT_TRUE(r.victims.empty());
+  EXPECT_EQ(r.preemption_message, "no candidate node for preemption");
+  EXPECT_EQ(client_->ListPods("default").value_or({}).size(), before);
+  ASSERT_TRUE(WaitUntil([&] {
+    Result<kube::RawList> events = client_->List(kube::kEvents, "default", {});
+    if (!events.ok()) return false;
+    for (const json& e : events->items)
+      if (e.value("reason", "") == "PreemptionNotHelpful" &&
+          e["involvedObject"].value("name", "") == "serving-1")
+        return true;
+    return false;
+  }));
+}
+
+TEST_F(IntegrationTest, PreemptionTakesTheGpuABudgetAllowsOrNone) {
+  // The budget exists before gpushare-scheduler starts: its preempt verb answers only once the
+  // budgets are listed, so no choice is made without it.
+  json pdb = json::parse(R"({"metadata": {"name": "guarded", "namespace": "default"},
+      "spec": {"selector": {"matchLabels": {"app": "guarded"}}, "maxUnavailable": 0},
+      "status": {"disruptionsAllowed": 0}})");
+  ASSERT_TRUE(client_->Create(kube::kPodDisruptionBudgets, "default", pdb).ok());
+  StartScheduler();
+  ExtenderConfig deployed = DeployedConfig(scheduler_->url_prefix());
+  AddNode(NodeJson("mem", Uniform(2, 22)));
+  FakeKubeScheduler sched(client_, {{deployed}, 1});
+  // Seven "guarded" pods on GPU 0 (the budget allows none of them to go), seven "batch" pods on
+  // GPU 1.
+  for (int i = 0; i < 14; ++i)
+    AddPod(Confirmed(PriorityPod((i < 7 ? "guarded-" : "batch-") + std::to_string(i), 3, 0, i),
+                     "mem", i / 7));
+  AddPod(PriorityPod("serving-0", 22, 1000, 100));
+  ScheduleResult r = sched.ScheduleOne("default", "serving-0");
+  if (r.victims.size() != 7u) {
+    scheduler_->Kill();
+    FAIL() << r.message << " " << r.preemption_message << "\n" << scheduler_->Log();
+  }
+  for (const kube::Pod& p : client_->ListPods("default").value_or({})) {
+    if (std::find(r.victims.begin(), r.victims.end(), p.metadata.uid) != r.victims.end()) {
+      EXPECT_EQ(p.metadata.labels.at("app"), "batch") << "the budget's pods are kept";
+    }
+  }
+  FinishDeletions(*client_);
+  // Now every pod left is guarded: a second such pod evicts nothing.
+  AddPod(PriorityPod("serving-1", 22, 1000, 101));
+  r = sched.ScheduleOne("default", "serving-1");
+  EXPECT_EQ(r.kind, ScheduleResult::Kind::kUnschedulable);
+  EXPECT_TRUE(r.victims.empty());
+  EXPECT_EQ(r.preemption_message, "no candidate node for preemption");
 }
 
 // --- GPUs of different sizes, and the full-NodeList mode ---------------------------------------
@@ -424,11 +577,16 @@ TEST_F(IntegrationTest, BadRequestsAreRefusedWithAReasonAndNeverCrash) {
   httplib::Result get = http.Get("/gpushare-scheduler/filter");
   ASSERT_TRUE(get);
   EXPECT_EQ(get->status, 405);
-  httplib::Result missing = http.Post("/gpushare-scheduler/preempt", "{}", "application/json");
+  httplib::Result missing = http.Post("/gpushare-scheduler/unreserve", "{}", "application/json");
   ASSERT_TRUE(missing);
   EXPECT_EQ(missing->status, 404);
   EXPECT_NE(missing->body.find("served: /gpushare-scheduler/filter"), std::string::npos)
       << missing->body;
+  // The preempt verb is served: a body without a Pod is a bad request that names the field.
+  httplib::Result bad_preempt = http.Post("/gpushare-scheduler/preempt", "{}", "application/json");
+  ASSERT_TRUE(bad_preempt);
+  EXPECT_EQ(bad_preempt->status, 400);
+  EXPECT_NE(bad_preempt->body.find("Pod: missing"), std::string::npos) << bad_preempt->body;
   // Still serving, still answering correctly.
   EXPECT_TRUE(scheduler_->Running());
   EXPECT_EQ(http.Get("/healthz")->status, 200);

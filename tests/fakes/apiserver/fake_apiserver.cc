@@ -42,6 +42,8 @@ constexpr ResourceInfo kInfos[] = {
     {Resource::kMutatingWebhookConfigurations, "mutatingwebhookconfigurations",
      "MutatingWebhookConfiguration", "MutatingWebhookConfigurationList", false,
      "admissionregistration.k8s.io/v1"},
+    {Resource::kPodDisruptionBudgets, "poddisruptionbudgets", "PodDisruptionBudget",
+     "PodDisruptionBudgetList", true, "policy/v1"},
 };
 constexpr size_t kResourceCount = sizeof kInfos / sizeof kInfos[0];
 
@@ -119,6 +121,7 @@ const std::set<std::string>& SupportedFields(Resource r) {
     case Resource::kSecrets:
       return secrets;
     case Resource::kMutatingWebhookConfigurations:
+    case Resource::kPodDisruptionBudgets:
       return names;
   }
   return pods;
@@ -161,6 +164,7 @@ std::map<std::string, std::string> Fields(Resource r, const json& o) {
       f["type"] = Str(o, "type");
       break;
     case Resource::kMutatingWebhookConfigurations:
+    case Resource::kPodDisruptionBudgets:
       break;
   }
   return f;

@@ -58,7 +58,14 @@ namespace gpushare::fakes {
 
 // Pods, nodes, events, secrets (core v1) and MutatingWebhookConfigurations
 // (admissionregistration.k8s.io/v1, cluster-scoped, served under /apis).
-enum class Resource { kPods, kNodes, kEvents, kSecrets, kMutatingWebhookConfigurations };
+enum class Resource {
+  kPods,
+  kNodes,
+  kEvents,
+  kSecrets,
+  kMutatingWebhookConfigurations,
+  kPodDisruptionBudgets
+};
 
 // "pods"/"Pod"/"PodList" and back.
 std::string_view ResourceName(Resource r);

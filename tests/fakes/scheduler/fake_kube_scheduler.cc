@@ -7,10 +7,13 @@
 #include <fstream>
 #include <future>
 #include <iterator>
+#include <limits>
 #include <thread>
 
 #include "core/resource_name.h"
+#include "kube/objects.h"
 #include "kube/quantity.h"
+#include "kube/timestamps.h"
 
 namespace gpushare::fakes {
 
@@ -412,7 +415,154 @@ Status ExtenderClient::Bind(const json& pod, const std::string& node) const {
   return ErrorField(*j);
 }
 
+Result<std::map<std::string, ExtenderClient::Victims>> ExtenderClient::ProcessPreemption(
+    const json& pod, const std::map<std::string, Victims>& victims,
+    const std::map<std::string, std::vector<json>>& pods_on_node) const {
+  // ExtenderPreemptionArgs: Pod, NodeNameToVictims, NodeNameToMetaVictims (Go's field order).
+  ojson args = ojson::object();
+  args["Pod"] = ojson::parse(pod.dump());
+  ojson full = ojson::object(), meta = ojson::object();
+  for (const auto& [node, v] : victims) {
+    ojson pods = ojson::array(), metas = ojson::array();
+    for (const json& p : v.pods) {
+      pods.push_back(ojson::parse(p.dump()));
+      metas.push_back(ojson{{"UID", Str(p, "metadata", "uid")}});
+    }
+    full[node] = ojson{{"Pods", pods}, {"NumPDBViolations", v.pdb_violations}};
+    meta[node] = ojson{{"Pods", metas}, {"NumPDBViolations", v.pdb_violations}};
+  }
+  args["NodeNameToVictims"] = config_.node_cache_capable ? ojson(nullptr) : full;
+  args["NodeNameToMetaVictims"] = config_.node_cache_capable ? meta : ojson(nullptr);
+  Result<std::string> body = Post(config_.preempt_verb, args.dump());
+  if (!body.ok()) return body.status();
+  Result<ojson> j = ParseReply(*body, "preempt");
+  if (!j.ok()) return j.status();
+  if (!j->is_object())
+    return Status::InvalidArgument("preempt: json: cannot unmarshal into ExtenderPreemptionResult");
+  std::map<std::string, Victims> out;
+  const ojson* m = GoField(*j, "NodeNameToMetaVictims");
+  if (m == nullptr || m->is_null()) return out;
+  if (!m->is_object())
+    return Status::InvalidArgument("preempt: NodeNameToMetaVictims: not an object");
+  // convertToVictims: every node must be known, every UID a pod on that node.
+  for (auto it = m->begin(); it != m->end(); ++it) {
+    const auto known = pods_on_node.find(it.key());
+    if (known == pods_on_node.end())
+      return Status::NotFound("nodeinfo not found for node name \"" + it.key() + "\"");
+    Victims v;
+    if (it->is_object()) {
+      if (const ojson* n = GoField(*it, "NumPDBViolations"); n != nullptr && n->is_number_integer())
+        v.pdb_violations = n->get<int64_t>();
+      const ojson* pods = GoField(*it, "Pods");
+      if (pods != nullptr && pods->is_array()) {
+        for (const ojson& mp : *pods) {
+          const ojson* uid = mp.is_object() ? GoField(mp, "UID") : nullptr;
+          const std::string u = uid != nullptr && uid->is_string() ? uid->get<std::string>() : "";
+          auto p = std::find_if(known->second.begin(), known->second.end(),
+                                [&](const json& k) { return Str(k, "metadata", "uid") == u; });
+          if (p == known->second.end())
+            return Status::InvalidArgument("extender: " + config_.url_prefix +
+                                           " claims to preempt pod (UID: " + u + ") on node: " +
+                                           it.key() + ", but the pod is not found on that node");
+          v.pods.push_back(*p);
+        }
+      }
+    }
+    out[it.key()] = std::move(v);
+  }
+  // callExtenders: a node kept without victims.
+  for (auto it = out.begin(); it != out.end();) {
+    if (!it->second.pods.empty()) {
+      ++it;
+      continue;
+    }
+    if (!config_.ignorable)
+      return Status::InvalidArgument("expected at least one victim pod on node \"" + it->first +
+                                     "\"");
+    it = out.erase(it);
+  }
+  return out;
+}
+
 // --- FakeKubeScheduler -------------------------------------------------------------------------
+
+namespace {
+
+int32_t Priority(const json& pod) {
+  auto spec = pod.find("spec");
+  if (spec == pod.end() || !spec->is_object()) return 0;
+  auto p = spec->find("priority");
+  return p != spec->end() && p->is_number_integer() ? p->get<int32_t>() : 0;
+}
+
+// status.startTime in ns; a pod without one counts as starting now (the latest).
+int64_t StartNs(const json& pod) {
+  const std::string t = Str(pod, "status", "startTime");
+  Result<std::chrono::system_clock::time_point> tp =
+      t.empty() ? Result<std::chrono::system_clock::time_point>(Status::NotFound(""))
+                : kube::ParseTimestamp(t);
+  if (!tp.ok()) return std::numeric_limits<int64_t>::max();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(tp->time_since_epoch()).count();
+}
+
+// Whether the pending pod `p` is nominated to `node` with a priority at least `pod`'s.
+bool NominatedFor(const json& p, const std::string& node, const json& pod);
+
+bool BeingDeleted(const json& pod) {
+  auto m = pod.find("metadata");
+  return m != pod.end() && m->is_object() && m->contains("deletionTimestamp") &&
+         !(*m)["deletionTimestamp"].is_null();
+}
+
+bool NominatedFor(const json& p, const std::string& node, const json& pod) {
+  return Str(p, "spec", "nodeName").empty() && Str(p, "status", "nominatedNodeName") == node &&
+         Priority(p) >= Priority(pod);
+}
+
+// util.MoreImportantPod.
+bool MoreImportant(const json& a, const json& b) {
+  if (Priority(a) != Priority(b)) return Priority(a) > Priority(b);
+  return StartNs(a) < StartNs(b);
+}
+
+// pickOneNodeForPreemption without score plugins.
+std::string PickOne(const std::map<std::string, ExtenderClient::Victims>& c) {
+  std::vector<std::string> nodes;
+  for (const auto& [n, v] : c) nodes.push_back(n);
+  auto keep_max = [&](auto score) {
+    int64_t best = std::numeric_limits<int64_t>::min();
+    std::vector<std::string> kept;
+    for (const std::string& n : nodes) {
+      const int64_t s = score(c.at(n));
+      if (s > best) {
+        best = s;
+        kept.clear();
+      }
+      if (s == best) kept.push_back(n);
+    }
+    nodes = kept;
+  };
+  using V = ExtenderClient::Victims;
+  keep_max([](const V& v) { return -v.pdb_violations; });
+  keep_max([](const V& v) { return -static_cast<int64_t>(Priority(v.pods[0])); });
+  keep_max([](const V& v) {
+    int64_t sum = 0;
+    for (const json& p : v.pods) sum += int64_t{Priority(p)} + (int64_t{1} << 31);
+    return -sum;
+  });
+  keep_max([](const V& v) { return -static_cast<int64_t>(v.pods.size()); });
+  keep_max([](const V& v) {
+    const int32_t top = Priority(v.pods[0]);
+    int64_t earliest = std::numeric_limits<int64_t>::max();
+    for (const json& p : v.pods)
+      if (Priority(p) == top) earliest = std::min(earliest, StartNs(p));
+    return earliest;
+  });
+  return nodes.front();
+}
+
+}  // namespace
+
 
 int64_t PodResourceRequest(const json& pod, const std::string& resource) {
   int64_t sum = 0;
@@ -490,14 +640,7 @@ ScheduleResult FakeKubeScheduler::Cycle(const json& pod) {
     return res;
   }
   // In-tree filtering: cordoned nodes, and NodeResourcesFit for extended resources that no
-  // extender marked ignoredByScheduler.
-  std::set<std::string> ignored;
-  for (const ExtenderConfig& e : options_.extenders)
-    for (const ManagedResource& r : e.managed_resources)
-      if (r.ignored_by_scheduler) ignored.insert(r.name);
-  std::set<std::string> requested;
-  for (const char* field : {"containers", "initContainers"})
-    for (const json* c : Containers(pod, field)) ResourceNames(*c, &requested);
+  // extender marked ignoredByScheduler (InTree).
   std::vector<json> feasible;
   for (const json& n : *nodes) {
     const std::string node = NameOf(n);
@@ -507,26 +650,14 @@ ScheduleResult FakeKubeScheduler::Cycle(const json& pod) {
       res.unresolvable.insert(node);
       continue;
     }
-    std::string why;
-    for (const std::string& r : requested) {
-      if (!IsExtendedResource(r) || ignored.count(r)) continue;
-      const int64_t want = PodResourceRequest(pod, r);
-      if (want == 0) continue;
-      int64_t allocatable = 0;
-      auto st = n.find("status");
-      if (st != n.end() && st->is_object()) {
-        auto a = st->find("allocatable");
-        if (a != st->end() && a->is_object() && a->contains(r)) allocatable = Whole((*a)[r]);
-      }
-      int64_t used = 0;
-      for (const json& p : *pods)
-        if (Str(p, "spec", "nodeName") == node && Str(p, "metadata", "uid") != uid)
-          used += PodResourceRequest(p, r);
-      if (want > allocatable - used) {
-        why = "Insufficient " + r;
-        break;
-      }
-    }
+    // RunFilterPluginsWithNominatedPods: pods nominated to the node with a priority at least
+    // the pod's count there too.
+    std::vector<const json*> here;
+    for (const json& p : *pods)
+      if (Str(p, "metadata", "uid") != uid &&
+          (Str(p, "spec", "nodeName") == node || NominatedFor(p, node, pod)))
+        here.push_back(&p);
+    const std::string why = InTree(pod, n, here);
     if (!why.empty()) {
       res.node_reasons[node] = why;
       continue;
@@ -565,6 +696,7 @@ ScheduleResult FakeKubeScheduler::Cycle(const json& pod) {
   if (feasible.empty()) {
     res.kind = ScheduleResult::Kind::kUnschedulable;
     res.message = FitError(total_nodes, res.node_reasons);
+    if (options_.preemption) Preempt(pod, *nodes, *pods, &res);
     return res;
   }
   // Prioritize: skipped with one feasible node; otherwise every interested extender, in
@@ -616,6 +748,158 @@ ScheduleResult FakeKubeScheduler::Cycle(const json& pod) {
   res.kind = ScheduleResult::Kind::kBound;
   res.node = chosen;
   return res;
+}
+
+std::string FakeKubeScheduler::InTree(const json& pod, const json& n,
+                                      const std::vector<const json*>& pods) const {
+  std::set<std::string> ignored;
+  for (const ExtenderConfig& e : options_.extenders)
+    for (const ManagedResource& r : e.managed_resources)
+      if (r.ignored_by_scheduler) ignored.insert(r.name);
+  std::set<std::string> requested;
+  for (const char* field : {"containers", "initContainers"})
+    for (const json* c : Containers(pod, field)) ResourceNames(*c, &requested);
+  for (const std::string& r : requested) {
+    if (!IsExtendedResource(r) || ignored.count(r)) continue;
+    const int64_t want = PodResourceRequest(pod, r);
+    if (want == 0) continue;
+    int64_t allocatable = 0;
+    auto st = n.find("status");
+    if (st != n.end() && st->is_object()) {
+      auto a = st->find("allocatable");
+      if (a != st->end() && a->is_object() && a->contains(r)) allocatable = Whole((*a)[r]);
+    }
+    int64_t used = 0;
+    for (const json* p : pods) used += PodResourceRequest(*p, r);
+    if (want > allocatable - used) return "Insufficient " + r;
+  }
+  return "";
+}
+
+void FakeKubeScheduler::Preempt(const json& pod, const std::vector<json>& nodes,
+                                const std::vector<json>& pods, ScheduleResult* res) {
+  const std::string uid = Str(pod, "metadata", "uid");
+  const int32_t prio = Priority(pod);
+  auto spec = pod.find("spec");
+  if (spec != pod.end() && spec->is_object() && spec->value("preemptionPolicy", "") == "Never") {
+    res->preemption_message = "not eligible due to preemptionPolicy=Never.";
+    return;
+  }
+  std::map<std::string, std::vector<json>> on_node;
+  std::map<std::string, std::vector<const json*>> nominated_here;
+  for (const json& p : pods) {
+    if (Str(p, "metadata", "uid") == uid) continue;
+    if (!Str(p, "spec", "nodeName").empty()) {
+      on_node[Str(p, "spec", "nodeName")].push_back(p);
+    } else if (const std::string nn = Str(p, "status", "nominatedNodeName");
+               !nn.empty() && NominatedFor(p, nn, pod)) {
+      nominated_here[nn].push_back(&p);
+    }
+  }
+  const std::string nominated = Str(pod, "status", "nominatedNodeName");
+  if (!nominated.empty() && !res->unresolvable.count(nominated))
+    for (const json& p : on_node[nominated])
+      if (Priority(p) < prio && BeingDeleted(p)) {
+        res->preemption_message = "not eligible due to a terminating pod on the nominated node.";
+        return;
+      }
+  std::vector<kube::PodDisruptionBudget> pdbs;
+  if (Result<kube::RawList> l = api_->List(kube::kPodDisruptionBudgets, "", {}); l.ok())
+    for (const json& b : l->items)
+      if (Result<kube::PodDisruptionBudget> d = kube::DecodePodDisruptionBudget(b); d.ok())
+        pdbs.push_back(*d);
+  std::map<std::string, ExtenderClient::Victims> candidates;
+  for (const json& n : nodes) {
+    const std::string name = NameOf(n);
+    if (res->unresolvable.count(name) || !res->node_reasons.count(name)) continue;
+    std::vector<json> potential;
+    std::vector<const json*> remaining = nominated_here[name];
+    for (const json& p : on_node[name]) {
+      if (Priority(p) < prio && !BeingDeleted(p)) {
+        potential.push_back(p);
+      } else {
+        remaining.push_back(&p);
+      }
+    }
+    if (potential.empty() || !InTree(pod, n, remaining).empty()) continue;
+    std::stable_sort(potential.begin(), potential.end(), MoreImportant);
+    // FilterVictimsWithPDBViolation.
+    std::vector<int32_t> left;
+    for (const kube::PodDisruptionBudget& b : pdbs) left.push_back(b.disruptions_allowed);
+    std::vector<bool> violating(potential.size(), false);
+    for (size_t i = 0; i < potential.size(); ++i) {
+      Result<kube::Pod> kp = kube::DecodePod(potential[i]);
+      if (!kp.ok()) continue;
+      for (size_t b = 0; b < pdbs.size(); ++b) {
+        if (!pdbs[b].Covers(kp->metadata.namespace_, kp->metadata.labels) ||
+            pdbs[b].disrupted_pods.count(kp->metadata.name))
+          continue;
+        if (--left[b] < 0) {
+          violating[i] = true;
+          break;
+        }
+      }
+    }
+    ExtenderClient::Victims v;
+    for (bool pass : {true, false}) {
+      for (size_t i = 0; i < potential.size(); ++i) {
+        if (violating[i] != pass) continue;
+        remaining.push_back(&potential[i]);
+        if (InTree(pod, n, remaining).empty()) continue;
+        remaining.pop_back();
+        v.pods.push_back(potential[i]);
+        if (violating[i]) ++v.pdb_violations;
+      }
+    }
+    if (v.pods.empty()) continue;  // "expected at least one victim pod"
+    std::stable_sort(v.pods.begin(), v.pods.end(), MoreImportant);
+    candidates[name] = std::move(v);
+  }
+  if (candidates.empty()) {
+    res->preemption_message = "preemption: 0/" + std::to_string(nodes.size()) +
+                              " nodes are available: Preemption is not helpful for scheduling";
+    return;
+  }
+  for (const auto& e : extenders_) {
+    if (!e->SupportsPreemption() || !e->IsInterested(pod)) continue;
+    Result<std::map<std::string, ExtenderClient::Victims>> r =
+        e->ProcessPreemption(pod, candidates, on_node);
+    if (!r.ok()) {
+      if (e->config().ignorable) continue;
+      res->kind = ScheduleResult::Kind::kError;
+      res->message = "preemption: extender: " + r.status().message();
+      return;
+    }
+    candidates = std::move(*r);
+    if (candidates.empty()) break;
+  }
+  if (candidates.empty()) {
+    res->preemption_message = "no candidate node for preemption";
+    return;
+  }
+  const std::string chosen = PickOne(candidates);
+  const std::string ns = Str(pod, "metadata", "namespace");
+  for (const json& v : candidates.at(chosen).pods) {
+    kube::DeleteOptions d;
+    d.uid_precondition = Str(v, "metadata", "uid");
+    Status s = api_->Delete(kube::kPods, Str(v, "metadata", "namespace"), NameOf(v), d);
+    if (!s.ok() && s.code() != StatusCode::kNotFound) {
+      res->kind = ScheduleResult::Kind::kError;
+      res->message = "preemption: deleting " + NameOf(v) + ": " + s.message();
+      return;
+    }
+    res->victims.push_back(d.uid_precondition);
+  }
+  kube::PatchOptions po;
+  po.subresource = "status";
+  Result<json> patched = api_->MergePatch(kube::kPods, ns, NameOf(pod),
+                                          json{{"status", {{"nominatedNodeName", chosen}}}}, po);
+  if (!patched.ok()) {
+    res->kind = ScheduleResult::Kind::kError;
+    res->message = "preemption: nominating: " + patched.status().message();
+    return;
+  }
+  res->nominated_node = chosen;
 }
 
 ScheduleResult FakeKubeScheduler::Bind(const json& pod, ScheduleResult res) {

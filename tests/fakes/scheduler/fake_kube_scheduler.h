@@ -39,7 +39,19 @@
 //     together with `insecure` is a configuration error; `serverName` is the name checked
 //     (and sent as SNI) instead of the URL's host. The TLS transport is kube::Client's
 //     (libcurl), which follows client-go's semantics for these same fields.
-// Preemption is not implemented.
+//   - preemption (DefaultPreemption's PostFilter, when a cycle finds no node): a pod with
+//     preemptionPolicy Never, or nominated to a node where a lower-priority pod is still
+//     terminating, preempts nothing; the candidates are the nodes refused as Unschedulable (not
+//     UnschedulableAndUnresolvable); on each, every pod of lower priority that is not being
+//     deleted is removed, the pod must then pass the in-tree filters (extended resources by the
+//     node's total), and the removed pods are given back most important first (higher
+//     priority, then the earlier start; PodDisruptionBudget-violating ones before the others)
+//     while it still passes; then each interested extender with a preemptVerb gets the
+//     candidates (UIDs in node-cache mode, whole pods otherwise) and replies with the nodes to
+//     keep and their victims (a node without victims, or a UID not on that node, is an error
+//     unless the extender is ignorable); the best candidate by pickOneNodeForPreemption's order
+//     is chosen, its victims are deleted through the API and the pod's
+//     status.nominatedNodeName is set.
 #pragma once
 
 #include <chrono>
@@ -81,6 +93,7 @@ struct ExtenderConfig {
   std::string filter_verb = "filter";
   std::string prioritize_verb = "prioritize";
   std::string bind_verb = "bind";
+  std::string preempt_verb;  // empty: not consulted at preemption
   int64_t weight = 1;
   bool node_cache_capable = true;
   std::vector<ManagedResource> managed_resources;
@@ -116,6 +129,18 @@ class ExtenderClient {
   Result<std::map<std::string, int64_t>> Prioritize(const nlohmann::json& pod,
                                                     const std::vector<nlohmann::json>& nodes) const;
   Status Bind(const nlohmann::json& pod, const std::string& node) const;
+  bool SupportsPreemption() const { return !config_.preempt_verb.empty(); }
+  // ProcessPreemption: `victims` are the candidates (node -> victim pods, most important first,
+  // and the PDB violations); `pods_on_node` what this scheduler knows on each node. The reply
+  // as the candidates kube-scheduler continues with: node -> victim pods, checked as
+  // kube-scheduler checks them.
+  struct Victims {
+    std::vector<nlohmann::json> pods;
+    int64_t pdb_violations = 0;
+  };
+  Result<std::map<std::string, Victims>> ProcessPreemption(
+      const nlohmann::json& pod, const std::map<std::string, Victims>& victims,
+      const std::map<std::string, std::vector<nlohmann::json>>& pods_on_node) const;
 
   // The exact request bodies (for tests of the wire format).
   static std::string FilterRequestBody(const nlohmann::json& pod,
@@ -144,6 +169,7 @@ struct SchedulerOptions {
   // timing), so Bindings land in another order than the scheduling cycles ran.
   int max_binds_in_flight = 4;
   std::chrono::microseconds bind_jitter{0};
+  bool preemption = true;  // DefaultPreemption's PostFilter after a cycle without a node
 };
 
 struct ScheduleResult {
@@ -157,6 +183,11 @@ struct ScheduleResult {
   std::set<std::string> unresolvable;               // nodes refused as UnschedulableAndUnresolvable
   std::map<std::string, int64_t> scores;            // total scores (when prioritize ran)
   bool prioritize_called = false;
+  // Preemption (kUnschedulable): the node the pod was nominated to and the UIDs deleted there,
+  // or why nothing was preempted.
+  std::string nominated_node;
+  std::vector<std::string> victims;
+  std::string preemption_message;
 
   bool bound() const { return kind == Kind::kBound; }
 };
@@ -190,6 +221,13 @@ class FakeKubeScheduler {
   Result<std::vector<nlohmann::json>> Pods();
   // The scheduling cycle: filters, scores, assumes; kBound here means "node chosen".
   ScheduleResult Cycle(const nlohmann::json& pod);
+  // PostFilter: DefaultPreemption for a pod Cycle() found no node for.
+  void Preempt(const nlohmann::json& pod, const std::vector<nlohmann::json>& nodes,
+               const std::vector<nlohmann::json>& pods, ScheduleResult* res);
+  // The in-tree filters this double runs (cordon, NodeResourcesFit for extended resources):
+  // "" when `pod` passes on `node` with `pods` there, else the reason.
+  std::string InTree(const nlohmann::json& pod, const nlohmann::json& node,
+                     const std::vector<const nlohmann::json*>& pods) const;
   // The binding cycle for a pod Cycle() placed.
   ScheduleResult Bind(const nlohmann::json& pod, ScheduleResult chosen);
 

@@ -1,0 +1,187 @@
+#include "core/placement/preemption.h"
+
+#include <algorithm>
+#include <limits>
+#include <numeric>
+
+namespace gpushare::placement {
+
+namespace {
+
+// kube-scheduler reads a missing start time as "now": later than any pod that has one.
+int64_t StartOf(const PreemptionPod& p) {
+  return p.start_ns > 0 ? p.start_ns : std::numeric_limits<int64_t>::max();
+}
+
+
+// Adds (sign +1) or removes (sign -1) what `p` holds to the node's counts.
+void Count(NodeState& s, const PreemptionPod& p, int sign) {
+  for (const SlotUse& u : p.use) {
+    if (u.slot < 0 || u.slot >= s.num_gpus) continue;
+    s.gpu_free[u.slot] -= sign * u.units;
+    s.gpu_clients[u.slot] = static_cast<int16_t>(s.gpu_clients[u.slot] + sign * u.clients);
+  }
+  s.pods += sign;
+  RefreshTotals(s);
+}
+
+bool Uses(const PreemptionPod& p, int slot) {
+  return std::any_of(p.use.begin(), p.use.end(),
+                     [slot](const SlotUse& u) { return u.slot == slot && u.units > 0; });
+}
+
+// kube-scheduler's FilterVictimsWithPDBViolation over `order` (most important first): a pod
+// violates when decrementing one of its budgets takes it below zero.
+std::vector<bool> Violating(const PreemptionInput& in, const std::vector<size_t>& order) {
+  std::vector<int32_t> left = in.allowed;
+  std::vector<bool> out(in.pods.size(), false);
+  for (size_t i : order) {
+    for (int b : in.pods[i].budgets) {
+      if (b < 0 || static_cast<size_t>(b) >= left.size()) continue;
+      if (--left[static_cast<size_t>(b)] < 0) {
+        out[i] = true;
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+// The metrics of a set of victims, with where the preemptor goes on the node `after` them.
+VictimSet Measure(const PreemptionInput& in, std::vector<size_t> victims, const NodeState& after,
+                  const PodShape& shape) {
+  VictimSet v = MeasureVictims(in, std::move(victims));
+  BestFitAssignment(after, shape, &v.gpus);
+  return v;
+}
+
+}  // namespace
+
+bool MoreImportantVictim(const PreemptionPod& a, const PreemptionPod& b) {
+  if (a.priority != b.priority) return a.priority > b.priority;
+  return StartOf(a) < StartOf(b);
+}
+
+VictimSet MeasureVictims(const PreemptionInput& in, std::vector<size_t> victims) {
+  VictimSet v;
+  v.victims = std::move(victims);
+  const std::vector<bool> violating = Violating(in, v.victims);
+  v.highest_priority = std::numeric_limits<int32_t>::min();
+  for (size_t i : v.victims) {
+    const PreemptionPod& p = in.pods[i];
+    v.violations += violating[i] ? 1 : 0;
+    v.highest_priority = std::max(v.highest_priority, p.priority);
+    v.priority_sum += static_cast<int64_t>(p.priority) + (int64_t{1} << 31);
+    for (const SlotUse& u : p.use) v.freed_units += u.units;
+  }
+  v.earliest_start = std::numeric_limits<int64_t>::max();
+  for (size_t i : v.victims)
+    if (in.pods[i].priority == v.highest_priority)
+      v.earliest_start = std::min(v.earliest_start, StartOf(in.pods[i]));
+  return v;
+}
+
+namespace {
+
+// kube-scheduler's reprieve: from the node with every candidate gone, gives each candidate back
+// in `order` unless the pod would no longer fit; the ones that cannot come back are the victims.
+std::optional<VictimSet> Reprieve(const PreemptionInput& in, const NodeState& emptied,
+                                  const std::vector<size_t>& order,
+                                  const std::vector<size_t>& importance, const PodShape& shape) {
+  NodeState s = emptied;
+  std::vector<bool> victim(in.pods.size(), false);
+  for (size_t i : order) {
+    Count(s, in.pods[i], +1);
+    if (CheckFit(s, shape) != Rejection::kNone) {
+      Count(s, in.pods[i], -1);
+      victim[i] = true;
+    }
+  }
+  std::vector<size_t> victims;
+  for (size_t i : importance)
+    if (victim[i]) victims.push_back(i);
+  if (victims.empty()) return std::nullopt;
+  return Measure(in, std::move(victims), s, shape);
+}
+
+}  // namespace
+
+bool BetterVictims(const VictimSet& a, const VictimSet& b) {
+  if (a.violations != b.violations) return a.violations < b.violations;
+  if (a.highest_priority != b.highest_priority) return a.highest_priority < b.highest_priority;
+  if (a.priority_sum != b.priority_sum) return a.priority_sum < b.priority_sum;
+  if (a.victims.size() != b.victims.size()) return a.victims.size() < b.victims.size();
+  if (a.earliest_start != b.earliest_start) return a.earliest_start > b.earliest_start;
+  return a.freed_units < b.freed_units;
+}
+
+std::optional<VictimSet> ChooseVictims(const PreemptionInput& in, const PodShape& shape,
+                                       int32_t priority, NoVictims* why) {
+  NoVictims ignored;
+  NoVictims& reason = why != nullptr ? *why : ignored;
+  reason = NoVictims::kNone;
+  // What comes back anyway: pods whose deletion has started.
+  NodeState base = in.node;
+  std::vector<size_t> candidates;
+  for (size_t i = 0; i < in.pods.size(); ++i) {
+    const PreemptionPod& p = in.pods[i];
+    if (p.terminating) {
+      Count(base, p, -1);
+    } else if (p.evictable && p.priority < priority) {
+      candidates.push_back(i);
+    }
+  }
+  if (CheckFit(base, shape) == Rejection::kNone) {
+    reason = NoVictims::kFitsAfterTermination;
+    return std::nullopt;
+  }
+  if (candidates.empty()) {
+    reason = NoVictims::kNoLowerPriority;
+    return std::nullopt;
+  }
+  NodeState emptied = base;
+  for (size_t i : candidates) Count(emptied, in.pods[i], -1);
+  if (CheckFit(emptied, shape) != Rejection::kNone) {
+    reason = NoVictims::kDoesNotFit;
+    return std::nullopt;
+  }
+  // kube-scheduler's order: violating pods first, each group most important first.
+  std::vector<size_t> importance = candidates;
+  std::stable_sort(importance.begin(), importance.end(),
+                   [&](size_t a, size_t b) { return MoreImportantVictim(in.pods[a], in.pods[b]); });
+  const std::vector<bool> violating = Violating(in, importance);
+  std::vector<size_t> kube_order;
+  for (size_t i : importance)
+    if (violating[i]) kube_order.push_back(i);
+  for (size_t i : importance)
+    if (!violating[i]) kube_order.push_back(i);
+
+  std::optional<VictimSet> best;
+  bool over_budget = false;
+  auto consider = [&](const std::vector<size_t>& order) {
+    std::optional<VictimSet> v = Reprieve(in, emptied, order, importance, shape);
+    if (!v) return;
+    if (in.mode == BudgetMode::kRespect && v->violations > 0) {
+      over_budget = true;
+      return;
+    }
+    if (!best || BetterVictims(*v, *best)) best = std::move(v);
+  };
+  consider(kube_order);
+  // Per GPU: keep every pod that does not hold part of that GPU first, so that where one GPU can
+  // be freed, its own pods are the victims.
+  for (int g = 0; g < in.node.num_gpus; ++g) {
+    std::vector<size_t> order;
+    order.reserve(kube_order.size());
+    for (size_t i : kube_order)
+      if (!Uses(in.pods[i], g)) order.push_back(i);
+    if (order.size() == kube_order.size()) continue;  // nothing of it to free
+    for (size_t i : kube_order)
+      if (Uses(in.pods[i], g)) order.push_back(i);
+    consider(order);
+  }
+  if (!best) reason = over_budget ? NoVictims::kBudgets : NoVictims::kDoesNotFit;
+  return best;
+}
+
+}  // namespace gpushare::placement

@@ -1,0 +1,289 @@
+#include "scheduler/preempt.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+#include <set>
+#include <unordered_map>
+
+#include "base/logfmt.h"
+#include "core/reasons.h"
+#include "kube/memshare_pod.h"
+#include "kube/pod_requests.h"
+#include "kube/timestamps.h"
+
+namespace gpushare::scheduler {
+
+using logfmt::Value;
+namespace ms = memshare;
+namespace pl = placement;
+
+namespace {
+
+int64_t SystemNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+int64_t StartNs(const kube::Pod& pod) {
+  if (pod.status.start_time.empty()) return 0;
+  Result<std::chrono::system_clock::time_point> t = kube::ParseTimestamp(pod.status.start_time);
+  if (!t.ok()) return 0;
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t->time_since_epoch()).count();
+}
+
+std::string Explain(pl::NoVictims why, const ms::PodRequest& request, pl::BudgetMode mode) {
+  switch (why) {
+    case pl::NoVictims::kFitsAfterTermination:
+      return "pods being deleted there free enough already: nothing to evict";
+    case pl::NoVictims::kNoLowerPriority:
+      return "no pod of lower priority holds a GPU share there";
+    case pl::NoVictims::kBudgets:
+      return std::string("every GPU that evictions could free would break a "
+                         "PodDisruptionBudget") +
+             (mode == pl::BudgetMode::kRespect ? " (--preemption-budgets=respect)" : "");
+    case pl::NoVictims::kDoesNotFit:
+    case pl::NoVictims::kNone:
+      break;
+  }
+  std::string demands;
+  for (int64_t d : request.Demands()) demands += (demands.empty() ? "" : ", ") + std::to_string(d);
+  return "even with every pod of lower priority gone, no GPU would have room for the pod's " +
+         demands + " unit(s)";
+}
+
+kube::ObjectReference PodRef(const kube::Pod& p) {
+  kube::ObjectReference r;
+  r.api_version = "v1";
+  r.kind = "Pod";
+  r.namespace_ = p.metadata.namespace_;
+  r.name = p.metadata.name;
+  r.uid = p.metadata.uid;
+  return r;
+}
+
+// The budgets that count `pod` (kube-scheduler's reading; a pod already in a budget's
+// disruptedPods is not counted against it again).
+std::vector<int> BudgetsOf(const kube::Pod& pod,
+                           const std::vector<std::shared_ptr<const kube::PodDisruptionBudget>>& all) {
+  std::vector<int> out;
+  for (size_t b = 0; b < all.size(); ++b) {
+    const kube::PodDisruptionBudget& pdb = *all[b];
+    if (!pdb.Covers(pod.metadata.namespace_, pod.metadata.labels)) continue;
+    if (pdb.disrupted_pods.count(pod.metadata.name) != 0) continue;
+    out.push_back(static_cast<int>(b));
+  }
+  return out;
+}
+
+// One node's candidate: the input the choice was made on, its figures, the victims' pods.
+struct Candidate {
+  std::string node;
+  pl::VictimSet set;
+  std::vector<std::string> uids;
+};
+
+}  // namespace
+
+Preemptor::Preemptor(GpuCache& cache, PreemptOptions options)
+    : cache_(cache), options_(std::move(options)) {
+  if (!options_.now_ns) options_.now_ns = SystemNowNs;
+}
+
+Result<PreemptDecision> Preemptor::Decide(const kube::Pod& pod, const ms::PodRequest& request,
+                                          const std::map<std::string, NodeVictims>& proposed) {
+  PreemptDecision d;
+  std::vector<std::string_view> names;
+  names.reserve(proposed.size());
+  for (const auto& [node, v] : proposed) names.push_back(node);
+  const Asker asker = Asker::Of(pod);
+  GPUSHARE_ASSIGN_OR_RETURN(PreemptionView view, cache_.ViewForPreemption(request, asker, names));
+  const std::vector<std::shared_ptr<const kube::PodDisruptionBudget>> budgets =
+      options_.budget_list ? options_.budget_list()
+                           : std::vector<std::shared_ptr<const kube::PodDisruptionBudget>>{};
+  std::vector<int32_t> allowed;
+  allowed.reserve(budgets.size());
+  for (const auto& b : budgets) allowed.push_back(b->disruptions_allowed);
+  // Pods by UID, read once, only when kube-scheduler names victims the cache does not book.
+  std::unordered_map<std::string, std::shared_ptr<const kube::Pod>> by_uid;
+  bool listed = false;
+  auto pod_by_uid = [&](const std::string& uid) -> std::shared_ptr<const kube::Pod> {
+    if (!listed && options_.pod_list) {
+      for (auto& p : options_.pod_list()) by_uid.emplace(p->metadata.uid, p);
+      listed = true;
+    }
+    const auto it = by_uid.find(uid);
+    return it == by_uid.end() ? nullptr : it->second;
+  };
+
+  std::optional<Candidate> best;
+  for (const PreemptionNodeView& v : view.nodes) {
+    if (!v.usable) {
+      d.refused[v.name] = v.problem;
+      continue;
+    }
+    pl::PreemptionInput in;
+    in.node = v.state;
+    in.allowed = allowed;
+    in.mode = options_.budgets;
+    std::vector<std::string> uids;                          // per input pod
+    std::vector<std::shared_ptr<const kube::Pod>> objects;  // per input pod (may be null)
+    std::set<std::string> booked;
+    auto add = [&](const std::string& uid, std::shared_ptr<const kube::Pod> obj,
+                   std::vector<pl::SlotUse> use, bool evictable) {
+      pl::PreemptionPod p;
+      p.use = std::move(use);
+      p.evictable = evictable && obj != nullptr;
+      if (obj != nullptr) {
+        p.priority = obj->spec.priority;
+        p.start_ns = StartNs(*obj);
+        p.terminating = obj->IsBeingDeleted();
+        p.budgets = BudgetsOf(*obj, budgets);
+      }
+      in.pods.push_back(std::move(p));
+      uids.push_back(uid);
+      objects.push_back(std::move(obj));
+    };
+    for (const PreemptionNodeView::Pod& p : v.pods) {
+      std::shared_ptr<const kube::Pod> obj = options_.pod_lookup ? options_.pod_lookup(p.key) : nullptr;
+      // Only a pod kube-scheduler sees on this node may be named: bound here, the same UID.
+      const bool here = obj != nullptr && obj->metadata.uid == p.uid &&
+                        obj->spec.node_name == v.name && !p.bind_in_flight;
+      if (obj != nullptr && obj->metadata.uid != p.uid) obj = nullptr;
+      booked.insert(p.uid);
+      add(p.uid, std::move(obj), p.use, here);
+    }
+    // kube-scheduler's victims that hold no GPU share here: chosen for other resources.
+    const NodeVictims& theirs = proposed.at(v.name);
+    std::vector<size_t> extra;
+    for (const std::string& uid : theirs.uids) {
+      if (booked.count(uid) != 0) continue;
+      add(uid, pod_by_uid(uid), {}, false);
+      extra.push_back(in.pods.size() - 1);
+    }
+    pl::NoVictims why = pl::NoVictims::kNone;
+    std::optional<pl::VictimSet> chosen = pl::ChooseVictims(in, view.shape, pod.spec.priority, &why);
+    if (!chosen) {
+      d.refused[v.name] = Explain(why, request, options_.budgets);
+      continue;
+    }
+    std::vector<size_t> victims = chosen->victims;
+    victims.insert(victims.end(), extra.begin(), extra.end());
+    // As much CPU and memory freed as kube-scheduler's own set frees (it chose that set for
+    // every resource, not only for the node's total of GPU memory).
+    auto freed = [&](const std::vector<size_t>& set) {
+      kube::CpuMemory f;
+      for (size_t i : set) {
+        if (objects[i] == nullptr) continue;
+        const kube::CpuMemory r = kube::PodCpuMemoryRequests(*objects[i]);
+        f.cpu_milli += r.cpu_milli;
+        f.memory_bytes += r.memory_bytes;
+      }
+      return f;
+    };
+    std::vector<size_t> theirs_idx;
+    for (const std::string& uid : theirs.uids) {
+      const auto at = std::find(uids.begin(), uids.end(), uid);
+      if (at != uids.end()) theirs_idx.push_back(static_cast<size_t>(at - uids.begin()));
+    }
+    const kube::CpuMemory need = freed(theirs_idx);
+    for (size_t i : theirs_idx) {
+      const kube::CpuMemory have = freed(victims);
+      if (have.cpu_milli >= need.cpu_milli && have.memory_bytes >= need.memory_bytes) break;
+      if (std::find(victims.begin(), victims.end(), i) == victims.end()) victims.push_back(i);
+    }
+    std::stable_sort(victims.begin(), victims.end(), [&](size_t a, size_t b) {
+      return pl::MoreImportantVictim(in.pods[a], in.pods[b]);
+    });
+    pl::VictimSet set = pl::MeasureVictims(in, victims);
+    set.gpus = chosen->gpus;
+    if (options_.budgets == pl::BudgetMode::kRespect && set.violations > 0) {
+      d.refused[v.name] = Explain(pl::NoVictims::kBudgets, request, options_.budgets);
+      continue;
+    }
+    Candidate c;
+    c.node = v.name;
+    for (size_t i : set.victims) c.uids.push_back(uids[i]);
+    c.set = std::move(set);
+    if (!best || pl::BetterVictims(c.set, best->set)) best = std::move(c);
+  }
+  if (!best) return d;
+  GPUSHARE_ASSIGN_OR_RETURN(Nomination held, cache_.Nominate(pod, request, best->node, best->set.gpus,
+                                                             best->uids, options_.now_ns()));
+  d.node = best->node;
+  d.victims = best->uids;
+  d.pdb_violations = best->set.violations;
+  d.gpus = held.gpus;
+  return d;
+}
+
+HttpReply Preemptor::Preempt(std::string_view body) {
+  const auto t0 = std::chrono::steady_clock::now();
+  struct Timer {
+    SchedulerMetrics* m;
+    std::chrono::steady_clock::time_point t0;
+    ~Timer() {
+      if (m != nullptr)
+        m->ObservePreempt(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+  } timer{options_.metrics, t0};
+  Result<nlohmann::json> j = ParseBody(body);
+  Result<PreemptionArgs> a = j.ok() ? DecodePreemptionArgs(*j) : Result<PreemptionArgs>(j.status());
+  Result<kube::Pod> pod = a.ok() ? kube::DecodePod(a->pod) : Result<kube::Pod>(a.status());
+  if (a.ok() && !pod.ok()) pod = pod.status().WithContext("Pod");
+  if (!pod.ok()) {
+    spdlog::warn("event=preempt_bad_request error={}", Value(pod.status().message()));
+    return {400, EncodeError("bad preempt request: " + pod.status().message())};
+  }
+  const std::string key = pod->metadata.namespace_ + "/" + pod->metadata.name;
+  Result<ms::PodRequest> req = kube::PodMemRequest(*pod, options_.resource_name);
+  if (!req.ok()) return {400, EncodeError(req.status().message())};
+  if (req->empty()) {
+    // Nothing of the managed resource to place: kube-scheduler's own choice stands.
+    return {200, EncodePreemptionResult(a->nodes)};
+  }
+  if (!cache_.synced()) return {503, EncodeError("cache not synced")};
+  if (options_.budgets_synced && !options_.budgets_synced())
+    return {503, EncodeError("PodDisruptionBudgets not listed yet")};
+  Result<PreemptDecision> d = Decide(*pod, *req, a->nodes);
+  if (!d.ok()) {
+    const int code = d.status().code() == StatusCode::kUnavailable ? 503 : 400;
+    spdlog::warn("event=preempt_failed pod={} error={}", Value(key), Value(d.status().message()));
+    return {code, EncodeError(d.status().message())};
+  }
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  std::map<std::string, NodeVictims> reply;
+  if (options_.metrics != nullptr) options_.metrics->CountPreemption(!d->node.empty(), d->victims.size());
+  if (d->node.empty()) {
+    std::string why;
+    size_t shown = 0;
+    for (const auto& [node, reason] : d->refused) {
+      if (shown++ == 3) {
+        why += "; and " + std::to_string(d->refused.size() - 3) + " more";
+        break;
+      }
+      why += (why.empty() ? "" : "; ") + node + ": " + reason;
+    }
+    spdlog::info("event=preempt pod={} nodes={} chosen=none reasons={} ms={:.3f}", Value(key),
+                 a->nodes.size(), Value(why), ms);
+    if (options_.warn)
+      options_.warn(PodRef(*pod), reasons::kPreemptionNotHelpful,
+                    "evicting pods of lower priority would free no GPU for the pod on any of the " +
+                        std::to_string(a->nodes.size()) + " nodes kube-scheduler proposed: " + why);
+    return {200, EncodePreemptionResult(reply)};
+  }
+  NodeVictims& v = reply[d->node];
+  v.uids = d->victims;
+  v.pdb_violations = d->pdb_violations;
+  spdlog::info(
+      "event=preempt pod={} nodes={} chosen={} victims={} pdb_violations={} gpus={} ms={:.3f}",
+      Value(key), a->nodes.size(), Value(d->node), d->victims.size(), d->pdb_violations,
+      Value(ms::EncodeContainerGpus(d->gpus)), ms);
+  return {200, EncodePreemptionResult(reply)};
+}
+
+}  // namespace gpushare::scheduler
