@@ -1,6 +1,7 @@
 #include "scheduler/cache.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <numeric>
 #include <string_view>
@@ -11,6 +12,8 @@
 #include "core/memshare_node.h"
 #include "core/reasons.h"
 #include "kube/memshare_pod.h"
+#include "kube/pod_requests.h"
+#include "kube/timestamps.h"
 
 namespace gpushare::scheduler {
 
@@ -52,7 +55,7 @@ struct GpuCache::NodeRec {
   std::set<std::string> nominees;
   std::map<int, int64_t> used;
   std::map<int, int> clients;
-  std::set<std::string> pods;
+  std::map<std::string, PodRec*> pods;  // counted here, by UID
   std::vector<pl::PlacementId> bookings;
 
   bool Usable(const ms::InventoryGpu& g) const { return g.ServesMemoryShares(); }
@@ -75,7 +78,13 @@ struct GpuCache::PodRec {
   std::vector<ms::SlotKey> keys;       // per demand
   bool counted = false;
   State state = State::kAssumed;
+  // What preemption needs (from the informer's last copy of the pod).
+  int32_t priority = 0;
+  int64_t start_ns = 0;
+  bool terminating = false;
+  kube::CpuMemory requests;
   bool Pending() const;  // placed, not yet confirmed by the node agent
+  void TakeFacts(const kube::Pod& pod);
   int64_t assume_ns = 0;
   bool pending = true;  // phase Pending (or not yet set)
   uint64_t token = 0;
@@ -150,10 +159,8 @@ void GpuCache::SetSynced(bool synced) {
     for (auto& [name, n] : nodes_) {
       NodeRec::Guard g;
       g.whole_node = true;
-      for (const std::string& uid : n->pods) {
-        auto p = pods_.find(uid);
-        if (p != pods_.end() && p->second->Pending()) g.waiting.insert(uid);
-      }
+      for (const auto& [uid, p] : n->pods)
+        if (p->Pending()) g.waiting.insert(uid);
       if (g.waiting.empty()) continue;
       Log("event=node_held_back node=" + Value(name) +
           " waiting_for=" + std::to_string(g.waiting.size()));
@@ -331,6 +338,26 @@ void AddTo(std::map<int, ms::GpuUse>& total, const std::map<int, ms::GpuUse>& us
 
 }  // namespace
 
+namespace {
+
+// status.startTime in ns since the epoch (0: none or unreadable).
+int64_t StartNs(const kube::Pod& pod) {
+  if (pod.status.start_time.empty()) return 0;
+  Result<std::chrono::system_clock::time_point> t = kube::ParseTimestamp(pod.status.start_time);
+  return t.ok() ? std::chrono::duration_cast<std::chrono::nanoseconds>(t->time_since_epoch())
+                      .count()
+                : 0;
+}
+
+}  // namespace
+
+void GpuCache::PodRec::TakeFacts(const kube::Pod& pod) {
+  priority = pod.spec.priority;
+  start_ns = StartNs(pod);
+  terminating = pod.IsBeingDeleted();
+  requests = kube::PodCpuMemoryRequests(pod);
+}
+
 bool GpuCache::PodRec::Pending() const {
   return state != State::kConfirmed && state != State::kExpired;
 }
@@ -370,7 +397,7 @@ void GpuCache::AddUse(PodRec& p) {
   if (p.counted || p.use.empty()) return;
   NodeRec& n = NodeFor(p.node);
   CountPod(n, p, +1);
-  n.pods.insert(p.uid);
+  n.pods.emplace(p.uid, &p);
   p.counted = true;
 }
 
@@ -420,10 +447,8 @@ void GpuCache::GuardRelease(NodeRec& n, const PodRec& p) {
   if (!ms::ReleaseNeedsGuard(last) || p.plan_use.empty()) return;
   NodeRec::Guard g;
   g.hold = p.plan_use;
-  for (const std::string& other : n.pods) {
-    auto o = pods_.find(other);
-    if (other != p.uid && o != pods_.end() && o->second->Pending()) g.waiting.insert(other);
-  }
+  for (const auto& [other, o] : n.pods)
+    if (other != p.uid && o->Pending()) g.waiting.insert(other);
   if (g.waiting.empty()) return;
   AddTo(n.plan, g.hold, +1);
   AddTo(n.current, g.hold, +1);
@@ -496,7 +521,10 @@ void GpuCache::UpsertPod(const kube::Pod& pod) {
   }
   const bool local =
       rec && (rec->state == PodRec::State::kReserved || rec->state == PodRec::State::kBound);
-  if (rec) rec->pending = pod.status.phase.empty() || pod.status.phase == "Pending";
+  if (rec) {
+    rec->pending = pod.status.phase.empty() || pod.status.phase == "Pending";
+    rec->TakeFacts(pod);
+  }
   if (pod.spec.node_name.empty()) {
     // Not bound (yet): only this process's own bind in flight counts.
     if (!local) RemovePod(uid);
@@ -544,6 +572,7 @@ void GpuCache::UpsertPod(const kube::Pod& pod) {
     rec = fresh.get();
     pods_.emplace(uid, std::move(fresh));
     rec->pending = pod.status.phase.empty() || pod.status.phase == "Pending";
+    rec->TakeFacts(pod);
   }
   RemoveUse(*rec);
   SetPodShape(*rec, false);
@@ -1085,6 +1114,7 @@ Result<Reservation> GpuCache::Book(const kube::Pod& pod, const ms::PodRequest& r
   rec->state = PodRec::State::kReserved;
   rec->assume_ns = now_ns;
   rec->token = r.token;
+  rec->TakeFacts(pod);
   PodRec& p = *rec;
   pods_.emplace(uid, std::move(rec));
   AddUse(p);
@@ -1147,10 +1177,9 @@ std::vector<PlanMove> GpuCache::PlanMoves() {
     if (!n->guards.empty() || n->pods.empty()) continue;
     std::vector<ms::CountedPod> counted;
     std::map<std::string, PodRec*> by_key;
-    for (const std::string& uid : n->pods) {
-      auto it = pods_.find(uid);
-      if (it == pods_.end() || !it->second->counted) continue;
-      PodRec& p = *it->second;
+    for (const auto& [uid, rec] : n->pods) {
+      if (!rec->counted) continue;
+      PodRec& p = *rec;
       counted.push_back(
           {p.key, p.request, p.planned, p.gpus, p.state == PodRec::State::kConfirmed});
       by_key[p.key] = &p;
@@ -1170,6 +1199,25 @@ std::vector<PlanMove> GpuCache::PlanMoves() {
 }
 
 // --- preemption --------------------------------------------------------------------------------
+
+void PreemptionNodeView::ReserveIds(size_t pods, size_t bytes_each) {
+  ids_.reserve(pods * bytes_each);
+  id_at_.reserve(3 * pods);
+}
+
+void PreemptionNodeView::AddIds(std::string_view uid, std::string_view key) {
+  id_at_.push_back(static_cast<uint32_t>(ids_.size()));
+  id_at_.push_back(static_cast<uint32_t>(uid.size()));
+  id_at_.push_back(static_cast<uint32_t>(key.size()));
+  ids_.append(uid);
+  ids_.append(key);
+}
+
+std::string_view PreemptionNodeView::Id(size_t pod, int which) const {
+  const uint32_t at = id_at_[3 * pod], uid = id_at_[3 * pod + 1], key = id_at_[3 * pod + 2];
+  return which == 0 ? std::string_view(ids_).substr(at, uid)
+                    : std::string_view(ids_).substr(at + uid, key);
+}
 
 void GpuCache::AddNomination(Nomination nom) {
   NodeRec& n = NodeFor(nom.node);
@@ -1250,19 +1298,28 @@ Result<PreemptionView> GpuCache::ViewForPreemption(const ms::PodRequest& request
     }
     v.usable = true;
     v.slots = n->slots;
-    v.state = StateWithout(*n, Exempt(*n, asker));
-    for (const std::string& uid : n->pods) {
-      const auto it = pods_.find(uid);
-      if (it == pods_.end() || !it->second->counted) continue;
-      const PodRec& p = *it->second;
-      PreemptionNodeView::Pod& pod = v.pods.emplace_back();
-      pod.uid = p.uid;
-      pod.key = p.key;
-      pod.bind_in_flight = p.state == PodRec::State::kReserved;
-      for (const auto& [gpu, use] : p.use) {
+    v.input.node = StateWithout(*n, Exempt(*n, asker));
+    v.input.pods.reserve(n->pods.size());
+    v.input.uses.reserve(n->pods.size());
+    v.ReserveIds(n->pods.size(), 80);
+    for (const auto& [uid, rec] : n->pods) {
+      if (!rec->counted) continue;
+      const PodRec& p = *rec;
+      pl::PreemptionPod pod;
+      pod.priority = p.priority;
+      pod.start_ns = p.start_ns;
+      pod.terminating = p.terminating;
+      pod.evictable = p.state != PodRec::State::kReserved;
+      pod.cpu_milli = p.requests.cpu_milli;
+      pod.memory_bytes = p.requests.memory_bytes;
+      pl::SlotUse use[pl::kMaxGpusPerNode];
+      size_t k = 0;
+      for (const auto& [gpu, u] : p.use) {
         const int slot = n->SlotOf(gpu);
-        if (slot >= 0) pod.use.push_back({slot, use.units, use.clients});
+        if (slot >= 0 && k < pl::kMaxGpusPerNode) use[k++] = {slot, u.units, u.clients};
       }
+      v.input.Add(std::move(pod), use, k);
+      v.AddIds(p.uid, p.key);
     }
   }
   return view;
@@ -1415,10 +1472,8 @@ InspectNode GpuCache::InspectRec(const NodeRec& n) const {
     o.usable = n.has_inventory && n.Usable(g);
   }
   std::vector<const PodRec*> pods;
-  for (const std::string& uid : n.pods) {
-    const auto it = pods_.find(uid);
-    if (it != pods_.end() && it->second->counted) pods.push_back(it->second.get());
-  }
+  for (const auto& [uid, p] : n.pods)
+    if (p->counted) pods.push_back(p);
   std::sort(pods.begin(), pods.end(),
             [](const PodRec* a, const PodRec* b) { return a->key < b->key; });
   for (const PodRec* p : pods) {

@@ -87,19 +87,26 @@ struct Nomination {
   int64_t victims_gone_ns = 0;  // when the sweep first found none of the victims left (0: not yet)
 };
 
-// One node as preemption sees it (GpuCache::PreemptionView).
+// One node as preemption sees it (GpuCache::ViewForPreemption): the victim choice's input, every
+// pod counted on the node's GPUs with its priority, start and whether its deletion has started
+// (from the informer's last copy); a pod whose bind is still in flight is not evictable
+// (kube-scheduler does not list it on the node yet). Budgets are the caller's to add.
 struct PreemptionNodeView {
   std::string name;
   bool usable = false;
-  std::string problem;            // why not (when !usable)
-  placement::NodeState state;     // its usable GPUs; holds the asker is exempt from are free
-  std::vector<int> slots;         // slot -> GPU index
-  struct Pod {
-    std::string uid, key;
-    std::vector<placement::SlotUse> use;
-    bool bind_in_flight = false;  // booked by a bind whose API calls have not finished
-  };
-  std::vector<Pod> pods;  // every pod counted on its GPUs
+  std::string problem;               // why not (when !usable)
+  placement::PreemptionInput input;  // node: its usable GPUs, holds the asker is exempt from free
+  std::vector<int> slots;            // slot -> GPU index
+  // The pods' UIDs and keys ("namespace/name"), in input.pods order.
+  std::string_view Uid(size_t pod) const { return Id(pod, 0); }
+  std::string_view Key(size_t pod) const { return Id(pod, 1); }
+  void AddIds(std::string_view uid, std::string_view key);
+  void ReserveIds(size_t pods, size_t bytes_each);
+
+ private:
+  std::string_view Id(size_t pod, int which) const;
+  std::string ids_;                // "<uid><key>" per pod, one buffer
+  std::vector<uint32_t> id_at_;    // per pod: offset, uid length, key length
 };
 struct PreemptionView {
   placement::PodShape shape;  // the request as the engine sees it

@@ -119,53 +119,77 @@ Result<PreemptDecision> Preemptor::Decide(const kube::Pod& pod, const ms::PodReq
     return it == by_uid.end() ? nullptr : it->second;
   };
 
+  // The namespaces that have budgets: only their pods are looked up for their labels.
+  std::set<std::string_view> budgeted;
+  for (const auto& b : budgets) budgeted.insert(b->metadata.namespace_);
   std::optional<Candidate> best;
-  for (const PreemptionNodeView& v : view.nodes) {
+  for (PreemptionNodeView& v : view.nodes) {
     if (!v.usable) {
       d.refused[v.name] = v.problem;
       continue;
     }
-    pl::PreemptionInput in;
-    in.node = v.state;
+    pl::PreemptionInput& in = v.input;
     in.allowed = allowed;
     in.mode = options_.budgets;
-    std::vector<std::string> uids;                          // per input pod
-    std::vector<std::shared_ptr<const kube::Pod>> objects;  // per input pod (may be null)
-    std::set<std::string> booked;
-    auto add = [&](const std::string& uid, std::shared_ptr<const kube::Pod> obj,
-                   std::vector<pl::SlotUse> use, bool evictable) {
-      pl::PreemptionPod p;
-      p.use = std::move(use);
-      p.evictable = evictable && obj != nullptr;
-      if (obj != nullptr) {
-        p.priority = obj->spec.priority;
-        p.start_ns = StartNs(*obj);
-        p.terminating = obj->IsBeingDeleted();
-        p.budgets = BudgetsOf(*obj, budgets);
+    const size_t booked = in.pods.size();
+    // The informer's copy of pod i, read only where needed (budgets, CPU and memory).
+    std::vector<std::shared_ptr<const kube::Pod>> objects(booked);
+    auto object = [&](size_t i) -> const kube::Pod* {
+      if (i >= booked) return objects[i].get();
+      if (!objects[i] && options_.pod_lookup) {
+        std::shared_ptr<const kube::Pod> o = options_.pod_lookup(std::string(v.Key(i)));
+        if (o && o->metadata.uid == v.Uid(i)) objects[i] = std::move(o);
       }
-      in.pods.push_back(std::move(p));
-      uids.push_back(uid);
-      objects.push_back(std::move(obj));
+      return objects[i].get();
     };
-    for (const PreemptionNodeView::Pod& p : v.pods) {
-      std::shared_ptr<const kube::Pod> obj = options_.pod_lookup ? options_.pod_lookup(p.key) : nullptr;
-      // Only a pod kube-scheduler sees on this node may be named: bound here, the same UID.
-      const bool here = obj != nullptr && obj->metadata.uid == p.uid &&
-                        obj->spec.node_name == v.name && !p.bind_in_flight;
-      if (obj != nullptr && obj->metadata.uid != p.uid) obj = nullptr;
-      booked.insert(p.uid);
-      add(p.uid, std::move(obj), p.use, here);
+    if (!budgeted.empty()) {
+      for (size_t i = 0; i < booked; ++i) {
+        const std::string_view key = v.Key(i);
+        if (!budgeted.count(key.substr(0, key.find('/')))) continue;
+        if (const kube::Pod* o = object(i)) in.pods[i].budgets = BudgetsOf(*o, budgets);
+      }
     }
-    // kube-scheduler's victims that hold no GPU share here: chosen for other resources.
+    // kube-scheduler's victims: those the cache books here, and those that hold no GPU share
+    // here (chosen for other resources: they stay victims).
     const NodeVictims& theirs = proposed.at(v.name);
-    std::vector<size_t> extra;
+    std::vector<size_t> theirs_idx, extra;
+    std::vector<std::string> uids;  // of the extra pods, after the booked ones
+    // Where each of kube-scheduler's victims is among the booked pods (booked: its index).
+    std::vector<std::pair<std::string_view, size_t>> where;
+    for (const std::string& uid : theirs.uids) where.emplace_back(uid, booked);
+    std::sort(where.begin(), where.end());
+    for (size_t i = 0; i < booked && !where.empty(); ++i) {
+      const std::string_view uid = v.Uid(i);
+      auto w = std::lower_bound(where.begin(), where.end(), std::make_pair(uid, size_t{0}));
+      if (w != where.end() && w->first == uid) w->second = i;
+    }
     for (const std::string& uid : theirs.uids) {
-      if (booked.count(uid) != 0) continue;
-      add(uid, pod_by_uid(uid), {}, false);
-      extra.push_back(in.pods.size() - 1);
+      size_t at = std::lower_bound(where.begin(), where.end(),
+                                   std::make_pair(std::string_view(uid), size_t{0}))
+                      ->second;
+      if (at == booked) {
+        std::shared_ptr<const kube::Pod> o = pod_by_uid(uid);
+        pl::PreemptionPod p;
+        p.evictable = false;  // never chosen by the GPUs; kept as kube-scheduler's
+        if (o) {
+          p.priority = o->spec.priority;
+          p.start_ns = StartNs(*o);
+          p.terminating = o->IsBeingDeleted();
+          p.budgets = BudgetsOf(*o, budgets);
+          const kube::CpuMemory r = kube::PodCpuMemoryRequests(*o);
+          p.cpu_milli = r.cpu_milli;
+          p.memory_bytes = r.memory_bytes;
+        }
+        at = in.Add(std::move(p));
+        objects.push_back(std::move(o));
+        uids.push_back(uid);
+        extra.push_back(at);
+      }
+      theirs_idx.push_back(at);
     }
     pl::NoVictims why = pl::NoVictims::kNone;
-    std::optional<pl::VictimSet> chosen = pl::ChooseVictims(in, view.shape, pod.spec.priority, &why);
+    std::optional<pl::VictimSet> chosen =
+        pl::ChooseVictims(in, view.shape, pod.spec.priority, &why);
     if (!chosen) {
       d.refused[v.name] = Explain(why, request, options_.budgets);
       continue;
@@ -177,23 +201,18 @@ Result<PreemptDecision> Preemptor::Decide(const kube::Pod& pod, const ms::PodReq
     auto freed = [&](const std::vector<size_t>& set) {
       kube::CpuMemory f;
       for (size_t i : set) {
-        if (objects[i] == nullptr) continue;
-        const kube::CpuMemory r = kube::PodCpuMemoryRequests(*objects[i]);
-        f.cpu_milli += r.cpu_milli;
-        f.memory_bytes += r.memory_bytes;
+        f.cpu_milli += in.pods[i].cpu_milli;
+        f.memory_bytes += in.pods[i].memory_bytes;
       }
       return f;
     };
-    std::vector<size_t> theirs_idx;
-    for (const std::string& uid : theirs.uids) {
-      const auto at = std::find(uids.begin(), uids.end(), uid);
-      if (at != uids.end()) theirs_idx.push_back(static_cast<size_t>(at - uids.begin()));
-    }
     const kube::CpuMemory need = freed(theirs_idx);
+    kube::CpuMemory have = freed(victims);
     for (size_t i : theirs_idx) {
-      const kube::CpuMemory have = freed(victims);
       if (have.cpu_milli >= need.cpu_milli && have.memory_bytes >= need.memory_bytes) break;
-      if (std::find(victims.begin(), victims.end(), i) == victims.end()) victims.push_back(i);
+      if (std::find(victims.begin(), victims.end(), i) != victims.end()) continue;
+      victims.push_back(i);
+      have = freed(victims);
     }
     std::stable_sort(victims.begin(), victims.end(), [&](size_t a, size_t b) {
       return pl::MoreImportantVictim(in.pods[a], in.pods[b]);
@@ -204,11 +223,13 @@ Result<PreemptDecision> Preemptor::Decide(const kube::Pod& pod, const ms::PodReq
       d.refused[v.name] = Explain(pl::NoVictims::kBudgets, request, options_.budgets);
       continue;
     }
+    if (best && !pl::BetterVictims(set, best->set)) continue;
     Candidate c;
     c.node = v.name;
-    for (size_t i : set.victims) c.uids.push_back(uids[i]);
+    for (size_t i : set.victims)
+      c.uids.push_back(i < booked ? std::string(v.Uid(i)) : uids[i - booked]);
     c.set = std::move(set);
-    if (!best || pl::BetterVictims(c.set, best->set)) best = std::move(c);
+    best = std::move(c);
   }
   if (!best) return d;
   GPUSHARE_ASSIGN_OR_RETURN(Nomination held, cache_.Nominate(pod, request, best->node, best->set.gpus,

@@ -243,6 +243,8 @@ say "node mem relabelled memory-shares: reloaded in place, still 176 aliyun.com/
 # 5. The seed workloads, memory shares placed by gpushare's own scheduler (before the probes,
 # which would hold a time-slice and 3 GiB).
 seed_checks
+# Preemption through the chart's own kube-scheduler (issue 23), PodDisruptionBudgets included.
+preemption_checks budgets
 sn=$("$kubectl" -n default get pods -l serving.knative.dev/service=helloworld-go -o jsonpath='{.items[*].spec.schedulerName}' | tr ' ' '\n' | sort -u)
 [ "$sn" = gpushare-scheduler ] || fail "$mem: schedulerNames '$sn', want gpushare-scheduler on every pod"
 "$kubectl" -n default delete deployment helloworld-go-00001-deployment --wait=true >/dev/null

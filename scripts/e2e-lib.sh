@@ -278,3 +278,109 @@ seed_checks() {
   echo "e2e-test: $mem: every Running pod's ALIYUN_COM_GPU_MEM_IDX is its PodResources GPU; pods per GPU: $ok"
   [ "$ok" = "gpu0=7 gpu1=7 gpu2=7 gpu3=7 gpu4=7 gpu5=7 gpu6=7 gpu7=7" ] || fail "$mem: pods per GPU $ok, want 7 on each"
 }
+
+# seed_gpus: "<pod> <GPU index>" of every Running pod of the memory-share seed ($mem) that is not
+# being deleted, from its ALIYUN_COM_GPU_MEM_IDX, sorted.
+seed_gpus() {
+  pods_of "$mem" -o json | python3 -c '
+import json, sys
+for p in json.load(sys.stdin)["items"]:
+    if p["status"].get("phase") != "Running" or p["metadata"].get("deletionTimestamp"): continue
+    print(p["metadata"]["name"], p["metadata"].get("annotations", {}).get("ALIYUN_COM_GPU_MEM_IDX", "?"))' | sort
+}
+# serving_pod name gib: a pod of PriorityClass gpushare-e2e-serving (above the seed's 0) asking
+# for gib of aliyun.com/gpu-mem, in $ns.
+serving_pod() {
+  { printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: %s, namespace: %s}\nspec:\n' "$1" "$ns"
+    printf '  priorityClassName: gpushare-e2e-serving\n'
+    gpu_pod_spec aliyun.com/gpu-mem "$2" '  '; } | "$kubectl" apply -f - >/dev/null
+}
+gpu_of() { "$kubectl" -n "$ns" get pod "$1" -o jsonpath='{.metadata.annotations.ALIYUN_COM_GPU_MEM_IDX}'; }
+# evicted before after: the seed pods of `before` missing from `after` (files of seed_gpus),
+# "<pod> <GPU>" each.
+evicted() { awk 'NR == FNR {now[$1] = 1; next} !($1 in now)' "$2" "$1"; }
+# not_helpful pod words: waits (90 s) for gpushare-scheduler's PreemptionNotHelpful Event on the
+# pod, checks that it says `words`, and that the pod is Pending.
+not_helpful() {
+  local msg=""
+  for _ in $(seq 90); do
+    msg=$("$kubectl" -n "$ns" get events --field-selector "involvedObject.name=$1,reason=PreemptionNotHelpful" \
+      -o jsonpath='{.items[0].message}' 2>/dev/null || true)
+    [ -n "$msg" ] && break
+    sleep 1
+  done
+  [ -n "$msg" ] || fail "$1: no PreemptionNotHelpful Event from gpushare-scheduler within 90 s"
+  grep -qF "$2" <<<"$msg" || fail "$1: PreemptionNotHelpful says '$msg', want '$2'"
+  [ "$("$kubectl" -n "$ns" get pod "$1" -o jsonpath='{.status.phase}')" = Pending ] || fail "$1: not Pending"
+  echo "e2e-test: $1: Pending, PreemptionNotHelpful: ${msg:0:240}"
+}
+
+# preemption_checks [budgets]: with the memory-share seed at 56 Running (7 x 3 GiB on each 22 GiB
+# GPU of node mem, priority 0) and 44 Pending, pods of a higher PriorityClass (issue 23):
+#   - 22 GiB: kube-scheduler's preemption, asking gpushare-scheduler's preempt verb, evicts exactly
+#     the 7 pods of one GPU and the pod runs on that GPU; the victims' replacements stay Pending;
+#   - 23 GiB (more than any GPU): nothing evicted, Pending, PreemptionNotHelpful;
+#   - with `budgets`: a PodDisruptionBudget (maxUnavailable 0) over the seed pods of every GPU but
+#     one: the next 22 GiB pod takes that GPU; with every seed pod covered, none (nothing evicted).
+# Leaves the seed at 56 Running and 44 Pending again.
+preemption_checks() {
+  printf 'apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: gpushare-e2e-serving}\nvalue: 1000\n' |
+    "$kubectl" apply -f - >/dev/null
+  local work=$state/preemption before after gone g
+  mkdir -p "$work"
+  seed_gpus >"$work/before"
+  [ "$(wc -l <"$work/before")" = 56 ] || fail "preemption: $(wc -l <"$work/before") seed pods Running, want 56"
+
+  serving_pod preempt-22 22
+  running preempt-22
+  g=$(gpu_of preempt-22)
+  seed_gpus >"$work/after"
+  evicted "$work/before" "$work/after" >"$work/gone"
+  gone=$(awk '{print $2}' "$work/gone" | sort | uniq -c | awk '{printf "%s on GPU %s ", $1, $2}')
+  [ "$(wc -l <"$work/gone")" = 7 ] && [ "$(awk '{print $2}' "$work/gone" | sort -u)" = "$g" ] ||
+    fail "preemption: preempt-22 (GPU $g) evicted $(wc -l <"$work/gone") pods: ${gone:-none}; want the 7 of GPU $g"
+  [ "$(wc -l <"$work/after")" = 49 ] || fail "preemption: $(wc -l <"$work/after") seed pods Running after it, want 49"
+  settle "$mem" 49 51 120
+  ok=$(mem_consistent) || fail "preemption: $ok"
+  echo "e2e-test: preempt-22 (priority 1000, 22 GiB): evicted the 7 pods of GPU $g and runs there; the replacements Pending; node mem: $ok"
+
+  serving_pod preempt-23 23
+  not_helpful preempt-23 "no GPU would have room"
+  seed_gpus >"$work/after23"
+  cmp -s "$work/after" "$work/after23" || fail "preemption: preempt-23 evicted: $(evicted "$work/after" "$work/after23" | tr '\n' ' ')"
+  echo "e2e-test: preempt-23 (more than any GPU): nothing evicted"
+  "$kubectl" -n "$ns" delete pod preempt-23 --wait=true >/dev/null
+
+  if [ "${1:-}" = budgets ]; then
+    local u
+    u=$(awk -v g="$g" '$2 != g {print $2; exit}' "$work/after")
+    awk -v u="$u" '$2 != u {print $1}' "$work/after" |
+      xargs "$kubectl" -n default label pod gpushare.e2e/guard=true --overwrite >/dev/null
+    printf 'apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: guard, namespace: default}\nspec:\n  maxUnavailable: 0\n  selector: {matchLabels: {gpushare.e2e/guard: "true"}}\n' |
+      "$kubectl" apply -f - >/dev/null
+    for _ in $(seq 60); do
+      [ -n "$("$kubectl" -n default get pdb guard -o jsonpath='{.status.observedGeneration}')" ] && break
+      sleep 1
+    done
+    serving_pod preempt-pdb 22
+    running preempt-pdb
+    seed_gpus >"$work/after-pdb"
+    evicted "$work/after" "$work/after-pdb" >"$work/gone-pdb"
+    [ "$(gpu_of preempt-pdb)" = "$u" ] && [ "$(wc -l <"$work/gone-pdb")" = 7 ] &&
+      [ "$(awk '{print $2}' "$work/gone-pdb" | sort -u)" = "$u" ] ||
+      fail "preemption: with the budget over every GPU but $u, preempt-pdb went to GPU $(gpu_of preempt-pdb) evicting $(awk '{print $1 "@" $2}' "$work/gone-pdb" | tr '\n' ' ')"
+    echo "e2e-test: preempt-pdb: the budget covers every GPU but $u: evicted the 7 pods of GPU $u, runs there"
+    # Every Running seed pod covered now: nothing may go.
+    "$kubectl" -n default label pod -l serving.knative.dev/service=helloworld-go gpushare.e2e/guard=true --overwrite >/dev/null
+    serving_pod preempt-none 22
+    not_helpful preempt-none "PodDisruptionBudget"
+    seed_gpus >"$work/after-none"
+    cmp -s "$work/after-pdb" "$work/after-none" || fail "preemption: preempt-none evicted: $(evicted "$work/after-pdb" "$work/after-none" | tr '\n' ' ')"
+    echo "e2e-test: preempt-none: every seed pod covered by the budget: nothing evicted"
+    "$kubectl" -n "$ns" delete pod preempt-pdb preempt-none --wait=true >/dev/null
+    "$kubectl" -n default delete pdb guard >/dev/null
+  fi
+  "$kubectl" -n "$ns" delete pod preempt-22 --wait=true >/dev/null
+  "$kubectl" delete priorityclass gpushare-e2e-serving >/dev/null
+  settle "$mem" 56 44 180
+}

@@ -32,6 +32,8 @@ cleanup() {
   "$kubectl" uncordon ts >/dev/null 2>&1 || true
   "$kubectl" -n default delete ksvc helloworld-go --ignore-not-found >/dev/null 2>&1 || true
   "$kubectl" -n default delete deployment helloworld-go-00001-deployment --ignore-not-found >/dev/null 2>&1 || true
+  "$kubectl" -n default delete pdb guard --ignore-not-found >/dev/null 2>&1 || true
+  "$kubectl" delete priorityclass gpushare-e2e-serving --ignore-not-found >/dev/null 2>&1 || true
   if [ "${E2E_KEEP:-0}" != 1 ]; then "$cluster" down >/dev/null || rc=1; fi
   if [ $rc -eq 0 ]; then echo "e2e-test: PASS"; else echo "e2e-test: FAILED (rc=$rc); logs in $state/logs" >&2; fi
   exit $rc
@@ -264,6 +266,9 @@ echo "e2e-test: gpushare inspect -o wide and -d match $golden"
 # Scale (issue 11 section 4): the seed manifests (scripts/e2e-lib.sh).
 "$kubectl" -n "$ns" delete pod --all --wait=true --timeout=120s >/dev/null
 seed_checks
+# Preemption of memory shares (issue 23), kube-scheduler with deploy/kube-scheduler-config.yaml's
+# preemptVerb: one GPU freed for a 22 GiB pod of higher priority, nothing for 23 GiB.
+preemption_checks
 
 # ---------------------------------------------------------------------------------------------
 # Restarts (issue 11 section 4, last point), with the 56 memory-share pods of the Knative seed

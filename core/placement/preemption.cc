@@ -14,9 +14,11 @@ int64_t StartOf(const PreemptionPod& p) {
 }
 
 
-// Adds (sign +1) or removes (sign -1) what `p` holds to the node's counts.
-void Count(NodeState& s, const PreemptionPod& p, int sign) {
-  for (const SlotUse& u : p.use) {
+// Adds (sign +1) or removes (sign -1) what pod `i` holds to the node's counts.
+void Count(const PreemptionInput& in, NodeState& s, size_t i, int sign) {
+  const PreemptionPod& p = in.pods[i];
+  for (uint32_t k = p.use_begin; k < p.use_end; ++k) {
+    const SlotUse& u = in.uses[k];
     if (u.slot < 0 || u.slot >= s.num_gpus) continue;
     s.gpu_free[u.slot] -= sign * u.units;
     s.gpu_clients[u.slot] = static_cast<int16_t>(s.gpu_clients[u.slot] + sign * u.clients);
@@ -25,9 +27,11 @@ void Count(NodeState& s, const PreemptionPod& p, int sign) {
   RefreshTotals(s);
 }
 
-bool Uses(const PreemptionPod& p, int slot) {
-  return std::any_of(p.use.begin(), p.use.end(),
-                     [slot](const SlotUse& u) { return u.slot == slot && u.units > 0; });
+bool Uses(const PreemptionInput& in, size_t i, int slot) {
+  const PreemptionPod& p = in.pods[i];
+  for (uint32_t k = p.use_begin; k < p.use_end; ++k)
+    if (in.uses[k].slot == slot && in.uses[k].units > 0) return true;
+  return false;
 }
 
 // kube-scheduler's FilterVictimsWithPDBViolation over `order` (most important first): a pod
@@ -72,7 +76,7 @@ VictimSet MeasureVictims(const PreemptionInput& in, std::vector<size_t> victims)
     v.violations += violating[i] ? 1 : 0;
     v.highest_priority = std::max(v.highest_priority, p.priority);
     v.priority_sum += static_cast<int64_t>(p.priority) + (int64_t{1} << 31);
-    for (const SlotUse& u : p.use) v.freed_units += u.units;
+    for (uint32_t k = p.use_begin; k < p.use_end; ++k) v.freed_units += in.uses[k].units;
   }
   v.earliest_start = std::numeric_limits<int64_t>::max();
   for (size_t i : v.victims)
@@ -83,17 +87,19 @@ VictimSet MeasureVictims(const PreemptionInput& in, std::vector<size_t> victims)
 
 namespace {
 
-// kube-scheduler's reprieve: from the node with every candidate gone, gives each candidate back
-// in `order` unless the pod would no longer fit; the ones that cannot come back are the victims.
-std::optional<VictimSet> Reprieve(const PreemptionInput& in, const NodeState& emptied,
+// kube-scheduler's reprieve: from `start` (the node with the candidates of `order` gone), gives
+// each back in `order` unless the pod would no longer fit; the ones that cannot come back are
+// the victims.
+std::optional<VictimSet> Reprieve(const PreemptionInput& in, const NodeState& start,
                                   const std::vector<size_t>& order,
                                   const std::vector<size_t>& importance, const PodShape& shape) {
-  NodeState s = emptied;
+  NodeState s = start;
+  if (CheckFit(s, shape) != Rejection::kNone) return std::nullopt;
   std::vector<bool> victim(in.pods.size(), false);
   for (size_t i : order) {
-    Count(s, in.pods[i], +1);
+    Count(in, s, i, +1);
     if (CheckFit(s, shape) != Rejection::kNone) {
-      Count(s, in.pods[i], -1);
+      Count(in, s, i, -1);
       victim[i] = true;
     }
   }
@@ -105,6 +111,14 @@ std::optional<VictimSet> Reprieve(const PreemptionInput& in, const NodeState& em
 }
 
 }  // namespace
+
+size_t PreemptionInput::Add(PreemptionPod pod, const SlotUse* use, size_t n) {
+  pod.use_begin = static_cast<uint32_t>(uses.size());
+  uses.insert(uses.end(), use, use + n);
+  pod.use_end = static_cast<uint32_t>(uses.size());
+  pods.push_back(std::move(pod));
+  return pods.size() - 1;
+}
 
 bool BetterVictims(const VictimSet& a, const VictimSet& b) {
   if (a.violations != b.violations) return a.violations < b.violations;
@@ -126,7 +140,7 @@ std::optional<VictimSet> ChooseVictims(const PreemptionInput& in, const PodShape
   for (size_t i = 0; i < in.pods.size(); ++i) {
     const PreemptionPod& p = in.pods[i];
     if (p.terminating) {
-      Count(base, p, -1);
+      Count(in, base, i, -1);
     } else if (p.evictable && p.priority < priority) {
       candidates.push_back(i);
     }
@@ -140,7 +154,7 @@ std::optional<VictimSet> ChooseVictims(const PreemptionInput& in, const PodShape
     return std::nullopt;
   }
   NodeState emptied = base;
-  for (size_t i : candidates) Count(emptied, in.pods[i], -1);
+  for (size_t i : candidates) Count(in, emptied, i, -1);
   if (CheckFit(emptied, shape) != Rejection::kNone) {
     reason = NoVictims::kDoesNotFit;
     return std::nullopt;
@@ -158,8 +172,8 @@ std::optional<VictimSet> ChooseVictims(const PreemptionInput& in, const PodShape
 
   std::optional<VictimSet> best;
   bool over_budget = false;
-  auto consider = [&](const std::vector<size_t>& order) {
-    std::optional<VictimSet> v = Reprieve(in, emptied, order, importance, shape);
+  auto consider = [&](const NodeState& start, const std::vector<size_t>& order) {
+    std::optional<VictimSet> v = Reprieve(in, start, order, importance, shape);
     if (!v) return;
     if (in.mode == BudgetMode::kRespect && v->violations > 0) {
       over_budget = true;
@@ -167,18 +181,31 @@ std::optional<VictimSet> ChooseVictims(const PreemptionInput& in, const PodShape
     }
     if (!best || BetterVictims(*v, *best)) best = std::move(v);
   };
-  consider(kube_order);
+  consider(emptied, kube_order);
   // Per GPU: keep every pod that does not hold part of that GPU first, so that where one GPU can
-  // be freed, its own pods are the victims.
+  // be freed, its own pods are the victims. For a single share the others all come back (the
+  // share fits that GPU once its candidates are gone, or nowhere by this order): only that GPU's
+  // candidates are reprieved, from the node with the others back.
+  std::vector<size_t> order;
+  order.reserve(kube_order.size());
   for (int g = 0; g < in.node.num_gpus; ++g) {
-    std::vector<size_t> order;
-    order.reserve(kube_order.size());
+    order.clear();
+    if (shape.single_share()) {
+      NodeState start = base;
+      for (size_t i : kube_order)
+        if (Uses(in, i, g)) {
+          Count(in, start, i, -1);
+          order.push_back(i);
+        }
+      if (!order.empty()) consider(start, order);
+      continue;
+    }
     for (size_t i : kube_order)
-      if (!Uses(in.pods[i], g)) order.push_back(i);
+      if (!Uses(in, i, g)) order.push_back(i);
     if (order.size() == kube_order.size()) continue;  // nothing of it to free
     for (size_t i : kube_order)
-      if (Uses(in.pods[i], g)) order.push_back(i);
-    consider(order);
+      if (Uses(in, i, g)) order.push_back(i);
+    consider(emptied, order);
   }
   if (!best) reason = over_budget ? NoVictims::kBudgets : NoVictims::kDoesNotFit;
   return best;

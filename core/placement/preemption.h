@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <vector>
 
@@ -35,7 +36,9 @@ struct PreemptionPod {
   int64_t start_ns = 0;      // status.startTime (0: unknown); among equals the older is kept
   bool terminating = false;  // deletion has started: what it holds comes back without eviction
   bool evictable = true;     // the caller's veto (a pod kube-scheduler does not know on the node)
-  std::vector<SlotUse> use;  // what it holds, counted in the node's state
+  int64_t cpu_milli = 0;     // the CPU and memory it requests (what its eviction frees of them)
+  int64_t memory_bytes = 0;
+  uint32_t use_begin = 0, use_end = 0;  // what it holds: PreemptionInput::uses[begin, end)
   std::vector<int> budgets;  // the PodDisruptionBudgets that cover it (indexes into `allowed`)
 };
 
@@ -48,8 +51,15 @@ enum class BudgetMode {
 struct PreemptionInput {
   NodeState node;  // the node's GPUs now, with every pod below counted in it
   std::vector<PreemptionPod> pods;
+  std::vector<SlotUse> uses;     // every pod's, one run each (flat: one allocation per node)
   std::vector<int32_t> allowed;  // per budget: status.disruptionsAllowed
   BudgetMode mode = BudgetMode::kRespect;
+
+  // Appends `pod` holding `use` (already counted in `node`); returns its index.
+  size_t Add(PreemptionPod pod, const SlotUse* use, size_t n);
+  size_t Add(PreemptionPod pod, std::initializer_list<SlotUse> use = {}) {
+    return Add(std::move(pod), use.begin(), use.size());
+  }
 };
 
 // One way to make room: the pods to evict and what kube-scheduler compares candidates by.

@@ -26,15 +26,15 @@ struct Node {
     p.priority = priority;
     p.start_ns = start;
     p.budgets = std::move(budgets);
+    std::vector<SlotUse> uses;
     for (const auto& [slot, units] : use) {
-      p.use.push_back({slot, units, 1});
+      uses.push_back({slot, units, 1});
       in.node.gpu_free[slot] -= units;
       in.node.gpu_clients[slot] += 1;
     }
     in.node.pods += 1;
     RefreshTotals(in.node);
-    in.pods.push_back(p);
-    return in.pods.size() - 1;
+    return in.Add(p, uses.data(), uses.size());
   }
   // Every GPU holds `per_gpu` pods of `units` (the node: 7 x 3 GiB of 22 GiB each).
   void Fill(int per_gpu, int64_t units, int32_t priority = 0) {
@@ -55,7 +55,8 @@ PodShape Share(std::vector<int64_t> shares) {
 std::set<int> SlotsOf(const PreemptionInput& in, const VictimSet& v) {
   std::set<int> out;
   for (size_t i : v.victims)
-    for (const SlotUse& u : in.pods[i].use) out.insert(u.slot);
+    for (uint32_t k = in.pods[i].use_begin; k < in.pods[i].use_end; ++k)
+      out.insert(in.uses[k].slot);
   return out;
 }
 
@@ -159,7 +160,7 @@ TEST(ChooseVictims, VetoedPodsAreNeverVictims) {
   Node n(2);
   n.Fill(7, 3);
   for (PreemptionPod& p : n.in.pods)
-    if (p.use[0].slot == 1) p.evictable = false;
+    if (n.in.uses[p.use_begin].slot == 1) p.evictable = false;
   auto v = ChooseVictims(n.in, Share({22}), 1000);
   ASSERT_TRUE(v.has_value());
   EXPECT_EQ(SlotsOf(n.in, *v), std::set<int>{0});
