@@ -313,3 +313,96 @@ TEST_F(CycleTest, ExtenderErrorsFailTheAttemptUnlessIgnorable) {
 
 }  // namespace
 }  // namespace gpushare::fakes
+
+namespace gpushare::fakes {
+namespace {
+
+// DefaultPreemption in the double: the node-total dry run, the request the extender gets, and
+// how its reply is checked.
+TEST_F(CycleTest, PreemptsByTheNodeTotalAndAsksThePreemptVerb) {
+  api_.Upsert(Resource::kNodes, NodeJson("n", Uniform(2, 6)));  // 12 units
+  for (int i = 0; i < 4; ++i) {
+    json p = SimplePod("low-" + std::to_string(i), 3);
+    p["spec"]["nodeName"] = "n";
+    p["spec"]["priority"] = i;  // low-0 the least important
+    p["status"]["phase"] = "Running";
+    api_.Upsert(Resource::kPods, p);
+  }
+  json high = SimplePod("high", 6);
+  high["spec"]["priority"] = 100;
+  api_.Upsert(Resource::kPods, high);
+  std::string preempt_body, reply;
+  ScriptedExtender ext(
+      [&](const std::string& verb, const std::string& body) -> std::pair<int, std::string> {
+        if (verb == "filter") return {200, R"({"NodeNames":[],"FailedNodes":{"n":"full"}})"};
+        preempt_body = body;
+        return {200, reply};
+      });
+  ExtenderConfig c = Config(ext.url());
+  c.preempt_verb = "preempt";
+  FakeKubeScheduler sched(client_, {{c}, 1});
+  // The extender keeps kube-scheduler's choice: the two least important pods (node total).
+  reply = R"({"NodeNameToMetaVictims":{"n":{"Pods":[{"UID":"uid-low-1"},{"UID":"uid-low-0"}],"NumPDBViolations":0}}})";
+  ScheduleResult r = sched.ScheduleOne("default", "high");
+  EXPECT_EQ(r.kind, ScheduleResult::Kind::kUnschedulable);
+  EXPECT_EQ(r.nominated_node, "n") << r.preemption_message;
+  EXPECT_EQ(r.victims, (std::vector<std::string>{"uid-low-1", "uid-low-0"}));
+  const json args = json::parse(preempt_body);
+  EXPECT_TRUE(args["NodeNameToVictims"].is_null());
+  ASSERT_EQ(args["NodeNameToMetaVictims"]["n"]["Pods"].size(), 2u);
+  EXPECT_EQ(args["NodeNameToMetaVictims"]["n"]["Pods"][0]["UID"], "uid-low-1")
+      << "most important first";
+  EXPECT_EQ(args["NodeNameToMetaVictims"]["n"]["Pods"][1]["UID"], "uid-low-0");
+  // Deleted gracefully (bound, 30 s): still listed, with a deletionTimestamp; nominated.
+  Result<kube::Pod> v = client_->GetPod("default", "low-0");
+  ASSERT_TRUE(v.ok());
+  EXPECT_TRUE(v->IsBeingDeleted());
+  EXPECT_EQ(client_->GetPod("default", "high")->status.nominated_node_name, "n");
+  // While they terminate on the nominated node, no more preemption.
+  r = sched.ScheduleOne("default", "high");
+  EXPECT_TRUE(r.victims.empty());
+  EXPECT_NE(r.preemption_message.find("terminating pod on the nominated node"), std::string::npos);
+}
+
+TEST_F(CycleTest, PreemptRepliesAreCheckedAsKubeSchedulerChecksThem) {
+  api_.Upsert(Resource::kNodes, NodeJson("n", Uniform(1, 6)));
+  json low = SimplePod("low", 6);
+  low["spec"]["nodeName"] = "n";
+  low["status"]["phase"] = "Running";
+  api_.Upsert(Resource::kPods, low);
+  json high = SimplePod("high", 6);
+  high["spec"]["priority"] = 10;
+  api_.Upsert(Resource::kPods, high);
+  std::string reply;
+  ScriptedExtender ext(
+      [&](const std::string& verb, const std::string&) -> std::pair<int, std::string> {
+        if (verb == "filter") return {200, R"({"NodeNames":[],"FailedNodes":{"n":"full"}})"};
+        return {200, reply};
+      });
+  ExtenderConfig c = Config(ext.url());
+  c.preempt_verb = "preempt";
+  FakeKubeScheduler sched(client_, {{c}, 1});
+  // A node kept without victims, a UID not on the node: errors (not ignorable).
+  reply = R"({"NodeNameToMetaVictims":{"n":{"Pods":[],"NumPDBViolations":0}}})";
+  ScheduleResult r = sched.ScheduleOne("default", "high");
+  EXPECT_EQ(r.kind, ScheduleResult::Kind::kError);
+  EXPECT_NE(r.message.find("expected at least one victim pod on node \"n\""), std::string::npos);
+  reply = R"({"NodeNameToMetaVictims":{"n":{"Pods":[{"UID":"nobody"}]}}})";
+  r = sched.ScheduleOne("default", "high");
+  EXPECT_EQ(r.kind, ScheduleResult::Kind::kError);
+  EXPECT_NE(r.message.find("the pod is not found on that node"), std::string::npos);
+  // No node: nothing evicted.
+  reply = R"({"NodeNameToMetaVictims":{}})";
+  r = sched.ScheduleOne("default", "high");
+  EXPECT_EQ(r.kind, ScheduleResult::Kind::kUnschedulable);
+  EXPECT_EQ(r.preemption_message, "no candidate node for preemption");
+  EXPECT_FALSE(client_->GetPod("default", "low")->IsBeingDeleted());
+  // preemptionPolicy Never: not eligible at all.
+  high["spec"]["preemptionPolicy"] = "Never";
+  api_.Upsert(Resource::kPods, high);
+  r = sched.ScheduleOne("default", "high");
+  EXPECT_EQ(r.preemption_message, "not eligible due to preemptionPolicy=Never.");
+}
+
+}  // namespace
+}  // namespace gpushare::fakes

@@ -62,6 +62,10 @@ TEST(SchedulerFlagsParse, GoodValues) {
                                    "1h30m",
                                    "--restart-hold",
                                    "0s",
+                                   "--preemption-budgets",
+                                   "best-effort",
+                                   "--nomination-timeout",
+                                   "2m",
                                    "--max-body-bytes",
                                    "1024",
                                    "--http-threads",
@@ -85,6 +89,8 @@ TEST(SchedulerFlagsParse, GoodValues) {
   EXPECT_EQ(o.unit, memshare::MemoryUnit::kMiB);
   EXPECT_EQ(o.assume_timeout, milliseconds(90 * 60 * 1000));
   EXPECT_EQ(o.restart_hold, milliseconds(0));
+  EXPECT_EQ(o.preemption_budgets, placement::BudgetMode::kBestEffort);
+  EXPECT_EQ(o.nomination_timeout, milliseconds(120000));
   EXPECT_EQ(o.http.max_body_bytes, 1024u);
   EXPECT_EQ(o.http.threads, 2);
   EXPECT_EQ(o.http.max_connections, 16);
@@ -139,6 +145,10 @@ TEST(SchedulerFlagsParse, EachFlagsMessage) {
       {{"--expiry-interval", "1000h"},
        "--expiry-interval: must be a positive duration up to 24h, got 1000h"},
       {{"--restart-hold", "2h"}, "--restart-hold: must be 0s (no hold)..1h, got 2h"},
+      {{"--preemption-budgets", "ignore"},
+       "--preemption-budgets: must be respect or best-effort, got \"ignore\""},
+      {{"--nomination-timeout", "0s"},
+       "--nomination-timeout: must be a positive duration up to 1h, got 0s"},
       {{"--resource-name", "gpu-mem"},
        "--resource-name: \"gpu-mem\" is not an extended resource name"},
       {{"--max-body-bytes", "1e6"},

@@ -297,6 +297,31 @@ TEST(MetricsTest, HistogramsAndReasonCountersObserve) {
             "gpushare_scheduler_bind_failures_total{reason=\"SomethingNew\"} 1\n");
 }
 
+TEST(MetricsTest, PreemptionSeriesExistFromTheStartAndCount) {
+  SchedulerMetrics m;
+  std::string text = Serialize(m.Collect());
+  ExpectHelpAndType(text);
+  EXPECT_NE(text.find("gpushare_scheduler_preemptions_total{result=\"nominated\"} 0\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("gpushare_scheduler_preemptions_total{result=\"not_helpful\"} 0\n"),
+            std::string::npos);
+  EXPECT_EQ(Lines(text, "gpushare_scheduler_preemption_victims_total"),
+            "gpushare_scheduler_preemption_victims_total 0\n");
+  m.CountPreemption(true, 7);
+  m.CountPreemption(false, 0);
+  m.CountPreemption(true, 2);
+  m.ObservePreempt(0.02);
+  text = Serialize(m.Collect());
+  EXPECT_NE(text.find("gpushare_scheduler_preemptions_total{result=\"nominated\"} 2\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("gpushare_scheduler_preemptions_total{result=\"not_helpful\"} 1\n"),
+            std::string::npos);
+  EXPECT_EQ(Lines(text, "gpushare_scheduler_preemption_victims_total"),
+            "gpushare_scheduler_preemption_victims_total 9\n");
+  EXPECT_NE(text.find("gpushare_scheduler_preempt_duration_seconds_bucket{le=\"0.025\"} 1\n"),
+            std::string::npos);
+}
+
 TEST_F(KnownCache, TheWholeExpositionHasHelpAndTypeForEverySeries) {
   SchedulerMetrics m;
   m.ObserveBind(0.01);
