@@ -44,7 +44,10 @@ inline const std::map<std::string, int>& MixedExampleCounts() {
 
 class AgentProcess {
  public:
-  AgentProcess(std::vector<std::string> args, std::string log_path) : log_(std::move(log_path)) {
+  // `env`: overrides of the test's environment for the agent (an empty value removes a variable).
+  AgentProcess(std::vector<std::string> args, std::string log_path,
+               const std::map<std::string, std::string>& env = {})
+      : log_(std::move(log_path)) {
     std::vector<std::string> argv_s = {NodeBinary()};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
     std::vector<char*> argv;
@@ -61,7 +64,17 @@ class AgentProcess {
     sigemptyset(&none);
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
-    if (posix_spawn(&pid_, argv[0], &fa, &attr, argv.data(), environ) != 0) pid_ = -1;
+    std::vector<std::string> env_s;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string kv(*e);
+      if (env.count(kv.substr(0, kv.find('='))) == 0) env_s.push_back(kv);
+    }
+    for (const auto& [k, v] : env)
+      if (!v.empty()) env_s.push_back(k + "=" + v);
+    std::vector<char*> envp;
+    for (auto& kv : env_s) envp.push_back(kv.data());
+    envp.push_back(nullptr);
+    if (posix_spawn(&pid_, argv[0], &fa, &attr, argv.data(), envp.data()) != 0) pid_ = -1;
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
   }

@@ -3,8 +3,10 @@
 // the value limit lets through, a file of 12 MB, a document of 1 MiB with too many YAML values,
 // a directory and a FIFO in place of the file.
 // Each reload must be refused with a bounded list of problems, the peak resident set of the
-// agent (VmHWM in /proc/<pid>/status) must stay well under the DaemonSet's 128 MiB limit, and
-// the old config must keep serving. The figures are printed (docs/benchmarks.md).
+// agent (VmHWM in /proc/<pid>/status) must stay within its own serving peak plus what one read
+// may hold (tests/config/input_files.h: InputMemoryBoundKib, measured in the same build), and in
+// the normal build under the DaemonSet's 128 MiB limit, and the old config must keep serving.
+// The figures are printed (docs/benchmarks.md).
 // SIGHUP is the only trigger: --config names a link to the file in another directory, out of
 // the config watch's sight (node/config_source.h), and the poll is an hour away.
 #include <gtest/gtest.h>
@@ -29,8 +31,6 @@ using testing::TempDir;
 using namespace std::chrono_literals;
 
 constexpr auto kWait = 20s;
-// Well under the DaemonSet's 128 MiB: the agent itself takes about 23 MiB.
-constexpr long kBoundKib = testing::kInputMemoryBoundKib;
 
 // VmRSS or VmHWM of a process, in KiB (-1 when unreadable).
 long StatusKib(pid_t pid, const std::string& field) {
@@ -71,9 +71,12 @@ class NodeHostileConfigTest : public ::testing::Test {
             "--inventory", std::string(GPUSHARE_SOURCE_DIR) + "/examples/inventory/8x-a10.yaml",
             "--config", dir_.Sub("c.yaml"), "--config-poll-interval", "1h", "--device-plugin-dir",
             plugin_dir_},
-        dir_.Sub("agent.log"));
+        dir_.Sub("agent.log"), testing::BoundedChildEnv());
     ASSERT_TRUE(agent_->started());
     ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 80, kWait));
+    baseline_kib_ = StatusKib(agent_->pid(), "VmHWM");
+    ASSERT_GT(baseline_kib_, 0);
+    bound_kib_ = testing::InputMemoryBoundKib(baseline_kib_);
   }
   void TearDown() override { testing::StopAgent(agent_.get(), HasFailure(), 20000); }
 
@@ -100,7 +103,10 @@ class NodeHostileConfigTest : public ::testing::Test {
               << " KiB, " << Count(log.substr(before.size()), "event=reload_rejected")
               << " problem lines logged\n";
     EXPECT_GT(hwm, 0);
-    EXPECT_LT(hwm, kBoundKib) << what;
+    EXPECT_LT(hwm, bound_kib_) << what << ": serving peak " << baseline_kib_ << " KiB";
+    if (!testing::kAsanBuild) {
+      EXPECT_LT(hwm, testing::kDaemonSetLimitKib) << what;
+    }
     return log.substr(before.size());
   }
 
@@ -114,6 +120,7 @@ class NodeHostileConfigTest : public ::testing::Test {
   }
 
   TempDir dir_;
+  long baseline_kib_ = 0, bound_kib_ = 0;
   std::string plugin_dir_, config_;
   std::unique_ptr<FakeKubelet> kubelet_;
   std::unique_ptr<AgentProcess> agent_;
@@ -121,7 +128,7 @@ class NodeHostileConfigTest : public ::testing::Test {
 
 TEST_F(NodeHostileConfigTest, ReloadsWithHostileConfigsStayBoundedAndKeepServing) {
   std::cout << "serving: VmRSS " << StatusKib(agent_->pid(), "VmRSS") << " KiB, VmHWM "
-            << StatusKib(agent_->pid(), "VmHWM") << " KiB\n";
+            << StatusKib(agent_->pid(), "VmHWM") << " KiB; bound " << bound_kib_ << " KiB\n";
 
   Write(OverlappingEntries(1000));
   std::string log = ReloadRefused("1000 overlapping entries (45 KB)");
