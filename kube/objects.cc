@@ -335,9 +335,8 @@ Result<PodDisruptionBudget> DecodePodDisruptionBudget(const json& j) {
   if (status != nullptr) {
     GPUSHARE_RETURN_IF_ERROR(GetInt32(*status, "disruptionsAllowed", "poddisruptionbudget.status",
                                       &b.disruptions_allowed));
-    GPUSHARE_ASSIGN_OR_RETURN(
-        const json* disrupted,
-        ObjectMember(*status, "disruptedPods", "poddisruptionbudget.status"));
+    GPUSHARE_ASSIGN_OR_RETURN(const json* disrupted,
+                              ObjectMember(*status, "disruptedPods", "poddisruptionbudget.status"));
     if (disrupted != nullptr)
       for (auto it = disrupted->begin(); it != disrupted->end(); ++it)
         b.disrupted_pods.insert(it.key());

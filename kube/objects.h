@@ -11,9 +11,9 @@
 
 #include <cstdint>
 #include <map>
-#include <set>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>

@@ -393,13 +393,9 @@ class ConfigWatch final : public Companion {
       return true;
     }
     if (ev.len == 0 || !source_->Concerns(ev.name)) return false;
-    if (ev.mask & IN_CREATE) {
-      // A regular file just created is still being written: its IN_CLOSE_WRITE follows.
-      struct stat st {};
-      const std::string path = source_->watch_dir() + "/" + ev.name;
-      if (::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) return false;
-    }
-    return true;
+    struct stat st {};
+    const std::string path = source_->watch_dir() + "/" + ev.name;
+    return ConfigEventNeedsLook(ev.mask, ::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode));
   }
 
   void Act(const ConfigDecision& d, const char* trigger) {
@@ -440,6 +436,11 @@ class ConfigWatch final : public Companion {
 };
 
 }  // namespace
+
+bool ConfigEventNeedsLook(uint32_t mask, bool regular_file_now) {
+  if ((mask & (IN_CREATE | IN_DELETE)) && regular_file_now) return false;
+  return true;
+}
 
 std::unique_ptr<Companion> StartConfigWatch(std::shared_ptr<ConfigSource> source,
                                             std::function<void()> request_reload,

@@ -136,6 +136,14 @@ struct ConfigWatchOptions {
   bool use_inotify = true;  // false: the poll only (what a host without inotify gets; tests)
 };
 
+// Whether an inotify event on the name of a config (`mask`: the event's IN_* bits) means the
+// config should be looked at now, given whether a regular file is at that name when the event
+// is read. A regular file there after IN_CREATE, or after IN_DELETE (removed and made again, as
+// an editor or `cat > file` does), is still being written: its IN_CLOSE_WRITE follows, and
+// looking now would read it half-written (an empty file is a valid config of defaults). The
+// watch thread may read IN_DELETE only after the new file exists, on a loaded machine (issue 30).
+bool ConfigEventNeedsLook(uint32_t mask, bool regular_file_now);
+
 // The watch: a thread that looks at `source` when its directory changes (inotify) and when its
 // poll is due, and calls `request_reload` (the agent's RequestReload) when the config changed.
 // Null when there is nothing to watch.

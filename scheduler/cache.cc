@@ -344,9 +344,9 @@ namespace {
 int64_t StartNs(const kube::Pod& pod) {
   if (pod.status.start_time.empty()) return 0;
   Result<std::chrono::system_clock::time_point> t = kube::ParseTimestamp(pod.status.start_time);
-  return t.ok() ? std::chrono::duration_cast<std::chrono::nanoseconds>(t->time_since_epoch())
-                      .count()
-                : 0;
+  return t.ok()
+             ? std::chrono::duration_cast<std::chrono::nanoseconds>(t->time_since_epoch()).count()
+             : 0;
 }
 
 }  // namespace
@@ -1070,8 +1070,8 @@ Result<Reservation> GpuCache::Reserve(const kube::Pod& pod, const ms::PodRequest
   return Book(pod, request, n, gpus, now_ns);
 }
 
-Result<Reservation> GpuCache::Book(const kube::Pod& pod, const ms::PodRequest& request,
-                                   NodeRec& n, const std::vector<int>& gpus, int64_t now_ns) {
+Result<Reservation> GpuCache::Book(const kube::Pod& pod, const ms::PodRequest& request, NodeRec& n,
+                                   const std::vector<int>& gpus, int64_t now_ns) {
   const std::string& uid = pod.metadata.uid;
   const std::string key = pod.metadata.namespace_ + "/" + pod.metadata.name;
   const std::string& node = n.name;
@@ -1261,7 +1261,8 @@ pl::NodeState GpuCache::StateWithout(const NodeRec& n,
     // As Resync books it: usage saturated at the capacity, clients at the ceiling.
     const auto u = n.used.find(idx);
     const auto c = n.clients.find(idx);
-    const int64_t used = std::max<int64_t>(0, (u == n.used.end() ? 0 : u->second) - l->second.units);
+    const int64_t used =
+        std::max<int64_t>(0, (u == n.used.end() ? 0 : u->second) - l->second.units);
     const int clients = std::max(0, (c == n.clients.end() ? 0 : c->second) - l->second.clients);
     s.gpu_free[slot] = s.gpu_capacity[slot] - std::min(used, s.gpu_capacity[slot]);
     s.gpu_clients[slot] = static_cast<int16_t>(std::min(clients, s.max_clients));

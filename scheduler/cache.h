@@ -79,11 +79,11 @@ struct Asker {
 struct Nomination {
   std::string uid, key, node;
   int32_t priority = 0;
-  memshare::ContainerGpus gpus;      // container -> GPU index, where the pod is to go
+  memshare::ContainerGpus gpus;         // container -> GPU index, where the pod is to go
   std::map<int, memshare::GpuUse> use;  // what it holds there, per GPU index
   std::vector<std::string> victims;     // UIDs of the pods evicted for it
   int64_t since_ns = 0;
-  bool seen = false;          // the pod's status.nominatedNodeName was seen naming `node`
+  bool seen = false;            // the pod's status.nominatedNodeName was seen naming `node`
   int64_t victims_gone_ns = 0;  // when the sweep first found none of the victims left (0: not yet)
 };
 
@@ -105,8 +105,8 @@ struct PreemptionNodeView {
 
  private:
   std::string_view Id(size_t pod, int which) const;
-  std::string ids_;                // "<uid><key>" per pod, one buffer
-  std::vector<uint32_t> id_at_;    // per pod: offset, uid length, key length
+  std::string ids_;              // "<uid><key>" per pod, one buffer
+  std::vector<uint32_t> id_at_;  // per pod: offset, uid length, key length
 };
 struct PreemptionView {
   placement::PodShape shape;  // the request as the engine sees it

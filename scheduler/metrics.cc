@@ -89,15 +89,17 @@ SchedulerMetrics::SchedulerMetrics() : registry_(std::make_shared<pm::Registry>(
                        "victims free a GPU), from its body to the reply.");
   auto& preemptions = pm::BuildCounter()
                           .Name(Name("preemptions_total"))
-                          .Help("Preempt requests by result: nominated (a node and its victims "
-                                "chosen), not_helpful (no node where evicting frees a GPU).")
+                          .Help(
+                              "Preempt requests by result: nominated (a node and its victims "
+                              "chosen), not_helpful (no node where evicting frees a GPU).")
                           .Register(*registry_);
   preempt_nominated_ = &preemptions.Add({{"result", "nominated"}});
   preempt_not_helpful_ = &preemptions.Add({{"result", "not_helpful"}});
   preempt_victims_ = &pm::BuildCounter()
                           .Name(Name("preemption_victims_total"))
-                          .Help("Pods chosen as victims by the preempt verb (kube-scheduler evicts "
-                                "them).")
+                          .Help(
+                              "Pods chosen as victims by the preempt verb (kube-scheduler evicts "
+                              "them).")
                           .Register(*registry_)
                           .Add({});
   rejections_ = &pm::BuildCounter()

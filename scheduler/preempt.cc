@@ -42,8 +42,9 @@ std::string Explain(pl::NoVictims why, const ms::PodRequest& request, pl::Budget
     case pl::NoVictims::kNoLowerPriority:
       return "no pod of lower priority holds a GPU share there";
     case pl::NoVictims::kBudgets:
-      return std::string("every GPU that evictions could free would break a "
-                         "PodDisruptionBudget") +
+      return std::string(
+                 "every GPU that evictions could free would break a "
+                 "PodDisruptionBudget") +
              (mode == pl::BudgetMode::kRespect ? " (--preemption-budgets=respect)" : "");
     case pl::NoVictims::kDoesNotFit:
     case pl::NoVictims::kNone:
@@ -67,8 +68,9 @@ kube::ObjectReference PodRef(const kube::Pod& p) {
 
 // The budgets that count `pod` (kube-scheduler's reading; a pod already in a budget's
 // disruptedPods is not counted against it again).
-std::vector<int> BudgetsOf(const kube::Pod& pod,
-                           const std::vector<std::shared_ptr<const kube::PodDisruptionBudget>>& all) {
+std::vector<int> BudgetsOf(
+    const kube::Pod& pod,
+    const std::vector<std::shared_ptr<const kube::PodDisruptionBudget>>& all) {
   std::vector<int> out;
   for (size_t b = 0; b < all.size(); ++b) {
     const kube::PodDisruptionBudget& pdb = *all[b];
@@ -232,8 +234,9 @@ Result<PreemptDecision> Preemptor::Decide(const kube::Pod& pod, const ms::PodReq
     best = std::move(c);
   }
   if (!best) return d;
-  GPUSHARE_ASSIGN_OR_RETURN(Nomination held, cache_.Nominate(pod, request, best->node, best->set.gpus,
-                                                             best->uids, options_.now_ns()));
+  GPUSHARE_ASSIGN_OR_RETURN(
+      Nomination held,
+      cache_.Nominate(pod, request, best->node, best->set.gpus, best->uids, options_.now_ns()));
   d.node = best->node;
   d.victims = best->uids;
   d.pdb_violations = best->set.violations;
@@ -276,9 +279,11 @@ HttpReply Preemptor::Preempt(std::string_view body) {
     spdlog::warn("event=preempt_failed pod={} error={}", Value(key), Value(d.status().message()));
     return {code, EncodeError(d.status().message())};
   }
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::map<std::string, NodeVictims> reply;
-  if (options_.metrics != nullptr) options_.metrics->CountPreemption(!d->node.empty(), d->victims.size());
+  if (options_.metrics != nullptr)
+    options_.metrics->CountPreemption(!d->node.empty(), d->victims.size());
   if (d->node.empty()) {
     std::string why;
     size_t shown = 0;

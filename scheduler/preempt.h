@@ -55,7 +55,7 @@ struct PreemptOptions {
   std::function<int64_t()> now_ns;  // UnixNano; default: the system clock
   SchedulerMetrics* metrics = nullptr;
   std::function<void(const kube::ObjectReference& pod, std::string_view reason,
-                      const std::string& message)>
+                     const std::string& message)>
       warn;
 };
 
@@ -64,7 +64,7 @@ struct PreemptDecision {
   std::string node;                  // empty: no node
   std::vector<std::string> victims;  // UIDs, most important first
   int64_t pdb_violations = 0;
-  memshare::ContainerGpus gpus;               // where the pod goes on `node`
+  memshare::ContainerGpus gpus;                // where the pod goes on `node`
   std::map<std::string, std::string> refused;  // node -> why no victims there
 };
 

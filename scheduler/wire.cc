@@ -706,7 +706,8 @@ Result<PreemptionArgs> DecodePreemptionArgs(const json& body) {
     if (m == nullptr || m->is_null()) continue;
     if (!m->is_object()) return WrongType(key, "an object", *m);
     for (auto it = m->begin(); it != m->end(); ++it) {
-      if (it.key().empty()) return Status::InvalidArgument(std::string(key) + ": an empty node name");
+      if (it.key().empty())
+        return Status::InvalidArgument(std::string(key) + ": an empty node name");
       GPUSHARE_ASSIGN_OR_RETURN(NodeVictims v,
                                 DecodeVictims(*it, std::string(key) + "[" + it.key() + "]", meta));
       NodeVictims& into = a.nodes[it.key()];

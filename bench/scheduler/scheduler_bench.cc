@@ -547,9 +547,8 @@ void BM_Preempt(benchmark::State& state) {
     json victims = json::array();
     for (int g = 0; g < 8; ++g) {
       for (int k = 0; k < 8; ++k) {
-        json p = testing::SimplePod("p-" + std::to_string(n) + "-" + std::to_string(g) + "-" +
-                                        std::to_string(k),
-                                    3);
+        json p = testing::SimplePod(
+            "p-" + std::to_string(n) + "-" + std::to_string(g) + "-" + std::to_string(k), 3);
         p["spec"]["nodeName"] = names[n];
         p["spec"]["priority"] = 0;
         p["status"]["phase"] = "Running";
@@ -586,7 +585,8 @@ void BM_Preempt(benchmark::State& state) {
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     state.PauseTiming();
     const json reply = json::parse(r.body)["NodeNameToMetaVictims"];
-    if (r.code != 200 || reply.size() != 1) state.SkipWithError(("unexpected reply: " + r.body).c_str());
+    if (r.code != 200 || reply.size() != 1)
+      state.SkipWithError(("unexpected reply: " + r.body).c_str());
     for (const auto& [node, v] : reply.items()) victims = v["Pods"].size();
     cache.DeletePod(*kube::DecodePod(pod));  // the hold ends; the cluster is as it was
     state.ResumeTiming();

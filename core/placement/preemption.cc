@@ -13,7 +13,6 @@ int64_t StartOf(const PreemptionPod& p) {
   return p.start_ns > 0 ? p.start_ns : std::numeric_limits<int64_t>::max();
 }
 
-
 // Adds (sign +1) or removes (sign -1) what pod `i` holds to the node's counts.
 void Count(const PreemptionInput& in, NodeState& s, size_t i, int sign) {
   const PreemptionPod& p = in.pods[i];

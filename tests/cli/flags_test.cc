@@ -118,7 +118,7 @@ TEST(GpushareCommand, SimulateTraceFilesMustBeRegularFiles) {
   const std::string dir = ::testing::TempDir() + "/flags_trace_" + std::to_string(::getpid());
   std::filesystem::create_directories(dir);
   ProcessResult r = RunProcess({kCli, "simulate", "--nodes", dir, "--pods", "/dev/zero", "--quiet"},
-                                testing::BoundedChildEnv());
+                               testing::BoundedChildEnv());
   std::filesystem::remove_all(dir);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("cannot read node list CSV " + dir + ": it is a directory"));

@@ -101,8 +101,8 @@ TEST(Validate, EnvironmentIsNotApplied) {
 // 711 MB and 103 s.
 long BoundedRssKib() {
   static const long bound = [] {
-    const ProcessResult base = RunProcess(
-        {kCli, "validate", kSrc + "/examples/config/8x-a10.yaml"}, testing::BoundedChildEnv());
+    const ProcessResult base = RunProcess({kCli, "validate", kSrc + "/examples/config/8x-a10.yaml"},
+                                          testing::BoundedChildEnv());
     EXPECT_EQ(base.exit_code, 0) << base.out << base.err;
     return testing::InputMemoryBoundKib(base.max_rss_kib);
   }();

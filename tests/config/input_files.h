@@ -53,7 +53,8 @@ inline constexpr bool kAsanBuild = false;
 inline constexpr long kAllocatorFactor = kAsanBuild ? 4 : 1;
 inline constexpr long kQuarantineMiB = 16;
 inline constexpr long kThreadQuarantineKiB = 256;
-inline constexpr long kRetainedKib = kAsanBuild ? kQuarantineMiB * 1024 + 64 * kThreadQuarantineKiB : 0;
+inline constexpr long kRetainedKib =
+    kAsanBuild ? kQuarantineMiB * 1024 + 64 * kThreadQuarantineKiB : 0;
 inline constexpr long kDaemonSetLimitKib = 128 * 1024;
 
 inline long InputMemoryBoundKib(long baseline_kib) {

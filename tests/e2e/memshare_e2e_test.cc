@@ -24,6 +24,7 @@ namespace {
 using fakes::ExtenderConfig;
 using fakes::FakeKubeScheduler;
 using fakes::ScheduleResult;
+using kube::testing::WaitWhileProgressing;
 using scheduler::testing::KnativePod;
 using scheduler::testing::SchedulerProcess;
 using scheduler::testing::SeedManifestPath;
@@ -100,6 +101,12 @@ class KubeletLoop {
   std::vector<std::string> errors_;
   std::thread thread_;  // last
 };
+
+// What kubelet has answered so far: the progress its waits follow (kube::testing::
+// WaitWhileProgressing: slow admissions on a loaded machine are waited for, a stall is not).
+uint64_t Answered(const KubeletLoop& k) {
+  return static_cast<uint64_t>(k.admitted() + k.rejected());
+}
 
 class MemShareE2E : public ::testing::Test {
  protected:
@@ -225,7 +232,8 @@ TEST_F(MemShareE2E, SeedKnativeServiceAt100PodsOn8GpusOf24GiB) {
     for (auto& [n, m] : ScheduleAll(sched, seed.ns, batch, &bound)) pending[n] = m;
     AnnotatedUsage();
   }
-  ASSERT_TRUE(WaitUntil([&] { return kubelet.admitted() + kubelet.rejected() >= 64; }));
+  ASSERT_TRUE(WaitWhileProgressing([&] { return kubelet.admitted() + kubelet.rejected() >= 64; },
+                                   [&] { return Answered(kubelet); }));
   kubelet.Stop();
   EXPECT_EQ(kubelet.rejected(), 0) << kubelet.errors().front();
   EXPECT_EQ(bound, 64);
@@ -287,7 +295,8 @@ TEST_F(MemShareE2E, GpusOfDifferentSizes) {
   EXPECT_EQ(bound, 1 + 2 + 4);  // 79 units on the node, but a share never spans GPUs
   for (const auto& [n, m] : pending) EXPECT_THAT(m, HasSubstr("no GPU has 10 GiB free")) << n;
   KubeletLoop kubelet(env_.get());
-  ASSERT_TRUE(WaitUntil([&] { return kubelet.admitted() + kubelet.rejected() >= bound; }));
+  ASSERT_TRUE(WaitWhileProgressing([&] { return kubelet.admitted() + kubelet.rejected() >= bound; },
+                                   [&] { return Answered(kubelet); }));
   kubelet.Stop();
   EXPECT_EQ(kubelet.rejected(), 0);
   ASSERT_TRUE(env_->WaitTruthful()) << env_->Untruthful().front();
@@ -344,7 +353,8 @@ TEST_F(MemShareE2E, IdenticalPodsAdmittedInTheOppositeOrderFromBinding) {
   auto pending = ScheduleAll(sched, "default", more, &bound);
   EXPECT_EQ(bound, 64);
   EXPECT_EQ(pending.size(), 1u);
-  ASSERT_TRUE(WaitUntil([&] { return kubelet.admitted() + kubelet.rejected() >= 48; }));
+  ASSERT_TRUE(WaitWhileProgressing([&] { return kubelet.admitted() + kubelet.rejected() >= 48; },
+                                   [&] { return Answered(kubelet); }));
   kubelet.Stop();
   EXPECT_EQ(kubelet.rejected(), 0) << kubelet.errors().front();
   ASSERT_TRUE(env_->WaitTruthful()) << env_->Untruthful().front();
@@ -396,7 +406,9 @@ TEST_F(MemShareE2E, SchedulerRestartedInTheMiddleOfABurst) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }
     }
-    ASSERT_TRUE(WaitUntil([&] { return kubelet.admitted() + kubelet.rejected() >= bound; }));
+    ASSERT_TRUE(
+        WaitWhileProgressing([&] { return kubelet.admitted() + kubelet.rejected() >= bound; },
+                             [&] { return Answered(kubelet); }));
     ASSERT_TRUE(env_->WaitTruthful()) << env_->Untruthful().front();
     if (bound == 64) break;
     queue.insert(queue.end(), unschedulable.begin(), unschedulable.end());
@@ -405,7 +417,8 @@ TEST_F(MemShareE2E, SchedulerRestartedInTheMiddleOfABurst) {
   EXPECT_TRUE(restarted);
   EXPECT_EQ(bound, 64);
   EXPECT_EQ(unschedulable.size() + queue.size(), 16u);
-  ASSERT_TRUE(WaitUntil([&] { return kubelet.admitted() + kubelet.rejected() >= 64; }));
+  ASSERT_TRUE(WaitWhileProgressing([&] { return kubelet.admitted() + kubelet.rejected() >= 64; },
+                                   [&] { return Answered(kubelet); }));
   kubelet.Stop();
   EXPECT_EQ(kubelet.rejected(), 0) << kubelet.errors().front();
   ASSERT_TRUE(env_->WaitTruthful()) << env_->Untruthful().front();
@@ -425,7 +438,8 @@ TEST_F(MemShareE2E, AgentRestartedAllocationsStayIntact) {
   KubeletLoop kubelet(env_.get());
   int bound = 0;
   ScheduleAll(sched, "default", first, &bound);
-  ASSERT_TRUE(WaitUntil([&] { return kubelet.admitted() >= 40; }));
+  ASSERT_TRUE(WaitWhileProgressing([&] { return kubelet.admitted() >= 40; },
+                                   [&] { return Answered(kubelet); }));
   // The agent dies (SIGKILL); while it is away kubelet admits nothing new for the resource.
   kubelet.Pause();
   env_->StopAgent(SIGKILL);
@@ -439,7 +453,8 @@ TEST_F(MemShareE2E, AgentRestartedAllocationsStayIntact) {
   env_->StartAgent();
   env_->WaitServing();
   kubelet.Resume();
-  ASSERT_TRUE(WaitUntil([&] { return kubelet.admitted() + kubelet.rejected() >= 64; }));
+  ASSERT_TRUE(WaitWhileProgressing([&] { return kubelet.admitted() + kubelet.rejected() >= 64; },
+                                   [&] { return Answered(kubelet); }));
   kubelet.Stop();
   EXPECT_EQ(kubelet.rejected(), 0) << kubelet.errors().front();
   const auto after = env_->kubelet().Allocations();
@@ -556,7 +571,9 @@ class ConcurrentBindBurst : public MemShareE2E, public ::testing::WithParamInter
     EXPECT_LE(out.bind_errors, 2000) << "gpushare-scheduler never came back";
     // Everything bound is admitted and confirmed; then kube-scheduler retries the
     // unschedulable pods (it does on cluster events): the count must come out exact.
-    EXPECT_TRUE(WaitUntil([&] { return kubelet.admitted() + kubelet.rejected() >= out.bound; }));
+    EXPECT_TRUE(
+        WaitWhileProgressing([&] { return kubelet.admitted() + kubelet.rejected() >= out.bound; },
+                             [&] { return Answered(kubelet); }));
     EXPECT_TRUE(env_->WaitTruthful()) << env_->Untruthful().front();
     {
       std::lock_guard<std::mutex> l(mu);
@@ -564,7 +581,9 @@ class ConcurrentBindBurst : public MemShareE2E, public ::testing::WithParamInter
       unschedulable.clear();
     }
     schedule_pass();
-    EXPECT_TRUE(WaitUntil([&] { return kubelet.admitted() + kubelet.rejected() >= out.bound; }));
+    EXPECT_TRUE(
+        WaitWhileProgressing([&] { return kubelet.admitted() + kubelet.rejected() >= out.bound; },
+                             [&] { return Answered(kubelet); }));
     kubelet.Stop();
     out.admitted = kubelet.admitted();
     out.rejected = kubelet.rejected();

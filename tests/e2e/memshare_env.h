@@ -274,7 +274,7 @@ class MemShareEnv {
   }
 
   // Waits until every pod kubelet admitted says, in its annotations, what kubelet really did.
-  bool WaitTruthful(std::chrono::milliseconds limit = std::chrono::milliseconds(30000)) {
+  bool WaitTruthful(std::chrono::milliseconds limit = std::chrono::milliseconds(60000)) {
     return WaitUntil([&] { return Untruthful().empty(); }, limit);
   }
 

@@ -4,6 +4,7 @@
 #include "node/config_source.h"
 
 #include <gtest/gtest.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -382,6 +383,20 @@ TEST_F(ConfigWatchTest, APlainFileIsLookedAtWhenItsWriterClosesIt) {
   }
   ASSERT_TRUE(WaitForReloads(2));
   EXPECT_EQ(Load().text, "a: 5\n");
+}
+
+// Which events make the watch look at once (issue 30: on a loaded machine the watch read the
+// IN_DELETE of a file removed and made again only after the new file existed, empty and still
+// open, and reloaded that: a config of defaults).
+TEST(ConfigEventNeedsLook, AFileMadeAgainIsLookedAtOnceWritten) {
+  EXPECT_FALSE(ConfigEventNeedsLook(IN_CREATE, true)) << "just created: IN_CLOSE_WRITE follows";
+  EXPECT_FALSE(ConfigEventNeedsLook(IN_DELETE, true))
+      << "removed and made again: IN_CLOSE_WRITE follows";
+  EXPECT_TRUE(ConfigEventNeedsLook(IN_DELETE, false)) << "gone: the source decides";
+  EXPECT_TRUE(ConfigEventNeedsLook(IN_CREATE, false)) << "a link made (a ConfigMap's)";
+  EXPECT_TRUE(ConfigEventNeedsLook(IN_CLOSE_WRITE, true));
+  EXPECT_TRUE(ConfigEventNeedsLook(IN_MOVED_TO, true)) << "a file renamed into place is whole";
+  EXPECT_TRUE(ConfigEventNeedsLook(IN_MOVED_TO, false));
 }
 
 TEST_F(ConfigWatchTest, ALabelChangeIsSeenAtThePoll) {

@@ -342,7 +342,8 @@ TEST_F(CycleTest, PreemptsByTheNodeTotalAndAsksThePreemptVerb) {
   c.preempt_verb = "preempt";
   FakeKubeScheduler sched(client_, {{c}, 1});
   // The extender keeps kube-scheduler's choice: the two least important pods (node total).
-  reply = R"({"NodeNameToMetaVictims":{"n":{"Pods":[{"UID":"uid-low-1"},{"UID":"uid-low-0"}],"NumPDBViolations":0}}})";
+  reply =
+      R"({"NodeNameToMetaVictims":{"n":{"Pods":[{"UID":"uid-low-1"},{"UID":"uid-low-0"}],"NumPDBViolations":0}}})";
   ScheduleResult r = sched.ScheduleOne("default", "high");
   EXPECT_EQ(r.kind, ScheduleResult::Kind::kUnschedulable);
   EXPECT_EQ(r.nominated_node, "n") << r.preemption_message;

@@ -572,8 +572,15 @@ TEST_F(HttpServerTest, LargeRepliesToSlowReadersHoldNoWorker) {
   ASSERT_TRUE(slow.Send(Post("/gpushare-scheduler/filter", body)));
   Raw never(server_->port(), 4096);
   ASSERT_TRUE(never.Send(Post("/gpushare-scheduler/filter", body)));
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  // The only worker is free again: another request is answered at once.
+  // Both handlers have run once both replies have begun to arrive (how long the two large filters
+  // take depends on the build and the machine's load: waited for, not slept for).
+  auto replying = [](const Raw& c) {
+    pollfd p{c.fd(), POLLIN, 0};
+    return ::poll(&p, 1, 0) == 1 && (p.revents & POLLIN) != 0;
+  };
+  ASSERT_TRUE(kube::testing::WaitUntil([&] { return replying(slow) && replying(never); },
+                                       std::chrono::milliseconds(120000)));
+  // The only worker is free again while neither reply is read: another request is answered.
   EXPECT_EQ(TimedFilter(server_->port()).first, 200);
   Raw::Response r = slow.Read(false, 5000);
   EXPECT_EQ(r.status, 200);
@@ -581,10 +588,10 @@ TEST_F(HttpServerTest, LargeRepliesToSlowReadersHoldNoWorker) {
   EXPECT_NE(r.body.find("ghost-node-59999"), std::string::npos);
   // The reply nobody reads is given up after the read timeout (2 s): the connection ends
   // before its whole reply arrived.
-  std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+  ASSERT_TRUE(kube::testing::WaitUntil([&] { return server_->stats().timeouts >= 1u; },
+                                       std::chrono::milliseconds(120000)));
   Raw::Response cut = never.Read(false, 2000);
   EXPECT_EQ(cut.status, 0) << "a reply of " << cut.body.size() << " bytes arrived whole";
-  EXPECT_GE(server_->stats().timeouts, 1u);
 }
 
 // --- TLS ---------------------------------------------------------------------------------------

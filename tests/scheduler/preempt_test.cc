@@ -84,8 +84,7 @@ class PreemptTest : public ::testing::Test {
     for (int g = 0; g < gpus; ++g)
       for (int k = 0; k < 7; ++k)
         Running(PriorityPod(node + "-g" + std::to_string(g) + "-" + std::to_string(k), 3, 0,
-                            "2026-12-01T00:0" + std::to_string(g) + ":0" + std::to_string(k) +
-                                "Z"),
+                            "2026-12-01T00:0" + std::to_string(g) + ":0" + std::to_string(k) + "Z"),
                 node, g);
   }
   std::string Uid(const std::string& name) { return "uid-" + name; }
@@ -94,8 +93,8 @@ class PreemptTest : public ::testing::Test {
   NodeVictims SpreadVictims(const std::string& node, int n, int gpus = 8) {
     NodeVictims v;
     for (int i = 0; i < n; ++i)
-      v.uids.push_back(Uid(node + "-g" + std::to_string((i < 4 ? 6 : 3) % gpus) + "-" +
-                           std::to_string(i)));
+      v.uids.push_back(
+          Uid(node + "-g" + std::to_string((i < 4 ? 6 : 3) % gpus) + "-" + std::to_string(i)));
     return v;
   }
   // The GPU each victim holds.
@@ -103,7 +102,8 @@ class PreemptTest : public ::testing::Test {
     std::set<int> out;
     for (const auto& [key, p] : pods_)
       if (std::find(uids.begin(), uids.end(), p.metadata.uid) != uids.end())
-        for (const auto& [c, g] : ms::ResolveAssignment(p.metadata.annotations, *kube::PodMemRequest(p)).gpus)
+        for (const auto& [c, g] :
+             ms::ResolveAssignment(p.metadata.annotations, *kube::PodMemRequest(p)).gpus)
           out.insert(g);
     return out;
   }
@@ -214,7 +214,8 @@ TEST_F(PreemptTest, BudgetsSteerToTheGpuTheyAllowOrToNone) {
   const json big = PriorityPod("serving", 22, 1000);
   NodeVictims proposed;
   proposed.uids = {Uid("prot-0")};
-  Result<PreemptDecision> d = preemptor_->Decide(DecodePodOrDie(big), Req(big), {{"mem", proposed}});
+  Result<PreemptDecision> d =
+      preemptor_->Decide(DecodePodOrDie(big), Req(big), {{"mem", proposed}});
   ASSERT_TRUE(d.ok());
   ASSERT_EQ(d->node, "mem");
   EXPECT_EQ(GpusOf(d->victims), std::set<int>{1}) << "the GPU the budget allows";
@@ -242,7 +243,8 @@ TEST_F(PreemptTest, VictimsChosenForOtherResourcesStay) {
   pods_["default/cpu-hog"] = DecodePodOrDie(sidecar);
   const json big = PriorityPod("serving", 22, 1000);
   NodeVictims proposed = {{"uid-cpu-hog", Uid("mem-g0-0")}, 0};
-  Result<PreemptDecision> d = preemptor_->Decide(DecodePodOrDie(big), Req(big), {{"mem", proposed}});
+  Result<PreemptDecision> d =
+      preemptor_->Decide(DecodePodOrDie(big), Req(big), {{"mem", proposed}});
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->victims.size(), 8u);
   EXPECT_NE(std::find(d->victims.begin(), d->victims.end(), "uid-cpu-hog"), d->victims.end());
@@ -395,7 +397,8 @@ TEST(PreemptionWire, DecodesBothFormsAndRefusesWhatIsMalformed) {
   std::map<std::string, NodeVictims> reply;
   reply["n1"] = {{"a"}, 0};
   EXPECT_EQ(json::parse(EncodePreemptionResult(reply)),
-            json::parse(R"({"NodeNameToMetaVictims":{"n1":{"Pods":[{"UID":"a"}],"NumPDBViolations":0}}})"));
+            json::parse(
+                R"({"NodeNameToMetaVictims":{"n1":{"Pods":[{"UID":"a"}],"NumPDBViolations":0}}})"));
 }
 
 TEST(LabelSelectors, MatchAsTheApiReadsThem) {
@@ -416,7 +419,8 @@ TEST(LabelSelectors, MatchAsTheApiReadsThem) {
   EXPECT_TRUE(b.Covers("ns", {{"app", "x"}}));
   EXPECT_FALSE(b.Covers("other", {{"app", "x"}}));
   b.selector = {};
-  EXPECT_FALSE(b.Covers("ns", {{"app", "x"}})) << "an empty selector covers nothing (kube-scheduler)";
+  EXPECT_FALSE(b.Covers("ns", {{"app", "x"}}))
+      << "an empty selector covers nothing (kube-scheduler)";
   Result<kube::PodDisruptionBudget> d = kube::DecodePodDisruptionBudget(json::parse(R"({
       "metadata": {"name": "b", "namespace": "ns"},
       "spec": {"selector": {"matchExpressions": [{"key": "app", "operator": "In", "values": ["x"]}]}},

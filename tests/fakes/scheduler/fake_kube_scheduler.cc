@@ -461,9 +461,9 @@ Result<std::map<std::string, ExtenderClient::Victims>> ExtenderClient::ProcessPr
           auto p = std::find_if(known->second.begin(), known->second.end(),
                                 [&](const json& k) { return Str(k, "metadata", "uid") == u; });
           if (p == known->second.end())
-            return Status::InvalidArgument("extender: " + config_.url_prefix +
-                                           " claims to preempt pod (UID: " + u + ") on node: " +
-                                           it.key() + ", but the pod is not found on that node");
+            return Status::InvalidArgument(
+                "extender: " + config_.url_prefix + " claims to preempt pod (UID: " + u +
+                ") on node: " + it.key() + ", but the pod is not found on that node");
           v.pods.push_back(*p);
         }
       }
@@ -562,7 +562,6 @@ std::string PickOne(const std::map<std::string, ExtenderClient::Victims>& c) {
 }
 
 }  // namespace
-
 
 int64_t PodResourceRequest(const json& pod, const std::string& resource) {
   int64_t sum = 0;
