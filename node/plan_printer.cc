@@ -6,6 +6,9 @@
 #include <set>
 #include <sstream>
 
+#include "core/memshare.h"
+#include "core/memshare_node.h"
+
 namespace gpushare::node {
 
 const char* MigStrategyName(MigStrategy s) {
@@ -201,12 +204,41 @@ std::string FormatTable(const PlanPrintInput& in, const std::vector<std::string>
   return os.str();
 }
 
+// The Node object as the API shows it once this plan is published (see the header).
+std::string FormatNode(const PlanPrintInput& in) {
+  const memshare::NodeInventory inv =
+      memshare::BuildNodeInventory(*in.inventory, *in.config, *in.plan);
+  json capacity = json::object(), allocatable = json::object();
+  for (const PlannedResource& r : in.plan->resources) {
+    int64_t healthy = 0;
+    for (const PlannedDevice& d : r.devices) healthy += d.healthy ? 1 : 0;
+    capacity[r.name] = std::to_string(r.devices.size());
+    allocatable[r.name] = std::to_string(healthy);
+  }
+  if (memshare::FindMemoryResource(*in.plan) != nullptr &&
+      in.config->gpushare.memory_shares.publish_gpu_count) {
+    const memshare::GpuCount count = memshare::CountMemoryGpus(inv);
+    capacity[std::string(memshare::kGpuCountResource)] = std::to_string(count.capacity);
+    allocatable[std::string(memshare::kGpuCountResource)] = std::to_string(count.allocatable);
+  }
+  json node = {
+      {"apiVersion", "v1"},
+      {"kind", "Node"},
+      {"metadata",
+       {{"name", in.node_name},
+        {"annotations",
+         {{std::string(memshare::kInventoryAnnotation), memshare::EncodeInventory(inv)}}}}},
+      {"status", {{"capacity", capacity}, {"allocatable", allocatable}}}};
+  return node.dump(2) + "\n";
+}
+
 }  // namespace
 
 std::string FormatPlan(const PlanPrintInput& in, PlanFormat format) {
   std::vector<std::string> notes = in.notes;
   notes.insert(notes.end(), in.plan->notes.begin(), in.plan->notes.end());
   if (format == PlanFormat::kTable) return FormatTable(in, notes);
+  if (format == PlanFormat::kNode) return FormatNode(in);
   const NodeConfig& c = *in.config;
   json resources = json::array();
   for (const auto& r : in.plan->resources) resources.push_back(ResourceJson(r));

@@ -4,7 +4,13 @@
 // The table shows the GPUs, then one row per advertised resource (devices, healthy, replicas,
 // per-device memory limit, socket, which GPUs). The JSON carries everything, one object per
 // device, with the inventory in the same camelCase field names as the inventory file
-// (docs/inventory.md), so scripts and tests can check any figure.
+// (docs/inventory.md), so scripts and tests can check any figure. The node form is the Node
+// object as the API shows it once gpushare-node and kubelet have published this plan: the
+// gpushare.io/gpu-inventory annotation gpushare-node writes (memshare::BuildNodeInventory), and
+// per advertised resource its devices as capacity and its healthy ones as allocatable (what
+// kubelet reports for a device plugin), with aliyun.com/gpu-count where memory shares publish
+// it. The scale harness (scripts/e2e-scale.sh) registers its simulated nodes from it, so that
+// they carry what a real node would, from the same code.
 #pragma once
 
 #include <string>
@@ -16,7 +22,7 @@
 
 namespace gpushare::node {
 
-enum class PlanFormat { kTable, kJson };
+enum class PlanFormat { kTable, kJson, kNode };
 
 struct PlanPrintInput {
   const Inventory* inventory = nullptr;
@@ -24,6 +30,7 @@ struct PlanPrintInput {
   const ResourcePlan* plan = nullptr;
   std::string config_path;         // empty = defaults only
   std::vector<std::string> notes;  // config notes; the plan's own notes are added
+  std::string node_name;           // the Node's name (kNode)
 };
 
 std::string FormatPlan(const PlanPrintInput& in, PlanFormat format);

@@ -1299,9 +1299,34 @@ Result<PreemptionView> GpuCache::ViewForPreemption(const ms::PodRequest& request
     }
     v.usable = true;
     v.slots = n->slots;
-    v.input.node = StateWithout(*n, Exempt(*n, asker));
+    const std::map<int, ms::GpuUse> exempt = Exempt(*n, asker);
+    v.input.node = StateWithout(*n, exempt);
+    // As the scheduler counts each GPU (ms::EffectiveUsage): the larger of where slots were
+    // planned and where pods are, plus the holds this pod is not exempt from. Evicting the pods
+    // on a GPU frees it only where no other pod's slot is still planned there.
+    v.input.ledger.resize(n->slots.size());
+    for (size_t slot = 0; slot < n->slots.size(); ++slot) {
+      const int idx = n->slots[slot];
+      pl::SlotLedger& l = v.input.ledger[slot];
+      if (const auto it = n->plan.find(idx); it != n->plan.end()) {
+        l.plan = it->second.units;
+        l.plan_clients = it->second.clients;
+      }
+      if (const auto it = n->current.find(idx); it != n->current.end()) {
+        l.current = it->second.units;
+        l.current_clients = it->second.clients;
+      }
+      if (const auto it = n->nominated.find(idx); it != n->nominated.end()) {
+        l.other = it->second.units;
+        l.other_clients = it->second.clients;
+      }
+      if (const auto it = exempt.find(idx); it != exempt.end()) {
+        l.other -= it->second.units;
+        l.other_clients -= it->second.clients;
+      }
+    }
     v.input.pods.reserve(n->pods.size());
-    v.input.uses.reserve(n->pods.size());
+    v.input.uses.reserve(2 * n->pods.size());
     v.ReserveIds(n->pods.size(), 80);
     for (const auto& [uid, rec] : n->pods) {
       if (!rec->counted) continue;
@@ -1313,13 +1338,17 @@ Result<PreemptionView> GpuCache::ViewForPreemption(const ms::PodRequest& request
       pod.evictable = p.state != PodRec::State::kReserved;
       pod.cpu_milli = p.requests.cpu_milli;
       pod.memory_bytes = p.requests.memory_bytes;
-      pl::SlotUse use[pl::kMaxGpusPerNode];
-      size_t k = 0;
+      pl::SlotUse use[pl::kMaxGpusPerNode], plan[pl::kMaxGpusPerNode];
+      size_t k = 0, m = 0;
       for (const auto& [gpu, u] : p.use) {
         const int slot = n->SlotOf(gpu);
         if (slot >= 0 && k < pl::kMaxGpusPerNode) use[k++] = {slot, u.units, u.clients};
       }
-      v.input.Add(std::move(pod), use, k);
+      for (const auto& [gpu, u] : p.plan_use) {
+        const int slot = n->SlotOf(gpu);
+        if (slot >= 0 && m < pl::kMaxGpusPerNode) plan[m++] = {slot, u.units, u.clients};
+      }
+      v.input.Add(std::move(pod), use, k, plan, m);
       v.AddIds(p.uid, p.key);
     }
   }
@@ -1374,10 +1403,11 @@ std::vector<Nomination> GpuCache::ExpireNominations(int64_t now_ns, int64_t time
   MutexLock l(&mu_);
   std::vector<Nomination> out;
   for (auto& [uid, h] : nominations_) {
-    const bool victims_left = std::any_of(h.victims.begin(), h.victims.end(), [&](const auto& v) {
+    bool victims_left = false;
+    for (const std::string& v : h.victims) {
       const auto p = pods_.find(v);
-      return p != pods_.end() && p->second->counted;
-    });
+      victims_left = victims_left || (p != pods_.end() && p->second->counted);
+    }
     if (!victims_left && h.victims_gone_ns == 0) h.victims_gone_ns = now_ns;
     const bool never_nominated = !h.seen && now_ns - h.since_ns >= timeout_ns;
     const bool unclaimed = h.victims_gone_ns != 0 && now_ns - h.victims_gone_ns >= timeout_ns;

@@ -213,13 +213,9 @@ void Extender::FilterRefused(const kube::Pod& pod, const std::vector<std::string
 namespace {
 
 PreemptOptions PreemptOptionsOf(const ExtenderOptions& o) {
-  PreemptOptions p;
+  PreemptOptions p = o.preempt;
   p.resource_name = o.resource_name;
-  p.budgets = o.preemption_budgets;
   p.pod_lookup = o.pod_lookup;
-  p.pod_list = o.pod_list;
-  p.budget_list = o.budget_list;
-  p.budgets_synced = o.budgets_synced;
   p.now_ns = o.now_ns;
   p.metrics = o.metrics;
   p.warn = o.warn;

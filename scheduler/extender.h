@@ -64,12 +64,9 @@ struct ExtenderOptions {
   std::function<void(const kube::ObjectReference& pod, std::string_view reason,
                      const std::string& message)>
       warn;
-  // Preempt (scheduler/preempt.h): how PodDisruptionBudgets bind the victims, every pod the
-  // informer holds, and the cluster's budgets. Defaults: respected; none; none.
-  placement::BudgetMode preemption_budgets = placement::BudgetMode::kRespect;
-  std::function<std::vector<std::shared_ptr<const kube::Pod>>()> pod_list;
-  std::function<std::vector<std::shared_ptr<const kube::PodDisruptionBudget>>()> budget_list;
-  std::function<bool()> budgets_synced;
+  // The preempt verb's own options (scheduler/preempt.h); resource_name, pod_lookup, now_ns,
+  // metrics and warn are taken from the fields above.
+  PreemptOptions preempt;
 };
 
 // A node the filter refused, for the Event (FilterFailureMessage).

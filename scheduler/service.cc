@@ -123,11 +123,11 @@ Status SchedulerService::Start() {
   xo.pod_lookup = [pods](const std::string& key) { return pods->Get(key); };
   kube::NodeInformer* nodes = nodes_.get();
   xo.node_known = [nodes](const std::string& node) { return nodes->Get(node) != nullptr; };
-  xo.pod_list = [pods] { return pods->List(); };
+  xo.preempt.pod_list = [pods] { return pods->List(); };
   kube::PodDisruptionBudgetInformer* budgets = budgets_.get();
-  xo.budget_list = [budgets] { return budgets->List(); };
-  xo.budgets_synced = [budgets] { return budgets->HasSynced(); };
-  xo.preemption_budgets = options_.preemption_budgets;
+  xo.preempt.budget_list = [budgets] { return budgets->List(); };
+  xo.preempt.budgets_synced = [budgets] { return budgets->HasSynced(); };
+  xo.preempt.budgets = options_.preemption_budgets;
   xo.metrics = &metrics_;
   kube::EventRecorder* events = events_.get();
   xo.warn = [events](const kube::ObjectReference& pod, std::string_view reason,

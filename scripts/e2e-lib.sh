@@ -354,8 +354,9 @@ preemption_checks() {
   if [ "${1:-}" = budgets ]; then
     local u
     u=$(awk -v g="$g" '$2 != g {print $2; exit}' "$work/after")
-    awk -v u="$u" '$2 != u {print $1}' "$work/after" |
-      xargs "$kubectl" -n default label pod gpushare.e2e/guard=true --overwrite >/dev/null
+    # shellcheck disable=SC2046  # one argument per pod name
+    "$kubectl" -n default label pod $(awk -v u="$u" '$2 != u {print $1}' "$work/after") \
+      gpushare.e2e/guard=true --overwrite >/dev/null
     printf 'apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: guard, namespace: default}\nspec:\n  maxUnavailable: 0\n  selector: {matchLabels: {gpushare.e2e/guard: "true"}}\n' |
       "$kubectl" apply -f - >/dev/null
     for _ in $(seq 60); do

@@ -1,7 +1,7 @@
 // gpushare-node: the node agent (one per GPU node, as a DaemonSet).
 //
 // Modes:
-//   --print-resources [--output table|json]   load config + inventory, print the resource
+//   --print-resources [--output table|json|node]   load config + inventory, print the resource
 //                                             plan, exit (0; 2 on any config/plan problem)
 //   (default)                                 serve the plan to kubelet (see RunServe)
 // Both modes load their inputs the same way (LoadInputs): config first (flag > environment >
@@ -125,8 +125,15 @@ int PrintResources(const MainOptions& o, const Inputs& in) {
   p.plan = &in.plan;
   p.config_path = in.config.config_path;
   p.notes = in.config.notes;
-  std::string text =
-      node::FormatPlan(p, o.output == "json" ? node::PlanFormat::kJson : node::PlanFormat::kTable);
+  p.node_name = o.serve.memory.node_name;
+  if (o.output == "node" && p.node_name.empty()) {
+    std::fprintf(stderr, "--output node: needs --node-name (the Node's name)\n");
+    return kExitInvalid;
+  }
+  const node::PlanFormat format = o.output == "json"   ? node::PlanFormat::kJson
+                                  : o.output == "node" ? node::PlanFormat::kNode
+                                                       : node::PlanFormat::kTable;
+  std::string text = node::FormatPlan(p, format);
   std::fwrite(text.data(), 1, text.size(), stdout);
   return 0;
 }
@@ -218,8 +225,11 @@ int main(int argc, char** argv) {
       ->envname("GPUSHARE_INTERPOSER_LIBRARY");
   node::AddServeFlags(app, o.serve);
   app.add_flag("--print-resources", o.print_resources, "print the resource plan and exit");
-  app.add_option("--output", o.output, "format of --print-resources")
-      ->check(CLI::IsMember({"table", "json"}))
+  app.add_option("--output", o.output,
+                 "format of --print-resources: table, json, or node (the Node object a node with "
+                 "this plan shows in the API: its inventory annotation and allocatable; with "
+                 "--node-name)")
+      ->check(CLI::IsMember({"table", "json", "node"}))
       ->capture_default_str();
   try {
     app.parse(argc, argv);

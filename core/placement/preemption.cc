@@ -1,6 +1,7 @@
 #include "core/placement/preemption.h"
 
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <numeric>
 
@@ -13,22 +14,66 @@ int64_t StartOf(const PreemptionPod& p) {
   return p.start_ns > 0 ? p.start_ns : std::numeric_limits<int64_t>::max();
 }
 
-// Adds (sign +1) or removes (sign -1) what pod `i` holds to the node's counts.
-void Count(const PreemptionInput& in, NodeState& s, size_t i, int sign) {
+// The node as the victim choice changes it: its state and, in ledger mode, each GPU's sums.
+struct Work {
+  NodeState s;
+  std::array<SlotLedger, kMaxGpusPerNode> l{};
+  bool ledger = false;
+
+  explicit Work(const PreemptionInput& in) : s(in.node), ledger(!in.ledger.empty()) {
+    if (!ledger) return;
+    for (int g = 0; g < s.num_gpus && static_cast<size_t>(g) < in.ledger.size(); ++g) {
+      l[static_cast<size_t>(g)] = in.ledger[static_cast<size_t>(g)];
+      Sync(g);
+    }
+    RefreshTotals(s);
+  }
+  // The slot's free units and clients from its sums (ledger mode).
+  void Sync(int g) {
+    const SlotLedger& x = l[static_cast<size_t>(g)];
+    const int64_t used = std::max(x.plan, x.current) + x.other;
+    s.gpu_free[g] = s.gpu_capacity[g] - std::min(used, s.gpu_capacity[g]);
+    s.gpu_clients[g] =
+        static_cast<int16_t>(std::max(x.plan_clients, x.current_clients) + x.other_clients);
+  }
+};
+
+// Adds (sign +1) or removes (sign -1) pod `i` from the node's counts.
+void Count(const PreemptionInput& in, Work& w, size_t i, int sign) {
   const PreemptionPod& p = in.pods[i];
   for (uint32_t k = p.use_begin; k < p.use_end; ++k) {
     const SlotUse& u = in.uses[k];
-    if (u.slot < 0 || u.slot >= s.num_gpus) continue;
-    s.gpu_free[u.slot] -= sign * u.units;
-    s.gpu_clients[u.slot] = static_cast<int16_t>(s.gpu_clients[u.slot] + sign * u.clients);
+    if (u.slot < 0 || u.slot >= w.s.num_gpus) continue;
+    if (w.ledger) {
+      w.l[static_cast<size_t>(u.slot)].current += sign * u.units;
+      w.l[static_cast<size_t>(u.slot)].current_clients += sign * u.clients;
+      w.Sync(u.slot);
+    } else {
+      w.s.gpu_free[u.slot] -= sign * u.units;
+      w.s.gpu_clients[u.slot] = static_cast<int16_t>(w.s.gpu_clients[u.slot] + sign * u.clients);
+    }
   }
-  s.pods += sign;
-  RefreshTotals(s);
+  if (w.ledger) {
+    for (uint32_t k = p.plan_begin; k < p.plan_end; ++k) {
+      const SlotUse& u = in.uses[k];
+      if (u.slot < 0 || u.slot >= w.s.num_gpus) continue;
+      w.l[static_cast<size_t>(u.slot)].plan += sign * u.units;
+      w.l[static_cast<size_t>(u.slot)].plan_clients += sign * u.clients;
+      w.Sync(u.slot);
+    }
+  }
+  w.s.pods += sign;
+  RefreshTotals(w.s);
 }
 
+// Whether pod `i` counts on `slot`: it holds units there, or (ledger mode) its slot is planned
+// there.
 bool Uses(const PreemptionInput& in, size_t i, int slot) {
   const PreemptionPod& p = in.pods[i];
   for (uint32_t k = p.use_begin; k < p.use_end; ++k)
+    if (in.uses[k].slot == slot && in.uses[k].units > 0) return true;
+  if (in.ledger.empty()) return false;
+  for (uint32_t k = p.plan_begin; k < p.plan_end; ++k)
     if (in.uses[k].slot == slot && in.uses[k].units > 0) return true;
   return false;
 }
@@ -89,16 +134,16 @@ namespace {
 // kube-scheduler's reprieve: from `start` (the node with the candidates of `order` gone), gives
 // each back in `order` unless the pod would no longer fit; the ones that cannot come back are
 // the victims.
-std::optional<VictimSet> Reprieve(const PreemptionInput& in, const NodeState& start,
+std::optional<VictimSet> Reprieve(const PreemptionInput& in, const Work& start,
                                   const std::vector<size_t>& order,
                                   const std::vector<size_t>& importance, const PodShape& shape) {
-  NodeState s = start;
-  if (CheckFit(s, shape) != Rejection::kNone) return std::nullopt;
+  Work w = start;
+  if (CheckFit(w.s, shape) != Rejection::kNone) return std::nullopt;
   std::vector<bool> victim(in.pods.size(), false);
   for (size_t i : order) {
-    Count(in, s, i, +1);
-    if (CheckFit(s, shape) != Rejection::kNone) {
-      Count(in, s, i, -1);
+    Count(in, w, i, +1);
+    if (CheckFit(w.s, shape) != Rejection::kNone) {
+      Count(in, w, i, -1);
       victim[i] = true;
     }
   }
@@ -106,15 +151,19 @@ std::optional<VictimSet> Reprieve(const PreemptionInput& in, const NodeState& st
   for (size_t i : importance)
     if (victim[i]) victims.push_back(i);
   if (victims.empty()) return std::nullopt;
-  return Measure(in, std::move(victims), s, shape);
+  return Measure(in, std::move(victims), w.s, shape);
 }
 
 }  // namespace
 
-size_t PreemptionInput::Add(PreemptionPod pod, const SlotUse* use, size_t n) {
+size_t PreemptionInput::Add(PreemptionPod pod, const SlotUse* use, size_t n, const SlotUse* plan,
+                            size_t m) {
   pod.use_begin = static_cast<uint32_t>(uses.size());
   uses.insert(uses.end(), use, use + n);
   pod.use_end = static_cast<uint32_t>(uses.size());
+  pod.plan_begin = pod.use_end;
+  if (plan != nullptr) uses.insert(uses.end(), plan, plan + m);
+  pod.plan_end = static_cast<uint32_t>(uses.size());
   pods.push_back(std::move(pod));
   return pods.size() - 1;
 }
@@ -134,7 +183,7 @@ std::optional<VictimSet> ChooseVictims(const PreemptionInput& in, const PodShape
   NoVictims& reason = why != nullptr ? *why : ignored;
   reason = NoVictims::kNone;
   // What comes back anyway: pods whose deletion has started.
-  NodeState base = in.node;
+  Work base(in);
   std::vector<size_t> candidates;
   for (size_t i = 0; i < in.pods.size(); ++i) {
     const PreemptionPod& p = in.pods[i];
@@ -144,7 +193,7 @@ std::optional<VictimSet> ChooseVictims(const PreemptionInput& in, const PodShape
       candidates.push_back(i);
     }
   }
-  if (CheckFit(base, shape) == Rejection::kNone) {
+  if (CheckFit(base.s, shape) == Rejection::kNone) {
     reason = NoVictims::kFitsAfterTermination;
     return std::nullopt;
   }
@@ -152,9 +201,9 @@ std::optional<VictimSet> ChooseVictims(const PreemptionInput& in, const PodShape
     reason = NoVictims::kNoLowerPriority;
     return std::nullopt;
   }
-  NodeState emptied = base;
+  Work emptied = base;
   for (size_t i : candidates) Count(in, emptied, i, -1);
-  if (CheckFit(emptied, shape) != Rejection::kNone) {
+  if (CheckFit(emptied.s, shape) != Rejection::kNone) {
     reason = NoVictims::kDoesNotFit;
     return std::nullopt;
   }
@@ -171,7 +220,7 @@ std::optional<VictimSet> ChooseVictims(const PreemptionInput& in, const PodShape
 
   std::optional<VictimSet> best;
   bool over_budget = false;
-  auto consider = [&](const NodeState& start, const std::vector<size_t>& order) {
+  auto consider = [&](const Work& start, const std::vector<size_t>& order) {
     std::optional<VictimSet> v = Reprieve(in, start, order, importance, shape);
     if (!v) return;
     if (in.mode == BudgetMode::kRespect && v->violations > 0) {
@@ -181,16 +230,16 @@ std::optional<VictimSet> ChooseVictims(const PreemptionInput& in, const PodShape
     if (!best || BetterVictims(*v, *best)) best = std::move(v);
   };
   consider(emptied, kube_order);
-  // Per GPU: keep every pod that does not hold part of that GPU first, so that where one GPU can
-  // be freed, its own pods are the victims. For a single share the others all come back (the
-  // share fits that GPU once its candidates are gone, or nowhere by this order): only that GPU's
+  // Per GPU: keep every pod that does not count on that GPU first, so that where one GPU can be
+  // freed, its own pods are the victims. For a single share the others all come back (the share
+  // fits that GPU once its candidates are gone, or nowhere by this order): only that GPU's
   // candidates are reprieved, from the node with the others back.
   std::vector<size_t> order;
   order.reserve(kube_order.size());
   for (int g = 0; g < in.node.num_gpus; ++g) {
     order.clear();
     if (shape.single_share()) {
-      NodeState start = base;
+      Work start = base;
       for (size_t i : kube_order)
         if (Uses(in, i, g)) {
           Count(in, start, i, -1);

@@ -38,7 +38,8 @@ struct PreemptionPod {
   bool evictable = true;     // the caller's veto (a pod kube-scheduler does not know on the node)
   int64_t cpu_milli = 0;     // the CPU and memory it requests (what its eviction frees of them)
   int64_t memory_bytes = 0;
-  uint32_t use_begin = 0, use_end = 0;  // what it holds: PreemptionInput::uses[begin, end)
+  uint32_t use_begin = 0, use_end = 0;    // what it holds: PreemptionInput::uses[begin, end)
+  uint32_t plan_begin = 0, plan_end = 0;  // with a ledger: its slot where it was planned
   std::vector<int> budgets;  // the PodDisruptionBudgets that cover it (indexes into `allowed`)
 };
 
@@ -48,15 +49,30 @@ enum class BudgetMode {
   kBestEffort,  // kube-scheduler's rule: fewest violations first, but a violation is allowed
 };
 
+// The scheduler's count of one GPU (core/memshare_ledger.h, EffectiveUsage): the larger of the
+// sums of where pods were planned and where they are, plus what else is booked there (holds of
+// preemption, guards); free = capacity - that.
+struct SlotLedger {
+  int64_t plan = 0, current = 0, other = 0;
+  int plan_clients = 0, current_clients = 0, other_clients = 0;
+};
+
 struct PreemptionInput {
   NodeState node;  // the node's GPUs now, with every pod below counted in it
   std::vector<PreemptionPod> pods;
   std::vector<SlotUse> uses;     // every pod's, one run each (flat: one allocation per node)
   std::vector<int32_t> allowed;  // per budget: status.disruptionsAllowed
   BudgetMode mode = BudgetMode::kRespect;
+  // Per slot, when the node is counted as the scheduler counts it: a pod frees its current use
+  // where it is and its planned slot where it was planned, and a GPU is as free as the larger of
+  // the two sums allows (so evicting the pods on a GPU frees nothing while other pods' slots are
+  // still planned there). Empty: uses count directly in `node`.
+  std::vector<SlotLedger> ledger;
 
-  // Appends `pod` holding `use` (already counted in `node`); returns its index.
-  size_t Add(PreemptionPod pod, const SlotUse* use, size_t n);
+  // Appends `pod` holding `use` (already counted in `node`), planned at `plan` (ledger mode);
+  // returns its index.
+  size_t Add(PreemptionPod pod, const SlotUse* use, size_t n, const SlotUse* plan = nullptr,
+             size_t m = 0);
   size_t Add(PreemptionPod pod, std::initializer_list<SlotUse> use = {}) {
     return Add(std::move(pod), use.begin(), use.size());
   }

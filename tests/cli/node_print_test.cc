@@ -63,6 +63,40 @@ TEST(NodePrint, EightA10TimesTenIsEighty) {
   EXPECT_EQ(j["resources"][0]["socket"], "gpushare-gpu.sock");
 }
 
+// --output node: the Node object the API shows once gpushare-node and kubelet have published the
+// plan (what the scale harness registers its simulated nodes from): the inventory annotation
+// gpushare-node writes, devices as capacity and healthy ones as allocatable.
+TEST(NodePrint, NodeObjectCarriesTheInventoryAndTheAllocatable) {
+  auto r = RunProcess({kNode, "--inventory", Inv("8x-a10"), "--config", Cfg("memory-shares"),
+                       "--print-resources", "--output", "node", "--node-name", "sim-1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["kind"], "Node");
+  EXPECT_EQ(j["metadata"]["name"], "sim-1");
+  EXPECT_EQ(j["status"]["allocatable"]["aliyun.com/gpu-mem"], "176");
+  EXPECT_EQ(j["status"]["capacity"]["aliyun.com/gpu-count"], "8");
+  auto inv = nlohmann::json::parse(
+      j["metadata"]["annotations"]["gpushare.io/gpu-inventory"].get<std::string>());
+  EXPECT_EQ(inv["unit"], "GiB");
+  ASSERT_EQ(inv["gpus"].size(), 8u);
+  EXPECT_EQ(inv["gpus"][7]["units"], 22);
+  EXPECT_EQ(inv["gpus"][7]["mode"], "memory");
+  // Whole GPUs: one device each, no memory units, the GPUs published in their mode.
+  r = RunProcess({kNode, "--inventory", Inv("8x-a10"), "--print-resources", "--output", "node",
+                  "--node-name", "sim-2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["status"]["allocatable"]["nvidia.com/gpu"], "8");
+  EXPECT_FALSE(j["status"]["allocatable"].contains("aliyun.com/gpu-count"));
+  inv = nlohmann::json::parse(
+      j["metadata"]["annotations"]["gpushare.io/gpu-inventory"].get<std::string>());
+  EXPECT_EQ(inv["gpus"][0]["mode"], "exclusive");
+  // The name is needed.
+  r = RunProcess({kNode, "--inventory", Inv("8x-a10"), "--print-resources", "--output", "node"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--output node: needs --node-name"));
+}
+
 TEST(NodePrint, H100MigTimesThreeIsTwentyOne) {
   auto r = RunProcess({kNode, "--inventory", Inv("h100-80gb-mig-1g.10gb"), "--config",
                        Cfg("h100-80gb-mig-1g.10gb"), "--print-resources", "--output=json"});

@@ -18,10 +18,6 @@ using namespace testing;
 using K = NodeVerdict::Kind;
 namespace ms = memshare;
 
-ms::PodRequest Req(const json& pod) {
-  return *kube::PodMemRequest(DecodePodOrDie(pod));
-}
-
 class CacheTest : public ::testing::Test {
  protected:
   CacheTest() {

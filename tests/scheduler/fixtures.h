@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/memshare.h"
+#include "kube/memshare_pod.h"
 #include "kube/objects.h"
 
 namespace gpushare::scheduler::testing {
@@ -111,6 +112,10 @@ inline kube::Node DecodeNodeOrDie(const json& j) {
 }
 inline kube::Pod DecodePodOrDie(const json& j) {
   return *kube::DecodePod(j);
+}
+// The memory-share request of a pod's JSON (valid by construction in the tests).
+inline memshare::PodRequest Req(const json& pod) {
+  return *kube::PodMemRequest(DecodePodOrDie(pod));
 }
 
 inline std::string SeedManifestPath() {

@@ -28,10 +28,6 @@ namespace {
 using namespace testing;
 namespace ms = memshare;
 
-ms::PodRequest Req(const json& pod) {
-  return *kube::PodMemRequest(DecodePodOrDie(pod));
-}
-
 // The lines of `text` that start with `prefix`.
 std::string Lines(const std::string& text, const std::string& prefix) {
   std::istringstream in(text);

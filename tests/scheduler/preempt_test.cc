@@ -19,10 +19,6 @@ using namespace testing;
 using K = NodeVerdict::Kind;
 namespace ms = memshare;
 
-ms::PodRequest Req(const json& pod) {
-  return *kube::PodMemRequest(DecodePodOrDie(pod));
-}
-
 // A pod of `units` with a priority (and labels, start time).
 json PriorityPod(const std::string& name, int64_t units, int32_t priority,
                  const std::string& start = "2026-12-01T00:00:00Z",
@@ -63,12 +59,13 @@ class PreemptTest : public ::testing::Test {
   void Node(const std::string& name, int gpus, int64_t units = 22) {
     cache_->UpsertNode(DecodeNodeOrDie(NodeJson(name, Uniform(gpus, units))));
   }
-  // Binds `pod` to `node` on GPU `gpu` as the API would show it once gpushare-node confirmed it.
-  void Running(json pod, const std::string& node, int gpu) {
+  // Binds `pod` to `node` on GPU `gpu` as the API would show it once gpushare-node confirmed it
+  // (planned there by the scheduler, or on `planned` when kubelet admitted it elsewhere).
+  void Running(json pod, const std::string& node, int gpu, int planned = -1) {
     pod["spec"]["nodeName"] = node;
     pod["status"]["phase"] = "Running";
     const ms::PodRequest req = Req(pod);
-    std::vector<int> demand(req.DemandContainers().size(), gpu);
+    std::vector<int> demand(req.DemandContainers().size(), planned >= 0 ? planned : gpu);
     ms::ContainerGpus gpus;
     for (const std::string& c : req.DemandContainers()) gpus[c] = gpu;
     auto a = ms::BindAnnotations(req, demand, 22, 1);
@@ -107,6 +104,19 @@ class PreemptTest : public ::testing::Test {
           out.insert(g);
     return out;
   }
+  // A one-GPU node emptied by preemption for "serving" (22 GiB, priority 1000): the GPU is held.
+  void HoldTheOnlyGpuForServing() {
+    FullNode("mem", 1);
+    const json big = PriorityPod("serving", 22, 1000);
+    Result<PreemptDecision> d =
+        preemptor_->Decide(DecodePodOrDie(big), Req(big), {{"mem", SpreadVictims("mem", 1, 1)}});
+    ASSERT_TRUE(d.ok());
+    ASSERT_EQ(d->node, "mem");
+    for (auto it = pods_.begin(); it != pods_.end();) {
+      cache_->DeletePod(it->second);
+      it = pods_.erase(it);
+    }
+  }
   void Budget(const std::string& name, const std::map<std::string, std::string>& selector,
               int32_t allowed) {
     kube::PodDisruptionBudget b;
@@ -144,6 +154,41 @@ TEST_F(PreemptTest, FreesOneGpuInsteadOfTheNodeTotalsVictims) {
   EXPECT_EQ(held[0].node, "mem");
   EXPECT_EQ(held[0].gpus, d->gpus);
   EXPECT_EQ(held[0].victims, d->victims);
+}
+
+// Kubelet admitted two identical pods swapped (a planned on GPU 1 sits on GPU 0, b the other way):
+// the scheduler counts each GPU as the larger of its planned slots and its pods, so evicting
+// GPU 0's seven pods leaves b's slot planned there, and the 22 GiB pod could never bind (what the
+// Helm e2e found). The victims free the GPU as the scheduler counts it.
+TEST_F(PreemptTest, APlannedSlotOfAPodElsewhereIsFreedToo) {
+  Node("mem", 2);
+  for (int k = 0; k < 6; ++k) {
+    Running(PriorityPod("g0-" + std::to_string(k), 3, 0), "mem", 0);
+    Running(PriorityPod("g1-" + std::to_string(k), 3, 0), "mem", 1);
+  }
+  Running(PriorityPod("a", 3, 0, "2026-12-01T00:09:00Z"), "mem", /*gpu=*/0, /*planned=*/1);
+  Running(PriorityPod("b", 3, 0, "2026-12-01T00:09:00Z"), "mem", /*gpu=*/1, /*planned=*/0);
+  const json big = PriorityPod("serving", 22, 1000);
+  const kube::Pod serving = DecodePodOrDie(big);
+  NodeVictims proposed;
+  proposed.uids = {Uid("g0-0")};
+  Result<PreemptDecision> d = preemptor_->Decide(serving, Req(big), {{"mem", proposed}});
+  ASSERT_TRUE(d.ok());
+  ASSERT_EQ(d->node, "mem");
+  EXPECT_EQ(d->victims.size(), 8u)
+      << "the seven pods of a GPU and the pod whose slot is planned there";
+  for (const std::string& uid : d->victims)
+    for (auto it = pods_.begin(); it != pods_.end(); ++it)
+      if (it->second.metadata.uid == uid) {
+        cache_->DeletePod(it->second);
+        pods_.erase(it);
+        break;
+      }
+  std::vector<NodeVerdict> v = cache_->Filter(Req(big), {"mem"}, Asker::Of(serving));
+  EXPECT_EQ(v[0].kind, K::kFits) << v[0].reason;
+  Result<Reservation> r = cache_->Reserve(serving, Req(big), "mem", now_);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->demand_gpus[0], d->gpus.at("main"));
 }
 
 TEST_F(PreemptTest, APodLargerThanAnyGpuEvictsNothingAndSaysWhy) {
@@ -284,15 +329,7 @@ TEST_F(PreemptTest, TheHeldGpuIsTheNomineesAndNoLowerPriorityPodsTakesIt) {
 }
 
 TEST_F(PreemptTest, APodOfHigherPriorityIsNotHeldBack) {
-  FullNode("mem", 1);
-  const json big = PriorityPod("serving", 22, 1000);
-  ASSERT_EQ(preemptor_->Decide(DecodePodOrDie(big), Req(big), {{"mem", SpreadVictims("mem", 1, 1)}})
-                ->node,
-            "mem");
-  for (auto it = pods_.begin(); it != pods_.end();) {
-    cache_->DeletePod(it->second);
-    it = pods_.erase(it);
-  }
+  HoldTheOnlyGpuForServing();
   const json vip = PriorityPod("vip", 4, 2000);
   const kube::Pod vp = DecodePodOrDie(vip);
   std::vector<NodeVerdict> v = cache_->Filter(Req(vip), {"mem"}, Asker::Of(vp));
@@ -303,15 +340,7 @@ TEST_F(PreemptTest, APodOfHigherPriorityIsNotHeldBack) {
 }
 
 TEST_F(PreemptTest, APodOfEqualPriorityIsHeldBack) {
-  FullNode("mem", 1);
-  const json big = PriorityPod("serving", 22, 1000);
-  ASSERT_EQ(preemptor_->Decide(DecodePodOrDie(big), Req(big), {{"mem", SpreadVictims("mem", 1, 1)}})
-                ->node,
-            "mem");
-  for (auto it = pods_.begin(); it != pods_.end();) {
-    cache_->DeletePod(it->second);
-    it = pods_.erase(it);
-  }
+  HoldTheOnlyGpuForServing();
   const json peer = PriorityPod("peer", 4, 1000);
   const kube::Pod pp = DecodePodOrDie(peer);
   EXPECT_EQ(cache_->Filter(Req(peer), {"mem"}, Asker::Of(pp))[0].kind, K::kFailed);
