@@ -1170,9 +1170,15 @@ std::vector<ExpiredPod> GpuCache::ExpireAssumed(int64_t now_ns, int64_t timeout_
   return out;
 }
 
+bool GpuCache::PlanMovable(const NodeRec& n, const PodRec& p) {
+  return n.pending == 0 && n.guards.empty() && p.state == PodRec::State::kConfirmed &&
+         !p.use.empty() && p.planned != p.gpus;
+}
+
 std::vector<PlanMove> GpuCache::PlanMoves() {
   MutexLock l(&mu_);
   std::vector<PlanMove> out;
+  out.swap(nomination_moves_);
   for (auto& [name, n] : nodes_) {
     if (!n->guards.empty() || n->pods.empty()) continue;
     std::vector<ms::CountedPod> counted;
@@ -1303,7 +1309,9 @@ Result<PreemptionView> GpuCache::ViewForPreemption(const ms::PodRequest& request
     v.input.node = StateWithout(*n, exempt);
     // As the scheduler counts each GPU (ms::EffectiveUsage): the larger of where slots were
     // planned and where pods are, plus the holds this pod is not exempt from. Evicting the pods
-    // on a GPU frees it only where no other pod's slot is still planned there.
+    // on a GPU frees it only where no other pod's slot is still planned there, except the slots
+    // of swapped pods whose plans Nominate moves to where they are (PlanMovable): they count
+    // where they are.
     v.input.ledger.resize(n->slots.size());
     for (size_t slot = 0; slot < n->slots.size(); ++slot) {
       const int idx = n->slots[slot];
@@ -1325,6 +1333,19 @@ Result<PreemptionView> GpuCache::ViewForPreemption(const ms::PodRequest& request
         l.other_clients -= it->second.clients;
       }
     }
+    for (const auto& [uid, rec] : n->pods) {
+      if (!rec->counted || !PlanMovable(*n, *rec)) continue;
+      for (const auto& [gpu, u] : rec->plan_use)
+        if (const int slot = n->SlotOf(gpu); slot >= 0) {
+          v.input.ledger[static_cast<size_t>(slot)].plan -= u.units;
+          v.input.ledger[static_cast<size_t>(slot)].plan_clients -= u.clients;
+        }
+      for (const auto& [gpu, u] : rec->use)
+        if (const int slot = n->SlotOf(gpu); slot >= 0) {
+          v.input.ledger[static_cast<size_t>(slot)].plan += u.units;
+          v.input.ledger[static_cast<size_t>(slot)].plan_clients += u.clients;
+        }
+    }
     v.input.pods.reserve(n->pods.size());
     v.input.uses.reserve(2 * n->pods.size());
     v.ReserveIds(n->pods.size(), 80);
@@ -1344,7 +1365,7 @@ Result<PreemptionView> GpuCache::ViewForPreemption(const ms::PodRequest& request
         const int slot = n->SlotOf(gpu);
         if (slot >= 0 && k < pl::kMaxGpusPerNode) use[k++] = {slot, u.units, u.clients};
       }
-      for (const auto& [gpu, u] : p.plan_use) {
+      for (const auto& [gpu, u] : PlanMovable(*n, p) ? p.use : p.plan_use) {
         const int slot = n->SlotOf(gpu);
         if (slot >= 0 && m < pl::kMaxGpusPerNode) plan[m++] = {slot, u.units, u.clients};
       }
@@ -1371,6 +1392,28 @@ Result<Nomination> GpuCache::Nominate(const kube::Pod& pod, const ms::PodRequest
       return Status::InvalidArgument("GPU slot " + std::to_string(slots.gpu[i]) + " of node " +
                                      node + " does not exist");
     gpus[order[i]] = n->slots[slots.gpu[i]];
+  }
+  // The swapped pods whose planned slots are on the GPUs held: their plans move to where they
+  // are, as ViewForPreemption counted them (PlanMovable), so that the victims' eviction frees
+  // those GPUs in the scheduler's count too. Sweep writes the new plans to the pods.
+  std::vector<PodRec*> movable;
+  for (const auto& [uid, rec] : n->pods) {
+    if (!rec->counted || !PlanMovable(*n, *rec)) continue;
+    for (const auto& [gpu, u] : rec->plan_use)
+      if (std::find(gpus.begin(), gpus.end(), gpu) != gpus.end()) {
+        movable.push_back(rec);
+        break;
+      }
+  }
+  for (PodRec* p : movable) {
+    nomination_moves_.push_back({p->key, p->uid, node, p->planned, p->gpus});
+    RemoveUse(*p);
+    p->planned = p->gpus;
+    p->plan_use = KnownUsage(n->inv, n->has_inventory, p->request, p->planned);
+    AddUse(*p);
+    Log("event=plan_moved pod=" + Value(p->key) + " node=" + Value(node) +
+        " from=" + Value(GpuList(nomination_moves_.back().from)) +
+        " to=" + Value(GpuList(p->planned)) + " reason=preemption");
   }
   Nomination h;
   h.uid = pod.metadata.uid;

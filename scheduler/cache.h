@@ -301,6 +301,10 @@ class GpuCache {
   void GuardRelease(NodeRec& n, const PodRec& p) GPUSHARE_REQUIRES(mu_);
   void SettleGuards(NodeRec& n) GPUSHARE_REQUIRES(mu_);
   NodeVerdict HeldBack(const NodeRec& n) const GPUSHARE_REQUIRES(mu_);
+  // Whether pod `p`, confirmed away from its plan (a swap), may have its plan moved to where it
+  // is now: the node has nothing pending (no pod placed and not yet confirmed, no guard) whose
+  // slot the swap's open slot might be kept for (memshare::SettledPlanMoves' condition).
+  static bool PlanMovable(const NodeRec& n, const PodRec& p);
   void AddUse(PodRec& p) GPUSHARE_REQUIRES(mu_);
   void RemoveUse(PodRec& p) GPUSHARE_REQUIRES(mu_);
   void CountPod(NodeRec& n, const PodRec& p, int sign) GPUSHARE_REQUIRES(mu_);
@@ -358,6 +362,8 @@ class GpuCache {
   std::unordered_map<std::string, std::string> unassigned_
       GPUSHARE_GUARDED_BY(mu_);  // UID -> node, not counted
   std::map<std::string, Nomination> nominations_ GPUSHARE_GUARDED_BY(mu_);  // by nominee UID
+  // Plans Nominate moved (a swapped pod's plan to where it is), for PlanMoves to hand out.
+  std::vector<PlanMove> nomination_moves_ GPUSHARE_GUARDED_BY(mu_);
   uint64_t next_token_ GPUSHARE_GUARDED_BY(mu_) = 1;
   uint64_t visit_ GPUSHARE_GUARDED_BY(mu_) =
       0;  // marks nodes seen in the current request (repeats)

@@ -158,25 +158,38 @@ TEST_F(PreemptTest, FreesOneGpuInsteadOfTheNodeTotalsVictims) {
 
 // Kubelet admitted two identical pods swapped (a planned on GPU 1 sits on GPU 0, b the other way):
 // the scheduler counts each GPU as the larger of its planned slots and its pods, so evicting
-// GPU 0's seven pods leaves b's slot planned there, and the 22 GiB pod could never bind (what the
-// Helm e2e found). The victims free the GPU as the scheduler counts it.
-TEST_F(PreemptTest, APlannedSlotOfAPodElsewhereIsFreedToo) {
+// GPU 0's seven pods would leave b's slot planned there, and the 22 GiB pod could never bind (what
+// the Helm e2e found). With nothing pending on the node, b's plan moves to where b is when the GPU
+// is held: the victims are the seven pods on the GPU, even where a budget covers b.
+TEST_F(PreemptTest, ASwappedPodsPlanMovesWithTheHoldInsteadOfItsEviction) {
   Node("mem", 2);
   for (int k = 0; k < 6; ++k) {
     Running(PriorityPod("g0-" + std::to_string(k), 3, 0), "mem", 0);
     Running(PriorityPod("g1-" + std::to_string(k), 3, 0), "mem", 1);
   }
   Running(PriorityPod("a", 3, 0, "2026-12-01T00:09:00Z"), "mem", /*gpu=*/0, /*planned=*/1);
-  Running(PriorityPod("b", 3, 0, "2026-12-01T00:09:00Z"), "mem", /*gpu=*/1, /*planned=*/0);
+  Running(PriorityPod("b", 3, 0, "2026-12-01T00:09:00Z", {{"app", "guarded"}}), "mem",
+          /*gpu=*/1, /*planned=*/0);
+  Budget("guard", {{"app", "guarded"}}, 0);
   const json big = PriorityPod("serving", 22, 1000);
   const kube::Pod serving = DecodePodOrDie(big);
   NodeVictims proposed;
   proposed.uids = {Uid("g0-0")};
   Result<PreemptDecision> d = preemptor_->Decide(serving, Req(big), {{"mem", proposed}});
   ASSERT_TRUE(d.ok());
-  ASSERT_EQ(d->node, "mem");
-  EXPECT_EQ(d->victims.size(), 8u)
-      << "the seven pods of a GPU and the pod whose slot is planned there";
+  ASSERT_EQ(d->node, "mem") << (d->refused.empty() ? "" : d->refused.begin()->second);
+  EXPECT_EQ(d->victims.size(), 7u) << "the seven pods on GPU 0, and not b";
+  EXPECT_EQ(GpusOf(d->victims), std::set<int>{0});
+  EXPECT_EQ(d->pdb_violations, 0);
+  // b's plan follows b, first; the service writes it to the pod (Sweep). (a's plan then settles
+  // where a is, as any swap whose partner's plan moved.)
+  std::vector<PlanMove> moves = cache_->PlanMoves();
+  ASSERT_GE(moves.size(), 1u);
+  EXPECT_EQ(moves[0].key, "default/b");
+  EXPECT_EQ(moves[0].from.at("main"), 0);
+  EXPECT_EQ(moves[0].to.at("main"), 1);
+  for (size_t i = 1; i < moves.size(); ++i) EXPECT_EQ(moves[i].key, "default/a");
+  EXPECT_NE(log_.find("event=plan_moved pod=default/b"), std::string::npos) << log_;
   for (const std::string& uid : d->victims)
     for (auto it = pods_.begin(); it != pods_.end(); ++it)
       if (it->second.metadata.uid == uid) {
@@ -188,7 +201,36 @@ TEST_F(PreemptTest, APlannedSlotOfAPodElsewhereIsFreedToo) {
   EXPECT_EQ(v[0].kind, K::kFits) << v[0].reason;
   Result<Reservation> r = cache_->Reserve(serving, Req(big), "mem", now_);
   ASSERT_TRUE(r.ok()) << r.status().message();
-  EXPECT_EQ(r->demand_gpus[0], d->gpus.at("main"));
+  EXPECT_EQ(r->demand_gpus[0], 0);
+}
+
+// With a pod placed on the node and not yet confirmed, the swap's open slot may be the one that
+// pod is admitted into, so no plan moves: the planned slot is freed by evicting its pod.
+TEST_F(PreemptTest, WithAPodPendingOnTheNodeAPlannedSlotIsFreedByEvictingItsPod) {
+  Node("mem", 2);
+  for (int k = 0; k < 6; ++k) {
+    Running(PriorityPod("g0-" + std::to_string(k), 3, 0), "mem", 0);
+    Running(PriorityPod("g1-" + std::to_string(k), 3, 0), "mem", 1);
+  }
+  Running(PriorityPod("a", 3, 0, "2026-12-01T00:09:00Z"), "mem", /*gpu=*/0, /*planned=*/1);
+  Running(PriorityPod("b", 3, 0, "2026-12-01T00:09:00Z"), "mem", /*gpu=*/1, /*planned=*/0);
+  // Bound to GPU 1 by the scheduler, not yet admitted (priority 1000: not a victim).
+  json pending = PriorityPod("pending", 1, 1000);
+  pending["spec"]["nodeName"] = "mem";
+  for (const auto& [k, v] : ms::BindAnnotations(Req(pending), {1}, 22, 1))
+    pending["metadata"]["annotations"][k] = v;
+  kube::Pod pp = DecodePodOrDie(pending);
+  pods_[pp.Key()] = pp;
+  cache_->UpsertPod(pp);
+  const json big = PriorityPod("serving", 22, 1000);
+  NodeVictims proposed;
+  proposed.uids = {Uid("g0-0")};
+  Result<PreemptDecision> d =
+      preemptor_->Decide(DecodePodOrDie(big), Req(big), {{"mem", proposed}});
+  ASSERT_TRUE(d.ok());
+  ASSERT_EQ(d->node, "mem");
+  EXPECT_EQ(d->victims.size(), 8u) << "the seven pods on GPU 0 and b, whose slot is planned there";
+  EXPECT_TRUE(cache_->PlanMoves().empty());
 }
 
 TEST_F(PreemptTest, APodLargerThanAnyGpuEvictsNothingAndSaysWhy) {
