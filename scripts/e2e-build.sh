@@ -9,17 +9,21 @@
 # module proxy. Each part is skipped when its binaries are current: a stamp per part
 # (.stamp, .stamp-helm) records the hash of that part's go.mod, go.sum, this script and
 # `go version`.
+#   kwok                                                                    (sigs.k8s.io/kwok)
+# at the version pinned by e2e/kwok/go.mod and go.sum (its own module too), for the scale
+# harness only (scripts/e2e-scale.sh builds it with E2E_PARTS=kwok; stamp .stamp-kwok).
 #
 # Environment:
 #   E2E_BIN      output directory (default: <repo>/build/e2e/bin)
 #   E2E_JOBS     parallel compile/link jobs (default: 2; the CI machine has 2 cores and each
 #                link of kube-apiserver/kubelet takes about a GiB)
 #   E2E_FORCE=1  rebuild even when current
-#   E2E_PARTS    which parts to build (default: "kubernetes helm")
+#   E2E_PARTS    which parts to build (default: "kubernetes helm"; "kwok" for the scale harness)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 mod="$repo/e2e"
 helm_mod="$repo/e2e/helm"
+kwok_mod="$repo/e2e/kwok"
 bin=${E2E_BIN:-$repo/build/e2e/bin}
 jobs=${E2E_JOBS:-2}
 
@@ -134,10 +138,30 @@ build_helm() {
   )
 }
 
+# kwok from its own module (e2e/kwok): the module's own consts.Version is its release number
+# (0.8.0), so no stamping is needed for `kwok --version`.
+build_kwok() {
+  local want
+  want=$(stamp_of "$kwok_mod/go.mod" "$kwok_mod/go.sum")
+  if is_current "$bin/.stamp-kwok" "$want" kwok; then
+    echo "e2e-build: kwok in $bin is current (stamp $want)"
+    return 0
+  fi
+  (
+  cd "$kwok_mod"
+  echo "e2e-build: building kwok (sigs.k8s.io/kwok $(go list -m -f '{{.Version}}' sigs.k8s.io/kwok)) into $bin with -p=$jobs"
+  begin_part .stamp-kwok
+  go build -ldflags "-s -w" -o "$tmp/kwok" sigs.k8s.io/kwok/cmd/kwok
+  mv -f "$tmp/kwok" "$bin/kwok"
+  finish_part .stamp-kwok "$want" kwok
+  )
+}
+
 for part in ${E2E_PARTS:-kubernetes helm}; do
   case $part in
     kubernetes) build_kubernetes ;;
     helm) build_helm ;;
-    *) echo "e2e-build: unknown part '$part' in E2E_PARTS (want kubernetes, helm)" >&2; exit 1 ;;
+    kwok) build_kwok ;;
+    *) echo "e2e-build: unknown part '$part' in E2E_PARTS (want kubernetes, helm, kwok)" >&2; exit 1 ;;
   esac
 done

@@ -1,0 +1,296 @@
+#!/usr/bin/env bash
+# The scale harness (docs/e2e.md, "Scale"): the e2e control plane of scripts/e2e-cluster.sh
+# (upstream etcd, kube-apiserver, kube-controller-manager and kube-scheduler with
+# deploy/kube-scheduler-config.yaml, built by scripts/e2e-build.sh) with the nodes of a trace's
+# node list faked by kwok (sigs.k8s.io/kwok, e2e/kwok), and gpushare-scheduler beside
+# kube-scheduler with the arguments the Helm chart gives it in extender mode.
+#
+#   scripts/e2e-scale.sh up [--nodes FILE] [--count N]   start (or complete) it; harmless when up
+#   scripts/e2e-scale.sh down                            stop everything `up` started
+#   scripts/e2e-scale.sh status                          what runs, how many nodes are Ready
+#
+# --nodes: a node CSV in `gpushare simulate`'s format (sn, cpu_milli, memory_mib, gpu, model);
+# default ../shared/data/alibaba-gpu-v2023/openb_node_list_gpu_node.csv (1,213 nodes, 6,212
+# GPUs). --count: that many of its GPU nodes (fewer: the first N; more: the list again with
+# names suffixed -r1, -r2, ...); default all of them. `up` with another list converges: nodes of
+# the harness that the new list lacks are deleted, the missing ones created.
+#
+# Each fake node is what gpushare-node --print-resources --output node prints for a simulated
+# inventory of the node's GPUs (e2e/kwok/make_nodes.py, e2e/kwok/node-config.yaml): the same
+# code path that publishes a real node's inventory annotation and allocatable. kwok manages only
+# nodes annotated kwok.x-k8s.io/node=fake, keeps their Leases, makes them Ready and runs the pods
+# bound to them (e2e/kwok/stages.yaml).
+#
+# The kubeconfig is build/e2e/kubeconfig, as for scripts/e2e-cluster.sh; the two clusters use
+# the same ports, so only one of them runs at a time.
+#
+# Environment:
+#   E2E_SCALE_DIR  state and logs (default: <repo>/build/e2e/scale)
+#   E2E_BIN        the upstream binaries and kwok (default: <repo>/build/e2e/bin)
+#   GPUSHARE_BIN   gpushare's binaries (default: <repo>/build/bin)
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export E2E_DIR=${E2E_SCALE_DIR:-$repo/build/e2e/scale}
+export E2E_NODES=""
+# The control plane's functions (start_etcd, start_apiserver, ...); sourcing defines them only.
+# shellcheck source=e2e-cluster.sh
+source "$repo/scripts/e2e-cluster.sh"
+
+log() { echo "e2e-scale: $*"; }
+die() { echo "e2e-scale: error: $*" >&2; exit 1; }
+
+default_nodes="$repo/../shared/data/alibaba-gpu-v2023/openb_node_list_gpu_node.csv"
+kwok_server=127.0.0.1:10247
+scheduler_health=127.0.0.1:12346
+harness_label=gpushare.io/scale-harness=true
+kctl() { "$bin/kubectl" --kubeconfig "$kubeconfig_out" "$@"; }
+
+scale_check_host() {
+  [ "$(id -u)" -eq 0 ] || die "must run as root (like scripts/e2e-cluster.sh)"
+  local t
+  for t in openssl curl python3; do
+    command -v "$t" >/dev/null || die "$t not found; run scripts/install-deps.sh"
+  done
+  local b missing=0
+  for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl helm; do
+    [ -x "$bin/$b" ] || missing=1
+  done
+  if [ $missing = 1 ]; then
+    log "upstream binaries missing in $bin; building (scripts/e2e-build.sh)"
+    E2E_PARTS="kubernetes helm" "$repo/scripts/e2e-build.sh"
+  fi
+  # kwok only when missing or out of date (the part's stamp decides).
+  E2E_PARTS=kwok "$repo/scripts/e2e-build.sh" | grep -v ' is current ' || true
+  [ -x "$bin/kwok" ] || die "$bin/kwok missing after E2E_PARTS=kwok scripts/e2e-build.sh"
+  [ -x "$gpushare_bin/gpushare-node" ] && [ -x "$gpushare_bin/gpushare-scheduler" ] ||
+    die "gpushare-node and gpushare-scheduler not in $gpushare_bin (ninja -C build gpushare-node gpushare-scheduler)"
+  # The 3-node cluster uses the same ports.
+  local other="$repo/build/e2e/cluster/pids/kube-apiserver.pid"
+  if [ "$dir" != "$repo/build/e2e/cluster" ] && [ -f "$other" ]; then
+    local pid
+    read -r pid _ <"$other" || true
+    if [ -n "${pid:-}" ] && [ -d "/proc/$pid" ]; then
+      die "the e2e cluster (scripts/e2e-cluster.sh) runs (kube-apiserver pid $pid); run 'scripts/e2e-cluster.sh down' first"
+    fi
+  fi
+}
+
+# gpushare-scheduler's arguments as the chart renders them in extender mode (helm template with
+# the chart's defaults), one per line; the node address of --health-listen is loopback here.
+chart_scheduler_args() {
+  "$bin/helm" template gpushare "$repo/deploy/helm/gpushare" --set scheduler.mode=extender |
+    python3 -c '
+import sys, yaml
+for doc in yaml.safe_load_all(sys.stdin):
+    if not doc or doc.get("kind") != "DaemonSet":
+        continue
+    for c in doc["spec"]["template"]["spec"]["containers"]:
+        if c["name"] == "gpushare-scheduler":
+            for a in c.get("args", []):
+                print(a.replace("$(POD_IP)", "127.0.0.1"))
+            sys.exit(0)
+sys.exit("no gpushare-scheduler container in the chart'"'"'s extender DaemonSet")
+'
+}
+
+start_scale_gpushare_scheduler() {
+  pid_alive gpushare-scheduler && return 0
+  local args
+  mapfile -t args < <(chart_scheduler_args)
+  [ "${#args[@]}" -gt 0 ] || die "could not render gpushare-scheduler's arguments from the chart"
+  printf '%s\n' "${args[@]}" >"$dir/gpushare-scheduler.args"
+  start_bg gpushare-scheduler "$logs/gpushare-scheduler.log" "$gpushare_bin/gpushare-scheduler" \
+    "$gpushare_bin/gpushare-scheduler" "${args[@]}" --kubeconfig "$kubeconfig_out"
+  wait_up gpushare-scheduler 60 curl -sf -m 2 "http://$scheduler_health/healthz"
+}
+
+start_kwok() {
+  pid_alive kwok && return 0
+  start_bg kwok "$logs/kwok.log" "$bin/kwok" "$bin/kwok" \
+    --kubeconfig "$dir/kwok.kubeconfig" --config "$repo/e2e/kwok/stages.yaml" \
+    --manage-all-nodes=false --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
+    --node-ip 10.255.1.1 --cidr 10.128.0.0/9 --node-lease-duration-seconds 40 \
+    --server-address "$kwok_server"
+  wait_up kwok 60 curl -sf -m 2 "http://$kwok_server/healthz"
+}
+
+# Ready nodes of the harness, as a count.
+ready_nodes() {
+  kctl get nodes -l "$harness_label" -o jsonpath='{range .items[*]}{range .status.conditions[?(@.type=="Ready")]}{.status}{"\n"}{end}{end}' |
+    grep -c '^True$' || true
+}
+
+# make_nodes csv count: creates the missing nodes of the list and deletes the harness's nodes the
+# list lacks; waits for all of them to be Ready.
+make_nodes() {
+  local csv=$1 count=$2 out="$dir/nodes" want have
+  rm -rf "$out"
+  local args=(--nodes "$csv" --gpushare-node "$gpushare_bin/gpushare-node"
+    --config "$repo/e2e/kwok/node-config.yaml" --out-dir "$out")
+  [ "$count" -gt 0 ] && args+=(--count "$count")
+  log "nodes from $csv$([ "$count" -gt 0 ] && echo " (first $count)"): $(python3 "$repo/e2e/kwok/make_nodes.py" "${args[@]}")"
+  python3 -c '
+import glob, json, sys
+for f in sorted(glob.glob(sys.argv[1] + "/nodes-*.json")):
+    for n in json.load(open(f))["items"]:
+        print(n["metadata"]["name"])
+' "$out" | sort >"$out/want"
+  kctl get nodes -l "$harness_label" -o name | sed 's#^node/##' | sort >"$out/have"
+  comm -13 "$out/want" "$out/have" >"$out/extra"
+  if [ -s "$out/extra" ]; then
+    # One DELETE per node runs at a few nodes per second; a delete-collection of every node of
+    # the harness is one request, and the wanted ones are created again below.
+    log "$(wc -l <"$out/extra") nodes of an earlier list: deleting the harness's $(wc -l <"$out/have") nodes (one delete-collection)"
+    kctl delete --raw "/api/v1/nodes?labelSelector=${harness_label/=/%3D}" >/dev/null ||
+      die "deleting the nodes of an earlier list failed"
+    local left
+    for _ in $(seq 120); do
+      left=$(kctl get nodes -l "$harness_label" -o name | wc -l)
+      [ "$left" -eq 0 ] && break
+      sleep 1
+    done
+    [ "$left" -eq 0 ] || die "$left nodes of the harness still there 120 s after their deletion"
+    : >"$out/have"
+  fi
+  # Create only the missing ones (a Node keeps the status it is created with: its allocatable).
+  python3 -c '
+import glob, json, sys
+have = set(open(sys.argv[2]).read().split())
+for f in sorted(glob.glob(sys.argv[1] + "/nodes-*.json")):
+    d = json.load(open(f))
+    d["items"] = [n for n in d["items"] if n["metadata"]["name"] not in have]
+    json.dump(d, open(f, "w"))
+' "$out" "$out/have"
+  local f start
+  start=$(date +%s)
+  for f in "$out"/nodes-*.json; do
+    grep -q '"items": \[\]' "$f" && continue
+    kctl create -f "$f" >/dev/null || die "creating the nodes of $f failed"
+  done
+  want=$(wc -l <"$out/want")
+  log "waiting for $want nodes to be Ready (kwok)"
+  local deadline=$(($(date +%s) + 120 + want / 5))
+  while true; do
+    have=$(ready_nodes)
+    [ "$have" -ge "$want" ] && break
+    pid_alive kwok || die "kwok exited; see $logs/kwok.log"
+    [ "$(date +%s)" -lt "$deadline" ] || die "$have of $want nodes Ready after $((deadline - start)) s; see $logs/kwok.log"
+    sleep 2
+  done
+  log "$want nodes Ready in $(($(date +%s) - start)) s"
+}
+
+# A ServiceAccount allowed GET /metrics, as Prometheus is (--metrics-auth=kubernetes).
+ensure_scraper() {
+  kctl apply -f - >/dev/null <<'EOF2'
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: scale-scraper, namespace: kube-system}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata: {name: gpushare-scale-metrics-reader}
+rules:
+- nonResourceURLs: ["/metrics"]
+  verbs: ["get"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: gpushare-scale-metrics-reader}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: gpushare-scale-metrics-reader}
+subjects:
+- {kind: ServiceAccount, name: scale-scraper, namespace: kube-system}
+EOF2
+}
+
+# The scheduler's view: nodes with a readable inventory (gpushare_scheduler_cache_nodes).
+scheduler_nodes() {
+  local token
+  token=$(kctl create token scale-scraper -n kube-system 2>/dev/null) || true
+  curl -sf -m 5 ${token:+-H "Authorization: Bearer $token"} "http://$scheduler_health/metrics" |
+    awk '$1 == "gpushare_scheduler_cache_nodes" {print $2}'
+}
+
+cmd_up() {
+  local csv=$default_nodes count=0
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --nodes) csv=${2:?--nodes needs a file}; shift 2 ;;
+      --count) count=${2:?--count needs a number}; shift 2 ;;
+      *) die "up: unknown argument '$1' (want --nodes FILE, --count N)" ;;
+    esac
+  done
+  [ -r "$csv" ] || die "node list $csv not readable (--nodes FILE; the default is in ../shared/data)"
+  [[ $count =~ ^[0-9]+$ ]] || die "--count must be a number, not '$count'"
+  scale_check_host
+  mkdir -p "$logs" "$pids"
+  make_pki
+  make_cert kwok "/O=system:masters/CN=kwok-controller" "" client
+  write_kubeconfig "$kubeconfig_out" admin
+  write_kubeconfig "$dir/controller-manager.kubeconfig" controller-manager
+  write_kubeconfig "$dir/scheduler.kubeconfig" scheduler
+  write_kubeconfig "$dir/kwok.kubeconfig" kwok
+
+  start_etcd
+  start_apiserver
+  start_controller_manager
+  start_scheduler
+  ensure_scraper
+  start_scale_gpushare_scheduler
+  start_kwok
+  make_nodes "$csv" "$count"
+  local want seen=""
+  want=$(wc -l <"$dir/nodes/want")
+  for _ in $(seq 60); do
+    seen=$(scheduler_nodes || true)
+    [ "${seen:-0}" -ge "$want" ] && break
+    sleep 1
+  done
+  [ "${seen:-0}" -ge "$want" ] || die "gpushare-scheduler sees ${seen:-no} of $want nodes; see $logs/gpushare-scheduler.log"
+  log "up: $want fake nodes, gpushare-scheduler sees $seen with a GPU inventory"
+  print_scale
+}
+
+print_scale() {
+  echo "kubeconfig: $kubeconfig_out   (export KUBECONFIG=$kubeconfig_out; $bin/kubectl get nodes -l $harness_label)"
+  echo "logs:       $logs/{etcd,kube-apiserver,kube-controller-manager,kube-scheduler,gpushare-scheduler,kwok}.log"
+  echo "gpushare-scheduler: extender on 127.0.0.1:12345, health and metrics on $scheduler_health (args: $dir/gpushare-scheduler.args)"
+}
+
+cmd_down() {
+  mkdir -p "$pids"
+  stop_pid kwok 10 &
+  stop_pid kube-scheduler &
+  stop_pid gpushare-scheduler &
+  stop_pid kube-controller-manager &
+  wait
+  stop_pid kube-apiserver 20
+  stop_pid etcd 20
+  log "down (state kept in $dir; remove it for a fresh cluster)"
+}
+
+cmd_status() {
+  local ok=0 name
+  for name in etcd kube-apiserver kube-controller-manager kube-scheduler gpushare-scheduler kwok; do
+    if pid_alive "$name"; then echo "$name: running (pid $(pid_of "$name"))"; else echo "$name: stopped"; ok=1; fi
+  done
+  if pid_alive kube-apiserver; then
+    local total gpus mem
+    total=$(kctl get nodes -l "$harness_label" -o name | wc -l)
+    read -r gpus mem < <(kctl get nodes -l "$harness_label" -o jsonpath='{range .items[*]}{.status.allocatable.aliyun\.com/gpu-count} {.status.allocatable.aliyun\.com/gpu-mem}{"\n"}{end}' |
+      awk '{g += $1; m += $2} END {print g + 0, m + 0}')
+    echo "nodes: $(ready_nodes) of $total Ready; $gpus GPUs, $mem aliyun.com/gpu-mem allocatable"
+    if pid_alive gpushare-scheduler; then echo "gpushare-scheduler: $(scheduler_nodes || echo '?') nodes with a GPU inventory"; fi
+    echo "pods: $(kctl get pods -A --no-headers 2>/dev/null | wc -l)"
+  fi
+  print_scale
+  return $ok
+}
+
+case "${1:-}" in
+  up) shift; cmd_up "$@" ;;
+  down) cmd_down ;;
+  status) cmd_status ;;
+  *) echo "usage: $0 up [--nodes FILE] [--count N] | down | status" >&2; exit 2 ;;
+esac
