@@ -113,48 +113,42 @@ build_kubernetes() {
   )
 }
 
+# build_tool stamp module binary package ldflags version-module: one binary of a module of its
+# own (helm, kwok), skipped when its stamp is current.
+build_tool() {
+  local stamp=$1 module=$2 binary=$3 package=$4 ldflags=$5 versioned=$6 want
+  want=$(stamp_of "$module/go.mod" "$module/go.sum")
+  if is_current "$bin/$stamp" "$want" "$binary"; then
+    echo "e2e-build: $binary in $bin is current (stamp $want)"
+    return 0
+  fi
+  (
+  cd "$module"
+  local version
+  version=$(go list -m -f '{{.Version}}' "$versioned")
+  echo "e2e-build: building $binary ($versioned $version) into $bin with -p=$jobs"
+  begin_part "$stamp"
+  go build -ldflags "${ldflags//@VERSION@/$version}" -o "$tmp/$binary" "$package"
+  mv -f "$tmp/$binary" "$bin/$binary"
+  finish_part "$stamp" "$want" "$binary"
+  )
+}
+
 # helm from its own module (e2e/helm), stamped as helm's Makefile stamps a release build
 # (internal/version: version, metadata empty for a tagged release, gitTreeState). The module
 # zip carries no git commit, and helm's `version --short` prints the first 7 characters of
 # gitCommit as "+g<sha>", so gitCommit stays empty rather than holding something that is not a
 # commit: `helm version --short` prints v4.3.2.
 build_helm() {
-  local want
-  want=$(stamp_of "$helm_mod/go.mod" "$helm_mod/go.sum")
-  if is_current "$bin/.stamp-helm" "$want" helm; then
-    echo "e2e-build: helm in $bin is current (stamp $want)"
-    return 0
-  fi
-  (
-  cd "$helm_mod"
-  helm_version=$(go list -m -f '{{.Version}}' helm.sh/helm/v4)
-  v=helm.sh/helm/v4/internal/version
-  ldflags="-s -w -X $v.version=$helm_version -X $v.metadata= -X $v.gitTreeState=clean"
-  echo "e2e-build: building helm (helm.sh/helm/v4 $helm_version) into $bin with -p=$jobs"
-  begin_part .stamp-helm
-  go build -ldflags "$ldflags" -o "$tmp/helm" helm.sh/helm/v4/cmd/helm
-  mv -f "$tmp/helm" "$bin/helm"
-  finish_part .stamp-helm "$want" helm
-  )
+  local v=helm.sh/helm/v4/internal/version
+  build_tool .stamp-helm "$helm_mod" helm helm.sh/helm/v4/cmd/helm \
+    "-s -w -X $v.version=@VERSION@ -X $v.metadata= -X $v.gitTreeState=clean" helm.sh/helm/v4
 }
 
 # kwok from its own module (e2e/kwok): the module's own consts.Version is its release number
 # (0.8.0), so no stamping is needed for `kwok --version`.
 build_kwok() {
-  local want
-  want=$(stamp_of "$kwok_mod/go.mod" "$kwok_mod/go.sum")
-  if is_current "$bin/.stamp-kwok" "$want" kwok; then
-    echo "e2e-build: kwok in $bin is current (stamp $want)"
-    return 0
-  fi
-  (
-  cd "$kwok_mod"
-  echo "e2e-build: building kwok (sigs.k8s.io/kwok $(go list -m -f '{{.Version}}' sigs.k8s.io/kwok)) into $bin with -p=$jobs"
-  begin_part .stamp-kwok
-  go build -ldflags "-s -w" -o "$tmp/kwok" sigs.k8s.io/kwok/cmd/kwok
-  mv -f "$tmp/kwok" "$bin/kwok"
-  finish_part .stamp-kwok "$want" kwok
-  )
+  build_tool .stamp-kwok "$kwok_mod" kwok sigs.k8s.io/kwok/cmd/kwok "-s -w" sigs.k8s.io/kwok
 }
 
 for part in ${E2E_PARTS:-kubernetes helm}; do

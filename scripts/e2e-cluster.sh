@@ -816,6 +816,17 @@ cmd_up() {
   print_where
 }
 
+# The schedulers and the controller manager in parallel, then the API server and etcd (also the
+# scale harness's `down`, scripts/e2e-scale.sh).
+stop_control_plane() {
+  stop_pid kube-scheduler &
+  stop_pid gpushare-scheduler &
+  stop_pid kube-controller-manager &
+  wait
+  stop_pid kube-apiserver 20
+  stop_pid etcd 20
+}
+
 cmd_down() {
   mkdir -p "$pids"
   # The nodes in parallel (each takes a few seconds to shut down), including nodes of an
@@ -828,12 +839,7 @@ cmd_down() {
   done
   for n in $(printf '%s\n' "${all[@]}" | sort -u); do stop_node "$n" & done
   wait
-  stop_pid kube-scheduler &
-  stop_pid gpushare-scheduler &
-  stop_pid kube-controller-manager &
-  wait
-  stop_pid kube-apiserver 20
-  stop_pid etcd 20
+  stop_control_plane
   stop_pid registry 10
   api_dnat_remove
   remove_node_ips

@@ -260,13 +260,8 @@ print_scale() {
 
 cmd_down() {
   mkdir -p "$pids"
-  stop_pid kwok 10 &
-  stop_pid kube-scheduler &
-  stop_pid gpushare-scheduler &
-  stop_pid kube-controller-manager &
-  wait
-  stop_pid kube-apiserver 20
-  stop_pid etcd 20
+  stop_pid kwok 10
+  stop_control_plane
   log "down (state kept in $dir; remove it for a fresh cluster)"
 }
 

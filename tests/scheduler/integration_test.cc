@@ -50,7 +50,16 @@ class IntegrationTest : public ::testing::Test {
     c.http_timeout = std::chrono::milliseconds(10000);
     return c;
   }
-  void AddNode(const json& node) { ASSERT_TRUE(client_->Create(kube::kNodes, "", node).ok()); }
+  // Creates the node; with the scheduler running, waits until its informer has brought the node
+  // into the cache (a pod scheduled before that finds the node unknown: NodeUnknown).
+  void AddNode(const json& node) {
+    ASSERT_TRUE(client_->Create(kube::kNodes, "", node).ok());
+    if (scheduler_ == nullptr) return;
+    const std::string name = node["metadata"]["name"].get<std::string>();
+    ASSERT_TRUE(
+        scheduler_->WaitForLog("event=node_inventory node=" + name + " ", std::chrono::seconds(60)))
+        << "gpushare-scheduler never saw node " << name;
+  }
   void AddPod(const json& pod) {
     Result<json> r =
         client_->Create(kube::kPods, pod["metadata"].value("namespace", "default"), pod);

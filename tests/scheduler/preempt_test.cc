@@ -117,6 +117,19 @@ class PreemptTest : public ::testing::Test {
       it = pods_.erase(it);
     }
   }
+  // Node mem, two GPUs of 22 GiB, six 3 GiB pods on each, and a and b (3 GiB) admitted by
+  // kubelet into each other's planned slots: a on GPU 0 planned on 1, b (with `b_labels`) on 1
+  // planned on 0.
+  void SwappedPair(const std::map<std::string, std::string>& b_labels = {{"app", "batch"}}) {
+    Node("mem", 2);
+    for (int k = 0; k < 6; ++k) {
+      Running(PriorityPod("g0-" + std::to_string(k), 3, 0), "mem", 0);
+      Running(PriorityPod("g1-" + std::to_string(k), 3, 0), "mem", 1);
+    }
+    Running(PriorityPod("a", 3, 0, "2026-12-01T00:09:00Z"), "mem", /*gpu=*/0, /*planned=*/1);
+    Running(PriorityPod("b", 3, 0, "2026-12-01T00:09:00Z", b_labels), "mem", /*gpu=*/1,
+            /*planned=*/0);
+  }
   void Budget(const std::string& name, const std::map<std::string, std::string>& selector,
               int32_t allowed) {
     kube::PodDisruptionBudget b;
@@ -162,14 +175,7 @@ TEST_F(PreemptTest, FreesOneGpuInsteadOfTheNodeTotalsVictims) {
 // the Helm e2e found). With nothing pending on the node, b's plan moves to where b is when the GPU
 // is held: the victims are the seven pods on the GPU, even where a budget covers b.
 TEST_F(PreemptTest, ASwappedPodsPlanMovesWithTheHoldInsteadOfItsEviction) {
-  Node("mem", 2);
-  for (int k = 0; k < 6; ++k) {
-    Running(PriorityPod("g0-" + std::to_string(k), 3, 0), "mem", 0);
-    Running(PriorityPod("g1-" + std::to_string(k), 3, 0), "mem", 1);
-  }
-  Running(PriorityPod("a", 3, 0, "2026-12-01T00:09:00Z"), "mem", /*gpu=*/0, /*planned=*/1);
-  Running(PriorityPod("b", 3, 0, "2026-12-01T00:09:00Z", {{"app", "guarded"}}), "mem",
-          /*gpu=*/1, /*planned=*/0);
+  SwappedPair({{"app", "guarded"}});
   Budget("guard", {{"app", "guarded"}}, 0);
   const json big = PriorityPod("serving", 22, 1000);
   const kube::Pod serving = DecodePodOrDie(big);
@@ -207,13 +213,7 @@ TEST_F(PreemptTest, ASwappedPodsPlanMovesWithTheHoldInsteadOfItsEviction) {
 // With a pod placed on the node and not yet confirmed, the swap's open slot may be the one that
 // pod is admitted into, so no plan moves: the planned slot is freed by evicting its pod.
 TEST_F(PreemptTest, WithAPodPendingOnTheNodeAPlannedSlotIsFreedByEvictingItsPod) {
-  Node("mem", 2);
-  for (int k = 0; k < 6; ++k) {
-    Running(PriorityPod("g0-" + std::to_string(k), 3, 0), "mem", 0);
-    Running(PriorityPod("g1-" + std::to_string(k), 3, 0), "mem", 1);
-  }
-  Running(PriorityPod("a", 3, 0, "2026-12-01T00:09:00Z"), "mem", /*gpu=*/0, /*planned=*/1);
-  Running(PriorityPod("b", 3, 0, "2026-12-01T00:09:00Z"), "mem", /*gpu=*/1, /*planned=*/0);
+  SwappedPair();
   // Bound to GPU 1 by the scheduler, not yet admitted (priority 1000: not a victim).
   json pending = PriorityPod("pending", 1, 1000);
   pending["spec"]["nodeName"] = "mem";
