@@ -2,7 +2,7 @@
 #   make demo   install dependencies, build, run the main job on a built-in default
 #   make test   install dependencies, build (normal and ASan+UBSan), run every test and
 #               every fuzz target for FUZZ_SMOKE_SECONDS (20) each
-.PHONY: all deps configure build build-asan demo test test-fast fuzz bench format lint clean e2e-build e2e-smoke e2e images
+.PHONY: all deps configure build build-asan demo test test-fast fuzz bench format lint clean e2e-build e2e-smoke e2e e2e-scale-up images
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
@@ -59,10 +59,19 @@ e2e-smoke: e2e-build
 
 # gpushare on the e2e cluster (docs/e2e.md): gpushare-node per node and gpushare-scheduler as
 # host processes on simulated GPUs, checked against the real kubelets and kube-scheduler (as root).
-# Then gpushare installed with its Helm chart from the images of `make images` (scripts/e2e-helm.sh).
+# Then gpushare installed with its Helm chart from the images of `make images` (scripts/e2e-helm.sh),
+# and the scale harness's smoke test: 200 fake nodes, 600 shares (scripts/e2e-scale-smoke.sh;
+# E2E_SCALE=0 skips it).
 e2e: e2e-build configure images
 	cmake --build $(BUILD) -j $(JOBS) --target gpushare gpushare-node gpushare-scheduler gpushare-cuda fakecuda cuda-probe-dlopen
 	GPUSHARE_BIN=$(CURDIR)/$(BUILD)/bin ./scripts/e2e-test.sh
+	if [ "$${E2E_SCALE:-1}" = 1 ]; then GPUSHARE_BIN=$(CURDIR)/$(BUILD)/bin ./scripts/e2e-scale-smoke.sh; fi
+
+# The scale harness (docs/e2e.md, "Scale"): 1,213 fake GPU nodes of Alibaba's trace on the e2e
+# control plane, left up (scripts/e2e-scale.sh down stops it). As root.
+e2e-scale-up: e2e-build
+	cmake --build $(BUILD) -j $(JOBS) --target gpushare-node gpushare-scheduler
+	GPUSHARE_BIN=$(CURDIR)/$(BUILD)/bin ./scripts/e2e-scale.sh up
 
 bench: build
 	./scripts/run-benchmarks.sh $(BUILD)

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# The scale harness's smoke test (docs/e2e.md, "Scale"), run by `make e2e` after the 3-node tests
+# so that CI keeps the harness working: a fresh scale cluster of SCALE_NODES (200) nodes of the
+# default trace, then, through the real kube-scheduler:
+#   - SCALE_PODS (600) pods of aliyun.com/gpu-mem 3 (filter, prioritize and bind by
+#     gpushare-scheduler): every one bound and Running, and, from the pods' own annotations, no
+#     GPU booked past its units in the node's inventory annotation;
+#   - as many pods of aliyun.com/gpu-count 1 (kube-scheduler alone: an extended resource the
+#     extender does not manage), the baseline on the same nodes;
+# prints both bind rates (bindrate, kube-scheduler stopped while the pods are created), then
+# takes the cluster down and removes its state (the pods with it: kwok's deletions run at a few
+# pods per second). Needs root, like make e2e.
+#
+# Environment: SCALE_NODES, SCALE_PODS, E2E_KEEP=1 (leave the cluster up), E2E_BIN, GPUSHARE_BIN.
+set -euo pipefail
+repo=$(cd "$(dirname "$0")/.." && pwd)
+bin=${E2E_BIN:-$repo/build/e2e/bin}
+export E2E_SCALE_DIR=${E2E_SCALE_DIR:-$repo/build/e2e/scale-smoke}
+nodes=${SCALE_NODES:-200}
+count=${SCALE_PODS:-600}
+kubeconfig="$repo/build/e2e/kubeconfig"
+kubectl=("$bin/kubectl" --kubeconfig "$kubeconfig")
+ns=e2e-scale
+
+say() { echo "e2e-scale-smoke: $*"; }
+fail() { echo "e2e-scale-smoke: FAIL: $*" >&2; exit 1; }
+
+cleanup() {
+  local rc=$?
+  if [ "${E2E_KEEP:-0}" != 1 ]; then
+    "$repo/scripts/e2e-scale.sh" down >/dev/null || rc=1
+    rm -rf "$E2E_SCALE_DIR"
+  fi
+  exit $rc
+}
+
+trap cleanup EXIT
+rm -rf "$E2E_SCALE_DIR"
+start=$(date +%s)
+"$repo/scripts/e2e-scale.sh" up --count "$nodes" | grep '^e2e-scale:' || fail "scripts/e2e-scale.sh up"
+say "up with $nodes nodes in $(($(date +%s) - start)) s"
+
+if [ ! -x "$bin/bindrate" ] || [ "$repo/e2e/cmd/bindrate/main.go" -nt "$bin/bindrate" ]; then
+  (cd "$repo/e2e" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly CGO_ENABLED=0 go build -trimpath \
+    -o "$bin/" ./cmd/bindrate) || fail "building e2e/cmd/bindrate failed"
+fi
+"${kubectl[@]}" create namespace "$ns" >/dev/null
+# The namespace's default ServiceAccount (the controller manager makes it) before pods use it.
+for _ in $(seq 60); do "${kubectl[@]}" -n "$ns" get serviceaccount default >/dev/null 2>&1 && break; sleep 1; done
+
+sched_pid=$(cut -d' ' -f1 "$E2E_SCALE_DIR/pids/kube-scheduler.pid")
+rate() { # name resource
+  local out
+  out=$(KUBECONFIG="$kubeconfig" "$bin/bindrate" -namespace "$ns" -name "$1" -count "$count" \
+    -resource "$2" -running -timeout 10m -pause-pid "$sched_pid") || fail "bindrate $1: $out"
+  echo "$out" | grep '^bindrate:' >&2
+  sed -n 's/^bindrate-result .* pods_per_s=\([0-9.]*\) .*/\1/p' <<<"$out"
+}
+
+mem_rate=$(rate scale-mem aliyun.com/gpu-mem=3)
+# Every share, from the pods' annotations (what gpushare-scheduler wrote at bind), against every
+# GPU's units in its node's inventory annotation.
+"${kubectl[@]}" get nodes -l gpushare.io/scale-harness=true -o json >"$E2E_SCALE_DIR/nodes.json"
+"${kubectl[@]}" -n "$ns" get pods -l bindrate=scale-mem -o json >"$E2E_SCALE_DIR/pods.json"
+python3 - "$E2E_SCALE_DIR/nodes.json" "$E2E_SCALE_DIR/pods.json" "$count" <<'EOF' || fail "GPU bookings (above)"
+import json, sys
+nodes = json.load(open(sys.argv[1]))["items"]
+pods = json.load(open(sys.argv[2]))["items"]
+want = int(sys.argv[3])
+units = {}
+for n in nodes:
+    inv = json.loads(n["metadata"]["annotations"]["gpushare.io/gpu-inventory"])
+    for g in inv["gpus"]:
+        units[(n["metadata"]["name"], g["index"])] = g["units"]
+booked, bad = {}, []
+for p in pods:
+    a = p["metadata"].get("annotations", {})
+    name = p["metadata"]["name"]
+    if p["status"].get("phase") != "Running":
+        bad.append(f"{name}: {p['status'].get('phase')}")
+        continue
+    gpus = json.loads(a.get("gpushare.io/gpu-mem-assumed", "{}"))
+    if len(gpus) != 1:
+        bad.append(f"{name}: assumed map {gpus}")
+        continue
+    key = (p["spec"]["nodeName"], next(iter(gpus.values())))
+    if key not in units:
+        bad.append(f"{name}: GPU {key} not in the node's inventory")
+        continue
+    booked[key] = booked.get(key, 0) + int(a.get("ALIYUN_COM_GPU_MEM_POD", "0"))
+over = [f"{k[0]} GPU {k[1]}: {v} of {units[k]}" for k, v in booked.items() if v > units[k]]
+if len(pods) != want:
+    bad.append(f"{len(pods)} pods, want {want}")
+for line in bad[:10] + over[:10]:
+    print("e2e-scale-smoke:   " + line, file=sys.stderr)
+if bad or over:
+    sys.exit(1)
+print(f"e2e-scale-smoke: {want} shares Running on {len(booked)} GPUs of "
+      f"{len({k[0] for k in booked})} nodes, none booked past its units (from the annotations)")
+EOF
+
+gpu_rate=$(rate scale-count aliyun.com/gpu-count=1)
+say "figure: $nodes nodes: kube-scheduler + gpushare-scheduler binds aliyun.com/gpu-mem pods at $mem_rate pods/s; kube-scheduler alone binds aliyun.com/gpu-count pods at $gpu_rate pods/s (ratio $(awk -v a="$mem_rate" -v b="$gpu_rate" 'BEGIN {printf "%.2f", a / b}'))"
+say "PASS in $(($(date +%s) - start)) s"
