@@ -34,6 +34,11 @@ cleanup() {
   exit $rc
 }
 
+data="$repo/../shared/data/alibaba-gpu-v2023/openb_node_list_gpu_node.csv"
+if [ ! -r "$data" ]; then
+  say "SKIPPED: the trace's node list $data is not here (../shared/data)"
+  exit 0
+fi
 trap cleanup EXIT
 rm -rf "$E2E_SCALE_DIR"
 start=$(date +%s)
