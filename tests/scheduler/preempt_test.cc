@@ -130,6 +130,17 @@ class PreemptTest : public ::testing::Test {
     Running(PriorityPod("b", 3, 0, "2026-12-01T00:09:00Z", b_labels), "mem", /*gpu=*/1,
             /*planned=*/0);
   }
+  // kube-scheduler's victims on node mem, by pod name.
+  NodeVictims Proposed(std::initializer_list<std::string> names) {
+    NodeVictims v;
+    for (const std::string& n : names) v.uids.push_back(Uid(n));
+    return v;
+  }
+  // kube-scheduler asks for "serving" (22 GiB, priority 1000) with `proposed` on node mem.
+  Result<PreemptDecision> DecideServing(NodeVictims proposed) {
+    const json big = PriorityPod("serving", 22, 1000);
+    return preemptor_->Decide(DecodePodOrDie(big), Req(big), {{"mem", std::move(proposed)}});
+  }
   void Budget(const std::string& name, const std::map<std::string, std::string>& selector,
               int32_t allowed) {
     kube::PodDisruptionBudget b;
@@ -222,11 +233,7 @@ TEST_F(PreemptTest, WithAPodPendingOnTheNodeAPlannedSlotIsFreedByEvictingItsPod)
   kube::Pod pp = DecodePodOrDie(pending);
   pods_[pp.Key()] = pp;
   cache_->UpsertPod(pp);
-  const json big = PriorityPod("serving", 22, 1000);
-  NodeVictims proposed;
-  proposed.uids = {Uid("g0-0")};
-  Result<PreemptDecision> d =
-      preemptor_->Decide(DecodePodOrDie(big), Req(big), {{"mem", proposed}});
+  Result<PreemptDecision> d = DecideServing(Proposed({"g0-0"}));
   ASSERT_TRUE(d.ok());
   ASSERT_EQ(d->node, "mem");
   EXPECT_EQ(d->victims.size(), 8u) << "the seven pods on GPU 0 and b, whose slot is planned there";
@@ -298,11 +305,7 @@ TEST_F(PreemptTest, BudgetsSteerToTheGpuTheyAllowOrToNone) {
             "mem", 0);
   for (int k = 0; k < 7; ++k) Running(PriorityPod("free-" + std::to_string(k), 3, 0), "mem", 1);
   Budget("protected", {{"app", "protected"}}, 0);
-  const json big = PriorityPod("serving", 22, 1000);
-  NodeVictims proposed;
-  proposed.uids = {Uid("prot-0")};
-  Result<PreemptDecision> d =
-      preemptor_->Decide(DecodePodOrDie(big), Req(big), {{"mem", proposed}});
+  Result<PreemptDecision> d = DecideServing(Proposed({"prot-0"}));
   ASSERT_TRUE(d.ok());
   ASSERT_EQ(d->node, "mem");
   EXPECT_EQ(GpusOf(d->victims), std::set<int>{1}) << "the GPU the budget allows";
@@ -311,9 +314,7 @@ TEST_F(PreemptTest, BudgetsSteerToTheGpuTheyAllowOrToNone) {
 TEST_F(PreemptTest, BudgetsThatAllowNoGpuMeanNoVictims) {
   FullNode("mem", 2);
   Budget("batch", {{"app", "batch"}}, 6);  // six of fourteen may go: no GPU frees with six
-  const json big = PriorityPod("serving", 22, 1000);
-  Result<PreemptDecision> d =
-      preemptor_->Decide(DecodePodOrDie(big), Req(big), {{"mem", SpreadVictims("mem", 1, 2)}});
+  Result<PreemptDecision> d = DecideServing(SpreadVictims("mem", 1, 2));
   ASSERT_TRUE(d.ok());
   EXPECT_TRUE(d->node.empty());
   EXPECT_NE(d->refused.at("mem").find("PodDisruptionBudget"), std::string::npos)
