@@ -18,7 +18,7 @@ BUILD_PACKAGES=(
 PACKAGES=(
   "${BUILD_PACKAGES[@]}"
   libgtest-dev libgmock-dev libbenchmark-dev
-  valgrind python3 procps
+  valgrind python3 python3-yaml procps
   # openssl: the command-line tool; tests/kube generates a throwaway CA and certificates with it
   # at test time to exercise the client's TLS paths (CA bundle, server name, client certs).
   openssl

@@ -141,6 +141,16 @@ class PreemptTest : public ::testing::Test {
     const json big = PriorityPod("serving", 22, 1000);
     return preemptor_->Decide(DecodePodOrDie(big), Req(big), {{"mem", std::move(proposed)}});
   }
+  // kube-scheduler deletes the victims.
+  void DeleteVictims(const std::vector<std::string>& uids) {
+    for (const std::string& uid : uids)
+      for (auto it = pods_.begin(); it != pods_.end(); ++it)
+        if (it->second.metadata.uid == uid) {
+          cache_->DeletePod(it->second);
+          pods_.erase(it);
+          break;
+        }
+  }
   void Budget(const std::string& name, const std::map<std::string, std::string>& selector,
               int32_t allowed) {
     kube::PodDisruptionBudget b;
@@ -207,13 +217,7 @@ TEST_F(PreemptTest, ASwappedPodsPlanMovesWithTheHoldInsteadOfItsEviction) {
   EXPECT_EQ(moves[0].to.at("main"), 1);
   for (size_t i = 1; i < moves.size(); ++i) EXPECT_EQ(moves[i].key, "default/a");
   EXPECT_NE(log_.find("event=plan_moved pod=default/b"), std::string::npos) << log_;
-  for (const std::string& uid : d->victims)
-    for (auto it = pods_.begin(); it != pods_.end(); ++it)
-      if (it->second.metadata.uid == uid) {
-        cache_->DeletePod(it->second);
-        pods_.erase(it);
-        break;
-      }
+  DeleteVictims(d->victims);
   std::vector<NodeVerdict> v = cache_->Filter(Req(big), {"mem"}, Asker::Of(serving));
   EXPECT_EQ(v[0].kind, K::kFits) << v[0].reason;
   Result<Reservation> r = cache_->Reserve(serving, Req(big), "mem", now_);
@@ -348,13 +352,7 @@ TEST_F(PreemptTest, TheHeldGpuIsTheNomineesAndNoLowerPriorityPodsTakesIt) {
   ASSERT_EQ(d->node, "mem");
   const int held = d->gpus.at("main");
   // The victims go (kube-scheduler deletes them).
-  for (const std::string& uid : d->victims)
-    for (auto it = pods_.begin(); it != pods_.end(); ++it)
-      if (it->second.metadata.uid == uid) {
-        cache_->DeletePod(it->second);
-        pods_.erase(it);
-        break;
-      }
+  DeleteVictims(d->victims);
   // Their replacements (priority 0) find no room: the freed GPU is held.
   const json replacement = PriorityPod("replacement", 3, 0);
   std::vector<NodeVerdict> v =
