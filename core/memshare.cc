@@ -577,9 +577,84 @@ std::vector<std::string> PodRequest::DemandContainers() const {
   return out;
 }
 
+int64_t UniformShareUnits(const NodeInventory& inv) {
+  int64_t units = 0;
+  for (const InventoryGpu& g : inv.gpus) {
+    if (!g.ServesMemoryShares()) continue;
+    if (units != 0 && g.units != units) return 0;
+    units = g.units;
+  }
+  return units;
+}
+
+std::string WholeGpuSlotName(std::string_view container, int i) {
+  return std::string(container) + "/" + std::to_string(i);
+}
+
+std::string_view SlotContainer(std::string_view slot) {
+  const size_t cut = slot.find('/');
+  return cut == std::string_view::npos ? slot : slot.substr(0, cut);
+}
+
+Result<PodRequest> PodRequest::Resolve(int64_t gpu_units) const {
+  if (!unresolved()) return *this;
+  if (gpu_units <= 0)
+    return Status::FailedPrecondition("no memory-share GPU size to resolve " +
+                                      std::string(kMilliResource) + " against");
+  PodRequest out;
+  for (const ContainerShare& c : app) {
+    if (c.milli < kMilliPerGpu) {
+      // Rounded up: fractions that sum to at most 1000 milli always fit the GPU's units.
+      const int64_t units = (c.milli * gpu_units + kMilliPerGpu - 1) / kMilliPerGpu;
+      out.app.push_back({c.name, std::max<int64_t>(units, 1), c.milli, false});
+      continue;
+    }
+    const int64_t gpus = c.milli / kMilliPerGpu;
+    for (int64_t i = 0; i < gpus; ++i)
+      out.app.push_back({i == 0 ? c.name : WholeGpuSlotName(c.name, static_cast<int>(i)),
+                         gpu_units, c.milli, true});
+  }
+  return out;
+}
+
+std::vector<int64_t> PodRequest::ShapeKey() const {
+  std::vector<int64_t> out = Demands();
+  for (size_t i = 0; i < app.size() && i < out.size(); ++i)
+    if (app[i].whole) out[i] = -out[i];
+  return out;
+}
+
+namespace {
+
+Status MilliShare(const ContainerUnits& c, const std::string& what, int64_t* milli) {
+  const std::string name(kMilliResource);
+  if ((c.milli_limit && *c.milli_limit < 0) || (c.milli_request && *c.milli_request < 0))
+    return Status::InvalidArgument(what + ": " + name + " must not be negative");
+  if (c.milli_limit && c.milli_request && *c.milli_limit != *c.milli_request)
+    return Status::InvalidArgument(what + ": " + name + " request " +
+                                   std::to_string(*c.milli_request) + " differs from limit " +
+                                   std::to_string(*c.milli_limit) +
+                                   " (extended resources cannot be overcommitted)");
+  *milli = c.milli_limit ? *c.milli_limit : c.milli_request.value_or(0);
+  if (*milli == 0) return Status::Ok();
+  if (c.init)
+    return Status::InvalidArgument(what + ": " + name + " is for app containers only (an init " +
+                                   "container may ask " + std::string(kResourceName) + ")");
+  if (*milli >= kMilliPerGpu &&
+      (*milli % kMilliPerGpu != 0 || *milli / kMilliPerGpu > kMaxWholeGpusPerContainer))
+    return Status::InvalidArgument(
+        what + ": " + name + " " + std::to_string(*milli) +
+        " is neither a fraction of one GPU (1..999) nor whole GPUs (1000, 2000, ... " +
+        std::to_string(kMaxWholeGpusPerContainer * kMilliPerGpu) + ")");
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<PodRequest> ComputePodRequest(const std::vector<ContainerUnits>& containers) {
   PodRequest out;
   std::set<std::string> names;
+  std::string mem_owner, milli_owner;  // a container of each kind, for the mix error
   for (const ContainerUnits& c : containers) {
     const std::string what =
         std::string(c.init ? "init container" : "container") + " \"" + c.name + "\"";
@@ -594,6 +669,20 @@ Result<PodRequest> ComputePodRequest(const std::vector<ContainerUnits>& containe
                                      std::to_string(*c.limit) +
                                      " (extended resources cannot be overcommitted)");
     const int64_t units = c.limit ? *c.limit : c.request.value_or(0);
+    int64_t milli = 0;
+    GPUSHARE_RETURN_IF_ERROR(MilliShare(c, what, &milli));
+    if (units > 0 && mem_owner.empty()) mem_owner = what;
+    if (milli > 0 && milli_owner.empty()) milli_owner = what;
+    if (!mem_owner.empty() && !milli_owner.empty())
+      return Status::InvalidArgument(
+          (mem_owner == milli_owner ? mem_owner + " asks both "
+                                    : mem_owner + " and " + milli_owner + " ask ") +
+          std::string(kResourceName) + " and " + std::string(kMilliResource) +
+          ": a pod asks GPU memory in one of the two, not both");
+    if (milli > 0) {
+      out.app.push_back({c.name, 0, milli, false});
+      continue;
+    }
     if (units == 0) continue;
     (c.init ? out.init : out.app).push_back({c.name, units});
   }

@@ -44,6 +44,15 @@ namespace gpushare::memshare {
 inline constexpr std::string_view kResourceName = "aliyun.com/gpu-mem";
 inline constexpr std::string_view kGpuCountResource = "aliyun.com/gpu-count";
 
+// Fractions and whole GPUs on memory-share GPUs, in the names of Alibaba's PAI cluster (the
+// source of the trace gpushare simulate replays): a container asks `alibabacloud.com/gpu-milli`
+// M, 1..999 for that fraction of one GPU, k x 1000 for k whole GPUs. The engine places them on
+// the same GPUs as aliyun.com/gpu-mem shares. docs/memory-shares.md ("Fractions and whole GPUs").
+inline constexpr std::string_view kMilliResource = "alibabacloud.com/gpu-milli";
+inline constexpr std::string_view kGpuCountAnnotation = "alibabacloud.com/gpu-count";
+inline constexpr int64_t kMilliPerGpu = 1000;
+inline constexpr int kMaxWholeGpusPerContainer = 16;
+
 // gpushare's own annotation keys all start with this prefix (chosen once; see the doc).
 inline constexpr std::string_view kAnnotationPrefix = "gpushare.io/";
 inline constexpr std::string_view kInventoryAnnotation = "gpushare.io/gpu-inventory";      // node
@@ -114,6 +123,11 @@ struct NodeInventory {
   const InventoryGpu* FindByUuid(std::string_view uuid) const;
 };
 
+// The units of each GPU serving memory shares (InventoryGpu::ServesMemoryShares) when they all
+// have the same, else 0 (also without any): the size alibabacloud.com/gpu-milli resolves
+// against on this node (PodRequest::Resolve).
+int64_t UniformShareUnits(const NodeInventory& inv);
+
 // Compact JSON, keys in a fixed order (so an unchanged inventory encodes to the same bytes and
 // the agent can skip the patch).
 std::string EncodeInventory(const NodeInventory& inv);
@@ -131,12 +145,26 @@ struct ContainerUnits {
   bool init = false;
   std::optional<int64_t> limit;
   std::optional<int64_t> request;
+  std::optional<int64_t> milli_limit;  // alibabacloud.com/gpu-milli
+  std::optional<int64_t> milli_request;
 };
 
+// One demand: `units` of one GPU. A container asking alibabacloud.com/gpu-milli has `milli` set
+// and no units until the request is resolved against a node's GPUs (PodRequest::Resolve); then
+// a fraction holds ceil(milli x units per GPU / 1000) units and each whole GPU is one demand
+// holding all of its GPU (`whole`), the second and later ones named WholeGpuSlotName(c, i).
 struct ContainerShare {
   std::string name;
   int64_t units = 0;
+  int64_t milli = 0;   // as asked: 1..999 a fraction, k x 1000 k whole GPUs; 0 for gpu-mem
+  bool whole = false;  // a whole GPU (resolved)
 };
+
+// "<container>/<i>": the i-th (i >= 1) whole GPU of a container asking several. A container
+// name never holds '/', so these names cannot collide with a container's.
+std::string WholeGpuSlotName(std::string_view container, int i);
+// The container a demand name belongs to ("main/2" -> "main", "main" -> "main").
+std::string_view SlotContainer(std::string_view slot);
 
 // What a pod asks for. Containers without units are left out.
 struct PodRequest {
@@ -144,6 +172,17 @@ struct PodRequest {
   std::vector<ContainerShare> app;   // app containers with units, in spec order
 
   bool empty() const { return init.empty() && app.empty(); }
+  // Asks alibabacloud.com/gpu-milli (then only that: ComputePodRequest refuses a mix).
+  bool milli() const { return !app.empty() && app.front().milli > 0; }
+  // Asked in milli and not yet resolved against a node.
+  bool unresolved() const { return milli() && app.front().units == 0; }
+  // The request on a node whose memory-share GPUs have `gpu_units` units each: fractions in
+  // units (rounded up, so that fractions summing to at most one GPU always fit it) and whole
+  // GPUs as one demand each. A request without milli is returned as is. Errors: gpu_units <= 0.
+  Result<PodRequest> Resolve(int64_t gpu_units) const;
+  // Demands() with each whole GPU as its negative units: what tells apart, for the engine's
+  // workload, a whole GPU from a share that happens to fill it.
+  std::vector<int64_t> ShapeKey() const;
   // ALIYUN_COM_GPU_MEM_POD: the units of the app containers (Alibaba: the sum of the limits).
   int64_t PodUnits() const;
   int64_t MaxInitUnits() const;
@@ -158,7 +197,9 @@ struct PodRequest {
 // Per container: the limit wins; without a limit, the request; absent or 0: no share. A
 // negative value, or a request that differs from the limit (the API server refuses such pods;
 // extended resources are not overcommitted), is an error naming the container. Duplicate
-// container names are an error.
+// container names are an error. alibabacloud.com/gpu-milli: 1..999 or a multiple of 1000 up to
+// kMaxWholeGpusPerContainer GPUs, app containers only, and never in a pod that also asks
+// aliyun.com/gpu-mem (errors name the container and say so).
 Result<PodRequest> ComputePodRequest(const std::vector<ContainerUnits>& containers);
 
 // --- assignments ---------------------------------------------------------------------------

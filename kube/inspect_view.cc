@@ -93,6 +93,8 @@ class Builder {
   struct NodeBuild {
     NodeView view;
     int64_t unit_mib = 1024;
+    int64_t share_units = 0;      // memshare::UniformShareUnits
+    int64_t memory_gpus = 0, healthy_memory_gpus = 0;
     std::map<int, GpuView> gpus;  // by index
     std::map<std::string, ResourceView> resources;
   };
@@ -112,6 +114,12 @@ class Builder {
         b.view.inventory = true;
         b.view.unit = std::string(ms::MemoryUnitName(inv->unit));
         b.unit_mib = ms::UnitMiB(inv->unit);
+        b.share_units = ms::UniformShareUnits(*inv);
+        for (const ms::InventoryGpu& g : inv->gpus) {
+          if (g.mode != ms::kMemoryMode || g.units <= 0) continue;
+          ++b.memory_gpus;
+          b.healthy_memory_gpus += g.healthy ? 1 : 0;
+        }
         for (const ms::InventoryGpu& g : inv->gpus) {
           GpuView& gv = b.gpus[g.index];
           gv.index = g.index;
@@ -167,8 +175,8 @@ class Builder {
   static ContainerShare Units(const ms::ContainerShare& c, int64_t unit_mib) {
     ContainerShare out;
     out.name = c.name;
-    out.resource = ms::kResourceName;
-    out.kind = "memory";
+    out.resource = c.milli > 0 ? ms::kMilliResource : ms::kResourceName;
+    out.kind = c.milli == 0 ? "memory" : (c.whole ? "whole" : "fraction");
     out.units = c.units;
     out.memory_mib = c.units * unit_mib;
     return out;
@@ -193,8 +201,21 @@ class Builder {
                                 std::string(alloc::kAllocationsAnnotation) + ": " +
                                 rec.status().message());
     }
-    Result<ms::PodRequest> req = PodMemRequest(p);
+    Result<ms::PodRequest> req = PodGpuRequest(p);
     if (!req.ok() || req->empty()) return;
+    if (req->unresolved()) {
+      // Fractions and whole GPUs: units of this node's GPU size, as gpushare-scheduler books them.
+      Result<ms::PodRequest> on_node = req->Resolve(b.share_units);
+      if (!on_node.ok()) {
+        b.view.problems.push_back(
+            "pod " + p.Key() + ": " + std::string(ms::kMilliResource) + ": not counted: " +
+            (b.memory_gpus == 0 ? "no GPU of the node serves memory shares"
+                                : "the node's memory-share GPUs differ in size (fractions and "
+                                  "whole GPUs need GPUs of one size)"));
+        return;
+      }
+      req = std::move(on_node);
+    }
     shown_.insert(b.view.name);
     ms::PodAssignment a = ms::ResolveAssignment(ann, *req);
     for (const std::string& problem : a.problems)
@@ -211,19 +232,26 @@ class Builder {
     for (const auto& [index, use] : ms::GpuUsage(*req, a.gpus)) {
       GpuView& g = GpuAt(b, index).first;
       PodShare s = ShareOf(p, source);
+      int64_t milli = 0;  // of alibabacloud.com/gpu-milli on this GPU
       for (const ms::ContainerShare& c : req->app) {
         auto at = a.gpus.find(c.name);
         if (at == a.gpus.end() || at->second != index) continue;
         s.containers.push_back(Units(c, b.unit_mib));
+        milli += c.whole ? ms::kMilliPerGpu : c.milli;
       }
       s.memory_mib = use.units * b.unit_mib;
       g.units_allocated += use.units;
       g.memory_allocated_mib += s.memory_mib;
       g.clients += use.clients;
       g.pods.push_back(std::move(s));
-      ResourceView& r = b.resources[std::string(ms::kResourceName)];
-      r.name = ms::kResourceName;
-      r.allocated += use.units;
+      const std::string_view resource = req->milli() ? ms::kMilliResource : ms::kResourceName;
+      ResourceView& r = b.resources[std::string(resource)];
+      if (req->milli() && r.name.empty()) {  // no node advertises it: its GPUs x 1000
+        r.capacity = b.memory_gpus * ms::kMilliPerGpu;
+        r.allocatable = b.healthy_memory_gpus * ms::kMilliPerGpu;
+      }
+      r.name = resource;
+      r.allocated += req->milli() ? milli : use.units;
     }
   }
 

@@ -19,7 +19,7 @@ Status Read(const StringMap& m, const std::string& path, std::string_view resour
 }
 
 Status Collect(const std::vector<Container>& list, bool init, std::string_view resource,
-               std::vector<memshare::ContainerUnits>* out) {
+               bool milli, std::vector<memshare::ContainerUnits>* out) {
   const std::string field = init ? "spec.initContainers" : "spec.containers";
   for (size_t i = 0; i < list.size(); ++i) {
     const Container& c = list[i];
@@ -29,22 +29,36 @@ Status Collect(const std::vector<Container>& list, bool init, std::string_view r
     const std::string path = field + "[" + std::to_string(i) + "].resources.";
     GPUSHARE_RETURN_IF_ERROR(Read(c.resources.limits, path + "limits", resource, &u.limit));
     GPUSHARE_RETURN_IF_ERROR(Read(c.resources.requests, path + "requests", resource, &u.request));
+    if (milli) {
+      GPUSHARE_RETURN_IF_ERROR(Read(c.resources.limits, path + "limits",
+                                    memshare::kMilliResource, &u.milli_limit));
+      GPUSHARE_RETURN_IF_ERROR(Read(c.resources.requests, path + "requests",
+                                    memshare::kMilliResource, &u.milli_request));
+    }
     out->push_back(std::move(u));
   }
   return Status::Ok();
 }
 
-}  // namespace
-
-Result<memshare::PodRequest> PodMemRequest(const Pod& pod, std::string_view resource) {
+Result<memshare::PodRequest> Request(const Pod& pod, std::string_view resource, bool milli) {
   std::vector<memshare::ContainerUnits> units;
-  Status s = Collect(pod.spec.init_containers, true, resource, &units);
-  if (s.ok()) s = Collect(pod.spec.containers, false, resource, &units);
+  Status s = Collect(pod.spec.init_containers, true, resource, milli, &units);
+  if (s.ok()) s = Collect(pod.spec.containers, false, resource, milli, &units);
   Result<memshare::PodRequest> r =
       s.ok() ? memshare::ComputePodRequest(units) : Result<memshare::PodRequest>(s);
   if (!r.ok())
     return r.status().WithContext("pod " + pod.metadata.namespace_ + "/" + pod.metadata.name);
   return r;
+}
+
+}  // namespace
+
+Result<memshare::PodRequest> PodMemRequest(const Pod& pod, std::string_view resource) {
+  return Request(pod, resource, false);
+}
+
+Result<memshare::PodRequest> PodGpuRequest(const Pod& pod, std::string_view resource) {
+  return Request(pod, resource, true);
 }
 
 }  // namespace gpushare::kube

@@ -20,5 +20,9 @@ namespace gpushare::kube {
 // memoryShares.resourceName and gpushare-scheduler's --resource-name).
 Result<memshare::PodRequest> PodMemRequest(const Pod& pod,
                                            std::string_view resource = memshare::kResourceName);
+// The same, with alibabacloud.com/gpu-milli read too (fractions and whole GPUs placed by
+// gpushare-scheduler; memshare::PodRequest::Resolve turns them into units on a node).
+Result<memshare::PodRequest> PodGpuRequest(const Pod& pod,
+                                           std::string_view resource = memshare::kResourceName);
 
 }  // namespace gpushare::kube

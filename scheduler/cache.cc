@@ -29,6 +29,7 @@ struct GpuCache::NodeRec {
   bool has_inventory = false;
   // The engine's view: usable GPUs only, slot -> GPU index.
   std::vector<int> slots;
+  int64_t share_units = 0;  // units of each usable GPU when all have the same, else 0
   std::string problem;  // why the node cannot take shares (when !has_inventory or no GPU)
   std::string_view problem_code = reasons::kNodeUnknown;  // its core/reasons.h code
   std::string inventory_text;                             // the annotation as last decoded
@@ -116,14 +117,25 @@ std::string GpuList(const ms::ContainerGpus& g) {
   return out;
 }
 
-// The demand order of the engine's PodShape (shares sorted largest first) mapped back to the
-// request's demand order: order[i] is the demand that shape.shares[i] stands for.
-std::vector<size_t> ShapeOrder(const std::vector<int64_t>& demands) {
-  std::vector<size_t> order(demands.size());
+// The demand order of the engine's PodShape (whole GPUs first, then shares sorted largest
+// first) mapped back to the request's demand order (`key`: PodRequest::ShapeKey, a whole GPU
+// negative): order[i] is the demand that the shape's i-th GPU stands for.
+std::vector<size_t> ShapeOrder(const std::vector<int64_t>& key) {
+  std::vector<size_t> order(key.size());
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return demands[a] > demands[b]; });
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if ((key[a] < 0) != (key[b] < 0)) return key[a] < 0;
+    return key[a] >= 0 && key[a] > key[b];
+  });
   return order;
+}
+
+// The engine's request for a PodRequest::ShapeKey.
+pl::PodRequest EngineRequest(const std::vector<int64_t>& key) {
+  pl::PodRequest r;
+  r.distinct_gpus = false;
+  for (int64_t d : key) r.gpus.push_back({d < 0 ? -d : d, d < 0});
+  return r;
 }
 
 // The same node with nothing allocated: does the pod fit at all?
@@ -221,6 +233,7 @@ void GpuCache::UpsertNode(const kube::Node& node) {
   const bool had = n.has_inventory;
   n.has_inventory = false;
   n.slots.clear();
+  n.share_units = 0;
   n.problem_code = reasons::kNodeUnknown;
   if (it == node.metadata.annotations.end()) {
     n.problem = "no " + std::string(ms::kInventoryAnnotation) +
@@ -258,6 +271,7 @@ void GpuCache::UpsertNode(const kube::Node& node) {
       }
     }
     n.problem_code = unhealthy ? reasons::kGpuUnhealthy : reasons::kNoSharedGpu;
+    n.share_units = ms::UniformShareUnits(n.inv);
     if (n.slots.size() > static_cast<size_t>(pl::kMaxGpusPerNode)) {
       n.problem_code = reasons::kNoSharedGpu;
       n.has_inventory = false;
@@ -277,6 +291,19 @@ void GpuCache::UpsertNode(const kube::Node& node) {
         (skipped.empty() ? "" : " skipped=" + Value(skipped)));
   }
   Recount(n);  // capacities may have changed
+  if (n.share_units > 0) {
+    // Pods asking alibabacloud.com/gpu-milli that waited for this node's GPU size.
+    std::vector<kube::Pod> retry;
+    for (auto it = unresolved_.begin(); it != unresolved_.end();) {
+      if (it->second.spec.node_name == n.name) {
+        retry.push_back(std::move(it->second));
+        it = unresolved_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (const kube::Pod& pod : retry) UpsertPodLocked(pod);
+  }
   // The engine's node must change shape: capacities, usable GPUs, model or ceiling.
   bool same = had && n.has_inventory && old_slots == n.slots &&
               old_inv.max_clients_per_gpu == n.inv.max_clients_per_gpu;
@@ -488,6 +515,10 @@ void GpuCache::SettleGuards(NodeRec& n) {
 
 void GpuCache::UpsertPod(const kube::Pod& pod) {
   MutexLock l(&mu_);
+  UpsertPodLocked(pod);
+}
+
+void GpuCache::UpsertPodLocked(const kube::Pod& pod) {
   const std::string& uid = pod.metadata.uid;
   const std::string key = pod.metadata.namespace_ + "/" + pod.metadata.name;
   if (auto nom = nominations_.find(uid); nom != nominations_.end()) {
@@ -509,9 +540,10 @@ void GpuCache::UpsertPod(const kube::Pod& pod) {
       Log("event=pod_released pod=" + Value(key) + " reason=" + pod.status.phase +
           " node=" + Value(rec->node));
     RemovePod(uid, /*released=*/true);
+    unresolved_.erase(uid);
     return;
   }
-  Result<ms::PodRequest> req = kube::PodMemRequest(pod, options_.resource_name);
+  Result<ms::PodRequest> req = kube::PodGpuRequest(pod, options_.resource_name);
   if (!req.ok() || req->empty()) {
     if (!req.ok())
       Log("event=pod_request_invalid pod=" + Value(key) +
@@ -530,6 +562,22 @@ void GpuCache::UpsertPod(const kube::Pod& pod) {
     if (!local) RemovePod(uid);
     return;
   }
+  if (req->unresolved()) {
+    const NodeRec* on = FindNode(pod.spec.node_name);
+    Result<ms::PodRequest> resolved =
+        on != nullptr ? OnNode(*on, *req) : Result<ms::PodRequest>(Status::NotFound("no node"));
+    if (!resolved.ok()) {
+      // Counted once the node's GPU size is known; until then the node's inventory is missing
+      // or unusable, so nothing is placed there meanwhile.
+      if (unresolved_.insert_or_assign(uid, pod).second)
+        Log("event=pod_request_waits pod=" + Value(key) + " node=" + Value(pod.spec.node_name) +
+            " detail=" + Value(resolved.status().message()));
+      if (!local) RemovePod(uid);
+      return;
+    }
+    req = std::move(resolved);
+  }
+  unresolved_.erase(uid);
   ms::PodAssignment a = ms::ResolveAssignment(pod.metadata.annotations, *req);
   for (const std::string& p : a.problems)
     Log("event=pod_annotation_unreadable pod=" + Value(key) + " problem=" + Value(p));
@@ -579,7 +627,7 @@ void GpuCache::UpsertPod(const kube::Pod& pod) {
   rec->key = key;
   rec->node = pod.spec.node_name;
   rec->request = *req;
-  rec->demands = req->Demands();
+  rec->demands = req->ShapeKey();
   rec->gpus = a.gpus;
   rec->planned = a.planned;
   rec->keys = ms::SlotKeys(*req);
@@ -679,9 +727,7 @@ void GpuCache::RefreshPolicy() {
   int live = 0;
   for (const auto& [demands, count] : shapes_live_) {
     shapes.insert(demands);
-    pl::PodRequest r;
-    r.distinct_gpus = false;
-    for (int64_t d : demands) r.gpus.push_back({d, false});
+    const pl::PodRequest r = EngineRequest(demands);
     for (int i = 0; i < std::max(count, 1); ++i) pods.push_back(r);
     live += count;
   }
@@ -740,17 +786,28 @@ void GpuCache::EnsureEngine() {
 }
 
 Result<pl::ShapeId> GpuCache::Shape(const ms::PodRequest& request) {
-  pl::PodRequest r;
-  r.distinct_gpus = false;
-  for (int64_t d : request.Demands()) r.gpus.push_back({d, false});
-  if (!workload_shapes_.count(request.Demands()) && !shapes_live_.count(request.Demands()) &&
+  if (request.unresolved())
+    return Status::Internal("alibabacloud.com/gpu-milli not resolved against a node");
+  const std::vector<int64_t> key = request.ShapeKey();
+  if (!workload_shapes_.count(key) && !shapes_live_.count(key) &&
       shapes_live_.size() < kMaxAskedShapes) {
     // A shape never seen: it joins the target workload at the next decision, so that the
     // policy's prices know it (counted once until pods with it are placed).
-    shapes_live_[request.Demands()] += 0;
+    shapes_live_[key] += 0;
     workload_stale_ = true;
   }
-  return engine_->Intern(r);
+  return engine_->Intern(EngineRequest(key));
+}
+
+Result<ms::PodRequest> GpuCache::OnNode(const NodeRec& n, const ms::PodRequest& request) const {
+  if (!request.unresolved()) return request;
+  if (n.share_units <= 0)
+    return Status::FailedPrecondition(
+        n.slots.empty() ? "no GPU here serves memory shares"
+                        : "this node's memory-share GPUs differ in size; " +
+                              std::string(ms::kMilliResource) +
+                              " (fractions and whole GPUs) needs GPUs of one size");
+  return request.Resolve(n.share_units);
 }
 
 namespace {
@@ -890,12 +947,27 @@ std::vector<NodeVerdict> GpuCache::Filter(const ms::PodRequest& request,
   MutexLock l(&mu_);
   std::vector<NodeVerdict> out(names.size());
   EnsureEngine();
-  Result<pl::ShapeId> shape = Shape(request);
-  const pl::PodShape* fast = shape.ok() ? &engine_->shape(*shape) : nullptr;
+  // Fractions and whole GPUs become units per GPU size: one resolved request and shape each.
+  struct Sized {
+    Result<ms::PodRequest> request = Status::Internal("unset");
+    Result<pl::ShapeId> shape = Status::Internal("unset");
+    bool odd = false;
+  };
+  std::map<int64_t, Sized> sized;
+  auto for_size = [&](int64_t units) -> Sized& {
+    auto [it, fresh] = sized.try_emplace(request.unresolved() ? units : 0);
+    Sized& z = it->second;
+    if (fresh) {
+      z.request = request.unresolved() ? request.Resolve(units) : Result<ms::PodRequest>(request);
+      z.shape = z.request.ok() ? Shape(*z.request) : Result<pl::ShapeId>(z.request.status());
+      if (z.request.ok()) {
+        const std::vector<ms::SlotKey> keys = ms::SlotKeys(*z.request);
+        z.odd = std::any_of(keys.begin(), keys.end(), [](const ms::SlotKey& k) { return k.odd(); });
+      }
+    }
+    return z;
+  };
   const uint64_t visit = ++visit_;
-  const std::vector<ms::SlotKey> keys = ms::SlotKeys(request);
-  const bool odd =
-      std::any_of(keys.begin(), keys.end(), [](const ms::SlotKey& k) { return k.odd(); });
   std::unordered_set<std::string_view> unknown;  // names not in the cache, for their repeats
   for (size_t i = 0; i < names.size(); ++i) {
     const int32_t id = node_index_.Find(names[i]);
@@ -911,16 +983,28 @@ std::vector<NodeVerdict> GpuCache::Filter(const ms::PodRequest& request,
       continue;
     }
     h.visit = visit;
-    if (fast == nullptr) {
+    const NodeRec& rec = *by_id_[static_cast<size_t>(id)];
+    if (rec.eid < 0) {  // no memory-share GPUs: the node's own reason
+      out[i] = Check(rec, request, pl::PodShape{}, asker);
+      continue;
+    }
+    if (request.unresolved() && rec.share_units <= 0) {
+      out[i] = Verdict(NodeVerdict::Kind::kUnresolvable, reasons::kNoSharedGpu,
+                       OnNode(rec, request).status().message());
+      continue;
+    }
+    const Sized& z = for_size(rec.share_units);
+    if (!z.shape.ok()) {
       out[i] = Verdict(NodeVerdict::Kind::kUnresolvable, reasons::kInvalidRequest,
-                       shape.status().message());
-    } else if (h.eid < 0 || pl::CheckFit(cluster_.node(h.eid), *fast) != pl::Rejection::kNone) {
+                       z.shape.status().message());
+    } else if (const pl::PodShape& fast = engine_->shape(*z.shape);
+               h.eid < 0 || pl::CheckFit(cluster_.node(h.eid), fast) != pl::Rejection::kNone) {
       // The reason, in words (and the room this pod has where preemption holds GPUs).
-      out[i] = Check(*by_id_[static_cast<size_t>(id)], request, *fast, asker);
-    } else if (const NodeRec* n = by_id_[static_cast<size_t>(id)]; n->held_back > 0) {
-      out[i] = HeldBack(*n);
-    } else if (n->odd_pending > 0 || odd) {
-      out[i] = Clash(*n, request);
+      out[i] = Check(rec, *z.request, fast, asker);
+    } else if (rec.held_back > 0) {
+      out[i] = HeldBack(rec);
+    } else if (rec.odd_pending > 0 || z.odd) {
+      out[i] = Clash(rec, *z.request);
     }  // else: it fits (the verdict's default)
   }
   return out;
@@ -931,12 +1015,13 @@ std::vector<int64_t> GpuCache::Score(const ms::PodRequest& request,
   MutexLock l(&mu_);
   std::vector<int64_t> out(names.size(), 0);
   EnsureEngine();
-  Result<pl::ShapeId> shape = Shape(request);
-  if (!shape.ok()) return out;
-  std::vector<pl::NodeId> ids;
-  std::vector<size_t> where;
-  ids.reserve(names.size());
-  where.reserve(names.size());
+  // One group per GPU size (fractions and whole GPUs resolve per size; others: one group).
+  struct Group {
+    Result<pl::ShapeId> shape = Status::Internal("unset");
+    std::vector<pl::NodeId> ids;
+    std::vector<size_t> where;
+  };
+  std::map<int64_t, Group> groups;
   const uint64_t visit = ++visit_;
   std::unordered_set<std::string_view> unknown;  // names not in the cache, for their repeats
   for (size_t i = 0; i < names.size(); ++i) {
@@ -949,19 +1034,47 @@ std::vector<int64_t> GpuCache::Score(const ms::PodRequest& request,
     if (h == nullptr) continue;
     h->visit = visit;
     if (h->eid < 0) continue;  // cannot take the pod: 0
-    ids.push_back(h->eid);
-    where.push_back(i);
+    const int64_t size = request.unresolved() ? by_id_[static_cast<size_t>(id)]->share_units : 0;
+    if (request.unresolved() && size <= 0) continue;
+    auto [g, fresh] = groups.try_emplace(size);
+    if (fresh) {
+      Result<ms::PodRequest> r = request.Resolve(size);
+      g->second.shape = r.ok() ? Shape(*r) : Result<pl::ShapeId>(r.status());
+    }
+    if (!g->second.shape.ok()) continue;
+    g->second.ids.push_back(h->eid);
+    g->second.where.push_back(i);
   }
-  const std::vector<pl::Verdict> verdicts = engine_->Evaluate(*shape, ids);
+  // Each group evaluated with its shape; the scores scaled over all of them together.
+  std::vector<pl::Verdict> verdicts;
+  std::vector<pl::NodeId> ids;
+  std::vector<size_t> where;
+  std::vector<pl::NodeId> choices;  // each group's own choice
+  for (auto& [size, g] : groups) {
+    std::vector<pl::Verdict> v = engine_->Evaluate(*g.shape, g.ids);
+    const pl::Decision d = engine_->ChooseEvaluated(*g.shape, v);
+    if (d.node >= 0) choices.push_back(d.node);
+    verdicts.insert(verdicts.end(), v.begin(), v.end());
+    ids.insert(ids.end(), g.ids.begin(), g.ids.end());
+    where.insert(where.end(), g.where.begin(), g.where.end());
+  }
   // Min-max of the policy's value; when every value ties, of its tiebreak.
   const std::vector<int> scaled = pl::PlacementEngine::ScaleScores(verdicts, 10);
   if (std::none_of(scaled.begin(), scaled.end(), [](int x) { return x >= 0; })) return out;
   for (size_t k = 0; k < scaled.size(); ++k)
     if (scaled[k] >= 0) out[where[k]] = scaled[k];
-  // The engine's own choice (its tie rank breaks ties) is the only 10.
-  const pl::Decision d = engine_->ChooseEvaluated(*shape, verdicts);
+  // The engine's own choice (its tie rank breaks ties) is the only 10; across GPU sizes, the
+  // group choice with the best scaled score (the first size on a tie).
+  pl::NodeId best = -1;
+  int best_score = -1;
+  for (pl::NodeId c : choices)
+    for (size_t k = 0; k < ids.size(); ++k)
+      if (ids[k] == c && scaled[k] > best_score) {
+        best = c;
+        best_score = scaled[k];
+      }
   for (size_t k = 0; k < ids.size(); ++k) {
-    if (ids[k] == d.node) {
+    if (ids[k] == best) {
       out[where[k]] = 10;
     } else if (out[where[k]] == 10) {
       out[where[k]] = 9;
@@ -970,7 +1083,7 @@ std::vector<int64_t> GpuCache::Score(const ms::PodRequest& request,
   return out;
 }
 
-Result<Reservation> GpuCache::Reserve(const kube::Pod& pod, const ms::PodRequest& request,
+Result<Reservation> GpuCache::Reserve(const kube::Pod& pod, const ms::PodRequest& asked,
                                       const std::string& node, int64_t now_ns,
                                       std::string_view* code) {
   MutexLock l(&mu_);
@@ -995,6 +1108,7 @@ Result<Reservation> GpuCache::Reserve(const kube::Pod& pod, const ms::PodRequest
                                         ")");
     Reservation r;
     r.already = true;
+    r.request = p.request;
     r.containers = p.gpus;
     r.assume_ns = p.assume_ns;
     for (const std::string& c : p.request.DemandContainers()) {
@@ -1012,6 +1126,12 @@ Result<Reservation> GpuCache::Reserve(const kube::Pod& pod, const ms::PodRequest
         (found == nullptr ? std::string("not in gpushare-scheduler's cache") : found->problem));
   }
   NodeRec& n = *found;
+  Result<ms::PodRequest> on_node = OnNode(n, asked);
+  if (!on_node.ok()) {
+    why = reasons::kNoSharedGpu;
+    return Status::FailedPrecondition("node " + node + ": " + on_node.status().message());
+  }
+  const ms::PodRequest& request = *on_node;
   // Its own hold: the GPUs preemption freed for it, when they still have room.
   if (auto nom = nominations_.find(uid); nom != nominations_.end()) {
     const Nomination own = nom->second;
@@ -1060,7 +1180,7 @@ Result<Reservation> GpuCache::Reserve(const kube::Pod& pod, const ms::PodRequest
   if (verdicts.empty() || verdicts[0].rejection != pl::Rejection::kNone)
     return Status::ResourceExhausted("node " + node + ": no GPU choice fits");
   const pl::GpuAssignment& a = verdicts[0].choice.gpus;
-  const std::vector<int64_t> demands = request.Demands();
+  const std::vector<int64_t> demands = request.ShapeKey();
   if (a.count != demands.size())
     return Status::Internal("engine returned " + std::to_string(a.count) + " GPUs for " +
                             std::to_string(demands.size()) + " demands");
@@ -1076,6 +1196,7 @@ Result<Reservation> GpuCache::Book(const kube::Pod& pod, const ms::PodRequest& r
   const std::string key = pod.metadata.namespace_ + "/" + pod.metadata.name;
   const std::string& node = n.name;
   Reservation r;
+  r.request = request;
   r.demand_gpus = gpus;
   for (int g : gpus) {
     if (g < 0 || n.SlotOf(g) < 0)
@@ -1105,7 +1226,7 @@ Result<Reservation> GpuCache::Book(const kube::Pod& pod, const ms::PodRequest& r
   rec->key = key;
   rec->node = node;
   rec->request = request;
-  rec->demands = request.Demands();
+  rec->demands = request.ShapeKey();
   rec->gpus = r.containers;
   rec->planned = r.containers;
   rec->use = use;
@@ -1283,9 +1404,8 @@ Result<PreemptionView> GpuCache::ViewForPreemption(const ms::PodRequest& request
   MutexLock l(&mu_);
   if (!synced_) return Status::Unavailable("cache not synced");
   EnsureEngine();
-  GPUSHARE_ASSIGN_OR_RETURN(pl::ShapeId shape, Shape(request));
+  if (!request.unresolved()) GPUSHARE_RETURN_IF_ERROR(Shape(request).status());
   PreemptionView view;
-  view.shape = engine_->shape(shape);
   view.nodes.reserve(names.size());
   for (std::string_view name : names) {
     PreemptionNodeView& v = view.nodes.emplace_back();
@@ -1303,6 +1423,14 @@ Result<PreemptionView> GpuCache::ViewForPreemption(const ms::PodRequest& request
       v.problem = HeldBack(*n).reason;
       continue;
     }
+    Result<ms::PodRequest> on_node = OnNode(*n, request);
+    Result<pl::ShapeId> shape =
+        on_node.ok() ? Shape(*on_node) : Result<pl::ShapeId>(on_node.status());
+    if (!shape.ok()) {
+      v.problem = shape.status().message();
+      continue;
+    }
+    v.shape = engine_->shape(*shape);
     v.usable = true;
     v.slots = n->slots;
     const std::map<int, ms::GpuUse> exempt = Exempt(*n, asker);
@@ -1376,13 +1504,16 @@ Result<PreemptionView> GpuCache::ViewForPreemption(const ms::PodRequest& request
   return view;
 }
 
-Result<Nomination> GpuCache::Nominate(const kube::Pod& pod, const ms::PodRequest& request,
+Result<Nomination> GpuCache::Nominate(const kube::Pod& pod, const ms::PodRequest& asked,
                                       const std::string& node, const pl::GpuAssignment& slots,
                                       std::vector<std::string> victims, int64_t now_ns) {
   MutexLock l(&mu_);
   NodeRec* n = FindNode(node);
-  const std::vector<int64_t> demands = request.Demands();
-  if (n == nullptr || n->eid < 0 || slots.count != demands.size())
+  Result<ms::PodRequest> on_node =
+      n != nullptr ? OnNode(*n, asked) : Result<ms::PodRequest>(Status::NotFound("no node"));
+  const ms::PodRequest request = on_node.ok() ? *on_node : ms::PodRequest{};
+  const std::vector<int64_t> demands = request.ShapeKey();
+  if (n == nullptr || n->eid < 0 || !on_node.ok() || slots.count != demands.size())
     return Status::FailedPrecondition("node " + node + ": cannot hold GPUs for pod " +
                                       pod.metadata.namespace_ + "/" + pod.metadata.name);
   const std::vector<size_t> order = ShapeOrder(demands);

@@ -97,6 +97,7 @@ struct PreemptionNodeView {
   std::string problem;               // why not (when !usable)
   placement::PreemptionInput input;  // node: its usable GPUs, holds the asker is exempt from free
   std::vector<int> slots;            // slot -> GPU index
+  placement::PodShape shape;         // the request as the engine sees it on this node
   // The pods' UIDs and keys ("namespace/name"), in input.pods order.
   std::string_view Uid(size_t pod) const { return Id(pod, 0); }
   std::string_view Key(size_t pod) const { return Id(pod, 1); }
@@ -109,7 +110,6 @@ struct PreemptionNodeView {
   std::vector<uint32_t> id_at_;  // per pod: offset, uid length, key length
 };
 struct PreemptionView {
-  placement::PodShape shape;  // the request as the engine sees it
   std::vector<PreemptionNodeView> nodes;
 };
 
@@ -125,7 +125,8 @@ struct NodeVerdict {
 // A bind's booking, made under the lock before the API calls.
 struct Reservation {
   bool already = false;          // the pod already had this booking: nothing to write
-  std::vector<int> demand_gpus;  // GPU index per demand (PodRequest::Demands order)
+  memshare::PodRequest request;  // as booked on the node (alibabacloud.com/gpu-milli resolved)
+  std::vector<int> demand_gpus;  // GPU index per demand (request.Demands() order)
   memshare::ContainerGpus containers;
   int64_t dev_units = 0;  // units of the first demand's GPU
   int64_t assume_ns = 0;
@@ -316,6 +317,11 @@ class GpuCache {
   void AddToEngine(NodeRec& n) GPUSHARE_REQUIRES(mu_);
   void Resync(NodeRec& n) GPUSHARE_REQUIRES(mu_);
   Result<placement::ShapeId> Shape(const memshare::PodRequest& request) GPUSHARE_REQUIRES(mu_);
+  void UpsertPodLocked(const kube::Pod& pod) GPUSHARE_REQUIRES(mu_);
+  // `request` on `n` (alibabacloud.com/gpu-milli resolved against its GPUs' size); the error
+  // says why a node cannot take fractions or whole GPUs.
+  Result<memshare::PodRequest> OnNode(const NodeRec& n, const memshare::PodRequest& request) const
+      GPUSHARE_REQUIRES(mu_);
   // `asker`: holds of preemption it is exempt from count as free (default: none is).
   NodeVerdict Check(const NodeRec& n, const memshare::PodRequest& request,
                     const placement::PodShape& shape, const Asker& asker = {}) const
@@ -359,6 +365,9 @@ class GpuCache {
   void RefreshHot(const NodeRec& n) GPUSHARE_REQUIRES(mu_);
   std::unordered_map<std::string, std::unique_ptr<PodRec>> pods_
       GPUSHARE_GUARDED_BY(mu_);  // by UID
+  // Bound pods asking alibabacloud.com/gpu-milli on a node whose GPUs' size is not known yet:
+  // counted once the node's inventory says it (UpsertNode).
+  std::map<std::string, kube::Pod> unresolved_ GPUSHARE_GUARDED_BY(mu_);
   std::unordered_map<std::string, std::string> unassigned_
       GPUSHARE_GUARDED_BY(mu_);  // UID -> node, not counted
   std::map<std::string, Nomination> nominations_ GPUSHARE_GUARDED_BY(mu_);  // by nominee UID

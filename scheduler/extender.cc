@@ -65,7 +65,7 @@ Result<Decoded> DecodeArgs(std::string_view body, std::string_view resource) {
   Result<kube::Pod> pod = kube::DecodePod(d.args.pod);
   if (!pod.ok()) return pod.status().WithContext("Pod");
   d.pod = std::move(*pod);
-  Result<ms::PodRequest> req = kube::PodMemRequest(d.pod, resource);
+  Result<ms::PodRequest> req = kube::PodGpuRequest(d.pod, resource);
   if (req.ok()) {
     d.request = std::move(*req);
   } else {
@@ -74,13 +74,15 @@ Result<Decoded> DecodeArgs(std::string_view body, std::string_view resource) {
   return d;
 }
 
-// Whether any container or init container names `resource` in its requests or limits (the
-// interest test kube-scheduler applies before it calls an extender with managedResources).
+// Whether any container or init container names `resource` or alibabacloud.com/gpu-milli in
+// its requests or limits (the interest test kube-scheduler applies before it calls an extender
+// with managedResources).
 bool NamesResource(const kube::Pod& pod, const std::string& resource) {
+  const std::string milli(ms::kMilliResource);
   for (const auto* list : {&pod.spec.containers, &pod.spec.init_containers})
     for (const kube::Container& c : *list)
-      if (c.resources.limits.count(resource) != 0 || c.resources.requests.count(resource) != 0)
-        return true;
+      for (const std::string* r : {&resource, &milli})
+        if (c.resources.limits.count(*r) != 0 || c.resources.requests.count(*r) != 0) return true;
   return false;
 }
 
@@ -411,11 +413,12 @@ Status Extender::DoBind(const BindingArgs& b, std::string_view& code) {
   code = reasons::kInvalidRequest;
   if (!NamesResource(*pod, options_.resource_name))
     return Status::FailedPrecondition(
-        "pod " + key + " does not request " + options_.resource_name +
+        "pod " + key + " does not request " + options_.resource_name + " or " +
+            std::string(ms::kMilliResource) +
         " (in any container or init container); gpushare-scheduler binds only pods "
         "that do");
   GPUSHARE_ASSIGN_OR_RETURN(const ms::PodRequest req,
-                            kube::PodMemRequest(*pod, options_.resource_name));
+                            kube::PodGpuRequest(*pod, options_.resource_name));
   const std::string& bound_to = pod->spec.node_name;
   code = reasons::kBindPodChanged;
   if (!bound_to.empty() && bound_to != b.node)
@@ -494,7 +497,8 @@ Status Extender::BindWithGpus(const kube::Pod& pod, const ms::PodRequest& req, c
                  Value(ms::EncodeContainerGpus(r.containers)));
     return Status::Ok();
   }
-  const auto annotations = ms::BindAnnotations(req, r.demand_gpus, r.dev_units, r.assume_ns);
+  const auto annotations =
+      ms::BindAnnotations(r.request, r.demand_gpus, r.dev_units, r.assume_ns);
   json patch = {{"metadata", {{"uid", pod.metadata.uid}, {"annotations", json::object()}}}};
   for (const auto& [k, v] : annotations) patch["metadata"]["annotations"][k] = v;
   Result<json> patched = client_->MergePatch(kube::kPods, b.pod_namespace, b.pod_name, patch);
@@ -515,7 +519,7 @@ Status Extender::BindWithGpus(const kube::Pod& pod, const ms::PodRequest& req, c
   }
   cache_.Commit(pod.metadata.uid, r.token);
   spdlog::info("event=bind pod={} node={} gpus={} units={} ms={}", Value(key), Value(node),
-               Value(ms::EncodeContainerGpus(r.containers)), req.PodUnits(), Ms(MsSince(t0)));
+               Value(ms::EncodeContainerGpus(r.containers)), r.request.PodUnits(), Ms(MsSince(t0)));
   return Status::Ok();
 }
 

@@ -51,6 +51,12 @@ std::string Explain(pl::NoVictims why, const ms::PodRequest& request, pl::Budget
       break;
   }
   std::string demands;
+  if (request.milli()) {
+    for (const auto& c : request.app)
+      demands += (demands.empty() ? "" : ", ") + std::to_string(c.milli);
+    return "even with every pod of lower priority gone, no GPU would have room for the pod's " +
+           demands + " milli-GPU";
+  }
   for (int64_t d : request.Demands()) demands += (demands.empty() ? "" : ", ") + std::to_string(d);
   return "even with every pod of lower priority gone, no GPU would have room for the pod's " +
          demands + " unit(s)";
@@ -191,7 +197,7 @@ Result<PreemptDecision> Preemptor::Decide(const kube::Pod& pod, const ms::PodReq
     }
     pl::NoVictims why = pl::NoVictims::kNone;
     std::optional<pl::VictimSet> chosen =
-        pl::ChooseVictims(in, view.shape, pod.spec.priority, &why);
+        pl::ChooseVictims(in, v.shape, pod.spec.priority, &why);
     if (!chosen) {
       d.refused[v.name] = Explain(why, request, options_.budgets);
       continue;
@@ -264,7 +270,7 @@ HttpReply Preemptor::Preempt(std::string_view body) {
     return {400, EncodeError("bad preempt request: " + pod.status().message())};
   }
   const std::string key = pod->metadata.namespace_ + "/" + pod->metadata.name;
-  Result<ms::PodRequest> req = kube::PodMemRequest(*pod, options_.resource_name);
+  Result<ms::PodRequest> req = kube::PodGpuRequest(*pod, options_.resource_name);
   if (!req.ok()) return {400, EncodeError(req.status().message())};
   if (req->empty()) {
     // Nothing of the managed resource to place: kube-scheduler's own choice stands.

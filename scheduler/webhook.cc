@@ -1,6 +1,7 @@
 #include "scheduler/webhook.h"
 
 #include "kube/base64.h"
+#include "core/memshare.h"
 #include "kube/quantity.h"
 #include "scheduler/wire.h"
 
@@ -105,8 +106,9 @@ WebhookReply MutatePods(std::string_view body, const WebhookOptions& o) {
             (!name.empty() ? name : (meta == nullptr ? "" : Text(*meta, "generateName")) + "*");
     const json* spec = Member(*pod, "spec");
     const std::string current = spec == nullptr ? "" : Text(*spec, "schedulerName");
-    if (!PodRequestsResource(*pod, o.resource_name)) {
-      r.why = "does not request " + o.resource_name;
+    if (!PodRequestsResource(*pod, o.resource_name) &&
+        !PodRequestsResource(*pod, memshare::kMilliResource)) {
+      r.why = "does not request " + o.resource_name + " or " + std::string(memshare::kMilliResource);
     } else if (!current.empty() && current != "default-scheduler") {
       r.why = "schedulerName \"" + current + "\" chosen by the user";
     } else {

@@ -103,6 +103,14 @@ inline json PodJson(const std::string& name, const std::vector<ContainerSpec>& c
   return p;
 }
 
+// A pod whose one container asks alibabacloud.com/gpu-milli (a fraction, or whole GPUs).
+inline json MilliPod(const std::string& name, int64_t milli) {
+  json p = PodJson(name, {{"main", 0}}, "default", "uid-" + name);
+  p["spec"]["containers"][0]["resources"] = {
+      {"limits", {{std::string(memshare::kMilliResource), std::to_string(milli)}}}};
+  return p;
+}
+
 inline json SimplePod(const std::string& name, int64_t units, const std::string& uid = "") {
   return PodJson(name, {{"main", units}}, "default", uid.empty() ? "uid-" + name : uid);
 }
@@ -115,7 +123,7 @@ inline kube::Pod DecodePodOrDie(const json& j) {
 }
 // The memory-share request of a pod's JSON (valid by construction in the tests).
 inline memshare::PodRequest Req(const json& pod) {
-  return *kube::PodMemRequest(DecodePodOrDie(pod));
+  return *kube::PodGpuRequest(DecodePodOrDie(pod));
 }
 
 inline std::string SeedManifestPath() {

@@ -191,8 +191,12 @@ TEST_F(IntegrationTest, SeedKnativeServiceAt100PodsWithTheDeployedConfig) {
   StartScheduler();
   ExtenderConfig deployed = DeployedConfig(scheduler_->url_prefix());
   ASSERT_TRUE(fakes::ValidateExtenders({deployed}).ok());
-  ASSERT_EQ(deployed.managed_resources.size(), 1u);
+  ASSERT_EQ(deployed.managed_resources.size(), 2u);
+  EXPECT_EQ(deployed.managed_resources[0].name, "aliyun.com/gpu-mem");
   EXPECT_FALSE(deployed.managed_resources[0].ignored_by_scheduler);
+  // Fractions and whole GPUs: booked by the extender alone (no node advertises the resource).
+  EXPECT_EQ(deployed.managed_resources[1].name, "alibabacloud.com/gpu-milli");
+  EXPECT_TRUE(deployed.managed_resources[1].ignored_by_scheduler);
   EXPECT_TRUE(deployed.node_cache_capable);
   RunSeed(this, deployed, "Insufficient aliyun.com/gpu-mem");
 }

@@ -1,0 +1,206 @@
+// Fractions and whole GPUs (alibabacloud.com/gpu-milli) on memory-share GPUs: the request's
+// rules (core/memshare.h), and the cache placing them beside aliyun.com/gpu-mem shares, reading
+// them back from the API after a restart, and saying why a node cannot take them.
+#include <gtest/gtest.h>
+
+#include "core/memshare.h"
+#include "core/reasons.h"
+#include "kube/memshare_pod.h"
+#include "scheduler/cache.h"
+#include "tests/scheduler/fixtures.h"
+
+namespace gpushare::scheduler {
+namespace {
+
+using namespace testing;
+using K = NodeVerdict::Kind;
+namespace ms = memshare;
+
+ms::ContainerUnits Milli(const std::string& name, int64_t m, bool init = false) {
+  ms::ContainerUnits c;
+  c.name = name;
+  c.init = init;
+  c.milli_limit = m;
+  return c;
+}
+
+TEST(MilliRequestTest, FractionsAndWholeGpusAreReadAndResolvedPerGpuSize) {
+  Result<ms::PodRequest> r = ms::ComputePodRequest({Milli("a", 500), Milli("b", 2000)});
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(r->milli());
+  EXPECT_TRUE(r->unresolved());
+  // 500 milli of a 15-unit GPU: 7.5 rounded up; two whole GPUs: one demand each.
+  Result<ms::PodRequest> on15 = r->Resolve(15);
+  ASSERT_TRUE(on15.ok());
+  EXPECT_FALSE(on15->unresolved());
+  EXPECT_EQ(on15->Demands(), (std::vector<int64_t>{8, 15, 15}));
+  EXPECT_EQ(on15->ShapeKey(), (std::vector<int64_t>{8, -15, -15}));
+  EXPECT_EQ(on15->DemandContainers(), (std::vector<std::string>{"a", "b", "b/1"}));
+  EXPECT_EQ(ms::SlotContainer("b/1"), "b");
+  EXPECT_EQ(ms::SlotContainer("b"), "b");
+  EXPECT_FALSE(r->Resolve(0).ok());
+  // The smallest fraction still holds a unit.
+  EXPECT_EQ(ms::ComputePodRequest({Milli("a", 1)})->Resolve(15)->Demands(),
+            (std::vector<int64_t>{1}));
+  // Four quarters of a 16-unit GPU fill it exactly.
+  EXPECT_EQ(ms::ComputePodRequest({Milli("a", 250)})->Resolve(16)->Demands(),
+            (std::vector<int64_t>{4}));
+}
+
+TEST(MilliRequestTest, BadRequestsNameTheContainerAndTheRule) {
+  auto error = [](std::vector<ms::ContainerUnits> c) {
+    Result<ms::PodRequest> r = ms::ComputePodRequest(c);
+    return r.ok() ? std::string("ok") : r.status().message();
+  };
+  EXPECT_EQ(error({Milli("a", 1500)}),
+            "container \"a\": alibabacloud.com/gpu-milli 1500 is neither a fraction of one GPU "
+            "(1..999) nor whole GPUs (1000, 2000, ... 16000)");
+  EXPECT_NE(error({Milli("a", 17000)}).find("gpu-milli 17000 is neither"), std::string::npos);
+  EXPECT_NE(error({Milli("i", 500, true)}).find("is for app containers only"), std::string::npos);
+  ms::ContainerUnits mem;
+  mem.name = "m";
+  mem.limit = 3;
+  EXPECT_EQ(error({mem, Milli("a", 500)}),
+            "container \"m\" and container \"a\" ask aliyun.com/gpu-mem and "
+            "alibabacloud.com/gpu-milli: a pod asks GPU memory in one of the two, not both");
+  ms::ContainerUnits both = Milli("b", 500);
+  both.limit = 2;
+  EXPECT_NE(error({both}).find("container \"b\" asks both"), std::string::npos);
+  ms::ContainerUnits differ = Milli("d", 500);
+  differ.milli_request = 400;
+  EXPECT_NE(error({differ}).find("request 400 differs from limit 500"), std::string::npos);
+  EXPECT_EQ(error({Milli("z", 0)}), "ok");
+}
+
+TEST(MilliRequestTest, AKubePodReadsTheResourceOnlyWhereAsked) {
+  const kube::Pod pod = DecodePodOrDie(MilliPod("p", 300));
+  EXPECT_TRUE(kube::PodGpuRequest(pod)->milli());
+  // The node agent's reader (memory shares only) does not see it.
+  EXPECT_TRUE(kube::PodMemRequest(pod)->empty());
+}
+
+class MilliCacheTest : public ::testing::Test {
+ protected:
+  MilliCacheTest() { cache_ = Fresh(); }
+  std::unique_ptr<GpuCache> Fresh() {
+    CacheOptions o;
+    o.log = [this](const std::string& l) { log_ += l + "\n"; };
+    auto c = std::make_unique<GpuCache>(o);
+    c->SetSynced(true);
+    return c;
+  }
+  // Reserves and commits; returns the reservation (or sets last_error_).
+  std::optional<Reservation> Bind(const json& pod, const std::string& node) {
+    kube::Pod p = DecodePodOrDie(pod);
+    Result<Reservation> r = cache_->Reserve(p, Req(pod), node, 1);
+    if (!r.ok()) {
+      last_error_ = r.status().message();
+      return std::nullopt;
+    }
+    cache_->Commit(p.metadata.uid, r->token);
+    return *r;
+  }
+  int64_t Used(const std::string& node, int gpu) {
+    for (const GpuState& g : cache_->NodeGpus(node))
+      if (g.index == gpu) return g.used;
+    return -1;
+  }
+  NodeVerdict FilterOne(const json& pod, const std::string& node) {
+    return cache_->Filter(Req(pod), {node}).at(0);
+  }
+  std::unique_ptr<GpuCache> cache_;
+  std::string log_, last_error_;
+};
+
+TEST_F(MilliCacheTest, FractionsShareAGpuWithMemorySharesAndWholeGpusTakeFreeOnes) {
+  cache_->UpsertNode(DecodeNodeOrDie(NodeJson("t4", Uniform(2, 16))));
+  // A 4 GiB memory share, then half a GPU: both on one GPU (8 units for 500 milli).
+  auto mem = Bind(SimplePod("mem", 4), "t4");
+  ASSERT_TRUE(mem) << last_error_;
+  auto half = Bind(MilliPod("half", 500), "t4");
+  ASSERT_TRUE(half) << last_error_;
+  EXPECT_EQ(half->request.Demands(), (std::vector<int64_t>{8}));
+  EXPECT_EQ(half->demand_gpus[0], mem->demand_gpus[0]);
+  const int shared = mem->demand_gpus[0];
+  EXPECT_EQ(Used("t4", shared), 12);
+  // A whole GPU: only the other one is entirely free.
+  auto whole = Bind(MilliPod("whole", 1000), "t4");
+  ASSERT_TRUE(whole) << last_error_;
+  EXPECT_EQ(whole->demand_gpus, (std::vector<int>{1 - shared}));
+  EXPECT_EQ(Used("t4", 1 - shared), 16);
+  // A second whole GPU: none is free, and the verdict says so.
+  const NodeVerdict v = FilterOne(MilliPod("whole2", 1000), "t4");
+  EXPECT_EQ(v.kind, K::kFailed);
+  EXPECT_NE(v.reason.find("16 GiB"), std::string::npos) << v.reason;
+  // A quarter (4 units) still fits beside the share and the half.
+  EXPECT_EQ(FilterOne(MilliPod("quarter", 250), "t4").kind, K::kFits);
+}
+
+TEST_F(MilliCacheTest, SeveralWholeGpusGoToDistinctGpusAndReadBackAfterARestart) {
+  cache_->UpsertNode(DecodeNodeOrDie(NodeJson("g8", Uniform(4, 32))));
+  const json pod = MilliPod("train", 3000);
+  auto r = Bind(pod, "g8");
+  ASSERT_TRUE(r) << last_error_;
+  ASSERT_EQ(r->demand_gpus.size(), 3u);
+  std::set<int> gpus(r->demand_gpus.begin(), r->demand_gpus.end());
+  EXPECT_EQ(gpus.size(), 3u);
+  EXPECT_EQ(r->containers.size(), 3u);
+  EXPECT_TRUE(r->containers.count("main") == 1 && r->containers.count("main/1") == 1 &&
+              r->containers.count("main/2") == 1);
+  // The API's copy after the bind, read by a fresh cache (a restart): the same three GPUs full.
+  json bound = pod;
+  bound["spec"]["nodeName"] = "g8";
+  for (const auto& [k, v] : ms::BindAnnotations(r->request, r->demand_gpus, 32, 1))
+    bound["metadata"]["annotations"][k] = v;
+  cache_ = Fresh();
+  cache_->UpsertNode(DecodeNodeOrDie(NodeJson("g8", Uniform(4, 32))));
+  cache_->UpsertPod(DecodePodOrDie(bound));
+  int full = 0;
+  for (const GpuState& g : cache_->NodeGpus("g8")) full += g.used == 32 ? 1 : 0;
+  EXPECT_EQ(full, 3);
+  // Two whole GPUs no longer fit; one does.
+  EXPECT_EQ(FilterOne(MilliPod("two", 2000), "g8").kind, K::kFailed);
+  EXPECT_EQ(FilterOne(MilliPod("one", 1000), "g8").kind, K::kFits);
+}
+
+TEST_F(MilliCacheTest, APodBoundBeforeItsNodeIsKnownCountsWhenTheInventoryArrives) {
+  json bound = MilliPod("early", 1000);
+  bound["spec"]["nodeName"] = "late";
+  ms::PodRequest resolved = *Req(bound).Resolve(16);
+  for (const auto& [k, v] : ms::BindAnnotations(resolved, {1}, 16, 1))
+    bound["metadata"]["annotations"][k] = v;
+  cache_->UpsertPod(DecodePodOrDie(bound));
+  EXPECT_NE(log_.find("event=pod_request_waits pod=default/early node=late"), std::string::npos)
+      << log_;
+  cache_->UpsertNode(DecodeNodeOrDie(NodeJson("late", Uniform(2, 16))));
+  EXPECT_EQ(Used("late", 1), 16);
+  EXPECT_EQ(Used("late", 0), 0);
+}
+
+TEST_F(MilliCacheTest, ANodeWithGpusOfTwoSizesRefusesFractionsAndSaysWhy) {
+  cache_->UpsertNode(
+      DecodeNodeOrDie(NodeJson("mixed", std::vector<GpuSpec>{GpuSpec{16}, GpuSpec{24}})));
+  const NodeVerdict v = FilterOne(MilliPod("p", 500), "mixed");
+  EXPECT_EQ(v.kind, K::kUnresolvable);
+  EXPECT_EQ(v.code, reasons::kNoSharedGpu);
+  EXPECT_NE(v.reason.find("differ in size"), std::string::npos) << v.reason;
+  EXPECT_FALSE(Bind(MilliPod("p", 500), "mixed"));
+  EXPECT_NE(last_error_.find("differ in size"), std::string::npos) << last_error_;
+  // Memory shares still go there.
+  EXPECT_EQ(FilterOne(SimplePod("m", 20), "mixed").kind, K::kFits);
+}
+
+TEST_F(MilliCacheTest, ScoresSpanNodesOfDifferentSizesWithOneTopChoice) {
+  cache_->UpsertNode(DecodeNodeOrDie(NodeJson("small", Uniform(2, 16))));
+  cache_->UpsertNode(DecodeNodeOrDie(NodeJson("big", Uniform(8, 32))));
+  ASSERT_TRUE(Bind(MilliPod("first", 500), "small"));
+  const std::vector<int64_t> s =
+      cache_->Score(Req(MilliPod("next", 500)), {"small", "big", "small"});
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_EQ(std::count(s.begin(), s.end(), 10), 1);
+  EXPECT_EQ(s[2], -1);  // a repeat
+  EXPECT_TRUE(s[0] >= 0 && s[1] >= 0);
+}
+
+}  // namespace
+}  // namespace gpushare::scheduler
