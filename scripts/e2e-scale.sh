@@ -77,9 +77,13 @@ scale_check_host() {
 }
 
 # gpushare-scheduler's arguments as the chart renders them in extender mode (helm template with
-# the chart's defaults), one per line; the node address of --health-listen is loopback here.
+# the chart's defaults but the policy of $dir/policy), one per line; the node address of
+# --health-listen is loopback here.
 chart_scheduler_args() {
-  "$bin/helm" template gpushare "$repo/deploy/helm/gpushare" --set scheduler.mode=extender |
+  local policy=default
+  [ -f "$dir/policy" ] && policy=$(cat "$dir/policy")
+  "$bin/helm" template gpushare "$repo/deploy/helm/gpushare" --set scheduler.mode=extender \
+    --set scheduler.policy="$policy" |
     python3 -c '
 import sys, yaml
 for doc in yaml.safe_load_all(sys.stdin):
@@ -103,6 +107,46 @@ start_scale_gpushare_scheduler() {
   start_bg gpushare-scheduler "$logs/gpushare-scheduler.log" "$gpushare_bin/gpushare-scheduler" \
     "$gpushare_bin/gpushare-scheduler" "${args[@]}" --kubeconfig "$kubeconfig_out"
   wait_up gpushare-scheduler 60 curl -sf -m 2 "http://$scheduler_health/healthz"
+}
+
+# kube-scheduler with deploy/kube-scheduler-config.yaml (profile "default"), or (profile
+# "replay", for gpushare replay) the same with the protocol of FGD's simulator
+# (../shared/reference/fgd-benchmark.md): every node scored (percentageOfNodesToScore 100) and
+# kube-scheduler's own score plugins off, so that the extender's ranking alone decides, as the
+# engine's policy alone decides in gpushare simulate.
+start_scale_kube_scheduler() {
+  pid_alive kube-scheduler && return 0
+  local profile=default
+  [ -f "$dir/profile" ] && profile=$(cat "$dir/profile")
+  if [ "$profile" = replay ]; then
+    scheduler_config | python3 -c '
+import sys, yaml
+c = yaml.safe_load(sys.stdin)
+c["percentageOfNodesToScore"] = 100
+c["profiles"] = [{"schedulerName": "default-scheduler",
+                  "plugins": {"score": {"disabled": [{"name": "*"}]}}}]
+yaml.safe_dump(c, sys.stdout, sort_keys=False)
+' >"$dir/kube-scheduler-config.yaml"
+  else
+    scheduler_config >"$dir/kube-scheduler-config.yaml"
+  fi
+  start_bg kube-scheduler "$logs/kube-scheduler.log" "$bin/kube-scheduler" "$bin/kube-scheduler" \
+    --config "$dir/kube-scheduler-config.yaml" \
+    --authentication-kubeconfig "$dir/scheduler.kubeconfig" \
+    --authorization-kubeconfig "$dir/scheduler.kubeconfig" \
+    --bind-address 127.0.0.1 --profiling=false --v=1
+}
+
+# Waits until gpushare-scheduler sees every node of the harness.
+wait_scheduler_nodes() {
+  local want=$1 seen=""
+  for _ in $(seq 90); do
+    seen=$(scheduler_nodes || true)
+    [ "${seen:-0}" -ge "$want" ] && break
+    sleep 1
+  done
+  [ "${seen:-0}" -ge "$want" ] || die "gpushare-scheduler sees ${seen:-no} of $want nodes; see $logs/gpushare-scheduler.log"
+  echo "$seen"
 }
 
 start_kwok() {
@@ -213,18 +257,23 @@ scheduler_nodes() {
 }
 
 cmd_up() {
-  local csv=$default_nodes count=0
+  local csv=$default_nodes count=0 policy=default profile=default
   while [ $# -gt 0 ]; do
     case $1 in
       --nodes) csv=${2:?--nodes needs a file}; shift 2 ;;
       --count) count=${2:?--count needs a number}; shift 2 ;;
-      *) die "up: unknown argument '$1' (want --nodes FILE, --count N)" ;;
+      --policy) policy=${2:?--policy needs a name}; shift 2 ;;
+      --profile) profile=${2:?--profile needs default or replay}; shift 2 ;;
+      *) die "up: unknown argument '$1' (want --nodes FILE, --count N, --policy NAME, --profile default|replay)" ;;
     esac
   done
+  case $profile in default | replay) ;; *) die "--profile must be default or replay, not '$profile'" ;; esac
   [ -r "$csv" ] || die "node list $csv not readable (--nodes FILE; the default is in ../shared/data)"
   [[ $count =~ ^[0-9]+$ ]] || die "--count must be a number, not '$count'"
   scale_check_host
   mkdir -p "$logs" "$pids"
+  echo "$policy" >"$dir/policy"
+  echo "$profile" >"$dir/profile"
   make_pki
   make_cert kwok "/O=system:masters/CN=kwok-controller" "" client
   write_kubeconfig "$kubeconfig_out" admin
@@ -235,20 +284,15 @@ cmd_up() {
   start_etcd
   start_apiserver
   start_controller_manager
-  start_scheduler
+  start_scale_kube_scheduler
   ensure_scraper
   start_scale_gpushare_scheduler
   start_kwok
   make_nodes "$csv" "$count"
-  local want seen=""
+  local want seen
   want=$(wc -l <"$dir/nodes/want")
-  for _ in $(seq 60); do
-    seen=$(scheduler_nodes || true)
-    [ "${seen:-0}" -ge "$want" ] && break
-    sleep 1
-  done
-  [ "${seen:-0}" -ge "$want" ] || die "gpushare-scheduler sees ${seen:-no} of $want nodes; see $logs/gpushare-scheduler.log"
-  log "up: $want fake nodes, gpushare-scheduler sees $seen with a GPU inventory"
+  seen=$(wait_scheduler_nodes "$want")
+  log "up: $want fake nodes, gpushare-scheduler sees $seen with a GPU inventory (policy $policy, kube-scheduler profile $profile)"
   print_scale
 }
 
@@ -283,9 +327,36 @@ cmd_status() {
   return $ok
 }
 
+# policy NAME: gpushare-scheduler again, with --policy NAME (the cluster's pods are its truth).
+cmd_policy() {
+  local policy=${1:?policy needs a name (default, fgd, bestfit, ...)}
+  pid_alive kube-apiserver || die "the harness is not up"
+  echo "$policy" >"$dir/policy"
+  stop_pid gpushare-scheduler 20
+  start_scale_gpushare_scheduler
+  local want
+  want=$(wc -l <"$dir/nodes/want")
+  wait_scheduler_nodes "$want" >/dev/null
+  log "gpushare-scheduler runs with --policy $policy"
+}
+
+# profile default|replay: kube-scheduler again with that configuration.
+cmd_profile() {
+  local profile=${1:?profile needs default or replay}
+  case $profile in default | replay) ;; *) die "profile must be default or replay, not '$profile'" ;; esac
+  pid_alive kube-apiserver || die "the harness is not up"
+  echo "$profile" >"$dir/profile"
+  stop_pid kube-scheduler 20
+  start_scale_kube_scheduler
+  wait_up kube-scheduler 60 curl -sfk -m 2 https://127.0.0.1:10259/healthz
+  log "kube-scheduler runs with profile $profile"
+}
+
 case "${1:-}" in
   up) shift; cmd_up "$@" ;;
   down) cmd_down ;;
   status) cmd_status ;;
-  *) echo "usage: $0 up [--nodes FILE] [--count N] | down | status" >&2; exit 2 ;;
+  policy) shift; cmd_policy "$@" ;;
+  profile) shift; cmd_profile "$@" ;;
+  *) echo "usage: $0 up [--nodes FILE] [--count N] [--policy NAME] [--profile default|replay] | down | status | policy NAME | profile default|replay" >&2; exit 2 ;;
 esac

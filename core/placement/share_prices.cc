@@ -137,8 +137,13 @@ SharePrices SharePrices::Solve(int64_t capacity, const std::vector<int64_t>& siz
     std::vector<double> pattern;
     const std::vector<double> v = Knapsack(item_levels, y, levels, &pattern);
     if (v.back() <= 1.0 + 1e-9) break;
+    // A pattern the LP already has: the knapsack's value and the simplex's disagree only by
+    // rounding (degenerate LPs, e.g. every size seen once), so no new constraint can change
+    // the prices. Adding it again would repeat until the round limit, each simplex slower.
+    if (std::find(rows.begin(), rows.end(), pattern) != rows.end()) break;
     rows.push_back(pattern);
   }
+  p.patterns_ = rows.size();
   p.price_ = y;
   p.value_ = Knapsack(item_levels, y, levels, nullptr);
   for (size_t i = 0; i < n.size(); ++i) p.lp_bins_ += n[i] * y[i];

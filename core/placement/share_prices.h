@@ -19,6 +19,7 @@
 // capacity, coarsened so that there are at most kMaxLevels levels; sizes round up).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -43,6 +44,8 @@ class SharePrices {
   double Cost(int64_t size, int64_t free_share) const;
   // The LP's optimum: GPUs needed by the observed items (fractional).
   double lp_bins() const { return lp_bins_; }
+  // Patterns (constraints) the solve ended with: the initial one per size plus those generated.
+  size_t patterns() const { return patterns_; }
 
  private:
   int64_t Level(int64_t units, bool round_up) const;
@@ -52,6 +55,7 @@ class SharePrices {
   std::vector<double> price_;
   std::vector<double> value_;  // per level 0..capacity/step
   double lp_bins_ = 0;
+  size_t patterns_ = 0;
 };
 
 }  // namespace gpushare::placement

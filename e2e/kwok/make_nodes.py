@@ -123,6 +123,9 @@ def make_node(args, work, row):
         "type": "kwok",
         "gpushare.io/scale-harness": "true",
         "gpushare.io/gpu-model": model,
+        # the GPU model label of Alibaba's PAI cluster, which the trace's gpu_spec names
+        # (gpushare replay: node affinity on it; docs/memory-shares.md)
+        "alibabacloud.com/gpu-card-model": model,
     })
     meta.setdefault("annotations", {}).update({
         "kwok.x-k8s.io/node": "fake",
@@ -145,7 +148,7 @@ def main():
     ap.add_argument("--config", required=True, help="gpushare-node's config for every node")
     ap.add_argument("--out-dir", required=True)
     ap.add_argument("--chunk", type=int, default=100)
-    ap.add_argument("--max-pods", type=int, default=256)
+    ap.add_argument("--max-pods", type=int, default=1001)  # FGD's simulator's node limit
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     args = ap.parse_args()
 

@@ -31,6 +31,23 @@ TEST(SharePricesTest, ThePricesOfTheTracesBigItems) {
   EXPECT_GE(p.lp_bins(), 1000 + 250 - 1e-6);
 }
 
+TEST(SharePricesTest, ADegenerateLpEndsWhenTheOracleRepeatsAPattern) {
+  // Every size seen once on a 79-unit GPU (fractions of an 80 GB GPU in GiB, as the scheduler
+  // books alibabacloud.com/gpu-milli): the knapsack kept returning a pattern the LP already had
+  // (rounding), and the solve added it until its round limit, about 975 patterns and seconds to
+  // minutes under gpushare-scheduler's lock. It ends at the repeat, with the same optimum.
+  const std::vector<int64_t> sizes = {3, 5, 6, 9, 13, 4, 11, 12, 15, 26, 18, 22, 27, 30, 35, 38,
+                                      52, 64};
+  const SharePrices p = SharePrices::Solve(79, sizes, std::vector<double>(sizes.size(), 1.0));
+  EXPECT_LT(p.patterns(), sizes.size() + 100);
+  EXPECT_NEAR(p.lp_bins(), 4.946507, 1e-5);
+  for (int64_t gap : {79, 40, 13})
+    for (int64_t d : sizes)
+      if (d <= gap) {
+        EXPECT_GE(p.Cost(d, gap), -1e-9);
+      }
+}
+
 TEST(SharePricesTest, EmptyAndOddInputs) {
   const SharePrices none = SharePrices::Solve(1000, {}, {});
   EXPECT_NEAR(none.Cost(300, 1000), 0.0, 1e-12);

@@ -1,0 +1,475 @@
+// `gpushare replay`: a trace through a real cluster's API server, kube-scheduler and
+// gpushare-scheduler, reported from the cluster's own state in `gpushare simulate`'s formats.
+//
+// For each seed: the trace's pods (sim::ReplayPodJson) are created one at a time in the order
+// `gpushare simulate` submits them (sim::SubmitOrder); a watch on the replay's pods says when
+// each is bound (its node and gpushare.io/gpu-mem-assumed) or found unschedulable (PodScheduled
+// False, reason Unschedulable: then it is deleted, as the simulator never retries a failed pod);
+// sim::ReplayTally turns that into the simulator's curve. Every pod is deleted at the end of the
+// seed (and on SIGINT/SIGTERM). The policy is gpushare-scheduler's (--policy names it for the
+// report; scripts/e2e-scale.sh policy NAME sets it on the scale harness).
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "cli/gpushare/command.h"
+#include "config/flag_checks.h"
+#include "core/memshare.h"
+#include "kube/client.h"
+#include "kube/config.h"
+#include "kube/errors.h"
+#include "sim/experiment.h"
+#include "sim/replay.h"
+#include "sim/report.h"
+
+namespace {
+
+using json = nlohmann::json;
+namespace sim = gpushare::sim;
+namespace kube = gpushare::kube;
+using gpushare::Result;
+using gpushare::Status;
+
+constexpr kube::ResourceRef kNamespaces{"namespaces", false};
+constexpr kube::ResourceRef kServiceAccounts{"serviceaccounts", true};
+constexpr std::string_view kRunLabel = "gpushare.io/replay";
+
+std::atomic<bool> g_stop{false};
+void OnSignal(int) { g_stop.store(true); }
+
+struct Flags {
+  std::string nodes, pods, policy = "default", seeds = "42", out = "replay-out";
+  std::string namespace_ = "gpushare-replay", kubeconfig, context, scheduler_name;
+  double tune = 1.3;
+  double pod_timeout_s = 60;
+  bool quiet = false;
+};
+
+// What the watch has seen of one pod.
+struct Seen {
+  std::string node;
+  std::string assumed;  // gpushare.io/gpu-mem-assumed
+  bool unschedulable = false;
+  std::string message;  // PodScheduled's message when unschedulable
+};
+
+// Watches the run's pods and hands each one's outcome to the waiting creator.
+class Watcher {
+ public:
+  Watcher(std::shared_ptr<kube::Client> c, std::string ns, std::string selector)
+      : client_(std::move(c)), ns_(std::move(ns)), selector_(std::move(selector)) {
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~Watcher() {
+    cancel_.Cancel();
+    thread_.join();
+  }
+  // The pod's outcome once bound or unschedulable; nullopt after `timeout` or a stop.
+  std::optional<Seen> Wait(const std::string& name, std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> l(mu_);
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!g_stop.load()) {
+      auto it = seen_.find(name);
+      if (it != seen_.end() && (!it->second.node.empty() || it->second.unschedulable)) {
+        Seen s = it->second;
+        seen_.erase(it);
+        return s;
+      }
+      if (cv_.wait_until(l, std::min(deadline, std::chrono::steady_clock::now() +
+                                                   std::chrono::milliseconds(200))) ==
+              std::cv_status::timeout &&
+          std::chrono::steady_clock::now() >= deadline)
+        return std::nullopt;
+    }
+    return std::nullopt;
+  }
+  std::string error() const {
+    std::lock_guard<std::mutex> l(mu_);
+    return error_;
+  }
+
+ private:
+  void Take(const json& pod) {
+    const json& meta = pod.value("metadata", json::object());
+    const std::string name = meta.value("name", "");
+    if (name.empty()) return;
+    Seen s;
+    s.node = pod.value("spec", json::object()).value("nodeName", "");
+    const json ann = meta.value("annotations", json::object());
+    s.assumed = ann.value(std::string(gpushare::memshare::kAssumedAnnotation), "");
+    for (const json& c : pod.value("status", json::object()).value("conditions", json::array()))
+      if (c.value("type", "") == "PodScheduled" && c.value("status", "") == "False" &&
+          c.value("reason", "") == "Unschedulable") {
+        s.unschedulable = true;
+        s.message = c.value("message", "");
+      }
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      seen_[name] = std::move(s);
+    }
+    cv_.notify_all();
+  }
+  void Run() {
+    std::string rv;
+    while (!cancel_.cancelled()) {
+      if (rv.empty()) {
+        kube::ListOptions lo;
+        lo.label_selector = selector_;
+        Result<kube::RawList> list = client_->List(kube::kPods, ns_, lo, &cancel_);
+        if (!list.ok()) {
+          Note(list.status());
+          cancel_.SleepFor(std::chrono::seconds(1));
+          continue;
+        }
+        for (const json& p : list->items) Take(p);
+        rv = list->resource_version;
+      }
+      kube::WatchOptions wo;
+      wo.label_selector = selector_;
+      wo.resource_version = rv;
+      wo.timeout_seconds = 120;
+      Status s = client_->Watch(
+          kube::kPods, ns_, wo,
+          [&](kube::WatchEvent&& e) {
+            if (e.type == kube::WatchEventType::kError) {
+              rv.clear();
+              return false;
+            }
+            const std::string v =
+                e.object.value("metadata", json::object()).value("resourceVersion", "");
+            if (!v.empty()) rv = v;
+            if (e.type == kube::WatchEventType::kAdded ||
+                e.type == kube::WatchEventType::kModified)
+              Take(e.object);
+            return true;
+          },
+          &cancel_);
+      if (!s.ok() && !cancel_.cancelled()) {
+        if (kube::IsExpired(s)) rv.clear();
+        Note(s);
+        cancel_.SleepFor(std::chrono::milliseconds(200));
+      }
+    }
+  }
+  void Note(const Status& s) {
+    std::lock_guard<std::mutex> l(mu_);
+    error_ = s.message();
+  }
+
+  std::shared_ptr<kube::Client> client_;
+  std::string ns_, selector_;
+  kube::Cancellation cancel_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<std::string, Seen> seen_;
+  std::string error_;
+  std::thread thread_;
+};
+
+void Progress(std::FILE* err, uint64_t seed, size_t done, size_t total, int64_t refused,
+              double seconds) {
+  const size_t width = 30;
+  const size_t filled = total > 0 ? done * width / total : width;
+  std::string bar(filled, '=');
+  bar.resize(width, ' ');
+  std::fprintf(err, "\r[%s] seed %llu: %zu/%zu pods, %lld unschedulable, %.0f s", bar.c_str(),
+               static_cast<unsigned long long>(seed), done, total,
+               static_cast<long long>(refused), seconds);
+  if (done == total) std::fprintf(err, "\n");
+  std::fflush(err);
+}
+
+// Deletes every pod of the run and waits until they are gone (bounded).
+Status Cleanup(kube::Client& c, const std::string& ns, const std::string& selector) {
+  kube::DeleteOptions d;
+  d.grace_period_seconds = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::minutes(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    kube::ListOptions lo;
+    lo.label_selector = selector;
+    Result<kube::RawList> list = c.List(kube::kPods, ns, lo);
+    if (!list.ok()) return list.status().WithContext("listing the replay's pods");
+    if (list->items.empty()) return Status::Ok();
+    for (const json& p : list->items) {
+      const std::string name = p["metadata"].value("name", "");
+      if (p["metadata"].contains("deletionTimestamp")) continue;
+      Status s = c.Delete(kube::kPods, ns, name, d);
+      if (!s.ok() && !kube::IsNotFound(s)) return s.WithContext("deleting pod " + name);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  return Status::DeadlineExceeded("the replay's pods were not gone after 10 minutes");
+}
+
+std::vector<int> GpusOf(const std::string& assumed, std::string* problem) {
+  std::vector<int> out;
+  if (assumed.empty()) return out;
+  Result<gpushare::memshare::ContainerGpus> m = gpushare::memshare::DecodeContainerGpus(assumed);
+  if (!m.ok()) {
+    *problem = "gpushare.io/gpu-mem-assumed: " + m.status().message();
+    return out;
+  }
+  for (const auto& [c, g] : *m) out.push_back(g);
+  return out;
+}
+
+int Replay(const Flags& f) {
+  auto seeds = sim::ParseSeeds(f.seeds);
+  if (!seeds.ok()) {
+    std::fprintf(stderr, "gpushare replay: %s\n", seeds.status().message().c_str());
+    return 2;
+  }
+  Result<sim::Workload> w = sim::LoadWorkload(f.nodes, f.pods);
+  if (!w.ok()) {
+    std::fprintf(stderr, "gpushare replay: %s\n", w.status().message().c_str());
+    return 1;
+  }
+  kube::LoadOptions lo;
+  lo.kubeconfig = f.kubeconfig;
+  lo.context = f.context;
+  Result<kube::ClientConfig> cfg = kube::LoadClientConfig(lo);
+  if (!cfg.ok()) {
+    std::fprintf(stderr, "gpushare replay: no usable Kubernetes API configuration: %s\n",
+                 cfg.status().message().c_str());
+    return 2;
+  }
+  kube::ClientOptions co;
+  co.user_agent = "gpushare-replay";
+  co.qps = 0;  // one pod at a time: the cluster, not a client limit, sets the pace
+  Result<std::shared_ptr<kube::Client>> client = kube::Client::Create(*cfg, co);
+  if (!client.ok()) {
+    std::fprintf(stderr, "gpushare replay: Kubernetes API client: %s\n",
+                 client.status().message().c_str());
+    return 2;
+  }
+  kube::Client& c = **client;
+  // Every node of the list must be in the cluster (the figures are over the list's capacity).
+  {
+    Result<std::vector<kube::Node>> nodes = c.ListNodes();
+    if (!nodes.ok()) {
+      std::fprintf(stderr, "gpushare replay: listing nodes: %s (server %s)\n",
+                   nodes.status().message().c_str(), cfg->server.c_str());
+      return 1;
+    }
+    std::set<std::string> have;
+    for (const kube::Node& n : *nodes) have.insert(n.metadata.name);
+    size_t missing = 0;
+    std::string first;
+    for (const auto& n : w->nodes)
+      if (!have.count(n.name) && missing++ == 0) first = n.name;
+    if (missing > 0) {
+      std::fprintf(stderr,
+                   "gpushare replay: %zu node(s) of %s are not in the cluster (first: %s); the "
+                   "figures would not be the cluster's\n",
+                   missing, f.nodes.c_str(), first.c_str());
+      return 1;
+    }
+  }
+  Result<json> ns = c.Create(kNamespaces, "", {{"apiVersion", "v1"}, {"kind", "Namespace"},
+                                               {"metadata", {{"name", f.namespace_}}}});
+  if (!ns.ok() && ns.status().code() != gpushare::StatusCode::kAlreadyExists &&
+      !kube::IsConflict(ns.status())) {
+    std::fprintf(stderr, "gpushare replay: creating namespace %s: %s\n", f.namespace_.c_str(),
+                 ns.status().message().c_str());
+    return 1;
+  }
+  // Pods are admitted once the namespace's default ServiceAccount exists (the controller
+  // manager makes it).
+  for (int i = 0;; ++i) {
+    Result<json> sa = c.Get(kServiceAccounts, f.namespace_, "default");
+    if (sa.ok()) break;
+    if (i == 120) {
+      std::fprintf(stderr,
+                   "gpushare replay: namespace %s has no default ServiceAccount after 60 s (is "
+                   "kube-controller-manager running?): %s\n",
+                   f.namespace_.c_str(), sa.status().message().c_str());
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  const bool tty = !f.quiet && isatty(STDERR_FILENO);
+  const gpushare::placement::TargetWorkload typical = sim::TypicalWorkload(*w, 0.95);
+  std::vector<sim::RunResult> runs;
+  int64_t overcommits = 0, inconsistent = 0;
+  std::string first_problem;
+  const auto start_all = std::chrono::steady_clock::now();
+  for (uint64_t seed : *seeds) {
+    const std::string run = "s" + std::to_string(seed) + "-" + std::to_string(getpid());
+    const std::string selector = std::string(kRunLabel) + "=" + run;
+    const std::vector<int> order = sim::SubmitOrder(*w, seed, f.tune);
+    sim::ReplayTally tally(*w, typical);
+    if (!tally.status().ok()) {
+      std::fprintf(stderr, "gpushare replay: %s\n", tally.status().message().c_str());
+      return 1;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    Status failed = Status::Ok();
+    {
+      Watcher watch(*client, f.namespace_, selector);
+      for (size_t i = 0; i < order.size() && failed.ok(); ++i) {
+        if (g_stop.load()) {
+          failed = Status::Aborted("interrupted");
+          break;
+        }
+        sim::ReplayPodSpec spec;
+        spec.name = "replay-" + std::to_string(i);
+        spec.namespace_ = f.namespace_;
+        spec.labels = {{std::string(kRunLabel), run}};
+        spec.scheduler_name = f.scheduler_name;
+        const sim::TracePod& tp = w->pods[static_cast<size_t>(order[i])];
+        Result<json> created =
+            c.Create(kube::kPods, f.namespace_, json::parse(sim::ReplayPodJson(tp, spec)));
+        if (!created.ok()) {
+          failed = created.status().WithContext("creating pod " + spec.name + " (" + tp.name + ")");
+          break;
+        }
+        std::optional<Seen> seen = watch.Wait(
+            spec.name, std::chrono::milliseconds(static_cast<int64_t>(f.pod_timeout_s * 1000)));
+        if (!seen) {
+          if (g_stop.load()) {
+            failed = Status::Aborted("interrupted");
+          } else {
+            failed = Status::DeadlineExceeded(
+                "pod " + spec.name + " (" + tp.name + ") neither bound nor unschedulable after " +
+                std::to_string(static_cast<int>(f.pod_timeout_s)) + " s" +
+                (watch.error().empty() ? "" : " (watch: " + watch.error() + ")"));
+          }
+          break;
+        }
+        sim::Observed where;
+        std::string problem;
+        if (!seen->node.empty()) {
+          where.node = seen->node;
+          where.gpus = GpusOf(seen->assumed, &problem);
+        } else {
+          // Refused: the simulator never retries it, so neither does the cluster.
+          kube::DeleteOptions d;
+          d.grace_period_seconds = 0;
+          (void)c.Delete(kube::kPods, f.namespace_, spec.name, d);
+        }
+        Status s = tally.Record(order[i], where);
+        if (!problem.empty() || !s.ok()) {
+          ++inconsistent;
+          if (first_problem.empty()) first_problem = !problem.empty() ? problem : s.message();
+        }
+        if (tty && (i % 25 == 0 || i + 1 == order.size()))
+          Progress(stderr, seed, i + 1, order.size(), tally.refused(),
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      }
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    overcommits += tally.overcommits();
+    Status cleaned = Cleanup(c, f.namespace_, selector);
+    if (!failed.ok()) {
+      std::fprintf(stderr, "\ngpushare replay: seed %llu: %s\n",
+                   static_cast<unsigned long long>(seed), failed.message().c_str());
+      if (!cleaned.ok()) std::fprintf(stderr, "gpushare replay: %s\n", cleaned.message().c_str());
+      return 1;
+    }
+    if (!cleaned.ok()) {
+      std::fprintf(stderr, "gpushare replay: %s\n", cleaned.message().c_str());
+      return 1;
+    }
+    runs.push_back(tally.Finish(f.policy, seed, seconds));
+    std::fprintf(stdout,
+                 "seed %llu: %lld pods in %.1f s (%.1f pods/s), %lld placed, %lld unschedulable, "
+                 "%lld over-committed\n",
+                 static_cast<unsigned long long>(seed),
+                 static_cast<long long>(tally.placed() + tally.refused()), seconds,
+                 seconds > 0 ? static_cast<double>(tally.placed() + tally.refused()) / seconds : 0,
+                 static_cast<long long>(tally.placed()), static_cast<long long>(tally.refused()),
+                 static_cast<long long>(tally.overcommits()));
+  }
+  const auto summary = sim::Summarize(runs);
+  for (const auto& [name, content] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"curves.csv", sim::CurvesCsv(runs)},
+           {"summary.csv", sim::SummaryCsv(summary)},
+           {"plot.svg", sim::PlotSvg(summary, "Unallocated GPU vs arrived workload (replayed): " +
+                                                  w->name)}}) {
+    Status s = sim::MakeDirs(f.out);
+    if (s.ok()) s = sim::WriteFile(f.out + "/" + name, content);
+    if (!s.ok()) {
+      std::fprintf(stderr, "gpushare replay: %s\n", s.message().c_str());
+      return 1;
+    }
+  }
+  int gpus = 0;
+  for (const auto& n : w->nodes) gpus += static_cast<int>(n.gpu_capacity.size());
+  std::fprintf(stdout,
+               "workload %s: %zu nodes, %d GPUs, %zu pods; %zu runs (policy %s x %zu seeds), "
+               "tune %.2f, %.1f s, replayed through %s\n",
+               w->name.c_str(), w->nodes.size(), gpus, w->pods.size(), runs.size(),
+               f.policy.c_str(), seeds->size(), f.tune,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - start_all).count(),
+               cfg->server.c_str());
+  std::vector<int> pcts;
+  for (int p : {90, 95, 100, 110, 130})
+    if (p <= static_cast<int>(f.tune * 100 + 0.5) || f.tune <= 0) pcts.push_back(p);
+  std::fprintf(stdout, "%s", sim::SummaryTable(summary, pcts).c_str());
+  std::fprintf(stdout, "wrote %s/curves.csv, %s/summary.csv, %s/plot.svg\n", f.out.c_str(),
+               f.out.c_str(), f.out.c_str());
+  if (overcommits > 0 || inconsistent > 0) {
+    std::fprintf(stderr,
+                 "gpushare replay: the cluster's state is inconsistent: %lld over-committed "
+                 "placement(s), %lld pod(s) in all whose annotations disagree (first: %s)\n",
+                 static_cast<long long>(overcommits), static_cast<long long>(inconsistent),
+                 first_problem.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+GPUSHARE_COMMAND(
+    "replay",
+    "Replay a trace through a cluster's kube-scheduler and gpushare-scheduler and report "
+    "unallocated GPU from the cluster's state",
+    [](CLI::App& app) -> std::function<int()> {
+      auto f = std::make_shared<Flags>();
+      app.add_option("--nodes", f->nodes,
+                     "Node list CSV (sn,cpu_milli,memory_mib,gpu,model); every node must be in "
+                     "the cluster")
+          ->required();
+      app.add_option("--pods", f->pods,
+                     "Pod list CSV (name,cpu_milli,memory_mib,num_gpu,gpu_milli[,gpu_spec,...])")
+          ->required();
+      app.add_option("--policy", f->policy,
+                     "The policy gpushare-scheduler runs (--policy of gpushare-scheduler), for "
+                     "the report")
+          ->capture_default_str();
+      app.add_option("--seeds", f->seeds, "Seeds: N, N-M or a comma list (one run each, in turn)")
+          ->capture_default_str();
+      app.add_option("--tune", f->tune,
+                     "Inflate the workload to this multiple of GPU capacity (0: no inflation)")
+          ->check(gpushare::NumberIn(0, sim::kMaxTune, "0: no inflation"))
+          ->capture_default_str();
+      app.add_option("--out", f->out, "Directory for curves.csv, summary.csv and plot.svg")
+          ->capture_default_str();
+      app.add_option("--namespace", f->namespace_, "Namespace of the replay's pods (created)")
+          ->capture_default_str();
+      app.add_option("--scheduler-name", f->scheduler_name,
+                     "spec.schedulerName of the pods (default: the cluster's default scheduler)");
+      app.add_option("--pod-timeout", f->pod_timeout_s,
+                     "Seconds one pod may take to be bound or found unschedulable")
+          ->check(gpushare::NumberIn(1, 3600, ""))
+          ->capture_default_str();
+      app.add_option("--kubeconfig", f->kubeconfig,
+                     "kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)");
+      app.add_option("--context", f->context, "kubeconfig context (default: current-context)");
+      app.add_flag("--quiet", f->quiet, "No progress line");
+      return [f]() { return Replay(*f); };
+    });
+
+}  // namespace
