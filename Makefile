@@ -2,7 +2,7 @@
 #   make demo   install dependencies, build, run the main job on a built-in default
 #   make test   install dependencies, build (normal and ASan+UBSan), run every test and
 #               every fuzz target for FUZZ_SMOKE_SECONDS (20) each
-.PHONY: all deps configure build build-asan demo test test-fast fuzz bench format lint clean e2e-build e2e-smoke e2e e2e-scale-up images
+.PHONY: all deps configure build build-asan demo test test-fast fuzz bench format lint clean e2e-build e2e-smoke e2e e2e-scale-up e2e-scale images
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
@@ -72,6 +72,13 @@ e2e: e2e-build configure images
 e2e-scale-up: e2e-build
 	cmake --build $(BUILD) -j $(JOBS) --target gpushare-node gpushare-scheduler
 	GPUSHARE_BIN=$(CURDIR)/$(BUILD)/bin ./scripts/e2e-scale.sh up
+
+# The product against the simulator at the trace's size (scripts/e2e-scale-replay.sh; about 30
+# minutes on 2 cores): 1,213 fake nodes, three traces x two policies replayed through
+# kube-scheduler and gpushare-scheduler beside gpushare simulate. As root.
+e2e-scale: e2e-build
+	cmake --build $(BUILD) -j $(JOBS) --target gpushare gpushare-node gpushare-scheduler
+	GPUSHARE_BIN=$(CURDIR)/$(BUILD)/bin ./scripts/e2e-scale-replay.sh
 
 bench: build
 	./scripts/run-benchmarks.sh $(BUILD)

@@ -611,8 +611,8 @@ Result<PodRequest> PodRequest::Resolve(int64_t gpu_units) const {
     }
     const int64_t gpus = c.milli / kMilliPerGpu;
     for (int64_t i = 0; i < gpus; ++i)
-      out.app.push_back({i == 0 ? c.name : WholeGpuSlotName(c.name, static_cast<int>(i)),
-                         gpu_units, c.milli, true});
+      out.app.push_back({i == 0 ? c.name : WholeGpuSlotName(c.name, static_cast<int>(i)), gpu_units,
+                         c.milli, true});
   }
   return out;
 }

@@ -93,7 +93,7 @@ class Builder {
   struct NodeBuild {
     NodeView view;
     int64_t unit_mib = 1024;
-    int64_t share_units = 0;      // memshare::UniformShareUnits
+    int64_t share_units = 0;  // memshare::UniformShareUnits
     int64_t memory_gpus = 0, healthy_memory_gpus = 0;
     std::map<int, GpuView> gpus;  // by index
     std::map<std::string, ResourceView> resources;

@@ -18,8 +18,8 @@ Status Read(const StringMap& m, const std::string& path, std::string_view resour
   return Status::Ok();
 }
 
-Status Collect(const std::vector<Container>& list, bool init, std::string_view resource,
-               bool milli, std::vector<memshare::ContainerUnits>* out) {
+Status Collect(const std::vector<Container>& list, bool init, std::string_view resource, bool milli,
+               std::vector<memshare::ContainerUnits>* out) {
   const std::string field = init ? "spec.initContainers" : "spec.containers";
   for (size_t i = 0; i < list.size(); ++i) {
     const Container& c = list[i];
@@ -30,8 +30,8 @@ Status Collect(const std::vector<Container>& list, bool init, std::string_view r
     GPUSHARE_RETURN_IF_ERROR(Read(c.resources.limits, path + "limits", resource, &u.limit));
     GPUSHARE_RETURN_IF_ERROR(Read(c.resources.requests, path + "requests", resource, &u.request));
     if (milli) {
-      GPUSHARE_RETURN_IF_ERROR(Read(c.resources.limits, path + "limits",
-                                    memshare::kMilliResource, &u.milli_limit));
+      GPUSHARE_RETURN_IF_ERROR(
+          Read(c.resources.limits, path + "limits", memshare::kMilliResource, &u.milli_limit));
       GPUSHARE_RETURN_IF_ERROR(Read(c.resources.requests, path + "requests",
                                     memshare::kMilliResource, &u.milli_request));
     }

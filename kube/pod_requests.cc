@@ -46,4 +46,18 @@ CpuMemory PodCpuMemoryRequests(const Pod& pod) {
   return sum;
 }
 
+CpuMemory NodeAllocatable(const Node& node) {
+  CpuMemory out;
+  const auto& a = node.status.allocatable;
+  if (auto it = a.find("cpu"); it != a.end()) {
+    Result<Quantity> q = Quantity::Parse(it->second);
+    if (q.ok() && !q->IsNegative()) out.cpu_milli = q->MilliValue();
+  }
+  if (auto it = a.find("memory"); it != a.end()) {
+    Result<Quantity> q = Quantity::Parse(it->second);
+    if (q.ok() && !q->IsNegative()) out.memory_bytes = q->Value();
+  }
+  return out;
+}
+
 }  // namespace gpushare::kube

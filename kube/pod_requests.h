@@ -16,5 +16,7 @@ struct CpuMemory {
 };
 
 CpuMemory PodCpuMemoryRequests(const Pod& pod);
+// The node's allocatable CPU and memory (0 where absent or unreadable).
+CpuMemory NodeAllocatable(const Node& node);
 
 }  // namespace gpushare::kube

@@ -29,8 +29,10 @@ struct GpuCache::NodeRec {
   bool has_inventory = false;
   // The engine's view: usable GPUs only, slot -> GPU index.
   std::vector<int> slots;
-  int64_t share_units = 0;  // units of each usable GPU when all have the same, else 0
-  std::string problem;  // why the node cannot take shares (when !has_inventory or no GPU)
+  int64_t share_units = 0;      // units of each usable GPU when all have the same, else 0
+  kube::CpuMemory allocatable;  // the Node's (0: not published, then unbounded for the engine)
+  kube::CpuMemory cpu_used;     // requests of the pods bound here (pod_cpu_)
+  std::string problem;          // why the node cannot take shares (when !has_inventory or no GPU)
   std::string_view problem_code = reasons::kNodeUnknown;  // its core/reasons.h code
   std::string inventory_text;                             // the annotation as last decoded
   ms::NodeInventory inv;
@@ -224,6 +226,11 @@ void GpuCache::UpsertNode(const kube::Node& node) {
   } refresh{this, n};
   const bool was_new = !n.exists;
   n.exists = true;
+  if (const kube::CpuMemory a = kube::NodeAllocatable(node);
+      a.cpu_milli != n.allocatable.cpu_milli || a.memory_bytes != n.allocatable.memory_bytes) {
+    n.allocatable = a;
+    if (n.eid >= 0) rebuild_ = true;  // the engine's node changes capacity
+  }
   auto it = node.metadata.annotations.find(std::string(ms::kInventoryAnnotation));
   const std::string text = it == node.metadata.annotations.end() ? std::string() : it->second;
   if (!was_new && text == n.inventory_text) return;  // heartbeats and status updates
@@ -521,6 +528,14 @@ void GpuCache::UpsertPod(const kube::Pod& pod) {
 void GpuCache::UpsertPodLocked(const kube::Pod& pod) {
   const std::string& uid = pod.metadata.uid;
   const std::string key = pod.metadata.namespace_ + "/" + pod.metadata.name;
+  // Every pod's CPU and memory where it is bound (a bind of ours in flight keeps counting).
+  if (pod.IsTerminal()) {
+    CountCpu(uid, "", {});
+  } else if (!pod.spec.node_name.empty()) {
+    CountCpu(uid, pod.spec.node_name, kube::PodCpuMemoryRequests(pod));
+  } else if (auto c = pod_cpu_.find(uid); c != pod_cpu_.end() && !c->second.reserved) {
+    CountCpu(uid, "", {});
+  }
   if (auto nom = nominations_.find(uid); nom != nominations_.end()) {
     Nomination& h = nom->second;
     if (pod.IsTerminal()) {
@@ -643,6 +658,7 @@ void GpuCache::UpsertPodLocked(const kube::Pod& pod) {
 
 void GpuCache::DeletePod(const kube::Pod& last_known) {
   MutexLock l(&mu_);
+  CountCpu(last_known.metadata.uid, "", {});
   DropNomination(last_known.metadata.uid, "deleted");
   auto it = pods_.find(last_known.metadata.uid);
   if (it != pods_.end())
@@ -658,6 +674,10 @@ void GpuCache::AddToEngine(NodeRec& n) {
   pl::NodeSpec spec;
   spec.name = n.name;
   spec.max_clients_per_gpu = n.inv.max_clients_per_gpu;
+  // CPU and memory as the policy weighs them; unbounded where the Node publishes none.
+  constexpr int64_t kUnbounded = int64_t{1} << 40;
+  spec.cpu_milli = n.allocatable.cpu_milli > 0 ? n.allocatable.cpu_milli : kUnbounded;
+  spec.memory_mib = n.allocatable.memory_bytes > 0 ? n.allocatable.memory_bytes >> 20 : kUnbounded;
   for (int idx : n.slots) {
     const ms::InventoryGpu* g = n.inv.FindByIndex(idx);
     spec.gpu_capacity.push_back(g->units);
@@ -716,7 +736,43 @@ void GpuCache::Resync(NodeRec& n) {
       }
     }
   }
+  // The CPU and memory the node's pods request (clipped: the engine must not refuse the sync).
+  pl::PodResources cpu;
+  cpu.cpu_milli = std::min(n.cpu_used.cpu_milli, s.cpu_free);
+  cpu.memory_mib = std::min(n.cpu_used.memory_bytes >> 20, s.mem_free);
+  if (cpu.cpu_milli > 0 || cpu.memory_mib > 0) {
+    Result<pl::PlacementId> id = cluster_.Commit(cpu, n.eid, pl::GpuAssignment{});
+    if (id.ok()) {
+      n.bookings.push_back(*id);
+    } else {
+      Log("event=engine_sync_failed node=" + Value(n.name) +
+          " error=" + Value(id.status().message()));
+    }
+  }
   if (policy_) policy_->OnNodeChanged(n.eid);
+}
+
+void GpuCache::CountCpu(const std::string& uid, const std::string& node, const kube::CpuMemory& r,
+                        bool reserved) {
+  auto it = pod_cpu_.find(uid);
+  if (it != pod_cpu_.end()) {
+    if (it->second.node == node && it->second.r.cpu_milli == r.cpu_milli &&
+        it->second.r.memory_bytes == r.memory_bytes) {
+      it->second.reserved = it->second.reserved && reserved;
+      return;
+    }
+    NodeRec& old = NodeFor(it->second.node);
+    old.cpu_used.cpu_milli -= it->second.r.cpu_milli;
+    old.cpu_used.memory_bytes -= it->second.r.memory_bytes;
+    if (old.eid >= 0) dirty_.insert(&old);
+    pod_cpu_.erase(it);
+  }
+  if (node.empty() || (r.cpu_milli == 0 && r.memory_bytes == 0)) return;
+  NodeRec& n = NodeFor(node);
+  n.cpu_used.cpu_milli += r.cpu_milli;
+  n.cpu_used.memory_bytes += r.memory_bytes;
+  if (n.eid >= 0) dirty_.insert(&n);
+  pod_cpu_[uid] = {node, r, reserved};
 }
 
 void GpuCache::RefreshPolicy() {
@@ -785,7 +841,7 @@ void GpuCache::EnsureEngine() {
   dirty_.clear();
 }
 
-Result<pl::ShapeId> GpuCache::Shape(const ms::PodRequest& request) {
+Result<pl::ShapeId> GpuCache::Shape(const ms::PodRequest& request, const kube::CpuMemory& cpu) {
   if (request.unresolved())
     return Status::Internal("alibabacloud.com/gpu-milli not resolved against a node");
   const std::vector<int64_t> key = request.ShapeKey();
@@ -796,17 +852,20 @@ Result<pl::ShapeId> GpuCache::Shape(const ms::PodRequest& request) {
     shapes_live_[key] += 0;
     workload_stale_ = true;
   }
-  return engine_->Intern(EngineRequest(key));
+  pl::PodRequest r = EngineRequest(key);
+  r.cpu_milli = cpu.cpu_milli;
+  r.memory_mib = cpu.memory_bytes >> 20;
+  return engine_->Intern(r);
 }
 
 Result<ms::PodRequest> GpuCache::OnNode(const NodeRec& n, const ms::PodRequest& request) const {
   if (!request.unresolved()) return request;
   if (n.share_units <= 0)
     return Status::FailedPrecondition(
-        n.slots.empty() ? "no GPU here serves memory shares"
-                        : "this node's memory-share GPUs differ in size; " +
-                              std::string(ms::kMilliResource) +
-                              " (fractions and whole GPUs) needs GPUs of one size");
+        n.slots.empty()
+            ? "no GPU here serves memory shares"
+            : "this node's memory-share GPUs differ in size; " + std::string(ms::kMilliResource) +
+                  " (fractions and whole GPUs) needs GPUs of one size");
   return request.Resolve(n.share_units);
 }
 
@@ -1011,7 +1070,8 @@ std::vector<NodeVerdict> GpuCache::Filter(const ms::PodRequest& request,
 }
 
 std::vector<int64_t> GpuCache::Score(const ms::PodRequest& request,
-                                     const std::vector<std::string_view>& names) {
+                                     const std::vector<std::string_view>& names,
+                                     const kube::CpuMemory& cpu) {
   MutexLock l(&mu_);
   std::vector<int64_t> out(names.size(), 0);
   EnsureEngine();
@@ -1039,7 +1099,7 @@ std::vector<int64_t> GpuCache::Score(const ms::PodRequest& request,
     auto [g, fresh] = groups.try_emplace(size);
     if (fresh) {
       Result<ms::PodRequest> r = request.Resolve(size);
-      g->second.shape = r.ok() ? Shape(*r) : Result<pl::ShapeId>(r.status());
+      g->second.shape = r.ok() ? Shape(*r, cpu) : Result<pl::ShapeId>(r.status());
     }
     if (!g->second.shape.ok()) continue;
     g->second.ids.push_back(h->eid);
@@ -1240,6 +1300,8 @@ Result<Reservation> GpuCache::Book(const kube::Pod& pod, const ms::PodRequest& r
   pods_.emplace(uid, std::move(rec));
   AddUse(p);
   SetPodShape(p, true);
+  if (auto c = pod_cpu_.find(uid); c == pod_cpu_.end() || c->second.node != node)
+    CountCpu(uid, node, kube::PodCpuMemoryRequests(pod), /*reserved=*/true);
   return r;
 }
 
@@ -1255,8 +1317,11 @@ void GpuCache::Rollback(const std::string& pod_uid, uint64_t token) {
   MutexLock l(&mu_);
   auto it = pods_.find(pod_uid);
   if (it != pods_.end() && it->second->token == token &&
-      it->second->state == PodRec::State::kReserved)
+      it->second->state == PodRec::State::kReserved) {
     RemovePod(pod_uid);
+    if (auto c = pod_cpu_.find(pod_uid); c != pod_cpu_.end() && c->second.reserved)
+      CountCpu(pod_uid, "", {});
+  }
 }
 
 std::vector<ExpiredPod> GpuCache::ExpireAssumed(int64_t now_ns, int64_t timeout_ns) {

@@ -44,6 +44,7 @@
 #include "core/placement/rng.h"
 #include "core/status.h"
 #include "kube/objects.h"
+#include "kube/pod_requests.h"
 #include "scheduler/name_index.h"
 
 namespace gpushare::scheduler {
@@ -233,8 +234,11 @@ class GpuCache {
   // Scores 0..10 per node, in order (0 for nodes that cannot take the pod, -1 for a name listed
   // a second time). The node the engine would choose gets 10 and no other node does. (Holds of
   // preemption count as booked here for every asker: scores only rank the nodes Filter passed.)
+  // `cpu`: the pod's CPU and memory requests, which the policy weighs against each node's
+  // (kube-scheduler alone filters on them).
   std::vector<int64_t> Score(const memshare::PodRequest& request,
-                             const std::vector<std::string_view>& nodes) GPUSHARE_EXCLUDES(mu_);
+                             const std::vector<std::string_view>& nodes,
+                             const kube::CpuMemory& cpu = {}) GPUSHARE_EXCLUDES(mu_);
   // Books `pod` on `node`: chooses the GPU(s) and records the reservation. Idempotent for a pod
   // already booked on that node (Reservation::already). Errors: kResourceExhausted (no room;
   // the reason says why), kFailedPrecondition (booked on another node, node unusable),
@@ -316,7 +320,10 @@ class GpuCache {
   void RefreshPolicy() GPUSHARE_REQUIRES(mu_);
   void AddToEngine(NodeRec& n) GPUSHARE_REQUIRES(mu_);
   void Resync(NodeRec& n) GPUSHARE_REQUIRES(mu_);
-  Result<placement::ShapeId> Shape(const memshare::PodRequest& request) GPUSHARE_REQUIRES(mu_);
+  // The engine's shape of `request` (with `cpu`: for scores only; filters and binds leave CPU
+  // and memory to kube-scheduler).
+  Result<placement::ShapeId> Shape(const memshare::PodRequest& request,
+                                   const kube::CpuMemory& cpu = {}) GPUSHARE_REQUIRES(mu_);
   void UpsertPodLocked(const kube::Pod& pod) GPUSHARE_REQUIRES(mu_);
   // `request` on `n` (alibabacloud.com/gpu-milli resolved against its GPUs' size); the error
   // says why a node cannot take fractions or whole GPUs.
@@ -368,6 +375,17 @@ class GpuCache {
   // Bound pods asking alibabacloud.com/gpu-milli on a node whose GPUs' size is not known yet:
   // counted once the node's inventory says it (UpsertNode).
   std::map<std::string, kube::Pod> unresolved_ GPUSHARE_GUARDED_BY(mu_);
+  // Every bound, unfinished pod's CPU and memory requests (GPU or not), by UID: what the
+  // policy sees of each node's CPU and memory (kube-scheduler checks them; the policy weighs
+  // them, as in gpushare simulate).
+  struct PodCpu {
+    std::string node;
+    kube::CpuMemory r;
+    bool reserved = false;  // counted by Book before the informer showed the pod bound
+  };
+  std::unordered_map<std::string, PodCpu> pod_cpu_ GPUSHARE_GUARDED_BY(mu_);
+  void CountCpu(const std::string& uid, const std::string& node, const kube::CpuMemory& r,
+                bool reserved = false) GPUSHARE_REQUIRES(mu_);
   std::unordered_map<std::string, std::string> unassigned_
       GPUSHARE_GUARDED_BY(mu_);  // UID -> node, not counted
   std::map<std::string, Nomination> nominations_ GPUSHARE_GUARDED_BY(mu_);  // by nominee UID

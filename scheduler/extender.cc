@@ -351,7 +351,8 @@ HttpReply Extender::Prioritize(std::string_view body) {
   if (!d->args.node_names) listed = d->args.CandidateNames();
   const std::vector<std::string_view>& names = d->args.node_names ? *d->args.node_names : listed;
   std::vector<int64_t> scores(names.size(), 0);
-  if (!d->request.empty()) scores = cache_.Score(d->request, names);
+  if (!d->request.empty())
+    scores = cache_.Score(d->request, names, kube::PodCpuMemoryRequests(d->pod));
   std::vector<HostPriority> out;
   out.reserve(names.size());
   std::unordered_set<std::string_view> seen;  // only for pods without a GPU request
@@ -414,7 +415,7 @@ Status Extender::DoBind(const BindingArgs& b, std::string_view& code) {
   if (!NamesResource(*pod, options_.resource_name))
     return Status::FailedPrecondition(
         "pod " + key + " does not request " + options_.resource_name + " or " +
-            std::string(ms::kMilliResource) +
+        std::string(ms::kMilliResource) +
         " (in any container or init container); gpushare-scheduler binds only pods "
         "that do");
   GPUSHARE_ASSIGN_OR_RETURN(const ms::PodRequest req,
@@ -497,8 +498,7 @@ Status Extender::BindWithGpus(const kube::Pod& pod, const ms::PodRequest& req, c
                  Value(ms::EncodeContainerGpus(r.containers)));
     return Status::Ok();
   }
-  const auto annotations =
-      ms::BindAnnotations(r.request, r.demand_gpus, r.dev_units, r.assume_ns);
+  const auto annotations = ms::BindAnnotations(r.request, r.demand_gpus, r.dev_units, r.assume_ns);
   json patch = {{"metadata", {{"uid", pod.metadata.uid}, {"annotations", json::object()}}}};
   for (const auto& [k, v] : annotations) patch["metadata"]["annotations"][k] = v;
   Result<json> patched = client_->MergePatch(kube::kPods, b.pod_namespace, b.pod_name, patch);

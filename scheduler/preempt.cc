@@ -196,8 +196,7 @@ Result<PreemptDecision> Preemptor::Decide(const kube::Pod& pod, const ms::PodReq
       theirs_idx.push_back(at);
     }
     pl::NoVictims why = pl::NoVictims::kNone;
-    std::optional<pl::VictimSet> chosen =
-        pl::ChooseVictims(in, v.shape, pod.spec.priority, &why);
+    std::optional<pl::VictimSet> chosen = pl::ChooseVictims(in, v.shape, pod.spec.priority, &why);
     if (!chosen) {
       d.refused[v.name] = Explain(why, request, options_.budgets);
       continue;

@@ -1,7 +1,7 @@
 #include "scheduler/webhook.h"
 
-#include "kube/base64.h"
 #include "core/memshare.h"
+#include "kube/base64.h"
 #include "kube/quantity.h"
 #include "scheduler/wire.h"
 
@@ -108,7 +108,8 @@ WebhookReply MutatePods(std::string_view body, const WebhookOptions& o) {
     const std::string current = spec == nullptr ? "" : Text(*spec, "schedulerName");
     if (!PodRequestsResource(*pod, o.resource_name) &&
         !PodRequestsResource(*pod, memshare::kMilliResource)) {
-      r.why = "does not request " + o.resource_name + " or " + std::string(memshare::kMilliResource);
+      r.why =
+          "does not request " + o.resource_name + " or " + std::string(memshare::kMilliResource);
     } else if (!current.empty() && current != "default-scheduler") {
       r.why = "schedulerName \"" + current + "\" chosen by the user";
     } else {

@@ -7,7 +7,8 @@
 #     GPU booked past its units in the node's inventory annotation;
 #   - as many pods of aliyun.com/gpu-count 1 (kube-scheduler alone: an extended resource the
 #     extender does not manage), the baseline on the same nodes;
-# prints both bind rates (bindrate, kube-scheduler stopped while the pods are created), then
+# prints both bind rates (bindrate, kube-scheduler stopped while the pods are created), replays
+# the default trace on the same nodes and checks it against gpushare simulate (below), then
 # takes the cluster down and removes its state (the pods with it: kwok's deletions run at a few
 # pods per second). Needs root, like make e2e.
 #
@@ -106,4 +107,37 @@ EOF
 
 gpu_rate=$(rate scale-count aliyun.com/gpu-count=1)
 say "figure: $nodes nodes: kube-scheduler + gpushare-scheduler binds aliyun.com/gpu-mem pods at $mem_rate pods/s; kube-scheduler alone binds aliyun.com/gpu-count pods at $gpu_rate pods/s (ratio $(awk -v a="$mem_rate" -v b="$gpu_rate" 'BEGIN {printf "%.2f", a / b}'))"
+
+# The small replay (docs/e2e.md, "Replay"): the default trace on the same nodes through the real
+# kube-scheduler (FGD's protocol: profile replay) and gpushare-scheduler (policy default), and
+# gpushare simulate on the same input. Checked: every pod decided, nothing over-committed (the
+# replay itself fails otherwise), and the product's unallocated share at 100% arrival within
+# REPLAY_GAP points of the simulator's (a regression bound; docs/benchmarks.md has the gap and
+# its causes).
+pods_csv="$repo/../shared/data/alibaba-gpu-v2023/openb_pod_list_default.csv"
+gap_bound=${REPLAY_GAP:-8.0}
+"${kubectl[@]}" -n "$ns" delete pods --all --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
+for _ in $(seq 120); do
+  [ "$("${kubectl[@]}" -n "$ns" get pods --no-headers 2>/dev/null | wc -l)" = 0 ] && break
+  sleep 1
+done
+"$repo/scripts/e2e-scale.sh" profile replay | grep '^e2e-scale:' || fail "scripts/e2e-scale.sh profile replay"
+# A fresh gpushare-scheduler, as for a replay on a fresh cluster (its policy's target workload
+# starts from the pods it sees, and the bind-rate pods are gone).
+"$repo/scripts/e2e-scale.sh" policy default | grep '^e2e-scale:' || fail "scripts/e2e-scale.sh policy default"
+head -n $((nodes + 1)) "$data" >"$E2E_SCALE_DIR/replay-nodes.csv"
+replay_out=$(KUBECONFIG="$kubeconfig" "$repo/build/bin/gpushare" replay --quiet \
+  --nodes "$E2E_SCALE_DIR/replay-nodes.csv" --pods "$pods_csv" --policy default --seeds 42 \
+  --out "$E2E_SCALE_DIR/replay") || fail "gpushare replay: $replay_out"
+echo "$replay_out" | sed 's/^/e2e-scale-smoke:   /' >&2
+"$repo/build/bin/gpushare" simulate --quiet --nodes "$E2E_SCALE_DIR/replay-nodes.csv" \
+  --pods "$pods_csv" --policy default --seeds 42 --out "$E2E_SCALE_DIR/simulate" >/dev/null ||
+  fail "gpushare simulate on the replay's input"
+at100() { awk -F, '$1 == "default" && $2 == 100 {print $3}' "$1/summary.csv"; }
+product=$(at100 "$E2E_SCALE_DIR/replay")
+predicted=$(at100 "$E2E_SCALE_DIR/simulate")
+[ -n "$product" ] && [ -n "$predicted" ] || fail "no 100% row in the summaries (replay '$product', simulate '$predicted')"
+say "figure: replay of the default trace on $nodes nodes, policy default, seed 42: $product% of GPU unallocated at 100% arrival through the cluster, $predicted% in gpushare simulate"
+awk -v a="$product" -v b="$predicted" -v g="$gap_bound" 'BEGIN {d = a - b; if (d < 0) d = -d; exit !(d <= g)}' ||
+  fail "the replay's $product% is more than $gap_bound points from the simulator's $predicted%"
 say "PASS in $(($(date +%s) - start)) s"

@@ -223,6 +223,22 @@ for f in sorted(glob.glob(sys.argv[1] + "/nodes-*.json")):
     sleep 2
   done
   log "$want nodes Ready in $(($(date +%s) - start)) s"
+  # Ready is not schedulable yet: the node lifecycle controller lifts the not-ready taint a few
+  # seconds later. A pod created before then is refused ("untolerated taint"), which a replay
+  # would count as the policy's failure.
+  while true; do
+    have=$(tainted_nodes)
+    [ "$have" = 0 ] && break
+    [ "$(date +%s)" -lt "$deadline" ] || die "$have nodes still tainted after $((deadline - start)) s; see $logs/kube-controller-manager.log"
+    sleep 1
+  done
+  log "$want nodes schedulable (no taints) in $(($(date +%s) - start)) s"
+}
+
+# Harness nodes with a taint (not-ready, unreachable, ...), as a count.
+tainted_nodes() {
+  kctl get nodes -l "$harness_label" -o jsonpath='{range .items[*]}{.spec.taints[*].key}{"\n"}{end}' |
+    grep -c . || true
 }
 
 # A ServiceAccount allowed GET /metrics, as Prometheus is (--metrics-auth=kubernetes).

@@ -22,13 +22,12 @@ std::vector<int> SubmitOrder(const Workload& workload, uint64_t seed, double tun
 
 std::string ReplayPodJson(const TracePod& pod, const ReplayPodSpec& spec) {
   using json = nlohmann::json;
-  json container = {
-      {"name", "main"},
-      {"image", spec.image},
-      {"resources",
-       {{"requests",
-         {{"cpu", std::to_string(pod.request.cpu_milli) + "m"},
-          {"memory", std::to_string(pod.request.memory_mib) + "Mi"}}}}}};
+  json container = {{"name", "main"},
+                    {"image", spec.image},
+                    {"resources",
+                     {{"requests",
+                       {{"cpu", std::to_string(pod.request.cpu_milli) + "m"},
+                        {"memory", std::to_string(pod.request.memory_mib) + "Mi"}}}}}};
   if (pod.gpu_demand() > 0)
     container["resources"]["limits"] = {
         {std::string(memshare::kMilliResource), std::to_string(pod.gpu_demand())}};
@@ -45,14 +44,14 @@ std::string ReplayPodJson(const TracePod& pod, const ReplayPodSpec& spec) {
   for (const std::string& m : pod.request.gpu_models)
     if (!m.empty()) models.insert(m);
   if (pod.gpu_demand() > 0 && !models.empty()) {
-    json term = {{"matchExpressions",
-                  json::array({{{"key", "alibabacloud.com/gpu-card-model"},
-                                {"operator", "In"},
-                                {"values", std::vector<std::string>(models.begin(), models.end())}}})}};
-    p["spec"]["affinity"] = {
-        {"nodeAffinity",
-         {{"requiredDuringSchedulingIgnoredDuringExecution",
-           {{"nodeSelectorTerms", json::array({term})}}}}}};
+    json term = {
+        {"matchExpressions",
+         json::array({{{"key", "alibabacloud.com/gpu-card-model"},
+                       {"operator", "In"},
+                       {"values", std::vector<std::string>(models.begin(), models.end())}}})}};
+    p["spec"]["affinity"] = {{"nodeAffinity",
+                              {{"requiredDuringSchedulingIgnoredDuringExecution",
+                                {{"nodeSelectorTerms", json::array({term})}}}}}};
   }
   return p.dump();
 }
@@ -96,10 +95,10 @@ Status ReplayTally::Record(int pod_index, const Observed& where) {
   } else if (!shape.ok()) {
     out = shape.status().WithContext("pod " + pod.name);
   } else if (where.gpus.size() != static_cast<size_t>(shape->num_gpus())) {
-    out = Status::FailedPrecondition(
-        "pod " + pod.name + " on node " + where.node + " holds " +
-        std::to_string(where.gpus.size()) + " GPU(s) by its annotations, it asked " +
-        std::to_string(shape->num_gpus()));
+    out = Status::FailedPrecondition("pod " + pod.name + " on node " + where.node + " holds " +
+                                     std::to_string(where.gpus.size()) +
+                                     " GPU(s) by its annotations, it asked " +
+                                     std::to_string(shape->num_gpus()));
   } else {
     // The shape lists whole GPUs first, then shares; a trace pod is one or the other.
     pl::GpuAssignment a;

@@ -8,6 +8,8 @@
 // sim::ReplayTally turns that into the simulator's curve. Every pod is deleted at the end of the
 // seed (and on SIGINT/SIGTERM). The policy is gpushare-scheduler's (--policy names it for the
 // report; scripts/e2e-scale.sh policy NAME sets it on the scale harness).
+#include "sim/replay.h"
+
 #include <unistd.h>
 
 #include <atomic>
@@ -28,7 +30,6 @@
 #include "kube/config.h"
 #include "kube/errors.h"
 #include "sim/experiment.h"
-#include "sim/replay.h"
 #include "sim/report.h"
 
 namespace {
@@ -44,7 +45,9 @@ constexpr kube::ResourceRef kServiceAccounts{"serviceaccounts", true};
 constexpr std::string_view kRunLabel = "gpushare.io/replay";
 
 std::atomic<bool> g_stop{false};
-void OnSignal(int) { g_stop.store(true); }
+void OnSignal(int) {
+  g_stop.store(true);
+}
 
 struct Flags {
   std::string nodes, pods, policy = "default", seeds = "42", out = "replay-out";
@@ -147,8 +150,7 @@ class Watcher {
             const std::string v =
                 e.object.value("metadata", json::object()).value("resourceVersion", "");
             if (!v.empty()) rv = v;
-            if (e.type == kube::WatchEventType::kAdded ||
-                e.type == kube::WatchEventType::kModified)
+            if (e.type == kube::WatchEventType::kAdded || e.type == kube::WatchEventType::kModified)
               Take(e.object);
             return true;
           },
@@ -182,8 +184,8 @@ void Progress(std::FILE* err, uint64_t seed, size_t done, size_t total, int64_t 
   std::string bar(filled, '=');
   bar.resize(width, ' ');
   std::fprintf(err, "\r[%s] seed %llu: %zu/%zu pods, %lld unschedulable, %.0f s", bar.c_str(),
-               static_cast<unsigned long long>(seed), done, total,
-               static_cast<long long>(refused), seconds);
+               static_cast<unsigned long long>(seed), done, total, static_cast<long long>(refused),
+               seconds);
   if (done == total) std::fprintf(err, "\n");
   std::fflush(err);
 }
@@ -252,30 +254,48 @@ int Replay(const Flags& f) {
     return 2;
   }
   kube::Client& c = **client;
-  // Every node of the list must be in the cluster (the figures are over the list's capacity).
+  // Every node of the list must be in the cluster and schedulable (the figures are over the
+  // list's capacity: a node that takes no pods would count as the policy's loss).
   {
-    Result<std::vector<kube::Node>> nodes = c.ListNodes();
+    Result<kube::RawList> nodes = c.List(kube::kNodes, "", {});
     if (!nodes.ok()) {
       std::fprintf(stderr, "gpushare replay: listing nodes: %s (server %s)\n",
                    nodes.status().message().c_str(), cfg->server.c_str());
       return 1;
     }
-    std::set<std::string> have;
-    for (const kube::Node& n : *nodes) have.insert(n.metadata.name);
-    size_t missing = 0;
+    std::map<std::string, std::string> why_not;  // node -> "" when schedulable
+    for (const json& n : nodes->items) {
+      const std::string name = n["metadata"].value("name", "");
+      std::string why;
+      const json spec = n.value("spec", json::object());
+      if (spec.value("unschedulable", false)) why = "cordoned";
+      for (const json& t : spec.value("taints", json::array()))
+        if (why.empty() && t.value("effect", "") != "PreferNoSchedule")
+          why = "taint " + t.value("key", "") + ":" + t.value("effect", "");
+      bool ready = false;
+      for (const json& cnd : n.value("status", json::object()).value("conditions", json::array()))
+        ready = ready || (cnd.value("type", "") == "Ready" && cnd.value("status", "") == "True");
+      if (why.empty() && !ready) why = "not Ready";
+      why_not[name] = why;
+    }
+    size_t bad = 0;
     std::string first;
-    for (const auto& n : w->nodes)
-      if (!have.count(n.name) && missing++ == 0) first = n.name;
-    if (missing > 0) {
+    for (const auto& n : w->nodes) {
+      const auto it = why_not.find(n.name);
+      const std::string why = it == why_not.end() ? "not in the cluster" : it->second;
+      if (!why.empty() && bad++ == 0) first = n.name + ": " + why;
+    }
+    if (bad > 0) {
       std::fprintf(stderr,
-                   "gpushare replay: %zu node(s) of %s are not in the cluster (first: %s); the "
-                   "figures would not be the cluster's\n",
-                   missing, f.nodes.c_str(), first.c_str());
+                   "gpushare replay: %zu node(s) of %s cannot take pods (first: %s); the figures "
+                   "would not be the cluster's\n",
+                   bad, f.nodes.c_str(), first.c_str());
       return 1;
     }
   }
-  Result<json> ns = c.Create(kNamespaces, "", {{"apiVersion", "v1"}, {"kind", "Namespace"},
-                                               {"metadata", {{"name", f.namespace_}}}});
+  Result<json> ns = c.Create(
+      kNamespaces, "",
+      {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", f.namespace_}}}});
   if (!ns.ok() && ns.status().code() != gpushare::StatusCode::kAlreadyExists &&
       !kube::IsConflict(ns.status())) {
     std::fprintf(stderr, "gpushare replay: creating namespace %s: %s\n", f.namespace_.c_str(),
@@ -393,12 +413,11 @@ int Replay(const Flags& f) {
                  static_cast<long long>(tally.overcommits()));
   }
   const auto summary = sim::Summarize(runs);
-  for (const auto& [name, content] :
-       std::vector<std::pair<std::string, std::string>>{
+  for (const auto& [name, content] : std::vector<std::pair<std::string, std::string>>{
            {"curves.csv", sim::CurvesCsv(runs)},
            {"summary.csv", sim::SummaryCsv(summary)},
-           {"plot.svg", sim::PlotSvg(summary, "Unallocated GPU vs arrived workload (replayed): " +
-                                                  w->name)}}) {
+           {"plot.svg",
+            sim::PlotSvg(summary, "Unallocated GPU vs arrived workload (replayed): " + w->name)}}) {
     Status s = sim::MakeDirs(f.out);
     if (s.ok()) s = sim::WriteFile(f.out + "/" + name, content);
     if (!s.ok()) {

@@ -36,8 +36,8 @@ TEST(SharePricesTest, ADegenerateLpEndsWhenTheOracleRepeatsAPattern) {
   // books alibabacloud.com/gpu-milli): the knapsack kept returning a pattern the LP already had
   // (rounding), and the solve added it until its round limit, about 975 patterns and seconds to
   // minutes under gpushare-scheduler's lock. It ends at the repeat, with the same optimum.
-  const std::vector<int64_t> sizes = {3, 5, 6, 9, 13, 4, 11, 12, 15, 26, 18, 22, 27, 30, 35, 38,
-                                      52, 64};
+  const std::vector<int64_t> sizes = {3,  5,  6,  9,  13, 4,  11, 12, 15,
+                                      26, 18, 22, 27, 30, 35, 38, 52, 64};
   const SharePrices p = SharePrices::Solve(79, sizes, std::vector<double>(sizes.size(), 1.0));
   EXPECT_LT(p.patterns(), sizes.size() + 100);
   EXPECT_NEAR(p.lp_bins(), 4.946507, 1e-5);

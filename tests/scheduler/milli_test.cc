@@ -204,3 +204,28 @@ TEST_F(MilliCacheTest, ScoresSpanNodesOfDifferentSizesWithOneTopChoice) {
 
 }  // namespace
 }  // namespace gpushare::scheduler
+
+namespace gpushare::scheduler {
+namespace {
+
+TEST(CpuAwareScoreTest, ScoresWeighTheNodesCpuAndMemory) {
+  CacheOptions o;
+  GpuCache cache(o);
+  cache.SetSynced(true);
+  auto node = [](const std::string& name, const std::string& cpu) {
+    json n = NodeJson(name, Uniform(2, 16));
+    n["status"]["allocatable"]["cpu"] = cpu;
+    n["status"]["allocatable"]["memory"] = "262144Mi";
+    return DecodeNodeOrDie(n);
+  };
+  cache.UpsertNode(node("roomy", "64000m"));
+  cache.UpsertNode(node("tight", "4"));
+  const kube::CpuMemory asks{8000, int64_t{16} << 30};
+  const std::vector<int64_t> s = cache.Score(Req(MilliPod("p", 500)), {"roomy", "tight"}, asks);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0], 10);  // the only node with 8 CPUs free
+  EXPECT_EQ(s[1], 0);
+}
+
+}  // namespace
+}  // namespace gpushare::scheduler
