@@ -329,6 +329,14 @@ HttpReply Extender::Filter(std::string_view body) {
 }
 
 HttpReply Extender::Prioritize(std::string_view body) {
+  return Prioritize(body, false);
+}
+
+HttpReply Extender::PrioritizeCpuOnly(std::string_view body) {
+  return Prioritize(body, true);
+}
+
+HttpReply Extender::Prioritize(std::string_view body, bool cpu_only_pods) {
   const auto t0 = std::chrono::steady_clock::now();
   const VerbTimer timer(options_.metrics, &SchedulerMetrics::ObservePrioritize);
   prioritize_.fetch_add(1);
@@ -351,13 +359,14 @@ HttpReply Extender::Prioritize(std::string_view body) {
   if (!d->args.node_names) listed = d->args.CandidateNames();
   const std::vector<std::string_view>& names = d->args.node_names ? *d->args.node_names : listed;
   std::vector<int64_t> scores(names.size(), 0);
-  if (!d->request.empty())
-    scores = cache_.Score(d->request, names, kube::PodCpuMemoryRequests(d->pod));
+  // Whether this verb ranks the pod: GPU pods for prioritize, the others for prioritize-cpu.
+  const bool ranks = cpu_only_pods == d->request.empty();
+  if (ranks) scores = cache_.Score(d->request, names, kube::PodCpuMemoryRequests(d->pod));
   std::vector<HostPriority> out;
   out.reserve(names.size());
-  std::unordered_set<std::string_view> seen;  // only for pods without a GPU request
+  std::unordered_set<std::string_view> seen;  // only for pods this verb does not rank
   for (size_t i = 0; i < names.size(); ++i) {
-    if (d->request.empty()) {
+    if (!ranks) {
       if (seen.insert(names[i]).second) out.push_back({names[i], 0});
     } else if (scores[i] >= 0) {
       out.push_back({names[i], scores[i]});

@@ -99,6 +99,11 @@ class Extender {
 
   HttpReply Filter(std::string_view body);
   HttpReply Prioritize(std::string_view body);
+  // The verb "prioritize-cpu" (a second extender entry without managedResources, so
+  // kube-scheduler calls it for every pod): scores pods that ask no GPU by the policy, which
+  // weighs the CPU and memory they take from each node's GPU pods (FGD's protocol: every pod
+  // placed by the policy); pods asking GPU get 0 everywhere (the first entry ranks them).
+  HttpReply PrioritizeCpuOnly(std::string_view body);
   HttpReply Bind(std::string_view body);
   // kube-scheduler's preemption (scheduler/preempt.h).
   HttpReply Preempt(std::string_view body) { return preemptor_.Preempt(body); }
@@ -106,6 +111,7 @@ class Extender {
   ExtenderStats stats() const;
 
  private:
+  HttpReply Prioritize(std::string_view body, bool cpu_only_pods);
   // The bind itself: OK when the pod is bound to b.node (by this call or an earlier one), else
   // why not (the message is the Error of the reply; the code says what kind of refusal:
   // kUnavailable not synced, kNotFound, kFailedPrecondition, kResourceExhausted no room, or the

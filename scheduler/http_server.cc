@@ -1107,7 +1107,7 @@ HttpServer::HttpServer(Extender* extender, HttpServerOptions options,
   std::vector<std::string> paths;
   if (extender_ == nullptr) options_.serve_verbs = false;
   if (options_.serve_verbs)
-    for (const char* verb : {"/filter", "/prioritize", "/bind", "/preempt"})
+    for (const char* verb : {"/filter", "/prioritize", "/prioritize-cpu", "/bind", "/preempt"})
       paths.push_back(prefix_ + verb);
   for (const PostRoute& r : options_.routes) paths.push_back(r.path);
   for (const GetRoute& r : options_.get_routes) paths.push_back(r.path + "[/...]");
@@ -1272,6 +1272,8 @@ Reply HttpServer::Route(const http::RequestHead& head, std::string_view body) {
     if (head.path == prefix_ + "/filter") handle = [x](std::string_view b) { return x->Filter(b); };
     if (head.path == prefix_ + "/prioritize")
       handle = [x](std::string_view b) { return x->Prioritize(b); };
+    if (head.path == prefix_ + "/prioritize-cpu")
+      handle = [x](std::string_view b) { return x->PrioritizeCpuOnly(b); };
     if (head.path == prefix_ + "/bind") handle = [x](std::string_view b) { return x->Bind(b); };
     if (head.path == prefix_ + "/preempt")
       handle = [x](std::string_view b) { return x->Preempt(b); };

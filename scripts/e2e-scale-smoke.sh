@@ -115,7 +115,7 @@ say "figure: $nodes nodes: kube-scheduler + gpushare-scheduler binds aliyun.com/
 # REPLAY_GAP points of the simulator's (a regression bound; docs/benchmarks.md has the gap and
 # its causes).
 pods_csv="$repo/../shared/data/alibaba-gpu-v2023/openb_pod_list_default.csv"
-gap_bound=${REPLAY_GAP:-8.0}
+gap_bound=${REPLAY_GAP:-5.0}
 "${kubectl[@]}" -n "$ns" delete pods --all --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
 for _ in $(seq 120); do
   [ "$("${kubectl[@]}" -n "$ns" get pods --no-headers 2>/dev/null | wc -l)" = 0 ] && break

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "base/strings.h"
 #include "tests/cli/run_process.h"
@@ -26,15 +27,15 @@ TEST(GpushareCommand, UnknownSubcommandIsNamedWithTheClosestOne) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(SplitLines(r.err)[0],
             "gpushare: unknown command \"simulat\" (did you mean \"simulate\"?); commands: "
-            "inspect, simulate, validate");
+            "inspect, replay, simulate, validate");
   r = RunProcess({kCli, "valdiate", "x.yaml"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("unknown command \"valdiate\" (did you mean \"validate\"?)"));
   // Nothing close: no suggestion.
-  r = RunProcess({kCli, "deploy"});
+  r = RunProcess({kCli, "install"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(SplitLines(r.err)[0],
-            "gpushare: unknown command \"deploy\"; commands: inspect, simulate, validate");
+            "gpushare: unknown command \"install\"; commands: inspect, replay, simulate, validate");
   r = RunProcess({kCli, "inspcet"});
   EXPECT_THAT(r.err, HasSubstr("unknown command \"inspcet\" (did you mean \"inspect\"?)"));
   // No command at all, and --help, as before.
@@ -125,6 +126,31 @@ TEST(GpushareCommand, SimulateTraceFilesMustBeRegularFiles) {
   // Within the CLI's own peak (`gpushare --version`, same build) and what a read may hold.
   const ProcessResult base = RunProcess({kCli, "--version"}, testing::BoundedChildEnv());
   EXPECT_LT(r.max_rss_kib, testing::InputMemoryBoundKib(base.max_rss_kib));
+}
+
+TEST(GpushareCommand, ReplayNeedsItsFilesAndACluster) {
+  // Both trace files are required; a missing one is named before any API call.
+  ProcessResult r = RunProcess({kCli, "replay", "--pods", "p.csv"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--nodes is required"));
+  r = RunProcess(
+      {kCli, "replay", "--nodes", "/nonexistent/n.csv", "--pods", "/nonexistent/p.csv", "--quiet"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("gpushare replay: "));
+  EXPECT_THAT(r.err, HasSubstr("/nonexistent/n.csv"));
+  // Good files, no cluster: the configuration error, not a hang.
+  const std::string dir = ::testing::TempDir() + "/replay_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream(dir + "/n.csv") << "sn,cpu_milli,memory_mib,gpu,model\nn0,8000,16384,1,T4\n";
+    std::ofstream(dir + "/p.csv")
+        << "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,1000,0,1,500\n";
+  }
+  r = RunProcess({kCli, "replay", "--nodes", dir + "/n.csv", "--pods", dir + "/p.csv",
+                  "--kubeconfig", dir + "/none.kubeconfig", "--quiet"});
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("gpushare replay: no usable Kubernetes API configuration"));
 }
 
 TEST(GpushareNodeCommand, NumericFlagsAreRangeChecked) {

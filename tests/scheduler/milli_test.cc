@@ -7,6 +7,7 @@
 #include "core/reasons.h"
 #include "kube/memshare_pod.h"
 #include "scheduler/cache.h"
+#include "scheduler/extender.h"
 #include "tests/scheduler/fixtures.h"
 
 namespace gpushare::scheduler {
@@ -225,6 +226,37 @@ TEST(CpuAwareScoreTest, ScoresWeighTheNodesCpuAndMemory) {
   ASSERT_EQ(s.size(), 2u);
   EXPECT_EQ(s[0], 10);  // the only node with 8 CPUs free
   EXPECT_EQ(s[1], 0);
+}
+
+TEST(CpuAwareScoreTest, PrioritizeCpuRanksPodsWithoutGpusAndLeavesGpuPodsAtZero) {
+  CacheOptions o;
+  GpuCache cache(o);
+  cache.SetSynced(true);
+  auto node = [](const std::string& name, const std::string& cpu) {
+    json n = NodeJson(name, Uniform(2, 16));
+    n["status"]["allocatable"]["cpu"] = cpu;
+    n["status"]["allocatable"]["memory"] = "262144Mi";
+    return DecodeNodeOrDie(n);
+  };
+  cache.UpsertNode(node("roomy", "64"));
+  cache.UpsertNode(node("tight", "4"));
+  Extender x(cache, nullptr);
+  auto args = [](const json& pod) {
+    return json{{"Pod", pod}, {"NodeNames", {"roomy", "tight"}}}.dump();
+  };
+  json cpu_pod = PodJson("cpu", {{"main", 0}}, "default", "uid-cpu");
+  cpu_pod["spec"]["containers"][0]["resources"] = {{"requests", {{"cpu", "8"}}}};
+  HttpReply r = x.PrioritizeCpuOnly(args(cpu_pod));
+  ASSERT_EQ(r.code, 200) << r.body;
+  json got = json::parse(r.body);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0]["Host"], "roomy");
+  EXPECT_EQ(got[0]["Score"], 10);  // only roomy has 8 CPUs for it
+  EXPECT_EQ(got[1]["Score"], 0);
+  // The GPU entry leaves it alone; the CPU entry leaves GPU pods alone.
+  for (const auto& h : json::parse(x.Prioritize(args(cpu_pod)).body)) EXPECT_EQ(h["Score"], 0);
+  for (const auto& h : json::parse(x.PrioritizeCpuOnly(args(MilliPod("g", 500))).body))
+    EXPECT_EQ(h["Score"], 0);
 }
 
 }  // namespace
