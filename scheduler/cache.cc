@@ -1013,19 +1013,6 @@ std::vector<NodeVerdict> GpuCache::Filter(const ms::PodRequest& request,
     bool odd = false;
   };
   std::map<int64_t, Sized> sized;
-  auto for_size = [&](int64_t units) -> Sized& {
-    auto [it, fresh] = sized.try_emplace(request.unresolved() ? units : 0);
-    Sized& z = it->second;
-    if (fresh) {
-      z.request = request.unresolved() ? request.Resolve(units) : Result<ms::PodRequest>(request);
-      z.shape = z.request.ok() ? Shape(*z.request) : Result<pl::ShapeId>(z.request.status());
-      if (z.request.ok()) {
-        const std::vector<ms::SlotKey> keys = ms::SlotKeys(*z.request);
-        z.odd = std::any_of(keys.begin(), keys.end(), [](const ms::SlotKey& k) { return k.odd(); });
-      }
-    }
-    return z;
-  };
   const uint64_t visit = ++visit_;
   std::unordered_set<std::string_view> unknown;  // names not in the cache, for their repeats
   for (size_t i = 0; i < names.size(); ++i) {
@@ -1052,7 +1039,17 @@ std::vector<NodeVerdict> GpuCache::Filter(const ms::PodRequest& request,
                        OnNode(rec, request).status().message());
       continue;
     }
-    const Sized& z = for_size(rec.share_units);
+    auto [at, fresh] = sized.try_emplace(request.unresolved() ? rec.share_units : 0);
+    Sized& z = at->second;
+    if (fresh) {
+      z.request =
+          request.unresolved() ? request.Resolve(rec.share_units) : Result<ms::PodRequest>(request);
+      z.shape = z.request.ok() ? Shape(*z.request) : Result<pl::ShapeId>(z.request.status());
+      if (z.request.ok()) {
+        const std::vector<ms::SlotKey> keys = ms::SlotKeys(*z.request);
+        z.odd = std::any_of(keys.begin(), keys.end(), [](const ms::SlotKey& k) { return k.odd(); });
+      }
+    }
     if (!z.shape.ok()) {
       out[i] = Verdict(NodeVerdict::Kind::kUnresolvable, reasons::kInvalidRequest,
                        z.shape.status().message());
