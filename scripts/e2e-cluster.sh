@@ -380,6 +380,11 @@ scheduler_config() {
 start_scheduler() {
   pid_alive kube-scheduler && return 0
   scheduler_config >"$dir/kube-scheduler-config.yaml"
+  run_scheduler_with_config
+}
+
+# kube-scheduler with $dir/kube-scheduler-config.yaml as written (also by scripts/e2e-scale.sh).
+run_scheduler_with_config() {
   start_bg kube-scheduler "$logs/kube-scheduler.log" "$bin/kube-scheduler" "$bin/kube-scheduler" \
     --config "$dir/kube-scheduler-config.yaml" \
     --authentication-kubeconfig "$dir/scheduler.kubeconfig" \

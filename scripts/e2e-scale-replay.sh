@@ -27,12 +27,9 @@ if [ ! -r "$nodes_csv" ]; then
   say "SKIPPED: the trace's node list $nodes_csv is not here (../shared/data)"
   exit 0
 fi
-cleanup() {
+cleanup() { # the cluster down and its state removed, unless E2E_KEEP=1
   local rc=$?
-  if [ "${E2E_KEEP:-0}" != 1 ]; then
-    "$repo/scripts/e2e-scale.sh" down >/dev/null || rc=1
-    rm -rf "$E2E_SCALE_DIR"
-  fi
+  [ "${E2E_KEEP:-0}" = 1 ] || "$repo/scripts/e2e-scale.sh" purge >/dev/null || rc=1
   exit $rc
 }
 trap cleanup EXIT

@@ -26,12 +26,9 @@ ns=e2e-scale
 say() { echo "e2e-scale-smoke: $*"; }
 fail() { echo "e2e-scale-smoke: FAIL: $*" >&2; exit 1; }
 
-cleanup() {
+cleanup() { # the cluster down and its state removed, unless E2E_KEEP=1
   local rc=$?
-  if [ "${E2E_KEEP:-0}" != 1 ]; then
-    "$repo/scripts/e2e-scale.sh" down >/dev/null || rc=1
-    rm -rf "$E2E_SCALE_DIR"
-  fi
+  [ "${E2E_KEEP:-0}" = 1 ] || "$repo/scripts/e2e-scale.sh" purge >/dev/null || rc=1
   exit $rc
 }
 

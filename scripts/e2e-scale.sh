@@ -137,11 +137,7 @@ yaml.safe_dump(c, sys.stdout, sort_keys=False)
   else
     scheduler_config >"$dir/kube-scheduler-config.yaml"
   fi
-  start_bg kube-scheduler "$logs/kube-scheduler.log" "$bin/kube-scheduler" "$bin/kube-scheduler" \
-    --config "$dir/kube-scheduler-config.yaml" \
-    --authentication-kubeconfig "$dir/scheduler.kubeconfig" \
-    --authorization-kubeconfig "$dir/scheduler.kubeconfig" \
-    --bind-address 127.0.0.1 --profiling=false --v=1
+  run_scheduler_with_config
 }
 
 # Waits until gpushare-scheduler sees every node of the harness.
@@ -388,8 +384,9 @@ cmd_profile() {
 case "${1:-}" in
   up) shift; cmd_up "$@" ;;
   down) cmd_down ;;
+  purge) cmd_down && rm -rf "$dir" ;;
   status) cmd_status ;;
   policy) shift; cmd_policy "$@" ;;
   profile) shift; cmd_profile "$@" ;;
-  *) echo "usage: $0 up [--nodes FILE] [--count N] [--policy NAME] [--profile default|replay] | down | status | policy NAME | profile default|replay" >&2; exit 2 ;;
+  *) echo "usage: $0 up [--nodes FILE] [--count N] [--policy NAME] [--profile default|replay] | down | purge | status | policy NAME | profile default|replay" >&2; exit 2 ;;
 esac

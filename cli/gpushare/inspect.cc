@@ -17,6 +17,7 @@
 #include <string>
 #include <thread>
 
+#include "cli/gpushare/api_client.h"
 #include "cli/gpushare/command.h"
 #include "cli/gpushare/inspect_region.h"
 #include "kube/client.h"
@@ -207,25 +208,14 @@ int RunInspect(const InspectArgs& a) {
     std::fputs(Render(*in, a, ns).c_str(), stdout);
     return 0;
   }
-  kube::LoadOptions lo;
-  lo.kubeconfig = a.kubeconfig;
-  lo.context = a.context;
-  Result<kube::ClientConfig> cfg = kube::LoadClientConfig(lo);
-  if (!cfg.ok()) {
-    std::fprintf(stderr, "gpushare inspect: no usable Kubernetes API configuration: %s\n",
-                 cfg.status().message().c_str());
-    return kUsage;
-  }
   kube::ClientOptions co;
   co.user_agent = "gpushare-inspect";
   co.request_timeout = std::chrono::milliseconds(30000);
-  Result<std::shared_ptr<kube::Client>> client = kube::Client::Create(*cfg, co);
-  if (!client.ok()) {
-    std::fprintf(stderr, "gpushare inspect: Kubernetes API client: %s\n",
-                 client.status().message().c_str());
-    return kUsage;
-  }
-  Source s{*client, ns};
+  std::optional<cli::ApiClient> api = cli::ConnectApi("inspect", a.kubeconfig, a.context, co);
+  if (!api) return kUsage;
+  const kube::ClientConfig* cfg = &api->config;
+  std::shared_ptr<kube::Client> client = api->client;
+  Source s{client, ns};
   if (a.watch) return Watch(s, a);
   Result<iv::Input> in = ListObjects(s, a, nullptr, nullptr);
   if (!in.ok()) {

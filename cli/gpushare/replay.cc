@@ -23,6 +23,7 @@
 #include <string>
 #include <thread>
 
+#include "cli/gpushare/api_client.h"
 #include "cli/gpushare/command.h"
 #include "config/flag_checks.h"
 #include "core/memshare.h"
@@ -235,25 +236,15 @@ int Replay(const Flags& f) {
     std::fprintf(stderr, "gpushare replay: %s\n", w.status().message().c_str());
     return 1;
   }
-  kube::LoadOptions lo;
-  lo.kubeconfig = f.kubeconfig;
-  lo.context = f.context;
-  Result<kube::ClientConfig> cfg = kube::LoadClientConfig(lo);
-  if (!cfg.ok()) {
-    std::fprintf(stderr, "gpushare replay: no usable Kubernetes API configuration: %s\n",
-                 cfg.status().message().c_str());
-    return 2;
-  }
   kube::ClientOptions co;
   co.user_agent = "gpushare-replay";
   co.qps = 0;  // one pod at a time: the cluster, not a client limit, sets the pace
-  Result<std::shared_ptr<kube::Client>> client = kube::Client::Create(*cfg, co);
-  if (!client.ok()) {
-    std::fprintf(stderr, "gpushare replay: Kubernetes API client: %s\n",
-                 client.status().message().c_str());
-    return 2;
-  }
-  kube::Client& c = **client;
+  std::optional<gpushare::cli::ApiClient> api =
+      gpushare::cli::ConnectApi("replay", f.kubeconfig, f.context, co);
+  if (!api) return 2;
+  const kube::ClientConfig* cfg = &api->config;
+  std::shared_ptr<kube::Client> client = api->client;
+  kube::Client& c = *client;
   // Every node of the list must be in the cluster and schedulable (the figures are over the
   // list's capacity: a node that takes no pods would count as the policy's loss).
   {
@@ -336,7 +327,7 @@ int Replay(const Flags& f) {
     const auto t0 = std::chrono::steady_clock::now();
     Status failed = Status::Ok();
     {
-      Watcher watch(*client, f.namespace_, selector);
+      Watcher watch(client, f.namespace_, selector);
       for (size_t i = 0; i < order.size() && failed.ok(); ++i) {
         if (g_stop.load()) {
           failed = Status::Aborted("interrupted");

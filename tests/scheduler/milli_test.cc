@@ -209,18 +209,20 @@ TEST_F(MilliCacheTest, ScoresSpanNodesOfDifferentSizesWithOneTopChoice) {
 namespace gpushare::scheduler {
 namespace {
 
+// A node of two 16-unit GPUs with `cpu` allocatable and 256 GiB of memory.
+kube::Node CpuNode(const std::string& name, const std::string& cpu) {
+  json n = NodeJson(name, Uniform(2, 16));
+  n["status"]["allocatable"]["cpu"] = cpu;
+  n["status"]["allocatable"]["memory"] = "262144Mi";
+  return DecodeNodeOrDie(n);
+}
+
 TEST(CpuAwareScoreTest, ScoresWeighTheNodesCpuAndMemory) {
   CacheOptions o;
   GpuCache cache(o);
   cache.SetSynced(true);
-  auto node = [](const std::string& name, const std::string& cpu) {
-    json n = NodeJson(name, Uniform(2, 16));
-    n["status"]["allocatable"]["cpu"] = cpu;
-    n["status"]["allocatable"]["memory"] = "262144Mi";
-    return DecodeNodeOrDie(n);
-  };
-  cache.UpsertNode(node("roomy", "64000m"));
-  cache.UpsertNode(node("tight", "4"));
+  cache.UpsertNode(CpuNode("roomy", "64000m"));
+  cache.UpsertNode(CpuNode("tight", "4"));
   const kube::CpuMemory asks{8000, int64_t{16} << 30};
   const std::vector<int64_t> s = cache.Score(Req(MilliPod("p", 500)), {"roomy", "tight"}, asks);
   ASSERT_EQ(s.size(), 2u);
@@ -232,14 +234,8 @@ TEST(CpuAwareScoreTest, PrioritizeCpuRanksPodsWithoutGpusAndLeavesGpuPodsAtZero)
   CacheOptions o;
   GpuCache cache(o);
   cache.SetSynced(true);
-  auto node = [](const std::string& name, const std::string& cpu) {
-    json n = NodeJson(name, Uniform(2, 16));
-    n["status"]["allocatable"]["cpu"] = cpu;
-    n["status"]["allocatable"]["memory"] = "262144Mi";
-    return DecodeNodeOrDie(n);
-  };
-  cache.UpsertNode(node("roomy", "64"));
-  cache.UpsertNode(node("tight", "4"));
+  cache.UpsertNode(CpuNode("roomy", "64"));
+  cache.UpsertNode(CpuNode("tight", "4"));
   Extender x(cache, nullptr);
   auto args = [](const json& pod) {
     return json{{"Pod", pod}, {"NodeNames", {"roomy", "tight"}}}.dump();
