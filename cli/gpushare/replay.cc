@@ -293,6 +293,15 @@ int Replay(const Flags& f) {
                  ns.status().message().c_str());
     return 1;
   }
+  // A namespace this run created goes when it ends, however it ends (one that existed stays).
+  struct DropNamespace {
+    kube::Client& c;
+    std::string name;
+    bool created;
+    ~DropNamespace() {
+      if (created) (void)c.Delete(kNamespaces, "", name);
+    }
+  } drop{c, f.namespace_, ns.ok()};
   // Pods are admitted once the namespace's default ServiceAccount exists (the controller
   // manager makes it).
   for (int i = 0;; ++i) {
