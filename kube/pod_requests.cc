@@ -16,17 +16,22 @@ const std::string* Asked(const Container& c, const std::string& resource) {
   return l == c.resources.limits.end() ? nullptr : &l->second;
 }
 
-CpuMemory Of(const Container& c) {
+// CPU (milli) and memory (bytes) from their quantities; absent, unreadable or negative: 0.
+CpuMemory Read(const std::string* cpu, const std::string* memory) {
   CpuMemory out;
-  if (const std::string* cpu = Asked(c, "cpu")) {
+  if (cpu != nullptr) {
     Result<Quantity> q = Quantity::Parse(*cpu);
     if (q.ok() && !q->IsNegative()) out.cpu_milli = q->MilliValue();
   }
-  if (const std::string* mem = Asked(c, "memory")) {
-    Result<Quantity> q = Quantity::Parse(*mem);
+  if (memory != nullptr) {
+    Result<Quantity> q = Quantity::Parse(*memory);
     if (q.ok() && !q->IsNegative()) out.memory_bytes = q->Value();
   }
   return out;
+}
+
+CpuMemory Of(const Container& c) {
+  return Read(Asked(c, "cpu"), Asked(c, "memory"));
 }
 
 }  // namespace
@@ -47,17 +52,11 @@ CpuMemory PodCpuMemoryRequests(const Pod& pod) {
 }
 
 CpuMemory NodeAllocatable(const Node& node) {
-  CpuMemory out;
   const auto& a = node.status.allocatable;
-  if (auto it = a.find("cpu"); it != a.end()) {
-    Result<Quantity> q = Quantity::Parse(it->second);
-    if (q.ok() && !q->IsNegative()) out.cpu_milli = q->MilliValue();
-  }
-  if (auto it = a.find("memory"); it != a.end()) {
-    Result<Quantity> q = Quantity::Parse(it->second);
-    if (q.ok() && !q->IsNegative()) out.memory_bytes = q->Value();
-  }
-  return out;
+  const auto cpu = a.find("cpu");
+  const auto memory = a.find("memory");
+  return Read(cpu == a.end() ? nullptr : &cpu->second,
+              memory == a.end() ? nullptr : &memory->second);
 }
 
 }  // namespace gpushare::kube

@@ -62,5 +62,5 @@ for trace in $traces; do
   done
 done
 say "unallocated GPU % at 100% arrival, seed $seed, $(tail -n +2 "$nodes_csv" | wc -l) nodes:"
-column -t <<<"$table" | sed 's/^/e2e-scale-replay:   /'
+awk '{printf "e2e-scale-replay:   %-11s %-8s %8s %10s %7s %6s %7s\n", $1, $2, $3, $4, $5, $6, $7}' <<<"$table"
 say "done in $(($(date +%s) - start)) s"

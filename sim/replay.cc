@@ -13,11 +13,12 @@ namespace gpushare::sim {
 namespace pl = placement;
 
 std::vector<int> SubmitOrder(const Workload& workload, uint64_t seed, double tune) {
-  pl::ClusterState cluster;
-  if (!AddNodes(workload, &cluster).ok()) return {};
+  int64_t capacity = 0;  // the cluster's GPU capacity, as RunOne's ClusterState sums it
+  for (const pl::NodeSpec& n : workload.nodes)
+    for (int64_t c : n.gpu_capacity) capacity += c;
   pl::Rng rng(seed);
   std::vector<int> order = ShuffledOrder(workload.pods, rng);
-  return TuneOrder(std::move(order), workload.pods, cluster.gpu_capacity_total(), tune, rng);
+  return TuneOrder(std::move(order), workload.pods, capacity, tune, rng);
 }
 
 std::string ReplayPodJson(const TracePod& pod, const ReplayPodSpec& spec) {
