@@ -58,7 +58,7 @@ say "helm $("$helm" version --short), cluster $kver, images $version then $tag_b
 
 # ---------------------------------------------------------------------------------------------
 # 1. Lint, template, the API server's dry run.
-"$kubectl" create namespace "$gns" --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
+new_namespace "$gns"
 for mode in second-scheduler extender none; do
   "$helm" lint --strict "$chart" --kube-version "$kver" --set "scheduler.mode=$mode" >"$work/lint-$mode.txt" 2>&1 ||
     { cat "$work/lint-$mode.txt" >&2; fail "helm lint --strict (scheduler.mode=$mode)"; }
@@ -215,7 +215,7 @@ say "$webhook: caBundle set by gpushare-scheduler ($(base64 -d <<<"$ca" | grep -
 
 # ---------------------------------------------------------------------------------------------
 # 4. The README's test pod and its choice of sharing per node.
-"$kubectl" create namespace "$ns" --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null
+new_namespace "$ns"
 # The README's test pod: nvidia-smi in a CUDA base image (here the probe image under that name,
 # whose nvidia-smi stand-in answers memory.total from cuMemGetInfo) says 3072 MiB.
 readme test-pod

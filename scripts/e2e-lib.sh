@@ -20,6 +20,19 @@ want_alloc() {
 }
 
 
+# new_namespace name: creates the namespace (kept when it exists) and waits up to 60 s for its
+# default ServiceAccount: the controller manager makes it a moment after the namespace, and the
+# API server refuses pods ("serviceaccount default not found") until then.
+new_namespace() {
+  "$kubectl" create namespace "$1" --dry-run=client -o yaml | "$kubectl" apply -f - >/dev/null ||
+    fail "could not create namespace $1"
+  for _ in $(seq 120); do
+    "$kubectl" -n "$1" get serviceaccount default >/dev/null 2>&1 && return 0
+    sleep 0.5
+  done
+  fail "namespace $1: no default ServiceAccount after 60 s (is kube-controller-manager running?)"
+}
+
 # gpu_pod_spec resource count indent: the spec of a busybox pod that asks for count of the
 # resource, prints its GPU environment and sleeps; every line prefixed by indent.
 gpu_pod_spec() {

@@ -14,6 +14,8 @@ read -r -a nodes <<<"${E2E_NODES:-ts mig mem}"
 ns=e2e-smoke
 
 fail() { echo "e2e-smoke: FAIL: $*" >&2; exit 1; }
+# shellcheck source=scripts/e2e-lib.sh
+source "$repo/scripts/e2e-lib.sh"
 cleanup() {
   local rc=$?
   if [ "${E2E_KEEP:-0}" != 1 ]; then
@@ -82,7 +84,7 @@ done
 # A namespace left by an earlier run that failed (the cluster keeps its state) is removed first:
 # its pods would count restarts from that run.
 "$kubectl" delete namespace "$ns" --ignore-not-found --wait=true --timeout=120s >/dev/null
-"$kubectl" create namespace "$ns" >/dev/null
+new_namespace "$ns"
 for n in "${nodes[@]}"; do
   busybox_pod "plain-$n" "$n" 'echo nofile=$(ulimit -n)/$(ulimit -Hn) node=$NODE; exec sleep 3600'
 done

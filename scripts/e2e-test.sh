@@ -73,7 +73,7 @@ want_alloc mem aliyun.com/gpu-count 8
   fail "node mem: its GPUs are memory-shared, yet it advertises nvidia.com/gpu $(alloc mem nvidia.com/gpu)"
 
 "$kubectl" delete namespace "$ns" --ignore-not-found --wait=true --timeout=120s >/dev/null
-"$kubectl" create namespace "$ns" >/dev/null
+new_namespace "$ns"
 
 # A time-slice on ts: NVIDIA_VISIBLE_DEVICES names one of the node's A10s.
 gpu_pod slice ts nvidia.com/gpu 1
