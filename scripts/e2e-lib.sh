@@ -385,7 +385,15 @@ preemption_checks() {
       fail "preemption: with the budget over every GPU but $u, preempt-pdb went to GPU $(gpu_of preempt-pdb) evicting $(awk '{print $1 "@" $2}' "$work/gone-pdb" | tr '\n' ' ')"
     echo "e2e-test: preempt-pdb: the budget covers every GPU but $u: evicted the 7 pods of GPU $u, runs there"
     # Every Running seed pod covered now: nothing may go.
-    "$kubectl" -n default label pod -l serving.knative.dev/service=helloworld-go gpushare.e2e/guard=true --overwrite >/dev/null
+    # Pods evicted a moment ago may vanish between kubectl's list and its patch ("NotFound"):
+    # the others are labelled all the same, so the label is retried until one pass meets none.
+    local labelled=0
+    for _ in $(seq 30); do
+      "$kubectl" -n default label pod -l serving.knative.dev/service=helloworld-go \
+        gpushare.e2e/guard=true --overwrite >/dev/null 2>&1 && { labelled=1; break; }
+      sleep 1
+    done
+    [ "$labelled" = 1 ] || fail "preemption: could not label every helloworld-go pod gpushare.e2e/guard=true in 30 s"
     serving_pod preempt-none 22
     not_helpful preempt-none "PodDisruptionBudget"
     seed_gpus >"$work/after-none"
