@@ -7,9 +7,10 @@
 #     GPU booked past its units in the node's inventory annotation;
 #   - as many pods of aliyun.com/gpu-count 1 (kube-scheduler alone: an extended resource the
 #     extender does not manage), the baseline on the same nodes;
-# prints both bind rates (bindrate, kube-scheduler stopped while the pods are created), replays
-# the default trace on the same nodes and checks it against gpushare simulate (below), then
-# takes the cluster down and removes its state (the pods with it: kwok's deletions run at a few
+# prints both bind rates (bindrate, kube-scheduler stopped while the pods are created) with what
+# each burst cost (scripts/e2e-scale-lib.sh: waits to bind, latency p99s, CPU, API requests per
+# pod), replays the default trace on the same nodes and checks it against gpushare simulate
+# (below), then takes the cluster down and removes its state (the pods with it: kwok's deletions run at a few
 # pods per second). Needs root, like make e2e.
 #
 # Environment: SCALE_NODES, SCALE_PODS, E2E_KEEP=1 (leave the cluster up), E2E_BIN, GPUSHARE_BIN.
@@ -43,24 +44,13 @@ start=$(date +%s)
 "$repo/scripts/e2e-scale.sh" up --count "$nodes" | grep '^e2e-scale:' || fail "scripts/e2e-scale.sh up"
 say "up with $nodes nodes in $(($(date +%s) - start)) s"
 
-if [ ! -x "$bin/bindrate" ] || [ "$repo/e2e/cmd/bindrate/main.go" -nt "$bin/bindrate" ]; then
-  (cd "$repo/e2e" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly CGO_ENABLED=0 go build -trimpath \
-    -o "$bin/" ./cmd/bindrate) || fail "building e2e/cmd/bindrate failed"
-fi
-"${kubectl[@]}" create namespace "$ns" >/dev/null
-# The namespace's default ServiceAccount (the controller manager makes it) before pods use it.
-for _ in $(seq 60); do "${kubectl[@]}" -n "$ns" get serviceaccount default >/dev/null 2>&1 && break; sleep 1; done
+# shellcheck source=scripts/e2e-scale-lib.sh
+source "$repo/scripts/e2e-scale-lib.sh"
+new_scale_namespace
 
-sched_pid=$(cut -d' ' -f1 "$E2E_SCALE_DIR/pids/kube-scheduler.pid")
-rate() { # name resource
-  local out
-  out=$(KUBECONFIG="$kubeconfig" "$bin/bindrate" -namespace "$ns" -name "$1" -count "$count" \
-    -resource "$2" -running -timeout 10m -pause-pid "$sched_pid") || fail "bindrate $1: $out"
-  echo "$out" | grep '^bindrate:' >&2
-  sed -n 's/^bindrate-result .* pods_per_s=\([0-9.]*\) .*/\1/p' <<<"$out"
-}
-
-mem_rate=$(rate scale-mem aliyun.com/gpu-mem=3)
+mem_line=$(burst scale-mem aliyun.com/gpu-mem=3 "$count")
+say "scale-mem: $mem_line"
+mem_rate=$(field "$mem_line" pods_per_s)
 # Every share, from the pods' annotations (what gpushare-scheduler wrote at bind), against every
 # GPU's units in its node's inventory annotation.
 "${kubectl[@]}" get nodes -l gpushare.io/scale-harness=true -o json >"$E2E_SCALE_DIR/nodes.json"
@@ -102,7 +92,9 @@ print(f"e2e-scale-smoke: {want} shares Running on {len(booked)} GPUs of "
       f"{len({k[0] for k in booked})} nodes, none booked past its units (from the annotations)")
 EOF
 
-gpu_rate=$(rate scale-count aliyun.com/gpu-count=1)
+gpu_line=$(burst scale-count aliyun.com/gpu-count=1 "$count")
+say "scale-count: $gpu_line"
+gpu_rate=$(field "$gpu_line" pods_per_s)
 say "figure: $nodes nodes: kube-scheduler + gpushare-scheduler binds aliyun.com/gpu-mem pods at $mem_rate pods/s; kube-scheduler alone binds aliyun.com/gpu-count pods at $gpu_rate pods/s (ratio $(awk -v a="$mem_rate" -v b="$gpu_rate" 'BEGIN {printf "%.2f", a / b}'))"
 
 # The small replay (docs/e2e.md, "Replay"): the default trace on the same nodes through the real
@@ -113,11 +105,7 @@ say "figure: $nodes nodes: kube-scheduler + gpushare-scheduler binds aliyun.com/
 # its causes).
 pods_csv="$repo/../shared/data/alibaba-gpu-v2023/openb_pod_list_default.csv"
 gap_bound=${REPLAY_GAP:-5.0}
-"${kubectl[@]}" -n "$ns" delete pods --all --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
-for _ in $(seq 120); do
-  [ "$("${kubectl[@]}" -n "$ns" get pods --no-headers 2>/dev/null | wc -l)" = 0 ] && break
-  sleep 1
-done
+clear_pods
 "$repo/scripts/e2e-scale.sh" profile replay | grep '^e2e-scale:' || fail "scripts/e2e-scale.sh profile replay"
 # A fresh gpushare-scheduler, as for a replay on a fresh cluster (its policy's target workload
 # starts from the pods it sees, and the bind-rate pods are gone).

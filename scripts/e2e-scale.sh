@@ -8,6 +8,10 @@
 #   scripts/e2e-scale.sh up [--nodes FILE] [--count N]   start (or complete) it; harmless when up
 #   scripts/e2e-scale.sh down                            stop everything `up` started
 #   scripts/e2e-scale.sh status                          what runs, how many nodes are Ready
+#   scripts/e2e-scale.sh purge                           down, and its state removed
+#   scripts/e2e-scale.sh policy NAME                     gpushare-scheduler again with --policy NAME
+#   scripts/e2e-scale.sh profile default|replay [QPS]    kube-scheduler again with that profile
+#                                                        (and its API client at QPS, burst 2 x QPS)
 #
 # --nodes: a node CSV in `gpushare simulate`'s format (sn, cpu_milli, memory_mib, gpu, model);
 # default ../shared/data/alibaba-gpu-v2023/openb_node_list_gpu_node.csv (1,213 nodes, 6,212
@@ -137,6 +141,17 @@ yaml.safe_dump(c, sys.stdout, sort_keys=False)
   else
     scheduler_config >"$dir/kube-scheduler-config.yaml"
   fi
+  # profile NAME QPS: kube-scheduler's API client at QPS (burst twice that) instead of its
+  # defaults (50, 100), which bound how fast it binds what it places alone.
+  if [ -n "$(cat "$dir/qps" 2>/dev/null)" ]; then
+    python3 - "$dir/kube-scheduler-config.yaml" "$(cat "$dir/qps")" <<'EOF2'
+import sys, yaml
+path, qps = sys.argv[1], int(sys.argv[2])
+c = yaml.safe_load(open(path))
+c.setdefault("clientConnection", {}).update({"qps": qps, "burst": 2 * qps})
+yaml.safe_dump(c, open(path, "w"), sort_keys=False)
+EOF2
+  fi
   run_scheduler_with_config
 }
 
@@ -239,13 +254,23 @@ for f in sorted(glob.glob(sys.argv[1] + "/nodes-*.json")):
     [ "$have" = 0 ] && break
     [ "$(date +%s)" -lt "$deadline" ] || die "$have nodes still tainted after $((deadline - start)) s; see $logs/kube-controller-manager.log"
     if [ $((++tries % 5)) = 0 ]; then
-      kctl get nodes -l "$harness_label" -o jsonpath='{range .items[*]}{.metadata.name} {.spec.taints[*].key}{"\n"}{end}' |
-        awk '$2 != "" {print $1}' | xargs -r -n 200 "$bin/kubectl" --kubeconfig "$kubeconfig_out" \
-        annotate node --overwrite "gpushare.io/scale-touch=$(date +%s)" >/dev/null || true
+      # shellcheck disable=SC2046  # one argument per node name
+      touch_nodes $(kctl get nodes -l "$harness_label" -o jsonpath='{range .items[*]}{.metadata.name} {.spec.taints[*].key}{"\n"}{end}' | awk '$2 != "" {print $1}')
     fi
     sleep 1
   done
   log "$want nodes schedulable (no taints) in $(($(date +%s) - start)) s"
+}
+
+# touch_nodes NAME...: an annotation changed on each node, 200 nodes per kubectl call (the names
+# go before the KEY=VALUE, else kubectl refuses: "all resources must be specified before
+# annotation changes").
+touch_nodes() {
+  local stamp names=("$@") i
+  stamp="gpushare.io/scale-touch=$(date +%s)"
+  for ((i = 0; i < ${#names[@]}; i += 200)); do
+    kctl annotate node "${names[@]:i:200}" --overwrite "$stamp" >/dev/null 2>&1 || true
+  done
 }
 
 # Harness nodes with a taint (not-ready, unreachable, ...), as a count.
@@ -303,6 +328,7 @@ cmd_up() {
   mkdir -p "$logs" "$pids"
   echo "$policy" >"$dir/policy"
   echo "$profile" >"$dir/profile"
+  : >"$dir/qps"
   make_pki
   make_cert kwok "/O=system:masters/CN=kwok-controller" "" client
   write_kubeconfig "$kubeconfig_out" admin
@@ -369,16 +395,19 @@ cmd_policy() {
   log "gpushare-scheduler runs with --policy $policy"
 }
 
-# profile default|replay: kube-scheduler again with that configuration.
+# profile default|replay [QPS]: kube-scheduler again with that configuration (and its API
+# client at QPS, burst 2 x QPS, when given; else kube-scheduler's defaults).
 cmd_profile() {
-  local profile=${1:?profile needs default or replay}
+  local profile=${1:?profile needs default or replay} qps=${2:-}
   case $profile in default | replay) ;; *) die "profile must be default or replay, not '$profile'" ;; esac
+  [ -z "$qps" ] || [[ $qps =~ ^[1-9][0-9]*$ ]] || die "profile: QPS must be a positive number, not '$qps'"
   pid_alive kube-apiserver || die "the harness is not up"
   echo "$profile" >"$dir/profile"
+  printf '%s' "$qps" >"$dir/qps"
   stop_pid kube-scheduler 20
   start_scale_kube_scheduler
   wait_up kube-scheduler 60 curl -sfk -m 2 https://127.0.0.1:10259/healthz
-  log "kube-scheduler runs with profile $profile"
+  log "kube-scheduler runs with profile $profile${qps:+, client QPS $qps}"
 }
 
 case "${1:-}" in

@@ -3,13 +3,15 @@
 // prints when the first and last were bound and, with -running, when all were Running:
 //
 //	bindrate: <name>: <count> pods created in <s> s; bound <count> in <s> s: <rate> pods/s; Running <s> s
-//	bindrate-result name=<name> count=<n> create_s=<s> bind_s=<s> pods_per_s=<rate> running_s=<s>
+//	bindrate-result name=<name> count=<n> create_s=<s> bind_s=<s> pods_per_s=<rate> running_s=<s> p50_s=<s> p99_s=<s>
 //
 // Times count from the first Create call; the rate is count / (last bind - first Create).
+// p50_s and p99_s: each pod's wait from its creation (its Create call returning) to the watch
+// seeing it bound, at the median and the 99th percentile.
 // With -pause-pid (kube-scheduler's pid; it must not use leader election) the scheduler is
 // stopped (SIGSTOP) while the pods are created and continued (SIGCONT) once the watch has seen
 // them all, and times count from SIGCONT: the rate is then the scheduler's alone, not bounded by
-// how fast the pods can be created.
+// how fast the pods can be created, and each pod's wait counts from SIGCONT.
 // The pods carry the label bindrate=<name>; deleting them is the caller's business.
 package main
 
@@ -17,7 +19,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -64,6 +68,7 @@ func main() {
 	seen := map[string]bool{}
 	bound := map[string]time.Time{}
 	run := map[string]time.Time{}
+	createdAt := map[string]time.Time{}
 	changed := make(chan struct{}, 1)
 	note := func(obj any) {
 		p, ok := obj.(*corev1.Pod)
@@ -124,7 +129,12 @@ func main() {
 					p.Name = fmt.Sprintf("%s-%03d", *name, i)
 					if _, err := client.CoreV1().Pods(*namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 						errs <- fmt.Errorf("creating %s: %w", p.Name, err)
+						continue
 					}
+					now := time.Now()
+					mu.Lock()
+					createdAt[p.Name] = now
+					mu.Unlock()
 				}
 			}()
 		}
@@ -194,10 +204,38 @@ func main() {
 	if *pausePid > 0 {
 		from = "SIGCONT of the scheduler"
 	}
-	fmt.Printf("bindrate: %s: %d pods created in %.2f s; bound %d in %.2f s from %s: %.1f pods/s; Running %s s\n",
-		*name, *count, created.Seconds(), *count, bind.Seconds(), from, rate, runningS)
-	fmt.Printf("bindrate-result name=%s count=%d create_s=%.2f bind_s=%.2f pods_per_s=%.1f running_s=%s\n",
-		*name, *count, created.Seconds(), bind.Seconds(), rate, runningS)
+	mu.Lock()
+	waits := make([]float64, 0, len(bound))
+	for n, b := range bound {
+		from := start
+		if c, ok := createdAt[n]; ok && c.After(from) {
+			from = c
+		}
+		w := b.Sub(from).Seconds()
+		if w < 0 { // the watch saw the bind before the Create call returned
+			w = 0
+		}
+		waits = append(waits, w)
+	}
+	mu.Unlock()
+	sort.Float64s(waits)
+	p50, p99 := quantile(waits, 0.50), quantile(waits, 0.99)
+	fmt.Printf("bindrate: %s: %d pods created in %.2f s; bound %d in %.2f s from %s: %.1f pods/s; wait to bind p50 %.2f s, p99 %.2f s; Running %s s\n",
+		*name, *count, created.Seconds(), *count, bind.Seconds(), from, rate, p50, p99, runningS)
+	fmt.Printf("bindrate-result name=%s count=%d create_s=%.2f bind_s=%.2f pods_per_s=%.1f running_s=%s p50_s=%.3f p99_s=%.3f\n",
+		*name, *count, created.Seconds(), bind.Seconds(), rate, runningS, p50, p99)
+}
+
+// quantile of sorted values, nearest rank (q in (0, 1]); 0 for none.
+func quantile(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	if i < 0 {
+		i = 0
+	}
+	return sorted[i]
 }
 
 func template(name, namespace, image, res, selector string) *corev1.Pod {
