@@ -8,7 +8,8 @@
 #                                   until Running; prints bindrate's line on stderr and, on
 #                                   stdout, one line of key=value pairs: bindrate's figures
 #                                   (pods_per_s, p50_s, p99_s, ...) and what the burst cost the
-#                                   control plane (e2e/scale/metrics.py: API requests per pod,
+#                                   control plane (e2e/scale/metrics.py: API requests per pod
+#                                   beyond the background rate of the 10 s before,
 #                                   kube-scheduler's and gpushare-scheduler's latency p99s, their
 #                                   CPU seconds, gpushare-scheduler's peak RSS)
 #   clear_pods                      every pod of the namespace gone (force, then waited for)
@@ -37,6 +38,7 @@ ensure_bindrate() {
 snapshot() {
   local d=$1 token name pid
   mkdir -p "$d"
+  date +%s.%N >"$d/time.txt"
   token=$(scale_kubectl create token scale-scraper -n kube-system 2>/dev/null) || true
   scale_kubectl get --raw /metrics >"$d/apiserver.txt" 2>/dev/null || : >"$d/apiserver.txt"
   curl -sfk -m 10 ${token:+-H "Authorization: Bearer $token"} https://127.0.0.1:10259/metrics \
@@ -56,12 +58,15 @@ burst() {
   local name=$1 res=$2 count=$3 out sched_pid m="$E2E_SCALE_DIR/metrics/$1"
   ensure_bindrate
   sched_pid=$(cut -d' ' -f1 "$E2E_SCALE_DIR/pids/kube-scheduler.pid")
+  # 10 s with no burst first: the API server's background rate, taken out of the burst's count.
+  snapshot "$m/idle"
+  sleep 10
   snapshot "$m/before"
   out=$(KUBECONFIG="$kubeconfig" "$bin/bindrate" -namespace "$ns" -name "$name" -count "$count" \
     -resource "$res" -running -timeout 15m -pause-pid "$sched_pid") || fail "bindrate $name: $out"
   snapshot "$m/after"
   echo "$out" | grep '^bindrate:' >&2
-  echo "$(sed -n 's/^bindrate-result //p' <<<"$out") $(python3 "$repo/e2e/scale/metrics.py" diff "$m/before" "$m/after" "$count")"
+  echo "$(sed -n 's/^bindrate-result //p' <<<"$out") $(python3 "$repo/e2e/scale/metrics.py" diff "$m/before" "$m/after" "$count" "$m/idle")"
 }
 
 # field LINE KEY: the value of KEY=value in a burst's line.

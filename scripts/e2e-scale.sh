@@ -12,6 +12,9 @@
 #   scripts/e2e-scale.sh policy NAME                     gpushare-scheduler again with --policy NAME
 #   scripts/e2e-scale.sh profile default|replay [QPS]    kube-scheduler again with that profile
 #                                                        (and its API client at QPS, burst 2 x QPS)
+#   scripts/e2e-scale.sh replicas 1|2                    kube-scheduler alone, or two electing a leader
+#   scripts/e2e-scale.sh fault gpushare-scheduler|kube-apiserver|leader
+#                                                        one fault, and the component back (below)
 #
 # --nodes: a node CSV in `gpushare simulate`'s format (sn, cpu_milli, memory_mib, gpu, model);
 # default ../shared/data/alibaba-gpu-v2023/openb_node_list_gpu_node.csv (1,213 nodes, 6,212
@@ -141,6 +144,20 @@ yaml.safe_dump(c, sys.stdout, sort_keys=False)
   else
     scheduler_config >"$dir/kube-scheduler-config.yaml"
   fi
+  # replicas 2: two kube-schedulers electing a leader (kube-system/kube-scheduler Lease), the
+  # second on secure port 10260.
+  local replicas
+  replicas=$(cat "$dir/replicas" 2>/dev/null || echo 1)
+  if [ "$replicas" = 2 ]; then
+    python3 - "$dir/kube-scheduler-config.yaml" <<'EOF2'
+import sys, yaml
+path = sys.argv[1]
+c = yaml.safe_load(open(path))
+c["leaderElection"] = {"leaderElect": True, "resourceNamespace": "kube-system",
+                       "resourceName": "kube-scheduler"}
+yaml.safe_dump(c, open(path, "w"), sort_keys=False)
+EOF2
+  fi
   # profile NAME QPS: kube-scheduler's API client at QPS (burst twice that) instead of its
   # defaults (50, 100), which bound how fast it binds what it places alone.
   if [ -n "$(cat "$dir/qps" 2>/dev/null)" ]; then
@@ -153,6 +170,31 @@ yaml.safe_dump(c, open(path, "w"), sort_keys=False)
 EOF2
   fi
   run_scheduler_with_config
+  if [ "$replicas" = 2 ] && ! pid_alive kube-scheduler-2; then
+    start_bg kube-scheduler-2 "$logs/kube-scheduler-2.log" "$bin/kube-scheduler" "$bin/kube-scheduler" \
+      --config "$dir/kube-scheduler-config.yaml" \
+      --authentication-kubeconfig "$dir/scheduler.kubeconfig" \
+      --authorization-kubeconfig "$dir/scheduler.kubeconfig" \
+      --bind-address 127.0.0.1 --secure-port 10260 --profiling=false --v=1
+  fi
+}
+
+# The kube-scheduler replica that leads (its pid name: kube-scheduler or kube-scheduler-2), from
+# each one's leader_election_master_status; empty when none does yet.
+scheduler_leader() {
+  local name port token
+  token=$(kctl create token scale-scraper -n kube-system 2>/dev/null) || true
+  for name in kube-scheduler kube-scheduler-2; do
+    port=10259
+    [ "$name" = kube-scheduler-2 ] && port=10260
+    pid_alive "$name" || continue
+    # Read whole, then matched (grep -q closing the pipe early fails curl, and so the pipeline).
+    if grep -q '^leader_election_master_status{name="kube-scheduler"} 1' < <(curl -sfk -m 10 \
+      ${token:+-H "Authorization: Bearer $token"} "https://127.0.0.1:$port/metrics"); then
+      echo "$name"
+      return 0
+    fi
+  done
 }
 
 # Waits until gpushare-scheduler sees every node of the harness.
@@ -175,6 +217,20 @@ start_kwok() {
     --node-ip 10.255.1.1 --cidr 10.128.0.0/9 --node-lease-duration-seconds 40 \
     --server-address "$kwok_server"
   wait_up kwok 60 curl -sf -m 2 "http://$kwok_server/healthz"
+}
+
+# The node agent's confirmations for the fake nodes (e2e/cmd/fakeagent): what gpushare-node
+# writes on a real node once kubelet allocated a pod's GPUs, so that gpushare-scheduler's
+# restart hold (it waits for pending pods to be confirmed) ends on the harness as on a cluster.
+start_fakeagent() {
+  pid_alive fakeagent && return 0
+  if [ ! -x "$bin/fakeagent" ] || [ "$repo/e2e/cmd/fakeagent/main.go" -nt "$bin/fakeagent" ]; then
+    (cd "$repo/e2e" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly CGO_ENABLED=0 go build -trimpath \
+      -o "$bin/" ./cmd/fakeagent) || die "building e2e/cmd/fakeagent failed"
+  fi
+  start_bg fakeagent "$logs/fakeagent.log" "$bin/fakeagent" "$bin/fakeagent" \
+    --kubeconfig "$dir/kwok.kubeconfig" --node-label "$harness_label"
+  wait_up fakeagent 60 grep -q '^fakeagent: confirming' "$logs/fakeagent.log"
 }
 
 # Ready nodes of the harness, as a count.
@@ -262,15 +318,23 @@ for f in sorted(glob.glob(sys.argv[1] + "/nodes-*.json")):
   log "$want nodes schedulable (no taints) in $(($(date +%s) - start)) s"
 }
 
-# touch_nodes NAME...: an annotation changed on each node, 200 nodes per kubectl call (the names
+# touch_nodes NAME...: an annotation changed on each node, 50 nodes per kubectl call (the names
 # go before the KEY=VALUE, else kubectl refuses: "all resources must be specified before
 # annotation changes").
 touch_nodes() {
-  local stamp names=("$@") i
+  local stamp names=("$@") i jobs=()
   stamp="gpushare.io/scale-touch=$(date +%s)"
-  for ((i = 0; i < ${#names[@]}; i += 200)); do
-    kctl annotate node "${names[@]:i:200}" --overwrite "$stamp" >/dev/null 2>&1 || true
+  # 8 kubectl calls at once (each reads, then patches, its nodes one by one). Waited for by pid:
+  # a bare `wait` would wait for the daemons this shell started too.
+  for ((i = 0; i < ${#names[@]}; i += 50)); do
+    kctl annotate node "${names[@]:i:50}" --overwrite "$stamp" >/dev/null 2>&1 &
+    jobs+=($!)
+    if [ "${#jobs[@]}" = 8 ]; then
+      wait "${jobs[@]}" || true
+      jobs=()
+    fi
   done
+  [ "${#jobs[@]}" = 0 ] || wait "${jobs[@]}" || true
 }
 
 # Harness nodes with a taint (not-ready, unreachable, ...), as a count.
@@ -329,6 +393,7 @@ cmd_up() {
   echo "$policy" >"$dir/policy"
   echo "$profile" >"$dir/profile"
   : >"$dir/qps"
+  [ -f "$dir/replicas" ] || echo 1 >"$dir/replicas"
   make_pki
   make_cert kwok "/O=system:masters/CN=kwok-controller" "" client
   write_kubeconfig "$kubeconfig_out" admin
@@ -343,6 +408,7 @@ cmd_up() {
   ensure_scraper
   start_scale_gpushare_scheduler
   start_kwok
+  start_fakeagent
   make_nodes "$csv" "$count"
   local want seen
   want=$(wc -l <"$dir/nodes/want")
@@ -359,6 +425,8 @@ print_scale() {
 
 cmd_down() {
   mkdir -p "$pids"
+  stop_pid fakeagent 10
+  stop_pid kube-scheduler-2 20
   stop_pid kwok 10
   stop_control_plane
   log "down (state kept in $dir; remove it for a fresh cluster)"
@@ -366,7 +434,9 @@ cmd_down() {
 
 cmd_status() {
   local ok=0 name
-  for name in etcd kube-apiserver kube-controller-manager kube-scheduler gpushare-scheduler kwok; do
+  local extra=""
+  [ "$(cat "$dir/replicas" 2>/dev/null)" = 2 ] && extra=kube-scheduler-2
+  for name in etcd kube-apiserver kube-controller-manager kube-scheduler $extra gpushare-scheduler kwok fakeagent; do
     if pid_alive "$name"; then echo "$name: running (pid $(pid_of "$name"))"; else echo "$name: stopped"; ok=1; fi
   done
   if pid_alive kube-apiserver; then
@@ -395,6 +465,74 @@ cmd_policy() {
   log "gpushare-scheduler runs with --policy $policy"
 }
 
+# replicas 1|2: kube-scheduler again, alone (no leader election) or as two replicas electing a
+# leader.
+cmd_replicas() {
+  local n=${1:?replicas needs 1 or 2}
+  case $n in 1 | 2) ;; *) die "replicas must be 1 or 2, not '$n'" ;; esac
+  pid_alive kube-apiserver || die "the harness is not up"
+  echo "$n" >"$dir/replicas"
+  stop_pid kube-scheduler-2 20
+  stop_pid kube-scheduler 20
+  start_scale_kube_scheduler
+  wait_up kube-scheduler 60 curl -sfk -m 2 https://127.0.0.1:10259/healthz
+  if [ "$n" = 2 ]; then
+    local leader=""
+    for _ in $(seq 60); do
+      leader=$(scheduler_leader)
+      [ -n "$leader" ] && break
+      sleep 1
+    done
+    [ -n "$leader" ] || die "no kube-scheduler replica became leader in 60 s; see $logs/kube-scheduler*.log"
+    log "kube-scheduler runs as 2 replicas; $leader leads"
+  else
+    log "kube-scheduler runs alone"
+  fi
+}
+
+# fault NAME: one fault, as a cluster sees it, and the component back as its controller would
+# bring it back:
+#   gpushare-scheduler  its pod killed (SIGKILL), started again after 1 s (the Deployment);
+#   kube-apiserver      restarted (SIGTERM, then started again; clients reconnect);
+#   leader              the leading kube-scheduler killed (SIGKILL): the other replica takes the
+#                       Lease when it expires (15 s); the killed one started again as standby.
+cmd_fault() {
+  local what=${1:?fault needs gpushare-scheduler, kube-apiserver or leader} t leader
+  pid_alive kube-apiserver || die "the harness is not up"
+  t=$(date +%s.%N)
+  case $what in
+    gpushare-scheduler)
+      kill -KILL "$(pid_of gpushare-scheduler)" 2>/dev/null || true
+      rm -f "$pids/gpushare-scheduler.pid"
+      sleep 1
+      start_scale_gpushare_scheduler ;;
+    kube-apiserver)
+      stop_pid kube-apiserver 30
+      start_apiserver ;;
+    leader)
+      leader=""
+      for _ in $(seq 30); do # its /metrics may be slow to answer under load
+        leader=$(scheduler_leader)
+        [ -n "$leader" ] && break
+        sleep 1
+      done
+      [ -n "$leader" ] || die "no kube-scheduler leads (replicas 2 first)"
+      kill -KILL "$(pid_of "$leader")" 2>/dev/null || true
+      rm -f "$pids/$leader.pid"
+      local next=""
+      for _ in $(seq 60); do
+        next=$(scheduler_leader)
+        [ -n "$next" ] && break
+        sleep 1
+      done
+      [ -n "$next" ] || die "no kube-scheduler took the lead within 60 s of killing $leader"
+      start_scale_kube_scheduler
+      what="leader ($leader killed, $next leads)" ;;
+    *) die "fault: unknown '$what' (want gpushare-scheduler, kube-apiserver or leader)" ;;
+  esac
+  log "fault: $what: back in $(awk -v a="$t" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}') s"
+}
+
 # profile default|replay [QPS]: kube-scheduler again with that configuration (and its API
 # client at QPS, burst 2 x QPS, when given; else kube-scheduler's defaults).
 cmd_profile() {
@@ -417,5 +555,7 @@ case "${1:-}" in
   status) cmd_status ;;
   policy) shift; cmd_policy "$@" ;;
   profile) shift; cmd_profile "$@" ;;
-  *) echo "usage: $0 up [--nodes FILE] [--count N] [--policy NAME] [--profile default|replay] | down | purge | status | policy NAME | profile default|replay" >&2; exit 2 ;;
+  replicas) shift; cmd_replicas "$@" ;;
+  fault) shift; cmd_fault "$@" ;;
+  *) echo "usage: $0 up [--nodes FILE] [--count N] [--policy NAME] [--profile default|replay] | down | purge | status | policy NAME | profile default|replay [QPS] | replicas 1|2 | fault gpushare-scheduler|kube-apiserver|leader" >&2; exit 2 ;;
 esac

@@ -12,6 +12,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -24,6 +25,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <type_traits>
 
 #include "cli/gpushare/api_client.h"
 #include "cli/gpushare/command.h"
@@ -52,11 +54,42 @@ void OnSignal(int) {
   g_stop.store(true);
 }
 
+// Whether a failed call may succeed when made again: the API server unreachable, restarting or
+// overloaded (kube/errors.h: 429, 5xx, transport errors, timeouts).
+bool Transient(const Status& s) {
+  return s.code() == gpushare::StatusCode::kUnavailable ||
+         s.code() == gpushare::StatusCode::kDeadlineExceeded;
+}
+
+// Calls `call` until it succeeds, fails for good, `budget` has passed or the run is stopped;
+// 0.2 s between tries, doubling up to 2 s. For the API server restarting under a replay.
+template <class Call>
+auto Retrying(Call&& call, std::chrono::seconds budget) -> decltype(call()) {
+  const auto deadline = std::chrono::steady_clock::now() + budget;
+  auto wait = std::chrono::milliseconds(200);
+  for (;;) {
+    auto r = call();
+    Status s = Status::Ok();
+    if constexpr (std::is_same_v<decltype(r), Status>) {
+      s = r;
+    } else {
+      if (!r.ok()) s = r.status();
+    }
+    if (s.ok() || !Transient(s) || g_stop.load() ||
+        std::chrono::steady_clock::now() + wait >= deadline)
+      return r;
+    std::this_thread::sleep_for(wait);
+    wait = std::min(wait * 2, std::chrono::milliseconds(2000));
+  }
+}
+
 struct Flags {
   std::string nodes, pods, policy = "default", seeds = "42", out = "replay-out";
   std::string namespace_ = "gpushare-replay", kubeconfig, context, scheduler_name;
   double tune = 1.3;
   double pod_timeout_s = 60;
+  double api_retry_s = 120;
+  bool expect_running = false;
   bool quiet = false;
 };
 
@@ -193,6 +226,38 @@ void Progress(std::FILE* err, uint64_t seed, size_t done, size_t total, int64_t 
   std::fflush(err);
 }
 
+// Waits (bounded) until every pod of the run bound to a node is Running; the error names the
+// count and one pod that is not, with its phase.
+Status AwaitRunning(kube::Client& c, const std::string& ns, const std::string& selector,
+                    std::chrono::seconds budget, int64_t* running) {
+  const auto deadline = std::chrono::steady_clock::now() + budget;
+  std::string first;
+  size_t waiting = 0;
+  for (;;) {
+    kube::ListOptions lo;
+    lo.label_selector = selector;
+    Result<kube::RawList> list = Retrying([&] { return c.List(kube::kPods, ns, lo); }, budget);
+    if (!list.ok()) return list.status().WithContext("listing the replay's pods");
+    waiting = 0;
+    *running = 0;
+    for (const json& p : list->items) {
+      if (p.value("spec", json::object()).value("nodeName", "").empty()) continue;
+      const std::string phase = p.value("status", json::object()).value("phase", "");
+      if (phase == "Running") {
+        ++*running;
+        continue;
+      }
+      if (waiting++ == 0)
+        first = p["metadata"].value("name", "") + " (" + (phase.empty() ? "no phase" : phase) + ")";
+    }
+    if (waiting == 0) return Status::Ok();
+    if (std::chrono::steady_clock::now() >= deadline || g_stop.load()) break;
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  return Status::DeadlineExceeded(std::to_string(waiting) + " bound pod(s) not Running after " +
+                                  std::to_string(budget.count()) + " s, e.g. " + first);
+}
+
 // Deletes every pod of the run and waits until they are gone (bounded).
 Status Cleanup(kube::Client& c, const std::string& ns, const std::string& selector) {
   kube::DeleteOptions d;
@@ -202,13 +267,18 @@ Status Cleanup(kube::Client& c, const std::string& ns, const std::string& select
     kube::ListOptions lo;
     lo.label_selector = selector;
     Result<kube::RawList> list = c.List(kube::kPods, ns, lo);
+    if (!list.ok() && Transient(list.status())) {  // the API server restarting: try again
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      continue;
+    }
     if (!list.ok()) return list.status().WithContext("listing the replay's pods");
     if (list->items.empty()) return Status::Ok();
     for (const json& p : list->items) {
       const std::string name = p["metadata"].value("name", "");
       if (p["metadata"].contains("deletionTimestamp")) continue;
       Status s = c.Delete(kube::kPods, ns, name, d);
-      if (!s.ok() && !kube::IsNotFound(s)) return s.WithContext("deleting pod " + name);
+      if (!s.ok() && !kube::IsNotFound(s) && !Transient(s))
+        return s.WithContext("deleting pod " + name);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
@@ -286,9 +356,22 @@ int Replay(const Flags& f) {
       return 1;
     }
   }
-  Result<json> ns = c.Create(
-      kNamespaces, "",
-      {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", f.namespace_}}}});
+  const json ns_body = {
+      {"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", f.namespace_}}}};
+  Result<json> ns = c.Create(kNamespaces, "", ns_body);
+  // A namespace still terminating (an earlier replay's, deleted as it ended) takes no pods:
+  // wait until it is gone (bounded), then create it afresh.
+  for (int i = 0; !ns.ok() && ns.status().code() == gpushare::StatusCode::kAlreadyExists; ++i) {
+    Result<json> old = c.Get(kNamespaces, "", f.namespace_);
+    if (old.ok() && !old->value("metadata", json::object()).contains("deletionTimestamp")) break;
+    if (i == 240) {
+      std::fprintf(stderr, "gpushare replay: namespace %s is still terminating after 120 s\n",
+                   f.namespace_.c_str());
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    ns = c.Create(kNamespaces, "", ns_body);
+  }
   if (!ns.ok() && ns.status().code() != gpushare::StatusCode::kAlreadyExists &&
       !kube::IsConflict(ns.status())) {
     std::fprintf(stderr, "gpushare replay: creating namespace %s: %s\n", f.namespace_.c_str(),
@@ -336,6 +419,7 @@ int Replay(const Flags& f) {
       return 1;
     }
     const auto t0 = std::chrono::steady_clock::now();
+    const auto api_retry = std::chrono::seconds(static_cast<int64_t>(f.api_retry_s));
     Status failed = Status::Ok();
     {
       Watcher watch(client, f.namespace_, selector);
@@ -350,8 +434,18 @@ int Replay(const Flags& f) {
         spec.labels = {{std::string(kRunLabel), run}};
         spec.scheduler_name = f.scheduler_name;
         const sim::TracePod& tp = w->pods[static_cast<size_t>(order[i])];
-        Result<json> created =
-            c.Create(kube::kPods, f.namespace_, json::parse(sim::ReplayPodJson(tp, spec)));
+        const json body = json::parse(sim::ReplayPodJson(tp, spec));
+        int tries = 0;
+        Result<json> created = Retrying(
+            [&] {
+              Result<json> r = c.Create(kube::kPods, f.namespace_, body);
+              // A retried Create whose first try landed (its reply lost to a restart).
+              if (!r.ok() && ++tries > 1 &&
+                  r.status().code() == gpushare::StatusCode::kAlreadyExists)
+                return Result<json>(json::object());
+              return r;
+            },
+            api_retry);
         if (!created.ok()) {
           failed = created.status().WithContext("creating pod " + spec.name + " (" + tp.name + ")");
           break;
@@ -375,10 +469,16 @@ int Replay(const Flags& f) {
           where.node = seen->node;
           where.gpus = GpusOf(seen->assumed, &problem);
         } else {
-          // Refused: the simulator never retries it, so neither does the cluster.
+          // Refused: the simulator never retries it, so neither does the cluster (a refused
+          // pod left behind would be placed later, outside the tally).
           kube::DeleteOptions d;
           d.grace_period_seconds = 0;
-          (void)c.Delete(kube::kPods, f.namespace_, spec.name, d);
+          Status gone =
+              Retrying([&] { return c.Delete(kube::kPods, f.namespace_, spec.name, d); }, api_retry);
+          if (!gone.ok() && !kube::IsNotFound(gone)) {
+            failed = gone.WithContext("deleting the unschedulable pod " + spec.name);
+            break;
+          }
         }
         Status s = tally.Record(order[i], where);
         if (!problem.empty() || !s.ok()) {
@@ -393,6 +493,13 @@ int Replay(const Flags& f) {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     overcommits += tally.overcommits();
+    if (failed.ok() && f.expect_running) {
+      int64_t running = 0;
+      failed = AwaitRunning(c, f.namespace_, selector, std::chrono::seconds(120), &running);
+      if (failed.ok())
+        std::fprintf(stdout, "seed %llu: every placed pod Running (%lld)\n",
+                     static_cast<unsigned long long>(seed), static_cast<long long>(running));
+    }
     Status cleaned = Cleanup(c, f.namespace_, selector);
     if (!failed.ok()) {
       std::fprintf(stderr, "\ngpushare replay: seed %llu: %s\n",
@@ -486,10 +593,18 @@ GPUSHARE_COMMAND(
                      "Seconds one pod may take to be bound or found unschedulable")
           ->check(gpushare::NumberIn(1, 3600, ""))
           ->capture_default_str();
+      app.add_option("--api-retry", f->api_retry_s,
+                     "Seconds a pod's creation or deletion is retried while the API server is "
+                     "unreachable or overloaded (a restart)")
+          ->check(gpushare::NumberIn(0, 3600, ""))
+          ->capture_default_str();
       app.add_option("--kubeconfig", f->kubeconfig,
                      "kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config)");
       app.add_option("--context", f->context, "kubeconfig context (default: current-context)");
       app.add_flag("--quiet", f->quiet, "No progress line");
+      app.add_flag("--expect-running", f->expect_running,
+                   "At the end, wait up to 120 s for every placed pod to be Running, else fail "
+                   "(for clusters whose pods start at once, such as kwok's)");
       return [f]() { return Replay(*f); };
     });
 

@@ -4,10 +4,13 @@
 Used by scripts/e2e-scale-throughput.sh. Each snapshot is a directory holding the Prometheus
 text of kube-apiserver (apiserver.txt), kube-scheduler (kube-scheduler.txt) and
 gpushare-scheduler (gpushare-scheduler.txt), and /proc figures of the two schedulers
-(procs.txt: "<name> <utime+stime ticks> <VmHWM kB>").
+(procs.txt: "<name> <utime+stime ticks> <VmHWM kB>") and when it was taken (time.txt: Unix
+seconds).
 
-  metrics.py diff BEFORE AFTER PODS   prints key=value pairs for the burst of PODS pods:
-    api_req_per_pod     every API request the API server served (apiserver_request_total), / PODS
+  metrics.py diff BEFORE AFTER PODS [IDLE]   prints key=value pairs for the burst of PODS pods:
+    api_req_per_pod     the API requests the API server served during the burst
+                        (apiserver_request_total), less the background (kwok's Lease renewals,
+                        the controllers) at the rate seen from IDLE to BEFORE, / PODS
     ks_algo_p99_ms      kube-scheduler's scheduling_algorithm_duration_seconds, p99 (filter and
                         score, extenders' filter and prioritize included)
     ks_attempt_p99_ms   kube-scheduler's scheduling_attempt_duration_seconds{result="scheduled"},
@@ -97,10 +100,26 @@ def ms(x):
     return "-" if x is None else "%.1f" % (1000 * x)
 
 
-def diff(before_dir, after_dir, pods):
+def taken(d):
+    try:
+        return float(open(os.path.join(d, "time.txt")).read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def requests(d):
+    return total(parse(os.path.join(d, "apiserver.txt")), "apiserver_request_total")
+
+
+def diff(before_dir, after_dir, pods, idle_dir=None):
     r = {}
-    a0, a1 = parse(os.path.join(before_dir, "apiserver.txt")), parse(os.path.join(after_dir, "apiserver.txt"))
-    r["api_req_per_pod"] = "%.1f" % ((total(a1, "apiserver_request_total") - total(a0, "apiserver_request_total")) / pods)
+    during = requests(after_dir) - requests(before_dir)
+    t_idle, t0, t1 = (taken(idle_dir) if idle_dir else None), taken(before_dir), taken(after_dir)
+    if None not in (t_idle, t0, t1) and t0 > t_idle:
+        background = (requests(before_dir) - requests(idle_dir)) / (t0 - t_idle)
+        r["api_background_per_s"] = "%.1f" % background
+        during -= background * (t1 - t0)
+    r["api_req_per_pod"] = "%.1f" % (max(during, 0.0) / pods)
     k0, k1 = parse(os.path.join(before_dir, "kube-scheduler.txt")), parse(os.path.join(after_dir, "kube-scheduler.txt"))
     name = "scheduler_scheduling_algorithm_duration_seconds"
     r["ks_algo_p99_ms"] = ms(quantile(0.99, buckets(k0, name), buckets(k1, name)))
@@ -121,8 +140,8 @@ def diff(before_dir, after_dir, pods):
 
 
 def main(argv):
-    if len(argv) == 5 and argv[1] == "diff":
-        diff(argv[2], argv[3], max(int(argv[4]), 1))
+    if len(argv) in (5, 6) and argv[1] == "diff":
+        diff(argv[2], argv[3], max(int(argv[4]), 1), argv[5] if len(argv) == 6 else None)
         return 0
     print(__doc__, file=sys.stderr)
     return 2
