@@ -60,12 +60,13 @@ e2e-smoke: e2e-build
 # gpushare on the e2e cluster (docs/e2e.md): gpushare-node per node and gpushare-scheduler as
 # host processes on simulated GPUs, checked against the real kubelets and kube-scheduler (as root).
 # Then gpushare installed with its Helm chart from the images of `make images` (scripts/e2e-helm.sh),
-# and the scale harness's smoke test: 200 fake nodes, 600 shares (scripts/e2e-scale-smoke.sh;
-# E2E_SCALE=0 skips it).
+# and the scale harness's smoke test: 200 fake nodes, 600 shares (scripts/e2e-scale-smoke.sh),
+# and one fault during a replay on them (scripts/e2e-scale-faults.sh; E2E_SCALE=0 skips both).
 e2e: e2e-build configure images
 	cmake --build $(BUILD) -j $(JOBS) --target gpushare gpushare-node gpushare-scheduler gpushare-cuda fakecuda cuda-probe-dlopen
 	GPUSHARE_BIN=$(CURDIR)/$(BUILD)/bin ./scripts/e2e-test.sh
 	if [ "$${E2E_SCALE:-1}" = 1 ]; then GPUSHARE_BIN=$(CURDIR)/$(BUILD)/bin ./scripts/e2e-scale-smoke.sh; fi
+	if [ "$${E2E_SCALE:-1}" = 1 ]; then FAULT_NODES=200 FAULTS=gpushare-scheduler FAULT_GAP=1.0 GPUSHARE_BIN=$(CURDIR)/$(BUILD)/bin ./scripts/e2e-scale-faults.sh; fi
 
 # The scale harness (docs/e2e.md, "Scale"): 1,213 fake GPU nodes of Alibaba's trace on the e2e
 # control plane, left up (scripts/e2e-scale.sh down stops it). As root.
@@ -73,12 +74,16 @@ e2e-scale-up: e2e-build
 	cmake --build $(BUILD) -j $(JOBS) --target gpushare-node gpushare-scheduler
 	GPUSHARE_BIN=$(CURDIR)/$(BUILD)/bin ./scripts/e2e-scale.sh up
 
-# The product against the simulator at the trace's size (scripts/e2e-scale-replay.sh; about 30
-# minutes on 2 cores): 1,213 fake nodes, three traces x two policies replayed through
-# kube-scheduler and gpushare-scheduler beside gpushare simulate. As root.
+# The product at the trace's size and beyond (about 2 hours on 2 cores; docs/e2e.md): 1,213
+# fake nodes, three traces x two policies replayed through kube-scheduler and
+# gpushare-scheduler beside gpushare simulate (scripts/e2e-scale-replay.sh); bursts of shares,
+# fractions and whole GPUs at 1,213 and 5,000 nodes (scripts/e2e-scale-throughput.sh); the
+# default trace replayed through three faults (scripts/e2e-scale-faults.sh). As root.
 e2e-scale: e2e-build
 	cmake --build $(BUILD) -j $(JOBS) --target gpushare gpushare-node gpushare-scheduler
 	GPUSHARE_BIN=$(CURDIR)/$(BUILD)/bin ./scripts/e2e-scale-replay.sh
+	GPUSHARE_BIN=$(CURDIR)/$(BUILD)/bin ./scripts/e2e-scale-throughput.sh
+	GPUSHARE_BIN=$(CURDIR)/$(BUILD)/bin ./scripts/e2e-scale-faults.sh
 
 bench: build
 	./scripts/run-benchmarks.sh $(BUILD)

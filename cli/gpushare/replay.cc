@@ -473,8 +473,8 @@ int Replay(const Flags& f) {
           // pod left behind would be placed later, outside the tally).
           kube::DeleteOptions d;
           d.grace_period_seconds = 0;
-          Status gone =
-              Retrying([&] { return c.Delete(kube::kPods, f.namespace_, spec.name, d); }, api_retry);
+          Status gone = Retrying([&] { return c.Delete(kube::kPods, f.namespace_, spec.name, d); },
+                                 api_retry);
           if (!gone.ok() && !kube::IsNotFound(gone)) {
             failed = gone.WithContext("deleting the unschedulable pod " + spec.name);
             break;

@@ -133,6 +133,10 @@ TEST(GpushareCommand, ReplayNeedsItsFilesAndACluster) {
   ProcessResult r = RunProcess({kCli, "replay", "--pods", "p.csv"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_THAT(r.err, HasSubstr("--nodes is required"));
+  // The API retry budget is range-checked, and named.
+  r = RunProcess({kCli, "replay", "--nodes", "n.csv", "--pods", "p.csv", "--api-retry", "-1"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--api-retry"));
   r = RunProcess(
       {kCli, "replay", "--nodes", "/nonexistent/n.csv", "--pods", "/nonexistent/p.csv", "--quiet"});
   EXPECT_EQ(r.exit_code, 1);
