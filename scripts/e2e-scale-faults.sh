@@ -31,19 +31,13 @@ scale="$repo/scripts/e2e-scale.sh"
 
 say() { echo "e2e-scale-faults: $*"; }
 fail() { echo "e2e-scale-faults: FAIL: $*" >&2; exit 1; }
+# shellcheck source=scripts/e2e-scale-lib.sh
+source "$repo/scripts/e2e-scale-lib.sh"
 
-if [ ! -r "$nodes_csv" ]; then
-  say "SKIPPED: the trace's node list $nodes_csv is not here (../shared/data)"
-  exit 0
-fi
+skip_without_node_list "$nodes_csv"
 pods_csv="$data/openb_pod_list_$trace.csv"
 [ -r "$pods_csv" ] || fail "$pods_csv not readable"
-cleanup() {
-  local rc=$?
-  [ "${E2E_KEEP:-0}" = 1 ] || "$scale" purge >/dev/null || rc=1
-  exit $rc
-}
-trap cleanup EXIT
+purge_on_exit
 rm -rf "$E2E_SCALE_DIR"
 mkdir -p "$E2E_SCALE_DIR/out"
 start=$(date +%s)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Bursts of pods on the scale harness, measured (docs/e2e.md, "Throughput"). Sourced by
 # scripts/e2e-scale-smoke.sh and scripts/e2e-scale-throughput.sh; expects repo, bin,
-# kubeconfig, ns, E2E_SCALE_DIR and fail, and the harness up.
+# kubeconfig, ns, E2E_SCALE_DIR, say and fail, and (for the bursts) the harness up.
 #
 #   burst NAME RESOURCE=QTY COUNT   COUNT pods asking RESOURCE=QTY created at once (bindrate,
 #                                   kube-scheduler stopped while they are created), waited for
@@ -14,6 +14,22 @@
 #                                   CPU seconds, gpushare-scheduler's peak RSS)
 #   clear_pods                      every pod of the namespace gone (force, then waited for)
 #   new_scale_namespace             the namespace, and its default ServiceAccount waited for
+#   skip_without_node_list FILE     exits 0, saying SKIPPED, when the trace's node list is absent
+#   purge_on_exit                   the harness purged (down, state removed) when the script
+#                                   ends, unless E2E_KEEP=1
+
+skip_without_node_list() {
+  [ -r "$1" ] && return 0
+  say "SKIPPED: the trace's node list $1 is not here (../shared/data)"
+  exit 0
+}
+
+purge_on_exit() { trap scale_purge_exit EXIT; }
+scale_purge_exit() {
+  local rc=$?
+  [ "${E2E_KEEP:-0}" = 1 ] || "$repo/scripts/e2e-scale.sh" purge >/dev/null || rc=1
+  exit $rc
+}
 
 scale_kubectl() { "$bin/kubectl" --kubeconfig "$kubeconfig" "$@"; }
 

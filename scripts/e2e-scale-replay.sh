@@ -22,17 +22,11 @@ gpushare="$repo/build/bin/gpushare"
 
 say() { echo "e2e-scale-replay: $*"; }
 fail() { echo "e2e-scale-replay: FAIL: $*" >&2; exit 1; }
+# shellcheck source=scripts/e2e-scale-lib.sh
+source "$repo/scripts/e2e-scale-lib.sh"
 
-if [ ! -r "$nodes_csv" ]; then
-  say "SKIPPED: the trace's node list $nodes_csv is not here (../shared/data)"
-  exit 0
-fi
-cleanup() { # the cluster down and its state removed, unless E2E_KEEP=1
-  local rc=$?
-  [ "${E2E_KEEP:-0}" = 1 ] || "$repo/scripts/e2e-scale.sh" purge >/dev/null || rc=1
-  exit $rc
-}
-trap cleanup EXIT
+skip_without_node_list "$nodes_csv"
+purge_on_exit
 rm -rf "$E2E_SCALE_DIR"
 start=$(date +%s)
 "$repo/scripts/e2e-scale.sh" up --nodes "$nodes_csv" --profile replay | grep '^e2e-scale:' ||

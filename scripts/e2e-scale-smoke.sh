@@ -27,25 +27,17 @@ ns=e2e-scale
 say() { echo "e2e-scale-smoke: $*"; }
 fail() { echo "e2e-scale-smoke: FAIL: $*" >&2; exit 1; }
 
-cleanup() { # the cluster down and its state removed, unless E2E_KEEP=1
-  local rc=$?
-  [ "${E2E_KEEP:-0}" = 1 ] || "$repo/scripts/e2e-scale.sh" purge >/dev/null || rc=1
-  exit $rc
-}
+# shellcheck source=scripts/e2e-scale-lib.sh
+source "$repo/scripts/e2e-scale-lib.sh"
 
 data="$repo/../shared/data/alibaba-gpu-v2023/openb_node_list_gpu_node.csv"
-if [ ! -r "$data" ]; then
-  say "SKIPPED: the trace's node list $data is not here (../shared/data)"
-  exit 0
-fi
-trap cleanup EXIT
+skip_without_node_list "$data"
+purge_on_exit
 rm -rf "$E2E_SCALE_DIR"
 start=$(date +%s)
 "$repo/scripts/e2e-scale.sh" up --count "$nodes" | grep '^e2e-scale:' || fail "scripts/e2e-scale.sh up"
 say "up with $nodes nodes in $(($(date +%s) - start)) s"
 
-# shellcheck source=scripts/e2e-scale-lib.sh
-source "$repo/scripts/e2e-scale-lib.sh"
 new_scale_namespace
 
 mem_line=$(burst scale-mem aliyun.com/gpu-mem=3 "$count")

@@ -32,16 +32,8 @@ fail() { echo "e2e-scale-throughput: FAIL: $*" >&2; exit 1; }
 # shellcheck source=scripts/e2e-scale-lib.sh
 source "$repo/scripts/e2e-scale-lib.sh"
 
-if [ ! -r "$nodes_csv" ]; then
-  say "SKIPPED: the trace's node list $nodes_csv is not here (../shared/data)"
-  exit 0
-fi
-cleanup() {
-  local rc=$?
-  [ "${E2E_KEEP:-0}" = 1 ] || "$repo/scripts/e2e-scale.sh" purge >/dev/null || rc=1
-  exit $rc
-}
-trap cleanup EXIT
+skip_without_node_list "$nodes_csv"
+purge_on_exit
 rm -rf "$E2E_SCALE_DIR"
 start=$(date +%s)
 cols="nodes qps workload pods pods/s p50_s p99_s ks_algo_p99_ms ks_cycle_p99_ms gs_filter_p99_ms gs_prio_p99_ms gs_bind_p99_ms gs_cpu_s ks_cpu_s gs_rss_mib api_req/pod"

@@ -197,6 +197,17 @@ scheduler_leader() {
   done
 }
 
+# await_leader SECONDS: scheduler_leader, asked once a second until one leads (empty if none).
+await_leader() {
+  local leader=""
+  for _ in $(seq "$1"); do
+    leader=$(scheduler_leader)
+    [ -n "$leader" ] && break
+    sleep 1
+  done
+  echo "$leader"
+}
+
 # Waits until gpushare-scheduler sees every node of the harness.
 wait_scheduler_nodes() {
   local want=$1 seen=""
@@ -477,12 +488,8 @@ cmd_replicas() {
   start_scale_kube_scheduler
   wait_up kube-scheduler 60 curl -sfk -m 2 https://127.0.0.1:10259/healthz
   if [ "$n" = 2 ]; then
-    local leader=""
-    for _ in $(seq 60); do
-      leader=$(scheduler_leader)
-      [ -n "$leader" ] && break
-      sleep 1
-    done
+    local leader
+    leader=$(await_leader 60)
     [ -n "$leader" ] || die "no kube-scheduler replica became leader in 60 s; see $logs/kube-scheduler*.log"
     log "kube-scheduler runs as 2 replicas; $leader leads"
   else
@@ -510,21 +517,12 @@ cmd_fault() {
       stop_pid kube-apiserver 30
       start_apiserver ;;
     leader)
-      leader=""
-      for _ in $(seq 30); do # its /metrics may be slow to answer under load
-        leader=$(scheduler_leader)
-        [ -n "$leader" ] && break
-        sleep 1
-      done
+      leader=$(await_leader 30) # its /metrics may be slow to answer under load
       [ -n "$leader" ] || die "no kube-scheduler leads (replicas 2 first)"
       kill -KILL "$(pid_of "$leader")" 2>/dev/null || true
       rm -f "$pids/$leader.pid"
-      local next=""
-      for _ in $(seq 60); do
-        next=$(scheduler_leader)
-        [ -n "$next" ] && break
-        sleep 1
-      done
+      local next
+      next=$(await_leader 60)
       [ -n "$next" ] || die "no kube-scheduler took the lead within 60 s of killing $leader"
       start_scale_kube_scheduler
       what="leader ($leader killed, $next leads)" ;;
