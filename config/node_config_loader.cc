@@ -299,6 +299,11 @@ const std::vector<Setting>& Settings() {
             "GPUSHARE_PUBLISH_GPU_COUNT", "--publish-gpu-count",
             "publish aliyun.com/gpu-count in the node's capacity (default true)"},
            [](NodeConfig& c, bool b) { c.gpushare.memory_shares.publish_gpu_count = b; }),
+      Bool({"memoryFractions", "gpushare.memoryShares.fractions", "GPUSHARE_MEMORY_FRACTIONS",
+            "--memory-fractions",
+            "advertise alibabacloud.com/gpu-milli (fractions and whole GPUs) on the memory-share "
+            "GPUs (default true)"},
+           [](NodeConfig& c, bool b) { c.gpushare.memory_shares.fractions = b; }),
       Enum({"memoryComputeLimit", "gpushare.memoryShares.computeLimit",
             "GPUSHARE_MEMORY_COMPUTE_LIMIT", "--memory-compute-limit",
             "SM limit of a memory share: none or proportional (the share's fraction of the GPU's "

@@ -27,6 +27,12 @@ DeviceRecord FromPlan(const PlannedResource& r, const PlannedDevice& d, const In
     out.memory_mib = r.unit_mib;
     return out;
   }
+  if (r.gpu_milli) {
+    out.kind = DeviceKind::kMemory;
+    out.units = 1;
+    out.memory_mib = static_cast<int64_t>(d.memory_limit_mib);  // a thousandth of the GPU
+    return out;
+  }
   if (d.is_mig) {
     out.kind = DeviceKind::kMig;
     out.mig = d.device_uuid;

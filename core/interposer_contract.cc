@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "base/strings.h"
+#include "core/memshare.h"
 
 namespace gpushare {
 namespace {
@@ -23,6 +24,7 @@ std::vector<InterposerDevice> InterposerDevicesFor(
     std::string uuid;
     uint64_t memory_mib = 0, share_ppm = 0;
     bool all_limited = true, all_shared = true;
+    uint64_t milli = 0, gpu_memory_mib = 0;  // alibabacloud.com/gpu-milli devices
   };
   std::vector<Sum> sums;
   for (const PlannedDevice* d : devices) {
@@ -35,6 +37,17 @@ std::vector<InterposerDevice> InterposerDevicesFor(
     s.share_ppm += d->sm_share_ppm;
     s.all_limited = s.all_limited && d->memory_limit_mib != 0;
     s.all_shared = s.all_shared && d->sm_share_ppm != 0;
+    s.milli += d->gpu_milli;
+    s.gpu_memory_mib = d->memory_mib;
+  }
+  // Milli devices: the exact fraction of the GPU's memory (a per-device sum would lose up to a
+  // MiB per milli to rounding); all 1,000 of them are the whole GPU, no limit.
+  for (Sum& s : sums) {
+    if (s.milli == 0) continue;
+    s.memory_mib = s.milli >= static_cast<uint64_t>(memshare::kMilliPerGpu)
+                       ? 0
+                       : s.milli * s.gpu_memory_mib / static_cast<uint64_t>(memshare::kMilliPerGpu);
+    s.all_limited = s.all_limited && s.memory_mib != 0;
   }
   std::vector<InterposerDevice> out;
   for (const Sum& s : sums) {

@@ -430,6 +430,10 @@ std::string UnitDeviceId(std::string_view gpu_uuid, int64_t j) {
   return std::string(gpu_uuid) + std::string(kUnitIdSeparator) + std::to_string(j);
 }
 
+std::string MilliDeviceId(std::string_view gpu_uuid, int64_t j) {
+  return std::string(gpu_uuid) + std::string(kUnitIdSeparator) + "m" + std::to_string(j);
+}
+
 Result<UnitId> ParseUnitDeviceId(std::string_view id) {
   const size_t sep = id.rfind(kUnitIdSeparator);
   const std::string quoted = "device ID \"" + std::string(id) + "\"";
@@ -438,7 +442,12 @@ Result<UnitId> ParseUnitDeviceId(std::string_view id) {
   UnitId out;
   out.gpu_uuid = std::string(id.substr(0, sep));
   if (out.gpu_uuid.empty()) return Status::InvalidArgument(quoted + ": empty GPU UUID");
-  if (!ParseNonNegative(id.substr(sep + kUnitIdSeparator.size()), &out.j))
+  std::string_view number = id.substr(sep + kUnitIdSeparator.size());
+  if (!number.empty() && number.front() == 'm') {
+    out.milli = true;
+    number.remove_prefix(1);
+  }
+  if (!ParseNonNegative(number, &out.j))
     return Status::InvalidArgument(quoted + ": unit number must be a non-negative decimal");
   return out;
 }

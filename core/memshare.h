@@ -87,15 +87,20 @@ int64_t UnitsForMemory(int64_t memory_mib, MemoryUnit u);
 
 inline constexpr std::string_view kUnitIdSeparator = "-_-";
 
-// "<gpu_uuid>-_-<j>".
+// "<gpu_uuid>-_-<j>": unit j of aliyun.com/gpu-mem.
 std::string UnitDeviceId(std::string_view gpu_uuid, int64_t j);
+// "<gpu_uuid>-_-m<j>": milli j (0..999) of alibabacloud.com/gpu-milli, the fractions' resource
+// gpushare-node advertises beside the memory units (1,000 devices per memory-share GPU).
+std::string MilliDeviceId(std::string_view gpu_uuid, int64_t j);
 
 struct UnitId {
   std::string gpu_uuid;
   int64_t j = 0;
+  bool milli = false;  // "-_-m<j>"
 };
 // Splits at the last "-_-"; the UUID part must be non-empty and j a non-negative decimal
-// without leading zeros. The error names the ID and what is wrong.
+// without leading zeros, after an "m" for a milli device. The error names the ID and what is
+// wrong.
 Result<UnitId> ParseUnitDeviceId(std::string_view id);
 
 // --- node inventory ------------------------------------------------------------------------

@@ -202,6 +202,104 @@ Result<UnitChoice> ChooseUnits(const PlannedResource& resource, const UnitQuery&
   return out;
 }
 
+Result<UnitChoice> ChooseWholeGpus(const PlannedResource& resource, const UnitQuery& q,
+                                   const std::vector<int>& planned) {
+  if (q.size < kMilliPerGpu || q.size % kMilliPerGpu != 0) {
+    return Status::InvalidArgument("resource " + resource.name + ": " + std::to_string(q.size) +
+                                   " is not a whole number of GPUs (1000 each)");
+  }
+  std::map<int, int64_t> total;  // GPU index -> devices
+  std::unordered_map<std::string, const PlannedDevice*> by_id;
+  by_id.reserve(resource.devices.size());
+  for (const PlannedDevice& d : resource.devices) {
+    by_id.emplace(d.id, &d);
+    total[d.gpu_index]++;
+  }
+  std::map<int, std::vector<const PlannedDevice*>> free;
+  std::set<std::string> seen;
+  for (const std::vector<std::string>* list : {&q.must_include, &q.available}) {
+    for (const std::string& id : *list) {
+      auto it = by_id.find(id);
+      if (it != by_id.end() && seen.insert(id).second)
+        free[it->second->gpu_index].push_back(it->second);
+    }
+  }
+  auto whole_free = [&](int gpu) {
+    auto it = free.find(gpu);
+    return it != free.end() && static_cast<int64_t>(it->second.size()) == total[gpu];
+  };
+  std::vector<int> chosen;
+  const size_t k = static_cast<size_t>(q.size / kMilliPerGpu);
+  UnitChoice out;
+  out.reason = "planned";
+  for (int g : planned) {
+    if (chosen.size() < k && whole_free(g) &&
+        std::find(chosen.begin(), chosen.end(), g) == chosen.end())
+      chosen.push_back(g);
+  }
+  for (const auto& [g, devices] : free) {
+    if (chosen.size() >= k) break;
+    if (!whole_free(g) || std::find(chosen.begin(), chosen.end(), g) != chosen.end()) continue;
+    chosen.push_back(g);
+    out.reason = "free_gpu";
+  }
+  if (chosen.size() < k) {
+    // Not enough whole GPUs: the most free devices, so that Allocate names what is missing.
+    out.reason = "no_gpu_has_room";
+    std::vector<std::pair<int64_t, int>> by_room;
+    for (const auto& [g, devices] : free)
+      if (std::find(chosen.begin(), chosen.end(), g) == chosen.end())
+        by_room.push_back({-static_cast<int64_t>(devices.size()), g});
+    std::sort(by_room.begin(), by_room.end());
+    for (const auto& [n, g] : by_room) chosen.push_back(g);
+  }
+  for (int g : chosen) {
+    std::vector<const PlannedDevice*>& devices = free[g];
+    std::sort(devices.begin(), devices.end(), [](const PlannedDevice* a, const PlannedDevice* b) {
+      return a->replica < b->replica;
+    });
+    for (const PlannedDevice* d : devices) {
+      if (static_cast<int64_t>(out.ids.size()) >= q.size) break;
+      out.ids.push_back(d->id);
+    }
+  }
+  out.gpu = chosen.empty() ? -1 : chosen.front();
+  return out;
+}
+
+namespace {
+
+Result<UnitAllocation> CheckMilli(const PlannedResource& resource,
+                                  const std::vector<const PlannedDevice*>& devices,
+                                  const std::map<int, int64_t>& per_gpu) {
+  std::map<int, int64_t> total;
+  for (const PlannedDevice& d : resource.devices) total[d.gpu_index]++;
+  UnitAllocation a;
+  a.milli = true;
+  a.gpu = devices.front()->gpu_index;
+  a.gpu_uuid = devices.front()->gpu_uuid;
+  a.units = static_cast<int64_t>(devices.size());
+  a.gpu_units = kMilliPerGpu;
+  bool whole = true;
+  for (const auto& [g, n] : per_gpu) {
+    whole = whole && n == total[g];
+    a.gpus.push_back(g);
+  }
+  if (whole) return a;  // whole GPUs: no limit
+  if (per_gpu.size() > 1) {
+    return Status::InvalidArgument(
+        "resource " + resource.name + ": the " + std::to_string(devices.size()) +
+        " milli of this container span " + std::to_string(per_gpu.size()) + " GPUs (" +
+        JoinGpuCounts(per_gpu) +
+        "); a fraction must come from one GPU and whole GPUs take all 1000 of each. No GPU had "
+        "room, or kubelet did not follow GetPreferredAllocation's advice");
+  }
+  a.limit_mib = a.units * static_cast<int64_t>(devices.front()->memory_mib) / kMilliPerGpu;
+  return a;
+}
+
+}  // namespace
+
 Result<UnitAllocation> CheckUnits(const PlannedResource& resource,
                                   const std::vector<const PlannedDevice*>& units) {
   std::map<int, int64_t> per_gpu;
@@ -210,6 +308,7 @@ Result<UnitAllocation> CheckUnits(const PlannedResource& resource,
     return Status::InvalidArgument("resource " + resource.name +
                                    ": container request has no units");
   }
+  if (resource.gpu_milli) return CheckMilli(resource, units, per_gpu);
   if (per_gpu.size() > 1) {
     return Status::InvalidArgument(
         "resource " + resource.name + ": the " + std::to_string(units.size()) +
@@ -229,6 +328,11 @@ Result<UnitAllocation> CheckUnits(const PlannedResource& resource,
 }
 
 std::map<std::string, std::string> AllocationEnv(const UnitAllocation& a) {
+  if (a.milli) {
+    std::string idx;
+    for (int g : a.gpus) idx += (idx.empty() ? "" : ",") + std::to_string(g);
+    return {{std::string(kIdxKey), idx.empty() ? std::to_string(a.gpu) : idx}};
+  }
   return {
       {std::string(kIdxKey), std::to_string(a.gpu)},
       {std::string(kPodKey), std::to_string(a.units)},
@@ -254,9 +358,10 @@ ActualPlacement ActualGpus(const PodRequest& request,
       continue;
     }
     std::map<int, int64_t> per_gpu;
-    bool unknown = false;
+    bool unknown = false, milli_ids = false;
     for (const std::string& id : c.unit_ids) {
       Result<UnitId> u = ParseUnitDeviceId(id);
+      milli_ids = milli_ids || (u.ok() && u->milli);
       const Gpu* g = u.ok() ? inventory.FindByUuid(u->gpu_uuid) : nullptr;
       if (g == nullptr) {
         out.problems.push_back("container \"" + c.name + "\": " +
@@ -269,15 +374,36 @@ ActualPlacement ActualGpus(const PodRequest& request,
       per_gpu[g->index]++;
     }
     if (unknown) continue;
+    if (milli_ids && share->milli >= kMilliPerGpu) {
+      // Whole GPUs: 1000 on each, the container's demands in GPU index order.
+      const int64_t k = share->milli / kMilliPerGpu;
+      bool whole = static_cast<int64_t>(per_gpu.size()) == k;
+      for (const auto& [g, n] : per_gpu) whole = whole && n == kMilliPerGpu;
+      if (!whole) {
+        out.problems.push_back("container \"" + c.name + "\" holds " +
+                               std::to_string(c.unit_ids.size()) + " milli (" +
+                               JoinGpuCounts(per_gpu) + "), its spec asks for " +
+                               std::to_string(k) + " whole GPU(s)");
+        continue;
+      }
+      int i = 0;
+      for (const auto& [g, n] : per_gpu) {
+        out.gpus[i == 0 ? c.name : WholeGpuSlotName(c.name, i)] = g;
+        ++i;
+      }
+      continue;
+    }
     if (per_gpu.size() != 1) {
       out.problems.push_back("container \"" + c.name + "\": units span GPUs (" +
                              JoinGpuCounts(per_gpu) + ")");
       continue;
     }
-    if (static_cast<int64_t>(c.unit_ids.size()) != share->units) {
+    const int64_t want = milli_ids ? share->milli : share->units;
+    if (static_cast<int64_t>(c.unit_ids.size()) != want) {
       out.problems.push_back("container \"" + c.name + "\" holds " +
-                             std::to_string(c.unit_ids.size()) + " units, its spec asks for " +
-                             std::to_string(share->units));
+                             std::to_string(c.unit_ids.size()) +
+                             (milli_ids ? " milli" : " units") + ", its spec asks for " +
+                             std::to_string(want));
     }
     out.gpus[c.name] = per_gpu.begin()->first;
   }

@@ -88,24 +88,39 @@ struct UnitChoice {
 Result<UnitChoice> ChooseUnits(const PlannedResource& resource, const UnitQuery& query,
                                const SlotLedger& ledger);
 
+// GetPreferredAllocation for alibabacloud.com/gpu-milli asking k x 1000 (k whole GPUs): every
+// device of each of k GPUs, taken from `planned` first (the GPUs the scheduler planned whole for
+// the pods pending on the node, oldest first: "planned"), then from the other GPUs with every
+// device free, lowest index first ("free_gpu"). With fewer such GPUs, the free devices of the
+// GPUs with the most ("no_gpu_has_room": Allocate refuses the mix and says why).
+// kInvalidArgument for a size that is not a positive multiple of 1000.
+Result<UnitChoice> ChooseWholeGpus(const PlannedResource& resource, const UnitQuery& query,
+                                   const std::vector<int>& planned);
+
 // --- Allocate ------------------------------------------------------------------------------
 
 struct UnitAllocation {
   int gpu = -1;
   std::string gpu_uuid;
-  int64_t units = 0;      // this container's units
-  int64_t gpu_units = 0;  // units the GPU advertises (ALIYUN_COM_GPU_MEM_DEV)
-  int64_t limit_mib = 0;  // units x unit size: the container's memory limit
+  int64_t units = 0;      // this container's units (milli for alibabacloud.com/gpu-milli)
+  int64_t gpu_units = 0;  // units the GPU advertises (ALIYUN_COM_GPU_MEM_DEV; 1000 for milli)
+  int64_t limit_mib = 0;  // units x unit size: the container's memory limit (0: whole GPUs)
+  bool milli = false;     // alibabacloud.com/gpu-milli
+  std::vector<int> gpus;  // every GPU, by index (more than one for whole GPUs only)
 };
 
 // All units must be on one GPU of `resource`: kInvalidArgument naming the GPUs and their unit
-// counts when they are not (kubelet mixed GPUs because no single GPU had room).
+// counts when they are not (kubelet mixed GPUs because no single GPU had room). For
+// alibabacloud.com/gpu-milli: a fraction (fewer than 1000 devices) of one GPU, limited to that
+// fraction of its memory (rounded down to a MiB), or every device of each of its GPUs (whole
+// GPUs, no limit).
 Result<UnitAllocation> CheckUnits(const PlannedResource& resource,
                                   const std::vector<const PlannedDevice*>& units);
 
 // ALIYUN_COM_GPU_MEM_IDX / _CONTAINER / _DEV / _POD for the container. Allocate sees one
 // container and no pod, so _POD is this container's units (the pod's total for the usual pod
-// with one GPU container; the pod annotation has the real total).
+// with one GPU container; the pod annotation has the real total). For milli: IDX (the GPUs,
+// comma-separated) only: the other three count memory units.
 std::map<std::string, std::string> AllocationEnv(const UnitAllocation& a);
 
 // --- reconciliation ------------------------------------------------------------------------
@@ -118,7 +133,10 @@ struct ActualPlacement {
 
 // Maps each observed container's unit IDs to the GPU they encode (by UUID, through the node's
 // GPUs, so it holds across reloads). Init containers are not listed by PodResources; they ran
-// on the GPU of the first app container with units (they are given that GPU).
+// on the GPU of the first app container with units (they are given that GPU). Milli devices
+// ("-_-m<j>") of a request asked in milli count in milli: a fraction is its milli on one GPU, k
+// whole GPUs are 1000 on each of k GPUs, given to the container's whole-GPU demands
+// (WholeGpuSlotName) in GPU index order.
 ActualPlacement ActualGpus(const PodRequest& request,
                            const std::vector<ObservedContainer>& observed,
                            const Inventory& inventory);

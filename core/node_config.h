@@ -84,6 +84,8 @@ struct MemoryShares {
   memshare::MemoryUnit unit = memshare::MemoryUnit::kGiB;
   bool publish_gpu_count = true;  // aliyun.com/gpu-count in node capacity/allocatable
   MemoryComputeLimit compute_limit = MemoryComputeLimit::kNone;
+  // alibabacloud.com/gpu-milli beside the units: fractions and whole GPUs of the same GPUs.
+  bool fractions = true;
 
   bool enabled() const { return devices.has_value(); }
 };

@@ -406,6 +406,36 @@ PlannedResource BuildMemoryResource(const std::vector<const Gpu*>& gpus, const M
   return pr;
 }
 
+// alibabacloud.com/gpu-milli on the GPUs that advertise memory units: 1,000 devices per GPU,
+// each one thousandth of the GPU (its memory and, with computeLimit proportional, its SMs).
+PlannedResource BuildMilliResource(const PlannedResource& memory, const MemoryShares& ms) {
+  PlannedResource pr;
+  pr.name = std::string(memshare::kMilliResource);
+  pr.socket_name = SocketNameForResource(pr.name);
+  pr.base_name = pr.name;
+  pr.source_field = std::string(kMemoryField) + ".fractions";
+  pr.gpu_milli = true;
+  std::string last;
+  for (const PlannedDevice& unit : memory.devices) {
+    if (unit.gpu_uuid == last) continue;
+    last = unit.gpu_uuid;
+    PlannedDevice base = unit;
+    base.memory_limit_mib = unit.memory_mib / memshare::kMilliPerGpu;
+    base.sm_share_ppm =
+        ms.compute_limit == MemoryComputeLimit::kProportional
+            ? static_cast<uint32_t>(1'000'000 / memshare::kMilliPerGpu)
+            : 0;
+    base.gpu_milli = 1;
+    for (int64_t j = 0; j < memshare::kMilliPerGpu; ++j) {
+      PlannedDevice d = base;
+      d.id = memshare::MilliDeviceId(unit.gpu_uuid, j);
+      d.replica = static_cast<int>(j);
+      pr.devices.push_back(std::move(d));
+    }
+  }
+  return pr;
+}
+
 // Protobuf wire sizes.
 int64_t VarintBytes(uint64_t v) {
   int64_t n = 1;
@@ -561,6 +591,12 @@ NameFields CheckNames(const std::vector<BaseDevice>& devices, const TimeSlicing&
                         " is also advertised by " + name_field[ms.resource_name] +
                         "; memory shares need a resource name of their own");
   }
+  const std::string milli(memshare::kMilliResource);
+  if (memory_shares && ms.fractions && sources.count(milli) > 0) {
+    problems->push_back(std::string(kMemoryField) + ".fractions: " + milli +
+                        " is also advertised by " + name_field[milli] +
+                        "; turn fractions off or rename that resource");
+  }
   for (const auto& [name, src] : sources) {
     std::string why = ExtendedResourceNameProblem(name);
     if (!why.empty()) {
@@ -617,7 +653,19 @@ Status AddMemoryResource(const std::vector<const Gpu*>& memory_gpus, const Memor
                                                ms.unit == memshare::MemoryUnit::kMiB));
   }
   PlannedResource pr = BuildMemoryResource(memory_gpus, ms, notes);
-  if (!pr.devices.empty()) (*by_name)[ms.resource_name] = std::move(pr);
+  if (pr.devices.empty()) return Status::Ok();
+  if (ms.fractions) {
+    PlannedResource milli = BuildMilliResource(pr, ms);
+    // The size checked on what was built (1,000 devices per GPU: 16 GPUs take about 1.3 MB).
+    if (const int64_t b = ListAndWatchBytes(milli); b > kMaxListAndWatchBytes)
+      return Status::InvalidArgument(SizeProblem(std::string(kMemoryField) + ".fractions",
+                                                 milli.name,
+                                                 static_cast<int64_t>(milli.devices.size()), b,
+                                                 false));
+    (*name_field)[milli.name] = std::string(kMemoryField) + ".fractions";
+    (*by_name)[milli.name] = std::move(milli);
+  }
+  (*by_name)[ms.resource_name] = std::move(pr);
   return Status::Ok();
 }
 

@@ -37,6 +37,11 @@ struct PlannedDevice {
   // This device's share of its GPU's (or MIG device's) SMs, in millionths, for the interposer's
   // SM limit: a container's limit is the sum over its devices of one GPU. 0 = no SM limit.
   uint32_t sm_share_ppm = 0;
+  // A device of alibabacloud.com/gpu-milli: 1 (one thousandth of its GPU), else 0. A container's
+  // memory limit on the GPU is then its milli x memory_mib / 1000, rounded down, and none for
+  // the whole GPU (core/interposer_contract.h); memory_limit_mib holds memory_mib / 1000 for
+  // readers that sum per device.
+  uint32_t gpu_milli = 0;
 };
 
 struct PlannedResource {
@@ -51,9 +56,15 @@ struct PlannedResource {
   // other resource. Each device is one unit "<GPU-uuid>-_-<j>" (core/memshare.h) whose
   // memory_limit_mib is the unit size, so a container's limit is its units times the unit.
   int64_t unit_mib = 0;
+  // alibabacloud.com/gpu-milli (gpushare.memoryShares.fractions): fractions (1..999 devices of
+  // one GPU) and whole GPUs (all 1,000 devices of each) on the memory-share GPUs. Each device is
+  // one milli "<GPU-uuid>-_-m<j>" (core/memshare.h).
+  bool gpu_milli = false;
   std::vector<PlannedDevice> devices;
 
   bool is_memory_shares() const { return unit_mib > 0; }
+  // Served by the memory-share mode: the units or the milli resource.
+  bool is_share_resource() const { return is_memory_shares() || gpu_milli; }
 };
 
 struct ResourcePlan {

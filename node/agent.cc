@@ -213,7 +213,7 @@ class Agent::Impl {
   // Builds the memory-share mode the first time a plan needs it.
   Status EnsureMemoryMode(const AgentInputs& in, const ResourcePlan& p) {
     const bool wanted = std::any_of(p.resources.begin(), p.resources.end(),
-                                    [](const PlannedResource& r) { return r.is_memory_shares(); });
+                                    [](const PlannedResource& r) { return r.is_share_resource(); });
     if (!wanted || memory_) return Status::Ok();
     if (!opts_.memory_shares) {
       spdlog::warn(
@@ -614,8 +614,8 @@ class Agent::Impl {
     o.extra_env = deviceplugin::ExtraEnv::FromConfig(inputs_.config);
     o.allocation_policy = inputs_.config.gpushare.allocation_policy;
     o.decorator = decorator_;
-    if (r.is_memory_shares()) {
-      // Units of one GPU only, steered by the memory-share mode when it runs.
+    if (r.is_share_resource()) {
+      // Units (or milli) of one GPU only, steered by the memory-share mode when it runs.
       o.preferred = memory_ ? memory_->Preferred() : MemoryUnitsBestFit();
       o.decorator = [first = memory_ ? memory_->Decorator() : MemoryUnitsDecorator(),
                      then = decorator_](const deviceplugin::ResolvedRequest& q,
@@ -627,7 +627,7 @@ class Agent::Impl {
     o.on_stream_end = [this](uint64_t g) { PostStreamEnd(g); };
     if (opts_.observer) {
       ObserveAllocate(opts_.observer, r,
-                      r.is_memory_shares()
+                      r.is_share_resource()
                           ? (memory_ ? memory_->Decorator() : MemoryUnitsDecorator())
                           : nullptr,
                       decorator_, &o);

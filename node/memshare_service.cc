@@ -93,6 +93,8 @@ class Service final : public MemoryShareMode {
       config_ = inputs.config;
       const PlannedResource* r = ms::FindMemoryResource(plan);
       resource_name_ = r != nullptr ? r->name : config_.gpushare.memory_shares.resource_name;
+      const PlannedResource* m = plan.Find(std::string(ms::kMilliResource));
+      milli_name_ = m != nullptr && m->gpu_milli ? m->name : std::string();
       desired_ = ms::BuildNodeInventory(inputs.inventory, inputs.config, plan);
       desired_text_ = ms::EncodeInventory(desired_);
       schedule_.PlanChanged(clock_->NowMs());
@@ -118,9 +120,63 @@ class Service final : public MemoryShareMode {
   // What a reconcile round needs of the state the agent thread updates.
   struct Snapshot {
     std::string resource;
+    std::string milli;  // alibabacloud.com/gpu-milli when planned, else empty
     Inventory inventory;
     ms::NodeInventory desired;
   };
+
+  // A pod's alibabacloud.com/gpu-milli request in milli (fractions: their milli; whole GPUs:
+  // 1000 each), or nullopt when it asks none.
+  std::optional<ms::PodRequest> MilliRequest(const kube::Pod& p) const GPUSHARE_REQUIRES(mu_) {
+    Result<ms::PodRequest> req = kube::PodGpuRequest(p, resource_name_);
+    if (!req.ok() || !req->milli()) return std::nullopt;
+    Result<ms::PodRequest> milli = req->Resolve(ms::kMilliPerGpu);
+    if (!milli.ok()) return std::nullopt;
+    return *milli;
+  }
+
+  // The fraction ledger of alibabacloud.com/gpu-milli (slots in milli, as for units) and the
+  // GPUs planned whole for pods whose containers kubelet has not admitted yet, oldest first.
+  struct MilliView {
+    ms::SlotLedger ledger;
+    std::vector<int> whole;
+  };
+  MilliView Milli(const std::vector<std::shared_ptr<const kube::Pod>>& pods)
+      GPUSHARE_EXCLUDES(mu_) {
+    MutexLock lock(&mu_);
+    std::vector<ms::PlannedPod> plans;
+    std::set<std::string> foreign;
+    std::vector<std::pair<int64_t, std::vector<int>>> whole;  // (assume time, GPUs)
+    for (const auto& p : pods) {
+      if (!p || p->IsTerminal() || p->spec.node_name != opts_.node_name) continue;
+      std::optional<ms::PodRequest> req = MilliRequest(*p);
+      if (!req) continue;
+      const ms::PodAssignment a = ms::ResolveAssignment(p->metadata.annotations, *req);
+      ms::PodRequest fractions;
+      std::vector<int> gpus;
+      for (const ms::ContainerShare& c : req->app) {
+        if (!c.whole) {
+          fractions.app.push_back(c);
+        } else if (auto g = a.planned.find(c.name); g != a.planned.end()) {
+          gpus.push_back(g->second);
+        }
+      }
+      if (!gpus.empty() && milli_holdings_.observed().count(p->Key()) == 0)
+        whole.push_back({a.assume_time.value_or(0), std::move(gpus)});
+      std::optional<ms::PlannedPod> plan = ms::PlanOf(p->Key(), fractions, a);
+      if (plan) {
+        plans.push_back(std::move(*plan));
+      } else {
+        foreign.insert(p->Key());  // whole GPUs only, or bound around the scheduler
+      }
+    }
+    MilliView out;
+    out.ledger = milli_holdings_.Ledger(plans, foreign, inventory_);
+    std::stable_sort(whole.begin(), whole.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (const auto& w : whole) out.whole.insert(out.whole.end(), w.second.begin(), w.second.end());
+    return out;
+  }
 
   void StartPodInformer() {
     kube::InformerOptions po;
@@ -173,6 +229,12 @@ class Service final : public MemoryShareMode {
                    opts_.sync_wait.count());
     }
     const ms::UnitQuery uq{q.available, q.must_include, q.allocation_size};
+    if (resource.gpu_milli) {
+      if (q.allocation_size >= ms::kMilliPerGpu && q.allocation_size % ms::kMilliPerGpu == 0)
+        return Answer(q, ms::ChooseWholeGpus(resource, uq, Milli(BoundPods()).whole), true);
+      if (!q.must_include.empty()) return Answer(q, ms::ChooseUnits(resource, uq, {}), true);
+      return Answer(q, ms::ChooseUnits(resource, uq, Milli(BoundPods()).ledger), true);
+    }
     if (!q.must_include.empty())
       return Answer(q, ms::ChooseUnits(resource, uq, {}));  // the GPU is decided
     return Answer(q, ms::ChooseUnits(resource, uq, Ledger(BoundPods())));
@@ -199,11 +261,13 @@ class Service final : public MemoryShareMode {
   }
 
   Result<std::vector<std::string>> Answer(const deviceplugin::PreferredAllocationQuery& q,
-                                          Result<ms::UnitChoice> c) GPUSHARE_EXCLUDES(mu_) {
+                                          Result<ms::UnitChoice> c, bool milli = false)
+      GPUSHARE_EXCLUDES(mu_) {
     if (!c.ok()) return c.status();
     {
       MutexLock lock(&mu_);
-      holdings_.Advised(c->gpu, c->key, q.allocation_size, !q.must_include.empty());
+      (milli ? milli_holdings_ : holdings_)
+          .Advised(c->gpu, c->key, q.allocation_size, !q.must_include.empty());
     }
     const std::string pod = c->steered ? c->steered->pod : "-";
     const std::string container = c->steered ? c->steered->container : "-";
@@ -211,9 +275,9 @@ class Service final : public MemoryShareMode {
     auto level = promise_kept ? spdlog::level::info : spdlog::level::warn;
     spdlog::log(level,
                 "event=memshare_preferred size={} gpu={} reason={} pod={} container={} "
-                "must_include={} chosen={}",
+                "must_include={} chosen={} share={}",
                 q.allocation_size, c->gpu, c->reason, Value(pod), Value(container),
-                q.must_include.size(), Value(Summary(c->ids)));
+                q.must_include.size(), Value(Summary(c->ids)), milli ? "milli" : "units");
     return c->ids;
   }
 
@@ -237,7 +301,12 @@ class Service final : public MemoryShareMode {
     {
       MutexLock lock(&mu_);
       const int64_t now = clock_->NowMs();
-      holdings_.Allocated(ids, a.gpu, now);
+      // Whole GPUs hold no slot: every device of their GPUs is kubelet's, and the List says so.
+      if (!a.milli) {
+        holdings_.Allocated(ids, a.gpu, now);
+      } else if (a.gpus.size() <= 1 && a.units < ms::kMilliPerGpu) {
+        milli_holdings_.Allocated(ids, a.gpu, now);
+      }
       schedule_.Allocated(now);
     }
     cv_.NotifyAll();
@@ -312,9 +381,16 @@ class Service final : public MemoryShareMode {
     Result<std::vector<ContainerDevices>> listed = pod_resources_->List(opts_.rpc_timeout);
     if (!listed.ok()) return ListFailed(listed.status());
     const Snapshot snap = TakeSnapshot();
-    const Observed observed = ObservedOf(*listed, snap.resource);
-    RecordListed(observed, started);
-    ms::Observation ob = reconciler_.Observe(observed, CachedPods(observed, snap.resource),
+    Observed observed = ObservedOf(*listed, snap.resource);
+    const Observed milli =
+        snap.milli.empty() ? Observed{} : ObservedOf(*listed, snap.milli);
+    RecordListed(observed, milli, started);
+    // A pod asks units or milli, never both (memshare::ComputePodRequest): one map for both.
+    for (const auto& [key, containers] : milli) {
+      auto& all = observed[key];
+      all.insert(all.end(), containers.begin(), containers.end());
+    }
+    ms::Observation ob = reconciler_.Observe(observed, CachedPods(observed, snap),
                                              snap.inventory, snap.desired);
     const int patched = Confirm(&ob);
     Finish(ob, observed.size(), patched);
@@ -338,20 +414,23 @@ class Service final : public MemoryShareMode {
 
   Snapshot TakeSnapshot() GPUSHARE_EXCLUDES(mu_) {
     MutexLock lock(&mu_);
-    return {resource_name_, inventory_, desired_};
+    return {resource_name_, milli_name_, inventory_, desired_};
   }
 
-  void RecordListed(const Observed& observed, int64_t started_ms) GPUSHARE_EXCLUDES(mu_) {
+  void RecordListed(const Observed& observed, const Observed& milli, int64_t started_ms)
+      GPUSHARE_EXCLUDES(mu_) {
     {
       MutexLock lock(&mu_);
       holdings_.Listed(observed, started_ms, kUnlistedGraceMs);
+      milli_holdings_.Listed(milli, started_ms, kUnlistedGraceMs);
     }
     listed_cv_.NotifyAll();
   }
 
-  // The cache's view of the pods kubelet listed (those it has).
-  std::map<std::string, ms::CachedPod> CachedPods(const Observed& observed,
-                                                  const std::string& resource) {
+  // The cache's view of the pods kubelet listed (those it has). A request in milli is resolved
+  // against the node's GPUs as gpushare-scheduler resolves it, so both write the same units.
+  std::map<std::string, ms::CachedPod> CachedPods(const Observed& observed, const Snapshot& snap) {
+    const std::string& resource = snap.resource;
     std::map<std::string, ms::CachedPod> out;
     for (const auto& entry : observed) {
       std::shared_ptr<const kube::Pod> pod = pods_->Get(entry.first);
@@ -359,7 +438,9 @@ class Service final : public MemoryShareMode {
       ms::CachedPod& c = out[entry.first];
       c.annotations = pod->metadata.annotations;
       c.resource_version = pod->metadata.resource_version;
-      Result<ms::PodRequest> req = kube::PodMemRequest(*pod, resource);
+      Result<ms::PodRequest> req = snap.milli.empty() ? kube::PodMemRequest(*pod, resource)
+                                                      : kube::PodGpuRequest(*pod, resource);
+      if (req.ok() && req->milli()) req = req->Resolve(ms::UniformShareUnits(snap.desired));
       if (req.ok()) {
         c.request = std::move(req).value();
       } else {
@@ -479,12 +560,14 @@ class Service final : public MemoryShareMode {
   Inventory inventory_ GPUSHARE_GUARDED_BY(mu_);
   NodeConfig config_ GPUSHARE_GUARDED_BY(mu_);
   std::string resource_name_ GPUSHARE_GUARDED_BY(mu_);
+  std::string milli_name_ GPUSHARE_GUARDED_BY(mu_);  // empty: fractions not advertised
   ms::NodeInventory desired_ GPUSHARE_GUARDED_BY(mu_);
   std::string desired_text_ GPUSHARE_GUARDED_BY(mu_);
   std::string published_text_ GPUSHARE_GUARDED_BY(mu_);
   ms::WorkerSchedule schedule_ GPUSHARE_GUARDED_BY(mu_);
   // What kubelet holds: its last PodResources List and the allocations it made since.
   ms::KubeletHoldings holdings_ GPUSHARE_GUARDED_BY(mu_);
+  ms::KubeletHoldings milli_holdings_ GPUSHARE_GUARDED_BY(mu_);  // fractions in milli
   // An allocation a List does not show this long after it is taken as failed.
   static constexpr int64_t kUnlistedGraceMs = 2000;
 
@@ -503,12 +586,13 @@ deviceplugin::AllocationDecorator MemoryUnitsDecorator(
         on_allocate) {
   return [on_allocate](const deviceplugin::ResolvedRequest& r,
                        deviceplugin::ContainerAllocation* a) -> Status {
-    if (r.resource == nullptr || !r.resource->is_memory_shares()) return Status::Ok();
+    if (r.resource == nullptr || !r.resource->is_share_resource()) return Status::Ok();
     Result<ms::UnitAllocation> u = ms::CheckUnits(*r.resource, r.devices);
     if (!u.ok()) return u.status();
     for (const auto& [k, v] : ms::AllocationEnv(*u)) a->envs[k] = v;
-    spdlog::info("event=memshare_allocate gpu={} uuid={} units={} gpu_units={} limit_mib={}",
-                 u->gpu, u->gpu_uuid, u->units, u->gpu_units, u->limit_mib);
+    spdlog::info(
+        "event=memshare_allocate gpu={} uuid={} units={} gpu_units={} limit_mib={} resource={}",
+        u->gpu, u->gpu_uuid, u->units, u->gpu_units, u->limit_mib, r.resource->name);
     if (on_allocate) {
       std::vector<std::string> ids;
       for (const PlannedDevice* d : r.devices) ids.push_back(d->id);
@@ -521,8 +605,11 @@ deviceplugin::AllocationDecorator MemoryUnitsDecorator(
 deviceplugin::PreferredChooser MemoryUnitsBestFit() {
   return [](const deviceplugin::DeviceIndex& index,
             const deviceplugin::PreferredAllocationQuery& q) -> Result<std::vector<std::string>> {
-    Result<ms::UnitChoice> c = ms::ChooseUnits(
-        index.resource(), {q.available, q.must_include, q.allocation_size}, ms::SlotLedger{});
+    const ms::UnitQuery uq{q.available, q.must_include, q.allocation_size};
+    const bool whole = index.resource().gpu_milli && q.allocation_size >= ms::kMilliPerGpu &&
+                       q.allocation_size % ms::kMilliPerGpu == 0;
+    Result<ms::UnitChoice> c = whole ? ms::ChooseWholeGpus(index.resource(), uq, {})
+                                     : ms::ChooseUnits(index.resource(), uq, ms::SlotLedger{});
     if (!c.ok()) return c.status();
     return c->ids;
   };

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "core/memshare.h"
 #include "core/reasons.h"
 
 namespace gpushare::node {
@@ -44,9 +45,9 @@ std::string GpuMode(const Gpu& g, const ResourcePlan& plan) {
   for (const PlannedResource& r : plan.resources) {
     for (const PlannedDevice& d : r.devices) {
       if (d.gpu_uuid != g.uuid) continue;
-      if (r.is_memory_shares()) ms = true;
+      if (r.is_share_resource()) ms = true;
       if (d.is_mig) mig = true;
-      if (!r.is_memory_shares() && !d.is_mig && r.replicas > 1) ts = true;
+      if (!r.is_share_resource() && !d.is_mig && r.replicas > 1) ts = true;
     }
   }
   if (ms) return "memshare";
@@ -67,6 +68,7 @@ struct Share {
   uint64_t entitled_mib = 0;           // what it counts for in allocated memory
   double compute_ratio = 0;            // SM share (1 = the whole device)
   bool unlimited_compute = false;
+  uint64_t milli = 0;                  // alibabacloud.com/gpu-milli devices on this GPU
   std::map<std::string, int> devices;  // resource -> devices allocated on this GPU
   // From its region, when one was read:
   bool has_region = false;
@@ -121,9 +123,17 @@ std::vector<Share> Shares(const ScrapeInput& in, const PlanIndex& index) {
       s.devices[c.resource]++;
       s.device_hex.insert(UuidHex(d.device_uuid.empty() ? d.gpu_uuid : d.device_uuid));
       const int replicas = std::max(1, e->resource->replicas);
-      s.limit_mib += d.memory_limit_mib != 0 ? d.memory_limit_mib : d.memory_mib;
-      s.entitled_mib += d.memory_limit_mib != 0 ? d.memory_limit_mib
-                                                : d.memory_mib / static_cast<uint64_t>(replicas);
+      if (d.gpu_milli != 0) {
+        // alibabacloud.com/gpu-milli: the exact fraction (core/interposer_contract.h).
+        s.milli += d.gpu_milli;
+        s.limit_mib = s.entitled_mib =
+            std::min<uint64_t>(s.milli, memshare::kMilliPerGpu) * d.memory_mib /
+            static_cast<uint64_t>(memshare::kMilliPerGpu);
+      } else {
+        s.limit_mib += d.memory_limit_mib != 0 ? d.memory_limit_mib : d.memory_mib;
+        s.entitled_mib += d.memory_limit_mib != 0 ? d.memory_limit_mib
+                                                  : d.memory_mib / static_cast<uint64_t>(replicas);
+      }
       if (d.sm_share_ppm == 0) s.unlimited_compute = true;
       s.compute_ratio += d.sm_share_ppm / 1e6;
       if (region != nullptr && !s.has_region) {

@@ -128,6 +128,7 @@ std::vector<std::string> ConfigLines(const NodeConfig& c) {
       "gpushare.memoryShares.unit: " + std::string(memshare::MemoryUnitName(m.unit)),
       "gpushare.memoryShares.publishGpuCount: " + std::string(Bool(m.publish_gpu_count)),
       "gpushare.memoryShares.computeLimit: " + std::string(Name(m.compute_limit)),
+      "gpushare.memoryShares.fractions: " + std::string(Bool(m.fractions)),
   };
   l.insert(l.end(), more.begin(), more.end());
   return l;

@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "core/interposer_contract.h"
 #include "tests/core/test_inventories.h"
 
 namespace gpushare::memshare {
@@ -305,6 +306,145 @@ TEST(Reconcile, ChangesOnlyWhatIsNotTrueYet) {
   // A GPU of another size updates DEV.
   EXPECT_EQ(ReconcileChanges(ann, req, {{"user-container", 5}}, 80)["ALIYUN_COM_GPU_MEM_DEV"],
             "80");
+}
+
+
+// --- alibabacloud.com/gpu-milli ----------------------------------------------------------------
+
+std::vector<std::string> MilliIds(int gpu, int from, int to) {
+  std::vector<std::string> out;
+  for (int j = from; j < to; ++j) out.push_back(MilliDeviceId(GpuUuid(gpu), j));
+  return out;
+}
+
+class MilliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    inv_ = Sized({16384, 16384, 16384, 16384});
+    plan_ = Plan(inv_, MemoryOn());
+    res_ = plan_.Find(std::string(kMilliResource));
+    ASSERT_NE(res_, nullptr);
+  }
+  std::vector<const PlannedDevice*> Devices(int gpu, int from, int to) const {
+    std::vector<const PlannedDevice*> out;
+    for (const auto& d : res_->devices)
+      if (d.gpu_index == gpu && d.replica >= from && d.replica < to) out.push_back(&d);
+    return out;
+  }
+  Inventory inv_;
+  ResourcePlan plan_;
+  const PlannedResource* res_ = nullptr;
+};
+
+TEST_F(MilliTest, AFractionIsLimitedToItsShareOfTheGpuExactly) {
+  auto a = CheckUnits(*res_, Devices(2, 10, 260));
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_TRUE(a->milli);
+  EXPECT_EQ(a->gpu, 2);
+  EXPECT_EQ(a->units, 250);
+  EXPECT_EQ(a->gpu_units, 1000);
+  EXPECT_EQ(a->limit_mib, 4096);  // 250 x 16384 / 1000, not 250 x 16
+  EXPECT_EQ(AllocationEnv(*a), (std::map<std::string, std::string>{{"ALIYUN_COM_GPU_MEM_IDX", "2"}}));
+  // The interposer gets the same exact figure.
+  auto d = InterposerDevicesFor(Devices(2, 10, 260));
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].memory_limit_mib, 4096u);
+  EXPECT_EQ(d[0].sm_limit_percent, 0u);  // computeLimit none
+}
+
+TEST_F(MilliTest, WholeGpusTakeEveryDeviceOfEachAndHaveNoLimit) {
+  std::vector<const PlannedDevice*> two = Devices(1, 0, 1000);
+  for (const PlannedDevice* p : Devices(3, 0, 1000)) two.push_back(p);
+  auto a = CheckUnits(*res_, two);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->gpus, (std::vector<int>{1, 3}));
+  EXPECT_EQ(a->limit_mib, 0);
+  EXPECT_EQ(AllocationEnv(*a).at("ALIYUN_COM_GPU_MEM_IDX"), "1,3");
+  for (const InterposerDevice& d : InterposerDevicesFor(two)) {
+    EXPECT_EQ(d.memory_limit_mib, 0u) << d.uuid;
+    EXPECT_EQ(d.sm_limit_percent, 0u) << d.uuid;
+  }
+  EXPECT_FALSE(AnyLimited(InterposerDevicesFor(two)));
+  // Part of one GPU and all of another is neither a fraction nor whole GPUs.
+  std::vector<const PlannedDevice*> mix = Devices(0, 0, 1000);
+  for (const PlannedDevice* p : Devices(1, 0, 500)) mix.push_back(p);
+  auto bad = CheckUnits(*res_, mix);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("the 1500 milli of this container span 2 GPUs"));
+  EXPECT_THAT(bad.status().message(), HasSubstr("whole GPUs take all 1000 of each"));
+}
+
+TEST_F(MilliTest, WholeGpusGoToThePlannedGpusThenToFreeOnes) {
+  std::vector<std::string> avail = MilliIds(0, 0, 1000);
+  for (int g : {1, 2, 3}) {
+    auto m = MilliIds(g, g == 1 ? 1 : 0, 1000);  // GPU 1 has a fraction on it
+    avail.insert(avail.end(), m.begin(), m.end());
+  }
+  auto c = ChooseWholeGpus(*res_, {avail, {}, 2000}, {3, 1});
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->reason, "free_gpu");  // GPU 1 is not whole: GPU 3 planned, then GPU 0 free
+  ASSERT_EQ(c->ids.size(), 2000u);
+  EXPECT_EQ(c->ids.front(), MilliDeviceId(GpuUuid(3), 0));
+  EXPECT_EQ(c->ids.back(), MilliDeviceId(GpuUuid(0), 999));
+  c = ChooseWholeGpus(*res_, {avail, {}, 1000}, {2});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->reason, "planned");
+  EXPECT_EQ(c->gpu, 2);
+  // Four asked, three whole: the most free devices, for Allocate to refuse with the counts.
+  c = ChooseWholeGpus(*res_, {avail, {}, 4000}, {});
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->reason, "no_gpu_has_room");
+  EXPECT_EQ(c->ids.size(), 3999u);
+  EXPECT_FALSE(ChooseWholeGpus(*res_, {avail, {}, 1500}, {}).ok());
+}
+
+TEST_F(MilliTest, FractionsAreSteeredBySlotsInMilli) {
+  // Two pods of 250 milli planned on GPUs 2 and 0; kubelet's first request of 250 goes to GPU 2
+  // (the older), all 250 from it.
+  SlotLedger l = BuildLedger(
+      {{"ns/a", Request({{"c", 250}}), {{"c", 2}}, 1}, {"ns/b", Request({{"c", 250}}), {{"c", 0}}, 2}},
+      {});
+  std::vector<std::string> avail;
+  for (const auto& d : res_->devices) avail.push_back(d.id);
+  auto c = ChooseUnits(*res_, {avail, {}, 250}, l);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->reason, "planned");
+  EXPECT_EQ(c->gpu, 2);
+  EXPECT_EQ(c->ids, MilliIds(2, 0, 250));
+}
+
+TEST(Reconcile, ActualGpusOfMilliDevices) {
+  Inventory inv = Sized({16384, 16384, 16384});
+  // Resolved as the scheduler resolves it (16 units per GPU): 250 milli hold 4 units.
+  PodRequest frac = Request({{"main", 4, 250}});
+  auto a = ActualGpus(frac, {{"main", MilliIds(1, 0, 250)}}, inv);
+  EXPECT_TRUE(a.complete);
+  EXPECT_TRUE(a.problems.empty()) << a.problems[0];
+  EXPECT_EQ(a.gpus, (ContainerGpus{{"main", 1}}));
+  a = ActualGpus(frac, {{"main", MilliIds(1, 0, 200)}}, inv);
+  EXPECT_THAT(a.problems, ElementsAre(HasSubstr("holds 200 milli, its spec asks for 250")));
+  // Two whole GPUs: the container's demands in GPU index order.
+  PodRequest whole = Request({{"main", 16, 2000, true}, {WholeGpuSlotName("main", 1), 16, 2000, true}});
+  auto both = MilliIds(2, 0, 1000);
+  auto other = MilliIds(0, 0, 1000);
+  both.insert(both.end(), other.begin(), other.end());
+  a = ActualGpus(whole, {{"main", both}}, inv);
+  EXPECT_TRUE(a.complete);
+  EXPECT_EQ(a.gpus, (ContainerGpus{{"main", 0}, {"main/1", 2}}));
+  a = ActualGpus(whole, {{"main", MilliIds(2, 0, 1000)}}, inv);
+  EXPECT_FALSE(a.complete);
+  EXPECT_THAT(a.problems, ElementsAre(HasSubstr("its spec asks for 2 whole GPU(s)")));
+}
+
+TEST(MilliIds, ParseBackToTheirGpu) {
+  auto u = ParseUnitDeviceId(MilliDeviceId("GPU-a", 999));
+  ASSERT_TRUE(u.ok());
+  EXPECT_TRUE(u->milli);
+  EXPECT_EQ(u->gpu_uuid, "GPU-a");
+  EXPECT_EQ(u->j, 999);
+  EXPECT_FALSE(ParseUnitDeviceId(UnitDeviceId("GPU-a", 3))->milli);
+  EXPECT_FALSE(ParseUnitDeviceId("GPU-a-_-m").ok());
+  EXPECT_FALSE(ParseUnitDeviceId("GPU-a-_-mm1").ok());
 }
 
 }  // namespace

@@ -42,13 +42,57 @@ Inventory Sized(std::vector<uint64_t> mib) {
 TEST(MemorySharePlan, UnitIdsNameTheirGpuAndUnit) {
   auto plan = BuildResourcePlan(Sized({24576, 24576, 16160, 81920}), MemoryConfig());
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-  ASSERT_EQ(plan->resources.size(), 1u);
-  for (const PlannedDevice& d : plan->resources[0].devices) {
-    auto u = memshare::ParseUnitDeviceId(d.id);
-    ASSERT_TRUE(u.ok()) << d.id;
-    EXPECT_EQ(u->gpu_uuid, GpuUuid(d.gpu_index)) << "the ID names its GPU";
-    EXPECT_EQ(u->j, d.replica);
+  ASSERT_EQ(plan->resources.size(), 2u);  // alibabacloud.com/gpu-milli, aliyun.com/gpu-mem
+  for (const PlannedResource& r : plan->resources) {
+    for (const PlannedDevice& d : r.devices) {
+      auto u = memshare::ParseUnitDeviceId(d.id);
+      ASSERT_TRUE(u.ok()) << d.id;
+      EXPECT_EQ(u->gpu_uuid, GpuUuid(d.gpu_index)) << "the ID names its GPU";
+      EXPECT_EQ(u->j, d.replica);
+      EXPECT_EQ(u->milli, r.gpu_milli) << d.id;
+    }
   }
+}
+
+TEST(MemorySharePlan, FractionsAreAThousandDevicesOfEachMemoryGpu) {
+  NodeConfig c = MemoryConfig(Items({"1", "3"}));
+  c.gpushare.memory_shares.compute_limit = MemoryComputeLimit::kProportional;
+  auto plan = BuildResourcePlan(Sized({24576, 24576, 16160, 81920}), c);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const PlannedResource* m = plan->Find(std::string(memshare::kMilliResource));
+  ASSERT_NE(m, nullptr);
+  EXPECT_TRUE(m->gpu_milli);
+  EXPECT_FALSE(m->is_memory_shares());
+  EXPECT_TRUE(m->is_share_resource());
+  EXPECT_EQ(m->socket_name, "gpushare-alibabacloud.com-gpu-milli.sock");
+  ASSERT_EQ(m->devices.size(), 2000u);
+  EXPECT_EQ(m->devices[0].id, GpuUuid(1) + "-_-m0");
+  EXPECT_EQ(m->devices[999].id, GpuUuid(1) + "-_-m999");
+  EXPECT_EQ(m->devices[1000].id, GpuUuid(3) + "-_-m0");
+  EXPECT_EQ(m->devices[1000].memory_limit_mib, 81u);  // 81920 / 1000, for per-device readers
+  EXPECT_EQ(m->devices[1000].gpu_milli, 1u);
+  EXPECT_EQ(m->devices[1000].sm_share_ppm, 1000u);  // a thousandth of the SMs (proportional)
+
+  c.gpushare.memory_shares.fractions = false;
+  auto off = BuildResourcePlan(Sized({24576, 24576, 16160, 81920}), c);
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  EXPECT_EQ(off->Find(std::string(memshare::kMilliResource)), nullptr);
+  EXPECT_EQ(off->resources.size(), 2u);  // the units and nvidia.com/gpu for GPUs 0 and 2
+}
+
+TEST(MemorySharePlan, FractionsNeedTheirNameToThemselves) {
+  NodeConfig c = MemoryConfig(Items({"0"}));
+  ReplicatedResource r;
+  r.name = "nvidia.com/gpu";
+  r.rename = std::string(memshare::kMilliResource);
+  r.replicas = 2;
+  r.devices = Items({"1"});
+  c.time_slicing.resources.push_back(r);
+  auto plan = BuildResourcePlan(testing::EightA10(), c);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_THAT(plan.status().message(),
+              HasSubstr("gpushare.memoryShares.fractions: alibabacloud.com/gpu-milli is also "
+                        "advertised by"));
 }
 
 TEST(MemorySharePlan, NameCollisionIsAnError) {

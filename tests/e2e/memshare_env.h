@@ -36,6 +36,7 @@ using kube::testing::WaitUntil;
 namespace ms = memshare;
 
 inline constexpr const char* kMem = "aliyun.com/gpu-mem";
+inline constexpr const char* kMilli = "alibabacloud.com/gpu-milli";
 
 inline std::string GpuUuidFor(int i) {
   char buf[64];
@@ -204,10 +205,12 @@ class MemShareEnv {
     pod["spec"]["nodeName"] = spec_.name;
     Result<kube::Pod> p = kube::DecodePod(pod);
     ASSERT_TRUE(p.ok());
-    Result<ms::PodRequest> req = kube::PodMemRequest(*p);
+    Result<ms::PodRequest> req = kube::PodGpuRequest(*p);
     ASSERT_TRUE(req.ok());
     const ms::NodeInventory inv = Inventory();
     const ms::InventoryGpu* g = inv.FindByIndex(demand_gpus.at(0));
+    if (req->milli()) req = req->Resolve(ms::UniformShareUnits(inv));  // as the scheduler does
+    ASSERT_TRUE(req.ok());
     for (const auto& [k, v] : ms::BindAnnotations(*req, demand_gpus, g ? g->units : 0, t))
       pod["metadata"]["annotations"][k] = v;
     Result<json> r =
@@ -229,8 +232,10 @@ class MemShareEnv {
     fp.uid = p->metadata.uid;
     auto convert = [](const kube::Container& c) {
       fakes::FakeContainer fc{c.name, {}};
-      Result<int64_t> n = kube::ExtendedResourceCount(c, kMem);
-      if (n.ok() && *n > 0) fc.resources[kMem] = static_cast<int>(*n);
+      for (const char* r : {kMem, kMilli}) {
+        Result<int64_t> n = kube::ExtendedResourceCount(c, r);
+        if (n.ok() && *n > 0) fc.resources[r] = static_cast<int>(*n);
+      }
       return fc;
     };
     for (const kube::Container& c : p->spec.init_containers)
@@ -263,12 +268,19 @@ class MemShareEnv {
   std::map<std::string, ms::ContainerGpus> KubeletTruth() const {
     std::map<std::string, ms::ContainerGpus> out;
     for (const fakes::AllocationRecord& r : kubelet_->Allocations()) {
-      if (r.resource != kMem) continue;
+      if (r.resource != kMem && r.resource != kMilli) continue;
       std::set<int> gpus;
       for (const std::string& id : r.device_ids) gpus.insert(GpuOf(id));
-      EXPECT_EQ(gpus.size(), 1u) << r.pod_name << "/" << r.container
-                                 << " holds units of several GPUs";
-      out[r.pod_namespace + "/" + r.pod_name][r.container] = *gpus.begin();
+      // Whole GPUs of alibabacloud.com/gpu-milli: the container's demands in GPU order.
+      EXPECT_TRUE(gpus.size() == 1u || (r.resource == kMilli && r.device_ids.size() ==
+                                                                     gpus.size() * 1000))
+          << r.pod_name << "/" << r.container << " holds units of several GPUs";
+      int i = 0;
+      for (int g : gpus) {
+        out[r.pod_namespace + "/" + r.pod_name]
+           [i == 0 ? r.container : ms::WholeGpuSlotName(r.container, i)] = g;
+        ++i;
+      }
     }
     return out;
   }
@@ -288,7 +300,12 @@ class MemShareEnv {
         out.push_back(key + ": " + p.status().message());
         continue;
       }
-      Result<ms::PodRequest> req = kube::PodMemRequest(*p);
+      Result<ms::PodRequest> req = kube::PodGpuRequest(*p);
+      if (req.ok() && req->milli()) req = req->Resolve(ms::UniformShareUnits(Inventory()));
+      if (!req.ok()) {
+        out.push_back(key + ": " + req.status().message());
+        continue;
+      }
       ms::PodAssignment a = ms::ResolveAssignment(p->metadata.annotations, *req);
       ms::ContainerGpus app;  // kubelet's records name app and init containers alike
       for (const auto& [c, g] : a.gpus) app[c] = g;

@@ -18,6 +18,7 @@
 namespace gpushare::e2e {
 namespace {
 
+using scheduler::testing::MilliPod;
 using scheduler::testing::PodJson;
 using scheduler::testing::SimplePod;
 using ::testing::HasSubstr;
@@ -128,6 +129,65 @@ TEST(NodeMemoryShares, SteersToTheAssumedGpuAndConfirms) {
       env.AgentLog(),
       HasSubstr(
           "event=memshare_preferred size=3 gpu=5 reason=planned pod=default/p container=main"));
+}
+
+// alibabacloud.com/gpu-milli on a real node: a fraction gets its milli of the planned GPU and
+// that fraction of the GPU's memory as its limit; whole GPUs get every milli of the GPUs the
+// scheduler planned whole, and no limit; both are confirmed in the pods' annotations.
+TEST(NodeMemoryShares, MilliFractionsAndWholeGpusAreSteeredLimitedAndConfirmed) {
+  MemShareEnv env;
+  env.Start();
+  ASSERT_TRUE(env.kubelet().WaitForAllocatable(kMilli, 8000, std::chrono::seconds(20)))
+      << env.AgentLog();
+  env.AddBoundPod(MilliPod("frac", 250), {5}, 100);
+  env.AddBoundPod(MilliPod("whole", 2000), {2, 6}, 101);
+  env.AddBoundPod(SimplePod("units", 3), {5}, 102);  // memory units on the fraction's GPU
+
+  fakes::PodAdmission a = env.Admit("default", "frac");
+  ASSERT_TRUE(a.admitted) << a.error << env.AgentLog();
+  const fakes::Admission* adm = a.Find("main", kMilli);
+  ASSERT_NE(adm, nullptr);
+  EXPECT_TRUE(adm->preferred_called);
+  ASSERT_EQ(adm->device_ids.size(), 250u);
+  for (const std::string& id : adm->device_ids) ASSERT_EQ(env.GpuOf(id), 5) << id;
+
+  a = env.Admit("default", "whole");
+  ASSERT_TRUE(a.admitted) << a.error << env.AgentLog();
+  adm = a.Find("main", kMilli);
+  ASSERT_NE(adm, nullptr);
+  ASSERT_EQ(adm->device_ids.size(), 2000u);
+  std::map<int, int> per_gpu;
+  for (const std::string& id : adm->device_ids) per_gpu[env.GpuOf(id)]++;
+  EXPECT_EQ(per_gpu, (std::map<int, int>{{2, 1000}, {6, 1000}})) << env.AgentLog();
+
+  a = env.Admit("default", "units");
+  ASSERT_TRUE(a.admitted) << a.error << env.AgentLog();
+
+  ASSERT_TRUE(env.WaitTruthful()) << env.Untruthful().front() << env.AgentLog();
+  EXPECT_EQ(Annotation(env, "frac", "ALIYUN_COM_GPU_MEM_ASSIGNED"), "true");
+  EXPECT_EQ(Annotation(env, "frac", "gpushare.io/gpu-mem-confirmed"), "{\"main\":5}");
+  EXPECT_EQ(Annotation(env, "frac", "ALIYUN_COM_GPU_MEM_POD"), "6");  // 250 of 24 units, up
+  EXPECT_EQ(Annotation(env, "whole", "gpushare.io/gpu-mem-confirmed"),
+            "{\"main\":2,\"main/1\":6}");
+
+  // What Allocate answered: the fraction limited to 250/1000 of 24,576 MiB, whole GPUs not.
+  std::map<std::string, const fakes::AllocationRecord*> by_pod;
+  const auto records = env.kubelet().Allocations();
+  for (const auto& r : records)
+    if (r.resource == kMilli) by_pod[r.pod_name] = &r;
+  ASSERT_EQ(by_pod.size(), 2u);
+  const auto& frac = by_pod.at("frac")->response.envs();
+  EXPECT_EQ(frac.at("NVIDIA_VISIBLE_DEVICES"), GpuUuidFor(5));
+  EXPECT_EQ(frac.at("ALIYUN_COM_GPU_MEM_IDX"), "5");
+  EXPECT_EQ(frac.at("CUDA_DEVICE_MEMORY_LIMIT_0"), "6144m");
+  const auto& whole = by_pod.at("whole")->response.envs();
+  EXPECT_EQ(whole.at("NVIDIA_VISIBLE_DEVICES"), GpuUuidFor(2) + "," + GpuUuidFor(6));
+  EXPECT_EQ(whole.at("ALIYUN_COM_GPU_MEM_IDX"), "2,6");
+  EXPECT_EQ(whole.count("CUDA_DEVICE_MEMORY_LIMIT_0"), 0u);
+  EXPECT_THAT(env.AgentLog(),
+              HasSubstr("event=memshare_preferred size=250 gpu=5 reason=planned pod=default/frac "
+                        "container=main"));
+  EXPECT_THAT(env.AgentLog(), HasSubstr("event=memshare_preferred size=2000 gpu=2 reason=planned"));
 }
 
 TEST(NodeMemoryShares, ProportionalComputeLimitFollowsTheShareOfMemory) {
@@ -388,7 +448,9 @@ TEST(NodeMemoryShares, TheKubeletDoubleReportsPodResourcesAsKubeletDoes) {
   ASSERT_TRUE(call([&](grpc::ClientContext* c) {
                 return stub->GetAllocatableResources(c, {}, &alloc);
               }).ok());
-  EXPECT_EQ(alloc.devices_size(), 8);  // healthy devices, allocated ones included
+  int units = 0;
+  for (const auto& d : alloc.devices()) units += d.resource_name() == kMem;
+  EXPECT_EQ(units, 8);  // healthy devices, allocated ones included (milli devices apart)
   ::v1::GetPodResourcesRequest get;
   get.set_pod_name("ghost");
   get.set_pod_namespace("default");

@@ -150,16 +150,23 @@ TEST(ListAndWatchBytes, EqualsTheSerializedMessage) {
   c.gpushare.memory_shares.unit = memshare::MemoryUnit::kMiB;
   Result<ResourcePlan> plan = BuildResourcePlan(inv, c);
   ASSERT_TRUE(plan.ok()) << plan.status().ToString();
-  const PlannedResource& r = plan->resources.at(0);
-  v1beta1::ListAndWatchResponse msg;
-  for (const PlannedDevice& d : r.devices) {
-    v1beta1::Device* out = msg.add_devices();
-    out->set_id(d.id);
-    out->set_health("Unhealthy");
-    for (int64_t n : d.numa_nodes) out->mutable_topology()->add_nodes()->set_id(n);
+  ASSERT_EQ(plan->resources.size(), 2u);  // the units and alibabacloud.com/gpu-milli
+  for (const PlannedResource& r : plan->resources) {
+    v1beta1::ListAndWatchResponse msg;
+    for (const PlannedDevice& d : r.devices) {
+      v1beta1::Device* out = msg.add_devices();
+      out->set_id(d.id);
+      out->set_health("Unhealthy");
+      for (int64_t n : d.numa_nodes) out->mutable_topology()->add_nodes()->set_id(n);
+    }
+    EXPECT_EQ(static_cast<int64_t>(msg.ByteSizeLong()), ListAndWatchBytes(r)) << r.name;
   }
-  EXPECT_EQ(static_cast<int64_t>(msg.ByteSizeLong()), ListAndWatchBytes(r));
-  EXPECT_EQ(r.devices.size(), (24u + 8u + 8u) * 1024u);
+  const PlannedResource* units = plan->Find(std::string(memshare::kResourceName));
+  ASSERT_NE(units, nullptr);
+  EXPECT_EQ(units->devices.size(), (24u + 8u + 8u) * 1024u);
+  const PlannedResource* milli = plan->Find(std::string(memshare::kMilliResource));
+  ASSERT_NE(milli, nullptr);
+  EXPECT_EQ(milli->devices.size(), 3u * 1000u);
 }
 
 }  // namespace
