@@ -169,6 +169,46 @@ else
   echo "e2e-test: $gpushare_lib not built: the in-container library checks SKIPPED"
 fi
 
+# Fractions and whole GPUs (alibabacloud.com/gpu-milli, docs/memory-shares.md): placed by
+# gpushare-scheduler on node mem's memory-share GPUs, admitted by the real kubelet through
+# gpushare-node's 1,000 devices per GPU, confirmed in the annotations; the fraction limited to
+# 250/1000 of an A10's 23,028 MiB (5757m), the whole GPU not limited.
+want_alloc mem alibabacloud.com/gpu-milli 8k  # 8,000, as the API server writes it
+gpu_pod milli250 "" alibabacloud.com/gpu-milli 250
+gpu_pod milli1000 "" alibabacloud.com/gpu-milli 1000
+for p in milli250 milli1000; do running "$p"; done
+check_visible milli250 mem "$repo/examples/inventory/8x-a10.yaml" GPU-
+check_visible milli1000 mem "$repo/examples/inventory/8x-a10.yaml" GPU-
+pr=$(node_pr mem) || fail "PodResources List on node mem failed"
+for p in milli250:250 milli1000:1000; do
+  name=${p%%:*} want_n=${p#*:}
+  lines=$(grep "^$ns/$name/c alibabacloud.com/gpu-milli " <<<"$pr") ||
+    fail "PodResources of node mem has no alibabacloud.com/gpu-milli for $ns/$name/c"
+  read -r -a ids <<<"$(sed "s|^$ns/$name/c alibabacloud.com/gpu-milli ||" <<<"$lines" | tr '\n' ' ')"
+  [ "${#ids[@]}" -eq "$want_n" ] || fail "pod $name holds ${#ids[@]} milli in PodResources, want $want_n"
+  gpus=$(printf '%s\n' "${ids[@]}" | sed 's/-_-m[0-9]*$//' | sort -u)
+  [ "$(wc -l <<<"$gpus")" -eq 1 ] || fail "pod $name's milli span several GPUs: $gpus"
+  [ "$(logs_of "$name" | sed -n 's/^NVIDIA_VISIBLE_DEVICES=//p')" = "$gpus" ] ||
+    fail "pod $name: NVIDIA_VISIBLE_DEVICES is not the GPU of its milli ($gpus)"
+  want=$(( $(uuids "$repo/examples/inventory/8x-a10.yaml" | grep -nxF "$gpus" | cut -d: -f1) - 1 ))
+  for _ in $(seq 40); do
+    [ "$(annot "$name" ALIYUN_COM_GPU_MEM_ASSIGNED)" = true ] && break
+    sleep 0.5
+  done
+  [ "$(annot "$name" ALIYUN_COM_GPU_MEM_ASSIGNED)" = true ] || fail "pod $name: not confirmed by gpushare-node"
+  [ "$(annot "$name" ALIYUN_COM_GPU_MEM_IDX)" = "$want" ] ||
+    fail "pod $name: ALIYUN_COM_GPU_MEM_IDX=$(annot "$name" ALIYUN_COM_GPU_MEM_IDX), PodResources GPU $want"
+  echo "e2e-test: pod $name: $want_n milli of GPU $want ($gpus) by PodResources, environment and annotation"
+done
+if [ -f "$gpushare_lib" ]; then
+  out=$(logs_of milli250)
+  grep -qxF 'CUDA_DEVICE_MEMORY_LIMIT_0=5757m' <<<"$out" || fail "pod milli250: no CUDA_DEVICE_MEMORY_LIMIT_0=5757m in its environment: $out"
+  out=$(logs_of milli1000)
+  ! grep -q '^CUDA_DEVICE_MEMORY_LIMIT' <<<"$out" || fail "pod milli1000: a whole GPU with a memory limit: $out"
+  echo "e2e-test: pod milli250 limited to 5757m, pod milli1000 (a whole GPU) not limited"
+fi
+"$kubectl" -n "$ns" delete pod milli250 milli1000 --wait=true --timeout=60s >/dev/null
+
 # ---------------------------------------------------------------------------------------------
 # Who uses which GPU (issue 14): each share kind's gpushare.io/allocations record names the
 # device its container sees; node mem's /metrics and probes; gpushare inspect against the API.
