@@ -507,19 +507,12 @@ Status Extender::BindWithGpus(const kube::Pod& pod, const ms::PodRequest& req, c
                  Value(ms::EncodeContainerGpus(r.containers)));
     return Status::Ok();
   }
+  // One write: the API server copies a Binding's annotations onto the pod in the update that
+  // sets spec.nodeName (pkg/registry/core/pod/storage: setPodNodeAndMetadata), and the UID is
+  // its precondition. So the GPU assignment and the node land together or not at all: no pod
+  // is ever seen annotated but unbound, and a failed bind leaves nothing to undo.
   const auto annotations = ms::BindAnnotations(r.request, r.demand_gpus, r.dev_units, r.assume_ns);
-  json patch = {{"metadata", {{"uid", pod.metadata.uid}, {"annotations", json::object()}}}};
-  for (const auto& [k, v] : annotations) patch["metadata"]["annotations"][k] = v;
-  Result<json> patched = client_->MergePatch(kube::kPods, b.pod_namespace, b.pod_name, patch);
-  if (!patched.ok()) {
-    cache_.Rollback(pod.metadata.uid, r.token);
-    // The UID precondition failed, or the pod is gone: it is another pod now.
-    code = kube::IsConflict(patched.status()) || kube::IsNotFound(patched.status())
-               ? reasons::kBindPodChanged
-               : reasons::kBindApiError;
-    return patched.status().WithContext("writing the GPU assignment into pod " + key);
-  }
-  if (Status s = BindOrUndo(pod.metadata.uid, b, r.token, annotations); !s.ok()) {
+  if (Status s = BindOrRollback(pod.metadata.uid, b, r.token, annotations, req); !s.ok()) {
     // 409: bound meanwhile (to another node, or it is another pod); else the API failed.
     code = kube::IsConflict(s) || s.code() == StatusCode::kAlreadyExists || kube::IsNotFound(s)
                ? reasons::kBindPodChanged
@@ -532,28 +525,24 @@ Status Extender::BindWithGpus(const kube::Pod& pod, const ms::PodRequest& req, c
   return Status::Ok();
 }
 
-Status Extender::BindOrUndo(const std::string& uid, const BindingArgs& b, uint64_t token,
-                            const std::map<std::string, std::string>& annotations) {
+Status Extender::BindOrRollback(const std::string& uid, const BindingArgs& b, uint64_t token,
+                                const std::map<std::string, std::string>& annotations,
+                                const ms::PodRequest& req) {
   const std::string& ns = b.pod_namespace;
   const std::string& name = b.pod_name;
   const std::string& node = b.node;
-  Status s = client_->Bind({name, ns, uid, node, {}});
+  kube::Binding binding{name, ns, uid, node, {}};
+  for (const auto& [k, v] : annotations) binding.annotations[k] = v;
+  Status s = client_->Bind(binding);
   if (s.ok()) return s;
   if (kube::IsConflict(s) || s.code() == StatusCode::kAlreadyExists) {
+    // Our own earlier bind whose reply was lost carried the assignment with it.
     Result<kube::Pod> now = client_->GetPod(ns, name);
-    if (now.ok() && now->spec.node_name == node && now->metadata.uid == uid)
-      return Status::Ok();  // bound here
+    if (now.ok() && now->spec.node_name == node && now->metadata.uid == uid &&
+        ms::ResolveAssignment(now->metadata.annotations, req).state != ms::AssignmentState::kNone)
+      return Status::Ok();
   }
   cache_.Rollback(uid, token);
-  json undo = {{"metadata", {{"annotations", json::object()}}}};
-  for (const auto& [k, v] : annotations) undo["metadata"]["annotations"][k] = nullptr;
-  Result<kube::Pod> now = client_->GetPod(ns, name);
-  if (now.ok() && now->spec.node_name.empty() && now->metadata.uid == uid) {
-    Result<json> undone = client_->MergePatch(kube::kPods, ns, name, undo);
-    if (!undone.ok())
-      spdlog::warn("event=bind_undo_failed pod={} error={}", Value(Key(b)),
-                   Value(undone.status().message()));
-  }
   return s.WithContext("binding pod " + Key(b) + " to node " + node);
 }
 

@@ -12,10 +12,10 @@
 //               container or init container, a pod already bound (to another node, or to this
 //               one by another binder), a node the filter would reject (unknown, no
 //               memory-share GPU, no room: GpuCache::Reserve). Then it reserves the GPU(s) in
-//               the cache under its lock, merge-patches the pod's annotations
-//               (core/memshare.h BindAnnotations; the patch carries the pod's UID as a
-//               precondition), then creates the Binding. Any failure gives the reservation
-//               back (and removes the annotations again when the pod was not bound). A retry
+//               the cache under its lock and creates the Binding, which carries the GPU
+//               assignment (core/memshare.h BindAnnotations) as annotations and the pod's UID
+//               as its precondition: one API write sets the node and the annotations together.
+//               Any failure gives the reservation back (nothing was written). A retry
 //               for a pod this extender already booked on that node answers success without
 //               writing anything. A pod that names the resource with 0 units is bound as the
 //               default binder would, to a node the informer has seen.
@@ -124,13 +124,16 @@ class Extender {
   Status BindWithoutUnits(const kube::Pod& pod, const BindingArgs& b);
   // A pod already bound to b.node: success when gpushare assigned its GPUs.
   Status RetriedBind(const kube::Pod& pod, const memshare::PodRequest& req, const BindingArgs& b);
-  // Reserves GPUs, writes the assignment into the pod's annotations, binds (BindOrUndo).
+  // Reserves GPUs and binds with the assignment in the Binding (BindOrRollback).
   Status BindWithGpus(const kube::Pod& pod, const memshare::PodRequest& req, const BindingArgs& b,
                       std::chrono::steady_clock::time_point t0, std::string_view& code);
-  // Creates the Binding; on failure gives the reservation `token` back and removes `annotations`
-  // again when the pod is still unbound.
-  Status BindOrUndo(const std::string& uid, const BindingArgs& b, uint64_t token,
-                    const std::map<std::string, std::string>& annotations);
+  // Creates the Binding with the GPU assignment `annotations` and the pod's UID as its
+  // precondition (one API write); on failure gives the reservation `token` back. A conflict
+  // because the pod is already bound to this node with a gpushare assignment (an earlier bind
+  // whose reply was lost) is success.
+  Status BindOrRollback(const std::string& uid, const BindingArgs& b, uint64_t token,
+                        const std::map<std::string, std::string>& annotations,
+                        const memshare::PodRequest& req);
 
   void Warn(const kube::ObjectReference& pod, std::string_view reason, const std::string& message);
   // Counts the refusals by code and, when no node is left, records the Event.

@@ -152,6 +152,9 @@ Status CheckHttp(const SchedulerFlags& f, HttpServerOptions* h) {
   GPUSHARE_ASSIGN_OR_RETURN(const int64_t threads,
                             Whole("--http-threads", f.http_threads, 2, 1024));
   h->threads = static_cast<int>(threads);
+  GPUSHARE_ASSIGN_OR_RETURN(const int64_t binds,
+                            Whole("--bind-threads", f.bind_threads, 1, 4096));
+  h->bind_threads = static_cast<int>(binds);
   GPUSHARE_ASSIGN_OR_RETURN(const int64_t conns,
                             Whole("--http-max-connections", f.http_max_connections, 0, 1 << 20));
   if (conns != 0 && conns < 16)
@@ -346,6 +349,10 @@ void AddLimitFlags(CLI::App& app, SchedulerFlags& f) {
   app.add_option("--http-threads", f.http_threads,
                  "threads serving requests, 2..1024 (one of them watches every connection; idle or "
                  "slow ones cost no thread)")
+      ->capture_default_str();
+  app.add_option("--bind-threads", f.bind_threads,
+                 "binds (API calls) in flight at most, 1..4096, each on a thread of its own and "
+                 "never on the --http-threads (started as needed)")
       ->capture_default_str();
   app.add_option("--http-max-connections", f.http_max_connections,
                  "open connections at most, 16..1048576; the oldest idle ones are closed first (0: "

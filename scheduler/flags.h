@@ -40,6 +40,7 @@ struct SchedulerFlags {
   std::string nomination_timeout = "60s";
   std::string max_body_bytes = "8388608";
   std::string http_threads = "16";
+  std::string bind_threads = "256";
   std::string http_max_connections = "0";
   std::string header_timeout = "10s";
   std::string read_timeout = "30s";

@@ -288,6 +288,18 @@ struct HttpServer::Impl {
   Mutex back_mu;
   std::vector<Conn*> back GPUSHARE_GUARDED_BY(back_mu);
   bool wake_pending GPUSHARE_GUARDED_BY(back_mu) = false;
+  // Binds run on threads of their own (BindLoop), started as needed up to o->bind_threads: a
+  // bind waits on the API server (tens of ms, seconds at worst), and the pool above must never
+  // wait with it, so filter and prioritize are never queued behind binds. Those waiting for a
+  // thread wait in `bind_queue`, holding nothing but their connection.
+  Mutex bind_mu;
+  CondVar bind_cv;
+  std::deque<Conn*> bind_queue GPUSHARE_GUARDED_BY(bind_mu);
+  int bind_live GPUSHARE_GUARDED_BY(bind_mu) = 0;  // bind threads (detached; Stop waits)
+  int bind_idle GPUSHARE_GUARDED_BY(bind_mu) = 0;
+  bool bind_stop GPUSHARE_GUARDED_BY(bind_mu) = false;
+  std::atomic<uint64_t> n_binds{0};  // being served now
+  std::atomic<uint64_t> n_binds_peak{0};
 
   // The leader's own (the lead passes under `mu`, which orders one leader's writes before the
   // next one's reads).
@@ -970,6 +982,13 @@ struct HttpServer::Impl {
       CheckTls(Clock::now());
       for (Conn* c : graveyard) delete c;
       graveyard.clear();
+      // Binds go to their own threads at once; the leader goes on leading.
+      if (o->serve_verbs) {
+        auto binds = std::stable_partition(found.begin(), found.end(),
+                                           [this](Conn* c) { return c->head.path != bind_path; });
+        for (auto it = binds; it != found.end(); ++it) SubmitBind(*it);
+        found.erase(binds, found.end());
+      }
       while (!found.empty()) {  // (serving one may complete the next, pipelined, request)
         // A quick request (the first of the round, if any) is served here and the leader goes
         // on leading; the others go to the followers. A request that may take long (a bind:
@@ -1051,9 +1070,66 @@ struct HttpServer::Impl {
         }
         cv.NotifyOne();  // a follower takes the lead
       }
-      if (c != nullptr) Serve(c);
+      if (c == nullptr) continue;
+      if (c->head.path == bind_path && o->serve_verbs) {
+        SubmitBind(c);
+      } else {
+        Serve(c);
+      }
     }
   }
+
+  void SubmitBind(Conn* c) GPUSHARE_EXCLUDES(bind_mu) {
+    {
+      MutexLock l(&bind_mu);
+      bind_queue.push_back(c);
+      if (bind_idle == 0 && bind_live < std::max(1, o->bind_threads)) {
+        ++bind_live;
+        std::thread([this] { BindLoop(); }).detach();
+      }
+    }
+    bind_cv.NotifyOne();
+  }
+  // A bind thread serves binds until it has been idle for o->bind_thread_idle (or the server
+  // stops), then ends: threads follow the binds in flight, up to o->bind_threads.
+  void BindLoop() GPUSHARE_EXCLUDES(bind_mu) {
+    BlockSigpipe();
+    for (;;) {
+      Conn* c = nullptr;
+      {
+        MutexLock l(&bind_mu);
+        bool idle_too_long = false;
+        while (!bind_stop && bind_queue.empty() && !idle_too_long) {
+          ++bind_idle;
+          idle_too_long = !bind_cv.WaitFor(&bind_mu, o->bind_thread_idle);
+          --bind_idle;
+        }
+        if (bind_stop || bind_queue.empty()) {
+          --bind_live;
+          bind_cv.NotifyAll();  // (Stop waits for the last one; nothing is touched after this)
+          return;
+        }
+        c = bind_queue.front();
+        bind_queue.pop_front();
+      }
+      const uint64_t now = n_binds.fetch_add(1) + 1;
+      uint64_t peak = n_binds_peak.load();
+      while (now > peak && !n_binds_peak.compare_exchange_weak(peak, now)) {
+      }
+      Serve(c);
+      n_binds.fetch_sub(1);
+    }
+  }
+  // After the pool: binds already running finish; those queued are dropped with their
+  // connections (Stop closes every connection).
+  void StopBinds() GPUSHARE_EXCLUDES(bind_mu) {
+    MutexLock l(&bind_mu);
+    bind_stop = true;
+    bind_queue.clear();
+    bind_cv.NotifyAll();
+    while (bind_live > 0) bind_cv.Wait(&bind_mu);
+  }
+
   // Runs the handler of `c`'s request and writes the reply (non-blocking; what the socket does
   // not take is finished by the leader).
   void Serve(Conn* c) {
@@ -1132,6 +1208,12 @@ HttpServerStats HttpServer::stats() const {
   s.timeouts = im.n_timeouts.load();
   s.evicted = im.n_evicted.load();
   s.tls_handshake_errors = im.n_tls_errors.load();
+  s.binds_in_flight = im.n_binds.load();
+  s.binds_in_flight_peak = im.n_binds_peak.load();
+  {
+    MutexLock l(&impl_->bind_mu);
+    s.bind_threads = static_cast<uint64_t>(impl_->bind_live);
+  }
   s.tls_reloads = im.n_tls_reloads.load();
   s.tls_reload_errors = im.n_tls_reload_errors.load();
   return s;
@@ -1256,6 +1338,7 @@ void HttpServer::Stop() {
   im->cv.NotifyAll();
   for (std::thread& t : im->threads)
     if (t.joinable()) t.join();  // (a handler that is running finishes first)
+  im->StopBinds();
   // Every connection is this thread's now.
   for (Conn* c : im->conns) {
     if (c->ssl != nullptr) SSL_free(c->ssl);

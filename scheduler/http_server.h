@@ -23,9 +23,10 @@
 //     leader of the pool (`threads`, leader/followers): it accepts, does the TLS handshakes
 //     (tls.h), reads request heads and bodies as far as they have arrived, answers the refusals
 //     of the HTTP layer itself, and acts only on COMPLETE requests: a quick one (anything but
-//     a bind, body up to 1 MiB) it serves itself and goes on leading; for a bind (API calls)
-//     or a large body it hands the lead to a follower first; more than one complete at once,
-//     the followers take the others. Replies are written straight to the socket (what the
+//     a bind, body up to 1 MiB) it serves itself and goes on leading; for a large body it
+//     hands the lead to a follower first; more than one complete at once, the followers take
+//     the others. A bind (API calls) goes to a thread of its own (bind_threads), so no number
+//     of binds in flight holds a thread of the pool. Replies are written straight to the socket (what the
 //     socket does not take is finished by the leader). So an idle keep-alive connection, or
 //     one that trickles its head, costs a little memory and no thread, and a request is not
 //     passed between threads (one wake-up per exchange, as with a thread blocked in recv());
@@ -92,6 +93,11 @@ struct HttpServerOptions {
   std::function<std::pair<int, std::string>(std::string_view authorization)> metrics_auth;
   size_t max_body_bytes = 8u << 20;  // larger requests get 413
   int threads = 16;                  // the pool (at least 2): one leads, the others serve requests
+  // Binds never run on that pool: each runs on a thread of its own, started as needed up to
+  // this many (more binds wait for one, holding only their connection), so that filter and
+  // prioritize never wait behind binds however many are in flight.
+  int bind_threads = 256;
+  std::chrono::milliseconds bind_thread_idle{5000};  // a bind thread idle this long ends
   std::chrono::milliseconds header_timeout{
       10000};  // a request head, from its first byte (and a TLS handshake)
   std::chrono::milliseconds read_timeout{
@@ -113,6 +119,9 @@ struct HttpServerStats {
   uint64_t evicted = 0;   // closed to make room (connections or buffered bytes)
   uint64_t tls_handshake_errors = 0;
   uint64_t tls_reloads = 0;  // certificate files re-read after a change
+  uint64_t binds_in_flight = 0;       // binds being served now (on the bind threads)
+  uint64_t binds_in_flight_peak = 0;  // the most at once since the start
+  uint64_t bind_threads = 0;          // bind threads alive now (busy or idle)
   uint64_t tls_reload_errors = 0;
 };
 

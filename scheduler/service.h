@@ -64,7 +64,7 @@ struct ServiceOptions {
   // kube-scheduler never nominates the pod there, from the start).
   placement::BudgetMode preemption_budgets = placement::BudgetMode::kRespect;
   std::chrono::milliseconds nomination_timeout{std::chrono::seconds(60)};
-  double kube_qps = 500;  // two API calls per bind
+  double kube_qps = 500;  // one API call per bind (and a GET when a bind conflicts)
   int kube_burst = 1000;
   std::string event_component = "gpushare-scheduler";
 

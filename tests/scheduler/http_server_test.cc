@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "kube/client.h"
 #include "scheduler/cache.h"
 #include "scheduler/extender.h"
 #include "tests/kube/test_util.h"
@@ -592,6 +593,112 @@ TEST_F(HttpServerTest, LargeRepliesToSlowReadersHoldNoWorker) {
                                        std::chrono::milliseconds(120000)));
   Raw::Response cut = never.Read(false, 2000);
   EXPECT_EQ(cut.status, 0) << "a reply of " << cut.body.size() << " bytes arrived whole";
+}
+
+// An API server that takes connections and never answers: every bind waits in its first API
+// call until the listener closes (issue 25: binds in flight must hold no thread of the pool).
+class SilentApi {
+ public:
+  SilentApi() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd_, 4096) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      ADD_FAILURE() << "cannot listen";
+    port_ = ntohs(a.sin_port);
+  }
+  ~SilentApi() { Close(); }
+  // Resets every connection waiting in the backlog: the calls fail at once.
+  void Close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  std::shared_ptr<kube::Client> Client() const {
+    kube::ClientConfig c;
+    c.server = "http://127.0.0.1:" + std::to_string(port_);
+    kube::ClientOptions o;
+    o.qps = 0;
+    auto client = kube::Client::Create(c, o);
+    EXPECT_TRUE(client.ok()) << client.status().ToString();
+    return client.ok() ? *client : nullptr;
+  }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+class BindThreadsTest : public HttpServerTest {
+ protected:
+  void StartBinds(int threads, int bind_threads) {
+    bind_extender_ = std::make_unique<Extender>(cache_, api_.Client());
+    HttpServerOptions o = Options(threads, /*read_timeout=*/30);
+    o.bind_threads = bind_threads;
+    o.bind_thread_idle = std::chrono::milliseconds(200);
+    cache_.SetSynced(true);
+    server_ = std::make_unique<HttpServer>(
+        *bind_extender_, o, [] { return Readiness{true, ""}; }, [] { return std::string(); });
+    ASSERT_TRUE(server_->Start().ok());
+  }
+  // `n` binds, each on its own connection; none can finish while the API is silent.
+  void SendBinds(int n) {
+    for (int i = 0; i < n; ++i) {
+      const std::string body = R"({"PodName":"p)" + std::to_string(i) +
+                               R"(","PodNamespace":"d","PodUID":"u)" + std::to_string(i) +
+                               R"(","Node":"n"})";
+      binds_.push_back(std::make_unique<Raw>(server_->port()));
+      ASSERT_TRUE(binds_.back()->Send(Post("/gpushare-scheduler/bind", body)));
+    }
+  }
+  void TearDown() override {
+    api_.Close();  // the binds fail now, and Stop does not wait for them
+    if (server_) server_->Stop();
+  }
+  SilentApi api_;
+  std::unique_ptr<Extender> bind_extender_;
+  std::vector<std::unique_ptr<Raw>> binds_;
+};
+
+TEST_F(BindThreadsTest, BindsInFlightHoldNoThreadOfThePool) {
+  // Two threads: one leads, one serves. Before binds had threads of their own, two binds
+  // waiting on the API held both and nothing else was answered.
+  StartBinds(/*threads=*/2, /*bind_threads=*/256);
+  SendBinds(100);
+  ASSERT_TRUE(kube::testing::WaitUntil([&] { return server_->stats().binds_in_flight == 100u; },
+                                       std::chrono::milliseconds(60000)))
+      << server_->stats().binds_in_flight << " binds in flight";
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(TimedFilter(server_->port()).first, 200) << i;
+  EXPECT_EQ(server_->stats().binds_in_flight, 100u);  // still waiting on the API
+  // The API answers (here: refuses): every bind gets its reply.
+  api_.Close();
+  for (auto& c : binds_) {
+    Raw::Response r = c->Read(false, 30000);
+    EXPECT_EQ(r.status, 200);
+    EXPECT_NE(r.body.find("Error"), std::string::npos) << r.body;
+  }
+  // (a thread counts its bind until just after the reply is written)
+  EXPECT_TRUE(kube::testing::WaitUntil([&] { return server_->stats().binds_in_flight == 0u; },
+                                       std::chrono::milliseconds(60000)));
+  // Idle bind threads end (here after 200 ms).
+  EXPECT_TRUE(kube::testing::WaitUntil([&] { return server_->stats().bind_threads == 0u; },
+                                       std::chrono::milliseconds(60000)))
+      << server_->stats().bind_threads << " bind threads left";
+}
+
+TEST_F(BindThreadsTest, BindsBeyondTheBindThreadsWaitForOneAndFilterStillAnswers) {
+  StartBinds(/*threads=*/2, /*bind_threads=*/4);
+  SendBinds(12);
+  ASSERT_TRUE(kube::testing::WaitUntil([&] { return server_->stats().binds_in_flight == 4u; },
+                                       std::chrono::milliseconds(60000)));
+  EXPECT_EQ(TimedFilter(server_->port()).first, 200);
+  EXPECT_EQ(server_->stats().binds_in_flight_peak, 4u);  // the other 8 wait for a thread
+  EXPECT_LE(server_->stats().bind_threads, 4u);
+  api_.Close();
+  for (auto& c : binds_) EXPECT_EQ(c->Read(false, 30000).status, 200);
+  EXPECT_EQ(server_->stats().binds_in_flight_peak, 4u);
 }
 
 // --- TLS ---------------------------------------------------------------------------------------

@@ -125,7 +125,7 @@ TEST_F(ServiceTest, AnswersCacheNotSyncedUntilBothInformersListed) {
   EXPECT_TRUE(Bind("p", "n").ok());
 }
 
-TEST_F(ServiceTest, BindWritesTheContractThenTheBindingAndIsIdempotent) {
+TEST_F(ServiceTest, BindWritesTheContractInTheBindingAndIsIdempotent) {
   api_.Upsert(Resource::kNodes, NodeJson("n", Uniform(2, 24)));
   api_.Upsert(Resource::kPods,
               PodJson("p", {{"user-container", 3}, {"queue-proxy", 0}}, "default", "uid-p"));
@@ -145,18 +145,21 @@ TEST_F(ServiceTest, BindWritesTheContractThenTheBindingAndIsIdempotent) {
   EXPECT_TRUE(idx == "0" || idx == "1") << idx;
   EXPECT_EQ(a.at("gpushare.io/gpu-mem-assumed"), "{\"user-container\":" + idx + "}");
   EXPECT_GE(*ms::DecodeAssumeTime(a.at("ALIYUN_COM_GPU_MEM_ASSUME_TIME")), before);
-  // The patch came before the binding.
+  // One write: the Binding carries the assignment and the pod's UID (issue 25); no patch.
   std::vector<fakes::RecordedRequest> reqs = api_.requests();
-  int patch = -1, binding = -1;
-  for (size_t i = 0; i < reqs.size(); ++i) {
-    if (reqs[i].method == "PATCH" && reqs[i].path == "/api/v1/namespaces/default/pods/p")
-      patch = static_cast<int>(i);
-    if (reqs[i].method == "POST" && reqs[i].path == "/api/v1/namespaces/default/pods/p/binding")
-      binding = static_cast<int>(i);
+  int patches = 0, bindings = 0;
+  for (const auto& r : reqs) {
+    if (r.method == "PATCH" && r.path == "/api/v1/namespaces/default/pods/p") ++patches;
+    if (r.method == "POST" && r.path == "/api/v1/namespaces/default/pods/p/binding") {
+      ++bindings;
+      const json b = json::parse(r.body);
+      EXPECT_EQ(b["metadata"]["uid"], "uid-p") << r.body;
+      EXPECT_EQ(b["metadata"]["annotations"]["ALIYUN_COM_GPU_MEM_IDX"], idx) << r.body;
+      EXPECT_EQ(b["metadata"]["annotations"]["ALIYUN_COM_GPU_MEM_ASSIGNED"], "false") << r.body;
+    }
   }
-  ASSERT_GE(patch, 0);
-  EXPECT_GT(binding, patch);
-  EXPECT_EQ(reqs[patch].content_type, "application/merge-patch+json");
+  EXPECT_EQ(patches, 0);
+  EXPECT_EQ(bindings, 1);
   // A repeated bind (kube-scheduler retrying after a timeout) writes nothing.
   api_.ClearRequests();
   EXPECT_TRUE(Bind("p", "n").ok());
@@ -178,31 +181,25 @@ TEST_F(ServiceTest, ApiFailuresRollBackTheReservation) {
   api_.Upsert(Resource::kPods, SimplePod("b", 20));
   StartService();
   ASSERT_TRUE(WaitReady());
-  // The annotation patch fails: nothing is booked, nothing is bound.
+  // The binding fails: nothing is booked, nothing is bound or annotated.
   fakes::Fault f;
-  f.method = "PATCH";
+  f.method = "POST";
+  f.path_contains = "/binding";
   f.http_code = 500;
   api_.SetFaults({f});
   Status s = Bind("a", "n");
-  EXPECT_NE(s.message().find("writing the GPU assignment into pod default/a"), std::string::npos)
-      << s.message();
+  EXPECT_NE(s.message().find("binding pod default/a to node n"), std::string::npos) << s.message();
   std::vector<json> ev = EventsFor("a", "BindApiError");
   ASSERT_EQ(ev.size(), 1u);
   EXPECT_EQ(ev[0]["type"], "Warning");
   EXPECT_NE(ev[0]["message"].get<std::string>().find(
-                "binding to node n failed: writing the GPU assignment into pod default/a"),
+                "binding to node n failed: binding pod default/a to node n"),
             std::string::npos)
       << ev[0].dump();
   EXPECT_EQ(Used("n", 0), 0);
   EXPECT_TRUE(client_->GetPod("default", "a")->spec.node_name.empty());
-  // The binding fails: the annotations are removed again and the GPU given back.
-  f.method = "POST";
-  f.path_contains = "/binding";
-  api_.SetFaults({f});
-  s = Bind("a", "n");
-  EXPECT_NE(s.message().find("binding pod default/a to node n"), std::string::npos) << s.message();
-  EXPECT_EQ(Used("n", 0), 0);
   EXPECT_EQ(Annotations("a").count("ALIYUN_COM_GPU_MEM_IDX"), 0u);
+  EXPECT_EQ(api_.CountRequests("PATCH", "/pods/"), 0u);
   // The other pod gets the GPU; then the first one is refused for lack of room.
   ASSERT_TRUE(Bind("b", "n").ok());
   s = Bind("a", "n");
@@ -214,15 +211,14 @@ TEST_F(ServiceTest, ApiFailuresRollBackTheReservation) {
   EXPECT_NE(ev[0]["message"].get<std::string>().find("no GPU has 20 GiB free for container main"),
             std::string::npos)
       << ev[0].dump();
-  // (the patch and the Binding failed with different messages: two Events)
-  ASSERT_TRUE(WaitUntil([&] { return EventsFor("a", "BindApiError").size() == 2; }));
+  ASSERT_TRUE(WaitUntil([&] { return EventsFor("a", "BindApiError").size() == 1; }));
   const std::string m = service_->Metrics();
-  EXPECT_NE(m.find("gpushare_scheduler_bind_failures_total{reason=\"BindApiError\"} 2\n"),
+  EXPECT_NE(m.find("gpushare_scheduler_bind_failures_total{reason=\"BindApiError\"} 1\n"),
             std::string::npos)
       << m;
   EXPECT_NE(m.find("gpushare_scheduler_bind_failures_total{reason=\"BindConflict\"} 1\n"),
             std::string::npos);
-  EXPECT_NE(m.find("gpushare_scheduler_bind_duration_seconds_count 4\n"), std::string::npos);
+  EXPECT_NE(m.find("gpushare_scheduler_bind_duration_seconds_count 3\n"), std::string::npos);
 }
 
 TEST_F(ServiceTest, BindOfARecreatedPodIsBindPodChanged) {

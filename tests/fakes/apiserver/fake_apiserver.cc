@@ -542,6 +542,9 @@ struct FakeApiServer::Impl {
     r.watch = watch;
     r.bearer_token = BearerToken(req);
     r.content_type = req.get_header_value("Content-Type");
+    // Bindings only (small, and what tests look into); other bodies can be megabytes.
+    if (req.path.size() > 8 && req.path.compare(req.path.size() - 8, 8, "/binding") == 0)
+      r.body = req.body;
     r.status = status;
     log.push_back(std::move(r));
   }

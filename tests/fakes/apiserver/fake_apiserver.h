@@ -123,7 +123,8 @@ struct RecordedRequest {
   bool watch = false;
   std::string bearer_token;
   std::string content_type;
-  int status = 0;  // the HTTP status sent (0 for a streamed watch)
+  std::string body;  // a binding's (POST .../binding), else empty
+  int status = 0;    // the HTTP status sent (0 for a streamed watch)
 };
 
 class FakeApiServer {
