@@ -182,23 +182,23 @@ check_visible milli1000 mem "$repo/examples/inventory/8x-a10.yaml" GPU-
 pr=$(node_pr mem) || fail "PodResources List on node mem failed"
 for p in milli250:250 milli1000:1000; do
   name=${p%%:*} want_n=${p#*:}
-  lines=$(grep "^$ns/$name/c alibabacloud.com/gpu-milli " <<<"$pr") ||
+  m_lines=$(grep "^$ns/$name/c alibabacloud.com/gpu-milli " <<<"$pr") ||
     fail "PodResources of node mem has no alibabacloud.com/gpu-milli for $ns/$name/c"
-  read -r -a ids <<<"$(sed "s|^$ns/$name/c alibabacloud.com/gpu-milli ||" <<<"$lines" | tr '\n' ' ')"
-  [ "${#ids[@]}" -eq "$want_n" ] || fail "pod $name holds ${#ids[@]} milli in PodResources, want $want_n"
-  gpus=$(printf '%s\n' "${ids[@]}" | sed 's/-_-m[0-9]*$//' | sort -u)
-  [ "$(wc -l <<<"$gpus")" -eq 1 ] || fail "pod $name's milli span several GPUs: $gpus"
-  [ "$(logs_of "$name" | sed -n 's/^NVIDIA_VISIBLE_DEVICES=//p')" = "$gpus" ] ||
-    fail "pod $name: NVIDIA_VISIBLE_DEVICES is not the GPU of its milli ($gpus)"
-  want=$(( $(uuids "$repo/examples/inventory/8x-a10.yaml" | grep -nxF "$gpus" | cut -d: -f1) - 1 ))
+  read -r -a m_ids <<<"$(sed "s|^$ns/$name/c alibabacloud.com/gpu-milli ||" <<<"$m_lines" | tr '\n' ' ')"
+  [ "${#m_ids[@]}" -eq "$want_n" ] || fail "pod $name holds ${#m_ids[@]} milli in PodResources, want $want_n"
+  m_gpus=$(printf '%s\n' "${m_ids[@]}" | sed 's/-_-m[0-9]*$//' | sort -u)
+  [ "$(wc -l <<<"$m_gpus")" -eq 1 ] || fail "pod $name's milli span several GPUs: $m_gpus"
+  [ "$(logs_of "$name" | sed -n 's/^NVIDIA_VISIBLE_DEVICES=//p')" = "$m_gpus" ] ||
+    fail "pod $name: NVIDIA_VISIBLE_DEVICES is not the GPU of its milli ($m_gpus)"
+  m_want=$(( $(uuids "$repo/examples/inventory/8x-a10.yaml" | grep -nxF "$m_gpus" | cut -d: -f1) - 1 ))
   for _ in $(seq 40); do
     [ "$(annot "$name" ALIYUN_COM_GPU_MEM_ASSIGNED)" = true ] && break
     sleep 0.5
   done
   [ "$(annot "$name" ALIYUN_COM_GPU_MEM_ASSIGNED)" = true ] || fail "pod $name: not confirmed by gpushare-node"
-  [ "$(annot "$name" ALIYUN_COM_GPU_MEM_IDX)" = "$want" ] ||
-    fail "pod $name: ALIYUN_COM_GPU_MEM_IDX=$(annot "$name" ALIYUN_COM_GPU_MEM_IDX), PodResources GPU $want"
-  echo "e2e-test: pod $name: $want_n milli of GPU $want ($gpus) by PodResources, environment and annotation"
+  [ "$(annot "$name" ALIYUN_COM_GPU_MEM_IDX)" = "$m_want" ] ||
+    fail "pod $name: ALIYUN_COM_GPU_MEM_IDX=$(annot "$name" ALIYUN_COM_GPU_MEM_IDX), PodResources GPU $m_want"
+  echo "e2e-test: pod $name: $want_n milli of GPU $m_want ($m_gpus) by PodResources, environment and annotation"
 done
 if [ -f "$gpushare_lib" ]; then
   out=$(logs_of milli250)
