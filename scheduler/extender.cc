@@ -74,6 +74,37 @@ Result<Decoded> DecodeArgs(std::string_view body, std::string_view resource) {
   return d;
 }
 
+// --filter-keep-best: only the `keep` best of the nodes that passed, by the policy's scores.
+void KeepBest(GpuCache& cache, size_t keep, const Decoded& d, FilterResult* r) {
+  std::vector<std::string_view> passed;
+  if (r->names_mode) {
+    passed = r->node_names;
+  } else {
+    for (const json& n : r->nodes)
+      passed.push_back(n.at("metadata").at("name").get_ref<const std::string&>());
+  }
+  if (passed.size() <= keep) return;
+  const std::vector<int64_t> scores =
+      cache.Score(d.request, passed, kube::PodCpuMemoryRequests(d.pod));
+  std::vector<size_t> order(passed.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  // Best first; equal scores keep kube-scheduler's order.
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return scores[a] > scores[b]; });
+  order.resize(keep);
+  std::sort(order.begin(), order.end());
+  if (r->names_mode) {
+    std::vector<std::string_view> kept;
+    for (size_t i : order) kept.push_back(r->node_names[i]);
+    r->node_names = std::move(kept);
+  } else {
+    std::vector<json> kept;
+    for (size_t i : order) kept.push_back(std::move(r->nodes[i]));
+    r->nodes = std::move(kept);
+  }
+}
+
+
 // Whether any container or init container names `resource` or alibabacloud.com/gpu-milli in
 // its requests or limits (the interest test kube-scheduler applies before it calls an extender
 // with managedResources).
@@ -314,6 +345,8 @@ HttpReply Extender::Filter(std::string_view body) {
         break;
     }
   }
+  if (options_.filter_keep_best > 0 && !d->request.empty())
+    KeepBest(cache_, static_cast<size_t>(options_.filter_keep_best), *d, &r);
   const size_t passed = r.names_mode ? r.node_names.size() : r.nodes.size();
   FilterRefused(d->pod, names, verdicts, passed);
   const double ms = MsSince(t0);

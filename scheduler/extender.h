@@ -64,6 +64,11 @@ struct ExtenderOptions {
   std::function<void(const kube::ObjectReference& pod, std::string_view reason,
                      const std::string& message)>
       warn;
+  // --filter-keep-best: 0, the filter passes every node that fits and kube-scheduler ranks them
+  // with prioritize; N > 0, it passes only the N best by the policy (GpuCache::Score; the
+  // engine's own choice first), so that the extender entry needs no prioritizeVerb: one
+  // exchange per pod instead of two, and kube-scheduler scores N nodes instead of all.
+  int filter_keep_best = 0;
   // The preempt verb's own options (scheduler/preempt.h); resource_name, pod_lookup, now_ns,
   // metrics and warn are taken from the fields above.
   PreemptOptions preempt;

@@ -136,6 +136,9 @@ Status CheckAssume(const SchedulerFlags& f, ServiceOptions* o) {
   GPUSHARE_ASSIGN_OR_RETURN(o->nomination_timeout,
                             Duration("--nomination-timeout", f.nomination_timeout, 1, kHour,
                                      "a positive duration up to 1h"));
+  GPUSHARE_ASSIGN_OR_RETURN(const int64_t keep,
+                            Whole("--filter-keep-best", f.filter_keep_best, 0, 100000));
+  o->filter_keep_best = static_cast<int>(keep);
   const std::string& name = o->resource_name;
   if (const std::string p = ExtendedResourceNameProblem(name);
       !p.empty() || name.find('/') == std::string::npos)
@@ -339,6 +342,11 @@ void AddPlacementFlags(CLI::App& app, SchedulerFlags& f) {
   app.add_option("--nomination-timeout", f.nomination_timeout,
                  "preempt: how long the GPUs freed for a pod stay held once its victims are "
                  "gone (or, if kube-scheduler never nominates it there, from the start)")
+      ->capture_default_str();
+  app.add_option("--filter-keep-best", f.filter_keep_best,
+                 "0: filter passes every node that fits (kube-scheduler ranks them with "
+                 "prioritize); N: only the N best by the policy, for an extender entry without "
+                 "prioritizeVerb (one exchange per pod)")
       ->capture_default_str();
 }
 

@@ -128,6 +128,7 @@ Status SchedulerService::Start() {
   xo.preempt.budget_list = [budgets] { return budgets->List(); };
   xo.preempt.budgets_synced = [budgets] { return budgets->HasSynced(); };
   xo.preempt.budgets = options_.preemption_budgets;
+  xo.filter_keep_best = options_.filter_keep_best;
   xo.metrics = &metrics_;
   kube::EventRecorder* events = events_.get();
   xo.warn = [events](const kube::ObjectReference& pod, std::string_view reason,

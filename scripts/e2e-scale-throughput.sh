@@ -14,7 +14,13 @@
 # bind p99, both schedulers' CPU seconds, gpushare-scheduler's peak RSS and the API requests per
 # pod; then the ratio of each extender workload's rate to the baseline's in the same run.
 #
-# Environment: THROUGHPUT_SIZES, THROUGHPUT_QPS, THROUGHPUT_PODS, SCALE_NODES_CSV (the node list),
+# For each client setting, each kube-scheduler profile of THROUGHPUT_PROFILES (default "default
+# best"): default is deploy/kube-scheduler-config.yaml (filter and prioritize: two exchanges per
+# pod); best is the same entry without prioritizeVerb and gpushare-scheduler's filter keeping
+# only the policy's best node (--filter-keep-best 1: one exchange per pod).
+#
+# Environment: THROUGHPUT_SIZES, THROUGHPUT_QPS, THROUGHPUT_PROFILES, THROUGHPUT_PODS,
+# SCALE_NODES_CSV (the node list),
 # E2E_KEEP=1 (leave the cluster up). Needs root, like make e2e.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,6 +29,7 @@ export E2E_SCALE_DIR=${E2E_SCALE_DIR:-$repo/build/e2e/scale-throughput}
 nodes_csv=${SCALE_NODES_CSV:-$repo/../shared/data/alibaba-gpu-v2023/openb_node_list_gpu_node.csv}
 sizes=${THROUGHPUT_SIZES:-1213 5000}
 qpss=${THROUGHPUT_QPS:-default 500}
+profiles=${THROUGHPUT_PROFILES:-default best}
 count=${THROUGHPUT_PODS:-3000}
 kubeconfig="$repo/build/e2e/kubeconfig"
 ns=scale-throughput
@@ -36,7 +43,7 @@ skip_without_node_list "$nodes_csv"
 purge_on_exit
 rm -rf "$E2E_SCALE_DIR"
 start=$(date +%s)
-cols="nodes qps workload pods pods/s p50_s p99_s ks_algo_p99_ms ks_cycle_p99_ms gs_filter_p99_ms gs_prio_p99_ms gs_bind_p99_ms gs_cpu_s ks_cpu_s gs_rss_mib api_req/pod"
+cols="nodes qps profile workload pods pods/s p50_s p99_s ks_algo_p99_ms ks_cycle_p99_ms gs_filter_p99_ms gs_prio_p99_ms gs_bind_p99_ms gs_cpu_s ks_cpu_s gs_rss_mib api_req/pod"
 table=$cols
 ratios=""
 for size in $sizes; do
@@ -46,30 +53,40 @@ for size in $sizes; do
   say "$size nodes up in $(($(date +%s) - t)) s"
   new_scale_namespace
   for qps in $qpss; do
-    if [ "$qps" = default ]; then
-      "$repo/scripts/e2e-scale.sh" profile default | grep '^e2e-scale:' || fail "profile default"
-    else
-      "$repo/scripts/e2e-scale.sh" profile default "$qps" | grep '^e2e-scale:' || fail "profile default $qps"
-    fi
     declare -A rate=()
-    for w in "share aliyun.com/gpu-mem=3" "fraction alibabacloud.com/gpu-milli=250" "whole aliyun.com/gpu-count=1"; do
-      read -r wname res <<<"$w"
-      line=$(burst "tp-$wname" "$res" "$count")
-      rate[$wname]=$(field "$line" pods_per_s)
-      row="$size $qps $wname $count"
-      for k in pods_per_s p50_s p99_s ks_algo_p99_ms ks_attempt_p99_ms gs_filter_p99_ms gs_prioritize_p99_ms gs_bind_p99_ms gs_cpu_s ks_cpu_s gs_rss_peak_mib api_req_per_pod; do
-        row+=" $(field "$line" "$k")"
+    for prof in $profiles; do
+      if [ "$qps" = default ]; then
+        "$repo/scripts/e2e-scale.sh" profile "$prof" | grep '^e2e-scale:' || fail "profile $prof"
+      else
+        "$repo/scripts/e2e-scale.sh" profile "$prof" "$qps" | grep '^e2e-scale:' || fail "profile $prof $qps"
+      fi
+      # The baseline once per client setting (the extender takes no part in it).
+      works=("share aliyun.com/gpu-mem=3" "fraction alibabacloud.com/gpu-milli=250")
+      [ -n "${rate[whole]:-}" ] || works+=("whole aliyun.com/gpu-count=1")
+      for w in "${works[@]}"; do
+        read -r wname res <<<"$w"
+        line=$(burst "tp-$wname" "$res" "$count")
+        key=$wname
+        [ "$wname" = whole ] || key="$prof/$wname"
+        rate[$key]=$(field "$line" pods_per_s)
+        row="$size $qps $prof $wname $count"
+        for k in pods_per_s p50_s p99_s ks_algo_p99_ms ks_attempt_p99_ms gs_filter_p99_ms gs_prioritize_p99_ms gs_bind_p99_ms gs_cpu_s ks_cpu_s gs_rss_peak_mib api_req_per_pod; do
+          row+=" $(field "$line" "$k")"
+        done
+        say "$row"
+        table+=$'\n'"$row"
+        clear_pods
       done
-      say "$row"
-      table+=$'\n'"$row"
-      clear_pods
     done
-    for wname in share fraction; do
-      ratios+="$size nodes, kube-scheduler client $qps: $wname / whole = $(awk -v a="${rate[$wname]}" -v b="${rate[whole]}" 'BEGIN {printf "%.2f", a / b}') (${rate[$wname]} / ${rate[whole]} pods/s)"$'\n'
+    for prof in $profiles; do
+      for wname in share fraction; do
+        ratios+="$size nodes, kube-scheduler client $qps, profile $prof: $wname / whole = $(awk -v a="${rate[$prof/$wname]}" -v b="${rate[whole]}" 'BEGIN {printf "%.2f", a / b}') (${rate[$prof/$wname]} / ${rate[whole]} pods/s)"$'\n'
+      done
     done
+    unset rate
   done
 done
 say "bursts of $count pods through kube-scheduler v1.37 (+ gpushare-scheduler for share and fraction):"
-awk '{printf "e2e-scale-throughput:   %5s %7s %-8s %5s %7s %6s %6s %9s %9s %9s %9s %9s %6s %6s %6s %7s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16}' <<<"$table"
+awk '{printf "e2e-scale-throughput:   %5s %7s %-7s %-8s %5s %7s %6s %6s %9s %9s %9s %9s %9s %6s %6s %6s %7s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17}' <<<"$table"
 while IFS= read -r r; do [ -n "$r" ] && say "ratio: $r"; done <<<"$ratios"
 say "done in $(($(date +%s) - start)) s"

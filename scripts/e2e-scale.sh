@@ -10,7 +10,8 @@
 #   scripts/e2e-scale.sh status                          what runs, how many nodes are Ready
 #   scripts/e2e-scale.sh purge                           down, and its state removed
 #   scripts/e2e-scale.sh policy NAME                     gpushare-scheduler again with --policy NAME
-#   scripts/e2e-scale.sh profile default|replay [QPS]    kube-scheduler again with that profile
+#   scripts/e2e-scale.sh profile default|best|replay [QPS]  kube-scheduler again with that profile
+#                                                        (best: one extender exchange per pod)
 #                                                        (and its API client at QPS, burst 2 x QPS)
 #   scripts/e2e-scale.sh replicas 1|2                    kube-scheduler alone, or two electing a leader
 #   scripts/e2e-scale.sh fault gpushare-scheduler|kube-apiserver|leader
@@ -89,8 +90,10 @@ scale_check_host() {
 chart_scheduler_args() {
   local policy=default
   [ -f "$dir/policy" ] && policy=$(cat "$dir/policy")
+  local keep=0
+  [ -f "$dir/keep" ] && keep=$(cat "$dir/keep")
   "$bin/helm" template gpushare "$repo/deploy/helm/gpushare" --set scheduler.mode=extender \
-    --set scheduler.policy="$policy" |
+    --set scheduler.policy="$policy" --set scheduler.filterKeepBest="$keep" |
     python3 -c '
 import sys, yaml
 for doc in yaml.safe_load_all(sys.stdin):
@@ -139,6 +142,15 @@ gpu = c["extenders"][0]
 c["extenders"].append({"urlPrefix": gpu["urlPrefix"], "prioritizeVerb": "prioritize-cpu",
                        "weight": gpu["weight"], "nodeCacheCapable": True,
                        "httpTimeout": gpu.get("httpTimeout", "10s"), "ignorable": False})
+yaml.safe_dump(c, sys.stdout, sort_keys=False)
+' >"$dir/kube-scheduler-config.yaml"
+  elif [ "$profile" = best ]; then
+    # One exchange per pod: the filter passes only the policy's best node
+    # (gpushare-scheduler --filter-keep-best 1), so the entry has no prioritizeVerb.
+    scheduler_config | python3 -c '
+import sys, yaml
+c = yaml.safe_load(sys.stdin)
+c["extenders"][0].pop("prioritizeVerb", None)
 yaml.safe_dump(c, sys.stdout, sort_keys=False)
 ' >"$dir/kube-scheduler-config.yaml"
   else
@@ -392,17 +404,18 @@ cmd_up() {
       --nodes) csv=${2:?--nodes needs a file}; shift 2 ;;
       --count) count=${2:?--count needs a number}; shift 2 ;;
       --policy) policy=${2:?--policy needs a name}; shift 2 ;;
-      --profile) profile=${2:?--profile needs default or replay}; shift 2 ;;
-      *) die "up: unknown argument '$1' (want --nodes FILE, --count N, --policy NAME, --profile default|replay)" ;;
+      --profile) profile=${2:?--profile needs default, best or replay}; shift 2 ;;
+      *) die "up: unknown argument '$1' (want --nodes FILE, --count N, --policy NAME, --profile default|best|replay)" ;;
     esac
   done
-  case $profile in default | replay) ;; *) die "--profile must be default or replay, not '$profile'" ;; esac
+  case $profile in default | best | replay) ;; *) die "--profile must be default, best or replay, not '$profile'" ;; esac
   [ -r "$csv" ] || die "node list $csv not readable (--nodes FILE; the default is in ../shared/data)"
   [[ $count =~ ^[0-9]+$ ]] || die "--count must be a number, not '$count'"
   scale_check_host
   mkdir -p "$logs" "$pids"
   echo "$policy" >"$dir/policy"
   echo "$profile" >"$dir/profile"
+  if [ "$profile" = best ]; then echo 1 >"$dir/keep"; else echo 0 >"$dir/keep"; fi
   : >"$dir/qps"
   [ -f "$dir/replicas" ] || echo 1 >"$dir/replicas"
   make_pki
@@ -531,15 +544,25 @@ cmd_fault() {
   log "fault: $what: back in $(awk -v a="$t" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}') s"
 }
 
-# profile default|replay [QPS]: kube-scheduler again with that configuration (and its API
+# profile default|best|replay [QPS]: kube-scheduler again with that configuration (and its API
 # client at QPS, burst 2 x QPS, when given; else kube-scheduler's defaults).
 cmd_profile() {
-  local profile=${1:?profile needs default or replay} qps=${2:-}
-  case $profile in default | replay) ;; *) die "profile must be default or replay, not '$profile'" ;; esac
+  local profile=${1:?profile needs default, best or replay} qps=${2:-}
+  case $profile in default | best | replay) ;; *) die "profile must be default, best or replay, not '$profile'" ;; esac
   [ -z "$qps" ] || [[ $qps =~ ^[1-9][0-9]*$ ]] || die "profile: QPS must be a positive number, not '$qps'"
   pid_alive kube-apiserver || die "the harness is not up"
   echo "$profile" >"$dir/profile"
   printf '%s' "$qps" >"$dir/qps"
+  # best: gpushare-scheduler's filter keeps only the best node (--filter-keep-best 1).
+  local keep=0 was=0
+  [ "$profile" = best ] && keep=1
+  [ -f "$dir/keep" ] && was=$(cat "$dir/keep")
+  echo "$keep" >"$dir/keep"
+  if [ "$keep" != "$was" ]; then
+    stop_pid gpushare-scheduler 20
+    start_scale_gpushare_scheduler
+    wait_scheduler_nodes "$(wc -l <"$dir/nodes/want")" >/dev/null
+  fi
   stop_pid kube-scheduler 20
   start_scale_kube_scheduler
   wait_up kube-scheduler 60 curl -sfk -m 2 https://127.0.0.1:10259/healthz
@@ -555,5 +578,5 @@ case "${1:-}" in
   profile) shift; cmd_profile "$@" ;;
   replicas) shift; cmd_replicas "$@" ;;
   fault) shift; cmd_fault "$@" ;;
-  *) echo "usage: $0 up [--nodes FILE] [--count N] [--policy NAME] [--profile default|replay] | down | purge | status | policy NAME | profile default|replay [QPS] | replicas 1|2 | fault gpushare-scheduler|kube-apiserver|leader" >&2; exit 2 ;;
+  *) echo "usage: $0 up [--nodes FILE] [--count N] [--policy NAME] [--profile default|best|replay] | down | purge | status | policy NAME | profile default|best|replay [QPS] | replicas 1|2 | fault gpushare-scheduler|kube-apiserver|leader" >&2; exit 2 ;;
 esac

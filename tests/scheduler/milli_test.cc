@@ -255,5 +255,51 @@ TEST(CpuAwareScoreTest, PrioritizeCpuRanksPodsWithoutGpusAndLeavesGpuPodsAtZero)
     EXPECT_EQ(h["Score"], 0);
 }
 
+// --filter-keep-best: one exchange per pod. The filter passes only the node the policy ranks
+// best (what prioritize would have scored 10), and nothing else changes: a pod no node fits is
+// refused with the reasons as before.
+TEST(FilterKeepBestTest, TheFilterPassesOnlyThePolicysBestNodes) {
+  CacheOptions o;
+  GpuCache cache(o);
+  cache.SetSynced(true);
+  cache.UpsertNode(CpuNode("tight", "4"));
+  cache.UpsertNode(CpuNode("roomy", "64"));
+  cache.UpsertNode(CpuNode("mid", "16"));
+  json pod = MilliPod("p", 500);
+  pod["spec"]["containers"][0]["resources"]["requests"] = {{"cpu", "8"}};
+  const std::string args =
+      json{{"Pod", pod}, {"NodeNames", {"tight", "roomy", "mid"}}}.dump();
+  auto passed = [](const HttpReply& r) {
+    EXPECT_EQ(r.code, 200) << r.body;
+    std::vector<std::string> out;
+    const json j = json::parse(r.body);
+    if (j["NodeNames"].is_array())
+      for (const auto& n : j["NodeNames"]) out.push_back(n.get<std::string>());
+    if (out.empty()) ADD_FAILURE() << r.body;
+    return out;
+  };
+  Extender all(cache, nullptr);
+  EXPECT_EQ(passed(all.Filter(args)), (std::vector<std::string>{"tight", "roomy", "mid"}));
+  ExtenderOptions one;
+  one.filter_keep_best = 1;
+  Extender best(cache, nullptr, one);
+  EXPECT_EQ(passed(best.Filter(args)), (std::vector<std::string>{"roomy"}));
+  // Prioritize agrees: the node kept is the one it scores 10.
+  const json scores = json::parse(best.Prioritize(args).body);
+  for (const auto& h : scores) EXPECT_EQ(h["Score"] == 10, h["Host"] == "roomy") << h.dump();
+  ExtenderOptions two;
+  two.filter_keep_best = 2;
+  Extender top2(cache, nullptr, two);
+  const std::vector<std::string> kept = passed(top2.Filter(args));
+  ASSERT_EQ(kept.size(), 2u);  // in kube-scheduler's order
+  EXPECT_NE(std::find(kept.begin(), kept.end(), "roomy"), kept.end());
+  // Nothing fits: refused as before, with the reasons.
+  const json none = json::parse(
+      best.Filter(json{{"Pod", MilliPod("w", 9000)}, {"NodeNames", {"tight"}}}.dump()).body);
+  EXPECT_TRUE(none["NodeNames"].is_null() || none["NodeNames"].empty()) << none.dump();
+  EXPECT_FALSE(none["FailedNodes"].empty() && none["FailedAndUnresolvableNodes"].empty())
+      << none.dump();
+}
+
 }  // namespace
 }  // namespace gpushare::scheduler
