@@ -415,7 +415,13 @@ cmd_up() {
   mkdir -p "$logs" "$pids"
   echo "$policy" >"$dir/policy"
   echo "$profile" >"$dir/profile"
-  if [ "$profile" = best ]; then echo 1 >"$dir/keep"; else echo 0 >"$dir/keep"; fi
+  # The filter's setting follows the profile; a gpushare-scheduler left running with the other
+  # one is started again.
+  local keep=0 was=0
+  [ "$profile" = best ] && keep=1
+  [ -f "$dir/keep" ] && was=$(cat "$dir/keep")
+  echo "$keep" >"$dir/keep"
+  [ "$keep" = "$was" ] || stop_pid gpushare-scheduler 20
   : >"$dir/qps"
   [ -f "$dir/replicas" ] || echo 1 >"$dir/replicas"
   make_pki
