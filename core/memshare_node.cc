@@ -380,10 +380,9 @@ ActualPlacement ActualGpus(const PodRequest& request,
       bool whole = static_cast<int64_t>(per_gpu.size()) == k;
       for (const auto& [g, n] : per_gpu) whole = whole && n == kMilliPerGpu;
       if (!whole) {
-        out.problems.push_back("container \"" + c.name + "\" holds " +
-                               std::to_string(c.unit_ids.size()) + " milli (" +
-                               JoinGpuCounts(per_gpu) + "), its spec asks for " +
-                               std::to_string(k) + " whole GPU(s)");
+        out.problems.push_back(
+            "container \"" + c.name + "\" holds " + std::to_string(c.unit_ids.size()) + " milli (" +
+            JoinGpuCounts(per_gpu) + "), its spec asks for " + std::to_string(k) + " whole GPU(s)");
         continue;
       }
       int i = 0;
@@ -401,9 +400,8 @@ ActualPlacement ActualGpus(const PodRequest& request,
     const int64_t want = milli_ids ? share->milli : share->units;
     if (static_cast<int64_t>(c.unit_ids.size()) != want) {
       out.problems.push_back("container \"" + c.name + "\" holds " +
-                             std::to_string(c.unit_ids.size()) +
-                             (milli_ids ? " milli" : " units") + ", its spec asks for " +
-                             std::to_string(want));
+                             std::to_string(c.unit_ids.size()) + (milli_ids ? " milli" : " units") +
+                             ", its spec asks for " + std::to_string(want));
     }
     out.gpus[c.name] = per_gpu.begin()->first;
   }

@@ -421,10 +421,9 @@ PlannedResource BuildMilliResource(const PlannedResource& memory, const MemorySh
     last = unit.gpu_uuid;
     PlannedDevice base = unit;
     base.memory_limit_mib = unit.memory_mib / memshare::kMilliPerGpu;
-    base.sm_share_ppm =
-        ms.compute_limit == MemoryComputeLimit::kProportional
-            ? static_cast<uint32_t>(1'000'000 / memshare::kMilliPerGpu)
-            : 0;
+    base.sm_share_ppm = ms.compute_limit == MemoryComputeLimit::kProportional
+                            ? static_cast<uint32_t>(1'000'000 / memshare::kMilliPerGpu)
+                            : 0;
     base.gpu_milli = 1;
     for (int64_t j = 0; j < memshare::kMilliPerGpu; ++j) {
       PlannedDevice d = base;
@@ -658,10 +657,9 @@ Status AddMemoryResource(const std::vector<const Gpu*>& memory_gpus, const Memor
     PlannedResource milli = BuildMilliResource(pr, ms);
     // The size checked on what was built (1,000 devices per GPU: 16 GPUs take about 1.3 MB).
     if (const int64_t b = ListAndWatchBytes(milli); b > kMaxListAndWatchBytes)
-      return Status::InvalidArgument(SizeProblem(std::string(kMemoryField) + ".fractions",
-                                                 milli.name,
-                                                 static_cast<int64_t>(milli.devices.size()), b,
-                                                 false));
+      return Status::InvalidArgument(
+          SizeProblem(std::string(kMemoryField) + ".fractions", milli.name,
+                      static_cast<int64_t>(milli.devices.size()), b, false));
     (*name_field)[milli.name] = std::string(kMemoryField) + ".fractions";
     (*by_name)[milli.name] = std::move(milli);
   }

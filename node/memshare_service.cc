@@ -382,16 +382,15 @@ class Service final : public MemoryShareMode {
     if (!listed.ok()) return ListFailed(listed.status());
     const Snapshot snap = TakeSnapshot();
     Observed observed = ObservedOf(*listed, snap.resource);
-    const Observed milli =
-        snap.milli.empty() ? Observed{} : ObservedOf(*listed, snap.milli);
+    const Observed milli = snap.milli.empty() ? Observed{} : ObservedOf(*listed, snap.milli);
     RecordListed(observed, milli, started);
     // A pod asks units or milli, never both (memshare::ComputePodRequest): one map for both.
     for (const auto& [key, containers] : milli) {
       auto& all = observed[key];
       all.insert(all.end(), containers.begin(), containers.end());
     }
-    ms::Observation ob = reconciler_.Observe(observed, CachedPods(observed, snap),
-                                             snap.inventory, snap.desired);
+    ms::Observation ob =
+        reconciler_.Observe(observed, CachedPods(observed, snap), snap.inventory, snap.desired);
     const int patched = Confirm(&ob);
     Finish(ob, observed.size(), patched);
   }

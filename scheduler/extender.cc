@@ -104,7 +104,6 @@ void KeepBest(GpuCache& cache, size_t keep, const Decoded& d, FilterResult* r) {
   }
 }
 
-
 // Whether any container or init container names `resource` or alibabacloud.com/gpu-milli in
 // its requests or limits (the interest test kube-scheduler applies before it calls an extender
 // with managedResources).

@@ -155,8 +155,7 @@ Status CheckHttp(const SchedulerFlags& f, HttpServerOptions* h) {
   GPUSHARE_ASSIGN_OR_RETURN(const int64_t threads,
                             Whole("--http-threads", f.http_threads, 2, 1024));
   h->threads = static_cast<int>(threads);
-  GPUSHARE_ASSIGN_OR_RETURN(const int64_t binds,
-                            Whole("--bind-threads", f.bind_threads, 1, 4096));
+  GPUSHARE_ASSIGN_OR_RETURN(const int64_t binds, Whole("--bind-threads", f.bind_threads, 1, 4096));
   h->bind_threads = static_cast<int>(binds);
   GPUSHARE_ASSIGN_OR_RETURN(const int64_t conns,
                             Whole("--http-max-connections", f.http_max_connections, 0, 1 << 20));

@@ -26,9 +26,9 @@
 //     a bind, body up to 1 MiB) it serves itself and goes on leading; for a large body it
 //     hands the lead to a follower first; more than one complete at once, the followers take
 //     the others. A bind (API calls) goes to a thread of its own (bind_threads), so no number
-//     of binds in flight holds a thread of the pool. Replies are written straight to the socket (what the
-//     socket does not take is finished by the leader). So an idle keep-alive connection, or
-//     one that trickles its head, costs a little memory and no thread, and a request is not
+//     of binds in flight holds a thread of the pool. Replies are written straight to the socket
+//     (what the socket does not take is finished by the leader). So an idle keep-alive connection,
+//     or one that trickles its head, costs a little memory and no thread, and a request is not
 //     passed between threads (one wake-up per exchange, as with a thread blocked in recv());
 //   - every request has deadlines for the whole of it, not per read: its head must arrive
 //     within header_timeout of its first byte (408 otherwise; a new connection's TLS handshake
@@ -118,7 +118,7 @@ struct HttpServerStats {
   uint64_t timeouts = 0;  // heads, bodies or replies past their deadline (408 or closed)
   uint64_t evicted = 0;   // closed to make room (connections or buffered bytes)
   uint64_t tls_handshake_errors = 0;
-  uint64_t tls_reloads = 0;  // certificate files re-read after a change
+  uint64_t tls_reloads = 0;           // certificate files re-read after a change
   uint64_t binds_in_flight = 0;       // binds being served now (on the bind threads)
   uint64_t binds_in_flight_peak = 0;  // the most at once since the start
   uint64_t bind_threads = 0;          // bind threads alive now (busy or idle)

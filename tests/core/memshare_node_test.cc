@@ -308,7 +308,6 @@ TEST(Reconcile, ChangesOnlyWhatIsNotTrueYet) {
             "80");
 }
 
-
 // --- alibabacloud.com/gpu-milli ----------------------------------------------------------------
 
 std::vector<std::string> MilliIds(int gpu, int from, int to) {
@@ -344,7 +343,8 @@ TEST_F(MilliTest, AFractionIsLimitedToItsShareOfTheGpuExactly) {
   EXPECT_EQ(a->units, 250);
   EXPECT_EQ(a->gpu_units, 1000);
   EXPECT_EQ(a->limit_mib, 4096);  // 250 x 16384 / 1000, not 250 x 16
-  EXPECT_EQ(AllocationEnv(*a), (std::map<std::string, std::string>{{"ALIYUN_COM_GPU_MEM_IDX", "2"}}));
+  EXPECT_EQ(AllocationEnv(*a),
+            (std::map<std::string, std::string>{{"ALIYUN_COM_GPU_MEM_IDX", "2"}}));
   // The interposer gets the same exact figure.
   auto d = InterposerDevicesFor(Devices(2, 10, 260));
   ASSERT_EQ(d.size(), 1u);
@@ -401,9 +401,9 @@ TEST_F(MilliTest, WholeGpusGoToThePlannedGpusThenToFreeOnes) {
 TEST_F(MilliTest, FractionsAreSteeredBySlotsInMilli) {
   // Two pods of 250 milli planned on GPUs 2 and 0; kubelet's first request of 250 goes to GPU 2
   // (the older), all 250 from it.
-  SlotLedger l = BuildLedger(
-      {{"ns/a", Request({{"c", 250}}), {{"c", 2}}, 1}, {"ns/b", Request({{"c", 250}}), {{"c", 0}}, 2}},
-      {});
+  SlotLedger l = BuildLedger({{"ns/a", Request({{"c", 250}}), {{"c", 2}}, 1},
+                              {"ns/b", Request({{"c", 250}}), {{"c", 0}}, 2}},
+                             {});
   std::vector<std::string> avail;
   for (const auto& d : res_->devices) avail.push_back(d.id);
   auto c = ChooseUnits(*res_, {avail, {}, 250}, l);
@@ -424,7 +424,8 @@ TEST(Reconcile, ActualGpusOfMilliDevices) {
   a = ActualGpus(frac, {{"main", MilliIds(1, 0, 200)}}, inv);
   EXPECT_THAT(a.problems, ElementsAre(HasSubstr("holds 200 milli, its spec asks for 250")));
   // Two whole GPUs: the container's demands in GPU index order.
-  PodRequest whole = Request({{"main", 16, 2000, true}, {WholeGpuSlotName("main", 1), 16, 2000, true}});
+  PodRequest whole =
+      Request({{"main", 16, 2000, true}, {WholeGpuSlotName("main", 1), 16, 2000, true}});
   auto both = MilliIds(2, 0, 1000);
   auto other = MilliIds(0, 0, 1000);
   both.insert(both.end(), other.begin(), other.end());

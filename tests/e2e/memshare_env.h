@@ -272,8 +272,8 @@ class MemShareEnv {
       std::set<int> gpus;
       for (const std::string& id : r.device_ids) gpus.insert(GpuOf(id));
       // Whole GPUs of alibabacloud.com/gpu-milli: the container's demands in GPU order.
-      EXPECT_TRUE(gpus.size() == 1u || (r.resource == kMilli && r.device_ids.size() ==
-                                                                     gpus.size() * 1000))
+      EXPECT_TRUE(gpus.size() == 1u ||
+                  (r.resource == kMilli && r.device_ids.size() == gpus.size() * 1000))
           << r.pod_name << "/" << r.container << " holds units of several GPUs";
       int i = 0;
       for (int g : gpus) {

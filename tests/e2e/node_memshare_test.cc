@@ -167,8 +167,7 @@ TEST(NodeMemoryShares, MilliFractionsAndWholeGpusAreSteeredLimitedAndConfirmed) 
   EXPECT_EQ(Annotation(env, "frac", "ALIYUN_COM_GPU_MEM_ASSIGNED"), "true");
   EXPECT_EQ(Annotation(env, "frac", "gpushare.io/gpu-mem-confirmed"), "{\"main\":5}");
   EXPECT_EQ(Annotation(env, "frac", "ALIYUN_COM_GPU_MEM_POD"), "6");  // 250 of 24 units, up
-  EXPECT_EQ(Annotation(env, "whole", "gpushare.io/gpu-mem-confirmed"),
-            "{\"main\":2,\"main/1\":6}");
+  EXPECT_EQ(Annotation(env, "whole", "gpushare.io/gpu-mem-confirmed"), "{\"main\":2,\"main/1\":6}");
 
   // What Allocate answered: the fraction limited to 250/1000 of 24,576 MiB, whole GPUs not.
   std::map<std::string, const fakes::AllocationRecord*> by_pod;

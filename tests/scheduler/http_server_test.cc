@@ -640,7 +640,11 @@ class BindThreadsTest : public HttpServerTest {
     o.bind_thread_idle = std::chrono::milliseconds(200);
     cache_.SetSynced(true);
     server_ = std::make_unique<HttpServer>(
-        *bind_extender_, o, [] { return Readiness{true, ""}; }, [] { return std::string(); });
+        *bind_extender_, o,
+        [] {
+          return Readiness{true, ""};
+        },
+        [] { return std::string(); });
     ASSERT_TRUE(server_->Start().ok());
   }
   // `n` binds, each on its own connection; none can finish while the API is silent.

@@ -267,8 +267,7 @@ TEST(FilterKeepBestTest, TheFilterPassesOnlyThePolicysBestNodes) {
   cache.UpsertNode(CpuNode("mid", "16"));
   json pod = MilliPod("p", 500);
   pod["spec"]["containers"][0]["resources"]["requests"] = {{"cpu", "8"}};
-  const std::string args =
-      json{{"Pod", pod}, {"NodeNames", {"tight", "roomy", "mid"}}}.dump();
+  const std::string args = json{{"Pod", pod}, {"NodeNames", {"tight", "roomy", "mid"}}}.dump();
   auto passed = [](const HttpReply& r) {
     EXPECT_EQ(r.code, 200) << r.body;
     std::vector<std::string> out;
