@@ -33,7 +33,7 @@
 namespace gpushare::scheduler {
 namespace {
 
-constexpr int kBindThreads = 8;  // --bind-threads of the process under test
+constexpr int kBindThreads = 8;  // the --bind-threads the process under test is given
 
 using namespace testing;
 using Clock = std::chrono::steady_clock;
@@ -109,7 +109,7 @@ class SoakTest : public ::testing::Test {
                                  "--http-threads",
                                  "4",
                                  "--bind-threads",
-                                 std::to_string(kBindThreads)});
+                                 "8"});
     if (!scheduler_->ok()) {
       scheduler_->Kill();
       FAIL() << "gpushare-scheduler did not start: " << scheduler_->Log();
