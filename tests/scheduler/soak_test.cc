@@ -88,28 +88,27 @@ class SoakTest : public ::testing::Test {
       ASSERT_TRUE(
           client_->Create(kube::kNodes, "", NodeJson("node-" + std::to_string(n), Uniform(4, 24)))
               .ok());
+    std::vector<std::string> args{"--tls-cert-file",
+                                  tls_.server_crt,
+                                  "--tls-private-key-file",
+                                  tls_.server_key,
+                                  "--client-ca-file",
+                                  tls_.ca_crt,
+                                  "--health-listen",
+                                  "127.0.0.1:0",
+                                  "--http-read-header-timeout",
+                                  "1s",
+                                  "--http-read-timeout",
+                                  "2s",
+                                  "--http-idle-timeout",
+                                  "4s",
+                                  "--max-body-bytes",
+                                  "1048576",
+                                  "--http-threads",
+                                  "4"};
+    args.insert(args.end(), {"--bind-threads", std::to_string(kBindThreads)});
     scheduler_ = std::make_unique<SchedulerProcess>(
-        tmp_.path(), WriteKubeconfig(tmp_.path(), api_->url()), 0,
-        std::vector<std::string>{"--tls-cert-file",
-                                 tls_.server_crt,
-                                 "--tls-private-key-file",
-                                 tls_.server_key,
-                                 "--client-ca-file",
-                                 tls_.ca_crt,
-                                 "--health-listen",
-                                 "127.0.0.1:0",
-                                 "--http-read-header-timeout",
-                                 "1s",
-                                 "--http-read-timeout",
-                                 "2s",
-                                 "--http-idle-timeout",
-                                 "4s",
-                                 "--max-body-bytes",
-                                 "1048576",
-                                 "--http-threads",
-                                 "4",
-                                 "--bind-threads",
-                                 "8"});
+        tmp_.path(), WriteKubeconfig(tmp_.path(), api_->url()), 0, args);
     if (!scheduler_->ok()) {
       scheduler_->Kill();
       FAIL() << "gpushare-scheduler did not start: " << scheduler_->Log();
