@@ -44,9 +44,11 @@ std::vector<InterposerDevice> InterposerDevicesFor(
   // MiB per milli to rounding); all 1,000 of them are the whole GPU, no limit.
   for (Sum& s : sums) {
     if (s.milli == 0) continue;
-    s.memory_mib = s.milli >= static_cast<uint64_t>(memshare::kMilliPerGpu)
-                       ? 0
-                       : s.milli * s.gpu_memory_mib / static_cast<uint64_t>(memshare::kMilliPerGpu);
+    s.memory_mib =
+        s.milli >= static_cast<uint64_t>(memshare::kMilliPerGpu)
+            ? 0
+            : static_cast<uint64_t>(memshare::MilliOfMemoryMiB(
+                  static_cast<int64_t>(s.milli), static_cast<int64_t>(s.gpu_memory_mib)));
     s.all_limited = s.all_limited && s.memory_mib != 0;
   }
   std::vector<InterposerDevice> out;

@@ -53,6 +53,16 @@ inline constexpr std::string_view kGpuCountAnnotation = "alibabacloud.com/gpu-co
 inline constexpr int64_t kMilliPerGpu = 1000;
 inline constexpr int kMaxWholeGpusPerContainer = 16;
 
+// Whether `milli` (a count of alibabacloud.com/gpu-milli) is whole GPUs: a positive multiple of
+// 1000. Fractions are 1..999.
+inline bool AsksWholeGpus(int64_t milli) {
+  return milli >= kMilliPerGpu && milli % kMilliPerGpu == 0;
+}
+// `milli` thousandths of a GPU's `memory_mib`, rounded down: a fraction's memory limit.
+inline int64_t MilliOfMemoryMiB(int64_t milli, int64_t memory_mib) {
+  return milli * memory_mib / kMilliPerGpu;
+}
+
 // gpushare's own annotation keys all start with this prefix (chosen once; see the doc).
 inline constexpr std::string_view kAnnotationPrefix = "gpushare.io/";
 inline constexpr std::string_view kInventoryAnnotation = "gpushare.io/gpu-inventory";      // node

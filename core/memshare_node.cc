@@ -204,7 +204,7 @@ Result<UnitChoice> ChooseUnits(const PlannedResource& resource, const UnitQuery&
 
 Result<UnitChoice> ChooseWholeGpus(const PlannedResource& resource, const UnitQuery& q,
                                    const std::vector<int>& planned) {
-  if (q.size < kMilliPerGpu || q.size % kMilliPerGpu != 0) {
+  if (!AsksWholeGpus(q.size)) {
     return Status::InvalidArgument("resource " + resource.name + ": " + std::to_string(q.size) +
                                    " is not a whole number of GPUs (1000 each)");
   }
@@ -228,19 +228,20 @@ Result<UnitChoice> ChooseWholeGpus(const PlannedResource& resource, const UnitQu
     auto it = free.find(gpu);
     return it != free.end() && static_cast<int64_t>(it->second.size()) == total[gpu];
   };
-  std::vector<int> chosen;
+  std::vector<int> chosen;  // in the order taken
+  std::set<int> taken;
+  auto take = [&](int g) {
+    if (taken.insert(g).second) chosen.push_back(g);
+  };
   const size_t k = static_cast<size_t>(q.size / kMilliPerGpu);
   UnitChoice out;
   out.reason = "planned";
-  for (int g : planned) {
-    if (chosen.size() < k && whole_free(g) &&
-        std::find(chosen.begin(), chosen.end(), g) == chosen.end())
-      chosen.push_back(g);
-  }
+  for (int g : planned)
+    if (chosen.size() < k && whole_free(g)) take(g);
   for (const auto& [g, devices] : free) {
     if (chosen.size() >= k) break;
-    if (!whole_free(g) || std::find(chosen.begin(), chosen.end(), g) != chosen.end()) continue;
-    chosen.push_back(g);
+    if (!whole_free(g) || taken.count(g)) continue;
+    take(g);
     out.reason = "free_gpu";
   }
   if (chosen.size() < k) {
@@ -248,10 +249,9 @@ Result<UnitChoice> ChooseWholeGpus(const PlannedResource& resource, const UnitQu
     out.reason = "no_gpu_has_room";
     std::vector<std::pair<int64_t, int>> by_room;
     for (const auto& [g, devices] : free)
-      if (std::find(chosen.begin(), chosen.end(), g) == chosen.end())
-        by_room.push_back({-static_cast<int64_t>(devices.size()), g});
+      if (!taken.count(g)) by_room.push_back({-static_cast<int64_t>(devices.size()), g});
     std::sort(by_room.begin(), by_room.end());
-    for (const auto& [n, g] : by_room) chosen.push_back(g);
+    for (const auto& [n, g] : by_room) take(g);
   }
   for (int g : chosen) {
     std::vector<const PlannedDevice*>& devices = free[g];
@@ -265,6 +265,12 @@ Result<UnitChoice> ChooseWholeGpus(const PlannedResource& resource, const UnitQu
   }
   out.gpu = chosen.empty() ? -1 : chosen.front();
   return out;
+}
+
+Result<UnitChoice> ChooseMilli(const PlannedResource& resource, const UnitQuery& query,
+                               const SlotLedger& ledger, const std::vector<int>& planned_whole) {
+  if (AsksWholeGpus(query.size)) return ChooseWholeGpus(resource, query, planned_whole);
+  return ChooseUnits(resource, query, ledger);
 }
 
 namespace {
@@ -294,7 +300,7 @@ Result<UnitAllocation> CheckMilli(const PlannedResource& resource,
         "); a fraction must come from one GPU and whole GPUs take all 1000 of each. No GPU had "
         "room, or kubelet did not follow GetPreferredAllocation's advice");
   }
-  a.limit_mib = a.units * static_cast<int64_t>(devices.front()->memory_mib) / kMilliPerGpu;
+  a.limit_mib = MilliOfMemoryMiB(a.units, static_cast<int64_t>(devices.front()->memory_mib));
   return a;
 }
 

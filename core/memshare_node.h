@@ -96,6 +96,10 @@ Result<UnitChoice> ChooseUnits(const PlannedResource& resource, const UnitQuery&
 // kInvalidArgument for a size that is not a positive multiple of 1000.
 Result<UnitChoice> ChooseWholeGpus(const PlannedResource& resource, const UnitQuery& query,
                                    const std::vector<int>& planned);
+// GetPreferredAllocation for alibabacloud.com/gpu-milli: whole GPUs (AsksWholeGpus) by
+// ChooseWholeGpus over `planned_whole`, fractions by ChooseUnits over the milli slot `ledger`.
+Result<UnitChoice> ChooseMilli(const PlannedResource& resource, const UnitQuery& query,
+                               const SlotLedger& ledger, const std::vector<int>& planned_whole);
 
 // --- Allocate ------------------------------------------------------------------------------
 

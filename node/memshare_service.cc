@@ -230,10 +230,9 @@ class Service final : public MemoryShareMode {
     }
     const ms::UnitQuery uq{q.available, q.must_include, q.allocation_size};
     if (resource.gpu_milli) {
-      if (q.allocation_size >= ms::kMilliPerGpu && q.allocation_size % ms::kMilliPerGpu == 0)
-        return Answer(q, ms::ChooseWholeGpus(resource, uq, Milli(BoundPods()).whole), true);
-      if (!q.must_include.empty()) return Answer(q, ms::ChooseUnits(resource, uq, {}), true);
-      return Answer(q, ms::ChooseUnits(resource, uq, Milli(BoundPods()).ledger), true);
+      // (must_include: the GPU is decided)
+      const MilliView v = q.must_include.empty() ? Milli(BoundPods()) : MilliView{};
+      return Answer(q, ms::ChooseMilli(resource, uq, v.ledger, v.whole), true);
     }
     if (!q.must_include.empty())
       return Answer(q, ms::ChooseUnits(resource, uq, {}));  // the GPU is decided
@@ -304,7 +303,7 @@ class Service final : public MemoryShareMode {
       // Whole GPUs hold no slot: every device of their GPUs is kubelet's, and the List says so.
       if (!a.milli) {
         holdings_.Allocated(ids, a.gpu, now);
-      } else if (a.gpus.size() <= 1 && a.units < ms::kMilliPerGpu) {
+      } else if (!ms::AsksWholeGpus(a.units)) {
         milli_holdings_.Allocated(ids, a.gpu, now);
       }
       schedule_.Allocated(now);
@@ -605,10 +604,9 @@ deviceplugin::PreferredChooser MemoryUnitsBestFit() {
   return [](const deviceplugin::DeviceIndex& index,
             const deviceplugin::PreferredAllocationQuery& q) -> Result<std::vector<std::string>> {
     const ms::UnitQuery uq{q.available, q.must_include, q.allocation_size};
-    const bool whole = index.resource().gpu_milli && q.allocation_size >= ms::kMilliPerGpu &&
-                       q.allocation_size % ms::kMilliPerGpu == 0;
-    Result<ms::UnitChoice> c = whole ? ms::ChooseWholeGpus(index.resource(), uq, {})
-                                     : ms::ChooseUnits(index.resource(), uq, ms::SlotLedger{});
+    Result<ms::UnitChoice> c = index.resource().gpu_milli
+                                   ? ms::ChooseMilli(index.resource(), uq, {}, {})
+                                   : ms::ChooseUnits(index.resource(), uq, ms::SlotLedger{});
     if (!c.ok()) return c.status();
     return c->ids;
   };

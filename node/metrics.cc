@@ -126,8 +126,9 @@ std::vector<Share> Shares(const ScrapeInput& in, const PlanIndex& index) {
       if (d.gpu_milli != 0) {
         // alibabacloud.com/gpu-milli: the exact fraction (core/interposer_contract.h).
         s.milli += d.gpu_milli;
-        s.limit_mib = s.entitled_mib = std::min<uint64_t>(s.milli, memshare::kMilliPerGpu) *
-                                       d.memory_mib / static_cast<uint64_t>(memshare::kMilliPerGpu);
+        s.limit_mib = s.entitled_mib = static_cast<uint64_t>(memshare::MilliOfMemoryMiB(
+            std::min<int64_t>(static_cast<int64_t>(s.milli), memshare::kMilliPerGpu),
+            static_cast<int64_t>(d.memory_mib)));
       } else {
         s.limit_mib += d.memory_limit_mib != 0 ? d.memory_limit_mib : d.memory_mib;
         s.entitled_mib += d.memory_limit_mib != 0 ? d.memory_limit_mib

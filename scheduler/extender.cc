@@ -563,9 +563,7 @@ Status Extender::BindOrRollback(const std::string& uid, const BindingArgs& b, ui
   const std::string& ns = b.pod_namespace;
   const std::string& name = b.pod_name;
   const std::string& node = b.node;
-  kube::Binding binding{name, ns, uid, node, {}};
-  for (const auto& [k, v] : annotations) binding.annotations[k] = v;
-  Status s = client_->Bind(binding);
+  Status s = client_->Bind({name, ns, uid, node, annotations});
   if (s.ok()) return s;
   if (kube::IsConflict(s) || s.code() == StatusCode::kAlreadyExists) {
     // Our own earlier bind whose reply was lost carried the assignment with it.

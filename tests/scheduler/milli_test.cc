@@ -217,12 +217,17 @@ kube::Node CpuNode(const std::string& name, const std::string& cpu) {
   return DecodeNodeOrDie(n);
 }
 
+// A synced cache of CpuNode(name, cpu) for each pair, in order.
+std::unique_ptr<GpuCache> CpuCache(const std::vector<std::pair<std::string, std::string>>& nodes) {
+  auto cache = std::make_unique<GpuCache>(CacheOptions{});
+  cache->SetSynced(true);
+  for (const auto& [name, cpu] : nodes) cache->UpsertNode(CpuNode(name, cpu));
+  return cache;
+}
+
 TEST(CpuAwareScoreTest, ScoresWeighTheNodesCpuAndMemory) {
-  CacheOptions o;
-  GpuCache cache(o);
-  cache.SetSynced(true);
-  cache.UpsertNode(CpuNode("roomy", "64000m"));
-  cache.UpsertNode(CpuNode("tight", "4"));
+  const std::unique_ptr<GpuCache> c = CpuCache({{"roomy", "64000m"}, {"tight", "4"}});
+  GpuCache& cache = *c;
   const kube::CpuMemory asks{8000, int64_t{16} << 30};
   const std::vector<int64_t> s = cache.Score(Req(MilliPod("p", 500)), {"roomy", "tight"}, asks);
   ASSERT_EQ(s.size(), 2u);
@@ -231,11 +236,8 @@ TEST(CpuAwareScoreTest, ScoresWeighTheNodesCpuAndMemory) {
 }
 
 TEST(CpuAwareScoreTest, PrioritizeCpuRanksPodsWithoutGpusAndLeavesGpuPodsAtZero) {
-  CacheOptions o;
-  GpuCache cache(o);
-  cache.SetSynced(true);
-  cache.UpsertNode(CpuNode("roomy", "64"));
-  cache.UpsertNode(CpuNode("tight", "4"));
+  const std::unique_ptr<GpuCache> c = CpuCache({{"roomy", "64"}, {"tight", "4"}});
+  GpuCache& cache = *c;
   Extender x(cache, nullptr);
   auto args = [](const json& pod) {
     return json{{"Pod", pod}, {"NodeNames", {"roomy", "tight"}}}.dump();
@@ -259,12 +261,8 @@ TEST(CpuAwareScoreTest, PrioritizeCpuRanksPodsWithoutGpusAndLeavesGpuPodsAtZero)
 // best (what prioritize would have scored 10), and nothing else changes: a pod no node fits is
 // refused with the reasons as before.
 TEST(FilterKeepBestTest, TheFilterPassesOnlyThePolicysBestNodes) {
-  CacheOptions o;
-  GpuCache cache(o);
-  cache.SetSynced(true);
-  cache.UpsertNode(CpuNode("tight", "4"));
-  cache.UpsertNode(CpuNode("roomy", "64"));
-  cache.UpsertNode(CpuNode("mid", "16"));
+  const std::unique_ptr<GpuCache> c = CpuCache({{"tight", "4"}, {"roomy", "64"}, {"mid", "16"}});
+  GpuCache& cache = *c;
   json pod = MilliPod("p", 500);
   pod["spec"]["containers"][0]["resources"]["requests"] = {{"cpu", "8"}};
   const std::string args = json{{"Pod", pod}, {"NodeNames", {"tight", "roomy", "mid"}}}.dump();
