@@ -2,7 +2,7 @@
 #   make demo   install dependencies, build, run the main job on a built-in default
 #   make test   install dependencies, build (normal and ASan+UBSan), run every test and
 #               every fuzz target for FUZZ_SMOKE_SECONDS (20) each
-.PHONY: all deps configure build build-asan demo test test-fast fuzz bench format lint clean e2e-build e2e-smoke e2e e2e-scale-up e2e-scale images
+.PHONY: all deps configure build build-asan demo test test-fast fuzz bench format lint clean e2e-build e2e-smoke e2e e2e-scale-up e2e-scale e2e-hami images
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
@@ -84,6 +84,14 @@ e2e-scale: e2e-build
 	GPUSHARE_BIN=$(CURDIR)/$(BUILD)/bin ./scripts/e2e-scale-replay.sh
 	GPUSHARE_BIN=$(CURDIR)/$(BUILD)/bin ./scripts/e2e-scale-throughput.sh
 	GPUSHARE_BIN=$(CURDIR)/$(BUILD)/bin ./scripts/e2e-scale-faults.sh
+
+# gpushare-scheduler beside HAMi's scheduler on the scale harness, same run (docs/e2e.md, "HAMi
+# side by side"): HAMi built from its public source (HAMI_GIT, a git repository holding
+# HAMI_COMMIT; its Go modules from the proxy), bursts of 100 and 1,000 3 GiB pods through each and
+# through kube-scheduler alone, 10 rounds (about an hour on 2 cores). As root.
+e2e-hami: e2e-build
+	cmake --build $(BUILD) -j $(JOBS) --target gpushare-node gpushare-scheduler
+	GPUSHARE_BIN=$(CURDIR)/$(BUILD)/bin ./scripts/e2e-scale-hami.sh
 
 bench: build
 	./scripts/run-benchmarks.sh $(BUILD)

@@ -12,13 +12,22 @@
 #   kwok                                                                    (sigs.k8s.io/kwok)
 # at the version pinned by e2e/kwok/go.mod and go.sum (its own module too), for the scale
 # harness only (scripts/e2e-scale.sh builds it with E2E_PARTS=kwok; stamp .stamp-kwok).
+#   hami-scheduler                                                          (Project-HAMi/HAMi)
+# HAMi's scheduler, the peer measured beside gpushare-scheduler (scripts/e2e-scale-hami.sh), from
+# its public source at HAMI_COMMIT: HAMi's own module is not on the Go module proxy, so its
+# source comes from HAMI_GIT (a git repository, local or remote, holding that commit); its
+# dependencies come from the proxy, pinned by its own go.sum. cgo on: its go-nvml dependency
+# does not compile without (nothing calls NVML in the scheduler). Stamp .stamp-hami.
 #
 # Environment:
 #   E2E_BIN      output directory (default: <repo>/build/e2e/bin)
 #   E2E_JOBS     parallel compile/link jobs (default: 2; the CI machine has 2 cores and each
 #                link of kube-apiserver/kubelet takes about a GiB)
 #   E2E_FORCE=1  rebuild even when current
-#   E2E_PARTS    which parts to build (default: "kubernetes helm"; "kwok" for the scale harness)
+#   E2E_PARTS    which parts to build (default: "kubernetes helm"; "kwok" for the scale harness;
+#                "hami" for HAMi's scheduler)
+#   HAMI_GIT     where HAMi's source is (default https://github.com/Project-HAMi/HAMi.git)
+#   HAMI_COMMIT  the commit built (default 4707fb02c91c545bc7343ce26dba4c32919f9a3e)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 mod="$repo/e2e"
@@ -151,11 +160,48 @@ build_kwok() {
   build_tool .stamp-kwok "$kwok_mod" kwok sigs.k8s.io/kwok/cmd/kwok "-s -w" sigs.k8s.io/kwok
 }
 
+# HAMi's scheduler at HAMI_COMMIT: the tree of that commit from HAMI_GIT (git archive of a local
+# repository, else a shallow fetch of that commit), built with its own go.mod and go.sum.
+build_hami() {
+  local git=${HAMI_GIT:-https://github.com/Project-HAMi/HAMi.git}
+  local commit=${HAMI_COMMIT:-4707fb02c91c545bc7343ce26dba4c32919f9a3e} want
+  [[ $commit =~ ^[0-9a-f]{40}$ ]] || { echo "e2e-build: HAMI_COMMIT must be a full commit hash, not '$commit'" >&2; exit 1; }
+  want=$( { echo "$commit"; stamp_of /dev/null; } | sha256sum | awk '{print $1}')
+  if is_current "$bin/.stamp-hami" "$want" hami-scheduler hami-chart; then
+    echo "e2e-build: hami-scheduler in $bin is current (HAMi $commit)"
+    return 0
+  fi
+  (
+  begin_part .stamp-hami
+  echo "e2e-build: building hami-scheduler (Project-HAMi/HAMi $commit from $git) into $bin with -p=$jobs"
+  mkdir -p "$tmp/src"
+  if git --git-dir="$git" cat-file -e "$commit^{commit}" 2>/dev/null; then
+    git --git-dir="$git" archive "$commit" | tar -x -C "$tmp/src"
+  elif [ -d "$git/.git" ] && git -C "$git" cat-file -e "$commit^{commit}" 2>/dev/null; then
+    git -C "$git" archive "$commit" | tar -x -C "$tmp/src"
+  else
+    git -C "$tmp/src" init -q && git -C "$tmp/src" fetch -q --depth 1 "$git" "$commit" &&
+      git -C "$tmp/src" checkout -q FETCH_HEAD || {
+      echo "e2e-build: HAMi's source at $commit is not in HAMI_GIT=$git (a git repository holding that commit, local or remote)" >&2
+      exit 1
+    }
+  fi
+  (cd "$tmp/src" && CGO_ENABLED=1 go build -o "$tmp/hami-scheduler" ./cmd/scheduler)
+  mv -f "$tmp/hami-scheduler" "$bin/hami-scheduler"
+  # Its chart too: the harness renders HAMi's device config and scheduler configuration from it.
+  rm -rf "$bin/hami-chart"
+  mv "$tmp/src/charts/hami" "$bin/hami-chart"
+  echo "$commit" >"$bin/hami-scheduler.commit"
+  finish_part .stamp-hami "$want" hami-scheduler
+  )
+}
+
 for part in ${E2E_PARTS:-kubernetes helm}; do
   case $part in
     kubernetes) build_kubernetes ;;
     helm) build_helm ;;
     kwok) build_kwok ;;
-    *) echo "e2e-build: unknown part '$part' in E2E_PARTS (want kubernetes, helm, kwok)" >&2; exit 1 ;;
+    hami) build_hami ;;
+    *) echo "e2e-build: unknown part '$part' in E2E_PARTS (want kubernetes, helm, kwok, hami)" >&2; exit 1 ;;
   esac
 done

@@ -16,6 +16,7 @@
 #   scripts/e2e-scale.sh replicas 1|2                    kube-scheduler alone, or two electing a leader
 #   scripts/e2e-scale.sh fault gpushare-scheduler|kube-apiserver|leader
 #                                                        one fault, and the component back (below)
+#   scripts/e2e-scale.sh hami on [QPS] [DELAY] | off     HAMi's scheduler beside gpushare's (below)
 #
 # --nodes: a node CSV in `gpushare simulate`'s format (sn, cpu_milli, memory_mib, gpu, model);
 # default ../shared/data/alibaba-gpu-v2023/openb_node_list_gpu_node.csv (1,213 nodes, 6,212
@@ -457,6 +458,9 @@ cmd_down() {
   mkdir -p "$pids"
   stop_pid fakeagent 10
   stop_pid kube-scheduler-2 20
+  stop_pid hamistandin 10
+  stop_pid kube-scheduler-hami 20
+  stop_pid hami-scheduler 20
   stop_pid kwok 10
   stop_control_plane
   log "down (state kept in $dir; remove it for a fresh cluster)"
@@ -550,6 +554,98 @@ cmd_fault() {
   log "fault: $what: back in $(awk -v a="$t" -v b="$(date +%s.%N)" 'BEGIN {printf "%.1f", b - a}') s"
 }
 
+# hami on [QPS] [DELAY]: HAMi's scheduler beside gpushare's on the same nodes
+# (scripts/e2e-scale-hami.sh, docs/e2e.md "HAMi side by side"), run as HAMi's chart runs it:
+#   hami-scheduler (E2E_PARTS=hami scripts/e2e-build.sh) with the arguments of its chart's
+#     Deployment, except what a host process cannot have (TLS files, leader election) and the
+#     addresses (loopback); with QPS, --kube-qps QPS --kube-burst 2xQPS (the chart sets neither:
+#     HAMi's defaults are 5 and 10);
+#   kube-scheduler-hami: a second kube-scheduler (secure port 10261) with the
+#     KubeSchedulerConfiguration of HAMi's chart (profile hami-scheduler; one extender, filter
+#     and bind), pointed at it over plain HTTP, with this harness's client QPS;
+#   hamistandin (e2e/cmd/hamistandin): HAMi's device plugin's part: every node registered as the
+#     plugin registers it, and each bind completed DELAY (a Go duration, default 0s) after it
+#     is seen, as the plugin completes it after kubelet's Allocate (the node lock released).
+# hami off: the three stopped.
+hami_port=12350
+cmd_hami() {
+  local what=${1:?hami needs on or off} qps=${2:-} delay=${3:-0s}
+  stop_pid hamistandin 10
+  stop_pid kube-scheduler-hami 20
+  stop_pid hami-scheduler 20
+  if [ "$what" = off ]; then
+    log "HAMi's scheduler stopped"
+    return 0
+  fi
+  [ "$what" = on ] || die "hami: want on or off, not '$what'"
+  [ -z "$qps" ] || [[ $qps =~ ^[1-9][0-9]*$ ]] || die "hami: QPS must be a positive number, not '$qps'"
+  pid_alive kube-apiserver || die "the harness is not up"
+  E2E_PARTS=hami "$repo/scripts/e2e-build.sh" | grep -v ' is current ' || true
+  [ -x "$bin/hami-scheduler" ] || die "$bin/hami-scheduler missing after E2E_PARTS=hami scripts/e2e-build.sh"
+  local h="$dir/hami"
+  mkdir -p "$h"
+  "$bin/helm" template hami "$bin/hami-chart" --show-only templates/scheduler/device-configmap.yaml |
+    python3 -c 'import sys, yaml; sys.stdout.write(yaml.safe_load(sys.stdin)["data"]["device-config.yaml"])' \
+    >"$h/device-config.yaml" || die "rendering HAMi's device config from its chart failed"
+  local args
+  mapfile -t args < <("$bin/helm" template hami "$bin/hami-chart" --show-only templates/scheduler/deployment.yaml |
+    python3 -c '
+import sys, yaml
+d = yaml.safe_load(sys.stdin)
+for c in d["spec"]["template"]["spec"]["containers"]:
+    if c["name"] != "vgpu-scheduler-extender":
+        continue
+    for a in c["command"][1:] + c.get("args", []):
+        k = a.split("=", 1)[0]
+        if k in ("--cert_file", "--key_file", "--leader-elect", "--leader-elect-resource-name",
+                 "--leader-elect-resource-namespace", "--http_bind", "--metrics-bind-address",
+                 "--device-config-file"):
+            continue
+        print(a)
+    sys.exit(0)
+sys.exit("no vgpu-scheduler-extender container in HAMi'"'"'s chart")
+')
+  [ "${#args[@]}" -gt 0 ] || die "could not render hami-scheduler's arguments from its chart"
+  args+=(--http_bind="127.0.0.1:$hami_port" --metrics-bind-address="127.0.0.1:$((hami_port + 1))"
+    --device-config-file="$h/device-config.yaml")
+  [ -z "$qps" ] || args+=(--kube-qps="$qps" --kube-burst="$((2 * qps))")
+  printf '%s\n' "${args[@]}" >"$h/hami-scheduler.args"
+  KUBECONFIG="$kubeconfig_out" start_bg hami-scheduler "$logs/hami-scheduler.log" "$bin/hami-scheduler" \
+    "$bin/hami-scheduler" "${args[@]}"
+  wait_up hami-scheduler 60 curl -sf -m 2 "http://127.0.0.1:$hami_port/healthz"
+  "$bin/helm" template hami "$bin/hami-chart" --show-only templates/scheduler/configmap.yaml |
+    python3 -c '
+import sys, yaml
+d = yaml.safe_load(sys.stdin)
+c = yaml.safe_load(d["data"]["config.yaml"])
+c["leaderElection"] = {"leaderElect": False}
+c["clientConnection"] = {"kubeconfig": sys.argv[1]}
+qps = sys.argv[3]
+if qps:
+    c["clientConnection"].update({"qps": int(qps), "burst": 2 * int(qps)})
+for e in c["extenders"]:
+    e["urlPrefix"] = "http://127.0.0.1:" + sys.argv[2]
+    e["enableHTTPS"] = False
+    e.pop("tlsConfig", None)
+yaml.safe_dump(c, sys.stdout, sort_keys=False)
+' "$dir/scheduler.kubeconfig" "$hami_port" "$(cat "$dir/qps" 2>/dev/null)" >"$h/kube-scheduler-config.yaml" ||
+    die "rendering HAMi's KubeSchedulerConfiguration from its chart failed"
+  start_bg kube-scheduler-hami "$logs/kube-scheduler-hami.log" "$bin/kube-scheduler" "$bin/kube-scheduler" \
+    --config "$h/kube-scheduler-config.yaml" \
+    --authentication-kubeconfig "$dir/scheduler.kubeconfig" \
+    --authorization-kubeconfig "$dir/scheduler.kubeconfig" \
+    --bind-address 127.0.0.1 --secure-port 10261 --profiling=false --v=1
+  wait_up kube-scheduler-hami 60 curl -sfk -m 2 https://127.0.0.1:10261/healthz
+  if [ ! -x "$bin/hamistandin" ] || [ "$repo/e2e/cmd/hamistandin/main.go" -nt "$bin/hamistandin" ]; then
+    (cd "$repo/e2e" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly CGO_ENABLED=0 go build -trimpath \
+      -o "$bin/" ./cmd/hamistandin) || die "building e2e/cmd/hamistandin failed"
+  fi
+  start_bg hamistandin "$logs/hamistandin.log" "$bin/hamistandin" "$bin/hamistandin" \
+    --kubeconfig "$dir/kwok.kubeconfig" --node-label "$harness_label" --allocate-delay "$delay"
+  wait_up hamistandin 300 grep -q '^hamistandin: registered' "$logs/hamistandin.log"
+  log "HAMi $(cat "$bin/hami-scheduler.commit" 2>/dev/null) scheduler up (client QPS ${qps:-5, its default}), $(grep '^hamistandin: registered' "$logs/hamistandin.log" | tail -1 | sed 's/^hamistandin: //'), binds completed after $delay"
+}
+
 # profile default|best|replay [QPS]: kube-scheduler again with that configuration (and its API
 # client at QPS, burst 2 x QPS, when given; else kube-scheduler's defaults).
 cmd_profile() {
@@ -584,5 +680,6 @@ case "${1:-}" in
   profile) shift; cmd_profile "$@" ;;
   replicas) shift; cmd_replicas "$@" ;;
   fault) shift; cmd_fault "$@" ;;
-  *) echo "usage: $0 up [--nodes FILE] [--count N] [--policy NAME] [--profile default|best|replay] | down | purge | status | policy NAME | profile default|best|replay [QPS] | replicas 1|2 | fault gpushare-scheduler|kube-apiserver|leader" >&2; exit 2 ;;
+  hami) shift; cmd_hami "$@" ;;
+  *) echo "usage: $0 up [--nodes FILE] [--count N] [--policy NAME] [--profile default|best|replay] | down | purge | status | policy NAME | profile default|best|replay [QPS] | replicas 1|2 | fault gpushare-scheduler|kube-apiserver|leader | hami on [QPS] [DELAY] | hami off" >&2; exit 2 ;;
 esac

@@ -13,6 +13,12 @@
 // them all, and times count from SIGCONT: the rate is then the scheduler's alone, not bounded by
 // how fast the pods can be created, and each pod's wait counts from SIGCONT.
 // The pods carry the label bindrate=<name>; deleting them is the caller's business.
+//
+// -resource takes a comma-separated list (nvidia.com/gpu=1,nvidia.com/gpumem=3072),
+// -scheduler-name sends the pods to another scheduler (a peer's kube-scheduler), and with
+// -partial a burst that is not all bound by -timeout is reported, not failed: the result line
+// then has bound=<n> of count (pods/s and the waits over the bound ones), and -running is
+// waited for only on the bound pods.
 package main
 
 import (
@@ -41,7 +47,9 @@ func main() {
 	namespace := flag.String("namespace", "default", "namespace of the pods")
 	name := flag.String("name", "", "the pods' name prefix and bindrate label (required)")
 	count := flag.Int("count", 100, "how many pods")
-	res := flag.String("resource", "", "resource=quantity the container asks for (limits)")
+	res := flag.String("resource", "", "resource=quantity[,resource=quantity...] the container asks for (limits)")
+	schedulerName := flag.String("scheduler-name", "", "the pods' schedulerName (default: kube-scheduler's default-scheduler)")
+	partial := flag.Bool("partial", false, "at -timeout, report the pods bound so far instead of failing")
 	selector := flag.String("node-selector", "", "key=value the pods' nodeSelector, if any")
 	image := flag.String("image", "e2e.local/busybox:1.35", "the image (imagePullPolicy Never)")
 	running := flag.Bool("running", false, "wait until every pod is Running too")
@@ -63,6 +71,7 @@ func main() {
 		fail("%v", err)
 	}
 	pod := template(*name, *namespace, *image, *res, *selector)
+	pod.Spec.SchedulerName = *schedulerName
 
 	var mu sync.Mutex
 	seen := map[string]bool{}
@@ -172,7 +181,8 @@ func main() {
 			fail("SIGCONT %d: %v", *pausePid, err)
 		}
 	}
-	for {
+	timedOut := false
+	for !timedOut {
 		mu.Lock()
 		nb, nr := len(bound), len(run)
 		mu.Unlock()
@@ -182,7 +192,10 @@ func main() {
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			fail("%s: after %s, %d of %d pods bound, %d Running", *name, *timeout, nb, *count, nr)
+			if !*partial {
+				fail("%s: after %s, %d of %d pods bound, %d Running", *name, *timeout, nb, *count, nr)
+			}
+			timedOut = true
 		}
 	}
 	last := func(m map[string]time.Time) time.Duration {
@@ -194,8 +207,14 @@ func main() {
 		}
 		return t.Sub(start)
 	}
+	mu.Lock()
+	nbound := len(bound)
+	mu.Unlock()
 	bind := last(bound)
-	rate := float64(*count) / bind.Seconds()
+	rate := float64(nbound) / bind.Seconds()
+	if nbound == 0 { // -partial, nothing bound
+		bind, rate = *timeout, 0
+	}
 	runningS := "-"
 	if *running {
 		runningS = fmt.Sprintf("%.2f", last(run).Seconds())
@@ -220,10 +239,16 @@ func main() {
 	mu.Unlock()
 	sort.Float64s(waits)
 	p50, p99 := quantile(waits, 0.50), quantile(waits, 0.99)
+	if timedOut {
+		runningS = "-"
+	}
 	fmt.Printf("bindrate: %s: %d pods created in %.2f s; bound %d in %.2f s from %s: %.1f pods/s; wait to bind p50 %.2f s, p99 %.2f s; Running %s s\n",
-		*name, *count, created.Seconds(), *count, bind.Seconds(), from, rate, p50, p99, runningS)
-	fmt.Printf("bindrate-result name=%s count=%d create_s=%.2f bind_s=%.2f pods_per_s=%.1f running_s=%s p50_s=%.3f p99_s=%.3f\n",
-		*name, *count, created.Seconds(), bind.Seconds(), rate, runningS, p50, p99)
+		*name, *count, created.Seconds(), nbound, bind.Seconds(), from, rate, p50, p99, runningS)
+	if timedOut {
+		fmt.Printf("bindrate: %s: %d of %d pods not bound after %s\n", *name, *count-nbound, *count, *timeout)
+	}
+	fmt.Printf("bindrate-result name=%s count=%d bound=%d create_s=%.2f bind_s=%.2f pods_per_s=%.1f running_s=%s p50_s=%.3f p99_s=%.3f\n",
+		*name, *count, nbound, created.Seconds(), bind.Seconds(), rate, runningS, p50, p99)
 }
 
 // quantile of sorted values, nearest rank (q in (0, 1]); 0 for none.
@@ -253,12 +278,16 @@ func template(name, namespace, image, res, selector string) *corev1.Pod {
 		},
 	}
 	if res != "" {
-		r, q, ok := strings.Cut(res, "=")
-		qty, err := resource.ParseQuantity(q)
-		if !ok || err != nil {
-			fail("-resource: %q is not name=quantity", res)
+		limits := corev1.ResourceList{}
+		for _, item := range strings.Split(res, ",") {
+			r, q, ok := strings.Cut(item, "=")
+			qty, err := resource.ParseQuantity(q)
+			if !ok || err != nil || r == "" {
+				fail("-resource: %q is not name=quantity", item)
+			}
+			limits[corev1.ResourceName(r)] = qty
 		}
-		p.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceName(r): qty}
+		p.Spec.Containers[0].Resources.Limits = limits
 	}
 	if selector != "" {
 		k, v, ok := strings.Cut(selector, "=")
