@@ -22,7 +22,8 @@
 #
 # Environment: HAMI_GIT, HAMI_COMMIT (HAMi's source; scripts/e2e-build.sh), HAMI_NODES (1213),
 # HAMI_ROUNDS (10), HAMI_SIZES ("100 1000"), HAMI_QPS (500), HAMI_DELAY (0s), HAMI_TIMEOUT
-# (5m), HAMI_KUBELET_DELAY (86ms), HAMI_CHART_PODS (100; 0 skips), SCALE_NODES_CSV, E2E_KEEP=1.
+# (5m), HAMI_KUBELET_DELAY (86ms), HAMI_CHART_PODS (100; 0 skips), HAMI_QUIET (1: hami-scheduler
+# without its chart's --debug -v=4, named hami-quiet), SCALE_NODES_CSV, E2E_KEEP=1.
 # Needs root, like make e2e.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,6 +38,9 @@ delay=${HAMI_DELAY:-0s}
 timeout=${HAMI_TIMEOUT:-5m}
 chart_pods=${HAMI_CHART_PODS:-100}
 kubelet_delay=${HAMI_KUBELET_DELAY-86ms}
+# HAMI_QUIET=1: hami-scheduler without its chart's debug logging (scripts/e2e-scale.sh hami).
+hami=hami
+[ "${HAMI_QUIET:-0}" = 1 ] && hami=hami-quiet
 kubeconfig="$repo/build/e2e/kubeconfig"
 ns=scale-hami
 
@@ -83,18 +87,18 @@ one() {
 
 for round in $(seq "$rounds"); do
   for size in $sizes; do
-    for w in whole gpushare hami; do one "$w" "$size" "$round"; done
+    for w in whole gpushare "$hami"; do one "$w" "$size" "$round"; done
   done
 done
 # HAMi again with the lock held as long as the e2e cluster's kubelet takes from a bind to the
 # Allocate of a pod in a burst (HAMI_KUBELET_DELAY): one round.
 if [ -n "$kubelet_delay" ]; then
   "$repo/scripts/e2e-scale.sh" hami on "$qps" "$kubelet_delay" | grep '^e2e-scale:' || fail "hami on $qps $kubelet_delay"
-  for size in $sizes; do one hami-kubelet "$size" 1; done
+  for size in $sizes; do one "$hami-kubelet" "$size" 1; done
 fi
 if [ "$chart_pods" -gt 0 ]; then
   "$repo/scripts/e2e-scale.sh" hami on "" "$delay" | grep '^e2e-scale:' || fail "hami on (chart QPS)"
-  one hami-chart "$chart_pods" 1
+  one "$hami-chart" "$chart_pods" 1
 fi
 
 say "HAMi $(cat "$bin/hami-scheduler.commit") beside gpushare on $nodes nodes ($(python3 -c '
@@ -109,7 +113,8 @@ for line in open(sys.argv[1]):
     w, size, _round, rate, p50, p99, stuck, over = line.split()
     rows.setdefault((w, int(size)), []).append((float(rate), float(p50), float(p99), int(stuck), int(over)))
 rates = {}
-order = ["whole", "gpushare", "hami", "hami-kubelet", "hami-chart"]
+order = ["whole", "gpushare", "hami", "hami-kubelet", "hami-chart",
+         "hami-quiet", "hami-quiet-kubelet", "hami-quiet-chart"]
 for (w, size), rs in sorted(rows.items(), key=lambda kv: (kv[0][1], order.index(kv[0][0]))):
     r = [x[0] for x in rs]
     rates[(w, size)] = statistics.median(r)
@@ -117,7 +122,8 @@ for (w, size), rs in sorted(rows.items(), key=lambda kv: (kv[0][1], order.index(
         w, size, len(rs), statistics.median(r), min(r), statistics.median(x[1] for x in rs),
         statistics.median(x[2] for x in rs), max(x[2] for x in rs), sum(x[3] for x in rs), sum(x[4] for x in rs)))
 for size in sorted({s for _, s in rates}):
-    g, wh, h = rates.get(("gpushare", size)), rates.get(("whole", size)), rates.get(("hami", size))
+    g, wh = rates.get(("gpushare", size)), rates.get(("whole", size))
+    h = rates.get(("hami", size)) or rates.get(("hami-quiet", size))
     if g and wh:
         print("ratio %d pods: gpushare / whole = %.2f" % (size, g / wh))
     if g and h:

@@ -559,7 +559,8 @@ cmd_fault() {
 #   hami-scheduler (E2E_PARTS=hami scripts/e2e-build.sh) with the arguments of its chart's
 #     Deployment, except what a host process cannot have (TLS files, leader election) and the
 #     addresses (loopback); with QPS, --kube-qps QPS --kube-burst 2xQPS (the chart sets neither:
-#     HAMi's defaults are 5 and 10);
+#     HAMi's defaults are 5 and 10); with HAMI_QUIET=1 also without the chart's --debug and
+#     -v=4 (its log then holds no line per node per filter: HAMi's best case);
 #   kube-scheduler-hami: a second kube-scheduler (secure port 10261) with the
 #     KubeSchedulerConfiguration of HAMi's chart (profile hami-scheduler; one extender, filter
 #     and bind), pointed at it over plain HTTP, with this harness's client QPS;
@@ -601,10 +602,13 @@ for c in d["spec"]["template"]["spec"]["containers"]:
                  "--leader-elect-resource-namespace", "--http_bind", "--metrics-bind-address",
                  "--device-config-file"):
             continue
+        # HAMI_QUIET=1: without the debug logging of the chart (its best case).
+        if sys.argv[1] == "1" and (k in ("--debug", "-v", "--v")):
+            continue
         print(a)
     sys.exit(0)
 sys.exit("no vgpu-scheduler-extender container in HAMi'"'"'s chart")
-')
+' "${HAMI_QUIET:-0}")
   [ "${#args[@]}" -gt 0 ] || die "could not render hami-scheduler's arguments from its chart"
   args+=(--http_bind="127.0.0.1:$hami_port" --metrics-bind-address="127.0.0.1:$((hami_port + 1))"
     --device-config-file="$h/device-config.yaml")
