@@ -284,10 +284,27 @@ seed_checks() {
   # Failed (UnexpectedAdmissionError), and each Running pod's ALIYUN_COM_GPU_MEM_IDX the GPU of the
   # units PodResources gives it.
   mem=default/helloworld-go
+  # The scale-up timed from outside (e2e/cmd/podwatch, when built): when the watch saw each pod
+  # created and bound, so the last bind against the last creation (issue 25: every placeable
+  # pod bound within 2 s of the creation of the last one; kubelets' container starts not counted).
+  local watch="$state/podwatch-$$.out" wpid=""
+  if [ -x "$bin/podwatch" ]; then
+    "$bin/podwatch" -namespace default -selector serving.knative.dev/service=helloworld-go \
+      -name "$mem" -count 100 -bound 56 -timeout 300s >"$watch" 2>&1 &
+    wpid=$!
+    for _ in $(seq 60); do grep -q '^podwatch: watching' "$watch" && break; sleep 0.5; done
+    grep -q '^podwatch: watching' "$watch" || fail "podwatch did not start: $(cat "$watch")"
+  fi
   "$kubectl" apply -f "$seed/knative-gpu-mem-sharing.yaml" >/dev/null || fail "kubectl apply -f knative-gpu-mem-sharing.yaml failed"
   "$kubectl" -n default get ksvc helloworld-go -o json | python3 "$repo/e2e/images/revision.py" --replicas 100 |
     "$kubectl" apply -f - >/dev/null || fail "creating the revision Deployment of knative-gpu-mem-sharing.yaml failed"
   settle "$mem" 56 44 300
+  if [ -n "$wpid" ]; then
+    wait "$wpid" || fail "podwatch: $(cat "$watch")"
+    grep -q '^podwatch-result .* bound=56 ' "$watch" || fail "podwatch: $(cat "$watch")"
+    echo "e2e-test: $(grep '^podwatch: ' "$watch" | tail -1 | sed 's/^podwatch: //')"
+    rm -f "$watch"
+  fi
   reason=$(pending_reason "$mem")
   echo "e2e-test: $mem: a Pending pod: $reason"
   # gpushare-scheduler's filter: "no GPU has 3 GiB free for container c (free/total GiB per GPU ...)".

@@ -44,7 +44,7 @@ for b in gpushare-node gpushare-scheduler; do
 done
 # The PodResources client and the bind-rate meter (e2e/cmd), built from the e2e module's pinned deps.
 (cd "$repo/e2e" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly CGO_ENABLED=0 go build -trimpath \
-  -o "$bin/" ./cmd/podresources ./cmd/bindrate) || fail "building e2e/cmd failed"
+  -o "$bin/" ./cmd/podresources ./cmd/bindrate ./cmd/podwatch) || fail "building e2e/cmd failed"
 
 trap cleanup EXIT
 "$cluster" up

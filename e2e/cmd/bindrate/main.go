@@ -25,7 +25,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"math"
 	"os"
 	"sort"
 	"strings"
@@ -40,6 +39,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/gpushare/gpushare/e2e/internal/stats"
 )
 
 func main() {
@@ -238,7 +239,7 @@ func main() {
 	}
 	mu.Unlock()
 	sort.Float64s(waits)
-	p50, p99 := quantile(waits, 0.50), quantile(waits, 0.99)
+	p50, p99 := stats.Quantile(waits, 0.50), stats.Quantile(waits, 0.99)
 	if timedOut {
 		runningS = "-"
 	}
@@ -249,18 +250,6 @@ func main() {
 	}
 	fmt.Printf("bindrate-result name=%s count=%d bound=%d create_s=%.2f bind_s=%.2f pods_per_s=%.1f running_s=%s p50_s=%.3f p99_s=%.3f\n",
 		*name, *count, nbound, created.Seconds(), bind.Seconds(), rate, runningS, p50, p99)
-}
-
-// quantile of sorted values, nearest rank (q in (0, 1]); 0 for none.
-func quantile(sorted []float64, q float64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := int(math.Ceil(q*float64(len(sorted)))) - 1
-	if i < 0 {
-		i = 0
-	}
-	return sorted[i]
 }
 
 func template(name, namespace, image, res, selector string) *corev1.Pod {
