@@ -701,6 +701,7 @@ Result<json> Client::MergePatch(ResourceRef r, std::string_view ns, std::string_
   if (!options.resource_version.empty()) {
     patch["metadata"]["resourceVersion"] = options.resource_version;
   }
+  if (!options.uid.empty()) patch["metadata"]["uid"] = options.uid;
   return JsonCall({"PATCH", ResourcePath(r, ns, name, options.subresource), patch.dump(),
                    "application/merge-patch+json"});
 }

@@ -335,9 +335,12 @@ void SchedulerService::Sweep() {
   // them now; the pods' plans follow, so that gpushare-node stops offering them.
   for (const PlanMove& m : cache_->PlanMoves()) {
     const size_t slash = m.key.find('/');
+    // Only this pod: a pod created again under its name since (another UID) is not touched.
+    kube::PatchOptions guard;
+    guard.uid = m.uid;
     Result<kube::Pod> r = client_->PatchPodAnnotations(
         m.key.substr(0, slash), m.key.substr(slash + 1),
-        {{std::string(memshare::kAssumedAnnotation), memshare::EncodeContainerGpus(m.to)}});
+        {{std::string(memshare::kAssumedAnnotation), memshare::EncodeContainerGpus(m.to)}}, guard);
     if (r.ok()) {
       spdlog::info("event=plan_written pod={} to={}", Value(m.key),
                    Value(memshare::EncodeContainerGpus(m.to)));

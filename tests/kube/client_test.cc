@@ -239,6 +239,29 @@ TEST_F(ClientTest, ResourceVersionPreconditionConflicts) {
   EXPECT_EQ(ok->metadata.annotations.at("x"), "2");
 }
 
+TEST_F(ClientTest, UidPreconditionRefusesAnObjectCreatedAgainUnderTheName) {
+  server_->Upsert(Resource::kPods, TestPod("p"));
+  const std::string first = client_->GetPod("default", "p")->metadata.uid;
+  ASSERT_FALSE(first.empty());
+  PatchOptions o;
+  o.uid = first;
+  Result<Pod> ok = client_->PatchPodAnnotations("default", "p", {{"x", "1"}}, o);
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_EQ(ok->metadata.uid, first);
+  // Deleted and created again: same name, another UID.
+  ASSERT_TRUE(client_->Delete(kPods, "default", "p").ok());
+  server_->Upsert(Resource::kPods, TestPod("p"));
+  const std::string second = client_->GetPod("default", "p")->metadata.uid;
+  ASSERT_NE(second, first);
+  Result<Pod> refused = client_->PatchPodAnnotations("default", "p", {{"x", "2"}}, o);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(IsConflict(refused.status()));
+  EXPECT_NE(refused.status().message().find("UID in precondition: " + first), std::string::npos)
+      << refused.status().message();
+  const json meta = server_->Get(Resource::kPods, "default", "p")->at("metadata");
+  EXPECT_FALSE(meta.contains("annotations") && meta.at("annotations").contains("x"));
+}
+
 TEST_F(ClientTest, OptimisticConcurrencyUnderContention) {
   server_->Upsert(Resource::kPods, TestPod("counter"));
   ClientOptions unlimited;
