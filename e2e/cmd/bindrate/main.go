@@ -35,12 +35,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/gpushare/gpushare/e2e/internal/stats"
+	"github.com/gpushare/gpushare/e2e/internal/burst"
 )
 
 func main() {
@@ -80,11 +78,7 @@ func main() {
 	run := map[string]time.Time{}
 	createdAt := map[string]time.Time{}
 	changed := make(chan struct{}, 1)
-	note := func(obj any) {
-		p, ok := obj.(*corev1.Pod)
-		if !ok {
-			return
-		}
+	note := func(p *corev1.Pod) {
 		now := time.Now()
 		mu.Lock()
 		seen[p.Name] = true
@@ -100,18 +94,10 @@ func main() {
 		default:
 		}
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(*namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = "bindrate=" + *name }))
-	informer := factory.Core().V1().Pods().Informer()
-	informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    note,
-		UpdateFunc: func(_, obj any) { note(obj) },
-	})
 	stop := make(chan struct{})
 	defer close(stop)
-	factory.Start(stop)
-	if !cache.WaitForCacheSync(stop, informer.HasSynced) {
-		fail("the pod informer did not sync")
+	if err := burst.WatchPods(client, *namespace, "bindrate="+*name, stop, note); err != nil {
+		fail("%v", err)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
@@ -239,7 +225,7 @@ func main() {
 	}
 	mu.Unlock()
 	sort.Float64s(waits)
-	p50, p99 := stats.Quantile(waits, 0.50), stats.Quantile(waits, 0.99)
+	p50, p99 := burst.Quantile(waits, 0.50), burst.Quantile(waits, 0.99)
 	if timedOut {
 		runningS = "-"
 	}

@@ -22,13 +22,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/gpushare/gpushare/e2e/internal/stats"
+	"github.com/gpushare/gpushare/e2e/internal/burst"
 )
 
 func main() {
@@ -58,9 +55,8 @@ func main() {
 	created := map[string]time.Time{}
 	bound := map[string]time.Time{}
 	changed := make(chan struct{}, 1)
-	note := func(obj any) {
-		p, ok := obj.(*corev1.Pod)
-		if !ok || p.DeletionTimestamp != nil {
+	note := func(p *corev1.Pod) {
+		if p.DeletionTimestamp != nil {
 			return
 		}
 		now := time.Now()
@@ -77,15 +73,10 @@ func main() {
 		default:
 		}
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(*namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = *selector }))
-	informer := factory.Core().V1().Pods().Informer()
-	informer.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: note, UpdateFunc: func(_, obj any) { note(obj) }})
 	stop := make(chan struct{})
 	defer close(stop)
-	factory.Start(stop)
-	if !cache.WaitForCacheSync(stop, informer.HasSynced) {
-		fail("the pod informer did not sync")
+	if err := burst.WatchPods(client, *namespace, *selector, stop, note); err != nil {
+		fail("%v", err)
 	}
 	mu.Lock()
 	if len(created) > 0 {
@@ -131,7 +122,7 @@ func main() {
 		fail("%s: after %s, %d pods seen, %d bound", *name, *timeout, len(created), len(bound))
 	}
 	sort.Float64s(waits)
-	p50, p99 := stats.Quantile(waits, 0.5), stats.Quantile(waits, 0.99)
+	p50, p99 := burst.Quantile(waits, 0.5), burst.Quantile(waits, 0.99)
 	after := lastBind.Sub(lastCreate).Seconds()
 	fmt.Printf("podwatch: %s: %d pods created over %.2f s; %d bound, the last %.2f s after the last creation; wait to bind p50 %.2f s, p99 %.2f s\n",
 		*name, len(created), lastCreate.Sub(first).Seconds(), len(bound), after, p50, p99)
