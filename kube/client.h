@@ -131,8 +131,9 @@ struct PatchOptions {
   // Optimistic concurrency: when set, the patch carries metadata.resourceVersion and the API
   // server rejects it with 409 (kAborted) if the object changed since that version.
   std::string resource_version;
-  // When set, the patch carries metadata.uid and the API server rejects it with 409 (kAborted)
-  // if the object's UID differs: the object was deleted and another created under its name.
+  // When set, the patch carries metadata.uid and the API server refuses it if the object's UID
+  // differs (the object was deleted and another created under its name): 422, "metadata.uid:
+  // Invalid value: ...: field is immutable".
   std::string uid;
 };
 

@@ -1131,8 +1131,11 @@ struct FakeApiServer::Impl {
 
   // Applies an update `cand` (the full new object) to `old` for the main resource or status.
   // Returns the reply; commits when something changed.
+  // `patch`: the candidate is a PATCH applied to `old` (else a PUT's body): a UID that differs
+  // is then refused as the real API server refuses it, as an invalid change of an immutable
+  // field (422), where a PUT's is a failed precondition (409).
   Reply ApplyUpdate(Resource r, const std::string& key, const json& old, json cand,
-                    const std::string& sub) {
+                    const std::string& sub, bool patch = false) {
     std::string name = Str(old, "metadata", "name");
     if (!cand.is_object()) return Err(422, "the result is not an object", "Invalid");
     if (!cand.contains("metadata") || !cand["metadata"].is_object())
@@ -1153,6 +1156,13 @@ struct FakeApiServer::Impl {
     if (!want_rv.empty() && want_rv != Str(old, "metadata", "resourceVersion"))
       return Conflict(r, name);
     std::string want_uid = Str(cand, "metadata", "uid");
+    if (patch && !want_uid.empty() && want_uid != Str(old, "metadata", "uid")) {
+      return Err(422,
+                 std::string(Info(r).kind) + " \"" + name +
+                     "\" is invalid: metadata.uid: Invalid value: \"" + want_uid +
+                     "\": field is immutable",
+                 "Invalid");
+    }
     if (!want_uid.empty() && want_uid != Str(old, "metadata", "uid")) {
       return Err(409,
                  "Precondition failed: UID in precondition: " + want_uid +
@@ -1224,7 +1234,8 @@ struct FakeApiServer::Impl {
     json cand = old;
     if (merge) {
       if (!patch->is_object()) return Err(400, "a merge patch must be a JSON object", "BadRequest");
-      // The patch's resourceVersion/uid are preconditions, checked against the stored object.
+      // The patch's resourceVersion is a precondition (409 when stale); a uid other than the
+      // stored one is refused as an immutable field (422), as the real API server does.
       cand.merge_patch(*patch);
       if (!patch->contains("metadata") || !(*patch)["metadata"].is_object() ||
           !(*patch)["metadata"].contains("resourceVersion")) {
@@ -1246,7 +1257,7 @@ struct FakeApiServer::Impl {
         cand["metadata"].erase("uid");
       }
     }
-    return ApplyUpdate(r, key, old, std::move(cand), sub);
+    return ApplyUpdate(r, key, old, std::move(cand), sub, /*patch=*/true);
   }
 
   Reply HandlePut(const httplib::Request& req, Resource r, const std::string& ns,
