@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Bursts of pods on the scale harness, measured (docs/e2e.md, "Throughput"). Sourced by
-# scripts/e2e-scale-smoke.sh and scripts/e2e-scale-throughput.sh; expects repo, bin,
-# kubeconfig, ns, E2E_SCALE_DIR, say and fail, and (for the bursts) the harness up.
+# scripts/e2e-scale-smoke.sh, scripts/e2e-scale-throughput.sh and scripts/e2e-scale-hami.sh;
+# expects repo, bin, kubeconfig, ns, E2E_SCALE_DIR, say and fail, and (for the bursts) the
+# harness up. scripts/e2e-scale.sh sources it for e2e_tools alone (repo and bin).
 #
+#   e2e_tools NAME...               e2e/cmd/NAME built into $bin (Go's cache: quick when current)
 #   burst NAME RESOURCE=QTY COUNT   COUNT pods asking RESOURCE=QTY created at once (bindrate,
 #                                   kube-scheduler stopped while they are created), waited for
 #                                   until Running; prints bindrate's line on stderr and, on
@@ -43,12 +45,16 @@ new_scale_namespace() {
   fail "namespace $ns: no default ServiceAccount after 60 s"
 }
 
-ensure_bindrate() {
-  if [ ! -x "$bin/bindrate" ] || [ "$repo/e2e/cmd/bindrate/main.go" -nt "$bin/bindrate" ]; then
-    (cd "$repo/e2e" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly CGO_ENABLED=0 go build -trimpath \
-      -o "$bin/" ./cmd/bindrate) || fail "building e2e/cmd/bindrate failed"
-  fi
+# e2e_tools NAME...: e2e/cmd/NAME built into $bin from the e2e module's pinned dependencies,
+# every time: Go's build cache makes that a second when nothing changed, and it notices a change
+# anywhere in the module (e2e/internal too), which a date test of main.go would not.
+e2e_tools() {
+  local n pkgs=()
+  for n in "$@"; do pkgs+=("./cmd/$n"); done
+  (cd "$repo/e2e" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly CGO_ENABLED=0 go build -trimpath \
+    -o "$bin/" "${pkgs[@]}")
 }
+ensure_bindrate() { e2e_tools bindrate || fail "building e2e/cmd/bindrate failed"; }
 
 # snapshot DIR: the three components' /metrics and the schedulers' CPU ticks and peak RSS.
 snapshot() {

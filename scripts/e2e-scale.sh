@@ -45,6 +45,9 @@ export E2E_NODES=""
 # The control plane's functions (start_etcd, start_apiserver, ...); sourcing defines them only.
 # shellcheck source=e2e-cluster.sh
 source "$repo/scripts/e2e-cluster.sh"
+# e2e_tools (and the burst helpers, unused here); sourcing defines functions only.
+# shellcheck source=e2e-scale-lib.sh
+source "$repo/scripts/e2e-scale-lib.sh"
 
 log() { echo "e2e-scale: $*"; }
 die() { echo "e2e-scale: error: $*" >&2; exit 1; }
@@ -248,10 +251,7 @@ start_kwok() {
 # restart hold (it waits for pending pods to be confirmed) ends on the harness as on a cluster.
 start_fakeagent() {
   pid_alive fakeagent && return 0
-  if [ ! -x "$bin/fakeagent" ] || [ "$repo/e2e/cmd/fakeagent/main.go" -nt "$bin/fakeagent" ]; then
-    (cd "$repo/e2e" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly CGO_ENABLED=0 go build -trimpath \
-      -o "$bin/" ./cmd/fakeagent) || die "building e2e/cmd/fakeagent failed"
-  fi
+  e2e_tools fakeagent || die "building e2e/cmd/fakeagent failed"
   start_bg fakeagent "$logs/fakeagent.log" "$bin/fakeagent" "$bin/fakeagent" \
     --kubeconfig "$dir/kwok.kubeconfig" --node-label "$harness_label"
   wait_up fakeagent 60 grep -q '^fakeagent: confirming' "$logs/fakeagent.log"
@@ -640,10 +640,7 @@ yaml.safe_dump(c, sys.stdout, sort_keys=False)
     --authorization-kubeconfig "$dir/scheduler.kubeconfig" \
     --bind-address 127.0.0.1 --secure-port 10261 --profiling=false --v=1
   wait_up kube-scheduler-hami 60 curl -sfk -m 2 https://127.0.0.1:10261/healthz
-  if [ ! -x "$bin/hamistandin" ] || [ "$repo/e2e/cmd/hamistandin/main.go" -nt "$bin/hamistandin" ]; then
-    (cd "$repo/e2e" && GOTOOLCHAIN=local GOFLAGS=-mod=readonly CGO_ENABLED=0 go build -trimpath \
-      -o "$bin/" ./cmd/hamistandin) || die "building e2e/cmd/hamistandin failed"
-  fi
+  e2e_tools hamistandin || die "building e2e/cmd/hamistandin failed"
   start_bg hamistandin "$logs/hamistandin.log" "$bin/hamistandin" "$bin/hamistandin" \
     --kubeconfig "$dir/kwok.kubeconfig" --node-label "$harness_label" --allocate-delay "$delay"
   wait_up hamistandin 300 grep -q '^hamistandin: registered' "$logs/hamistandin.log"

@@ -202,8 +202,8 @@ func main() {
 	if nbound == 0 { // -partial, nothing bound
 		bind, rate = *timeout, 0
 	}
-	runningS := "-"
-	if *running {
+	runningS := "-" // not waited for, or (-partial) not every pod bound
+	if *running && !timedOut {
 		runningS = fmt.Sprintf("%.2f", last(run).Seconds())
 	}
 	from := "the first Create"
@@ -226,9 +226,6 @@ func main() {
 	mu.Unlock()
 	sort.Float64s(waits)
 	p50, p99 := burst.Quantile(waits, 0.50), burst.Quantile(waits, 0.99)
-	if timedOut {
-		runningS = "-"
-	}
 	fmt.Printf("bindrate: %s: %d pods created in %.2f s; bound %d in %.2f s from %s: %.1f pods/s; wait to bind p50 %.2f s, p99 %.2f s; Running %s s\n",
 		*name, *count, created.Seconds(), nbound, bind.Seconds(), from, rate, p50, p99, runningS)
 	if timedOut {
