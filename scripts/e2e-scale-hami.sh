@@ -5,7 +5,8 @@
 # scheduler built from its public source (scripts/e2e-build.sh, part hami) and run beside it as
 # its chart runs it (scripts/e2e-scale.sh hami on), and for each of HAMI_ROUNDS rounds, for each
 # burst size of HAMI_SIZES, one burst of 3 GiB per pod through each of:
-#   whole     nvidia.com/gpu: 1, kube-scheduler alone (the baseline)
+#   whole     nvidia.com/gpu: 1, kube-scheduler alone (the baseline; aliyun.com/gpu-count: 1 when
+#             HAMi could not be built, since only its stand-in advertises nvidia.com/gpu)
 #   gpushare  aliyun.com/gpu-mem: 3, kube-scheduler + gpushare-scheduler (the chart's defaults)
 #   hami      nvidia.com/gpu: 1 + nvidia.com/gpumem: 3072, HAMi's kube-scheduler + hami-scheduler
 #             (with every kube-scheduler's client at HAMI_QPS, and hami-scheduler's too)
@@ -59,6 +60,11 @@ if ! E2E_PARTS=hami "$repo/scripts/e2e-build.sh" >"$hami_log" 2>&1; then
   hami=""
 fi
 rm -f "$hami_log"
+# The baseline asks nvidia.com/gpu, which the fake nodes advertise once hamistandin registered
+# them for HAMi; without HAMi, the count gpushare-node publishes (aliyun.com/gpu-count, as in
+# scripts/e2e-scale-throughput.sh).
+whole_res=nvidia.com/gpu=1
+[ -n "$hami" ] || whole_res=aliyun.com/gpu-count=1
 purge_on_exit
 rm -rf "$E2E_SCALE_DIR"
 "$repo/scripts/e2e-scale.sh" up --nodes "$nodes_csv" --count "$nodes" | grep '^e2e-scale:' ||
@@ -76,7 +82,7 @@ mkdir -p "$out"
 one() {
   local w=$1 size=$2 round=$3 res sched="kube-scheduler" extra=() line check
   case $w in
-    whole) res=nvidia.com/gpu=1 ;;
+    whole) res=$whole_res ;;
     gpushare) res=aliyun.com/gpu-mem=3 ;;
     hami*) res=nvidia.com/gpu=1,nvidia.com/gpumem=3072; sched=kube-scheduler-hami
       extra=(-scheduler-name hami-scheduler) ;;
@@ -114,7 +120,7 @@ fi
 say "${hami:+HAMi $(cat "$bin/hami-scheduler.commit") beside }gpushare on $nodes nodes ($(python3 -c '
 import json, sys
 print(sum(len(json.loads(n["metadata"]["annotations"]["gpushare.io/gpu-inventory"])["gpus"])
-          for n in json.load(open(sys.argv[1]))["items"]))' "$out/nodes.json") GPUs), kube-scheduler v1.37.2 client QPS $qps, lock released $delay after each bind:"
+          for n in json.load(open(sys.argv[1]))["items"]))' "$out/nodes.json") GPUs), kube-scheduler v1.37.2 client QPS $qps${hami:+, the HAMi node lock released $delay after each bind}:"
 say "workload size bursts pods/s(median,min) p50_s(median) p99_s(median,max) stuck(total) overbooked(total)"
 python3 - "$out/bursts" <<'EOF' | while IFS= read -r l; do say "  $l"; done
 import statistics, sys
