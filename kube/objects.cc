@@ -238,6 +238,27 @@ Status DecodeContainers(const json& spec, const char* key, std::vector<Container
   });
 }
 
+// Whether pod.spec `s` states a soft placement preference (PodSpec::placement_preferences). The
+// API server validated these fields; anything unexpected here counts as no preference.
+bool HasPlacementPreferences(const json& s) {
+  constexpr std::string_view kPreferred = "preferredDuringSchedulingIgnoredDuringExecution";
+  if (const json* affinity = Member(s, "affinity"); affinity != nullptr && affinity->is_object()) {
+    for (const char* kind : {"nodeAffinity", "podAffinity", "podAntiAffinity"}) {
+      const json* a = Member(*affinity, kind);
+      const json* preferred = a != nullptr && a->is_object() ? Member(*a, kPreferred) : nullptr;
+      if (preferred != nullptr && preferred->is_array() && !preferred->empty()) return true;
+    }
+  }
+  if (const json* spread = Member(s, "topologySpreadConstraints");
+      spread != nullptr && spread->is_array()) {
+    for (const json& c : *spread) {
+      const json* when = c.is_object() ? Member(c, "whenUnsatisfiable") : nullptr;
+      if (when != nullptr && when->is_string() && *when == "ScheduleAnyway") return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 Result<Pod> DecodePod(const json& j) {
@@ -252,6 +273,7 @@ Result<Pod> DecodePod(const json& j) {
     GPUSHARE_RETURN_IF_ERROR(GetInt32(s, "priority", "pod.spec", &p.spec.priority));
     GPUSHARE_RETURN_IF_ERROR(DecodeContainers(s, "containers", &p.spec.containers));
     GPUSHARE_RETURN_IF_ERROR(DecodeContainers(s, "initContainers", &p.spec.init_containers));
+    p.spec.placement_preferences = HasPlacementPreferences(s);
   }
   GPUSHARE_ASSIGN_OR_RETURN(const json* status, ObjectMember(j, "status", "pod"));
   if (status != nullptr) {

@@ -60,6 +60,11 @@ struct PodSpec {
   std::string node_name;
   std::string scheduler_name;
   int32_t priority = 0;  // spec.priority, resolved from the PriorityClass at admission (0 absent)
+  // The pod states a soft placement preference that kube-scheduler's score plugins weigh: a
+  // preferred node affinity, a preferred pod affinity or anti-affinity, or a topology spread
+  // constraint with whenUnsatisfiable ScheduleAnyway (--filter-keep-best leaves such pods'
+  // ranking to kube-scheduler and prioritize).
+  bool placement_preferences = false;
   std::vector<Container> containers;
   std::vector<Container> init_containers;
 };

@@ -1233,9 +1233,15 @@ Result<Reservation> GpuCache::Reserve(const kube::Pod& pod, const ms::PodRequest
                ? Status::ResourceExhausted("node " + node + ": " + v.reason)
                : Status::FailedPrecondition("node " + node + ": " + v.reason);
   }
+  GPUSHARE_ASSIGN_OR_RETURN(const std::vector<int> gpus, Choose(n, request, shape));
+  return Book(pod, request, n, gpus, now_ns);
+}
+
+Result<std::vector<int>> GpuCache::Choose(const NodeRec& n, const ms::PodRequest& request,
+                                          pl::ShapeId shape) {
   const std::vector<pl::Verdict> verdicts = engine_->Evaluate(shape, {n.eid});
   if (verdicts.empty() || verdicts[0].rejection != pl::Rejection::kNone)
-    return Status::ResourceExhausted("node " + node + ": no GPU choice fits");
+    return Status::ResourceExhausted("node " + n.name + ": no GPU choice fits");
   const pl::GpuAssignment& a = verdicts[0].choice.gpus;
   const std::vector<int64_t> demands = request.ShapeKey();
   if (a.count != demands.size())
@@ -1244,7 +1250,46 @@ Result<Reservation> GpuCache::Reserve(const kube::Pod& pod, const ms::PodRequest
   const std::vector<size_t> order = ShapeOrder(demands);
   std::vector<int> gpus(demands.size(), -1);
   for (size_t i = 0; i < order.size(); ++i) gpus[order[i]] = n.slots[a.gpu[i]];
-  return Book(pod, request, n, gpus, now_ns);
+  return gpus;
+}
+
+Status GpuCache::Pick(const kube::Pod& pod, const ms::PodRequest& asked, const std::string& node,
+                      int64_t now_ns) {
+  MutexLock l(&mu_);
+  if (!synced_) return Status::Unavailable("cache not synced");
+  const std::string& uid = pod.metadata.uid;
+  if (auto p = pods_.find(uid); p != pods_.end() && p->second->state != PodRec::State::kExpired)
+    return Status::Ok();  // booked already: its booking is what counts
+  if (auto h = nominations_.find(uid); h != nominations_.end()) {
+    if (!h->second.pick) return Status::Ok();  // preemption's hold: the GPUs freed for it
+    DropNomination(uid, "picked again");
+  }
+  EnsureEngine();
+  NodeRec* found = FindNode(node);
+  if (found == nullptr || found->eid < 0)
+    return Status::FailedPrecondition(
+        "node " + node + ": " +
+        (found == nullptr ? std::string("not in the cache") : found->problem));
+  NodeRec& n = *found;
+  GPUSHARE_ASSIGN_OR_RETURN(const ms::PodRequest request, OnNode(n, asked));
+  GPUSHARE_ASSIGN_OR_RETURN(const pl::ShapeId shape, Shape(request));
+  const NodeVerdict v = Check(n, request, engine_->shape(shape), Asker::Of(pod));
+  if (v.kind != NodeVerdict::Kind::kFits)
+    return v.kind == NodeVerdict::Kind::kFailed
+               ? Status::ResourceExhausted("node " + node + ": " + v.reason)
+               : Status::FailedPrecondition("node " + node + ": " + v.reason);
+  GPUSHARE_ASSIGN_OR_RETURN(const std::vector<int> gpus, Choose(n, request, shape));
+  Nomination h;
+  h.uid = uid;
+  h.key = pod.metadata.namespace_ + "/" + pod.metadata.name;
+  h.node = node;
+  h.priority = pod.spec.priority;
+  h.gpus = ms::AssignContainers(request, gpus);
+  h.use = ms::GpuUsage(request, h.gpus);
+  h.pick = true;
+  h.since_ns = now_ns;
+  AddNomination(std::move(h));
+  return Status::Ok();
 }
 
 Result<Reservation> GpuCache::Book(const kube::Pod& pod, const ms::PodRequest& request, NodeRec& n,
@@ -1422,8 +1467,9 @@ void GpuCache::DropNomination(const std::string& uid, std::string_view why) {
   if (it == nominations_.end()) return;
   const Nomination& h = it->second;
   NodeRec& n = NodeFor(h.node);
-  Log("event=nomination_ended pod=" + Value(h.key) + " node=" + Value(h.node) +
-      " gpus=" + Value(GpuList(h.gpus)) + " reason=" + Value(std::string(why)));
+  if (!h.pick)  // a pick ends with every bind: only its expiry is news (ExpireNominations)
+    Log("event=nomination_ended pod=" + Value(h.key) + " node=" + Value(h.node) +
+        " gpus=" + Value(GpuList(h.gpus)) + " reason=" + Value(std::string(why)));
   AddTo(n.nominated, h.use, -1);
   n.nominees.erase(uid);
   nominations_.erase(it);
@@ -1635,10 +1681,15 @@ Result<Nomination> GpuCache::Nominate(const kube::Pod& pod, const ms::PodRequest
   return copy;
 }
 
-std::vector<Nomination> GpuCache::ExpireNominations(int64_t now_ns, int64_t timeout_ns) {
+std::vector<Nomination> GpuCache::ExpireNominations(int64_t now_ns, int64_t timeout_ns,
+                                                    int64_t pick_timeout_ns) {
   MutexLock l(&mu_);
   std::vector<Nomination> out;
   for (auto& [uid, h] : nominations_) {
+    if (h.pick) {
+      if (now_ns - h.since_ns >= pick_timeout_ns) out.push_back(h);
+      continue;
+    }
     bool victims_left = false;
     for (const std::string& v : h.victims) {
       const auto p = pods_.find(v);
@@ -1649,9 +1700,15 @@ std::vector<Nomination> GpuCache::ExpireNominations(int64_t now_ns, int64_t time
     const bool unclaimed = h.victims_gone_ns != 0 && now_ns - h.victims_gone_ns >= timeout_ns;
     if (never_nominated || unclaimed) out.push_back(h);
   }
-  for (const Nomination& h : out)
+  for (const Nomination& h : out) {
+    if (h.pick) {
+      ++picks_expired_;
+      Log("event=pick_expired pod=" + Value(h.key) + " node=" + Value(h.node) + " gpus=" +
+          Value(GpuList(h.gpus)) + " age_ms=" + std::to_string((now_ns - h.since_ns) / 1'000'000));
+    }
     DropNomination(h.uid, h.seen ? "its victims are gone and it was not bound in time"
                                  : "kube-scheduler never nominated it on the node");
+  }
   return out;
 }
 
@@ -1696,6 +1753,8 @@ CacheStats GpuCache::stats() const {
     if (p->state == PodRec::State::kReserved) ++s.reserved;
     if (p->state == PodRec::State::kExpired) ++s.expired;
   }
+  for (const auto& [uid, h] : nominations_) s.picks += h.pick ? 1 : 0;
+  s.picks_expired = picks_expired_;
   s.rebuilds = rebuilds_;
   s.policy_refreshes = policy_refreshes_;
   return s;

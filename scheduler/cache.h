@@ -83,6 +83,9 @@ struct Nomination {
   memshare::ContainerGpus gpus;         // container -> GPU index, where the pod is to go
   std::map<int, memshare::GpuUse> use;  // what it holds there, per GPU index
   std::vector<std::string> victims;     // UIDs of the pods evicted for it
+  // A pick (GpuCache::Pick): the policy's choice for the pod, held from its scheduling cycle
+  // to its bind, with no victims; it ends like a preemption's hold, or after the pick timeout.
+  bool pick = false;
   int64_t since_ns = 0;
   bool seen = false;            // the pod's status.nominatedNodeName was seen naming `node`
   int64_t victims_gone_ns = 0;  // when the sweep first found none of the victims left (0: not yet)
@@ -164,12 +167,14 @@ struct ExpiredPod {
 struct CacheStats {
   int nodes = 0;  // nodes with a readable inventory
   int usable_gpus = 0;
-  int pods = 0;           // pods whose usage is counted
-  int assumed = 0;        // counted pods not yet confirmed by gpushare-node (binds in flight too)
-  int reserved = 0;       // binds in flight
-  int expired = 0;        // pods released by the assume timeout and not confirmed since
-  int unassigned = 0;     // bound pods asking for units with no readable assignment
-  uint64_t rebuilds = 0;  // engine views rebuilt from scratch
+  int pods = 0;        // pods whose usage is counted
+  int assumed = 0;     // counted pods not yet confirmed by gpushare-node (binds in flight too)
+  int reserved = 0;    // binds in flight
+  int expired = 0;     // pods released by the assume timeout and not confirmed since
+  int unassigned = 0;  // bound pods asking for units with no readable assignment
+  int picks = 0;       // picks held now (GpuCache::Pick)
+  uint64_t picks_expired = 0;  // picks that ended without their pod's bind (the pick timeout)
+  uint64_t rebuilds = 0;       // engine views rebuilt from scratch
   uint64_t policy_refreshes = 0;
 };
 
@@ -256,6 +261,20 @@ class GpuCache {
   // seen bound in the API, or was deleted).
   void Rollback(const std::string& pod_uid, uint64_t token) GPUSHARE_EXCLUDES(mu_);
 
+  // Holds the GPUs the policy chooses for `pod` on `node` (the node the filter kept with
+  // --filter-keep-best, or the one prioritize ranked first) until its bind: a pick. Between a
+  // pod's scheduling cycle and its bind, kube-scheduler counts the pod on the node (its assumed
+  // pods) only in the resources it knows; it cannot count alibabacloud.com/gpu-milli (ignored by
+  // it) nor which GPU a share takes, so without the pick the next pods' filters see the GPU free
+  // and their binds conflict. A pick counts as booked like a preemption's hold (for pods of
+  // lower or equal priority; the pod itself is exempt); the bind books the picked GPUs when
+  // they still have room, and the pick ends when the pod is bound (here or elsewhere), deleted,
+  // nominated by preemption, picked again, or after the pick timeout (ExpireNominations). A pod
+  // already booked, or holding a preemption's hold, is left as it is. Errors: kUnavailable (not
+  // synced), kFailedPrecondition (the node cannot take the pod), kResourceExhausted (no room).
+  Status Pick(const kube::Pod& pod, const memshare::PodRequest& request, const std::string& node,
+              int64_t now_ns) GPUSHARE_EXCLUDES(mu_);
+
   // Releases pods assumed (not confirmed) for longer than `timeout_ns` that are still Pending.
   std::vector<ExpiredPod> ExpireAssumed(int64_t now_ns, int64_t timeout_ns) GPUSHARE_EXCLUDES(mu_);
 
@@ -272,10 +291,10 @@ class GpuCache {
                               const std::string& node, const placement::GpuAssignment& slots,
                               std::vector<std::string> victims, int64_t now_ns)
       GPUSHARE_EXCLUDES(mu_);
-  // Ends holds whose pod was never seen nominated on their node within `timeout_ns`, and holds
-  // whose victims have all been gone for `timeout_ns`.
-  std::vector<Nomination> ExpireNominations(int64_t now_ns, int64_t timeout_ns)
-      GPUSHARE_EXCLUDES(mu_);
+  // Ends holds whose pod was never seen nominated on their node within `timeout_ns`, holds
+  // whose victims have all been gone for `timeout_ns`, and picks older than `pick_timeout_ns`.
+  std::vector<Nomination> ExpireNominations(int64_t now_ns, int64_t timeout_ns,
+                                            int64_t pick_timeout_ns) GPUSHARE_EXCLUDES(mu_);
   std::vector<Nomination> Nominations() const GPUSHARE_EXCLUDES(mu_);
 
   // Plans to move (memshare::SettledPlanMoves): confirmed pods held off their plan whose
@@ -348,6 +367,9 @@ class GpuCache {
                            const std::vector<int>& demand_gpus, int64_t now_ns)
       GPUSHARE_REQUIRES(mu_);
   // kFailed when the pod's slot keys clash with the node's pending ones (memshare::FreshConflict).
+  // The GPU(s) the engine chooses for `request` (shape `shape`) on `n`, per demand.
+  Result<std::vector<int>> Choose(const NodeRec& n, const memshare::PodRequest& request,
+                                  placement::ShapeId shape) GPUSHARE_REQUIRES(mu_);
   NodeVerdict Clash(const NodeRec& n, const memshare::PodRequest& request) const
       GPUSHARE_REQUIRES(mu_);
 
@@ -412,6 +434,7 @@ class GpuCache {
   bool workload_stale_ GPUSHARE_GUARDED_BY(mu_) = true;
   uint64_t rebuilds_ GPUSHARE_GUARDED_BY(mu_) = 0;
   uint64_t policy_refreshes_ GPUSHARE_GUARDED_BY(mu_) = 0;
+  uint64_t picks_expired_ GPUSHARE_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace gpushare::scheduler

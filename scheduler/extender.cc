@@ -74,6 +74,13 @@ Result<Decoded> DecodeArgs(std::string_view body, std::string_view resource) {
   return d;
 }
 
+// Whether the filter passes only the policy's best nodes for `pod` (--filter-keep-best). A pod with
+// soft placement preferences keeps every node that fits: kube-scheduler's score plugins weigh
+// them, and prioritize adds the policy's ranking.
+bool KeepsBest(const ExtenderOptions& o, const kube::Pod& pod, const ms::PodRequest& request) {
+  return o.filter_keep_best > 0 && !request.empty() && !pod.spec.placement_preferences;
+}
+
 // --filter-keep-best: only the `keep` best of the nodes that passed, by the policy's scores.
 void KeepBest(GpuCache& cache, size_t keep, const Decoded& d, FilterResult* r) {
   std::vector<std::string_view> passed;
@@ -344,9 +351,14 @@ HttpReply Extender::Filter(std::string_view body) {
         break;
     }
   }
-  if (options_.filter_keep_best > 0 && !d->request.empty())
-    KeepBest(cache_, static_cast<size_t>(options_.filter_keep_best), *d, &r);
+  const bool keep_best = KeepsBest(options_, d->pod, d->request);
+  if (keep_best) KeepBest(cache_, static_cast<size_t>(options_.filter_keep_best), *d, &r);
   const size_t passed = r.names_mode ? r.node_names.size() : r.nodes.size();
+  if (keep_best && passed == 1)
+    Pick(d->pod, d->request,
+         r.names_mode ? r.node_names[0]
+                      : std::string_view(
+                            r.nodes[0].at("metadata").at("name").get_ref<const std::string&>()));
   FilterRefused(d->pod, names, verdicts, passed);
   const double ms = MsSince(t0);
   if (passed == 0) {
@@ -358,6 +370,15 @@ HttpReply Extender::Filter(std::string_view body) {
                   Value(key), names.size(), passed, r.failed.size(), r.unresolvable.size(), Ms(ms));
   }
   return {200, EncodeFilterResult(r)};
+}
+
+void Extender::Pick(const kube::Pod& pod, const memshare::PodRequest& request,
+                    std::string_view node) {
+  if (!options_.pick) return;
+  const Status s = cache_.Pick(pod, request, std::string(node), options_.now_ns());
+  if (!s.ok())
+    spdlog::debug("event=pick_skipped pod={} node={} error={}", Value(PodKey(pod)), Value(node),
+                  Value(s.message()));
 }
 
 HttpReply Extender::Prioritize(std::string_view body) {
@@ -394,6 +415,15 @@ HttpReply Extender::Prioritize(std::string_view body, bool cpu_only_pods) {
   // Whether this verb ranks the pod: GPU pods for prioritize, the others for prioritize-cpu.
   const bool ranks = cpu_only_pods == d->request.empty();
   if (ranks) scores = cache_.Score(d->request, names, kube::PodCpuMemoryRequests(d->pod));
+  if (ranks && !d->request.empty() && !KeepsBest(options_, d->pod, d->request)) {
+    // The engine's choice (scored 10, and no other node is) is where kube-scheduler sends it
+    // (the filter picked already when it kept the best node alone).
+    for (size_t i = 0; i < names.size(); ++i)
+      if (scores[i] == 10) {
+        Pick(d->pod, d->request, names[i]);
+        break;
+      }
+  }
   std::vector<HostPriority> out;
   out.reserve(names.size());
   std::unordered_set<std::string_view> seen;  // only for pods this verb does not rank

@@ -66,9 +66,13 @@ struct ExtenderOptions {
       warn;
   // --filter-keep-best: 0, the filter passes every node that fits and kube-scheduler ranks them
   // with prioritize; N > 0, it passes only the N best by the policy (GpuCache::Score; the
-  // engine's own choice first), so that the extender entry needs no prioritizeVerb: one
-  // exchange per pod instead of two, and kube-scheduler scores N nodes instead of all.
+  // engine's own choice first): with 1, kube-scheduler has one node left and neither scores nor
+  // calls prioritize (one exchange per pod instead of two). Pods with soft placement preferences
+  // (kube::PodSpec::placement_preferences) keep every node that fits either way.
   int filter_keep_best = 0;
+  // Whether the node the policy picks for a pod (the first the filter keeps, or the one
+  // prioritize ranks first) is held for it until its bind (GpuCache::Pick).
+  bool pick = false;
   // The preempt verb's own options (scheduler/preempt.h); resource_name, pod_lookup, now_ns,
   // metrics and warn are taken from the fields above.
   PreemptOptions preempt;
@@ -117,6 +121,8 @@ class Extender {
 
  private:
   HttpReply Prioritize(std::string_view body, bool cpu_only_pods);
+  // Holds the GPUs of `node` the policy chooses for the pod until its bind (options_.pick).
+  void Pick(const kube::Pod& pod, const memshare::PodRequest& request, std::string_view node);
   // The bind itself: OK when the pod is bound to b.node (by this call or an earlier one), else
   // why not (the message is the Error of the reply; the code says what kind of refusal:
   // kUnavailable not synced, kNotFound, kFailedPrecondition, kResourceExhausted no room, or the

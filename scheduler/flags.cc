@@ -136,6 +136,8 @@ Status CheckAssume(const SchedulerFlags& f, ServiceOptions* o) {
   GPUSHARE_ASSIGN_OR_RETURN(o->nomination_timeout,
                             Duration("--nomination-timeout", f.nomination_timeout, 1, kHour,
                                      "a positive duration up to 1h"));
+  GPUSHARE_ASSIGN_OR_RETURN(o->pick_hold,
+                            Duration("--pick-hold", f.pick_hold, 0, kHour, "0s (no picks)..1h"));
   GPUSHARE_ASSIGN_OR_RETURN(const int64_t keep,
                             Whole("--filter-keep-best", f.filter_keep_best, 0, 100000));
   o->filter_keep_best = static_cast<int>(keep);
@@ -342,10 +344,15 @@ void AddPlacementFlags(CLI::App& app, SchedulerFlags& f) {
                  "preempt: how long the GPUs freed for a pod stay held once its victims are "
                  "gone (or, if kube-scheduler never nominates it there, from the start)")
       ->capture_default_str();
+  app.add_option("--pick-hold", f.pick_hold,
+                 "how long the GPUs the policy picks for a pod (the node filter keeps, or "
+                 "prioritize ranks first) stay held for its bind; 0s: not held")
+      ->capture_default_str();
   app.add_option("--filter-keep-best", f.filter_keep_best,
-                 "0: filter passes every node that fits (kube-scheduler ranks them with "
-                 "prioritize); N: only the N best by the policy, for an extender entry without "
-                 "prioritizeVerb (one exchange per pod)")
+                 "N: filter passes only the N best nodes by the policy (1: kube-scheduler has one "
+                 "node left, one exchange per pod), except for pods with soft placement "
+                 "preferences; 0: every node that fits (kube-scheduler ranks them with "
+                 "prioritize)")
       ->capture_default_str();
 }
 

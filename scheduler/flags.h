@@ -38,7 +38,8 @@ struct SchedulerFlags {
   std::string restart_hold = "30s";
   std::string preemption_budgets = "respect";
   std::string nomination_timeout = "60s";
-  std::string filter_keep_best = "0";
+  std::string filter_keep_best = "1";
+  std::string pick_hold = "30s";
   std::string max_body_bytes = "8388608";
   std::string http_threads = "16";
   std::string bind_threads = "256";

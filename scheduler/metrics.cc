@@ -210,6 +210,12 @@ std::vector<pm::MetricFamily> StatsFamilies(const MetricsSnapshot& s) {
                     T::Gauge, c.assumed));
   out.push_back(One("cache_reserved_pods", "Binds in flight (booked, API calls not finished).",
                     T::Gauge, c.reserved));
+  out.push_back(One("cache_picks",
+                    "Pods whose GPUs the policy picked, held until their bind (--pick-hold).",
+                    T::Gauge, c.picks));
+  out.push_back(One("picks_expired_total",
+                    "Picks that ended without their pod's bind within --pick-hold.", T::Counter,
+                    D(c.picks_expired)));
   out.push_back(One("cache_unassigned_pods",
                     "Bound pods asking for the resource with no readable GPU assignment (counted "
                     "nowhere).",

@@ -75,6 +75,11 @@ Status SchedulerService::Start() {
   co.burst = options_.kube_burst;
   co.user_agent = "gpushare-scheduler/0.1";
   co.request_timeout = std::chrono::milliseconds(10000);
+  // Keep a connection for every request that can be in flight at once (each bind thread, each
+  // server thread, the informers' lists): a connection closed after a burst's request is a TLS
+  // handshake for the next, the scheduler's largest CPU cost under a burst (docs/benchmarks.md).
+  co.max_idle_connections =
+      static_cast<size_t>(std::max(1, options_.http.bind_threads) + options_.http.threads + 8);
   Result<std::shared_ptr<kube::Client>> client = kube::Client::Create(*cfg, co);
   if (!client.ok()) return client.status().WithContext("Kubernetes client");
   client_ = *client;
@@ -129,6 +134,7 @@ Status SchedulerService::Start() {
   xo.preempt.budgets_synced = [budgets] { return budgets->HasSynced(); };
   xo.preempt.budgets = options_.preemption_budgets;
   xo.filter_keep_best = options_.filter_keep_best;
+  xo.pick = options_.pick_hold.count() > 0;
   xo.metrics = &metrics_;
   kube::EventRecorder* events = events_.get();
   xo.warn = [events](const kube::ObjectReference& pod, std::string_view reason,
@@ -377,9 +383,12 @@ void SchedulerService::Sweep() {
 void SchedulerService::SweepNominations() {
   const int64_t timeout =
       std::chrono::duration_cast<std::chrono::nanoseconds>(options_.nomination_timeout).count();
-  for (const Nomination& h : cache_->ExpireNominations(NowNs(), timeout))
-    spdlog::info("event=nomination_expired pod={} node={} gpus={} seen={}", Value(h.key),
-                 Value(h.node), Value(memshare::EncodeContainerGpus(h.gpus)), h.seen);
+  const int64_t pick =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(options_.pick_hold).count();
+  for (const Nomination& h : cache_->ExpireNominations(NowNs(), timeout, pick))
+    if (!h.pick)  // the cache logs an expired pick (event=pick_expired)
+      spdlog::info("event=nomination_expired pod={} node={} gpus={} seen={}", Value(h.key),
+                   Value(h.node), Value(memshare::EncodeContainerGpus(h.gpus)), h.seen);
 }
 
 void SchedulerService::SweepLoop() {

@@ -63,8 +63,11 @@ struct ServiceOptions {
   // how long a hold on the GPUs freed for a pod lasts once its victims are gone (or, when
   // kube-scheduler never nominates the pod there, from the start).
   placement::BudgetMode preemption_budgets = placement::BudgetMode::kRespect;
-  int filter_keep_best = 0;  // --filter-keep-best (ExtenderOptions::filter_keep_best)
+  int filter_keep_best = 1;  // --filter-keep-best (ExtenderOptions::filter_keep_best)
   std::chrono::milliseconds nomination_timeout{std::chrono::seconds(60)};
+  // --pick-hold: how long the policy's pick for a pod is held for its bind (GpuCache::Pick);
+  // 0: no picks.
+  std::chrono::milliseconds pick_hold{std::chrono::seconds(30)};
   double kube_qps = 500;  // one API call per bind (and a GET when a bind conflicts)
   int kube_burst = 1000;
   std::string event_component = "gpushare-scheduler";

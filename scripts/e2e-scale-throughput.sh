@@ -15,9 +15,10 @@
 # pod; then the ratio of each extender workload's rate to the baseline's in the same run.
 #
 # For each client setting, each kube-scheduler profile of THROUGHPUT_PROFILES (default "default
-# best"): default is deploy/kube-scheduler-config.yaml (filter and prioritize: two exchanges per
-# pod); best is the same entry without prioritizeVerb and gpushare-scheduler's filter keeping
-# only the policy's best node (--filter-keep-best 1: one exchange per pod).
+# two"): default is deploy/kube-scheduler-config.yaml with gpushare-scheduler as the chart runs
+# it (--filter-keep-best 1: the filter keeps the policy's best node, one exchange per pod); two
+# is the same with --filter-keep-best 0 (every node that fits passed, then prioritize: two
+# exchanges per pod).
 #
 # Environment: THROUGHPUT_SIZES, THROUGHPUT_QPS, THROUGHPUT_PROFILES, THROUGHPUT_PODS,
 # SCALE_NODES_CSV (the node list),
@@ -29,7 +30,7 @@ export E2E_SCALE_DIR=${E2E_SCALE_DIR:-$repo/build/e2e/scale-throughput}
 nodes_csv=${SCALE_NODES_CSV:-$repo/../shared/data/alibaba-gpu-v2023/openb_node_list_gpu_node.csv}
 sizes=${THROUGHPUT_SIZES:-1213 5000}
 qpss=${THROUGHPUT_QPS:-default 500}
-profiles=${THROUGHPUT_PROFILES:-default best}
+profiles=${THROUGHPUT_PROFILES:-default two}
 count=${THROUGHPUT_PODS:-3000}
 kubeconfig="$repo/build/e2e/kubeconfig"
 ns=scale-throughput

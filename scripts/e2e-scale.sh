@@ -10,8 +10,8 @@
 #   scripts/e2e-scale.sh status                          what runs, how many nodes are Ready
 #   scripts/e2e-scale.sh purge                           down, and its state removed
 #   scripts/e2e-scale.sh policy NAME                     gpushare-scheduler again with --policy NAME
-#   scripts/e2e-scale.sh profile default|best|replay [QPS]  kube-scheduler again with that profile
-#                                                        (best: one extender exchange per pod)
+#   scripts/e2e-scale.sh profile default|two|replay [QPS]  kube-scheduler again with that profile
+#                                                        (two: two extender exchanges per pod)
 #                                                        (and its API client at QPS, burst 2 x QPS)
 #   scripts/e2e-scale.sh replicas 1|2                    kube-scheduler alone, or two electing a leader
 #   scripts/e2e-scale.sh fault gpushare-scheduler|kube-apiserver|leader
@@ -94,7 +94,7 @@ scale_check_host() {
 chart_scheduler_args() {
   local policy=default
   [ -f "$dir/policy" ] && policy=$(cat "$dir/policy")
-  local keep=0
+  local keep=1
   [ -f "$dir/keep" ] && keep=$(cat "$dir/keep")
   "$bin/helm" template gpushare "$repo/deploy/helm/gpushare" --set scheduler.mode=extender \
     --set scheduler.policy="$policy" --set scheduler.filterKeepBest="$keep" |
@@ -123,7 +123,9 @@ start_scale_gpushare_scheduler() {
   wait_up gpushare-scheduler 60 curl -sf -m 2 "http://$scheduler_health/healthz"
 }
 
-# kube-scheduler with deploy/kube-scheduler-config.yaml (profile "default"), or (profile
+# kube-scheduler with deploy/kube-scheduler-config.yaml (profiles "default" and "two", which
+# differ in gpushare-scheduler's --filter-keep-best: the chart's 1, one exchange per pod, or 0,
+# every node that fits passed and ranked with prioritize: two exchanges), or (profile
 # "replay", for gpushare replay) the same with the protocol of FGD's simulator
 # (../shared/reference/fgd-benchmark.md): every node scored (percentageOfNodesToScore 100),
 # kube-scheduler's own score plugins off, and a second extender entry that ranks the pods asking
@@ -146,15 +148,6 @@ gpu = c["extenders"][0]
 c["extenders"].append({"urlPrefix": gpu["urlPrefix"], "prioritizeVerb": "prioritize-cpu",
                        "weight": gpu["weight"], "nodeCacheCapable": True,
                        "httpTimeout": gpu.get("httpTimeout", "10s"), "ignorable": False})
-yaml.safe_dump(c, sys.stdout, sort_keys=False)
-' >"$dir/kube-scheduler-config.yaml"
-  elif [ "$profile" = best ]; then
-    # One exchange per pod: the filter passes only the policy's best node
-    # (gpushare-scheduler --filter-keep-best 1), so the entry has no prioritizeVerb.
-    scheduler_config | python3 -c '
-import sys, yaml
-c = yaml.safe_load(sys.stdin)
-c["extenders"][0].pop("prioritizeVerb", None)
 yaml.safe_dump(c, sys.stdout, sort_keys=False)
 ' >"$dir/kube-scheduler-config.yaml"
   else
@@ -405,11 +398,11 @@ cmd_up() {
       --nodes) csv=${2:?--nodes needs a file}; shift 2 ;;
       --count) count=${2:?--count needs a number}; shift 2 ;;
       --policy) policy=${2:?--policy needs a name}; shift 2 ;;
-      --profile) profile=${2:?--profile needs default, best or replay}; shift 2 ;;
-      *) die "up: unknown argument '$1' (want --nodes FILE, --count N, --policy NAME, --profile default|best|replay)" ;;
+      --profile) profile=${2:?--profile needs default, two or replay}; shift 2 ;;
+      *) die "up: unknown argument '$1' (want --nodes FILE, --count N, --policy NAME, --profile default|two|replay)" ;;
     esac
   done
-  case $profile in default | best | replay) ;; *) die "--profile must be default, best or replay, not '$profile'" ;; esac
+  case $profile in default | two | replay) ;; *) die "--profile must be default, two or replay, not '$profile'" ;; esac
   [ -r "$csv" ] || die "node list $csv not readable (--nodes FILE; the default is in ../shared/data)"
   [[ $count =~ ^[0-9]+$ ]] || die "--count must be a number, not '$count'"
   scale_check_host
@@ -418,8 +411,8 @@ cmd_up() {
   echo "$profile" >"$dir/profile"
   # The filter's setting follows the profile; a gpushare-scheduler left running with the other
   # one is started again.
-  local keep=0 was=0
-  [ "$profile" = best ] && keep=1
+  local keep=1 was=1
+  [ "$profile" = two ] && keep=0
   [ -f "$dir/keep" ] && was=$(cat "$dir/keep")
   echo "$keep" >"$dir/keep"
   [ "$keep" = "$was" ] || stop_pid gpushare-scheduler 20
@@ -647,18 +640,19 @@ yaml.safe_dump(c, sys.stdout, sort_keys=False)
   log "HAMi $(cat "$bin/hami-scheduler.commit" 2>/dev/null) scheduler up (client QPS ${qps:-5, its default}), $(grep '^hamistandin: registered' "$logs/hamistandin.log" | tail -1 | sed 's/^hamistandin: //'), binds completed after $delay"
 }
 
-# profile default|best|replay [QPS]: kube-scheduler again with that configuration (and its API
+# profile default|two|replay [QPS]: kube-scheduler again with that configuration (and its API
 # client at QPS, burst 2 x QPS, when given; else kube-scheduler's defaults).
 cmd_profile() {
-  local profile=${1:?profile needs default, best or replay} qps=${2:-}
-  case $profile in default | best | replay) ;; *) die "profile must be default, best or replay, not '$profile'" ;; esac
+  local profile=${1:?profile needs default, two or replay} qps=${2:-}
+  case $profile in default | two | replay) ;; *) die "profile must be default, two or replay, not '$profile'" ;; esac
   [ -z "$qps" ] || [[ $qps =~ ^[1-9][0-9]*$ ]] || die "profile: QPS must be a positive number, not '$qps'"
   pid_alive kube-apiserver || die "the harness is not up"
   echo "$profile" >"$dir/profile"
   printf '%s' "$qps" >"$dir/qps"
-  # best: gpushare-scheduler's filter keeps only the best node (--filter-keep-best 1).
-  local keep=0 was=0
-  [ "$profile" = best ] && keep=1
+  # two: gpushare-scheduler's filter passes every node that fits (--filter-keep-best 0), and
+  # kube-scheduler ranks them with prioritize; the others keep the chart's 1.
+  local keep=1 was=1
+  [ "$profile" = two ] && keep=0
   [ -f "$dir/keep" ] && was=$(cat "$dir/keep")
   echo "$keep" >"$dir/keep"
   if [ "$keep" != "$was" ]; then
@@ -682,5 +676,5 @@ case "${1:-}" in
   replicas) shift; cmd_replicas "$@" ;;
   fault) shift; cmd_fault "$@" ;;
   hami) shift; cmd_hami "$@" ;;
-  *) echo "usage: $0 up [--nodes FILE] [--count N] [--policy NAME] [--profile default|best|replay] | down | purge | status | policy NAME | profile default|best|replay [QPS] | replicas 1|2 | fault gpushare-scheduler|kube-apiserver|leader | hami on [QPS] [DELAY] | hami off" >&2; exit 2 ;;
+  *) echo "usage: $0 up [--nodes FILE] [--count N] [--policy NAME] [--profile default|two|replay] | down | purge | status | policy NAME | profile default|two|replay [QPS] | replicas 1|2 | fault gpushare-scheduler|kube-apiserver|leader | hami on [QPS] [DELAY] | hami off" >&2; exit 2 ;;
 esac

@@ -362,7 +362,9 @@ TEST_F(IntegrationTest, PreemptionTakesTheGpuABudgetAllowsOrNone) {
 // --- GPUs of different sizes, and the full-NodeList mode ---------------------------------------
 
 TEST_F(IntegrationTest, GpusOfDifferentSizesInBothNodeCacheModes) {
-  StartScheduler();
+  // Every node that fits passed, so that prioritize ranks them (with the default
+  // --filter-keep-best 1 kube-scheduler has one node left and calls no prioritize).
+  StartScheduler(0, {"--filter-keep-best", "0"});
   AddNode(NodeJson("mixed", {{16}, {24}, {40}}));
   AddNode(NodeJson("pair", Uniform(2, 24)));
   for (int i = 0; i < 12; ++i) AddPod(SimplePod("p" + std::to_string(i), 10));

@@ -139,6 +139,8 @@ TEST(MetricsTest, EverySeriesOfTheCountersIsExact) {
   c.assumed = 2;
   c.reserved = 1;
   c.unassigned = 6;
+  c.picks = 27;
+  c.picks_expired = 28;
   HttpServerStats h;
   h.connections = 11;
   h.buffered_bytes = 12;
@@ -172,6 +174,7 @@ TEST(MetricsTest, EverySeriesOfTheCountersIsExact) {
             "gpushare_scheduler_bind_idempotent_total 4\n"
             "gpushare_scheduler_bind_seconds_total 1.5\n"
             "gpushare_scheduler_cache_nodes 3\n"
+            "gpushare_scheduler_cache_picks 27\n"
             "gpushare_scheduler_cache_pods 7\n"
             "gpushare_scheduler_cache_reserved_pods 1\n"
             "gpushare_scheduler_cache_unassigned_pods 6\n"
@@ -185,6 +188,7 @@ TEST(MetricsTest, EverySeriesOfTheCountersIsExact) {
             "gpushare_scheduler_http_evicted_total 16\n"
             "gpushare_scheduler_http_refused_total 14\n"
             "gpushare_scheduler_http_timeouts_total 15\n"
+            "gpushare_scheduler_picks_expired_total 28\n"
             "gpushare_scheduler_ready 1\n"
             "gpushare_scheduler_requests_total{verb=\"filter\"} 10\n"
             "gpushare_scheduler_requests_total{verb=\"prioritize\"} 9\n"

@@ -284,6 +284,34 @@ TEST(FilterKeepBestTest, TheFilterPassesOnlyThePolicysBestNodes) {
   // Prioritize agrees: the node kept is the one it scores 10.
   const json scores = json::parse(best.Prioritize(args).body);
   for (const auto& h : scores) EXPECT_EQ(h["Score"] == 10, h["Host"] == "roomy") << h.dump();
+  // A pod with soft placement preferences keeps every node that fits, for kube-scheduler's score
+  // plugins to weigh (and prioritize to rank); a hard spread constraint is no preference.
+  auto with = [&](const std::string& path, const json& value) {
+    json p = pod;
+    p["spec"][json::json_pointer(path)] = value;
+    return json{{"Pod", p}, {"NodeNames", {"tight", "roomy", "mid"}}}.dump();
+  };
+  const json preferred = json::array({{{"weight", 10}, {"preference", json::object()}}});
+  const std::vector<std::string> all3{"tight", "roomy", "mid"};
+  for (const std::string kind : {"nodeAffinity", "podAffinity", "podAntiAffinity"})
+    EXPECT_EQ(
+        passed(best.Filter(with(
+            "/affinity/" + kind + "/preferredDuringSchedulingIgnoredDuringExecution", preferred))),
+        all3)
+        << kind;
+  auto spread = [](const std::string& when) {
+    return json::array(
+        {{{"maxSkew", 1}, {"topologyKey", "kubernetes.io/hostname"}, {"whenUnsatisfiable", when}}});
+  };
+  EXPECT_EQ(passed(best.Filter(with("/topologySpreadConstraints", spread("ScheduleAnyway")))),
+            all3);
+  EXPECT_EQ(passed(best.Filter(with("/topologySpreadConstraints", spread("DoNotSchedule")))),
+            (std::vector<std::string>{"roomy"}));
+  EXPECT_EQ(passed(best.Filter(with("/affinity/nodeAffinity/"
+                                    "preferredDuringSchedulingIgnoredDuringExecution",
+                                    json::array()))),
+            (std::vector<std::string>{"roomy"}))
+      << "an empty list is no preference";
   ExtenderOptions two;
   two.filter_keep_best = 2;
   Extender top2(cache, nullptr, two);

@@ -414,8 +414,10 @@ TEST_F(PreemptTest, HoldsEndWhenThePodGoesOrIsNominatedElsewhereOrTimesOut) {
 
   // Never nominated by kube-scheduler: ends after the timeout.
   ASSERT_EQ(preemptor_->Decide(serving, Req(big), proposed)->node, "mem");
-  EXPECT_TRUE(cache_->ExpireNominations(now_ + 59'000'000'000, 60'000'000'000).empty());
-  EXPECT_EQ(cache_->ExpireNominations(now_ + 60'000'000'000, 60'000'000'000).size(), 1u);
+  EXPECT_TRUE(
+      cache_->ExpireNominations(now_ + 59'000'000'000, 60'000'000'000, 30'000'000'000).empty());
+  EXPECT_EQ(cache_->ExpireNominations(now_ + 60'000'000'000, 60'000'000'000, 30'000'000'000).size(),
+            1u);
   EXPECT_TRUE(cache_->Nominations().empty());
 
   // Nominated, victims still terminating: held however long; once they are gone, for the
@@ -424,7 +426,8 @@ TEST_F(PreemptTest, HoldsEndWhenThePodGoesOrIsNominatedElsewhereOrTimesOut) {
   serving.status.nominated_node_name = "mem";
   cache_->UpsertPod(serving);
   const std::vector<std::string> victims = cache_->Nominations()[0].victims;
-  EXPECT_TRUE(cache_->ExpireNominations(now_ + 3600'000'000'000, 60'000'000'000).empty());
+  EXPECT_TRUE(
+      cache_->ExpireNominations(now_ + 3600'000'000'000, 60'000'000'000, 30'000'000'000).empty());
   for (auto it = pods_.begin(); it != pods_.end();) {
     if (std::find(victims.begin(), victims.end(), it->second.metadata.uid) != victims.end()) {
       cache_->DeletePod(it->second);
@@ -434,9 +437,11 @@ TEST_F(PreemptTest, HoldsEndWhenThePodGoesOrIsNominatedElsewhereOrTimesOut) {
     }
   }
   const int64_t gone = now_ + 3700'000'000'000;
-  EXPECT_TRUE(cache_->ExpireNominations(gone, 60'000'000'000).empty());
-  EXPECT_TRUE(cache_->ExpireNominations(gone + 59'000'000'000, 60'000'000'000).empty());
-  EXPECT_EQ(cache_->ExpireNominations(gone + 60'000'000'000, 60'000'000'000).size(), 1u);
+  EXPECT_TRUE(cache_->ExpireNominations(gone, 60'000'000'000, 30'000'000'000).empty());
+  EXPECT_TRUE(
+      cache_->ExpireNominations(gone + 59'000'000'000, 60'000'000'000, 30'000'000'000).empty());
+  EXPECT_EQ(cache_->ExpireNominations(gone + 60'000'000'000, 60'000'000'000, 30'000'000'000).size(),
+            1u);
   EXPECT_TRUE(cache_->Nominations().empty());
 }
 
