@@ -1,6 +1,10 @@
 #include "kube/client.h"
 
 #include <curl/curl.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 
 #include <mutex>
 #include <thread>
@@ -156,6 +160,82 @@ struct Client::Conn {
   }
 };
 
+namespace detail {
+
+// The cluster CA and the client certificate and key, parsed once: curl builds a new OpenSSL
+// context for every connection and would parse the PEM blobs into each (with OpenSSL 3's
+// decoders, a large part of a new connection's CPU; bench/scheduler/kube_client_bench.cc).
+// SslCtx() hands every new context these objects, reference counted and only read there.
+struct TlsIdentity {
+  X509_STORE* store = nullptr;  // the cluster CA; null: the system trust store (curl's)
+  X509* cert = nullptr;         // the client certificate, null without one
+  std::vector<X509*> chain;     // certificates after it in the PEM (intermediates)
+  EVP_PKEY* key = nullptr;
+  ~TlsIdentity() {
+    X509_STORE_free(store);
+    X509_free(cert);
+    for (X509* c : chain) X509_free(c);
+    EVP_PKEY_free(key);
+  }
+
+  // Null when a blob does not parse: then curl is given the blobs as before, and reports the
+  // problem on the first connection as it always did.
+  static std::shared_ptr<const TlsIdentity> Parse(const ClientConfig& c) {
+    auto id = std::make_shared<TlsIdentity>();
+    if (!c.ca_pem.empty()) {
+      std::vector<X509*> cas = Certificates(c.ca_pem);
+      if (cas.empty()) return nullptr;
+      id->store = X509_STORE_new();
+      bool ok = id->store != nullptr;
+      for (X509* x : cas) {
+        ok = ok && X509_STORE_add_cert(id->store, x) == 1;
+        X509_free(x);
+      }
+      if (!ok) return nullptr;
+    }
+    if (!c.client_cert_pem.empty()) {
+      std::vector<X509*> certs = Certificates(c.client_cert_pem);
+      if (certs.empty()) return nullptr;
+      id->cert = certs.front();
+      id->chain.assign(certs.begin() + 1, certs.end());
+      BIO* bio =
+          BIO_new_mem_buf(c.client_key_pem.data(), static_cast<int>(c.client_key_pem.size()));
+      id->key = bio != nullptr ? PEM_read_bio_PrivateKey(bio, nullptr, nullptr, nullptr) : nullptr;
+      BIO_free(bio);
+      if (id->key == nullptr || X509_check_private_key(id->cert, id->key) != 1) {
+        ERR_clear_error();
+        return nullptr;
+      }
+    }
+    ERR_clear_error();
+    return id;
+  }
+  static std::vector<X509*> Certificates(const std::string& pem) {
+    std::vector<X509*> out;
+    BIO* bio = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+    if (bio == nullptr) return out;
+    while (X509* x = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr)) out.push_back(x);
+    BIO_free(bio);
+    ERR_clear_error();  // the end of the data reads as an error
+    return out;
+  }
+  // CURLOPT_SSL_CTX_FUNCTION: called with each new connection's context.
+  static CURLcode SslCtx(CURL*, void* ssl_ctx, void* self) {
+    const auto* id = static_cast<const TlsIdentity*>(self);
+    SSL_CTX* ctx = static_cast<SSL_CTX*>(ssl_ctx);
+    if (id->store != nullptr) SSL_CTX_set1_cert_store(ctx, id->store);
+    if (id->cert != nullptr) {
+      if (SSL_CTX_use_certificate(ctx, id->cert) != 1 || SSL_CTX_use_PrivateKey(ctx, id->key) != 1)
+        return CURLE_SSL_CERTPROBLEM;
+      for (X509* c : id->chain)
+        if (SSL_CTX_add1_chain_cert(ctx, c) != 1) return CURLE_SSL_CERTPROBLEM;
+    }
+    return CURLE_OK;
+  }
+};
+
+}  // namespace detail
+
 // The parsed server URL; with tls-server-name set, requests go to https://<server-name>:port
 // and CONNECT_TO sends them to the real host, so SNI and verification use the server name.
 struct Client::Target {
@@ -202,6 +282,10 @@ Status Client::Init() {
     port = hostport.substr(colon + 1);
   }
   target_ = std::make_unique<Target>();
+  if (https) {
+    std::shared_ptr<const detail::TlsIdentity> id = detail::TlsIdentity::Parse(config_);
+    if (id != nullptr && (id->store != nullptr || id->cert != nullptr)) tls_ = std::move(id);
+  }
   if (!config_.tls_server_name.empty() && https) {
     target_->base = "https://" + config_.tls_server_name + ":" + port;
     std::string h = host;
@@ -303,8 +387,9 @@ size_t WriteCallback(char* ptr, size_t size, size_t nmemb, void* userdata) {
 class Exchange {
  public:
   Exchange(const ClientConfig& config, const ClientOptions& options, std::string url,
-           const std::function<bool(long, std::string_view)>* on_data)
-      : config_(config), options_(options), url_(std::move(url)) {
+           const std::function<bool(long, std::string_view)>* on_data,
+           const detail::TlsIdentity* tls)
+      : config_(config), options_(options), url_(std::move(url)), tls_(tls) {
     st_.limit = options_.max_response_bytes;
     st_.on_data = on_data;
   }
@@ -374,7 +459,18 @@ class Exchange {
     if (config_.insecure_skip_tls_verify) {
       curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
       curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
-    } else if (!config_.ca_pem.empty()) {
+    }
+    if (tls_ != nullptr) {  // parsed once: each new connection's context gets the objects
+      curl_easy_setopt(h, CURLOPT_SSL_CTX_FUNCTION, &detail::TlsIdentity::SslCtx);
+      curl_easy_setopt(h, CURLOPT_SSL_CTX_DATA, const_cast<detail::TlsIdentity*>(tls_));
+      if (tls_->store != nullptr && !config_.insecure_skip_tls_verify) {
+        // Only the cluster CA: curl loads no bundle of its own.
+        curl_easy_setopt(h, CURLOPT_CAINFO, nullptr);
+        curl_easy_setopt(h, CURLOPT_CAPATH, nullptr);
+      }
+      return;
+    }
+    if (!config_.insecure_skip_tls_verify && !config_.ca_pem.empty()) {
       curl_blob blob{const_cast<char*>(config_.ca_pem.data()), config_.ca_pem.size(),
                      CURL_BLOB_NOCOPY};
       curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &blob);
@@ -446,6 +542,7 @@ class Exchange {
   const ClientConfig& config_;
   const ClientOptions& options_;
   const std::string url_;
+  const detail::TlsIdentity* tls_;
   char errbuf_[CURL_ERROR_SIZE] = "";
   std::string auth_, ctype_;
   curl_slist* headers_ = nullptr;
@@ -480,7 +577,7 @@ Result<HttpResponse> Client::Perform(const HttpRequest& request, const Cancellat
     GPUSHARE_ASSIGN_OR_RETURN(token, token_->Get());
   }
   for (int attempt = 0;; ++attempt) {
-    Exchange x(config_, options_, target_->base + request.path_and_query, on_data);
+    Exchange x(config_, options_, target_->base + request.path_and_query, on_data, tls_.get());
     Conn* conn = Acquire();
     requests_.fetch_add(1);
     if (cancel != nullptr) cancel->Register(conn->multi);

@@ -165,6 +165,10 @@ struct ClientStats {
   uint64_t watch_events = 0;
 };
 
+namespace detail {
+struct TlsIdentity;  // the parsed cluster CA and client certificate (client.cc)
+}  // namespace detail
+
 class Client {
  public:
   static Result<std::shared_ptr<Client>> Create(ClientConfig config, ClientOptions options = {});
@@ -247,6 +251,7 @@ class Client {
   ClientConfig config_;
   ClientOptions options_;
   std::unique_ptr<Target> target_;
+  std::shared_ptr<const detail::TlsIdentity> tls_;  // null: curl parses the PEM blobs itself
   std::shared_ptr<BearerToken> token_;
   TokenBucket limiter_;
   std::mutex pool_mu_;
