@@ -20,12 +20,7 @@ namespace ms = memshare;
 
 class CacheTest : public ::testing::Test {
  protected:
-  CacheTest() {
-    CacheOptions o;
-    o.log = [this](const std::string& l) { log_ += l + "\n"; };
-    cache_ = std::make_unique<GpuCache>(o);
-    cache_->SetSynced(true);
-  }
+  CacheTest() { cache_ = SyncedCache(&log_); }
   void Node(const std::string& name, const std::vector<GpuSpec>& gpus, int max_clients = 48) {
     cache_->UpsertNode(DecodeNodeOrDie(NodeJson(name, gpus, max_clients)));
   }

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -16,10 +17,20 @@
 #include "core/memshare.h"
 #include "kube/memshare_pod.h"
 #include "kube/objects.h"
+#include "scheduler/cache.h"
 
 namespace gpushare::scheduler::testing {
 
 using json = nlohmann::json;
+
+// A synced cache (default options) whose log lines are appended to `*log`, which must outlive it.
+inline std::unique_ptr<GpuCache> SyncedCache(std::string* log) {
+  CacheOptions o;
+  o.log = [log](const std::string& l) { *log += l + "\n"; };
+  auto c = std::make_unique<GpuCache>(o);
+  c->SetSynced(true);
+  return c;
+}
 
 struct GpuSpec {
   int64_t units = 24;

@@ -83,13 +83,7 @@ TEST(MilliRequestTest, AKubePodReadsTheResourceOnlyWhereAsked) {
 class MilliCacheTest : public ::testing::Test {
  protected:
   MilliCacheTest() { cache_ = Fresh(); }
-  std::unique_ptr<GpuCache> Fresh() {
-    CacheOptions o;
-    o.log = [this](const std::string& l) { log_ += l + "\n"; };
-    auto c = std::make_unique<GpuCache>(o);
-    c->SetSynced(true);
-    return c;
-  }
+  std::unique_ptr<GpuCache> Fresh() { return SyncedCache(&log_); }
   // Reserves and commits; returns the reservation (or sets last_error_).
   std::optional<Reservation> Bind(const json& pod, const std::string& node) {
     kube::Pod p = DecodePodOrDie(pod);

@@ -20,12 +20,7 @@ constexpr int64_t kSecond = 1'000'000'000;
 
 class PickTest : public ::testing::Test {
  protected:
-  PickTest() {
-    CacheOptions o;
-    o.log = [this](const std::string& l) { log_ += l + "\n"; };
-    cache_ = std::make_unique<GpuCache>(o);
-    cache_->SetSynced(true);
-  }
+  PickTest() { cache_ = SyncedCache(&log_); }
   void Node(const std::string& name, int gpus, int64_t units) {
     cache_->UpsertNode(DecodeNodeOrDie(NodeJson(name, Uniform(gpus, units))));
   }

@@ -33,10 +33,7 @@ json PriorityPod(const std::string& name, int64_t units, int32_t priority,
 class PreemptTest : public ::testing::Test {
  protected:
   PreemptTest() {
-    CacheOptions o;
-    o.log = [this](const std::string& l) { log_ += l + "\n"; };
-    cache_ = std::make_unique<GpuCache>(o);
-    cache_->SetSynced(true);
+    cache_ = SyncedCache(&log_);
     PreemptOptions po;
     po.pod_lookup = [this](const std::string& key) -> std::shared_ptr<const kube::Pod> {
       auto it = pods_.find(key);
