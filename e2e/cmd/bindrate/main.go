@@ -35,8 +35,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gpushare/gpushare/e2e/internal/burst"
 )
@@ -59,13 +57,8 @@ func main() {
 		fail("-name and a positive -count are required")
 	}
 
-	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
-	if err != nil {
-		fail("%s: %v", *kubeconfig, err)
-	}
 	// The client must not be what limits the rate: create as fast as the API server takes it.
-	cfg.QPS, cfg.Burst = 1000, 1000
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := burst.NewClient(*kubeconfig, 1000)
 	if err != nil {
 		fail("%v", err)
 	}

@@ -22,8 +22,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/gpushare/gpushare/e2e/internal/burst"
 )
@@ -43,11 +41,7 @@ func main() {
 	if *want <= 0 || *want > *count {
 		*want = *count
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
-	if err != nil {
-		fail("%s: %v", *kubeconfig, err)
-	}
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := burst.NewClient(*kubeconfig, 0)
 	if err != nil {
 		fail("%v", err)
 	}

@@ -4,6 +4,7 @@ package burst
 
 import (
 	"errors"
+	"fmt"
 	"math"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,7 +12,21 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
 )
+
+// NewClient is a clientset for `kubeconfig`; qps > 0 sets its rate limit (QPS and burst),
+// else client-go's default applies.
+func NewClient(kubeconfig string, qps float32) (kubernetes.Interface, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", kubeconfig, err)
+	}
+	if qps > 0 {
+		cfg.QPS, cfg.Burst = qps, int(qps)
+	}
+	return kubernetes.NewForConfig(cfg)
+}
 
 // WatchPods calls note with every pod of `selector` in `namespace` as the watch sees it added or
 // changed, from the initial list on, until stop is closed; it returns once that list was seen.
