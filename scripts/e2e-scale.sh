@@ -88,6 +88,18 @@ scale_check_host() {
   fi
 }
 
+# Writes the filter's setting for profile $1 to $dir/keep: two, 0 (gpushare-scheduler's filter
+# passes every node that fits, and kube-scheduler ranks them with prioritize); the others, the
+# chart's 1. True when it changed, so that a gpushare-scheduler running with the other one must
+# start again.
+set_keep() {
+  local keep=1 was=1
+  [ "$1" = two ] && keep=0
+  [ -f "$dir/keep" ] && was=$(cat "$dir/keep")
+  echo "$keep" >"$dir/keep"
+  [ "$keep" != "$was" ]
+}
+
 # gpushare-scheduler's arguments as the chart renders them in extender mode (helm template with
 # the chart's defaults but the policy of $dir/policy), one per line; the node address of
 # --health-listen is loopback here.
@@ -411,11 +423,7 @@ cmd_up() {
   echo "$profile" >"$dir/profile"
   # The filter's setting follows the profile; a gpushare-scheduler left running with the other
   # one is started again.
-  local keep=1 was=1
-  [ "$profile" = two ] && keep=0
-  [ -f "$dir/keep" ] && was=$(cat "$dir/keep")
-  echo "$keep" >"$dir/keep"
-  [ "$keep" = "$was" ] || stop_pid gpushare-scheduler 20
+  if set_keep "$profile"; then stop_pid gpushare-scheduler 20; fi
   : >"$dir/qps"
   [ -f "$dir/replicas" ] || echo 1 >"$dir/replicas"
   make_pki
@@ -649,13 +657,7 @@ cmd_profile() {
   pid_alive kube-apiserver || die "the harness is not up"
   echo "$profile" >"$dir/profile"
   printf '%s' "$qps" >"$dir/qps"
-  # two: gpushare-scheduler's filter passes every node that fits (--filter-keep-best 0), and
-  # kube-scheduler ranks them with prioritize; the others keep the chart's 1.
-  local keep=1 was=1
-  [ "$profile" = two ] && keep=0
-  [ -f "$dir/keep" ] && was=$(cat "$dir/keep")
-  echo "$keep" >"$dir/keep"
-  if [ "$keep" != "$was" ]; then
+  if set_keep "$profile"; then
     stop_pid gpushare-scheduler 20
     start_scale_gpushare_scheduler
     wait_scheduler_nodes "$(wc -l <"$dir/nodes/want")" >/dev/null
