@@ -626,6 +626,16 @@ Result<PodRequest> PodRequest::Resolve(int64_t gpu_units) const {
   return out;
 }
 
+PodRequest PodRequest::InMilliUnits(int64_t gpu_units) const {
+  PodRequest out = *this;
+  for (std::vector<ContainerShare>* list : {&out.init, &out.app})
+    for (ContainerShare& c : *list)
+      c.units = c.milli > 0 && !c.whole && c.milli < kMilliPerGpu && gpu_units > 0
+                    ? c.milli * gpu_units
+                    : c.units * kMilliPerGpu;
+  return out;
+}
+
 std::vector<int64_t> PodRequest::ShapeKey() const {
   std::vector<int64_t> out = Demands();
   for (size_t i = 0; i < app.size() && i < out.size(); ++i)

@@ -195,6 +195,12 @@ struct PodRequest {
   // units (rounded up, so that fractions summing to at most one GPU always fit it) and whole
   // GPUs as one demand each. A request without milli is returned as is. Errors: gpu_units <= 0.
   Result<PodRequest> Resolve(int64_t gpu_units) const;
+  // The resolved request in thousandths of the node's unit, exact for fractions: a fraction is
+  // its milli x `gpu_units` (the GPU size it was resolved against: milli/1000 of the GPU), every
+  // other demand its units x 1000. What gpushare-scheduler counts GPUs in, so that fractions
+  // summing to one GPU fill it exactly (Resolve's rounded units would over-count them). With
+  // gpu_units <= 0 a fraction keeps its rounded units (x 1000).
+  PodRequest InMilliUnits(int64_t gpu_units) const;
   // Demands() with each whole GPU as its negative units: what tells apart, for the engine's
   // workload, a whole GPU from a share that happens to fill it.
   std::vector<int64_t> ShapeKey() const;

@@ -30,13 +30,16 @@ struct GpuCache::NodeRec {
   // The engine's view: usable GPUs only, slot -> GPU index.
   std::vector<int> slots;
   int64_t share_units = 0;      // units of each usable GPU when all have the same, else 0
+  int64_t units_max = 0;        // units of the largest usable GPU
+  int64_t factor = 1;           // engine units per thousandth of a unit here (EngineUnitsFit)
   kube::CpuMemory allocatable;  // the Node's (0: not published, then unbounded for the engine)
   kube::CpuMemory cpu_used;     // requests of the pods bound here (pod_cpu_)
   std::string problem;          // why the node cannot take shares (when !has_inventory or no GPU)
   std::string_view problem_code = reasons::kNodeUnknown;  // its core/reasons.h code
   std::string inventory_text;                             // the annotation as last decoded
   ms::NodeInventory inv;
-  // Usage per GPU index: every counted pod where the scheduler placed it (plan), and where its
+  // Usage per GPU index, in thousandths of the node's unit (memshare::PodRequest::InMilliUnits:
+  // fractions exact): every counted pod where the scheduler placed it (plan), and where its
   // annotations say it is (current); the slots of pods not yet confirmed by the agent (pending)
   // by key. `used`/`clients` are what decisions count (memshare::EffectiveUsage of the two).
   std::map<int, ms::GpuUse> plan, current;
@@ -73,7 +76,7 @@ struct GpuCache::PodRec {
   enum class State { kReserved, kBound, kAssumed, kConfirmed, kExpired };
   std::string uid, key, node;
   ms::PodRequest request;
-  std::vector<int64_t> demands;
+  std::vector<int64_t> demands;        // its target-workload key (WorkloadKey)
   ms::ContainerGpus gpus;              // where the annotations say the containers are
   ms::ContainerGpus planned;           // where the scheduler placed them
   std::map<int, ms::GpuUse> use;       // counted on `node` at `gpus` (empty when nothing is)
@@ -101,15 +104,45 @@ std::string_view StateName(int s) {
   return names[s];
 }
 
-std::string Units(int64_t v, ms::MemoryUnit u) {
-  return std::to_string(v) + " " + std::string(ms::MemoryUnitName(u));
-}
-
 constexpr size_t kMaxAskedShapes = 1024;
 
-std::string DemandList(const std::vector<int64_t>& d, ms::MemoryUnit u) {
+// A GPU of every size is 1000 x L engine units (L: the least common multiple of the GPU sizes
+// in units) while L stays below this; beyond, each node counts thousandths of its unit.
+constexpr int64_t kMaxCommonUnits = 10'000'000;
+
+// Thousandths of a unit as units: "3", "3.75".
+std::string MilliNumber(int64_t milli) {
+  std::string out = std::to_string(milli / ms::kMilliPerGpu);
+  if (int64_t rest = milli % ms::kMilliPerGpu; rest != 0) {
+    std::string frac = std::to_string(rest + ms::kMilliPerGpu).substr(1);
+    while (frac.back() == '0') frac.pop_back();
+    out += "." + frac;
+  }
+  return out;
+}
+
+// The same with the unit: "3 GiB", "3.75 GiB".
+std::string MilliUnits(int64_t milli, ms::MemoryUnit u) {
+  return MilliNumber(milli) + " " + std::string(ms::MemoryUnitName(u));
+}
+
+// Engine units per thousandth of a unit on a node whose largest GPU has `units_max` units:
+// 1000 x `common_units` engine units for that GPU when its size divides them, else 1.
+int64_t EngineFactor(int64_t common_units, int64_t units_max) {
+  return common_units > 0 && units_max > 0 && common_units % units_max == 0
+             ? common_units / units_max
+             : 1;
+}
+
+// Whole units covering `milli` thousandths (what the scheduler reports of a GPU's use).
+int64_t CeilUnits(int64_t milli) {
+  return (milli + ms::kMilliPerGpu - 1) / ms::kMilliPerGpu;
+}
+
+// Demands in thousandths of a unit: "1, 2.5 GiB".
+std::string DemandList(const std::vector<int64_t>& milli, ms::MemoryUnit u) {
   std::string out;
-  for (int64_t v : d) out += (out.empty() ? "" : ", ") + std::to_string(v);
+  for (int64_t v : milli) out += (out.empty() ? "" : ", ") + MilliNumber(v);
   return out + " " + std::string(ms::MemoryUnitName(u));
 }
 
@@ -132,12 +165,28 @@ std::vector<size_t> ShapeOrder(const std::vector<int64_t>& key) {
   return order;
 }
 
-// The engine's request for a PodRequest::ShapeKey.
-pl::PodRequest EngineRequest(const std::vector<int64_t>& key) {
+// The engine's request for a GpuCache::EngineKey (whole GPUs negative), with `cpu_milli`.
+pl::PodRequest EngineRequest(const std::vector<int64_t>& key, int64_t cpu_milli = 0) {
   pl::PodRequest r;
   r.distinct_gpus = false;
+  r.cpu_milli = cpu_milli;
   for (int64_t d : key) r.gpus.push_back({d < 0 ? -d : d, d < 0});
   return r;
+}
+
+// A target-workload key: the pod's CPU request, then its EngineKey. The policies weigh a shape's
+// CPU as gpushare simulate does with the trace's (FGD: a node without the CPU for a typical pod
+// strands its GPUs for it; default: the CPU per GPU of GPU pods).
+std::vector<int64_t> WorkloadKey(int64_t cpu_milli, const std::vector<int64_t>& engine_key) {
+  std::vector<int64_t> key;
+  key.reserve(engine_key.size() + 1);
+  key.push_back(cpu_milli);
+  key.insert(key.end(), engine_key.begin(), engine_key.end());
+  return key;
+}
+
+pl::PodRequest WorkloadRequest(const std::vector<int64_t>& workload_key) {
+  return EngineRequest({workload_key.begin() + 1, workload_key.end()}, workload_key.front());
 }
 
 // The same node with nothing allocated: does the pod fit at all?
@@ -241,6 +290,7 @@ void GpuCache::UpsertNode(const kube::Node& node) {
   n.has_inventory = false;
   n.slots.clear();
   n.share_units = 0;
+  n.units_max = 0;
   n.problem_code = reasons::kNodeUnknown;
   if (it == node.metadata.annotations.end()) {
     n.problem = "no " + std::string(ms::kInventoryAnnotation) +
@@ -279,6 +329,10 @@ void GpuCache::UpsertNode(const kube::Node& node) {
     }
     n.problem_code = unhealthy ? reasons::kGpuUnhealthy : reasons::kNoSharedGpu;
     n.share_units = ms::UniformShareUnits(n.inv);
+    for (int idx : n.slots) n.units_max = std::max(n.units_max, n.inv.FindByIndex(idx)->units);
+    // (When the engine's unit does not divide this size, the next decision rebuilds the engine
+    // with another unit and counts every shape again.)
+    n.factor = EngineFactor(common_units_, n.units_max);
     if (n.slots.size() > static_cast<size_t>(pl::kMaxGpusPerNode)) {
       n.problem_code = reasons::kNoSharedGpu;
       n.has_inventory = false;
@@ -351,12 +405,13 @@ void GpuCache::DeleteNode(const std::string& name) {
 
 namespace {
 
-// The usage of `request` at `gpus`, on the GPUs the node's inventory knows (on all of them while
-// the node has no inventory yet).
+// The usage of `request` (resolved against GPUs of `share_units`) at `gpus`, in thousandths of a
+// unit, on the GPUs the node's inventory knows (on all of them while it has no inventory yet).
 std::map<int, ms::GpuUse> KnownUsage(const ms::NodeInventory& inv, bool has_inventory,
-                                     const ms::PodRequest& request, const ms::ContainerGpus& gpus) {
+                                     int64_t share_units, const ms::PodRequest& request,
+                                     const ms::ContainerGpus& gpus) {
   std::map<int, ms::GpuUse> out;
-  for (const auto& [g, u] : ms::GpuUsage(request, gpus))
+  for (const auto& [g, u] : ms::GpuUsage(request.InMilliUnits(share_units), gpus))
     if (!has_inventory || inv.FindByIndex(g) != nullptr) out[g] = u;
   return out;
 }
@@ -412,7 +467,8 @@ void GpuCache::CountPod(NodeRec& n, const PodRec& p, int sign) {
 void GpuCache::Recount(NodeRec& n) {
   std::map<int, int64_t> capacity;
   for (int idx : n.slots) {
-    if (const ms::InventoryGpu* g = n.inv.FindByIndex(idx)) capacity[idx] = g->units;
+    if (const ms::InventoryGpu* g = n.inv.FindByIndex(idx))
+      capacity[idx] = g->units * ms::kMilliPerGpu;
   }
   n.used.clear();
   n.clients.clear();
@@ -642,12 +698,12 @@ void GpuCache::UpsertPodLocked(const kube::Pod& pod) {
   rec->key = key;
   rec->node = pod.spec.node_name;
   rec->request = *req;
-  rec->demands = req->ShapeKey();
+  rec->demands = WorkloadKey(rec->requests.cpu_milli, EngineKey(node, *req));
   rec->gpus = a.gpus;
   rec->planned = a.planned;
   rec->keys = ms::SlotKeys(*req);
-  rec->use = KnownUsage(node.inv, node.has_inventory, *req, a.gpus);
-  rec->plan_use = KnownUsage(node.inv, node.has_inventory, *req, a.planned);
+  rec->use = KnownUsage(node.inv, node.has_inventory, node.share_units, *req, a.gpus);
+  rec->plan_use = KnownUsage(node.inv, node.has_inventory, node.share_units, *req, a.planned);
   rec->state = state;
   if (a.assume_time) rec->assume_ns = *a.assume_time;
   rec->token = 0;
@@ -669,8 +725,38 @@ void GpuCache::DeletePod(const kube::Pod& last_known) {
 
 // --- the engine's view -------------------------------------------------------------------------
 
+void GpuCache::ChooseEngineUnits() {
+  int64_t l = 1;
+  for (const auto& [name, n] : nodes_) {
+    if (!n->has_inventory || n->units_max <= 0) continue;
+    l = std::lcm(l, n->units_max);
+    if (l > kMaxCommonUnits) {
+      l = 0;
+      break;
+    }
+  }
+  if (l != common_units_)
+    Log("event=engine_units common_units=" + std::to_string(l) +
+        (l == 0 ? " detail=\"GPU sizes too many to share a unit; each node counts its own\"" : ""));
+  common_units_ = l;
+}
+
+bool GpuCache::EngineUnitsFit(const NodeRec& n) const {
+  return common_units_ == 0 || n.units_max <= 0 || common_units_ % n.units_max == 0;
+}
+
+std::vector<int64_t> GpuCache::EngineKey(const NodeRec& n, const ms::PodRequest& request) const {
+  std::vector<int64_t> key = request.InMilliUnits(n.share_units).ShapeKey();
+  for (int64_t& d : key) d *= n.factor;
+  return key;
+}
+
 void GpuCache::AddToEngine(NodeRec& n) {
   if (!n.has_inventory || n.eid >= 0) return;
+  // Every GPU of the largest size here is 1000 x common_units_ engine units: a fraction is the
+  // same amount on every node, as in gpushare simulate, and the policy compares GPUs of
+  // different sizes by the share of them that is free.
+  n.factor = EngineFactor(common_units_, n.units_max);
   pl::NodeSpec spec;
   spec.name = n.name;
   spec.max_clients_per_gpu = n.inv.max_clients_per_gpu;
@@ -680,7 +766,7 @@ void GpuCache::AddToEngine(NodeRec& n) {
   spec.memory_mib = n.allocatable.memory_bytes > 0 ? n.allocatable.memory_bytes >> 20 : kUnbounded;
   for (int idx : n.slots) {
     const ms::InventoryGpu* g = n.inv.FindByIndex(idx);
-    spec.gpu_capacity.push_back(g->units);
+    spec.gpu_capacity.push_back(g->units * ms::kMilliPerGpu * n.factor);
     if (spec.gpu_model.empty()) spec.gpu_model = g->model.empty() ? "unknown" : g->model;
   }
   Result<pl::NodeId> id = cluster_.AddNode(spec);
@@ -707,7 +793,7 @@ void GpuCache::Resync(NodeRec& n) {
     const int idx = n.slots[slot];
     auto u = n.used.find(idx);
     auto c = n.clients.find(idx);
-    const int64_t used = u == n.used.end() ? 0 : u->second;
+    const int64_t used = u == n.used.end() ? 0 : u->second * n.factor;
     const int clients = c == n.clients.end() ? 0 : c->second;
     if (used <= 0 || clients <= 0) continue;
     // Saturate: the engine must see the GPU at least as full as the truth.
@@ -783,7 +869,7 @@ void GpuCache::RefreshPolicy() {
   int live = 0;
   for (const auto& [demands, count] : shapes_live_) {
     shapes.insert(demands);
-    const pl::PodRequest r = EngineRequest(demands);
+    const pl::PodRequest r = WorkloadRequest(demands);
     for (int i = 0; i < std::max(count, 1); ++i) pods.push_back(r);
     live += count;
   }
@@ -813,11 +899,22 @@ void GpuCache::Rebuild() {
   cluster_ = pl::ClusterState();
   to_add_.clear();
   dirty_.clear();
+  const int64_t was = common_units_;
+  ChooseEngineUnits();
   for (auto& [name, n] : nodes_) {
     n->eid = -1;
     n->bookings.clear();
     AddToEngine(*n);
     RefreshHot(*n);
+  }
+  if (common_units_ != was) {
+    // The shapes' keys are in engine units: count them again in the new ones.
+    shapes_live_.clear();
+    for (auto& [uid, p] : pods_) {
+      p->demands = WorkloadKey(p->requests.cpu_milli, EngineKey(NodeFor(p->node), p->request));
+      if (p->shape_counted) ++shapes_live_[p->demands];
+    }
+    workload_stale_ = true;
   }
   RefreshPolicy();
   for (auto& [name, n] : nodes_) Resync(*n);
@@ -831,6 +928,12 @@ void GpuCache::EnsureEngine() {
     Rebuild();
     return;
   }
+  for (const NodeRec* n : to_add_) {
+    if (!EngineUnitsFit(*n)) {
+      Rebuild();  // a GPU size the engine's unit does not divide
+      return;
+    }
+  }
   if (!to_add_.empty()) {
     for (NodeRec* n : to_add_) AddToEngine(*n);
     to_add_.clear();
@@ -841,19 +944,21 @@ void GpuCache::EnsureEngine() {
   dirty_.clear();
 }
 
-Result<pl::ShapeId> GpuCache::Shape(const ms::PodRequest& request, const kube::CpuMemory& cpu) {
+Result<pl::ShapeId> GpuCache::Shape(const NodeRec& n, const ms::PodRequest& request,
+                                    const kube::CpuMemory& cpu) {
   if (request.unresolved())
     return Status::Internal("alibabacloud.com/gpu-milli not resolved against a node");
-  const std::vector<int64_t> key = request.ShapeKey();
-  if (!workload_shapes_.count(key) && !shapes_live_.count(key) &&
+  const std::vector<int64_t> engine_key = EngineKey(n, request);
+  if (const std::vector<int64_t> key = WorkloadKey(cpu.cpu_milli, engine_key);
+      cpu.cpu_milli > 0 && !workload_shapes_.count(key) && !shapes_live_.count(key) &&
       shapes_live_.size() < kMaxAskedShapes) {
-    // A shape never seen: it joins the target workload at the next decision, so that the
-    // policy's prices know it (counted once until pods with it are placed).
+    // A shape never seen (asked with its CPU: prioritize): it joins the target workload at the
+    // next decision, so that the policy's prices know it (counted once until pods with it are
+    // placed).
     shapes_live_[key] += 0;
     workload_stale_ = true;
   }
-  pl::PodRequest r = EngineRequest(key);
-  r.cpu_milli = cpu.cpu_milli;
+  pl::PodRequest r = EngineRequest(engine_key, cpu.cpu_milli);
   r.memory_mib = cpu.memory_bytes >> 20;
   return engine_->Intern(r);
 }
@@ -899,13 +1004,15 @@ NodeVerdict GpuCache::Check(const NodeRec& n, const ms::PodRequest& request,
   }
   const pl::NodeState& s = lifted ? *lifted : cluster_.node(n.eid);
   if (pl::CheckFit(s, shape) == pl::Rejection::kNone) return Clash(n, request);
-  // Why not, in words (the slow path: only refused nodes get here).
-  const std::vector<int64_t> demands = request.Demands();
+  // Why not, in words (the slow path: only refused nodes get here). Amounts in thousandths of
+  // a unit; the engine's are those x n.factor.
+  const std::vector<int64_t> demands = request.InMilliUnits(n.share_units).Demands();
   const std::vector<std::string> owners = request.DemandContainers();
+  const auto milli = [&](int64_t engine) { return engine / n.factor; };
   int64_t largest_cap = 0;
   int most_free = 0;  // the slot with the most free units
   for (int g = 0; g < s.num_gpus; ++g) {
-    largest_cap = std::max(largest_cap, s.gpu_capacity[g]);
+    largest_cap = std::max(largest_cap, milli(s.gpu_capacity[g]));
     if (s.gpu_free[g] > s.gpu_free[most_free]) most_free = g;
   }
   const int64_t largest_demand = *std::max_element(demands.begin(), demands.end());
@@ -913,17 +1020,18 @@ NodeVerdict GpuCache::Check(const NodeRec& n, const ms::PodRequest& request,
   // what the node lacks, rather than memory.
   std::string unhealthy;
   for (const ms::InventoryGpu& g : n.inv.gpus) {
-    if (g.healthy || g.mode != ms::kMemoryMode || g.units < largest_demand) continue;
+    const int64_t cap = g.units * ms::kMilliPerGpu;
+    if (g.healthy || g.mode != ms::kMemoryMode || cap < largest_demand) continue;
     const auto used = n.used.find(g.index);
-    if (g.units - (used == n.used.end() ? 0 : used->second) < largest_demand) continue;
+    if (cap - (used == n.used.end() ? 0 : used->second) < largest_demand) continue;
     unhealthy = "GPU " + std::to_string(g.index) + " (" + g.uuid + ") would have room for " +
-                Units(largest_demand, unit) + " but is unhealthy";
+                MilliUnits(largest_demand, unit) + " but is unhealthy";
     break;
   }
   std::string free_list;
   for (int g = 0; g < s.num_gpus; ++g)
-    free_list += (g ? "," : "") + std::to_string(n.slots[g]) + ":" + std::to_string(s.gpu_free[g]) +
-                 "/" + std::to_string(s.gpu_capacity[g]);
+    free_list += (g ? "," : "") + std::to_string(n.slots[g]) + ":" +
+                 MilliNumber(milli(s.gpu_free[g])) + "/" + MilliNumber(milli(s.gpu_capacity[g]));
   std::string held;  // preemption's holds that count for this pod
   for (const std::string& uid : n.nominees) {
     const auto h = nominations_.find(uid);
@@ -940,14 +1048,14 @@ NodeVerdict GpuCache::Check(const NodeRec& n, const ms::PodRequest& request,
   const std::string best_text =
       "the most free is GPU " + std::to_string(n.slots[most_free]) +
       (best != nullptr && !best->uuid.empty() ? " (" + best->uuid + ")" : std::string()) +
-      " with " + Units(s.gpu_free[most_free], unit) + " free of " +
-      Units(s.gpu_capacity[most_free], unit);
+      " with " + MilliUnits(milli(s.gpu_free[most_free]), unit) + " free of " +
+      MilliUnits(milli(s.gpu_capacity[most_free]), unit);
   for (size_t i = 0; i < demands.size(); ++i) {
     if (demands[i] > largest_cap)
       return Verdict(K::kUnresolvable,
                      unhealthy.empty() ? reasons::kGpuMemoryInsufficient : reasons::kGpuUnhealthy,
-                     "container " + owners[i] + " asks " + Units(demands[i], unit) +
-                         ", more than any GPU here has (largest: " + Units(largest_cap, unit) +
+                     "container " + owners[i] + " asks " + MilliUnits(demands[i], unit) +
+                         ", more than any GPU here has (largest: " + MilliUnits(largest_cap, unit) +
                          ")" + (unhealthy.empty() ? "" : "; " + unhealthy));
   }
   if (pl::CheckFit(Emptied(s), shape) != pl::Rejection::kNone) {
@@ -965,11 +1073,12 @@ NodeVerdict GpuCache::Check(const NodeRec& n, const ms::PodRequest& request,
       !unhealthy.empty() ? reasons::kGpuUnhealthy : reasons::kGpuMemoryInsufficient;
   if (demands.size() == 1)
     return Verdict(K::kFailed, memory_code,
-                   "no GPU has " + Units(demands[0], unit) + " free for container " + owners[0] +
-                       ": " + best_text + (unhealthy.empty() ? "" : "; " + unhealthy) + free_text);
+                   "no GPU has " + MilliUnits(demands[0], unit) + " free for container " +
+                       owners[0] + ": " + best_text + (unhealthy.empty() ? "" : "; " + unhealthy) +
+                       free_text);
   // Several containers: the largest alone does not fit anywhere (memory), or each would fit
   // some GPU alone but not all of them at once.
-  const bool largest_fits = s.gpu_free[most_free] >= largest_demand;
+  const bool largest_fits = milli(s.gpu_free[most_free]) >= largest_demand;
   return Verdict(K::kFailed, largest_fits ? reasons::kNoGpuFitsContainer : memory_code,
                  "the pod's containers (" + DemandList(demands, unit) +
                      ") do not fit on the GPUs' free memory: " + best_text +
@@ -1006,13 +1115,14 @@ std::vector<NodeVerdict> GpuCache::Filter(const ms::PodRequest& request,
   MutexLock l(&mu_);
   std::vector<NodeVerdict> out(names.size());
   EnsureEngine();
-  // Fractions and whole GPUs become units per GPU size: one resolved request and shape each.
+  // Requests resolve per GPU size (fractions and whole GPUs into units) and become engine units
+  // per node scale: one resolved request and shape per (size, scale).
   struct Sized {
     Result<ms::PodRequest> request = Status::Internal("unset");
     Result<pl::ShapeId> shape = Status::Internal("unset");
     bool odd = false;
   };
-  std::map<int64_t, Sized> sized;
+  std::map<std::pair<int64_t, int64_t>, Sized> sized;
   const uint64_t visit = ++visit_;
   std::unordered_set<std::string_view> unknown;  // names not in the cache, for their repeats
   for (size_t i = 0; i < names.size(); ++i) {
@@ -1039,12 +1149,12 @@ std::vector<NodeVerdict> GpuCache::Filter(const ms::PodRequest& request,
                        OnNode(rec, request).status().message());
       continue;
     }
-    auto [at, fresh] = sized.try_emplace(request.unresolved() ? rec.share_units : 0);
+    auto [at, fresh] = sized.try_emplace({request.unresolved() ? rec.share_units : 0, rec.factor});
     Sized& z = at->second;
     if (fresh) {
       z.request =
           request.unresolved() ? request.Resolve(rec.share_units) : Result<ms::PodRequest>(request);
-      z.shape = z.request.ok() ? Shape(*z.request) : Result<pl::ShapeId>(z.request.status());
+      z.shape = z.request.ok() ? Shape(rec, *z.request) : Result<pl::ShapeId>(z.request.status());
       if (z.request.ok()) {
         const std::vector<ms::SlotKey> keys = ms::SlotKeys(*z.request);
         z.odd = std::any_of(keys.begin(), keys.end(), [](const ms::SlotKey& k) { return k.odd(); });
@@ -1072,13 +1182,15 @@ std::vector<int64_t> GpuCache::Score(const ms::PodRequest& request,
   MutexLock l(&mu_);
   std::vector<int64_t> out(names.size(), 0);
   EnsureEngine();
-  // One group per GPU size (fractions and whole GPUs resolve per size; others: one group).
+  // One group per engine shape: the request resolves per GPU size and node scale, and the
+  // resolutions that are the same shape in engine units (a fraction on every size when the
+  // sizes share a unit) are evaluated together, so the policy chooses among all of them.
   struct Group {
-    Result<pl::ShapeId> shape = Status::Internal("unset");
     std::vector<pl::NodeId> ids;
     std::vector<size_t> where;
   };
-  std::map<int64_t, Group> groups;
+  std::map<std::pair<int64_t, int64_t>, Result<pl::ShapeId>> shapes;
+  std::map<pl::ShapeId, Group> groups;
   const uint64_t visit = ++visit_;
   std::unordered_set<std::string_view> unknown;  // names not in the cache, for their repeats
   for (size_t i = 0; i < names.size(); ++i) {
@@ -1091,25 +1203,27 @@ std::vector<int64_t> GpuCache::Score(const ms::PodRequest& request,
     if (h == nullptr) continue;
     h->visit = visit;
     if (h->eid < 0) continue;  // cannot take the pod: 0
-    const int64_t size = request.unresolved() ? by_id_[static_cast<size_t>(id)]->share_units : 0;
+    const NodeRec& rec = *by_id_[static_cast<size_t>(id)];
+    const int64_t size = request.unresolved() ? rec.share_units : 0;
     if (request.unresolved() && size <= 0) continue;
-    auto [g, fresh] = groups.try_emplace(size);
+    auto [at, fresh] = shapes.try_emplace({size, rec.factor}, Status::Internal("unset"));
     if (fresh) {
       Result<ms::PodRequest> r = request.Resolve(size);
-      g->second.shape = r.ok() ? Shape(*r, cpu) : Result<pl::ShapeId>(r.status());
+      at->second = r.ok() ? Shape(rec, *r, cpu) : Result<pl::ShapeId>(r.status());
     }
-    if (!g->second.shape.ok()) continue;
-    g->second.ids.push_back(h->eid);
-    g->second.where.push_back(i);
+    if (!at->second.ok()) continue;
+    Group& g = groups[*at->second];
+    g.ids.push_back(h->eid);
+    g.where.push_back(i);
   }
   // Each group evaluated with its shape; the scores scaled over all of them together.
   std::vector<pl::Verdict> verdicts;
   std::vector<pl::NodeId> ids;
   std::vector<size_t> where;
   std::vector<pl::NodeId> choices;  // each group's own choice
-  for (auto& [size, g] : groups) {
-    std::vector<pl::Verdict> v = engine_->Evaluate(*g.shape, g.ids);
-    const pl::Decision d = engine_->ChooseEvaluated(*g.shape, v);
+  for (auto& [shape, g] : groups) {
+    std::vector<pl::Verdict> v = engine_->Evaluate(shape, g.ids);
+    const pl::Decision d = engine_->ChooseEvaluated(shape, v);
     if (d.node >= 0) choices.push_back(d.node);
     verdicts.insert(verdicts.end(), v.begin(), v.end());
     ids.insert(ids.end(), g.ids.begin(), g.ids.end());
@@ -1207,7 +1321,7 @@ Result<Reservation> GpuCache::Reserve(const kube::Pod& pod, const ms::PodRequest
     }
   }
   EnsureEngine();
-  GPUSHARE_ASSIGN_OR_RETURN(pl::ShapeId shape, Shape(request));
+  GPUSHARE_ASSIGN_OR_RETURN(pl::ShapeId shape, Shape(n, request));
   NodeVerdict v = Check(n, request, engine_->shape(shape));
   if (v.kind == NodeVerdict::Kind::kFailed && !n.nominees.empty()) {
     // Holds of lower priority do not stop this pod (kube-scheduler counted them only for pods of
@@ -1221,7 +1335,7 @@ Result<Reservation> GpuCache::Reserve(const kube::Pod& pod, const ms::PodRequest
       for (const std::string& other : lower)
         DropNomination(other, "a pod of higher priority (" + key + ") needs its GPUs");
       EnsureEngine();
-      GPUSHARE_ASSIGN_OR_RETURN(shape, Shape(request));
+      GPUSHARE_ASSIGN_OR_RETURN(shape, Shape(n, request));
       v = Check(n, request, engine_->shape(shape));
     }
   }
@@ -1243,7 +1357,7 @@ Result<std::vector<int>> GpuCache::Choose(const NodeRec& n, const ms::PodRequest
   if (verdicts.empty() || verdicts[0].rejection != pl::Rejection::kNone)
     return Status::ResourceExhausted("node " + n.name + ": no GPU choice fits");
   const pl::GpuAssignment& a = verdicts[0].choice.gpus;
-  const std::vector<int64_t> demands = request.ShapeKey();
+  const std::vector<int64_t> demands = EngineKey(n, request);
   if (a.count != demands.size())
     return Status::Internal("engine returned " + std::to_string(a.count) + " GPUs for " +
                             std::to_string(demands.size()) + " demands");
@@ -1272,7 +1386,7 @@ Status GpuCache::Pick(const kube::Pod& pod, const ms::PodRequest& asked, const s
         (found == nullptr ? std::string("not in the cache") : found->problem));
   NodeRec& n = *found;
   GPUSHARE_ASSIGN_OR_RETURN(const ms::PodRequest request, OnNode(n, asked));
-  GPUSHARE_ASSIGN_OR_RETURN(const pl::ShapeId shape, Shape(request));
+  GPUSHARE_ASSIGN_OR_RETURN(const pl::ShapeId shape, Shape(n, request));
   const NodeVerdict v = Check(n, request, engine_->shape(shape), Asker::Of(pod));
   if (v.kind != NodeVerdict::Kind::kFits)
     return v.kind == NodeVerdict::Kind::kFailed
@@ -1285,7 +1399,7 @@ Status GpuCache::Pick(const kube::Pod& pod, const ms::PodRequest& asked, const s
   h.node = node;
   h.priority = pod.spec.priority;
   h.gpus = ms::AssignContainers(request, gpus);
-  h.use = ms::GpuUsage(request, h.gpus);
+  h.use = ms::GpuUsage(request.InMilliUnits(n.share_units), h.gpus);
   h.pick = true;
   h.since_ns = now_ns;
   AddNomination(std::move(h));
@@ -1308,16 +1422,17 @@ Result<Reservation> GpuCache::Book(const kube::Pod& pod, const ms::PodRequest& r
   r.containers = ms::AssignContainers(request, gpus);
   r.assume_ns = now_ns;
   // Belt and braces: the authoritative usage must have room, whatever the engine thinks.
-  const std::map<int, ms::GpuUse> use = ms::GpuUsage(request, r.containers);
+  const std::map<int, ms::GpuUse> use =
+      ms::GpuUsage(request.InMilliUnits(n.share_units), r.containers);
   for (const auto& [g, u] : use) {
     const ms::InventoryGpu* gpu = n.inv.FindByIndex(g);
     const int64_t used = n.used.count(g) ? n.used.at(g) : 0;
     const int clients = n.clients.count(g) ? n.clients.at(g) : 0;
-    if (gpu == nullptr || used + u.units > gpu->units ||
+    if (gpu == nullptr || used + u.units > gpu->units * ms::kMilliPerGpu ||
         clients + u.clients > n.inv.max_clients_per_gpu)
       return Status::Internal("node " + node + ": GPU " + std::to_string(g) +
-                              " would be over-committed (" + std::to_string(used) + "+" +
-                              std::to_string(u.units) + " of " +
+                              " would be over-committed (" + MilliUnits(used, options_.unit) +
+                              " + " + MilliUnits(u.units, options_.unit) + " of " +
                               std::to_string(gpu ? gpu->units : 0) + "); refusing");
   }
   r.dev_units = n.inv.FindByIndex(gpus[0])->units;
@@ -1328,7 +1443,6 @@ Result<Reservation> GpuCache::Book(const kube::Pod& pod, const ms::PodRequest& r
   rec->key = key;
   rec->node = node;
   rec->request = request;
-  rec->demands = request.ShapeKey();
   rec->gpus = r.containers;
   rec->planned = r.containers;
   rec->use = use;
@@ -1338,6 +1452,7 @@ Result<Reservation> GpuCache::Book(const kube::Pod& pod, const ms::PodRequest& r
   rec->assume_ns = now_ns;
   rec->token = r.token;
   rec->TakeFacts(pod);
+  rec->demands = WorkloadKey(rec->requests.cpu_milli, EngineKey(n, request));
   PodRec& p = *rec;
   pods_.emplace(uid, std::move(rec));
   AddUse(p);
@@ -1389,6 +1504,7 @@ std::vector<ExpiredPod> GpuCache::ExpireAssumed(int64_t now_ns, int64_t timeout_
     e.node = p->node;
     e.gpus = p->gpus;
     for (const auto& [g, u] : p->use) e.units += u.units;
+    e.units = CeilUnits(e.units);
     e.age_ns = now_ns - p->assume_ns;
     RemoveUse(*p);
     p->state = PodRec::State::kExpired;
@@ -1423,7 +1539,7 @@ std::vector<PlanMove> GpuCache::PlanMoves() {
       out.push_back({key, p.uid, name, p.planned, plan});
       RemoveUse(p);
       p.planned = plan;
-      p.plan_use = KnownUsage(n->inv, n->has_inventory, p.request, plan);
+      p.plan_use = KnownUsage(n->inv, n->has_inventory, n->share_units, p.request, plan);
       AddUse(p);
       Log("event=plan_moved pod=" + Value(key) + " node=" + Value(name) +
           " from=" + Value(GpuList(out.back().from)) + " to=" + Value(GpuList(plan)));
@@ -1497,7 +1613,7 @@ pl::NodeState GpuCache::StateWithout(const NodeRec& n,
     const auto u = n.used.find(idx);
     const auto c = n.clients.find(idx);
     const int64_t used =
-        std::max<int64_t>(0, (u == n.used.end() ? 0 : u->second) - l->second.units);
+        std::max<int64_t>(0, (u == n.used.end() ? 0 : u->second) - l->second.units) * n.factor;
     const int clients = std::max(0, (c == n.clients.end() ? 0 : c->second) - l->second.clients);
     s.gpu_free[slot] = s.gpu_capacity[slot] - std::min(used, s.gpu_capacity[slot]);
     s.gpu_clients[slot] = static_cast<int16_t>(std::min(clients, s.max_clients));
@@ -1512,7 +1628,6 @@ Result<PreemptionView> GpuCache::ViewForPreemption(const ms::PodRequest& request
   MutexLock l(&mu_);
   if (!synced_) return Status::Unavailable("cache not synced");
   EnsureEngine();
-  if (!request.unresolved()) GPUSHARE_RETURN_IF_ERROR(Shape(request).status());
   PreemptionView view;
   view.nodes.reserve(names.size());
   for (std::string_view name : names) {
@@ -1533,7 +1648,7 @@ Result<PreemptionView> GpuCache::ViewForPreemption(const ms::PodRequest& request
     }
     Result<ms::PodRequest> on_node = OnNode(*n, request);
     Result<pl::ShapeId> shape =
-        on_node.ok() ? Shape(*on_node) : Result<pl::ShapeId>(on_node.status());
+        on_node.ok() ? Shape(*n, *on_node) : Result<pl::ShapeId>(on_node.status());
     if (!shape.ok()) {
       v.problem = shape.status().message();
       continue;
@@ -1548,24 +1663,26 @@ Result<PreemptionView> GpuCache::ViewForPreemption(const ms::PodRequest& request
     // on a GPU frees it only where no other pod's slot is still planned there, except the slots
     // of swapped pods whose plans Nominate moves to where they are (PlanMovable): they count
     // where they are.
+    // In engine units, as the node's state is.
+    const int64_t f = n->factor;
     v.input.ledger.resize(n->slots.size());
     for (size_t slot = 0; slot < n->slots.size(); ++slot) {
       const int idx = n->slots[slot];
       pl::SlotLedger& l = v.input.ledger[slot];
       if (const auto it = n->plan.find(idx); it != n->plan.end()) {
-        l.plan = it->second.units;
+        l.plan = it->second.units * f;
         l.plan_clients = it->second.clients;
       }
       if (const auto it = n->current.find(idx); it != n->current.end()) {
-        l.current = it->second.units;
+        l.current = it->second.units * f;
         l.current_clients = it->second.clients;
       }
       if (const auto it = n->nominated.find(idx); it != n->nominated.end()) {
-        l.other = it->second.units;
+        l.other = it->second.units * f;
         l.other_clients = it->second.clients;
       }
       if (const auto it = exempt.find(idx); it != exempt.end()) {
-        l.other -= it->second.units;
+        l.other -= it->second.units * f;
         l.other_clients -= it->second.clients;
       }
     }
@@ -1573,12 +1690,12 @@ Result<PreemptionView> GpuCache::ViewForPreemption(const ms::PodRequest& request
       if (!rec->counted || !PlanMovable(*n, *rec)) continue;
       for (const auto& [gpu, u] : rec->plan_use)
         if (const int slot = n->SlotOf(gpu); slot >= 0) {
-          v.input.ledger[static_cast<size_t>(slot)].plan -= u.units;
+          v.input.ledger[static_cast<size_t>(slot)].plan -= u.units * f;
           v.input.ledger[static_cast<size_t>(slot)].plan_clients -= u.clients;
         }
       for (const auto& [gpu, u] : rec->use)
         if (const int slot = n->SlotOf(gpu); slot >= 0) {
-          v.input.ledger[static_cast<size_t>(slot)].plan += u.units;
+          v.input.ledger[static_cast<size_t>(slot)].plan += u.units * f;
           v.input.ledger[static_cast<size_t>(slot)].plan_clients += u.clients;
         }
     }
@@ -1599,11 +1716,11 @@ Result<PreemptionView> GpuCache::ViewForPreemption(const ms::PodRequest& request
       size_t k = 0, m = 0;
       for (const auto& [gpu, u] : p.use) {
         const int slot = n->SlotOf(gpu);
-        if (slot >= 0 && k < pl::kMaxGpusPerNode) use[k++] = {slot, u.units, u.clients};
+        if (slot >= 0 && k < pl::kMaxGpusPerNode) use[k++] = {slot, u.units * f, u.clients};
       }
       for (const auto& [gpu, u] : PlanMovable(*n, p) ? p.use : p.plan_use) {
         const int slot = n->SlotOf(gpu);
-        if (slot >= 0 && m < pl::kMaxGpusPerNode) plan[m++] = {slot, u.units, u.clients};
+        if (slot >= 0 && m < pl::kMaxGpusPerNode) plan[m++] = {slot, u.units * f, u.clients};
       }
       v.input.Add(std::move(pod), use, k, plan, m);
       v.AddIds(p.uid, p.key);
@@ -1620,7 +1737,8 @@ Result<Nomination> GpuCache::Nominate(const kube::Pod& pod, const ms::PodRequest
   Result<ms::PodRequest> on_node =
       n != nullptr ? OnNode(*n, asked) : Result<ms::PodRequest>(Status::NotFound("no node"));
   const ms::PodRequest request = on_node.ok() ? *on_node : ms::PodRequest{};
-  const std::vector<int64_t> demands = request.ShapeKey();
+  const std::vector<int64_t> demands =
+      on_node.ok() ? EngineKey(*n, request) : std::vector<int64_t>{};
   if (n == nullptr || n->eid < 0 || !on_node.ok() || slots.count != demands.size())
     return Status::FailedPrecondition("node " + node + ": cannot hold GPUs for pod " +
                                       pod.metadata.namespace_ + "/" + pod.metadata.name);
@@ -1648,7 +1766,7 @@ Result<Nomination> GpuCache::Nominate(const kube::Pod& pod, const ms::PodRequest
     nomination_moves_.push_back({p->key, p->uid, node, p->planned, p->gpus});
     RemoveUse(*p);
     p->planned = p->gpus;
-    p->plan_use = KnownUsage(n->inv, n->has_inventory, p->request, p->planned);
+    p->plan_use = KnownUsage(n->inv, n->has_inventory, n->share_units, p->request, p->planned);
     AddUse(*p);
     Log("event=plan_moved pod=" + Value(p->key) + " node=" + Value(node) +
         " from=" + Value(GpuList(nomination_moves_.back().from)) +
@@ -1660,7 +1778,7 @@ Result<Nomination> GpuCache::Nominate(const kube::Pod& pod, const ms::PodRequest
   h.node = node;
   h.priority = pod.spec.priority;
   h.gpus = ms::AssignContainers(request, gpus);
-  h.use = ms::GpuUsage(request, h.gpus);
+  h.use = ms::GpuUsage(request.InMilliUnits(n->share_units), h.gpus);
   h.victims = std::move(victims);
   h.since_ns = now_ns;
   h.seen = pod.status.nominated_node_name == node;
@@ -1731,7 +1849,7 @@ std::vector<GpuState> GpuCache::NodeGpus(const std::string& node) const {
     GpuState s;
     s.index = g.index;
     s.capacity = g.units;
-    s.used = n.used.count(g.index) ? n.used.at(g.index) : 0;
+    s.used = n.used.count(g.index) ? CeilUnits(n.used.at(g.index)) : 0;
     s.clients = n.clients.count(g.index) ? n.clients.at(g.index) : 0;
     s.usable = n.has_inventory && n.Usable(g);
     out.push_back(s);
@@ -1767,7 +1885,7 @@ void GpuCache::VisitGpus(const std::function<void(const GpuSample&)>& visit) con
     for (const ms::InventoryGpu& g : n->inv.gpus) {
       const auto u = n->used.find(g.index);
       const auto c = n->clients.find(g.index);
-      visit(GpuSample{name, g, u == n->used.end() ? 0 : u->second,
+      visit(GpuSample{name, g, u == n->used.end() ? 0 : CeilUnits(u->second),
                       c == n->clients.end() ? 0 : c->second, n->has_inventory && n->Usable(g)});
     }
   }
@@ -1793,7 +1911,7 @@ InspectNode GpuCache::InspectRec(const NodeRec& n) const {
     o.gpu = g;
     const auto u = n.used.find(g.index);
     const auto c = n.clients.find(g.index);
-    o.used_units = u == n.used.end() ? 0 : u->second;
+    o.used_units = u == n.used.end() ? 0 : CeilUnits(u->second);
     o.clients = c == n.clients.end() ? 0 : c->second;
     o.usable = n.has_inventory && n.Usable(g);
   }
@@ -1816,7 +1934,7 @@ InspectNode GpuCache::InspectRec(const NodeRec& n) const {
       const auto pos = at.find(gpu);
       if (pos == at.end()) continue;
       InspectPod on = base;
-      on.units = use.units;
+      on.units = CeilUnits(use.units);
       for (size_t i = 0; i < owners.size() && i < demands.size(); ++i) {
         const auto g = p->gpus.find(owners[i]);
         if (g != p->gpus.end() && g->second == gpu) on.containers[owners[i]] += demands[i];
@@ -1828,6 +1946,7 @@ InspectNode GpuCache::InspectRec(const NodeRec& n) const {
       for (size_t i = 0; i < owners.size() && i < demands.size(); ++i)
         pending.containers[owners[i]] += demands[i];
       for (const auto& [gpu, use] : p->use) pending.units += use.units;
+      pending.units = CeilUnits(pending.units);
       pending.gpus = p->gpus;
       out.pending.push_back(std::move(pending));
     }

@@ -339,10 +339,19 @@ class GpuCache {
   void RefreshPolicy() GPUSHARE_REQUIRES(mu_);
   void AddToEngine(NodeRec& n) GPUSHARE_REQUIRES(mu_);
   void Resync(NodeRec& n) GPUSHARE_REQUIRES(mu_);
-  // The engine's shape of `request` (with `cpu`: for scores only; filters and binds leave CPU
-  // and memory to kube-scheduler).
-  Result<placement::ShapeId> Shape(const memshare::PodRequest& request,
+  // The engine's shape of `request` on `n` (with `cpu`: for scores only; filters and binds leave
+  // CPU and memory to kube-scheduler).
+  Result<placement::ShapeId> Shape(const NodeRec& n, const memshare::PodRequest& request,
                                    const kube::CpuMemory& cpu = {}) GPUSHARE_REQUIRES(mu_);
+  // What the engine books for `request` (resolved on `n`) there: Demands() in engine units,
+  // whole GPUs negative (ShapeKey), so equal keys are equal shapes on every node.
+  std::vector<int64_t> EngineKey(const NodeRec& n, const memshare::PodRequest& request) const
+      GPUSHARE_REQUIRES(mu_);
+  // Engine units per GPU: the least common multiple of the nodes' GPU sizes (so that a GPU of
+  // every size is 1000 x common_units_ engine units), or 0 when it would pass kMaxCommonUnits
+  // (then the engine counts thousandths of a unit on every node). Recomputed by Rebuild.
+  void ChooseEngineUnits() GPUSHARE_REQUIRES(mu_);
+  bool EngineUnitsFit(const NodeRec& n) const GPUSHARE_REQUIRES(mu_);
   void UpsertPodLocked(const kube::Pod& pod) GPUSHARE_REQUIRES(mu_);
   // `request` on `n` (alibabacloud.com/gpu-milli resolved against its GPUs' size); the error
   // says why a node cannot take fractions or whole GPUs.
@@ -424,10 +433,11 @@ class GpuCache {
   std::unique_ptr<placement::Policy> policy_ GPUSHARE_GUARDED_BY(mu_);
   std::unique_ptr<placement::PlacementEngine> engine_ GPUSHARE_GUARDED_BY(mu_);
   bool rebuild_ GPUSHARE_GUARDED_BY(mu_) = true;
+  int64_t common_units_ GPUSHARE_GUARDED_BY(mu_) = 1;  // see ChooseEngineUnits
   std::vector<NodeRec*> to_add_ GPUSHARE_GUARDED_BY(mu_);
   std::set<NodeRec*> dirty_ GPUSHARE_GUARDED_BY(mu_);
   std::map<std::vector<int64_t>, int> shapes_live_
-      GPUSHARE_GUARDED_BY(mu_);  // demands -> counted pods with them
+      GPUSHARE_GUARDED_BY(mu_);  // workload key (CPU, engine demands) -> counted pods
   std::set<std::vector<int64_t>> workload_shapes_
       GPUSHARE_GUARDED_BY(mu_);  // shapes in the current target workload
   int workload_pods_ GPUSHARE_GUARDED_BY(mu_) = 0;

@@ -48,6 +48,25 @@ TEST(MilliRequestTest, FractionsAndWholeGpusAreReadAndResolvedPerGpuSize) {
             (std::vector<int64_t>{4}));
 }
 
+TEST(MilliRequestTest, InMilliUnitsCountsFractionsExactlyAndEverythingElseTimes1000) {
+  const ms::PodRequest on15 =
+      *ms::ComputePodRequest({Milli("a", 470), Milli("b", 1000)})->Resolve(15);
+  // 470 of 15 units: 7.05 units (rounded to 8 by Resolve); a whole GPU: 15 units.
+  EXPECT_EQ(on15.InMilliUnits(15).Demands(), (std::vector<int64_t>{7050, 15000}));
+  EXPECT_EQ(on15.InMilliUnits(15).ShapeKey(), (std::vector<int64_t>{7050, -15000}));
+  // Without the GPU size a fraction keeps its rounded units.
+  EXPECT_EQ(on15.InMilliUnits(0).Demands(), (std::vector<int64_t>{8000, 15000}));
+  ms::ContainerUnits init, app;
+  init.name = "i";
+  init.init = true;
+  init.limit = 5;
+  app.name = "m";
+  app.limit = 3;
+  const ms::PodRequest mem = *ms::ComputePodRequest({init, app});
+  EXPECT_EQ(mem.InMilliUnits(15).Demands(), (std::vector<int64_t>{5000}));
+  EXPECT_EQ(mem.InMilliUnits(15).app[0].units, 3000);
+}
+
 TEST(MilliRequestTest, BadRequestsNameTheContainerAndTheRule) {
   auto error = [](std::vector<ms::ContainerUnits> c) {
     Result<ms::PodRequest> r = ms::ComputePodRequest(c);
@@ -197,6 +216,57 @@ TEST_F(MilliCacheTest, ScoresSpanNodesOfDifferentSizesWithOneTopChoice) {
   EXPECT_TRUE(s[0] >= 0 && s[1] >= 0);
 }
 
+// Fractions count as the share of the GPU they are, not as units rounded up: two 470s fill a
+// 15-unit GPU to 940 of 1000 (rounded to 8 units each they would need 16).
+TEST_F(MilliCacheTest, FractionsCountExactlySoTwoOf470ShareA15UnitGpu) {
+  cache_->UpsertNode(DecodeNodeOrDie(NodeJson("t4", Uniform(1, 15))));
+  ASSERT_TRUE(Bind(MilliPod("a", 470), "t4")) << last_error_;
+  ASSERT_TRUE(Bind(MilliPod("b", 470), "t4")) << last_error_;
+  EXPECT_EQ(Used("t4", 0), 15);  // 14.1 units, reported whole
+  EXPECT_EQ(FilterOne(MilliPod("c", 60), "t4").kind, K::kFits);
+  const NodeVerdict v = FilterOne(MilliPod("d", 61), "t4");
+  EXPECT_EQ(v.kind, K::kFailed);
+  // The reason says what is free in units, to the thousandth: 0.9 of 15.
+  EXPECT_NE(v.reason.find("with 0.9 GiB free of 15 GiB"), std::string::npos) << v.reason;
+  // A memory share counts in whole units beside them: 1 unit is more than is left.
+  EXPECT_EQ(FilterOne(SimplePod("m", 1), "t4").kind, K::kFailed);
+}
+
+// A fraction is one shape on GPUs of every size, and the policy compares GPUs by the share of
+// them that is free: `bestfit` puts a quarter where the least of a GPU is left (the 32-unit GPU
+// with half free), not where the fewest units are left (the 16-unit one with 10 of 16 free).
+TEST_F(MilliCacheTest, APolicyComparesGpusOfDifferentSizesByTheirFreeShare) {
+  CacheOptions o;
+  o.policy = "bestfit";
+  o.log = [this](const std::string& l) { log_ += l + "\n"; };
+  cache_ = std::make_unique<GpuCache>(o);
+  cache_->SetSynced(true);
+  cache_->UpsertNode(DecodeNodeOrDie(NodeJson("small", Uniform(1, 16))));
+  cache_->UpsertNode(DecodeNodeOrDie(NodeJson("big", Uniform(1, 32))));
+  ASSERT_TRUE(Bind(SimplePod("a", 6), "small")) << last_error_;
+  ASSERT_TRUE(Bind(SimplePod("b", 16), "big")) << last_error_;
+  const std::vector<int64_t> s = cache_->Score(Req(MilliPod("q", 250)), {"small", "big"});
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[1], 10);
+  EXPECT_LT(s[0], 10);
+  EXPECT_NE(log_.find("event=engine_units common_units=32"), std::string::npos) << log_;
+}
+
+// A node with a GPU size the engine's unit does not divide changes the unit; what is booked
+// stays exact: 470 then 530 fill a 16-unit GPU before and after a 24-unit node joins.
+TEST_F(MilliCacheTest, ANewGpuSizeChangesTheEngineUnitAndKeepsBookingsExact) {
+  cache_->UpsertNode(DecodeNodeOrDie(NodeJson("a", Uniform(1, 16))));
+  ASSERT_TRUE(Bind(MilliPod("p", 470), "a")) << last_error_;
+  EXPECT_EQ(FilterOne(MilliPod("q", 531), "a").kind, K::kFailed);
+  cache_->UpsertNode(DecodeNodeOrDie(NodeJson("b", Uniform(1, 24))));
+  EXPECT_EQ(FilterOne(MilliPod("q", 531), "a").kind, K::kFailed);
+  EXPECT_EQ(FilterOne(MilliPod("q", 1000), "b").kind, K::kFits);
+  ASSERT_TRUE(Bind(MilliPod("q", 530), "a")) << last_error_;
+  EXPECT_EQ(Used("a", 0), 16);
+  EXPECT_EQ(FilterOne(MilliPod("r", 1), "a").kind, K::kFailed);
+  EXPECT_NE(log_.find("event=engine_units common_units=48"), std::string::npos) << log_;
+}
+
 }  // namespace
 }  // namespace gpushare::scheduler
 
@@ -274,10 +344,14 @@ TEST(FilterKeepBestTest, TheFilterPassesOnlyThePolicysBestNodes) {
   ExtenderOptions one;
   one.filter_keep_best = 1;
   Extender best(cache, nullptr, one);
-  EXPECT_EQ(passed(best.Filter(args)), (std::vector<std::string>{"roomy"}));
-  // Prioritize agrees: the node kept is the one it scores 10.
-  const json scores = json::parse(best.Prioritize(args).body);
-  for (const auto& h : scores) EXPECT_EQ(h["Score"] == 10, h["Host"] == "roomy") << h.dump();
+  // Once the policy's target workload knows the pod's shape (its CPU included: the first
+  // prioritize adds it), the filter keeps the node prioritize scores 10, and only that one.
+  (void)best.Prioritize(args);
+  std::string top;
+  for (const auto& h : json::parse(best.Prioritize(args).body))
+    if (h["Score"] == 10) top += (top.empty() ? "" : ",") + h["Host"].get<std::string>();
+  ASSERT_TRUE(top == "roomy" || top == "mid") << top;  // tight lacks the CPU
+  EXPECT_EQ(passed(best.Filter(args)), (std::vector<std::string>{top}));
   // A pod with soft placement preferences keeps every node that fits, for kube-scheduler's score
   // plugins to weigh (and prioritize to rank); a hard spread constraint is no preference.
   auto with = [&](const std::string& path, const json& value) {
@@ -300,18 +374,19 @@ TEST(FilterKeepBestTest, TheFilterPassesOnlyThePolicysBestNodes) {
   EXPECT_EQ(passed(best.Filter(with("/topologySpreadConstraints", spread("ScheduleAnyway")))),
             all3);
   EXPECT_EQ(passed(best.Filter(with("/topologySpreadConstraints", spread("DoNotSchedule")))),
-            (std::vector<std::string>{"roomy"}));
+            (std::vector<std::string>{top}));
   EXPECT_EQ(passed(best.Filter(with("/affinity/nodeAffinity/"
                                     "preferredDuringSchedulingIgnoredDuringExecution",
                                     json::array()))),
-            (std::vector<std::string>{"roomy"}))
+            (std::vector<std::string>{top}))
       << "an empty list is no preference";
   ExtenderOptions two;
   two.filter_keep_best = 2;
   Extender top2(cache, nullptr, two);
   const std::vector<std::string> kept = passed(top2.Filter(args));
   ASSERT_EQ(kept.size(), 2u);  // in kube-scheduler's order
-  EXPECT_NE(std::find(kept.begin(), kept.end(), "roomy"), kept.end());
+  EXPECT_NE(std::find(kept.begin(), kept.end(), top), kept.end());
+  EXPECT_EQ(std::find(kept.begin(), kept.end(), "tight"), kept.end());
   // Nothing fits: refused as before, with the reasons.
   const json none = json::parse(
       best.Filter(json{{"Pod", MilliPod("w", 9000)}, {"NodeNames", {"tight"}}}.dump()).body);
