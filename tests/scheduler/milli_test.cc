@@ -299,6 +299,30 @@ TEST(CpuAwareScoreTest, ScoresWeighTheNodesCpuAndMemory) {
   EXPECT_EQ(s[1], 0);
 }
 
+// The policy's target workload knows the CPU its pods ask: for FGD a node without the CPU for
+// the typical pod (8 CPUs) strands all its idle GPU for it, so a small pod is best placed there
+// (it uses GPU nobody typical could); blind to CPU, both nodes tie and the first one wins.
+TEST(CpuAwareScoreTest, TheTargetWorkloadCarriesThePodsCpu) {
+  CacheOptions o;
+  o.policy = "fgd";
+  auto c = std::make_unique<GpuCache>(o);
+  c->SetSynced(true);
+  c->UpsertNode(CpuNode("roomy", "64"));
+  c->UpsertNode(CpuNode("tight", "4"));
+  json typical = MilliPod("typical", 250);
+  typical["spec"]["containers"][0]["resources"]["requests"] = {{"cpu", "8"}};
+  const kube::Pod t = DecodePodOrDie(typical);
+  Result<Reservation> r = c->Reserve(t, Req(typical), "roomy", 1);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  c->Commit(t.metadata.uid, r->token);
+  const kube::CpuMemory small{2000, 0};
+  (void)c->Score(Req(MilliPod("small", 250)), {"roomy", "tight"}, small);  // the shape, known
+  const std::vector<int64_t> s = c->Score(Req(MilliPod("small", 250)), {"roomy", "tight"}, small);
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[1], 10);
+  EXPECT_LT(s[0], 10);
+}
+
 TEST(CpuAwareScoreTest, PrioritizeCpuRanksPodsWithoutGpusAndLeavesGpuPodsAtZero) {
   const std::unique_ptr<GpuCache> c = CpuCache({{"roomy", "64"}, {"tight", "4"}});
   GpuCache& cache = *c;
