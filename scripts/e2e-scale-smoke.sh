@@ -105,7 +105,7 @@ say "figure: $nodes nodes: with two extender exchanges per pod (profile two) kub
 # REPLAY_GAP points of the simulator's (a regression bound; docs/benchmarks.md has the gap and
 # its causes).
 pods_csv="$repo/../shared/data/alibaba-gpu-v2023/openb_pod_list_default.csv"
-gap_bound=${REPLAY_GAP:-5.0}
+gap_bound=${REPLAY_GAP:-1.0}
 clear_pods
 "$repo/scripts/e2e-scale.sh" profile replay | grep '^e2e-scale:' || fail "scripts/e2e-scale.sh profile replay"
 # A fresh gpushare-scheduler, as for a replay on a fresh cluster (its policy's target workload
