@@ -31,7 +31,6 @@ struct GpuCache::NodeRec {
   std::vector<int> slots;
   int64_t share_units = 0;      // units of each usable GPU when all have the same, else 0
   int64_t units_max = 0;        // units of the largest usable GPU
-  int64_t factor = 1;           // engine units per thousandth of a unit here (EngineUnitsFit)
   kube::CpuMemory allocatable;  // the Node's (0: not published, then unbounded for the engine)
   kube::CpuMemory cpu_used;     // requests of the pods bound here (pod_cpu_)
   std::string problem;          // why the node cannot take shares (when !has_inventory or no GPU)
@@ -124,14 +123,6 @@ std::string MilliNumber(int64_t milli) {
 // The same with the unit: "3 GiB", "3.75 GiB".
 std::string MilliUnits(int64_t milli, ms::MemoryUnit u) {
   return MilliNumber(milli) + " " + std::string(ms::MemoryUnitName(u));
-}
-
-// Engine units per thousandth of a unit on a node whose largest GPU has `units_max` units:
-// 1000 x `common_units` engine units for that GPU when its size divides them, else 1.
-int64_t EngineFactor(int64_t common_units, int64_t units_max) {
-  return common_units > 0 && units_max > 0 && common_units % units_max == 0
-             ? common_units / units_max
-             : 1;
 }
 
 // Whole units covering `milli` thousandths (what the scheduler reports of a GPU's use).
@@ -330,9 +321,6 @@ void GpuCache::UpsertNode(const kube::Node& node) {
     n.problem_code = unhealthy ? reasons::kGpuUnhealthy : reasons::kNoSharedGpu;
     n.share_units = ms::UniformShareUnits(n.inv);
     for (int idx : n.slots) n.units_max = std::max(n.units_max, n.inv.FindByIndex(idx)->units);
-    // (When the engine's unit does not divide this size, the next decision rebuilds the engine
-    // with another unit and counts every shape again.)
-    n.factor = EngineFactor(common_units_, n.units_max);
     if (n.slots.size() > static_cast<size_t>(pl::kMaxGpusPerNode)) {
       n.problem_code = reasons::kNoSharedGpu;
       n.has_inventory = false;
@@ -406,12 +394,18 @@ void GpuCache::DeleteNode(const std::string& name) {
 namespace {
 
 // The usage of `request` (resolved against GPUs of `share_units`) at `gpus`, in thousandths of a
-// unit, on the GPUs the node's inventory knows (on all of them while it has no inventory yet).
+// unit: what the cache counts (NodeRec's usage maps).
+std::map<int, ms::GpuUse> MilliUsage(int64_t share_units, const ms::PodRequest& request,
+                                     const ms::ContainerGpus& gpus) {
+  return ms::GpuUsage(request.InMilliUnits(share_units), gpus);
+}
+
+// MilliUsage on the GPUs the node's inventory knows (on all of them while it has none yet).
 std::map<int, ms::GpuUse> KnownUsage(const ms::NodeInventory& inv, bool has_inventory,
                                      int64_t share_units, const ms::PodRequest& request,
                                      const ms::ContainerGpus& gpus) {
   std::map<int, ms::GpuUse> out;
-  for (const auto& [g, u] : ms::GpuUsage(request.InMilliUnits(share_units), gpus))
+  for (const auto& [g, u] : MilliUsage(share_units, request, gpus))
     if (!has_inventory || inv.FindByIndex(g) != nullptr) out[g] = u;
   return out;
 }
@@ -698,7 +692,7 @@ void GpuCache::UpsertPodLocked(const kube::Pod& pod) {
   rec->key = key;
   rec->node = pod.spec.node_name;
   rec->request = *req;
-  rec->demands = WorkloadKey(rec->requests.cpu_milli, EngineKey(node, *req));
+  rec->demands = PodWorkloadKey(node, *rec);
   rec->gpus = a.gpus;
   rec->planned = a.planned;
   rec->keys = ms::SlotKeys(*req);
@@ -741,14 +735,23 @@ void GpuCache::ChooseEngineUnits() {
   common_units_ = l;
 }
 
+int64_t GpuCache::Factor(const NodeRec& n) const {
+  return EngineUnitsFit(n) && common_units_ > 0 && n.units_max > 0 ? common_units_ / n.units_max
+                                                                   : 1;
+}
+
 bool GpuCache::EngineUnitsFit(const NodeRec& n) const {
   return common_units_ == 0 || n.units_max <= 0 || common_units_ % n.units_max == 0;
 }
 
 std::vector<int64_t> GpuCache::EngineKey(const NodeRec& n, const ms::PodRequest& request) const {
   std::vector<int64_t> key = request.InMilliUnits(n.share_units).ShapeKey();
-  for (int64_t& d : key) d *= n.factor;
+  for (int64_t& d : key) d *= Factor(n);
   return key;
+}
+
+std::vector<int64_t> GpuCache::PodWorkloadKey(const NodeRec& n, const PodRec& p) const {
+  return WorkloadKey(p.requests.cpu_milli, EngineKey(n, p.request));
 }
 
 void GpuCache::AddToEngine(NodeRec& n) {
@@ -756,7 +759,7 @@ void GpuCache::AddToEngine(NodeRec& n) {
   // Every GPU of the largest size here is 1000 x common_units_ engine units: a fraction is the
   // same amount on every node, as in gpushare simulate, and the policy compares GPUs of
   // different sizes by the share of them that is free.
-  n.factor = EngineFactor(common_units_, n.units_max);
+  const int64_t factor = Factor(n);
   pl::NodeSpec spec;
   spec.name = n.name;
   spec.max_clients_per_gpu = n.inv.max_clients_per_gpu;
@@ -766,7 +769,7 @@ void GpuCache::AddToEngine(NodeRec& n) {
   spec.memory_mib = n.allocatable.memory_bytes > 0 ? n.allocatable.memory_bytes >> 20 : kUnbounded;
   for (int idx : n.slots) {
     const ms::InventoryGpu* g = n.inv.FindByIndex(idx);
-    spec.gpu_capacity.push_back(g->units * ms::kMilliPerGpu * n.factor);
+    spec.gpu_capacity.push_back(g->units * ms::kMilliPerGpu * factor);
     if (spec.gpu_model.empty()) spec.gpu_model = g->model.empty() ? "unknown" : g->model;
   }
   Result<pl::NodeId> id = cluster_.AddNode(spec);
@@ -793,7 +796,7 @@ void GpuCache::Resync(NodeRec& n) {
     const int idx = n.slots[slot];
     auto u = n.used.find(idx);
     auto c = n.clients.find(idx);
-    const int64_t used = u == n.used.end() ? 0 : u->second * n.factor;
+    const int64_t used = u == n.used.end() ? 0 : u->second * Factor(n);
     const int clients = c == n.clients.end() ? 0 : c->second;
     if (used <= 0 || clients <= 0) continue;
     // Saturate: the engine must see the GPU at least as full as the truth.
@@ -911,7 +914,7 @@ void GpuCache::Rebuild() {
     // The shapes' keys are in engine units: count them again in the new ones.
     shapes_live_.clear();
     for (auto& [uid, p] : pods_) {
-      p->demands = WorkloadKey(p->requests.cpu_milli, EngineKey(NodeFor(p->node), p->request));
+      p->demands = PodWorkloadKey(NodeFor(p->node), *p);
       if (p->shape_counted) ++shapes_live_[p->demands];
     }
     workload_stale_ = true;
@@ -1005,10 +1008,10 @@ NodeVerdict GpuCache::Check(const NodeRec& n, const ms::PodRequest& request,
   const pl::NodeState& s = lifted ? *lifted : cluster_.node(n.eid);
   if (pl::CheckFit(s, shape) == pl::Rejection::kNone) return Clash(n, request);
   // Why not, in words (the slow path: only refused nodes get here). Amounts in thousandths of
-  // a unit; the engine's are those x n.factor.
+  // a unit; the engine's are those x Factor(n).
   const std::vector<int64_t> demands = request.InMilliUnits(n.share_units).Demands();
   const std::vector<std::string> owners = request.DemandContainers();
-  const auto milli = [&](int64_t engine) { return engine / n.factor; };
+  const auto milli = [&](int64_t engine) { return engine / Factor(n); };
   int64_t largest_cap = 0;
   int most_free = 0;  // the slot with the most free units
   for (int g = 0; g < s.num_gpus; ++g) {
@@ -1149,7 +1152,7 @@ std::vector<NodeVerdict> GpuCache::Filter(const ms::PodRequest& request,
                        OnNode(rec, request).status().message());
       continue;
     }
-    auto [at, fresh] = sized.try_emplace({request.unresolved() ? rec.share_units : 0, rec.factor});
+    auto [at, fresh] = sized.try_emplace({request.unresolved() ? rec.share_units : 0, Factor(rec)});
     Sized& z = at->second;
     if (fresh) {
       z.request =
@@ -1206,7 +1209,7 @@ std::vector<int64_t> GpuCache::Score(const ms::PodRequest& request,
     const NodeRec& rec = *by_id_[static_cast<size_t>(id)];
     const int64_t size = request.unresolved() ? rec.share_units : 0;
     if (request.unresolved() && size <= 0) continue;
-    auto [at, fresh] = shapes.try_emplace({size, rec.factor}, Status::Internal("unset"));
+    auto [at, fresh] = shapes.try_emplace({size, Factor(rec)}, Status::Internal("unset"));
     if (fresh) {
       Result<ms::PodRequest> r = request.Resolve(size);
       at->second = r.ok() ? Shape(rec, *r, cpu) : Result<pl::ShapeId>(r.status());
@@ -1399,7 +1402,7 @@ Status GpuCache::Pick(const kube::Pod& pod, const ms::PodRequest& asked, const s
   h.node = node;
   h.priority = pod.spec.priority;
   h.gpus = ms::AssignContainers(request, gpus);
-  h.use = ms::GpuUsage(request.InMilliUnits(n.share_units), h.gpus);
+  h.use = MilliUsage(n.share_units, request, h.gpus);
   h.pick = true;
   h.since_ns = now_ns;
   AddNomination(std::move(h));
@@ -1422,8 +1425,7 @@ Result<Reservation> GpuCache::Book(const kube::Pod& pod, const ms::PodRequest& r
   r.containers = ms::AssignContainers(request, gpus);
   r.assume_ns = now_ns;
   // Belt and braces: the authoritative usage must have room, whatever the engine thinks.
-  const std::map<int, ms::GpuUse> use =
-      ms::GpuUsage(request.InMilliUnits(n.share_units), r.containers);
+  const std::map<int, ms::GpuUse> use = MilliUsage(n.share_units, request, r.containers);
   for (const auto& [g, u] : use) {
     const ms::InventoryGpu* gpu = n.inv.FindByIndex(g);
     const int64_t used = n.used.count(g) ? n.used.at(g) : 0;
@@ -1452,7 +1454,7 @@ Result<Reservation> GpuCache::Book(const kube::Pod& pod, const ms::PodRequest& r
   rec->assume_ns = now_ns;
   rec->token = r.token;
   rec->TakeFacts(pod);
-  rec->demands = WorkloadKey(rec->requests.cpu_milli, EngineKey(n, request));
+  rec->demands = PodWorkloadKey(n, *rec);
   PodRec& p = *rec;
   pods_.emplace(uid, std::move(rec));
   AddUse(p);
@@ -1613,7 +1615,7 @@ pl::NodeState GpuCache::StateWithout(const NodeRec& n,
     const auto u = n.used.find(idx);
     const auto c = n.clients.find(idx);
     const int64_t used =
-        std::max<int64_t>(0, (u == n.used.end() ? 0 : u->second) - l->second.units) * n.factor;
+        std::max<int64_t>(0, (u == n.used.end() ? 0 : u->second) - l->second.units) * Factor(n);
     const int clients = std::max(0, (c == n.clients.end() ? 0 : c->second) - l->second.clients);
     s.gpu_free[slot] = s.gpu_capacity[slot] - std::min(used, s.gpu_capacity[slot]);
     s.gpu_clients[slot] = static_cast<int16_t>(std::min(clients, s.max_clients));
@@ -1664,7 +1666,7 @@ Result<PreemptionView> GpuCache::ViewForPreemption(const ms::PodRequest& request
     // of swapped pods whose plans Nominate moves to where they are (PlanMovable): they count
     // where they are.
     // In engine units, as the node's state is.
-    const int64_t f = n->factor;
+    const int64_t f = Factor(*n);
     v.input.ledger.resize(n->slots.size());
     for (size_t slot = 0; slot < n->slots.size(); ++slot) {
       const int idx = n->slots[slot];
@@ -1778,7 +1780,7 @@ Result<Nomination> GpuCache::Nominate(const kube::Pod& pod, const ms::PodRequest
   h.node = node;
   h.priority = pod.spec.priority;
   h.gpus = ms::AssignContainers(request, gpus);
-  h.use = ms::GpuUsage(request.InMilliUnits(n->share_units), h.gpus);
+  h.use = MilliUsage(n->share_units, request, h.gpus);
   h.victims = std::move(victims);
   h.since_ns = now_ns;
   h.seen = pod.status.nominated_node_name == node;

@@ -347,11 +347,17 @@ class GpuCache {
   // whole GPUs negative (ShapeKey), so equal keys are equal shapes on every node.
   std::vector<int64_t> EngineKey(const NodeRec& n, const memshare::PodRequest& request) const
       GPUSHARE_REQUIRES(mu_);
+  // The target-workload key of `p` (its CPU request and EngineKey) on `n`, where it is counted.
+  std::vector<int64_t> PodWorkloadKey(const NodeRec& n, const PodRec& p) const
+      GPUSHARE_REQUIRES(mu_);
   // Engine units per GPU: the least common multiple of the nodes' GPU sizes (so that a GPU of
   // every size is 1000 x common_units_ engine units), or 0 when it would pass kMaxCommonUnits
   // (then the engine counts thousandths of a unit on every node). Recomputed by Rebuild.
   void ChooseEngineUnits() GPUSHARE_REQUIRES(mu_);
   bool EngineUnitsFit(const NodeRec& n) const GPUSHARE_REQUIRES(mu_);
+  // Engine units per thousandth of a unit on `n`: common_units_ / its largest GPU's units (1 when
+  // that size does not divide common_units_: until the rebuild, or past kMaxCommonUnits).
+  int64_t Factor(const NodeRec& n) const GPUSHARE_REQUIRES(mu_);
   void UpsertPodLocked(const kube::Pod& pod) GPUSHARE_REQUIRES(mu_);
   // `request` on `n` (alibabacloud.com/gpu-milli resolved against its GPUs' size); the error
   // says why a node cannot take fractions or whole GPUs.
