@@ -1011,7 +1011,8 @@ NodeVerdict GpuCache::Check(const NodeRec& n, const ms::PodRequest& request,
   // a unit; the engine's are those x Factor(n).
   const std::vector<int64_t> demands = request.InMilliUnits(n.share_units).Demands();
   const std::vector<std::string> owners = request.DemandContainers();
-  const auto milli = [&](int64_t engine) { return engine / Factor(n); };
+  const int64_t factor = Factor(n);
+  const auto milli = [factor](int64_t engine) { return engine / factor; };
   int64_t largest_cap = 0;
   int most_free = 0;  // the slot with the most free units
   for (int g = 0; g < s.num_gpus; ++g) {
