@@ -180,6 +180,19 @@ pl::PodRequest WorkloadRequest(const std::vector<int64_t>& workload_key) {
   return EngineRequest({workload_key.begin() + 1, workload_key.end()}, workload_key.front());
 }
 
+// Where a node stands among nodes the policy finds equally good: a fixed pseudo-random order of
+// names (FNV-1a, then SplitMix64's finaliser). The order nodes were seen in (the API server lists
+// them by name) would send every tie to the first of a pool of alike-named nodes, which packs
+// them worse (docs/benchmarks.md, "Replay"); gpushare simulate draws a seeded permutation.
+int64_t TieRank(std::string_view name) {
+  uint64_t h = 14695981039346656037ULL;
+  for (const unsigned char c : name) h = (h ^ c) * 1099511628211ULL;
+  h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  h = (h ^ (h >> 27)) * 0x94d049bb133111ebULL;
+  h ^= h >> 31;
+  return static_cast<int64_t>(h >> 1);
+}
+
 // The same node with nothing allocated: does the pod fit at all?
 pl::NodeState Emptied(const pl::NodeState& s) {
   pl::NodeState e = s;
@@ -497,13 +510,38 @@ void GpuCache::SetPodShape(PodRec& p, bool counted) {
   if (p.shape_counted == counted) return;
   p.shape_counted = counted;
   int& c = shapes_live_[p.demands];
+  bool fresh = false;
   if (counted) {
-    if (c++ == 0 && !workload_shapes_.count(p.demands)) workload_stale_ = true;
+    fresh = c++ == 0 && !workload_shapes_.count(p.demands);
   } else if (--c <= 0) {
     shapes_live_.erase(p.demands);
   }
-  const int live = static_cast<int>(pods_.size());
-  if (live > 2 * workload_pods_ + 8 || 2 * live + 8 < workload_pods_) workload_stale_ = true;
+  NoteWorkloadChange(fresh);
+}
+
+void GpuCache::SetCpuOnlyShape(const std::string& uid, int64_t cpu_milli) {
+  auto it = cpu_only_.find(uid);
+  if (it != cpu_only_.end()) {
+    if (it->second == cpu_milli) return;
+    const std::vector<int64_t> key = WorkloadKey(it->second, {});
+    if (auto c = shapes_live_.find(key); c != shapes_live_.end() && --c->second <= 0)
+      shapes_live_.erase(c);
+    cpu_only_.erase(it);
+  }
+  bool fresh = false;
+  if (cpu_milli > 0) {
+    cpu_only_[uid] = cpu_milli;
+    const std::vector<int64_t> key = WorkloadKey(cpu_milli, {});
+    fresh = shapes_live_[key]++ == 0 && !workload_shapes_.count(key);
+  }
+  NoteWorkloadChange(fresh);
+}
+
+void GpuCache::NoteWorkloadChange(bool new_shape) {
+  if (!options_.target_workload.empty()) return;
+  const int live = static_cast<int>(pods_.size() + cpu_only_.size());
+  if (new_shape || live > 2 * workload_pods_ + 8 || 2 * live + 8 < workload_pods_)
+    workload_stale_ = true;
 }
 
 void GpuCache::RemovePod(const std::string& uid, bool released) {
@@ -606,6 +644,7 @@ void GpuCache::UpsertPodLocked(const kube::Pod& pod) {
           " node=" + Value(rec->node));
     RemovePod(uid, /*released=*/true);
     unresolved_.erase(uid);
+    SetCpuOnlyShape(uid, 0);
     return;
   }
   Result<ms::PodRequest> req = kube::PodGpuRequest(pod, options_.resource_name);
@@ -614,8 +653,14 @@ void GpuCache::UpsertPodLocked(const kube::Pod& pod) {
       Log("event=pod_request_invalid pod=" + Value(key) +
           " error=" + Value(req.status().message()));
     RemovePod(uid);
+    const NodeRec* on =
+        req.ok() && !pod.spec.node_name.empty() ? FindNode(pod.spec.node_name) : nullptr;
+    SetCpuOnlyShape(uid, on != nullptr && on->has_inventory && !on->slots.empty()
+                             ? kube::PodCpuMemoryRequests(pod).cpu_milli
+                             : 0);
     return;
   }
+  SetCpuOnlyShape(uid, 0);
   const bool local =
       rec && (rec->state == PodRec::State::kReserved || rec->state == PodRec::State::kBound);
   if (rec) {
@@ -709,6 +754,7 @@ void GpuCache::UpsertPodLocked(const kube::Pod& pod) {
 void GpuCache::DeletePod(const kube::Pod& last_known) {
   MutexLock l(&mu_);
   CountCpu(last_known.metadata.uid, "", {});
+  SetCpuOnlyShape(last_known.metadata.uid, 0);
   DropNomination(last_known.metadata.uid, "deleted");
   auto it = pods_.find(last_known.metadata.uid);
   if (it != pods_.end())
@@ -782,6 +828,8 @@ void GpuCache::AddToEngine(NodeRec& n) {
     return;
   }
   n.eid = *id;
+  cluster_.set_tie_rank(n.eid, TieRank(n.name));
+  if (workload_unkeyed_) workload_stale_ = true;  // the configured workload's GPU pods can be keyed
   RefreshHot(n);
   n.bookings.clear();
   dirty_.insert(&n);
@@ -864,17 +912,43 @@ void GpuCache::CountCpu(const std::string& uid, const std::string& node, const k
   pod_cpu_[uid] = {node, r, reserved};
 }
 
+bool GpuCache::ConfiguredWorkload(std::vector<pl::WeightedRequest>* pods) const {
+  // Keys on a node whose GPUs are all of its largest size: a fraction's key is then the same on
+  // every node (EngineKey), as is a whole GPU's.
+  const NodeRec* ref = nullptr;
+  for (const auto& [name, n] : nodes_) {
+    if (n->eid >= 0 && n->share_units > 0 && n->share_units == n->units_max) {
+      ref = n.get();
+      break;
+    }
+  }
+  for (const TargetPod& p : options_.target_workload) {
+    if (p.gpu_milli == 0) {
+      pods->push_back({WorkloadRequest(WorkloadKey(p.cpu_milli, {})), p.count});
+      continue;
+    }
+    if (ref == nullptr) continue;
+    Result<ms::PodRequest> r = OnNode(*ref, p.request);
+    if (r.ok())
+      pods->push_back({WorkloadRequest(WorkloadKey(p.cpu_milli, EngineKey(*ref, *r))), p.count});
+  }
+  return ref != nullptr;
+}
+
 void GpuCache::RefreshPolicy() {
   engine_.reset();
   policy_.reset();
-  std::vector<pl::PodRequest> pods;
+  std::vector<pl::WeightedRequest> pods;
   std::set<std::vector<int64_t>> shapes;
   int live = 0;
-  for (const auto& [demands, count] : shapes_live_) {
-    shapes.insert(demands);
-    const pl::PodRequest r = WorkloadRequest(demands);
-    for (int i = 0; i < std::max(count, 1); ++i) pods.push_back(r);
-    live += count;
+  if (!options_.target_workload.empty()) {
+    workload_unkeyed_ = !ConfiguredWorkload(&pods);
+  } else {
+    for (const auto& [demands, count] : shapes_live_) {
+      shapes.insert(demands);
+      pods.push_back({WorkloadRequest(demands), std::max(count, 1)});
+      live += count;
+    }
   }
   workload_ = pl::BuildTargetWorkload(pods, cluster_);
   pl::PolicyOptions po;
@@ -917,6 +991,7 @@ void GpuCache::Rebuild() {
       p->demands = PodWorkloadKey(NodeFor(p->node), *p);
       if (p->shape_counted) ++shapes_live_[p->demands];
     }
+    for (const auto& [uid, cpu] : cpu_only_) ++shapes_live_[WorkloadKey(cpu, {})];
     workload_stale_ = true;
   }
   RefreshPolicy();
@@ -953,8 +1028,8 @@ Result<pl::ShapeId> GpuCache::Shape(const NodeRec& n, const ms::PodRequest& requ
     return Status::Internal("alibabacloud.com/gpu-milli not resolved against a node");
   const std::vector<int64_t> engine_key = EngineKey(n, request);
   if (const std::vector<int64_t> key = WorkloadKey(cpu.cpu_milli, engine_key);
-      cpu.cpu_milli > 0 && !workload_shapes_.count(key) && !shapes_live_.count(key) &&
-      shapes_live_.size() < kMaxAskedShapes) {
+      options_.target_workload.empty() && cpu.cpu_milli > 0 && !workload_shapes_.count(key) &&
+      !shapes_live_.count(key) && shapes_live_.size() < kMaxAskedShapes) {
     // A shape never seen (asked with its CPU: prioritize): it joins the target workload at the
     // next decision, so that the policy's prices know it (counted once until pods with it are
     // placed).
@@ -1878,6 +1953,8 @@ CacheStats GpuCache::stats() const {
   s.picks_expired = picks_expired_;
   s.rebuilds = rebuilds_;
   s.policy_refreshes = policy_refreshes_;
+  s.workload_pods = workload_.observed_pods;
+  s.workload_shapes = static_cast<int>(workload_.shapes.size());
   return s;
 }
 

@@ -13,7 +13,9 @@
 // configured otherwise): the cache keeps a ClusterState whose GPUs are the usable GPUs of each
 // node (healthy, in memory mode), in aliyun.com/gpu-mem units, mirrored from the usage above
 // (saturated at the GPU's capacity and client ceiling when the truth is over-full). The
-// engine's target workload is the distribution of the pods the cache has seen.
+// engine's target workload is the one configured (CacheOptions::target_workload), else the
+// distribution of the pods bound to the cache's nodes. Ties between equally good nodes go to a
+// fixed pseudo-random order of their names (TieRank), not to the order the nodes were seen.
 //
 // Concurrency: every public method takes one mutex (mu_), so a reservation made by Reserve() is
 // visible to the next Filter()/Reserve() at once; the API calls of a bind happen outside the lock,
@@ -46,6 +48,7 @@
 #include "kube/objects.h"
 #include "kube/pod_requests.h"
 #include "scheduler/name_index.h"
+#include "scheduler/target_workload.h"
 
 namespace gpushare::scheduler {
 
@@ -54,6 +57,9 @@ struct CacheOptions {
   std::string resource_name = std::string(memshare::kResourceName);  // the memory-share resource
   std::string policy = "default";  // placement policy (core/placement/policy.h)
   uint64_t seed = 1;               // for the `random` policy
+  // The pods the policy weighs nodes against (scheduler/target_workload.h: --target-workload);
+  // empty: learnt from the pods bound to the cache's nodes, GPU or not.
+  std::vector<TargetPod> target_workload;
   // After the cache first syncs, each node with pending pods (placed, not yet confirmed by the
   // node agent) takes no new shares until they are confirmed or gone, or for this long at most
   // (counted from the first ExpireAssumed sweep); 0: no hold. Why: a restart forgets the pods
@@ -176,6 +182,10 @@ struct CacheStats {
   uint64_t picks_expired = 0;  // picks that ended without their pod's bind (the pick timeout)
   uint64_t rebuilds = 0;       // engine views rebuilt from scratch
   uint64_t policy_refreshes = 0;
+  // The policy's target workload: the pods it stands for and the shapes it keeps (the most
+  // common, 95% of its pods), configured or learnt.
+  int64_t workload_pods = 0;
+  int workload_shapes = 0;
 };
 
 // One GPU for the per-GPU gauges of /metrics (GpuCache::VisitGpus). The references are valid
@@ -423,6 +433,19 @@ class GpuCache {
   std::unordered_map<std::string, PodCpu> pod_cpu_ GPUSHARE_GUARDED_BY(mu_);
   void CountCpu(const std::string& uid, const std::string& node, const kube::CpuMemory& r,
                 bool reserved = false) GPUSHARE_REQUIRES(mu_);
+  // Bound pods asking no GPU, on a node the engine models, by UID -> their CPU request: they count
+  // in the learnt target workload (they take CPU a GPU pod needs, as the trace's CPU-only pods
+  // do in gpushare simulate's workload).
+  std::unordered_map<std::string, int64_t> cpu_only_ GPUSHARE_GUARDED_BY(mu_);
+  // cpu_milli 0: the pod is not (or no longer) one of them.
+  void SetCpuOnlyShape(const std::string& uid, int64_t cpu_milli) GPUSHARE_REQUIRES(mu_);
+  // The learnt workload changed by a shape or by its size (doubled or halved): refresh the
+  // policy's (never with a configured one).
+  void NoteWorkloadChange(bool new_shape) GPUSHARE_REQUIRES(mu_);
+  // The configured target workload as engine requests (keyed on a node the engine models; false
+  // when there is none yet: the GPU pods are left out until one comes).
+  bool ConfiguredWorkload(std::vector<placement::WeightedRequest>* pods) const
+      GPUSHARE_REQUIRES(mu_);
   std::unordered_map<std::string, std::string> unassigned_
       GPUSHARE_GUARDED_BY(mu_);  // UID -> node, not counted
   std::map<std::string, Nomination> nominations_ GPUSHARE_GUARDED_BY(mu_);  // by nominee UID
@@ -448,6 +471,7 @@ class GpuCache {
       GPUSHARE_GUARDED_BY(mu_);  // shapes in the current target workload
   int workload_pods_ GPUSHARE_GUARDED_BY(mu_) = 0;
   bool workload_stale_ GPUSHARE_GUARDED_BY(mu_) = true;
+  bool workload_unkeyed_ GPUSHARE_GUARDED_BY(mu_) = false;  // configured, built before any node
   uint64_t rebuilds_ GPUSHARE_GUARDED_BY(mu_) = 0;
   uint64_t policy_refreshes_ GPUSHARE_GUARDED_BY(mu_) = 0;
   uint64_t picks_expired_ GPUSHARE_GUARDED_BY(mu_) = 0;

@@ -324,6 +324,10 @@ void AddPlacementFlags(CLI::App& app, SchedulerFlags& f) {
   app.add_option("--policy", o.policy,
                  "placement policy for prioritize and bind (default, fgd, bestfit, ...)")
       ->capture_default_str();
+  app.add_option("--target-workload", o.target_workload,
+                 "CSV of the pods the cluster runs (cpu_milli, num_gpu, gpu_milli[, count]; "
+                 "gpushare simulate's pod list), which the policy weighs nodes against; "
+                 "default: learnt from the pods bound to the nodes");
   app.add_option("--assume-timeout", f.assume_timeout,
                  "release a pod assumed at bind but not confirmed by gpushare-node (and still "
                  "Pending) after this long")

@@ -87,6 +87,14 @@ Status SchedulerService::Start() {
                Value(client_->config().source));
 
   CacheOptions cache_options;
+  if (!options_.target_workload.empty()) {
+    Result<std::vector<TargetPod>> w = LoadTargetWorkload(options_.target_workload);
+    if (!w.ok()) return w.status().WithContext("--target-workload");
+    cache_options.target_workload = std::move(w).value();
+    spdlog::info("event=target_workload file={} pods={} kinds={}", Value(options_.target_workload),
+                 TargetPodCount(cache_options.target_workload),
+                 cache_options.target_workload.size());
+  }
   cache_options.unit = options_.unit;
   cache_options.resource_name = options_.resource_name;
   cache_options.policy = options_.policy;

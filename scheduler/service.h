@@ -54,6 +54,9 @@ struct ServiceOptions {
   memshare::MemoryUnit unit = memshare::MemoryUnit::kGiB;
   std::string resource_name = std::string(memshare::kResourceName);
   std::string policy = "default";
+  // --target-workload: a CSV of the pods the cluster runs (scheduler/target_workload.h); empty:
+  // the policy learns the workload from the pods it sees.
+  std::string target_workload;
   std::chrono::milliseconds assume_timeout{std::chrono::minutes(5)};
   std::chrono::milliseconds expiry_interval{std::chrono::seconds(10)};
   // After the start, nodes with pods bound before it take no new shares until those pods are

@@ -6,6 +6,10 @@
 # replayed through the cluster (gpushare replay) and simulated (gpushare simulate) with the same
 # seed; prints the unallocated GPU share at 100% arrival of both, and the replay's pace.
 #
+# gpushare-scheduler is given the trace's pod list as its target workload (--target-workload),
+# as FGD and gpushare simulate take the workload from the whole trace; REPLAY_WORKLOAD=learnt
+# leaves it to learn the workload from the pods it sees.
+#
 # Environment: REPLAY_TRACES (default gpushare40 multigpu20: the default trace and these),
 # REPLAY_POLICIES (default fgd), REPLAY_SEED (42), SCALE_NODES_CSV (the node list),
 # E2E_KEEP=1 (leave the cluster up). Needs root, like make e2e.
@@ -38,7 +42,10 @@ for trace in $traces; do
   pods_csv="$data/openb_pod_list_$trace.csv"
   [ -r "$pods_csv" ] || fail "$pods_csv not readable"
   for policy in $policies; do
-    "$repo/scripts/e2e-scale.sh" policy "$policy" | grep '^e2e-scale:' || fail "policy $policy"
+    workload=(--target-workload "$pods_csv")
+    [ "${REPLAY_WORKLOAD:-trace}" = learnt ] && workload=()
+    "$repo/scripts/e2e-scale.sh" policy "$policy" "${workload[@]}" | grep '^e2e-scale:' ||
+      fail "policy $policy"
     out="$E2E_SCALE_DIR/out/$trace-$policy"
     mkdir -p "$E2E_SCALE_DIR/out"
     line=$(KUBECONFIG="$kubeconfig" "$gpushare" replay --quiet --nodes "$nodes_csv" \

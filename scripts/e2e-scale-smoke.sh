@@ -108,9 +108,10 @@ pods_csv="$repo/../shared/data/alibaba-gpu-v2023/openb_pod_list_default.csv"
 gap_bound=${REPLAY_GAP:-1.0}
 clear_pods
 "$repo/scripts/e2e-scale.sh" profile replay | grep '^e2e-scale:' || fail "scripts/e2e-scale.sh profile replay"
-# A fresh gpushare-scheduler, as for a replay on a fresh cluster (its policy's target workload
-# starts from the pods it sees, and the bind-rate pods are gone).
-"$repo/scripts/e2e-scale.sh" policy default | grep '^e2e-scale:' || fail "scripts/e2e-scale.sh policy default"
+# A fresh gpushare-scheduler, as for a replay on a fresh cluster, with the trace's pods as its
+# target workload, as gpushare simulate has them (docs/scheduler.md, "Target workload").
+"$repo/scripts/e2e-scale.sh" policy default --target-workload "$pods_csv" | grep '^e2e-scale:' ||
+  fail "scripts/e2e-scale.sh policy default --target-workload $pods_csv"
 head -n $((nodes + 1)) "$data" >"$E2E_SCALE_DIR/replay-nodes.csv"
 replay_out=$(KUBECONFIG="$kubeconfig" "$repo/build/bin/gpushare" replay --quiet \
   --nodes "$E2E_SCALE_DIR/replay-nodes.csv" --pods "$pods_csv" --policy default --seeds 42 \

@@ -9,7 +9,10 @@
 #   scripts/e2e-scale.sh down                            stop everything `up` started
 #   scripts/e2e-scale.sh status                          what runs, how many nodes are Ready
 #   scripts/e2e-scale.sh purge                           down, and its state removed
-#   scripts/e2e-scale.sh policy NAME                     gpushare-scheduler again with --policy NAME
+#   scripts/e2e-scale.sh policy NAME [--target-workload FILE]
+#                                                        gpushare-scheduler again with --policy NAME
+#                                                        (and the chart's scheduler.targetWorkload
+#                                                        from FILE; without: learnt)
 #   scripts/e2e-scale.sh profile default|two|replay [QPS]  kube-scheduler again with that profile
 #                                                        (two: two extender exchanges per pod)
 #                                                        (and its API client at QPS, burst 2 x QPS)
@@ -108,17 +111,22 @@ chart_scheduler_args() {
   [ -f "$dir/policy" ] && policy=$(cat "$dir/policy")
   local keep=1
   [ -f "$dir/keep" ] && keep=$(cat "$dir/keep")
+  # The target workload: the chart's ConfigMap, whose mount here is the file itself.
+  local workload=()
+  [ -f "$dir/target-workload.csv" ] &&
+    workload=(--set-file scheduler.targetWorkload="$dir/target-workload.csv")
   "$bin/helm" template gpushare "$repo/deploy/helm/gpushare" --set scheduler.mode=extender \
-    --set scheduler.policy="$policy" --set scheduler.filterKeepBest="$keep" |
-    python3 -c '
-import sys, yaml
+    --set scheduler.policy="$policy" --set scheduler.filterKeepBest="$keep" "${workload[@]}" |
+    WORKLOAD="$dir/target-workload.csv" python3 -c '
+import os, sys, yaml
+mounted = "/etc/gpushare-scheduler/target-workload/workload.csv"
 for doc in yaml.safe_load_all(sys.stdin):
     if not doc or doc.get("kind") != "DaemonSet":
         continue
     for c in doc["spec"]["template"]["spec"]["containers"]:
         if c["name"] == "gpushare-scheduler":
             for a in c.get("args", []):
-                print(a.replace("$(POD_IP)", "127.0.0.1"))
+                print(a.replace("$(POD_IP)", "127.0.0.1").replace(mounted, os.environ["WORKLOAD"]))
             sys.exit(0)
 sys.exit("no gpushare-scheduler container in the chart'"'"'s extender DaemonSet")
 '
@@ -487,17 +495,30 @@ cmd_status() {
   return $ok
 }
 
-# policy NAME: gpushare-scheduler again, with --policy NAME (the cluster's pods are its truth).
+# policy NAME [--target-workload FILE]: gpushare-scheduler again, with --policy NAME (the
+# cluster's pods are its truth) and FILE as its target workload (without: it learns it).
 cmd_policy() {
   local policy=${1:?policy needs a name (default, fgd, bestfit, ...)}
+  shift
+  local workload=""
+  case "${1:-}" in
+    --target-workload) workload=${2:?--target-workload needs a file}; shift 2 ;;
+    "") ;;
+    *) die "policy: unknown argument '$1' (want --target-workload FILE)" ;;
+  esac
   pid_alive kube-apiserver || die "the harness is not up"
   echo "$policy" >"$dir/policy"
+  rm -f "$dir/target-workload.csv"
+  if [ -n "$workload" ]; then
+    [ -r "$workload" ] || die "policy: $workload is not readable"
+    cp "$workload" "$dir/target-workload.csv"
+  fi
   stop_pid gpushare-scheduler 20
   start_scale_gpushare_scheduler
   local want
   want=$(wc -l <"$dir/nodes/want")
   wait_scheduler_nodes "$want" >/dev/null
-  log "gpushare-scheduler runs with --policy $policy"
+  log "gpushare-scheduler runs with --policy $policy${workload:+ and the target workload $workload}"
 }
 
 # replicas 1|2: kube-scheduler again, alone (no leader election) or as two replicas electing a
@@ -678,5 +699,5 @@ case "${1:-}" in
   replicas) shift; cmd_replicas "$@" ;;
   fault) shift; cmd_fault "$@" ;;
   hami) shift; cmd_hami "$@" ;;
-  *) echo "usage: $0 up [--nodes FILE] [--count N] [--policy NAME] [--profile default|two|replay] | down | purge | status | policy NAME | profile default|two|replay [QPS] | replicas 1|2 | fault gpushare-scheduler|kube-apiserver|leader | hami on [QPS] [DELAY] | hami off" >&2; exit 2 ;;
+  *) echo "usage: $0 up [--nodes FILE] [--count N] [--policy NAME] [--profile default|two|replay] | down | purge | status | policy NAME [--target-workload FILE] | profile default|two|replay [QPS] | replicas 1|2 | fault gpushare-scheduler|kube-apiserver|leader | hami on [QPS] [DELAY] | hami off" >&2; exit 2 ;;
 esac

@@ -3,9 +3,13 @@
 #include <array>
 #include <unordered_map>
 
-#include "sim/csv.h"
+#include "config/csv.h"
 
 namespace gpushare::sim {
+
+using config::CsvError;
+using config::CsvFile;
+using config::CsvRow;
 namespace {
 
 constexpr int64_t kMaxInt = int64_t{1} << 50;

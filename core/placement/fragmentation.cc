@@ -48,19 +48,30 @@ void ResolveModels(TargetWorkload& workload, const ClusterState& cluster) {
 
 TargetWorkload BuildTargetWorkload(const std::vector<PodRequest>& pods, const ClusterState& cluster,
                                    const WorkloadOptions& options) {
+  std::vector<WeightedRequest> weighted;
+  weighted.reserve(pods.size());
+  for (const auto& p : pods) weighted.push_back({p, 1});
+  return BuildTargetWorkload(weighted, cluster, options);
+}
+
+TargetWorkload BuildTargetWorkload(const std::vector<WeightedRequest>& pods,
+                                   const ClusterState& cluster, const WorkloadOptions& options) {
   // Key: (cpu, share-or-whole, gpus, models). "Whole" sorts above every share, as gpu_milli=1000
   // sorts above every sharing value in the reference.
   using Key = std::tuple<int64_t, int64_t, int, std::string>;
   std::map<Key, std::pair<int64_t, TargetShape>> counts;
-  for (const auto& p : pods) {
+  int64_t total = 0;
+  for (const auto& [p, count] : pods) {
+    if (count <= 0) continue;
+    total += count;
     TargetShape t = ShapeOf(p);
     const int64_t share_key = t.whole ? INT64_MAX : t.share;
     Key k{t.cpu_milli, share_key, t.num_gpus, JoinModels(t.models)};
     auto it = counts.find(k);
     if (it == counts.end()) {
-      counts.emplace(k, std::make_pair(int64_t{1}, std::move(t)));
+      counts.emplace(k, std::make_pair(count, std::move(t)));
     } else {
-      ++it->second.first;
+      it->second.first += count;
     }
   }
   std::vector<std::pair<Key, std::pair<int64_t, TargetShape>>> sorted(counts.begin(), counts.end());
@@ -69,20 +80,20 @@ TargetWorkload BuildTargetWorkload(const std::vector<PodRequest>& pods, const Cl
     return a.first > b.first;  // larger cpu, then share, gpus, models
   });
   TargetWorkload w;
-  w.observed_pods = static_cast<int64_t>(pods.size());
+  w.observed_pods = total;
   w.distinct_shapes = static_cast<int>(sorted.size());
-  const double need = options.popularity * static_cast<double>(pods.size());
+  const double need = options.popularity * static_cast<double>(total);
   int64_t covered = 0;
   for (auto& [key, entry] : sorted) {
     TargetShape t = std::move(entry.second);
     t.count = entry.first;
-    t.weight = static_cast<double>(t.count) / static_cast<double>(pods.size());
+    t.weight = static_cast<double>(t.count) / static_cast<double>(total);
     w.all_shapes.push_back(t);
     if (static_cast<double>(covered) >= need && !w.shapes.empty()) continue;
     covered += t.count;
     w.shapes.push_back(std::move(t));
   }
-  w.coverage = pods.empty() ? 0 : static_cast<double>(covered) / static_cast<double>(pods.size());
+  w.coverage = total == 0 ? 0 : static_cast<double>(covered) / static_cast<double>(total);
   for (auto& s : w.shapes)
     s.weight = covered > 0 ? static_cast<double>(s.count) / static_cast<double>(covered) : 0;
   ResolveModels(w, cluster);

@@ -55,6 +55,14 @@ TargetShape ShapeOf(const PodRequest& pod);
 
 TargetWorkload BuildTargetWorkload(const std::vector<PodRequest>& pods, const ClusterState& cluster,
                                    const WorkloadOptions& options = {});
+// The same with each request standing for `count` pods (counts > 0; a sum up to 2^62).
+struct WeightedRequest {
+  PodRequest pod;
+  int64_t count = 1;
+};
+TargetWorkload BuildTargetWorkload(const std::vector<WeightedRequest>& pods,
+                                   const ClusterState& cluster,
+                                   const WorkloadOptions& options = {});
 // Recomputes the model masks after the cluster learnt new models.
 void ResolveModels(TargetWorkload& workload, const ClusterState& cluster);
 

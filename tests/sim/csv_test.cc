@@ -1,4 +1,4 @@
-#include "sim/csv.h"
+#include "config/csv.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -8,6 +8,11 @@
 #include "tests/config/input_files.h"
 
 namespace gpushare::sim {
+
+using config::CsvError;
+using config::CsvFile;
+using config::CsvRow;
+using config::kMaxCsvFileBytes;
 namespace {
 
 TEST(CsvTest, QuotesCrlfBomAndBlankLines) {
@@ -76,7 +81,7 @@ TEST(CsvTest, FloatsOutsideTheIntegersAreRefusedNotCast) {
 }
 
 // Trace files follow the rules of every input file (config/file_read.h): a regular file (a
-// FIFO is refused without blocking) of at most kMaxTraceFileBytes.
+// FIFO is refused without blocking) of at most kMaxCsvFileBytes.
 TEST(CsvTest, OnlyRegularFilesWithinTheLimitAreRead) {
   const gpushare::testing::ScratchDir scratch;
   const std::string& dir = scratch.path();
@@ -96,7 +101,7 @@ TEST(CsvTest, OnlyRegularFilesWithinTheLimitAreRead) {
   const std::string big = dir + "/big.csv";
   int fd = ::open(big.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
   ASSERT_GE(fd, 0);
-  ASSERT_EQ(::ftruncate(fd, kMaxTraceFileBytes + 1), 0);
+  ASSERT_EQ(::ftruncate(fd, kMaxCsvFileBytes + 1), 0);
   ::close(fd);
   EXPECT_EQ(LoadPodCsv(big).status().message(),
             "cannot read pod list CSV " + big +

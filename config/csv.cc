@@ -1,4 +1,4 @@
-#include "sim/csv.h"
+#include "config/csv.h"
 
 #include <charconv>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include "config/file_read.h"
 #include "core/problem_list.h"
 
-namespace gpushare::sim {
+namespace gpushare::config {
 
 Status CsvError(std::string_view message) {
   return Status::InvalidArgument(EscapeControlBytes(message));
@@ -116,8 +116,7 @@ Result<CsvFile> CsvFile::Parse(std::string path, std::string_view content) {
 
 Result<CsvFile> CsvFile::Read(const std::string& path, std::string_view what,
                               std::string_view example_name) {
-  GPUSHARE_ASSIGN_OR_RETURN(auto text,
-                            ReadInputFile(path, {what, kMaxTraceFileBytes, example_name}));
+  GPUSHARE_ASSIGN_OR_RETURN(auto text, ReadInputFile(path, {what, kMaxCsvFileBytes, example_name}));
   return Parse(path, text);
 }
 
@@ -194,4 +193,4 @@ Result<int64_t> CsvFile::Int(const CsvRow& row, int column, std::string_view nam
   return *v;
 }
 
-}  // namespace gpushare::sim
+}  // namespace gpushare::config

@@ -1,12 +1,13 @@
 // CsvFile: a small RFC 4180 reader that remembers where every field came from.
 //
-// The simulator reads cluster and workload descriptions that people write by hand or export
-// from other tools. A malformed row must be reported with file, line and column
+// The simulator reads cluster and workload descriptions, and gpushare-scheduler a target
+// workload (scheduler/target_workload.h), that people write by hand or export from other tools. A
+// malformed row must be reported with file, line and column
 // ("pods.csv:17:23: num_gpu: expected an integer, got 'two'"), never dropped silently, so every
 // field keeps its line and column. Quoted fields ("a,b", "say ""hi""") and CRLF line ends are
 // accepted; a quoted field may not span lines. Messages have their control bytes escaped
 // ("got 't\0o'"), and files are read as every input file is (config/file_read.h): a regular
-// file of at most kMaxTraceFileBytes, refused from its type or size before anything is read.
+// file of at most kMaxCsvFileBytes, refused from its type or size before anything is read.
 #pragma once
 
 #include <cstdint>
@@ -17,12 +18,12 @@
 
 #include "core/status.h"
 
-namespace gpushare::sim {
+namespace gpushare::config {
 
-// The largest trace file read: 32 MiB, about 400,000 pods (the published Alibaba 2023 pod lists
-// have 8,152 in 0.3 to 0.7 MB). Reading takes about 8 bytes of memory per byte of a trace, 22 for
-// rows of one-character fields (docs/benchmarks.md): at most about 700 MiB.
-inline constexpr int64_t kMaxTraceFileBytes = int64_t{32} << 20;
+// The largest CSV file read (a trace's): 32 MiB, about 400,000 pods (the published Alibaba 2023 pod
+// lists have 8,152 in 0.3 to 0.7 MB). Reading takes about 8 bytes of memory per byte of a trace, 22
+// for rows of one-character fields (docs/benchmarks.md): at most about 700 MiB.
+inline constexpr int64_t kMaxCsvFileBytes = int64_t{32} << 20;
 
 // kInvalidArgument with `message`'s control bytes escaped: the messages of trace files.
 Status CsvError(std::string_view message);
@@ -73,4 +74,4 @@ class CsvFile {
   std::vector<CsvRow> rows_;
 };
 
-}  // namespace gpushare::sim
+}  // namespace gpushare::config
