@@ -615,13 +615,13 @@ Result<PodRequest> PodRequest::Resolve(int64_t gpu_units) const {
     if (c.milli < kMilliPerGpu) {
       // Rounded up: fractions that sum to at most 1000 milli always fit the GPU's units.
       const int64_t units = (c.milli * gpu_units + kMilliPerGpu - 1) / kMilliPerGpu;
-      out.app.push_back({c.name, std::max<int64_t>(units, 1), c.milli, false});
+      out.app.push_back({c.name, std::max<int64_t>(units, 1), c.milli, false, c.index});
       continue;
     }
     const int64_t gpus = c.milli / kMilliPerGpu;
     for (int64_t i = 0; i < gpus; ++i)
       out.app.push_back({i == 0 ? c.name : WholeGpuSlotName(c.name, static_cast<int>(i)), gpu_units,
-                         c.milli, true});
+                         c.milli, true, c.index});
   }
   return out;
 }
@@ -674,7 +674,9 @@ Result<PodRequest> ComputePodRequest(const std::vector<ContainerUnits>& containe
   PodRequest out;
   std::set<std::string> names;
   std::string mem_owner, milli_owner;  // a container of each kind, for the mix error
+  int next_index[2] = {0, 0};          // app, init: the position in its spec list
   for (const ContainerUnits& c : containers) {
+    const int index = next_index[c.init ? 1 : 0]++;
     const std::string what =
         std::string(c.init ? "init container" : "container") + " \"" + c.name + "\"";
     if (!names.insert(c.name).second)
@@ -699,11 +701,11 @@ Result<PodRequest> ComputePodRequest(const std::vector<ContainerUnits>& containe
           std::string(kResourceName) + " and " + std::string(kMilliResource) +
           ": a pod asks GPU memory in one of the two, not both");
     if (milli > 0) {
-      out.app.push_back({c.name, 0, milli, false});
+      out.app.push_back({c.name, 0, milli, false, index});
       continue;
     }
     if (units == 0) continue;
-    (c.init ? out.init : out.app).push_back({c.name, units});
+    (c.init ? out.init : out.app).push_back({c.name, units, 0, false, index});
   }
   return out;
 }
@@ -790,12 +792,16 @@ std::map<std::string, std::string> BindAnnotations(const PodRequest& request,
                                                    const std::vector<int>& demand_gpus,
                                                    int64_t dev_units, int64_t assume_unix_nanos) {
   std::map<std::string, std::string> a;
+  const ContainerGpus assigned = AssignContainers(request, demand_gpus);
   a[std::string(kIdxKey)] = demand_gpus.empty() ? "-1" : std::to_string(demand_gpus[0]);
   a[std::string(kPodKey)] = std::to_string(request.PodUnits());
   a[std::string(kDevKey)] = std::to_string(dev_units);
   a[std::string(kAssignedKey)] = "false";
   a[std::string(kAssumeTimeKey)] = EncodeAssumeTime(assume_unix_nanos);
-  a[std::string(kAssumedAnnotation)] = EncodeContainerGpus(AssignContainers(request, demand_gpus));
+  a[std::string(kAssumedAnnotation)] = EncodeContainerGpus(assigned);
+  a[std::string(kAckAllocationKey)] = EncodeAckAllocation(request, assigned);
+  a[std::string(kAckAssignedKey)] = "false";
+  a[std::string(kAckAssumeTimeKey)] = EncodeAssumeTime(assume_unix_nanos);
   return a;
 }
 
@@ -809,7 +815,62 @@ std::map<std::string, std::string> ConfirmAnnotations(const PodRequest& request,
     if (it != actual.end()) a[std::string(kIdxKey)] = std::to_string(it->second);
   }
   a[std::string(kConfirmedAnnotation)] = EncodeContainerGpus(actual);
+  a[std::string(kAckAllocationKey)] = EncodeAckAllocation(request, actual);
+  a[std::string(kAckAssignedKey)] = "true";
   return a;
+}
+
+std::string EncodeAckAllocation(const PodRequest& request, const ContainerGpus& gpus) {
+  std::map<int, std::map<int, int64_t>> by_index;  // container index -> GPU -> units
+  for (const ContainerShare& c : request.app) {
+    auto g = gpus.find(c.name);
+    if (c.index < 0 || g == gpus.end()) continue;
+    by_index[c.index][g->second] += c.units;
+  }
+  std::string out = "{";
+  for (const auto& [index, per_gpu] : by_index) {
+    if (out.size() > 1) out += ",";
+    out += "\"" + std::to_string(index) + "\":{";
+    bool first = true;
+    for (const auto& [gpu, units] : per_gpu) {
+      if (!first) out += ",";
+      first = false;
+      out += "\"" + std::to_string(gpu) + "\":" + std::to_string(units);
+    }
+    out += "}";
+  }
+  return out + "}";
+}
+
+Result<ContainerGpus> DecodeAckAllocation(std::string_view json, const PodRequest& request) {
+  Result<Json> doc = Reader(json).ParseDocument();
+  if (!doc.ok()) return doc.status();
+  if (doc->type != Json::Type::kObject)
+    return Status::InvalidArgument(
+        "must be a JSON object {container index: {GPU index: units}}, got " +
+        std::string(TypeName(doc->type)));
+  ContainerGpus out;
+  for (const auto& [key, per_gpu] : doc->members) {
+    const std::optional<int> index = ParseGpuIndex(key);
+    if (!index) return Status::InvalidArgument(Quote(key) + ": not a container index");
+    if (per_gpu.type != Json::Type::kObject)
+      return Status::InvalidArgument(Quote(key) + ": must be an object {GPU index: units}, got " +
+                                     std::string(TypeName(per_gpu.type)));
+    std::vector<int> on;  // its GPUs, in order
+    for (const auto& [gpu, units] : per_gpu.members) {
+      const std::optional<int> g = ParseGpuIndex(gpu);
+      if (!g) return Status::InvalidArgument(Quote(key) + ": " + Quote(gpu) + ": not a GPU index");
+      int64_t u = 0;
+      GPUSHARE_RETURN_IF_ERROR(
+          WantInt(&units, Quote(key) + ": " + Quote(gpu), 0, int64_t{1} << 40, &u));
+      on.push_back(*g);
+    }
+    std::sort(on.begin(), on.end());
+    size_t next = 0;  // the container's demands (c, c/1, ...) take its GPUs in order
+    for (const ContainerShare& c : request.app)
+      if (c.index == *index && next < on.size()) out[c.name] = on[next++];
+  }
+  return out;
 }
 
 std::string_view AssignmentStateName(AssignmentState s) {
@@ -849,7 +910,19 @@ PodAssignment ResolveAssignment(const std::map<std::string, std::string>& annota
   };
   const std::optional<ContainerGpus> confirmed = read_map(kConfirmedAnnotation);
   const std::optional<ContainerGpus> assumed = read_map(kAssumedAnnotation);
-  const ContainerGpus* source = confirmed ? &*confirmed : assumed ? &*assumed : nullptr;
+  std::optional<ContainerGpus> ack;
+  if (const std::string* v = get(kAckAllocationKey); v != nullptr && !confirmed && !assumed) {
+    Result<ContainerGpus> m = DecodeAckAllocation(*v, request);
+    if (m.ok()) {
+      ack = std::move(m).value();
+    } else {
+      out.problems.push_back(std::string(kAckAllocationKey) + ": " + m.status().message());
+    }
+  }
+  const ContainerGpus* source = confirmed ? &*confirmed
+                                : assumed ? &*assumed
+                                : ack     ? &*ack
+                                          : nullptr;
   if (const std::string* t = get(kAssumeTimeKey)) {
     out.assume_time = DecodeAssumeTime(*t);
     if (!out.assume_time)
@@ -868,7 +941,8 @@ PodAssignment ResolveAssignment(const std::map<std::string, std::string>& annota
     }
     if (!g) g = idx;
     if (!g) {
-      if (get(kIdxKey) || get(kAssumedAnnotation) || get(kConfirmedAnnotation) || get(kAssignedKey))
+      if (get(kIdxKey) || get(kAssumedAnnotation) || get(kConfirmedAnnotation) ||
+          get(kAssignedKey) || get(kAckAllocationKey))
         out.problems.push_back("container \"" + c->name + "\" has no GPU in the annotations");
       return out;
     }
@@ -884,8 +958,13 @@ PodAssignment ResolveAssignment(const std::map<std::string, std::string>& annota
   }
   out.gpus = std::move(gpus);
   const std::string* assigned = get(kAssignedKey);
-  out.state = (confirmed || (assigned && *assigned == "true")) ? AssignmentState::kConfirmed
-                                                               : AssignmentState::kAssumed;
+  const std::string* ack_assigned = get(kAckAssignedKey);
+  // ACK's assigned counts only on a pod without Alibaba's first one (a pod ACK's scheduler and
+  // device plugin wrote): where both are, they were written together, or the first one is newer.
+  out.state = (confirmed || (assigned && *assigned == "true") ||
+               (!assigned && ack_assigned && *ack_assigned == "true"))
+                  ? AssignmentState::kConfirmed
+                  : AssignmentState::kAssumed;
   return out;
 }
 

@@ -77,6 +77,19 @@ inline constexpr std::string_view kAssignedKey = "ALIYUN_COM_GPU_MEM_ASSIGNED";
 inline constexpr std::string_view kAssumeTimeKey = "ALIYUN_COM_GPU_MEM_ASSUME_TIME";
 inline constexpr std::string_view kContainerEnv = "ALIYUN_COM_GPU_MEM_CONTAINER";  // env only
 
+// The pod annotations of ACK's later GPU-sharing scheduler (Alibaba Cloud; the keys and the JSON
+// below as Alibaba's public Go sources define and read them: kubeflow/arena, koordinator's ACK
+// plugin), which ACK-era tooling reads where the ALIYUN_COM_GPU_MEM_* ones are not enough (a pod
+// on several GPUs, each container's own GPU):
+//   scheduler.framework.gpushare.allocation   {"<container index>":{"<GPU index>":<units>}}
+//   scheduler.framework.gpushare.assigned     "false" at bind, "true" once the node confirmed
+//   scheduler.framework.gpushare.assume-time  UnixNano of the bind, as
+//   ALIYUN_COM_GPU_MEM_ASSUME_TIME
+// The container index is the container's position in spec.containers (app containers only).
+inline constexpr std::string_view kAckAllocationKey = "scheduler.framework.gpushare.allocation";
+inline constexpr std::string_view kAckAssignedKey = "scheduler.framework.gpushare.assigned";
+inline constexpr std::string_view kAckAssumeTimeKey = "scheduler.framework.gpushare.assume-time";
+
 // The inventory format this code writes and reads.
 inline constexpr int kInventoryVersion = 1;
 // A GPU whose `mode` is this serves memory shares; any other mode is skipped by the scheduler.
@@ -173,6 +186,7 @@ struct ContainerShare {
   int64_t units = 0;
   int64_t milli = 0;   // as asked: 1..999 a fraction, k x 1000 k whole GPUs; 0 for gpu-mem
   bool whole = false;  // a whole GPU (resolved)
+  int index = -1;      // the container's position in spec.containers (or spec.initContainers)
 };
 
 // "<container>/<i>": the i-th (i >= 1) whole GPU of a container asking several. A container
@@ -258,8 +272,17 @@ std::map<std::string, std::string> BindAnnotations(const PodRequest& request,
                                                    int64_t dev_units, int64_t assume_unix_nanos);
 // The annotations gpushare-node writes once it knows where each container's units are:
 // ASSIGNED=true, IDX=the real GPU of the first demand's container, and the confirmed JSON.
+// Both write ACK's allocation and assigned keys beside them (kAckAllocationKey).
 std::map<std::string, std::string> ConfirmAnnotations(const PodRequest& request,
                                                       const ContainerGpus& actual);
+
+// ACK's allocation JSON for `request` placed at `gpus` (container -> GPU, as AssignContainers and
+// the confirmed map give it): each app container's units on each of its GPUs, by spec index.
+// Containers without an index (a request not built from a pod) or without a GPU are left out.
+std::string EncodeAckAllocation(const PodRequest& request, const ContainerGpus& gpus);
+// And back, as container name -> GPU (a container on several GPUs: its demands' names, as
+// WholeGpuSlotName, in GPU order). Errors name what is wrong.
+Result<ContainerGpus> DecodeAckAllocation(std::string_view json, const PodRequest& request);
 
 // What a pod's annotations say about where it runs.
 enum class AssignmentState {
@@ -282,10 +305,12 @@ struct PodAssignment {
 };
 
 // Reads a pod's annotations. Where the containers are: gpushare.io/gpu-mem-confirmed if
-// readable, else gpushare.io/gpu-mem-assumed, else ALIYUN_COM_GPU_MEM_IDX for every container
-// (pods written by Alibaba's extender); containers missing from a JSON map fall back to IDX.
-// State: confirmed when the confirmed map is readable or ASSIGNED is "true", assumed when a
-// location is known otherwise, none when no container can be located.
+// readable, else gpushare.io/gpu-mem-assumed, else ACK's scheduler.framework.gpushare.allocation
+// (pods written by ACK's scheduler), else ALIYUN_COM_GPU_MEM_IDX for every container (pods
+// written by Alibaba's extender); containers missing from a JSON map fall back to IDX.
+// State: confirmed when the confirmed map is readable or ASSIGNED is "true" (without ASSIGNED:
+// ACK's assigned), assumed when a location is known otherwise, none when no container can be
+// located.
 PodAssignment ResolveAssignment(const std::map<std::string, std::string>& annotations,
                                 const PodRequest& request);
 

@@ -135,7 +135,8 @@ holdings() {
 
 # mem_consistent: every Running pod on node mem that holds aliyun.com/gpu-mem (any namespace)
 # has the annotations of one GPU, ALIYUN_COM_GPU_MEM_IDX equal to the GPU of the units the real
-# kubelet's PodResources gives it, and no GPU holds more GiB than it has (22), counted by
+# kubelet's PodResources gives it (and ACK's scheduler.framework.gpushare.allocation naming that
+# GPU and each container's units, assigned "true"), and no GPU holds more GiB than it has (22), counted by
 # PodResources and by the annotations alike. Prints "gpu<i>=<pods> ..." and returns 0, or the
 # disagreements and returns 1. The confirmations may trail the last pod's start by a reconcile
 # (50 ms after Allocate, 10 s at most): retries for 30 s.
@@ -166,6 +167,17 @@ for p in json.loads(pods)["items"]:
     gib_held[idx] = gib_held.get(idx, 0) + units[key]
     if a.get("ALIYUN_COM_GPU_MEM_IDX") != str(idx) or a.get("ALIYUN_COM_GPU_MEM_ASSIGNED") != "true":
         bad.append("%s: annotation IDX=%s ASSIGNED=%s, PodResources GPU %d" % (key, a.get("ALIYUN_COM_GPU_MEM_IDX"), a.get("ALIYUN_COM_GPU_MEM_ASSIGNED"), idx))
+    # The annotations of ACK later scheduler, as ACK-era tooling reads them: each container with a share, by
+    # its index in spec.containers, on its GPU with its units.
+    want = {str(i): {str(idx): int(c.get("resources", {}).get("limits", {}).get("aliyun.com/gpu-mem", "0"))}
+            for i, c in enumerate(p["spec"]["containers"])
+            if int(c.get("resources", {}).get("limits", {}).get("aliyun.com/gpu-mem", "0")) > 0}
+    try:
+        ack = json.loads(a.get("scheduler.framework.gpushare.allocation", "null"))
+    except ValueError:
+        ack = "unreadable"
+    if ack != want or a.get("scheduler.framework.gpushare.assigned") != "true":
+        bad.append("%s: scheduler.framework.gpushare.allocation=%s assigned=%s, want %s" % (key, ack, a.get("scheduler.framework.gpushare.assigned"), json.dumps(want)))
     try:
         ai = int(a.get("ALIYUN_COM_GPU_MEM_IDX", "-1"))
         gib_annot[ai] = gib_annot.get(ai, 0) + int(a.get("ALIYUN_COM_GPU_MEM_POD", "0"))

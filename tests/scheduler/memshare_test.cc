@@ -224,6 +224,69 @@ TEST(MemshareAssignment, AlibabaOnlyAndBrokenAnnotations) {
   EXPECT_EQ(DecodeContainerGpus(EncodeContainerGpus({{"we\"ird", 2}}))->at("we\"ird"), 2);
 }
 
+// ACK's later annotations (scheduler.framework.gpushare.*), written beside Alibaba's first ones
+// so that ACK-era tooling reads our pods: each app container's units per GPU by its index in
+// spec.containers, "assigned" false at bind and true once gpushare-node confirmed.
+TEST(MemshareAssignment, AckAnnotationsAreWrittenAtBindAndConfirmation) {
+  // spec.containers: [queue-proxy (no share), user-container (3), second (2)].
+  PodRequest req = *ComputePodRequest({{"setup", true, 4, std::nullopt},
+                                       {"queue-proxy", false, std::nullopt, std::nullopt},
+                                       {"user-container", false, 3, 3},
+                                       {"second", false, 2, 2}});
+  auto ann = BindAnnotations(req, {5, 2}, 24, 1700000000123456789);
+  EXPECT_EQ(ann.at("scheduler.framework.gpushare.allocation"), R"({"1":{"5":3},"2":{"2":2}})");
+  EXPECT_EQ(ann.at("scheduler.framework.gpushare.assigned"), "false");
+  EXPECT_EQ(ann.at("scheduler.framework.gpushare.assume-time"), "1700000000123456789");
+  auto confirmed = ConfirmAnnotations(req, {{"user-container", 1}, {"second", 2}, {"setup", 1}});
+  EXPECT_EQ(confirmed.at("scheduler.framework.gpushare.allocation"),
+            R"({"1":{"1":3},"2":{"2":2}})");
+  EXPECT_EQ(confirmed.at("scheduler.framework.gpushare.assigned"), "true");
+  // Two containers on one GPU stay two entries; whole GPUs: one entry per GPU.
+  EXPECT_EQ(EncodeAckAllocation(req, {{"user-container", 0}, {"second", 0}}),
+            R"({"1":{"0":3},"2":{"0":2}})");
+  ContainerUnits whole;
+  whole.name = "main";
+  whole.milli_limit = 2000;
+  const PodRequest two_gpus = *ComputePodRequest({whole})->Resolve(24);
+  EXPECT_EQ(EncodeAckAllocation(two_gpus, AssignContainers(two_gpus, {3, 6})),
+            R"({"0":{"3":24,"6":24}})");
+  EXPECT_EQ(*DecodeAckAllocation(R"({"0":{"6":24,"3":24}})", two_gpus),
+            (ContainerGpus{{"main", 3}, {"main/1", 6}}));
+}
+
+// A pod ACK's scheduler placed (only its annotations) is read where it is.
+TEST(MemshareAssignment, AckOnlyAnnotationsAreRead) {
+  PodRequest req = *ComputePodRequest(
+      {{"sidecar", false, std::nullopt, std::nullopt}, {"a", false, 1, 1}, {"b", false, 7, 7}});
+  PodAssignment a = ResolveAssignment(
+      {{"scheduler.framework.gpushare.allocation", R"({"1":{"1":1},"2":{"0":7}})"},
+       {"scheduler.framework.gpushare.assigned", "true"}},
+      req);
+  EXPECT_EQ(a.state, AssignmentState::kConfirmed);
+  EXPECT_EQ(a.gpus, (ContainerGpus{{"a", 1}, {"b", 0}}));
+  EXPECT_TRUE(a.problems.empty());
+  a = ResolveAssignment(
+      {{"scheduler.framework.gpushare.allocation", R"({"1":{"1":1},"2":{"0":7}})"},
+       {"scheduler.framework.gpushare.assigned", "false"}},
+      req);
+  EXPECT_EQ(a.state, AssignmentState::kAssumed);
+  // gpushare's own maps win over ACK's.
+  a = ResolveAssignment(
+      {{"scheduler.framework.gpushare.allocation", R"({"1":{"1":1},"2":{"0":7}})"},
+       {"gpushare.io/gpu-mem-confirmed", R"({"a":3,"b":3})"}},
+      req);
+  EXPECT_EQ(a.gpus, (ContainerGpus{{"a", 3}, {"b", 3}}));
+  // Unreadable: a problem naming the key, and no location.
+  for (const char* bad :
+       {"[]", R"({"x":{"0":1}})", R"({"1":{"gpu":1}})", R"({"1":{"0":-1}})", R"({"1":7})", "{"}) {
+    a = ResolveAssignment({{"scheduler.framework.gpushare.allocation", bad}}, req);
+    EXPECT_EQ(a.state, AssignmentState::kNone) << bad;
+    ASSERT_FALSE(a.problems.empty()) << bad;
+    EXPECT_EQ(a.problems[0].rfind("scheduler.framework.gpushare.allocation: ", 0), 0u)
+        << a.problems[0];
+  }
+}
+
 TEST(MemsharePod, FromKubePod) {
   kube::Pod p;
   p.metadata.name = "helloworld";
