@@ -611,6 +611,7 @@ Result<PodRequest> PodRequest::Resolve(int64_t gpu_units) const {
     return Status::FailedPrecondition("no memory-share GPU size to resolve " +
                                       std::string(kMilliResource) + " against");
   PodRequest out;
+  out.selector = selector;
   for (const ContainerShare& c : app) {
     if (c.milli < kMilliPerGpu) {
       // Rounded up: fractions that sum to at most 1000 milli always fit the GPU's units.

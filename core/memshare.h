@@ -35,6 +35,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/gpu_selector.h"
 #include "core/status.h"
 
 namespace gpushare::memshare {
@@ -199,6 +200,9 @@ std::string_view SlotContainer(std::string_view slot);
 struct PodRequest {
   std::vector<ContainerShare> init;  // init containers with units, in spec order
   std::vector<ContainerShare> app;   // app containers with units, in spec order
+  // The GPUs the pod may use (its nvidia.com/use-gputype ... annotations; empty: any). Set by the
+  // adapter (kube/memshare_pod.h), kept by Resolve and InMilliUnits.
+  GpuSelector selector;
 
   bool empty() const { return init.empty() && app.empty(); }
   // Asks alibabacloud.com/gpu-milli (then only that: ComputePodRequest refuses a mix).

@@ -36,6 +36,9 @@ inline constexpr std::string_view kNoGpuFitsContainer = "NoGpuFitsContainer";
 inline constexpr std::string_view kClientCeilingReached = "ClientCeilingReached";
 // The GPUs that would fit are unhealthy (an XID, or gone from the inventory).
 inline constexpr std::string_view kGpuUnhealthy = "GpuUnhealthy";
+// The pod's GPU choice (nvidia.com/use-gputype, nouse-gputype, use-gpuuuid, nouse-gpuuuid)
+// excludes every GPU of the node that serves shares.
+inline constexpr std::string_view kGpuExcluded = "GpuExcluded";
 // The scheduler does not know the node (not in its cache, or no inventory published yet).
 inline constexpr std::string_view kNodeUnknown = "NodeUnknown";
 // The pod's request is not a valid memory share (bad quantity, mixed with whole GPUs, ...).
@@ -84,6 +87,7 @@ inline constexpr std::string_view kAll[] = {
     kSchedulerNotReady,     kBindConflict,           kBindPodChanged,
     kBindApiError,          kAssumeExpired,          kUnknownDevice,
     kInterposerSetupFailed, kDeviceNodesUnavailable, kPreemptionNotHelpful,
+    kGpuExcluded,
 };
 
 }  // namespace gpushare::reasons

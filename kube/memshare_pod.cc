@@ -61,4 +61,15 @@ Result<memshare::PodRequest> PodGpuRequest(const Pod& pod, std::string_view reso
   return Request(pod, resource, true);
 }
 
+Result<memshare::PodRequest> PodPlacementRequest(const Pod& pod, std::string_view resource) {
+  GPUSHARE_ASSIGN_OR_RETURN(memshare::PodRequest r, Request(pod, resource, true));
+  if (r.empty()) return r;
+  Result<GpuSelector> selector = ParseGpuSelector(pod.metadata.annotations);
+  if (!selector.ok())
+    return selector.status().WithContext("pod " + pod.metadata.namespace_ + "/" +
+                                         pod.metadata.name);
+  r.selector = std::move(*selector);
+  return r;
+}
+
 }  // namespace gpushare::kube

@@ -24,5 +24,11 @@ Result<memshare::PodRequest> PodMemRequest(const Pod& pod,
 // gpushare-scheduler; memshare::PodRequest::Resolve turns them into units on a node).
 Result<memshare::PodRequest> PodGpuRequest(const Pod& pod,
                                            std::string_view resource = memshare::kResourceName);
+// PodGpuRequest with the pod's GPU choice (core/gpu_selector.h: nvidia.com/use-gputype ...):
+// what a placement decision (filter, prioritize, bind, preemption) works on. A malformed choice
+// is an error here; counting a pod already placed (PodGpuRequest) never reads it, so a pod bound
+// by other means is still counted.
+Result<memshare::PodRequest> PodPlacementRequest(
+    const Pod& pod, std::string_view resource = memshare::kResourceName);
 
 }  // namespace gpushare::kube

@@ -1064,8 +1064,113 @@ NodeVerdict Verdict(NodeVerdict::Kind kind, std::string_view code, std::string r
 
 }  // namespace
 
+std::vector<std::string> GpuCache::Exclusions(const NodeRec& n, const GpuSelector& selector) const {
+  std::vector<std::string> out(n.slots.size());
+  if (selector.empty()) return out;
+  for (size_t slot = 0; slot < n.slots.size(); ++slot) {
+    const ms::InventoryGpu* g = n.inv.FindByIndex(n.slots[slot]);
+    if (g == nullptr) continue;
+    if (std::optional<std::string> why = selector.Excludes(g->model, g->uuid)) out[slot] = *why;
+  }
+  return out;
+}
+
+namespace {
+
+// "GPU 0 (GPU-ab12): <why>; GPU 1 (...): <why>", at most four GPUs, then how many more.
+std::string ExclusionList(const std::vector<int>& slots, const std::vector<std::string>& why) {
+  std::string out;
+  size_t listed = 0, more = 0;
+  for (size_t slot = 0; slot < why.size(); ++slot) {
+    if (why[slot].empty()) continue;
+    if (listed == 4) {
+      ++more;
+      continue;
+    }
+    out += (listed++ ? "; GPU " : "GPU ") + std::to_string(slots[slot]) + ": " + why[slot];
+  }
+  if (more > 0) out += "; and " + std::to_string(more) + " more GPUs";
+  return out;
+}
+
+}  // namespace
+
 NodeVerdict GpuCache::Check(const NodeRec& n, const ms::PodRequest& request,
                             const pl::PodShape& shape, const Asker& asker) const {
+  if (request.selector.empty() || !n.exists || !n.has_inventory || n.slots.empty() || n.eid < 0)
+    return CheckRoom(n, request, shape, asker);
+  const std::vector<std::string> why = Exclusions(n, request.selector);
+  const size_t excluded = static_cast<size_t>(
+      std::count_if(why.begin(), why.end(), [](const auto& w) { return !w.empty(); }));
+  if (excluded == why.size())
+    return Verdict(NodeVerdict::Kind::kUnresolvable, reasons::kGpuExcluded,
+                   "the pod's GPU choice excludes every GPU here: " + ExclusionList(n.slots, why));
+  NodeVerdict v = CheckRoom(n, request, shape, asker);
+  if (v.kind != NodeVerdict::Kind::kFits && excluded > 0)
+    v.reason += "; the pod's GPU choice excludes " + ExclusionList(n.slots, why);
+  return v;
+}
+
+GpuCache::Masked GpuCache::Mask(const GpuSelector& selector,
+                                const std::vector<const NodeRec*>& nodes) {
+  Masked m;
+  if (selector.empty()) return m;
+  std::unordered_set<pl::NodeId> seen;
+  for (const NodeRec* n : nodes) {
+    if (n == nullptr || n->eid < 0 || !seen.insert(n->eid).second) continue;
+    const std::vector<std::string> why = Exclusions(*n, selector);
+    const auto excluded =
+        std::count_if(why.begin(), why.end(), [](const auto& w) { return !w.empty(); });
+    if (excluded == 0) continue;
+    if (static_cast<size_t>(excluded) == why.size()) {
+      m.blocked.insert(n);
+      continue;
+    }
+    for (size_t slot = 0; slot < why.size(); ++slot) {
+      const int64_t free = cluster_.node(n->eid).gpu_free[slot];
+      if (why[slot].empty() || free <= 0) continue;
+      pl::PodResources r;
+      r.kind = pl::kShareKind;
+      r.shares = {free};
+      pl::GpuAssignment a;
+      a.Add(static_cast<int>(slot));
+      // Refused only where the GPU serves its ceiling of clients: nothing fits it anyway.
+      if (Result<pl::PlacementId> id = cluster_.Commit(r, n->eid, a); id.ok())
+        m.fillers.push_back(*id);
+    }
+  }
+  return m;
+}
+
+NodeVerdict GpuCache::CheckAlone(const NodeRec& n, const ms::PodRequest& request,
+                                 const pl::PodShape& shape, const Asker& asker) {
+  Masked masked = Mask(request.selector, {&n});
+  NodeVerdict v = Check(n, request, shape, asker);
+  Unmask(masked);
+  return v;
+}
+
+GpuCache::Masked GpuCache::MaskNamed(const GpuSelector& selector,
+                                     const std::vector<std::string_view>& names) {
+  if (selector.empty()) return {};
+  std::vector<const NodeRec*> nodes;
+  nodes.reserve(names.size());
+  for (std::string_view name : names)
+    if (const int32_t id = node_index_.Find(name); id != NameIndex::kNone)
+      nodes.push_back(by_id_[static_cast<size_t>(id)]);
+  return Mask(selector, nodes);
+}
+
+void GpuCache::Unmask(Masked& masked) {
+  for (auto it = masked.fillers.rbegin(); it != masked.fillers.rend(); ++it)
+    if (Status st = cluster_.Release(*it); !st.ok())
+      Log("event=engine_unmask_failed error=" + Value(st.message()));
+  masked.fillers.clear();
+  masked.blocked.clear();
+}
+
+NodeVerdict GpuCache::CheckRoom(const NodeRec& n, const ms::PodRequest& request,
+                                const pl::PodShape& shape, const Asker& asker) const {
   using K = NodeVerdict::Kind;
   const ms::MemoryUnit unit = options_.unit;
   if (!n.exists)
@@ -1079,6 +1184,12 @@ NodeVerdict GpuCache::Check(const NodeRec& n, const ms::PodRequest& request,
   if (!n.nominees.empty()) {
     const std::map<int, ms::GpuUse> exempt = Exempt(n, asker);
     if (!exempt.empty()) lifted = StateWithout(n, exempt);
+  }
+  if (lifted && !request.selector.empty()) {  // a hold lifted on an excluded GPU stays shut
+    const std::vector<std::string> why = Exclusions(n, request.selector);
+    for (size_t slot = 0; slot < why.size(); ++slot)
+      if (!why[slot].empty()) lifted->gpu_free[slot] = 0;
+    pl::RefreshTotals(*lifted);
   }
   const pl::NodeState& s = lifted ? *lifted : cluster_.node(n.eid);
   if (pl::CheckFit(s, shape) == pl::Rejection::kNone) return Clash(n, request);
@@ -1202,6 +1313,7 @@ std::vector<NodeVerdict> GpuCache::Filter(const ms::PodRequest& request,
     bool odd = false;
   };
   std::map<std::pair<int64_t, int64_t>, Sized> sized;
+  Masked masked = MaskNamed(request.selector, names);
   const uint64_t visit = ++visit_;
   std::unordered_set<std::string_view> unknown;  // names not in the cache, for their repeats
   for (size_t i = 0; i < names.size(); ++i) {
@@ -1219,7 +1331,7 @@ std::vector<NodeVerdict> GpuCache::Filter(const ms::PodRequest& request,
     }
     h.visit = visit;
     const NodeRec& rec = *by_id_[static_cast<size_t>(id)];
-    if (rec.eid < 0) {  // no memory-share GPUs: the node's own reason
+    if (rec.eid < 0 || masked.blocked.count(&rec) > 0) {  // the node's own reason, or GpuExcluded
       out[i] = Check(rec, request, pl::PodShape{}, asker);
       continue;
     }
@@ -1252,6 +1364,7 @@ std::vector<NodeVerdict> GpuCache::Filter(const ms::PodRequest& request,
       out[i] = Clash(rec, *z.request);
     }  // else: it fits (the verdict's default)
   }
+  Unmask(masked);
   return out;
 }
 
@@ -1270,6 +1383,7 @@ std::vector<int64_t> GpuCache::Score(const ms::PodRequest& request,
   };
   std::map<std::pair<int64_t, int64_t>, Result<pl::ShapeId>> shapes;
   std::map<pl::ShapeId, Group> groups;
+  Masked masked = MaskNamed(request.selector, names);
   const uint64_t visit = ++visit_;
   std::unordered_set<std::string_view> unknown;  // names not in the cache, for their repeats
   for (size_t i = 0; i < names.size(); ++i) {
@@ -1283,6 +1397,7 @@ std::vector<int64_t> GpuCache::Score(const ms::PodRequest& request,
     h->visit = visit;
     if (h->eid < 0) continue;  // cannot take the pod: 0
     const NodeRec& rec = *by_id_[static_cast<size_t>(id)];
+    if (masked.blocked.count(&rec) > 0) continue;  // every GPU excluded: 0
     const int64_t size = request.unresolved() ? rec.share_units : 0;
     if (request.unresolved() && size <= 0) continue;
     auto [at, fresh] = shapes.try_emplace({size, Factor(rec)}, Status::Internal("unset"));
@@ -1308,6 +1423,7 @@ std::vector<int64_t> GpuCache::Score(const ms::PodRequest& request,
     ids.insert(ids.end(), g.ids.begin(), g.ids.end());
     where.insert(where.end(), g.where.begin(), g.where.end());
   }
+  Unmask(masked);
   // Min-max of the policy's value; when every value ties, of its tiebreak.
   const std::vector<int> scaled = pl::PlacementEngine::ScaleScores(verdicts, 10);
   if (std::none_of(scaled.begin(), scaled.end(), [](int x) { return x >= 0; })) return out;
@@ -1401,7 +1517,7 @@ Result<Reservation> GpuCache::Reserve(const kube::Pod& pod, const ms::PodRequest
   }
   EnsureEngine();
   GPUSHARE_ASSIGN_OR_RETURN(pl::ShapeId shape, Shape(n, request));
-  NodeVerdict v = Check(n, request, engine_->shape(shape));
+  NodeVerdict v = CheckAlone(n, request, engine_->shape(shape));
   if (v.kind == NodeVerdict::Kind::kFailed && !n.nominees.empty()) {
     // Holds of lower priority do not stop this pod (kube-scheduler counted them only for pods of
     // lower or equal priority): where it needs their GPUs, they end.
@@ -1415,7 +1531,7 @@ Result<Reservation> GpuCache::Reserve(const kube::Pod& pod, const ms::PodRequest
         DropNomination(other, "a pod of higher priority (" + key + ") needs its GPUs");
       EnsureEngine();
       GPUSHARE_ASSIGN_OR_RETURN(shape, Shape(n, request));
-      v = Check(n, request, engine_->shape(shape));
+      v = CheckAlone(n, request, engine_->shape(shape));
     }
   }
   if (v.kind != NodeVerdict::Kind::kFits) {
@@ -1432,7 +1548,9 @@ Result<Reservation> GpuCache::Reserve(const kube::Pod& pod, const ms::PodRequest
 
 Result<std::vector<int>> GpuCache::Choose(const NodeRec& n, const ms::PodRequest& request,
                                           pl::ShapeId shape) {
+  Masked masked = Mask(request.selector, {&n});
   const std::vector<pl::Verdict> verdicts = engine_->Evaluate(shape, {n.eid});
+  Unmask(masked);
   if (verdicts.empty() || verdicts[0].rejection != pl::Rejection::kNone)
     return Status::ResourceExhausted("node " + n.name + ": no GPU choice fits");
   const pl::GpuAssignment& a = verdicts[0].choice.gpus;
@@ -1466,7 +1584,7 @@ Status GpuCache::Pick(const kube::Pod& pod, const ms::PodRequest& asked, const s
   NodeRec& n = *found;
   GPUSHARE_ASSIGN_OR_RETURN(const ms::PodRequest request, OnNode(n, asked));
   GPUSHARE_ASSIGN_OR_RETURN(const pl::ShapeId shape, Shape(n, request));
-  const NodeVerdict v = Check(n, request, engine_->shape(shape), Asker::Of(pod));
+  const NodeVerdict v = CheckAlone(n, request, engine_->shape(shape), Asker::Of(pod));
   if (v.kind != NodeVerdict::Kind::kFits)
     return v.kind == NodeVerdict::Kind::kFailed
                ? Status::ResourceExhausted("node " + node + ": " + v.reason)
@@ -1497,6 +1615,11 @@ Result<Reservation> GpuCache::Book(const kube::Pod& pod, const ms::PodRequest& r
     if (g < 0 || n.SlotOf(g) < 0)
       return Status::FailedPrecondition("node " + node + ": GPU " + std::to_string(g) +
                                         " does not serve memory shares");
+    const ms::InventoryGpu* inv = n.inv.FindByIndex(g);
+    if (std::optional<std::string> why =
+            inv == nullptr ? std::nullopt : request.selector.Excludes(inv->model, inv->uuid))
+      return Status::FailedPrecondition("node " + node + ": GPU " + std::to_string(g) + ": " +
+                                        *why);
   }
   r.containers = ms::AssignContainers(request, gpus);
   r.assume_ns = now_ns;
@@ -1731,6 +1854,13 @@ Result<PreemptionView> GpuCache::ViewForPreemption(const ms::PodRequest& request
       v.problem = shape.status().message();
       continue;
     }
+    const std::vector<std::string> excluded = Exclusions(*n, request.selector);
+    if (!request.selector.empty() &&
+        std::none_of(excluded.begin(), excluded.end(), [](const auto& w) { return w.empty(); })) {
+      v.problem =
+          "the pod's GPU choice excludes every GPU here: " + ExclusionList(n->slots, excluded);
+      continue;
+    }
     v.shape = engine_->shape(*shape);
     v.usable = true;
     v.slots = n->slots;
@@ -1777,6 +1907,13 @@ Result<PreemptionView> GpuCache::ViewForPreemption(const ms::PodRequest& request
           v.input.ledger[static_cast<size_t>(slot)].plan_clients += u.clients;
         }
     }
+    // GPUs the pod may not use stay full whoever is evicted from them.
+    for (size_t slot = 0; slot < excluded.size(); ++slot) {
+      if (excluded[slot].empty()) continue;
+      v.input.ledger[slot].other += v.input.node.gpu_capacity[slot];
+      v.input.node.gpu_free[slot] = 0;
+    }
+    pl::RefreshTotals(v.input.node);
     v.input.pods.reserve(n->pods.size());
     v.input.uses.reserve(2 * n->pods.size());
     v.ReserveIds(n->pods.size(), 80);
@@ -2036,6 +2173,16 @@ InspectNode GpuCache::InspectRec(const NodeRec& n) const {
     if (h != nominations_.end()) out.nominated.push_back(h->second);
   }
   return out;
+}
+
+std::vector<std::string> GpuCache::GpuModels() const {
+  MutexLock l(&mu_);
+  std::set<std::string> models;
+  for (const auto& [name, n] : nodes_)
+    if (n->exists && n->has_inventory)
+      for (const ms::InventoryGpu& g : n->inv.gpus)
+        if (!g.model.empty()) models.insert(g.model);
+  return {models.begin(), models.end()};
 }
 
 std::vector<InspectNode> GpuCache::Inspect() const {

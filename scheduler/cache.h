@@ -35,6 +35,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "base/sync.h"
@@ -319,6 +320,9 @@ class GpuCache {
   void VisitGpus(const std::function<void(const GpuSample&)>& visit) const GPUSHARE_EXCLUDES(mu_);
   // Every node the informer has seen (by name), or the one named (nullopt if unknown).
   std::vector<InspectNode> Inspect() const GPUSHARE_EXCLUDES(mu_);
+  // The distinct GPU models of the nodes' inventories (every mode), sorted: what a pod's
+  // nvidia.com/use-gputype may name (the webhook refuses other names).
+  std::vector<std::string> GpuModels() const GPUSHARE_EXCLUDES(mu_);
   std::optional<InspectNode> InspectOne(std::string_view node) const GPUSHARE_EXCLUDES(mu_);
   CacheStats stats() const GPUSHARE_EXCLUDES(mu_);
   // Where the cache books a pod (empty when it books nothing for it).
@@ -373,10 +377,36 @@ class GpuCache {
   // says why a node cannot take fractions or whole GPUs.
   Result<memshare::PodRequest> OnNode(const NodeRec& n, const memshare::PodRequest& request) const
       GPUSHARE_REQUIRES(mu_);
-  // `asker`: holds of preemption it is exempt from count as free (default: none is).
+  // `asker`: holds of preemption it is exempt from count as free (default: none is). A pod
+  // whose GpuSelector excludes every memory-share GPU of `n` is refused here as unresolvable,
+  // naming each GPU and the annotation that excludes it; other refusals say which GPUs it
+  // excluded. (The excluded GPUs themselves are masked on the engine's state: Mask.)
   NodeVerdict Check(const NodeRec& n, const memshare::PodRequest& request,
                     const placement::PodShape& shape, const Asker& asker = {}) const
       GPUSHARE_REQUIRES(mu_);
+  NodeVerdict CheckRoom(const NodeRec& n, const memshare::PodRequest& request,
+                        const placement::PodShape& shape, const Asker& asker) const
+      GPUSHARE_REQUIRES(mu_);
+  // The GPUs a pod's GpuSelector takes away, for the length of one decision: each memory-share
+  // GPU of the named nodes that `selector` excludes is filled on the engine's state (a filler
+  // placement of its free memory), so the engine's filter, scores and choice see it full;
+  // Unmask gives the fillers back. Nothing may resync or rebuild the engine in between. Nodes
+  // where `selector` excludes every GPU get no fillers (Check refuses them first): `blocked`.
+  struct Masked {
+    std::vector<placement::PlacementId> fillers;
+    std::unordered_set<const NodeRec*> blocked;
+  };
+  Masked Mask(const GpuSelector& selector, const std::vector<const NodeRec*>& nodes)
+      GPUSHARE_REQUIRES(mu_);
+  Masked MaskNamed(const GpuSelector& selector, const std::vector<std::string_view>& names)
+      GPUSHARE_REQUIRES(mu_);
+  void Unmask(Masked& masked) GPUSHARE_REQUIRES(mu_);
+  // Check for one node with the pod's excluded GPUs masked (binds and picks).
+  NodeVerdict CheckAlone(const NodeRec& n, const memshare::PodRequest& request,
+                         const placement::PodShape& shape, const Asker& asker = {})
+      GPUSHARE_REQUIRES(mu_);
+  // Per memory-share slot of `n`: why `selector` excludes its GPU ("" where it does not).
+  std::vector<std::string> Exclusions(const NodeRec& n, const GpuSelector& selector) const;
   // Nominations: booked in NodeRec::nominated (counted by Recount), indexed by nominee.
   void AddNomination(Nomination nom) GPUSHARE_REQUIRES(mu_);
   void DropNomination(const std::string& uid, std::string_view why) GPUSHARE_REQUIRES(mu_);

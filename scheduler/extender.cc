@@ -65,7 +65,7 @@ Result<Decoded> DecodeArgs(std::string_view body, std::string_view resource) {
   Result<kube::Pod> pod = kube::DecodePod(d.args.pod);
   if (!pod.ok()) return pod.status().WithContext("Pod");
   d.pod = std::move(*pod);
-  Result<ms::PodRequest> req = kube::PodGpuRequest(d.pod, resource);
+  Result<ms::PodRequest> req = kube::PodPlacementRequest(d.pod, resource);
   if (req.ok()) {
     d.request = std::move(*req);
   } else {
@@ -167,7 +167,8 @@ class VerbTimer {
 constexpr std::string_view kCodeOrder[] = {
     reasons::kGpuMemoryInsufficient, reasons::kNoGpuFitsContainer,  reasons::kClientCeilingReached,
     reasons::kGpuUnhealthy,          reasons::kPendingSlotConflict, reasons::kNodeHeldBack,
-    reasons::kNoSharedGpu,           reasons::kNodeUnknown,         reasons::kInvalidRequest};
+    reasons::kGpuExcluded,           reasons::kNoSharedGpu,         reasons::kNodeUnknown,
+    reasons::kInvalidRequest};
 
 size_t CodeRank(std::string_view code) {
   size_t i = 0;
@@ -490,7 +491,7 @@ Status Extender::DoBind(const BindingArgs& b, std::string_view& code) {
         " (in any container or init container); gpushare-scheduler binds only pods "
         "that do");
   GPUSHARE_ASSIGN_OR_RETURN(const ms::PodRequest req,
-                            kube::PodGpuRequest(*pod, options_.resource_name));
+                            kube::PodPlacementRequest(*pod, options_.resource_name));
   const std::string& bound_to = pod->spec.node_name;
   code = reasons::kBindPodChanged;
   if (!bound_to.empty() && bound_to != b.node)

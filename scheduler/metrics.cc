@@ -24,10 +24,11 @@ std::string Name(std::string_view suffix) {
 }
 
 // The codes a filter gives a node (scheduler/cache.cc Check) and a bind fails with.
-constexpr std::array<std::string_view, 9> kFilterCodes = {
+constexpr std::array<std::string_view, 10> kFilterCodes = {
     rs::kNoSharedGpu,          rs::kGpuMemoryInsufficient, rs::kNoGpuFitsContainer,
     rs::kClientCeilingReached, rs::kGpuUnhealthy,          rs::kNodeUnknown,
-    rs::kInvalidRequest,       rs::kNodeHeldBack,          rs::kPendingSlotConflict};
+    rs::kInvalidRequest,       rs::kNodeHeldBack,          rs::kPendingSlotConflict,
+    rs::kGpuExcluded};
 constexpr std::array<std::string_view, 7> kBindCodes = {
     rs::kBindConflict, rs::kBindPodChanged, rs::kBindApiError,     rs::kInvalidRequest,
     rs::kNodeUnknown,  rs::kNoSharedGpu,    rs::kSchedulerNotReady};
@@ -250,6 +251,7 @@ std::vector<pm::MetricFamily> StatsFamilies(const MetricsSnapshot& s) {
     Add(w, D(s.webhook->mutated), {{"result", "mutated"}});
     Add(w, D(s.webhook->unchanged), {{"result", "unchanged"}});
     Add(w, D(s.webhook->invalid), {{"result", "invalid"}});
+    Add(w, D(s.webhook->denied), {{"result", "denied"}});
     out.push_back(std::move(w));
     out.push_back(One("webhook_serving", "1 while the webhook listener serves.", T::Gauge,
                       s.webhook->serving ? 1 : 0));

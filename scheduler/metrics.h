@@ -116,7 +116,7 @@ struct MetricsSnapshot {
   uint64_t assume_expired = 0;
   bool ready = false;
   struct Webhook {
-    uint64_t mutated = 0, unchanged = 0, invalid = 0;
+    uint64_t mutated = 0, unchanged = 0, invalid = 0, denied = 0;
     bool serving = false;
     const WebhookCertStats* certs = nullptr;  // self-managed certificates only
   };

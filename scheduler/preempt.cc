@@ -269,7 +269,7 @@ HttpReply Preemptor::Preempt(std::string_view body) {
     return {400, EncodeError("bad preempt request: " + pod.status().message())};
   }
   const std::string key = pod->metadata.namespace_ + "/" + pod->metadata.name;
-  Result<ms::PodRequest> req = kube::PodGpuRequest(*pod, options_.resource_name);
+  Result<ms::PodRequest> req = kube::PodPlacementRequest(*pod, options_.resource_name);
   if (!req.ok()) return {400, EncodeError(req.status().message())};
   if (req->empty()) {
     // Nothing of the managed resource to place: kube-scheduler's own choice stands.

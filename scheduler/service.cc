@@ -251,6 +251,7 @@ HttpReply SchedulerService::Mutate(std::string_view body) {
   WebhookOptions wo;
   wo.resource_name = options_.resource_name;
   wo.scheduler_name = options_.webhook_scheduler_name;
+  wo.gpu_models = [this] { return cache_->GpuModels(); };
   WebhookReply r = MutatePods(body, wo);
   switch (r.outcome) {
     case WebhookOutcome::kMutated:
@@ -261,6 +262,10 @@ HttpReply SchedulerService::Mutate(std::string_view body) {
     case WebhookOutcome::kUnchanged:
       webhook_unchanged_.fetch_add(1);
       spdlog::debug("event=webhook_unchanged pod={} reason={}", Value(r.pod), Value(r.why));
+      break;
+    case WebhookOutcome::kDenied:
+      webhook_denied_.fetch_add(1);
+      spdlog::info("event=webhook_denied pod={} reason={}", Value(r.pod), Value(r.why));
       break;
     case WebhookOutcome::kInvalid:
       webhook_invalid_.fetch_add(1);
@@ -428,6 +433,7 @@ std::string SchedulerService::Metrics() const {
     w.mutated = webhook_mutated_.load();
     w.unchanged = webhook_unchanged_.load();
     w.invalid = webhook_invalid_.load();
+    w.denied = webhook_denied_.load();
     w.serving = webhook_port() >= 0;
     if (certs_) {
       certs = certs_->stats();

@@ -136,7 +136,8 @@ class SchedulerService {
   mutable std::mutex webhook_mu_;
   std::unique_ptr<HttpServer> webhook_;  // set once serving
   std::string webhook_error_;            // why it does not serve yet
-  std::atomic<uint64_t> webhook_mutated_{0}, webhook_unchanged_{0}, webhook_invalid_{0};
+  std::atomic<uint64_t> webhook_mutated_{0}, webhook_unchanged_{0}, webhook_invalid_{0},
+      webhook_denied_{0};
   std::atomic<int> synced_informers_{0};
   std::atomic<bool> ready_{false};
   std::atomic<uint64_t> expired_total_{0};

@@ -1,7 +1,10 @@
 #include "scheduler/webhook.h"
 
+#include "core/gpu_selector.h"
 #include "core/memshare.h"
 #include "kube/base64.h"
+#include "kube/memshare_pod.h"
+#include "kube/objects.h"
 #include "kube/quantity.h"
 #include "scheduler/wire.h"
 
@@ -48,6 +51,26 @@ WebhookReply Invalid(std::string why) {
   r.http.body = EncodeError("AdmissionReview: " + why);
   r.why = std::move(why);
   return r;
+}
+
+// Why a pod asking for shares must not be created ("" when it may): its request, its GPU
+// choice, a model no GPU of the cluster has. Messages name the field.
+std::string Refusal(const json& pod, const WebhookOptions& o) {
+  Result<kube::Pod> decoded = kube::DecodePod(pod);
+  if (!decoded.ok()) return "";  // the API server's own validation says what is wrong
+  Result<memshare::PodRequest> req = kube::PodPlacementRequest(*decoded, o.resource_name);
+  if (!req.ok()) return req.status().message();
+  if (req->selector.use_types.empty() || !o.gpu_models) return "";
+  const std::vector<std::string> models = o.gpu_models();
+  if (models.empty()) return "";
+  const std::vector<std::string> unknown =
+      UnknownModels(GpuSelector{req->selector.use_types, {}, {}, {}}, models);
+  if (unknown.empty()) return "";
+  std::string names, known;
+  for (const std::string& u : unknown) names += (names.empty() ? "\"" : ", \"") + u + "\"";
+  for (const std::string& m : models) known += (known.empty() ? "" : ", ") + m;
+  return "metadata.annotations[" + std::string(kUseGpuTypeAnnotation) + "]: " + names +
+         " matches no GPU model of the cluster (" + known + ")";
 }
 
 }  // namespace
@@ -110,6 +133,11 @@ WebhookReply MutatePods(std::string_view body, const WebhookOptions& o) {
         !PodRequestsResource(*pod, memshare::kMilliResource)) {
       r.why =
           "does not request " + o.resource_name + " or " + std::string(memshare::kMilliResource);
+    } else if (std::string why = Refusal(*pod, o); !why.empty()) {
+      response["allowed"] = false;
+      response["status"] = {{"code", 400}, {"reason", "BadRequest"}, {"message", why}};
+      r.outcome = WebhookOutcome::kDenied;
+      r.why = std::move(why);
     } else if (!current.empty() && current != "default-scheduler") {
       r.why = "schedulerName \"" + current + "\" chosen by the user";
     } else {

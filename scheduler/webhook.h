@@ -4,7 +4,15 @@
 // scheduler of its own (spec.schedulerName empty or "default-scheduler") gets
 // spec.schedulerName set to the gpushare profile of the second kube-scheduler. Every other pod,
 // and every other kind or operation, is allowed unchanged: another scheduler name is the user's
-// explicit choice and is never overridden. The webhook never denies anything.
+// explicit choice and is never overridden.
+//
+// A pod that asks for shares and asks wrongly is refused (allowed: false, HTTP 400 in the
+// status) with a message naming the field, rather than left to fail at kube-scheduler or
+// kubelet: a request ComputePodRequest refuses (a fraction that is neither 1..999 nor whole
+// GPUs, gpu-mem and gpu-milli in one pod, a request different from its limit), a malformed GPU
+// choice (core/gpu_selector.h), or a nvidia.com/use-gputype model that no GPU of the cluster has
+// (when the scheduler knows the cluster's models; nouse-gputype may name models the cluster has
+// not got).
 //
 // Wire format: AdmissionReview admission.k8s.io/v1 (v1beta1 has the same shape and is answered
 // in kind). The reply echoes apiVersion, kind and request.uid; a mutation is a base64 RFC 6902
@@ -15,9 +23,11 @@
 // for POST /mutate-pods on the webhook listener.
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "scheduler/extender.h"
 
@@ -30,15 +40,18 @@ struct WebhookOptions {
   std::string resource_name = std::string(memshare::kResourceName);  // --resource-name
   std::string scheduler_name =
       std::string(kDefaultWebhookSchedulerName);  // --webhook-scheduler-name
+  // The GPU models of the cluster's nodes (GpuCache::GpuModels); empty or unset: not known yet,
+  // and no model name is refused.
+  std::function<std::vector<std::string>()> gpu_models;
 };
 
-enum class WebhookOutcome { kMutated, kUnchanged, kInvalid };
+enum class WebhookOutcome { kMutated, kUnchanged, kInvalid, kDenied };
 
 struct WebhookReply {
   HttpReply http;
   WebhookOutcome outcome = WebhookOutcome::kInvalid;
   std::string pod;  // "namespace/name" (or "namespace/generateName*"), for the log
-  std::string why;  // kUnchanged: why no patch; kInvalid: what is wrong
+  std::string why;  // kUnchanged: why no patch; kInvalid, kDenied: what is wrong
 };
 
 // Whether any container or initContainer of `pod` (a Pod object) requests or limits

@@ -292,6 +292,20 @@ running probe-slice
   fail "probe-slice (no memory share) was sent to another scheduler"
 want_probe probe-mem3 3072
 want_probe probe-slice 2302
+# Bad requests refused at admission by the webhook, the field named (issue 26): a model no GPU of
+# the cluster has, a fraction that is neither 1..999 nor whole GPUs.
+deny_create() { # name words annotations resources
+  local out
+  if out=$({ printf 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n  namespace: %s\n  annotations: %s\nspec:\n  containers:\n  - name: c\n    image: e2e.local/busybox:1.35\n    resources:\n      limits: %s\n' "$1" "$ns" "$3" "$4"; } |
+    "$kubectl" create -f - 2>&1); then
+    fail "$1: created, want the webhook to refuse it: $out"
+  fi
+  grep -qF "$2" <<<"$out" || fail "$1: refused with '$out', want '$2'"
+  say "$1: refused at admission: ${out:0:220}"
+}
+deny_create bad-model 'metadata.annotations[nvidia.com/use-gputype]: "V100" matches no GPU model of the cluster (NVIDIA A10' \
+  "{nvidia.com/use-gputype: V100}" "{aliyun.com/gpu-mem: 3}"
+deny_create bad-milli 'alibabacloud.com/gpu-milli 1500 is neither a fraction of one GPU' "{}" "{alibabacloud.com/gpu-milli: 1500}"
 
 # Both daemons' /metrics (issue 14), read as Prometheus would: with a ServiceAccount token that
 # the chart's <fullname>-metrics-reader ClusterRole is bound to; without a token, 401.

@@ -209,6 +209,35 @@ if [ -f "$gpushare_lib" ]; then
 fi
 "$kubectl" -n "$ns" delete pod milli250 milli1000 --wait=true --timeout=60s >/dev/null
 
+# The pod's GPU choice (HAMi's annotations, docs/memory-shares.md "Choosing GPUs"): a share that
+# may use only node mem's GPU 5 runs there, by annotation, PodResources and environment; one that
+# asks a model node mem has not got stays Pending with gpushare-scheduler's GpuExcluded Event,
+# which names each GPU and the annotation that excluded it.
+choice_pod() { # name annotations-flow-map
+  { printf 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n  namespace: %s\n  annotations: %s\nspec:\n' "$1" "$ns" "$2"
+    gpu_pod_spec aliyun.com/gpu-mem 3 '  '; } | "$kubectl" apply -f - >/dev/null
+}
+gpu5=$(uuids "$repo/examples/inventory/8x-a10.yaml" | sed -n 6p)
+choice_pod only5 "{nvidia.com/use-gpuuuid: \"GPU-00000000-0000-0000-0000-000000000000, $gpu5\", nvidia.com/nouse-gputype: T4}"
+choice_pod h100 "{nvidia.com/use-gputype: H100}"
+running only5
+for _ in $(seq 40); do [ "$(annot only5 ALIYUN_COM_GPU_MEM_ASSIGNED)" = true ] && break; sleep 0.5; done
+[ "$(annot only5 ALIYUN_COM_GPU_MEM_IDX)" = 5 ] || fail "pod only5: ALIYUN_COM_GPU_MEM_IDX=$(annot only5 ALIYUN_COM_GPU_MEM_IDX), want 5 (nvidia.com/use-gpuuuid)"
+[ "$(logs_of only5 | sed -n 's/^NVIDIA_VISIBLE_DEVICES=//p')" = "$gpu5" ] || fail "pod only5 does not see GPU 5 ($gpu5): $(logs_of only5)"
+node_pr mem | grep "^$ns/only5/c aliyun.com/gpu-mem " | grep -qF "$gpu5-_-" || fail "pod only5: PodResources units not on GPU 5"
+msg=""
+for _ in $(seq 60); do
+  msg=$("$kubectl" -n "$ns" get events --field-selector "involvedObject.name=h100,reason=GpuExcluded" \
+    -o jsonpath='{.items[0].message}' 2>/dev/null || true)
+  [ -n "$msg" ] && break
+  sleep 0.5
+done
+grep -qF 'nvidia.com/use-gputype=H100 does not match "NVIDIA A10"' <<<"$msg" ||
+  fail "pod h100: no GpuExcluded Event naming the annotation: '$msg'"
+[ "$("$kubectl" -n "$ns" get pod h100 -o jsonpath='{.status.phase}')" = Pending ] || fail "pod h100: not Pending"
+echo "e2e-test: pod only5 on GPU 5 by nvidia.com/use-gpuuuid; pod h100 Pending: ${msg:0:200}"
+"$kubectl" -n "$ns" delete pod only5 h100 --wait=true --timeout=60s >/dev/null
+
 # ---------------------------------------------------------------------------------------------
 # Who uses which GPU (issue 14): each share kind's gpushare.io/allocations record names the
 # device its container sees; node mem's /metrics and probes; gpushare inspect against the API.

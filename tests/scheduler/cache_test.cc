@@ -88,6 +88,62 @@ TEST_F(CacheTest, SeedShape_64PodsFit8PerGpu_The65thIsRefusedWithTheReason) {
   ExpectNeverOverCommitted("gpu-1");
 }
 
+// A pod's GPU choice (HAMi's nvidia.com/use-gputype ... annotations): the filter, the scores and
+// the bind use only the GPUs it allows; a node where it allows none is refused as unresolvable,
+// naming each GPU and the annotation that excluded it. The masks leave the engine as it was.
+TEST_F(CacheTest, AGpuChoiceKeepsFilterScoresAndBindToTheGpusItAllows) {
+  const GpuSpec a10{24, true, "memory", "NVIDIA A10"};
+  const GpuSpec a100{80, true, "memory", "NVIDIA A100-SXM4-80GB"};
+  Node("mixed", {a10, a100});
+  Node("a10s", {a10, a10});
+  ASSERT_EQ(Bind(SimplePod("plain", 3), "mixed"), 0) << "best fit: the smaller GPU";
+  json pod = SimplePod("wants-a100", 3);
+  pod["metadata"]["annotations"]["nvidia.com/use-gputype"] = "a100";
+  std::vector<NodeVerdict> v = cache_->Filter(Req(pod), {"mixed", "a10s"});
+  EXPECT_EQ(v[0].kind, K::kFits) << v[0].reason;
+  EXPECT_EQ(v[1].kind, K::kUnresolvable);
+  EXPECT_EQ(v[1].code, reasons::kGpuExcluded);
+  EXPECT_EQ(v[1].reason,
+            "the pod's GPU choice excludes every GPU here: GPU 0: nvidia.com/use-gputype=a100 does "
+            "not match \"NVIDIA A10\"; GPU 1: nvidia.com/use-gputype=a100 does not match \"NVIDIA "
+            "A10\"");
+  const std::vector<int64_t> scores = cache_->Score(Req(pod), {"mixed", "a10s"});
+  EXPECT_EQ(scores[0], 10);
+  EXPECT_EQ(scores[1], 0);
+  EXPECT_EQ(Bind(pod, "a10s"), -1);
+  EXPECT_NE(last_error_.find("excludes every GPU here"), std::string::npos) << last_error_;
+  EXPECT_EQ(Bind(pod, "mixed"), 1) << last_error_;
+  // By UUID: not the A10.
+  json by_uuid = SimplePod("not-gpu0", 3);
+  by_uuid["metadata"]["annotations"]["nvidia.com/nouse-gpuuuid"] =
+      "GPU-1000-0000-0000-0000-000000000000";
+  EXPECT_EQ(Bind(by_uuid, "mixed"), 1) << last_error_;
+  // Whole GPUs too: the second A10 of a10s.
+  json whole = MilliPod("whole", 1000);
+  whole["metadata"]["annotations"]["nvidia.com/use-gpuuuid"] =
+      "GPU-1001-0000-0000-0000-000000000000";
+  EXPECT_EQ(Bind(whole, "a10s"), 1) << last_error_;
+  // The allowed GPU full: refused for room, and the reason says what the choice excluded.
+  ASSERT_EQ(Bind(SimplePod("fills-a100", 74), "mixed"), 1) << last_error_;
+  json more = SimplePod("more-a100", 3);
+  more["metadata"]["annotations"]["nvidia.com/use-gputype"] = "A100";
+  v = cache_->Filter(Req(more), {"mixed"});
+  EXPECT_EQ(v[0].kind, K::kFailed);
+  EXPECT_EQ(v[0].code, reasons::kGpuMemoryInsufficient);
+  EXPECT_NE(v[0].reason.find("; the pod's GPU choice excludes GPU 0: nvidia.com/use-gputype=A100 "
+                             "does not match \"NVIDIA A10\""),
+            std::string::npos)
+      << v[0].reason;
+  // The masks are gone: an unconstrained pod still fits the A10's 21 GiB.
+  EXPECT_EQ(Used("mixed", 0), 3);
+  EXPECT_EQ(Used("mixed", 1), 80);
+  v = cache_->Filter(Req(SimplePod("plain-2", 21)), {"mixed"});
+  EXPECT_EQ(v[0].kind, K::kFits) << v[0].reason;
+  EXPECT_EQ(Bind(SimplePod("plain-2", 21), "mixed"), 0) << last_error_;
+  ExpectNeverOverCommitted("mixed");
+  ExpectNeverOverCommitted("a10s");
+}
+
 TEST_F(CacheTest, PacksGpusBeforeSpreading) {
   // The default policy (best fit in one node) fills a GPU before opening the next one.
   Node("gpu-1", Uniform(8, 24));

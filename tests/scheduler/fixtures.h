@@ -134,7 +134,7 @@ inline kube::Pod DecodePodOrDie(const json& j) {
 }
 // The memory-share request of a pod's JSON (valid by construction in the tests).
 inline memshare::PodRequest Req(const json& pod) {
-  return *kube::PodGpuRequest(DecodePodOrDie(pod));
+  return *kube::PodPlacementRequest(DecodePodOrDie(pod));
 }
 
 inline std::string SeedManifestPath() {

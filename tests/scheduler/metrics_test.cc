@@ -161,7 +161,7 @@ TEST(MetricsTest, EverySeriesOfTheCountersIsExact) {
   s.http = &h;
   s.assume_expired = 23;
   s.ready = true;
-  s.webhook = MetricsSnapshot::Webhook{24, 25, 26, true, &certs};
+  s.webhook = MetricsSnapshot::Webhook{24, 25, 26, 27, true, &certs};
   const std::string text = Serialize(StatsFamilies(s));
   std::string samples;
   std::istringstream in(text);
@@ -202,6 +202,7 @@ TEST(MetricsTest, EverySeriesOfTheCountersIsExact) {
             "gpushare_scheduler_webhook_requests_total{result=\"mutated\"} 24\n"
             "gpushare_scheduler_webhook_requests_total{result=\"unchanged\"} 25\n"
             "gpushare_scheduler_webhook_requests_total{result=\"invalid\"} 26\n"
+            "gpushare_scheduler_webhook_requests_total{result=\"denied\"} 27\n"
             "gpushare_scheduler_webhook_serving 1\n");
   // Types: the *_total series are counters, the rest gauges.
   EXPECT_NE(text.find("# TYPE gpushare_scheduler_requests_total counter\n"), std::string::npos);
@@ -278,6 +279,7 @@ TEST(MetricsTest, HistogramsAndReasonCountersObserve) {
             std::string::npos);
   EXPECT_EQ(Lines(text, "gpushare_scheduler_filter_rejections_total"),
             "gpushare_scheduler_filter_rejections_total{reason=\"ClientCeilingReached\"} 0\n"
+            "gpushare_scheduler_filter_rejections_total{reason=\"GpuExcluded\"} 0\n"
             "gpushare_scheduler_filter_rejections_total{reason=\"GpuMemoryInsufficient\"} 100\n"
             "gpushare_scheduler_filter_rejections_total{reason=\"GpuUnhealthy\"} 0\n"
             "gpushare_scheduler_filter_rejections_total{reason=\"InvalidRequest\"} 0\n"

@@ -241,6 +241,30 @@ TEST_F(PreemptTest, WithAPodPendingOnTheNodeAPlannedSlotIsFreedByEvictingItsPod)
   EXPECT_TRUE(cache_->PlanMoves().empty());
 }
 
+// A pod that may not use GPU 0 (nvidia.com/nouse-gpuuuid) frees GPU 1: evicting GPU 0's pods
+// would not help it. Excluded everywhere, it evicts nothing and says why.
+TEST_F(PreemptTest, VictimsOnlyOnTheGpusThePodMayUse) {
+  FullNode("mem", 2);
+  json big = PriorityPod("serving", 22, 1000);
+  big["metadata"]["annotations"]["nvidia.com/nouse-gpuuuid"] =
+      "GPU-1000-0000-0000-0000-000000000000";
+  NodeVictims on_gpu0;
+  for (int k = 0; k < 7; ++k) on_gpu0.uids.push_back(Uid("mem-g0-" + std::to_string(k)));
+  Result<PreemptDecision> d = preemptor_->Decide(DecodePodOrDie(big), Req(big), {{"mem", on_gpu0}});
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->node, "mem");
+  EXPECT_EQ(GpusOf(d->victims), std::set<int>{1});
+  EXPECT_EQ(d->gpus.at("main"), 1);
+  big["metadata"]["annotations"]["nvidia.com/use-gputype"] = "H100";
+  d = preemptor_->Decide(DecodePodOrDie(big), Req(big), {{"mem", on_gpu0}});
+  ASSERT_TRUE(d.ok());
+  EXPECT_TRUE(d->victims.empty());
+  ASSERT_EQ(d->refused.count("mem"), 1u);
+  EXPECT_NE(d->refused.at("mem").find("the pod's GPU choice excludes every GPU here"),
+            std::string::npos)
+      << d->refused.at("mem");
+}
+
 TEST_F(PreemptTest, APodLargerThanAnyGpuEvictsNothingAndSaysWhy) {
   FullNode("mem");
   const json huge = PriorityPod("huge", 23, 1000);

@@ -77,6 +77,53 @@ TEST(WebhookTest, APodRequestingTheResourceGetsTheSchedulerName) {
   }
 }
 
+// Pods that ask for shares wrongly are refused at admission with the field named, never left
+// to fail at kube-scheduler or kubelet: a bad fraction, two kinds of share in one pod, a
+// malformed GPU choice, a model no GPU of the cluster has.
+TEST(WebhookTest, BadRequestsAreDeniedNamingTheField) {
+  WebhookOptions o;
+  o.gpu_models = [] { return std::vector<std::string>{"NVIDIA A10", "NVIDIA A100-SXM4-80GB"}; };
+  const auto deny = [&o](const json& pod) {
+    WebhookReply r = MutatePods(Review(pod).dump(), o);
+    EXPECT_EQ(r.outcome, WebhookOutcome::kDenied) << r.http.body;
+    EXPECT_EQ(r.http.code, 200);
+    const json j = json::parse(r.http.body);
+    EXPECT_EQ(j["response"]["allowed"], false);
+    EXPECT_EQ(j["response"]["status"]["code"], 400);
+    EXPECT_FALSE(j["response"].contains("patch"));
+    EXPECT_EQ(j["response"]["status"]["message"], r.why);
+    return r.why;
+  };
+  EXPECT_EQ(deny(PodWith({Container("c", nullptr, {{"alibabacloud.com/gpu-milli", "1500"}})})),
+            "pod team-a/p: container \"c\": alibabacloud.com/gpu-milli 1500 is neither a fraction "
+            "of one GPU (1..999) nor whole GPUs (1000, 2000, ... 16000)");
+  EXPECT_NE(deny(PodWith({Container("a", {{"aliyun.com/gpu-mem", "3"}}),
+                          Container("b", nullptr, {{"alibabacloud.com/gpu-milli", "500"}})}))
+                .find("container \"b\""),
+            std::string::npos);
+  json pod = PodWith({Container("c", {{"aliyun.com/gpu-mem", "3"}})});
+  pod["metadata"]["annotations"]["nvidia.com/use-gputype"] = "A100,V100,t4";
+  EXPECT_EQ(deny(pod),
+            "metadata.annotations[nvidia.com/use-gputype]: \"V100\", \"t4\" matches no GPU model "
+            "of the cluster (NVIDIA A10, NVIDIA A100-SXM4-80GB)");
+  pod["metadata"]["annotations"]["nvidia.com/use-gputype"] = std::string(200, 'x');
+  EXPECT_NE(deny(pod).find("annotation nvidia.com/use-gputype: entry"), std::string::npos);
+  // Known models, a nouse-gputype of a model the cluster has not got, or models not known yet
+  // (the scheduler has not synced): allowed.
+  pod["metadata"]["annotations"]["nvidia.com/use-gputype"] = "a100";
+  pod["metadata"]["annotations"]["nvidia.com/nouse-gputype"] = "H100";
+  WebhookReply r = MutatePods(Review(pod).dump(), o);
+  EXPECT_EQ(r.outcome, WebhookOutcome::kMutated) << r.why;
+  pod["metadata"]["annotations"]["nvidia.com/use-gputype"] = "V100";
+  o.gpu_models = [] { return std::vector<std::string>{}; };
+  EXPECT_EQ(MutatePods(Review(pod).dump(), o).outcome, WebhookOutcome::kMutated);
+  // A pod that asks for no share is none of the webhook's business, whatever it writes.
+  o.gpu_models = [] { return std::vector<std::string>{"NVIDIA A10"}; };
+  json other = PodWith({Container("c", {{"nvidia.com/gpu", "1"}})});
+  other["metadata"]["annotations"]["nvidia.com/use-gputype"] = "V100";
+  EXPECT_EQ(MutatePods(Review(other).dump(), o).outcome, WebhookOutcome::kUnchanged);
+}
+
 TEST(WebhookTest, TheSchedulerNameAndResourceAreConfigurable) {
   WebhookOptions o;
   o.resource_name = "example.com/vram";
