@@ -74,8 +74,14 @@ bool ModelMatches(std::string_view model, std::string_view entry) {
   return hit != model.end();
 }
 
+bool GpuSelector::Allows(std::string_view model, std::string_view uuid) const {
+  return (use_types.empty() || AnyModel(use_types, model)) && !AnyModel(nouse_types, model) &&
+         (use_uuids.empty() || AnyUuid(use_uuids, uuid)) && !AnyUuid(nouse_uuids, uuid);
+}
+
 std::optional<std::string> GpuSelector::Excludes(std::string_view model,
                                                  std::string_view uuid) const {
+  if (Allows(model, uuid)) return std::nullopt;
   const std::string m = "\"" + std::string(model) + "\"";
   if (!use_types.empty() && !AnyModel(use_types, model))
     return std::string(kUseGpuTypeAnnotation) + "=" + Joined(use_types) + " does not match " + m;

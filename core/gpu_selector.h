@@ -45,6 +45,8 @@ struct GpuSelector {
   bool empty() const {
     return use_types.empty() && nouse_types.empty() && use_uuids.empty() && nouse_uuids.empty();
   }
+  // Whether the pod may use the GPU of this model and UUID (no allocation: the hot path).
+  bool Allows(std::string_view model, std::string_view uuid) const;
   // Why the GPU of this model and UUID is excluded, naming the annotation and the value that
   // decides ("nvidia.com/use-gputype=A100,H100 does not match NVIDIA A10"), or nullopt when the
   // pod may use it.

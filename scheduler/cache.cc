@@ -1064,6 +1064,19 @@ NodeVerdict Verdict(NodeVerdict::Kind kind, std::string_view code, std::string r
 
 }  // namespace
 
+size_t GpuCache::ExcludedSlots(const NodeRec& n, const GpuSelector& selector,
+                               std::vector<char>* excluded) const {
+  if (excluded != nullptr) excluded->assign(n.slots.size(), 0);
+  size_t count = 0;
+  for (size_t slot = 0; slot < n.slots.size(); ++slot) {
+    const ms::InventoryGpu* g = n.inv.FindByIndex(n.slots[slot]);
+    if (g == nullptr || selector.Allows(g->model, g->uuid)) continue;
+    ++count;
+    if (excluded != nullptr) (*excluded)[slot] = 1;
+  }
+  return count;
+}
+
 std::vector<std::string> GpuCache::Exclusions(const NodeRec& n, const GpuSelector& selector) const {
   std::vector<std::string> out(n.slots.size());
   if (selector.empty()) return out;
@@ -1097,17 +1110,17 @@ std::string ExclusionList(const std::vector<int>& slots, const std::vector<std::
 
 NodeVerdict GpuCache::Check(const NodeRec& n, const ms::PodRequest& request,
                             const pl::PodShape& shape, const Asker& asker) const {
-  if (request.selector.empty() || !n.exists || !n.has_inventory || n.slots.empty() || n.eid < 0)
-    return CheckRoom(n, request, shape, asker);
-  const std::vector<std::string> why = Exclusions(n, request.selector);
-  const size_t excluded = static_cast<size_t>(
-      std::count_if(why.begin(), why.end(), [](const auto& w) { return !w.empty(); }));
-  if (excluded == why.size())
+  const size_t excluded = request.selector.empty() || !n.exists || !n.has_inventory || n.eid < 0
+                              ? 0
+                              : ExcludedSlots(n, request.selector);
+  if (excluded > 0 && excluded == n.slots.size())
     return Verdict(NodeVerdict::Kind::kUnresolvable, reasons::kGpuExcluded,
-                   "the pod's GPU choice excludes every GPU here: " + ExclusionList(n.slots, why));
+                   "the pod's GPU choice excludes every GPU here: " +
+                       ExclusionList(n.slots, Exclusions(n, request.selector)));
   NodeVerdict v = CheckRoom(n, request, shape, asker);
   if (v.kind != NodeVerdict::Kind::kFits && excluded > 0)
-    v.reason += "; the pod's GPU choice excludes " + ExclusionList(n.slots, why);
+    v.reason += "; the pod's GPU choice excludes " +
+                ExclusionList(n.slots, Exclusions(n, request.selector));
   return v;
 }
 
@@ -1116,19 +1129,18 @@ GpuCache::Masked GpuCache::Mask(const GpuSelector& selector,
   Masked m;
   if (selector.empty()) return m;
   std::unordered_set<pl::NodeId> seen;
+  std::vector<char> excluded;
   for (const NodeRec* n : nodes) {
     if (n == nullptr || n->eid < 0 || !seen.insert(n->eid).second) continue;
-    const std::vector<std::string> why = Exclusions(*n, selector);
-    const auto excluded =
-        std::count_if(why.begin(), why.end(), [](const auto& w) { return !w.empty(); });
-    if (excluded == 0) continue;
-    if (static_cast<size_t>(excluded) == why.size()) {
+    const size_t count = ExcludedSlots(*n, selector, &excluded);
+    if (count == 0) continue;
+    if (count == excluded.size()) {
       m.blocked.insert(n);
       continue;
     }
-    for (size_t slot = 0; slot < why.size(); ++slot) {
+    for (size_t slot = 0; slot < excluded.size(); ++slot) {
       const int64_t free = cluster_.node(n->eid).gpu_free[slot];
-      if (why[slot].empty() || free <= 0) continue;
+      if (!excluded[slot] || free <= 0) continue;
       pl::PodResources r;
       r.kind = pl::kShareKind;
       r.shares = {free};
@@ -1186,9 +1198,10 @@ NodeVerdict GpuCache::CheckRoom(const NodeRec& n, const ms::PodRequest& request,
     if (!exempt.empty()) lifted = StateWithout(n, exempt);
   }
   if (lifted && !request.selector.empty()) {  // a hold lifted on an excluded GPU stays shut
-    const std::vector<std::string> why = Exclusions(n, request.selector);
-    for (size_t slot = 0; slot < why.size(); ++slot)
-      if (!why[slot].empty()) lifted->gpu_free[slot] = 0;
+    std::vector<char> excluded;
+    ExcludedSlots(n, request.selector, &excluded);
+    for (size_t slot = 0; slot < excluded.size(); ++slot)
+      if (excluded[slot]) lifted->gpu_free[slot] = 0;
     pl::RefreshTotals(*lifted);
   }
   const pl::NodeState& s = lifted ? *lifted : cluster_.node(n.eid);

@@ -405,6 +405,9 @@ class GpuCache {
   NodeVerdict CheckAlone(const NodeRec& n, const memshare::PodRequest& request,
                          const placement::PodShape& shape, const Asker& asker = {})
       GPUSHARE_REQUIRES(mu_);
+  // How many memory-share slots of `n` `selector` excludes; which, in *excluded (1 per slot).
+  size_t ExcludedSlots(const NodeRec& n, const GpuSelector& selector,
+                       std::vector<char>* excluded = nullptr) const;
   // Per memory-share slot of `n`: why `selector` excludes its GPU ("" where it does not).
   std::vector<std::string> Exclusions(const NodeRec& n, const GpuSelector& selector) const;
   // Nominations: booked in NodeRec::nominated (counted by Recount), indexed by nominee.

@@ -348,14 +348,21 @@ gpu_of() { "$kubectl" -n "$ns" get pod "$1" -o jsonpath='{.metadata.annotations.
 evicted() { awk 'NR == FNR {now[$1] = 1; next} !($1 in now)' "$2" "$1"; }
 # not_helpful pod words: waits (90 s) for gpushare-scheduler's PreemptionNotHelpful Event on the
 # pod, checks that it says `words`, and that the pod is Pending.
-not_helpful() {
+# event_message pod reason seconds: the message of the pod's first Event with that reason, waited
+# for up to `seconds` ("" when none came).
+event_message() {
   local msg=""
-  for _ in $(seq 90); do
-    msg=$("$kubectl" -n "$ns" get events --field-selector "involvedObject.name=$1,reason=PreemptionNotHelpful" \
+  for _ in $(seq $(($3 * 2))); do
+    msg=$("$kubectl" -n "$ns" get events --field-selector "involvedObject.name=$1,reason=$2" \
       -o jsonpath='{.items[0].message}' 2>/dev/null || true)
     [ -n "$msg" ] && break
-    sleep 1
+    sleep 0.5
   done
+  echo "$msg"
+}
+not_helpful() {
+  local msg
+  msg=$(event_message "$1" PreemptionNotHelpful 90)
   [ -n "$msg" ] || fail "$1: no PreemptionNotHelpful Event from gpushare-scheduler within 90 s"
   grep -qF "$2" <<<"$msg" || fail "$1: PreemptionNotHelpful says '$msg', want '$2'"
   [ "$("$kubectl" -n "$ns" get pod "$1" -o jsonpath='{.status.phase}')" = Pending ] || fail "$1: not Pending"

@@ -225,13 +225,7 @@ for _ in $(seq 40); do [ "$(annot only5 ALIYUN_COM_GPU_MEM_ASSIGNED)" = true ] &
 [ "$(annot only5 ALIYUN_COM_GPU_MEM_IDX)" = 5 ] || fail "pod only5: ALIYUN_COM_GPU_MEM_IDX=$(annot only5 ALIYUN_COM_GPU_MEM_IDX), want 5 (nvidia.com/use-gpuuuid)"
 [ "$(logs_of only5 | sed -n 's/^NVIDIA_VISIBLE_DEVICES=//p')" = "$gpu5" ] || fail "pod only5 does not see GPU 5 ($gpu5): $(logs_of only5)"
 node_pr mem | grep "^$ns/only5/c aliyun.com/gpu-mem " | grep -qF "$gpu5-_-" || fail "pod only5: PodResources units not on GPU 5"
-msg=""
-for _ in $(seq 60); do
-  msg=$("$kubectl" -n "$ns" get events --field-selector "involvedObject.name=h100,reason=GpuExcluded" \
-    -o jsonpath='{.items[0].message}' 2>/dev/null || true)
-  [ -n "$msg" ] && break
-  sleep 0.5
-done
+msg=$(event_message h100 GpuExcluded 30)
 grep -qF 'nvidia.com/use-gputype=H100 does not match "NVIDIA A10"' <<<"$msg" ||
   fail "pod h100: no GpuExcluded Event naming the annotation: '$msg'"
 [ "$("$kubectl" -n "$ns" get pod h100 -o jsonpath='{.status.phase}')" = Pending ] || fail "pod h100: not Pending"

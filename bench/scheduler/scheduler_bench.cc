@@ -20,6 +20,13 @@
 //                                 each: body in, reply out, the hold recorded. Bound:
 //                                 kube-scheduler's extender httpTimeout (10 s in the shipped
 //                                 configuration); target: milliseconds.
+//   BM_GpuChoice/<nodes>/<mode>   one pod's GpuCache::Filter + Score in process over <nodes>
+//                                 nodes x 8 GPUs of 80 GiB (4 A10, 4 A100 by model), each
+//                                 GPU holding one 3 GiB pod; the pod chooses: 0 nothing, 1 not
+//                                 one GPU of one node (nouse-gpuuuid: one mask), 2 the A100s
+//                                 (use-gputype: four masks on every node), 3 a model no node
+//                                 has (every node refused, no mask). What a GPU choice
+//                                 (core/gpu_selector.h) costs a decision.
 //   BM_Inspect/<nodes>/<mode>     PREFIX/inspect's handler (scheduler/inspect.h) over <nodes>
 //                                 nodes x 8 GPUs, one confirmed 3 GiB pod per GPU, by part:
 //                                 0 the informers' List copies (all that runs under their
@@ -746,6 +753,47 @@ void BM_MetricsScrape(benchmark::State& state) {
 BENCHMARK(BM_MetricsScrape)->ArgsProduct({{1000}, {0, 1, 2, 3}})->Unit(benchmark::kMillisecond);
 
 // PREFIX/inspect at state.range(0) nodes x 8 GPUs (see the header for the modes).
+void BM_GpuChoice(benchmark::State& state) {
+  const int nodes = static_cast<int>(state.range(0));
+  const int mode = static_cast<int>(state.range(1));
+  std::string log;
+  std::unique_ptr<GpuCache> cache = testing::SyncedCache(&log);
+  std::vector<std::string> names;
+  for (int n = 0; n < nodes; ++n) {
+    names.push_back("node-" + std::to_string(n));
+    json node = NodeJson(names.back(), 8, 80);
+    ms::NodeInventory inv = *ms::DecodeInventory(
+        node["metadata"]["annotations"][std::string(ms::kInventoryAnnotation)].get<std::string>());
+    for (ms::InventoryGpu& g : inv.gpus)
+      if (g.index >= 4) g.model = "NVIDIA A100-SXM4-80GB";
+    node["metadata"]["annotations"][std::string(ms::kInventoryAnnotation)] =
+        ms::EncodeInventory(inv);
+    cache->UpsertNode(*kube::DecodeNode(node));
+    for (int g = 0; g < 8; ++g) {
+      const json pod = PodJson(names.back() + "-" + std::to_string(g), 3);
+      const kube::Pod p = *kube::DecodePod(pod);
+      Result<Reservation> r = cache->Reserve(p, *kube::PodMemRequest(p), names.back(), 1);
+      if (r.ok()) cache->Commit(p.metadata.uid, r->token);
+    }
+  }
+  json pod = PodJson("chooser", 3);
+  if (mode == 1) pod["metadata"]["annotations"]["nvidia.com/nouse-gpuuuid"] = "GPU-node-0-0";
+  if (mode == 2) pod["metadata"]["annotations"]["nvidia.com/use-gputype"] = "A100";
+  if (mode == 3) pod["metadata"]["annotations"]["nvidia.com/use-gputype"] = "H100";
+  const ms::PodRequest req = *kube::PodPlacementRequest(*kube::DecodePod(pod));
+  const std::vector<std::string_view> views(names.begin(), names.end());
+  int64_t fits = 0;
+  for (auto _ : state) {
+    const std::vector<NodeVerdict> v = cache->Filter(req, views);
+    const std::vector<int64_t> scores = cache->Score(req, views);
+    fits = std::count_if(v.begin(), v.end(),
+                         [](const NodeVerdict& x) { return x.kind == NodeVerdict::Kind::kFits; });
+    benchmark::DoNotOptimize(scores.data());
+  }
+  state.counters["fits"] = static_cast<double>(fits);
+}
+BENCHMARK(BM_GpuChoice)->ArgsProduct({{1213, 5000}, {0, 1, 2, 3}})->Unit(benchmark::kMillisecond);
+
 void BM_Inspect(benchmark::State& state) {
   const int nodes = static_cast<int>(state.range(0));
   const int mode = static_cast<int>(state.range(1));
