@@ -1067,6 +1067,7 @@ NodeVerdict Verdict(NodeVerdict::Kind kind, std::string_view code, std::string r
 size_t GpuCache::ExcludedSlots(const NodeRec& n, const GpuSelector& selector,
                                std::vector<char>* excluded) const {
   if (excluded != nullptr) excluded->assign(n.slots.size(), 0);
+  if (selector.empty()) return 0;
   size_t count = 0;
   for (size_t slot = 0; slot < n.slots.size(); ++slot) {
     const ms::InventoryGpu* g = n.inv.FindByIndex(n.slots[slot]);
@@ -1090,7 +1091,7 @@ std::vector<std::string> GpuCache::Exclusions(const NodeRec& n, const GpuSelecto
 
 namespace {
 
-// "GPU 0 (GPU-ab12): <why>; GPU 1 (...): <why>", at most four GPUs, then how many more.
+// "GPU 0: <why>; GPU 1: <why>" for the excluded slots, at most four GPUs, then how many more.
 std::string ExclusionList(const std::vector<int>& slots, const std::vector<std::string>& why) {
   std::string out;
   size_t listed = 0, more = 0;
@@ -1867,11 +1868,11 @@ Result<PreemptionView> GpuCache::ViewForPreemption(const ms::PodRequest& request
       v.problem = shape.status().message();
       continue;
     }
-    const std::vector<std::string> excluded = Exclusions(*n, request.selector);
-    if (!request.selector.empty() &&
-        std::none_of(excluded.begin(), excluded.end(), [](const auto& w) { return w.empty(); })) {
-      v.problem =
-          "the pod's GPU choice excludes every GPU here: " + ExclusionList(n->slots, excluded);
+    std::vector<char> excluded;
+    if (const size_t count = ExcludedSlots(*n, request.selector, &excluded);
+        count > 0 && count == excluded.size()) {
+      v.problem = "the pod's GPU choice excludes every GPU here: " +
+                  ExclusionList(n->slots, Exclusions(*n, request.selector));
       continue;
     }
     v.shape = engine_->shape(*shape);
@@ -1922,7 +1923,7 @@ Result<PreemptionView> GpuCache::ViewForPreemption(const ms::PodRequest& request
     }
     // GPUs the pod may not use stay full whoever is evicted from them.
     for (size_t slot = 0; slot < excluded.size(); ++slot) {
-      if (excluded[slot].empty()) continue;
+      if (!excluded[slot]) continue;
       v.input.ledger[slot].other += v.input.node.gpu_capacity[slot];
       v.input.node.gpu_free[slot] = 0;
     }
