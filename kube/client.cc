@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "kube/errors.h"
+#include "kube/http_mux.h"
 
 namespace gpushare::kube {
 namespace {
@@ -145,7 +146,8 @@ void Cancellation::Register(void* multi) const {
 
 void Cancellation::Unregister(void* multi) const {
   std::lock_guard<std::mutex> lock(mu_);
-  active_.erase(multi);
+  auto it = active_.find(multi);  // one registration: requests in flight may share a handle
+  if (it != active_.end()) active_.erase(it);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -256,6 +258,8 @@ Result<std::shared_ptr<Client>> Client::Create(ClientConfig config, ClientOption
   GlobalInit();
   std::shared_ptr<Client> c(new Client(std::move(config), std::move(options)));
   GPUSHARE_RETURN_IF_ERROR(c->Init());
+  if (c->options_.share_connections)
+    c->mux_ = std::make_unique<detail::HttpMux>(c->options_.max_idle_connections);
   return c;
 }
 
@@ -309,7 +313,8 @@ ClientStats Client::stats() const {
           .throttled = throttled_.load(),
           .throttle_wait_ns = throttle_wait_ns_.load(),
           .token_reloads = token_reloads_.load(),
-          .watch_events = watch_events_.load()};
+          .watch_events = watch_events_.load(),
+          .connections = connections_.load()};
 }
 
 Client::Conn* Client::Acquire() {
@@ -402,18 +407,24 @@ class Exchange {
   void Send(CURL* h, CURLM* m, const HttpRequest& request, const std::string& token,
             const std::string& connect_to, const Cancellation* cancel,
             std::chrono::milliseconds timeout) {
-    curl_easy_reset(h);
-    SetTransport(h, connect_to, timeout);
-    SetRequest(h, request, token);
-    st_.easy = h;
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, WriteCallback);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &st_);
+    Prepare(h, request, token, connect_to, timeout);
     curl_multi_add_handle(m, h);
     Transfer(m, cancel);
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code_);
+    Collect(h);
     curl_multi_remove_handle(m, h);
     FreeLists();
   }
+  // The same on the client's shared multi handle (HttpMux), whose thread runs the transfer.
+  void SendVia(detail::HttpMux* mux, CURL* h, const HttpRequest& request, const std::string& token,
+               const std::string& connect_to, const Cancellation* cancel,
+               std::chrono::milliseconds timeout) {
+    Prepare(h, request, token, connect_to, timeout);
+    result_ = mux->Run(h, cancel, &cancelled_);
+    Collect(h);
+    FreeLists();
+  }
+  // New connections the exchange opened (0 on a reused one).
+  long connections() const { return connects_; }
   // Why the exchange has no response to decode, if it has none.
   Status Outcome(const HttpRequest& request, std::chrono::milliseconds timeout) const {
     if (cancelled_) return Status::Unavailable("request cancelled");
@@ -436,6 +447,20 @@ class Exchange {
   }
 
  private:
+  void Prepare(CURL* h, const HttpRequest& request, const std::string& token,
+               const std::string& connect_to, std::chrono::milliseconds timeout) {
+    curl_easy_reset(h);
+    SetTransport(h, connect_to, timeout);
+    SetRequest(h, request, token);
+    st_.easy = h;
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, WriteCallback);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &st_);
+  }
+  void Collect(CURL* h) {
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code_);
+    curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &connects_);
+  }
+
   // --- request build: where to, with which limits, over which TLS; then method, headers, body
   void SetTransport(CURL* h, const std::string& connect_to, std::chrono::milliseconds timeout) {
     curl_easy_setopt(h, CURLOPT_URL, url_.c_str());
@@ -448,6 +473,8 @@ class Exchange {
     if (timeout.count() > 0)
       curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    // HTTP/2 where TLS negotiates it (kube-apiserver does), HTTP/1.1 otherwise.
+    curl_easy_setopt(h, CURLOPT_HTTP_VERSION, static_cast<long>(CURL_HTTP_VERSION_2TLS));
     curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
     if (!connect_to.empty()) {
       connect_to_ = curl_slist_append(nullptr, connect_to.c_str());
@@ -549,6 +576,7 @@ class Exchange {
   curl_slist* connect_to_ = nullptr;
   TransferState st_;
   long code_ = 0;  // the HTTP status
+  long connects_ = 0;
   CURLcode result_ = CURLE_OK;
   bool cancelled_ = false;
 };
@@ -580,9 +608,18 @@ Result<HttpResponse> Client::Perform(const HttpRequest& request, const Cancellat
     Exchange x(config_, options_, target_->base + request.path_and_query, on_data, tls_.get());
     Conn* conn = Acquire();
     requests_.fetch_add(1);
-    if (cancel != nullptr) cancel->Register(conn->multi);
-    x.Send(conn->easy, conn->multi, request, token, target_->connect_to, cancel, timeout);
-    if (cancel != nullptr) cancel->Unregister(conn->multi);
+    // Unary requests share the client's connections (HttpMux); a watch streams into its
+    // handler on a connection of its own for as long as it lasts.
+    detail::HttpMux* mux = on_data == nullptr ? mux_.get() : nullptr;
+    void* wake = mux != nullptr ? mux->wake_handle() : conn->multi;
+    if (cancel != nullptr) cancel->Register(wake);
+    if (mux != nullptr) {
+      x.SendVia(mux, conn->easy, request, token, target_->connect_to, cancel, timeout);
+    } else {
+      x.Send(conn->easy, conn->multi, request, token, target_->connect_to, cancel, timeout);
+    }
+    if (cancel != nullptr) cancel->Unregister(wake);
+    connections_.fetch_add(static_cast<uint64_t>(x.connections()));
     Release(conn);
     GPUSHARE_RETURN_IF_ERROR(x.Outcome(request, timeout));
     // A 401 with a token file: the token may have rotated under the same mtime; re-read once.

@@ -8,8 +8,11 @@
 // enforces a timeout and a bound on the response size, and turns every failure into a Status
 // (kube/errors.h: 404 -> kNotFound, 409 -> kAborted, 410 -> IsExpired, ...).
 //
-// Requests may run concurrently from any number of threads; each request uses its own curl
-// handle, taken from a small pool so connections are reused. A request given a Cancellation
+// Requests may run concurrently from any number of threads. Unary requests (everything but
+// watches) share one set of connections, driven by one thread (kube/http_mux.h): over TLS the
+// API server speaks HTTP/2, and every request in flight is a stream of one connection, as with
+// client-go, instead of a connection and a TLS handshake each. A watch holds a connection of its
+// own (curl handles from a small pool) for as long as it streams. A request given a Cancellation
 // returns promptly (kUnavailable, "cancelled") once Cancel() is called, even while a watch is
 // blocked waiting for the next event.
 //
@@ -49,7 +52,10 @@ struct ClientOptions {
   std::chrono::milliseconds connect_timeout{10000};
   size_t max_response_bytes = 256u << 20;    // a larger body fails with kResourceExhausted
   size_t max_watch_event_bytes = 16u << 20;  // one watch event line
-  size_t max_idle_connections = 16;
+  size_t max_idle_connections = 16;  // pooled curl handles (and watch connections) kept idle
+  // Unary requests on the shared connections (HttpMux). false: each on a pooled handle with a
+  // connection of its own (as before HTTP/2 multiplexing; kept for comparison in bench/).
+  bool share_connections = true;
   std::string user_agent = "gpushare/0.1";
   // Test hooks for the rate limiter: the clock it reads and how the client waits.
   TokenBucket::Clock clock;
@@ -76,7 +82,7 @@ class Cancellation {
   std::atomic<bool> cancelled_{false};
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
-  mutable std::set<void*> active_;
+  mutable std::multiset<void*> active_;  // what to wake, once per request in flight
 };
 
 // Which collection a call addresses.
@@ -163,10 +169,12 @@ struct ClientStats {
   uint64_t throttle_wait_ns = 0;  // total time spent waiting for it
   uint64_t token_reloads = 0;     // 401s that led to a re-read token and a retry
   uint64_t watch_events = 0;
+  uint64_t connections = 0;  // new connections (TCP, and TLS where used) the requests opened
 };
 
 namespace detail {
 struct TlsIdentity;  // the parsed cluster CA and client certificate (client.cc)
+class HttpMux;       // the shared multi handle of unary requests (http_mux.h)
 }  // namespace detail
 
 class Client {
@@ -254,10 +262,11 @@ class Client {
   std::shared_ptr<const detail::TlsIdentity> tls_;  // null: curl parses the PEM blobs itself
   std::shared_ptr<BearerToken> token_;
   TokenBucket limiter_;
+  std::unique_ptr<detail::HttpMux> mux_;  // null: every request on a connection of its own
   std::mutex pool_mu_;
   std::vector<Conn*> idle_;
   std::atomic<uint64_t> requests_{0}, throttled_{0}, throttle_wait_ns_{0}, token_reloads_{0},
-      watch_events_{0};
+      watch_events_{0}, connections_{0};
 };
 
 // Builds "/api/v1[/namespaces/{ns}]/{resource}[/{name}[/{subresource}]]" with escaping (for

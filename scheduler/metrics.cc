@@ -221,6 +221,15 @@ std::vector<pm::MetricFamily> StatsFamilies(const MetricsSnapshot& s) {
                     "Bound pods asking for the resource with no readable GPU assignment (counted "
                     "nowhere).",
                     T::Gauge, c.unassigned));
+  out.push_back(One("api_requests_total", "Requests the API client sent (watches included).",
+                    T::Counter, D(s.api_requests)));
+  out.push_back(One("api_connections_total",
+                    "Connections the API client opened (with a TLS handshake over https); over "
+                    "HTTP/2 the requests in flight share one.",
+                    T::Counter, D(s.api_connections)));
+  out.push_back(One("api_throttled_total",
+                    "API requests that waited for the client's rate limit (--kube-api-qps).",
+                    T::Counter, D(s.api_throttled)));
   out.push_back(One("ready", "1 once the cache has synced and the scheduler decides.", T::Gauge,
                     s.ready ? 1 : 0));
   const HttpServerStats h = s.http ? *s.http : HttpServerStats{};

@@ -114,6 +114,8 @@ struct MetricsSnapshot {
   const CacheStats* cache = nullptr;
   const HttpServerStats* http = nullptr;
   uint64_t assume_expired = 0;
+  // The API client's counters (kube::ClientStats).
+  uint64_t api_requests = 0, api_connections = 0, api_throttled = 0;
   bool ready = false;
   struct Webhook {
     uint64_t mutated = 0, unchanged = 0, invalid = 0, denied = 0;

@@ -426,6 +426,12 @@ std::string SchedulerService::Metrics() const {
   snap.cache = &c;
   snap.http = &h;
   snap.assume_expired = expired_total_.load();
+  if (client_) {
+    const kube::ClientStats api = client_->stats();
+    snap.api_requests = api.requests;
+    snap.api_connections = api.connections;
+    snap.api_throttled = api.throttled;
+  }
   snap.ready = ready_.load();
   WebhookCertStats certs;
   if (options_.webhook_port >= 0) {

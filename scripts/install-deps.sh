@@ -22,6 +22,9 @@ PACKAGES=(
   # openssl: the command-line tool; tests/kube generates a throwaway CA and certificates with it
   # at test time to exercise the client's TLS paths (CA bundle, server name, client certs).
   openssl
+  # nghttpd (nghttp2-server): an HTTP/2 server over TLS, as kube-apiserver is; tests/kube checks
+  # that the client's requests in flight share one connection as streams.
+  nghttp2-server
   # clang and its runtime (libFuzzer): the fuzz targets in fuzz/ (scripts/fuzz.sh, `make test`).
   clang libclang-rt-14-dev
   # clang-format-14: `make format` and the formatting check of `make lint` (scripts/lint.sh);

@@ -3,9 +3,14 @@
 // timeouts, size bounds, faults, rate limiting (counted on a fake clock) and concurrency.
 #include "kube/client.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <atomic>
 #include <filesystem>
@@ -499,6 +504,33 @@ TEST_F(ClientTest, InjectedFaultsBecomeStatuses) {
   EXPECT_EQ(client_->GetPod("default", "p").status().code(), StatusCode::kUnavailable);
 }
 
+TEST_F(ClientTest, CancelEndsAUnaryRequestInFlight) {
+  Fault f;
+  f.kind = Fault::Kind::kDelay;
+  f.delay = std::chrono::milliseconds(20000);
+  server_->InjectFault(f);
+  Cancellation cancel;
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    cancel.Cancel();
+  });
+  Result<HttpResponse> r =
+      client_->Do({"GET", "/api/v1/namespaces/default/pods/p", "", ""}, &cancel);
+  canceller.join();
+  ASSERT_FALSE(r.ok());
+  // Not the 30 s request timeout (kDeadlineExceeded): the Cancellation ended it.
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("cancelled"), std::string::npos) << r.status().message();
+  // The client goes on serving others.
+  EXPECT_TRUE(IsNotFound(client_->GetPod("default", "p").status()));
+}
+
+TEST_F(ClientTest, SequentialRequestsReuseOneConnection) {
+  for (int i = 0; i < 20; ++i) EXPECT_TRUE(IsNotFound(client_->GetPod("default", "p").status()));
+  EXPECT_EQ(client_->stats().requests, 20u);
+  EXPECT_EQ(client_->stats().connections, 1u);
+}
+
 TEST_F(ClientTest, RateLimiterCountsOnAFakeClock) {
   auto now = std::make_shared<std::chrono::steady_clock::time_point>();
   auto slept = std::make_shared<std::vector<std::chrono::nanoseconds>>();
@@ -667,6 +699,104 @@ TEST_F(TlsTest, KubeconfigEndToEnd) {
   Result<Pod> p = (*c)->GetPod((*c)->config().namespace_, "p");
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_EQ(p->metadata.namespace_, "ml");
+}
+
+}  // namespace
+}  // namespace gpushare::kube
+
+namespace gpushare::kube {
+namespace {
+
+// nghttpd (Debian's nghttp2-server): an HTTP/2 server over TLS, as kube-apiserver is, serving
+// the files of a directory. Skips the test when the binary is absent.
+class Http2Server {
+ public:
+  Http2Server(const testing::TlsMaterial& tls, const TempDir& dir) {
+    for (const char* p : {"/usr/sbin/nghttpd", "/usr/bin/nghttpd"})
+      if (::access(p, X_OK) == 0) binary_ = p;
+    if (binary_.empty()) return;
+    std::filesystem::create_directories(dir.File("www"));
+    testing::WriteFile(dir.File("www/ok"), "ok\n");
+    port_ = FreePort();
+    const std::string port = std::to_string(port_), docroot = dir.File("www");
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      const int null = ::open("/dev/null", O_WRONLY);
+      ::dup2(null, 1);
+      ::dup2(null, 2);
+      ::execl(binary_.c_str(), binary_.c_str(), "-a", "127.0.0.1", "-d", docroot.c_str(),
+              port.c_str(), tls.server_key.c_str(), tls.server_crt.c_str(),
+              static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    for (int i = 0; i < 200 && !Accepts(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ~Http2Server() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  bool present() const { return !binary_.empty(); }
+  std::string url() const { return "https://127.0.0.1:" + std::to_string(port_); }
+  bool Accepts() const {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port_));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(fd);
+    return ok;
+  }
+
+ private:
+  static int FreePort() {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t n = sizeof a;
+    ::bind(fd, reinterpret_cast<sockaddr*>(&a), n);
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n);
+    ::close(fd);
+    return ntohs(a.sin_port);
+  }
+  std::string binary_;
+  int port_ = 0;
+  pid_t pid_ = -1;
+};
+
+// A burst of requests in flight together (binds, patches, events) is one TLS connection to an
+// HTTP/2 server, each request a stream of it: not a connection and a handshake each.
+TEST_F(TlsTest, RequestsInFlightTogetherShareOneHttp2Connection) {
+  Http2Server h2(tls_, dir_);
+  if (!h2.present())
+    GTEST_SKIP() << "SKIPPED: nghttpd absent (scripts/install-deps.sh installs nghttp2-server)";
+  ASSERT_TRUE(h2.Accepts()) << "nghttpd did not start on " << h2.url();
+  ClientConfig cfg;
+  cfg.ca_pem = tls_.Pem(tls_.ca_crt);
+  ClientOptions o;
+  o.qps = 0;
+  auto c = MakeClient(h2.url(), o, cfg);
+  constexpr int kThreads = 32, kEach = 4;
+  std::atomic<int> ready{0}, ok{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      ready.fetch_add(1);
+      while (ready.load() < kThreads) std::this_thread::yield();
+      for (int i = 0; i < kEach; ++i) {
+        Result<HttpResponse> r = c->Do({"GET", "/ok", "", ""});
+        if (r.ok() && r->code == 200 && r->body == "ok\n") ok.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), kThreads * kEach);
+  EXPECT_EQ(c->stats().requests, static_cast<uint64_t>(kThreads * kEach));
+  EXPECT_EQ(c->stats().connections, 1u);
 }
 
 }  // namespace

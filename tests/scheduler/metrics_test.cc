@@ -160,6 +160,9 @@ TEST(MetricsTest, EverySeriesOfTheCountersIsExact) {
   s.cache = &c;
   s.http = &h;
   s.assume_expired = 23;
+  s.api_requests = 29;
+  s.api_connections = 30;
+  s.api_throttled = 31;
   s.ready = true;
   s.webhook = MetricsSnapshot::Webhook{24, 25, 26, 27, true, &certs};
   const std::string text = Serialize(StatsFamilies(s));
@@ -168,6 +171,9 @@ TEST(MetricsTest, EverySeriesOfTheCountersIsExact) {
   for (std::string line; std::getline(in, line);)
     if (line.rfind('#', 0) != 0) samples += line + "\n";
   EXPECT_EQ(samples,
+            "gpushare_scheduler_api_connections_total 30\n"
+            "gpushare_scheduler_api_requests_total 29\n"
+            "gpushare_scheduler_api_throttled_total 31\n"
             "gpushare_scheduler_assume_expired_total 23\n"
             "gpushare_scheduler_assumed_pods 2\n"
             "gpushare_scheduler_bad_requests_total 5\n"
