@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <shared_mutex>
 
 #if defined(__clang__)
 #define GPUSHARE_THREAD_ANNOTATION(x) __attribute__((x))
@@ -22,6 +23,10 @@
 #define GPUSHARE_EXCLUDES(...) GPUSHARE_THREAD_ANNOTATION(locks_excluded(__VA_ARGS__))
 #define GPUSHARE_ACQUIRE(...) GPUSHARE_THREAD_ANNOTATION(acquire_capability(__VA_ARGS__))
 #define GPUSHARE_RELEASE(...) GPUSHARE_THREAD_ANNOTATION(release_capability(__VA_ARGS__))
+#define GPUSHARE_ACQUIRE_SHARED(...) \
+  GPUSHARE_THREAD_ANNOTATION(acquire_shared_capability(__VA_ARGS__))
+#define GPUSHARE_RELEASE_SHARED(...) \
+  GPUSHARE_THREAD_ANNOTATION(release_shared_capability(__VA_ARGS__))
 #define GPUSHARE_ASSERT_HELD(x) GPUSHARE_THREAD_ANNOTATION(assert_capability(x))
 #define GPUSHARE_NO_THREAD_SAFETY_ANALYSIS GPUSHARE_THREAD_ANNOTATION(no_thread_safety_analysis)
 
@@ -54,6 +59,47 @@ class GPUSHARE_SCOPED_CAPABILITY MutexLock {
 
  private:
   Mutex* mu_;
+};
+
+// std::shared_mutex with capability annotations: one writer or many readers. A member marked
+// GPUSHARE_GUARDED_BY(mu_) may be read under either lock and written only under the writer's.
+class GPUSHARE_CAPABILITY("mutex") SharedMutex {
+ public:
+  SharedMutex() = default;
+  SharedMutex(const SharedMutex&) = delete;
+  SharedMutex& operator=(const SharedMutex&) = delete;
+
+  void Lock() GPUSHARE_ACQUIRE() { mu_.lock(); }
+  void Unlock() GPUSHARE_RELEASE() { mu_.unlock(); }
+  void LockShared() GPUSHARE_ACQUIRE_SHARED() { mu_.lock_shared(); }
+  void UnlockShared() GPUSHARE_RELEASE_SHARED() { mu_.unlock_shared(); }
+
+ private:
+  std::shared_mutex mu_;
+};
+
+// Holds a SharedMutex as its one writer for its scope.
+class GPUSHARE_SCOPED_CAPABILITY WriterLock {
+ public:
+  explicit WriterLock(SharedMutex* mu) GPUSHARE_ACQUIRE(mu) : mu_(mu) { mu_->Lock(); }
+  ~WriterLock() GPUSHARE_RELEASE() { mu_->Unlock(); }
+  WriterLock(const WriterLock&) = delete;
+  WriterLock& operator=(const WriterLock&) = delete;
+
+ private:
+  SharedMutex* mu_;
+};
+
+// Holds a SharedMutex as one of its readers for its scope.
+class GPUSHARE_SCOPED_CAPABILITY ReaderLock {
+ public:
+  explicit ReaderLock(SharedMutex* mu) GPUSHARE_ACQUIRE_SHARED(mu) : mu_(mu) { mu_->LockShared(); }
+  ~ReaderLock() GPUSHARE_RELEASE() { mu_->UnlockShared(); }
+  ReaderLock(const ReaderLock&) = delete;
+  ReaderLock& operator=(const ReaderLock&) = delete;
+
+ private:
+  SharedMutex* mu_;
 };
 
 // A condition variable used with a Mutex the caller holds. The waits release the mutex while

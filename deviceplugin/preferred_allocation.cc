@@ -150,7 +150,7 @@ Result<std::vector<std::string>> PreferredAllocator::Choose(const DeviceIndex& i
   if (shared) {
     uint64_t rotation;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       rotation = rotation_++;
     }
     ChooseShared(index, available, chosen, candidates, remaining, policy_, rotation, &out);

@@ -17,10 +17,10 @@
 
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "base/sync.h"
 #include "core/node_config.h"
 #include "core/resource_plan.h"
 #include "core/status.h"
@@ -46,12 +46,12 @@ class PreferredAllocator {
   // kInvalidArgument when allocation_size < 1 or must_include is larger than allocation_size.
   // IDs the resource does not advertise are ignored (kubelet only sends advertised IDs).
   Result<std::vector<std::string>> Choose(const DeviceIndex& index,
-                                          const PreferredAllocationQuery& q);
+                                          const PreferredAllocationQuery& q) GPUSHARE_EXCLUDES(mu_);
 
  private:
   AllocationPolicy policy_;
-  std::mutex mu_;
-  uint64_t rotation_ = 0;  // guarded by mu_
+  Mutex mu_;
+  uint64_t rotation_ GPUSHARE_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace gpushare::deviceplugin

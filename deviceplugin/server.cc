@@ -189,7 +189,9 @@ struct DevicePluginServer::RegisterCall {
   grpc::ClientContext ctx;
   pb::RegisterRequest req;
   pb::Empty resp;
-  bool finished = false;  // guarded by reg_mu_; then only the owner touches it
+  // Guarded by the server's reg_mu_; then only the owner touches it. (Not annotated: clang's
+  // GUARDED_BY cannot name a mutex of another object.)
+  bool finished = false;
 };
 
 class DevicePluginServer::Impl final : public pb::DevicePlugin::Service {
@@ -199,21 +201,21 @@ class DevicePluginServer::Impl final : public pb::DevicePlugin::Service {
     snap = std::make_shared<const Snapshot>(opts.resource, 1);
   }
 
-  std::shared_ptr<const Snapshot> Current() const {
-    std::lock_guard<std::mutex> lock(mu);
+  std::shared_ptr<const Snapshot> Current() const GPUSHARE_EXCLUDES(mu) {
+    MutexLock lock(&mu);
     return snap;
   }
 
-  void BeginStop() {
+  void BeginStop() GPUSHARE_EXCLUDES(mu) {
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(&mu);
       stopping = true;
     }
-    cv.notify_all();
+    cv.NotifyAll();
   }
 
-  bool SetHealth(const std::map<std::string, bool>& healthy_by_id) {
-    std::lock_guard<std::mutex> lock(mu);
+  bool SetHealth(const std::map<std::string, bool>& healthy_by_id) GPUSHARE_EXCLUDES(mu) {
+    MutexLock lock(&mu);
     PlannedResource next = snap->resource;
     bool changed = false;
     for (PlannedDevice& d : next.devices) {
@@ -224,7 +226,7 @@ class DevicePluginServer::Impl final : public pb::DevicePlugin::Service {
     }
     if (!changed) return false;
     snap = std::make_shared<const Snapshot>(std::move(next), snap->version + 1);
-    cv.notify_all();
+    cv.NotifyAll();
     return true;
   }
 
@@ -241,7 +243,7 @@ class DevicePluginServer::Impl final : public pb::DevicePlugin::Service {
                             grpc::ServerWriter<pb::ListAndWatchResponse>* writer) override {
     return Guard(opts.resource.name, "ListAndWatch", [&] {
       {
-        std::lock_guard<std::mutex> lock(mu);
+        MutexLock lock(&mu);
         ++streams;
       }
       spdlog::info("event=list_and_watch_open resource={}", opts.resource.name);
@@ -250,10 +252,12 @@ class DevicePluginServer::Impl final : public pb::DevicePlugin::Service {
       for (;;) {
         std::shared_ptr<const Snapshot> s;
         {
-          std::unique_lock<std::mutex> lock(mu);
+          MutexLock lock(&mu);
           // Wake at once on a change or a stop; poll cancellation a few times a second.
-          cv.wait_for(lock, std::chrono::milliseconds(50),
-                      [&] { return stopping || snap->version != sent; });
+          const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+          while (!stopping && snap->version == sent) {
+            if (!cv.WaitUntil(&mu, deadline)) break;
+          }
           if (stopping) break;
           s = snap;
         }
@@ -272,7 +276,7 @@ class DevicePluginServer::Impl final : public pb::DevicePlugin::Service {
       }
       bool report;
       {
-        std::lock_guard<std::mutex> lock(mu);
+        MutexLock lock(&mu);
         --streams;
         report = !stopping && streams == 0;
       }
@@ -373,11 +377,11 @@ class DevicePluginServer::Impl final : public pb::DevicePlugin::Service {
   const DevicePluginServerOptions opts;
   PreferredAllocator preferred;
 
-  mutable std::mutex mu;
-  std::condition_variable cv;
-  std::shared_ptr<const Snapshot> snap;  // guarded by mu
-  bool stopping = false;                 // guarded by mu
-  int streams = 0;                       // guarded by mu
+  mutable Mutex mu;
+  CondVar cv;  // snap changed, or stopping was set
+  std::shared_ptr<const Snapshot> snap GPUSHARE_GUARDED_BY(mu);
+  bool stopping GPUSHARE_GUARDED_BY(mu) = false;
+  int streams GPUSHARE_GUARDED_BY(mu) = 0;
 };
 
 Result<std::unique_ptr<DevicePluginServer>> DevicePluginServer::Start(
@@ -468,7 +472,7 @@ DevicePluginServer::~DevicePluginServer() {
   Stop();
 }
 
-void DevicePluginServer::ReapRegisters(std::unique_lock<std::mutex>& lock) {
+void DevicePluginServer::ReapRegisters() {
   // Finished calls are destroyed here, on the owner's thread, never inside their own callback
   // (gRPC does not allow a call's context and channel to go away from within it).
   std::vector<std::unique_ptr<RegisterCall>> done;
@@ -477,9 +481,9 @@ void DevicePluginServer::ReapRegisters(std::unique_lock<std::mutex>& lock) {
   }
   registering_.erase(std::remove(registering_.begin(), registering_.end(), nullptr),
                      registering_.end());
-  lock.unlock();
+  reg_mu_.Unlock();
   done.clear();
-  lock.lock();
+  reg_mu_.Lock();
 }
 
 void DevicePluginServer::StartRegister(std::function<void(const Status&)> done) {
@@ -499,8 +503,8 @@ void DevicePluginServer::StartRegister(std::function<void(const Status&)> done) 
   call->ctx.set_deadline(std::chrono::system_clock::now() + o.register_timeout);
   bool stopping;
   {
-    std::unique_lock<std::mutex> lock(reg_mu_);
-    ReapRegisters(lock);
+    MutexLock lock(&reg_mu_);
+    ReapRegisters();
     stopping = stopped_registering_;
     if (!stopping) registering_.push_back(std::move(owned));
   }
@@ -526,31 +530,33 @@ void DevicePluginServer::StartRegister(std::function<void(const Status&)> done) 
         }
         done(st);
         // Last: Stop() may destroy this server once every call has finished.
-        std::lock_guard<std::mutex> lock(reg_mu_);
+        MutexLock lock(&reg_mu_);
         call->finished = true;
-        reg_cv_.notify_all();
+        reg_cv_.NotifyAll();
       });
 }
 
 void DevicePluginServer::CancelRegister() {
-  std::lock_guard<std::mutex> lock(reg_mu_);
+  MutexLock lock(&reg_mu_);
   for (auto& c : registering_) {
     if (!c->finished) c->ctx.TryCancel();
   }
 }
 
 Status DevicePluginServer::Register() {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::optional<Status> result;
-  StartRegister([&](const Status& st) {
-    std::lock_guard<std::mutex> lock(mu);
-    result = st;
-    cv.notify_all();
+  struct Outcome {
+    Mutex mu;
+    CondVar cv;
+    std::optional<Status> result GPUSHARE_GUARDED_BY(mu);
+  } out;
+  StartRegister([&out](const Status& st) {
+    MutexLock lock(&out.mu);
+    out.result = st;
+    out.cv.NotifyAll();
   });
-  std::unique_lock<std::mutex> lock(mu);
-  cv.wait(lock, [&] { return result.has_value(); });
-  return *result;
+  MutexLock lock(&out.mu);
+  while (!out.result.has_value()) out.cv.Wait(&out.mu);
+  return *out.result;
 }
 
 bool DevicePluginServer::SetHealth(const std::map<std::string, bool>& healthy_by_id) {
@@ -558,21 +564,21 @@ bool DevicePluginServer::SetHealth(const std::map<std::string, bool>& healthy_by
 }
 
 void DevicePluginServer::Stop() {
-  std::lock_guard<std::mutex> lock(stop_mu_);
+  MutexLock lock(&stop_mu_);
   if (stopped_ || !impl_) return;
   stopped_ = true;
   {
     // No new Register; the ones in flight are cancelled and their callbacks waited for.
-    std::unique_lock<std::mutex> reg(reg_mu_);
+    MutexLock reg(&reg_mu_);
     stopped_registering_ = true;
     for (auto& c : registering_) {
       if (!c->finished) c->ctx.TryCancel();
     }
-    reg_cv_.wait(reg, [&] {
-      return std::all_of(registering_.begin(), registering_.end(),
-                         [](const auto& c) { return c->finished; });
-    });
-    ReapRegisters(reg);
+    while (!std::all_of(registering_.begin(), registering_.end(),
+                        [](const auto& c) { return c->finished; })) {
+      reg_cv_.Wait(&reg_mu_);
+    }
+    ReapRegisters();
   }
   impl_->BeginStop();
   if (server_) {
@@ -592,7 +598,7 @@ uint64_t DevicePluginServer::generation() const {
 }
 
 int DevicePluginServer::open_streams() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  MutexLock lock(&impl_->mu);
   return impl_->streams;
 }
 

@@ -19,16 +19,15 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "base/sync.h"
 #include "core/node_config.h"
 #include "core/resource_plan.h"
 #include "core/status.h"
@@ -104,12 +103,12 @@ class DevicePluginServer {
   // gRPC thread, with the outcome (kAborted when cancelled, kDeadlineExceeded after
   // register_timeout, kUnavailable otherwise); it must not block, nor call Stop(). Several
   // calls may be in flight.
-  void StartRegister(std::function<void(const Status&)> done);
+  void StartRegister(std::function<void(const Status&)> done) GPUSHARE_EXCLUDES(reg_mu_);
   // Cancels every Register in flight (their `done` still comes, with an error). Does not wait.
-  void CancelRegister();
+  void CancelRegister() GPUSHARE_EXCLUDES(reg_mu_);
   // StartRegister and wait for the outcome; call without holding locks the caller's other code
   // needs (kubelet calls back into this server meanwhile).
-  Status Register();
+  Status Register() GPUSHARE_EXCLUDES(reg_mu_);
 
   // Sets the health of devices by ID (IDs not named keep their current health) and pushes a new
   // list to open streams when anything changed. Returns whether anything changed.
@@ -117,7 +116,7 @@ class DevicePluginServer {
 
   // Cancels Registers in flight and waits for their callbacks, ends streams, shuts the server
   // down and removes the socket file if it is still ours.
-  void Stop();
+  void Stop() GPUSHARE_EXCLUDES(stop_mu_, reg_mu_);
 
   const std::string& resource_name() const;
   const std::string& socket_path() const { return socket_path_; }
@@ -138,15 +137,16 @@ class DevicePluginServer {
   std::unique_ptr<grpc::Server> server_;
   std::string socket_path_;
   uint64_t socket_inode_ = 0;
-  std::mutex stop_mu_;
-  bool stopped_ = false;
+  Mutex stop_mu_;  // held for the whole of Stop()
+  bool stopped_ GPUSHARE_GUARDED_BY(stop_mu_) = false;
 
   struct RegisterCall;
-  void ReapRegisters(std::unique_lock<std::mutex>& lock);
-  std::mutex reg_mu_;
-  std::condition_variable reg_cv_;
-  std::vector<std::unique_ptr<RegisterCall>> registering_;  // guarded by reg_mu_
-  bool stopped_registering_ = false;                        // guarded by reg_mu_
+  // Destroys the finished calls, with reg_mu_ released meanwhile (held again on return).
+  void ReapRegisters() GPUSHARE_REQUIRES(reg_mu_);
+  Mutex reg_mu_;
+  CondVar reg_cv_;  // a call finished
+  std::vector<std::unique_ptr<RegisterCall>> registering_ GPUSHARE_GUARDED_BY(reg_mu_);
+  bool stopped_registering_ GPUSHARE_GUARDED_BY(reg_mu_) = false;
 };
 
 }  // namespace gpushare::deviceplugin

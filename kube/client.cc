@@ -128,24 +128,28 @@ std::string_view WatchEventTypeName(WatchEventType t) {
 // Cancellation
 
 void Cancellation::Cancel() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   cancelled_.store(true, std::memory_order_release);
   for (void* m : active_) curl_multi_wakeup(static_cast<CURLM*>(m));
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 bool Cancellation::SleepFor(std::chrono::nanoseconds d) const {
-  std::unique_lock<std::mutex> lock(mu_);
-  return !cv_.wait_for(lock, d, [&] { return cancelled(); });
+  MutexLock lock(&mu_);
+  const auto deadline = std::chrono::steady_clock::now() + d;
+  while (!cancelled()) {
+    if (!cv_.WaitUntil(&mu_, deadline)) break;
+  }
+  return !cancelled();
 }
 
 void Cancellation::Register(void* multi) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   active_.insert(multi);
 }
 
 void Cancellation::Unregister(void* multi) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = active_.find(multi);  // one registration: requests in flight may share a handle
   if (it != active_.end()) active_.erase(it);
 }
@@ -319,7 +323,7 @@ ClientStats Client::stats() const {
 
 Client::Conn* Client::Acquire() {
   {
-    std::lock_guard<std::mutex> lock(pool_mu_);
+    MutexLock lock(&pool_mu_);
     if (!idle_.empty()) {
       Conn* c = idle_.back();
       idle_.pop_back();
@@ -333,7 +337,7 @@ Client::Conn* Client::Acquire() {
 }
 
 void Client::Release(Conn* c) {
-  std::lock_guard<std::mutex> lock(pool_mu_);
+  MutexLock lock(&pool_mu_);
   if (idle_.size() < options_.max_idle_connections) {
     idle_.push_back(c);
   } else {

@@ -24,12 +24,10 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -37,6 +35,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/sync.h"
 #include "core/status.h"
 #include "kube/config.h"
 #include "kube/objects.h"
@@ -80,9 +79,10 @@ class Cancellation {
   void Unregister(void* multi) const;
 
   std::atomic<bool> cancelled_{false};
-  mutable std::mutex mu_;
-  mutable std::condition_variable cv_;
-  mutable std::multiset<void*> active_;  // what to wake, once per request in flight
+  mutable Mutex mu_;
+  mutable CondVar cv_;
+  // What to wake, once per request in flight.
+  mutable std::multiset<void*> active_ GPUSHARE_GUARDED_BY(mu_);
 };
 
 // Which collection a call addresses.
@@ -263,8 +263,8 @@ class Client {
   std::shared_ptr<BearerToken> token_;
   TokenBucket limiter_;
   std::unique_ptr<detail::HttpMux> mux_;  // null: every request on a connection of its own
-  std::mutex pool_mu_;
-  std::vector<Conn*> idle_;
+  Mutex pool_mu_;
+  std::vector<Conn*> idle_ GPUSHARE_GUARDED_BY(pool_mu_);
   std::atomic<uint64_t> requests_{0}, throttled_{0}, throttle_wait_ns_{0}, token_reloads_{0},
       watch_events_{0}, connections_{0};
 };

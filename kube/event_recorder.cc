@@ -47,17 +47,17 @@ EventRecorder::EventRecorder(std::shared_ptr<Client> client, EventRecorderOption
 
 EventRecorder::~EventRecorder() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   thread_.join();
 }
 
 void EventRecorder::Record(const ObjectReference& object, std::string type, std::string reason,
                            std::string message) {
   const auto now = options_.clock();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (stopping_) {
     ++stats_.dropped;
     return;
@@ -99,7 +99,7 @@ void EventRecorder::Record(const ObjectReference& object, std::string type, std:
   }
   queue_.push_back(
       {object, std::move(type), std::move(reason), std::move(message), now, std::move(key)});
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 void EventRecorder::RecordPod(const Pod& pod, std::string type, std::string reason,
@@ -128,29 +128,34 @@ void EventRecorder::RecordNode(const Node& node, std::string type, std::string r
 }
 
 bool EventRecorder::Flush(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  return cv_.wait_for(lock, timeout, [&] { return queue_.empty() && in_flight_ == 0; });
+  MutexLock lock(&mu_);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!queue_.empty() || in_flight_ != 0) {
+    if (!cv_.WaitUntil(&mu_, deadline)) return queue_.empty() && in_flight_ == 0;
+  }
+  return true;
 }
 
 EventRecorderStats EventRecorder::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return stats_;
 }
 
 void EventRecorder::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
+  mu_.Lock();
   for (;;) {
-    cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    while (!stopping_ && queue_.empty()) cv_.Wait(&mu_);
     if (queue_.empty()) break;  // stopping and drained
     Pending p = std::move(queue_.front());
     queue_.pop_front();
     ++in_flight_;
-    lock.unlock();
+    mu_.Unlock();
     Send(p);
-    lock.lock();
+    mu_.Lock();
     --in_flight_;
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
+  mu_.Unlock();
 }
 
 void EventRecorder::Send(const Pending& p) {
@@ -159,7 +164,7 @@ void EventRecorder::Send(const Pending& p) {
   std::string now = FormatTimestamp(p.when);
   std::optional<Seen> prior;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = seen_.find(key);
     if (it != seen_.end() && p.when - it->second.last < options_.dedupe_window) prior = it->second;
   }
@@ -169,7 +174,7 @@ void EventRecorder::Send(const Pending& p) {
         kEvents, prior->namespace_, prior->name,
         nlohmann::json{{"count", count}, {"lastTimestamp", now}, {"message", p.message}});
     if (r.ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       auto it = seen_.find(key);
       if (it != seen_.end()) {
         it->second.count = count;
@@ -179,7 +184,7 @@ void EventRecorder::Send(const Pending& p) {
       return;
     }
     if (!IsNotFound(r.status())) {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       ++stats_.failed;
       return;
     }
@@ -192,7 +197,7 @@ void EventRecorder::Send(const Pending& p) {
   int64_t ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(p.when.time_since_epoch()).count();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ns = std::max(ns, last_name_ns_ + 1);
     last_name_ns_ = ns;
   }
@@ -210,7 +215,7 @@ void EventRecorder::Send(const Pending& p) {
   e.last_timestamp = now;
   e.count = 1;
   Result<Event> created = client_->CreateEvent(e);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!created.ok()) {
     ++stats_.failed;
     return;

@@ -19,18 +19,17 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <list>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 
+#include "base/sync.h"
 #include "kube/client.h"
 #include "kube/objects.h"
 
@@ -111,22 +110,22 @@ class EventRecorder {
     std::chrono::system_clock::time_point last;
     std::list<std::string>::iterator lru;
   };
-  void Run();
-  void Send(const Pending& p);
+  void Run() GPUSHARE_EXCLUDES(mu_);
+  void Send(const Pending& p) GPUSHARE_EXCLUDES(mu_);
 
   std::shared_ptr<Client> client_;
   EventRecorderOptions options_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Pending> queue_;
-  bool stopping_ = false;
-  size_t in_flight_ = 0;
-  std::map<std::string, Seen> seen_;
-  std::list<std::string> lru_;  // most recent at the back
-  Lru<Similar> similar_;
-  int64_t last_name_ns_ = 0;  // the suffix of the last Event name
-  Lru<Bucket> buckets_;
-  EventRecorderStats stats_;
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::deque<Pending> queue_ GPUSHARE_GUARDED_BY(mu_);
+  bool stopping_ GPUSHARE_GUARDED_BY(mu_) = false;
+  size_t in_flight_ GPUSHARE_GUARDED_BY(mu_) = 0;
+  std::map<std::string, Seen> seen_ GPUSHARE_GUARDED_BY(mu_);
+  std::list<std::string> lru_ GPUSHARE_GUARDED_BY(mu_);  // most recent at the back
+  Lru<Similar> similar_ GPUSHARE_GUARDED_BY(mu_);
+  int64_t last_name_ns_ GPUSHARE_GUARDED_BY(mu_) = 0;  // the suffix of the last Event name
+  Lru<Bucket> buckets_ GPUSHARE_GUARDED_BY(mu_);
+  EventRecorderStats stats_ GPUSHARE_GUARDED_BY(mu_);
   std::thread thread_;
 };
 

@@ -59,25 +59,28 @@ void ListWatchLoop::Stop() {
   stopping_.store(true);
   cancel_.Cancel();
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    cv_.notify_all();
+    MutexLock lock(&mu_);
+    cv_.NotifyAll();
   }
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
 }
 
 bool ListWatchLoop::synced() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return synced_;
 }
 
 bool ListWatchLoop::WaitForSync(std::chrono::milliseconds timeout) const {
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_for(lock, timeout, [&] { return synced_ || stopping_.load(); });
+  MutexLock lock(&mu_);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!synced_ && !stopping_.load()) {
+    if (!cv_.WaitUntil(&mu_, deadline)) break;
+  }
   return synced_;
 }
 
 InformerStats ListWatchLoop::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return stats_;
 }
 
@@ -93,7 +96,7 @@ void ListWatchLoop::Log(const std::string& line) const {
 
 void ListWatchLoop::RecordError(const Status& s, std::string_view what) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     ++stats_.errors;
     stats_.last_error = s.ToString();
   }
@@ -103,7 +106,7 @@ void ListWatchLoop::RecordError(const Status& s, std::string_view what) {
 bool ListWatchLoop::SleepBackoff(Backoff* backoff, const Status& why) {
   std::chrono::milliseconds d = backoff->Next();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stats_.backoff_delays.push_back(d);
     if (stats_.backoff_delays.size() > kKeptBackoffs) {
       stats_.backoff_delays.erase(stats_.backoff_delays.begin());
@@ -124,7 +127,7 @@ void ListWatchLoop::Run() {
   while (!stopping_.load()) {
     if (need_list) {
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         ++stats_.lists;
       }
       ListOptions lo;
@@ -145,7 +148,7 @@ void ListWatchLoop::Run() {
       backoff.Reset();
       bool first = false;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         stats_.resource_version = rv;
         if (!synced_) {
           synced_ = true;
@@ -154,13 +157,13 @@ void ListWatchLoop::Run() {
       }
       if (first) {
         sink_->Synced();
-        std::lock_guard<std::mutex> lock(mu_);
-        cv_.notify_all();
+        MutexLock lock(&mu_);
+        cv_.NotifyAll();
       }
     }
 
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       ++stats_.watches;
     }
     WatchOptions wo;
@@ -188,17 +191,17 @@ void ListWatchLoop::Run() {
           }
           std::string new_rv = ResourceVersionOf(e.object);
           if (e.type == WatchEventType::kBookmark) {
-            std::lock_guard<std::mutex> lock(mu_);
+            MutexLock lock(&mu_);
             ++stats_.bookmarks;
           } else {
             sink_->Apply(e.type, std::move(e.object));
-            std::lock_guard<std::mutex> lock(mu_);
+            MutexLock lock(&mu_);
             ++stats_.events;
           }
           if (!new_rv.empty()) {
             rv = new_rv;
             progressed = true;
-            std::lock_guard<std::mutex> lock(mu_);
+            MutexLock lock(&mu_);
             stats_.resource_version = rv;
           }
           return true;
@@ -220,7 +223,7 @@ void ListWatchLoop::Run() {
     RecordError(s, IsExpired(s) ? "watch_expired" : "watch_error");
     if (IsExpired(s)) {
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         ++stats_.relists_after_expired;
       }
       need_list = true;

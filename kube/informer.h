@@ -25,13 +25,10 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
-#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -39,6 +36,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/sync.h"
 #include "core/status.h"
 #include "kube/client.h"
 #include "kube/objects.h"
@@ -119,10 +117,10 @@ class ListWatchLoop {
   std::thread thread_;
   std::atomic<bool> started_{false};
   std::atomic<bool> stopping_{false};
-  mutable std::mutex mu_;
-  mutable std::condition_variable cv_;
-  bool synced_ = false;
-  InformerStats stats_;
+  mutable Mutex mu_;
+  mutable CondVar cv_;
+  bool synced_ GPUSHARE_GUARDED_BY(mu_) = false;
+  InformerStats stats_ GPUSHARE_GUARDED_BY(mu_);
 };
 
 }  // namespace detail
@@ -161,13 +159,13 @@ class Informer : private detail::ListWatchLoop::Sink {
   }
 
   std::shared_ptr<const T> Get(const std::string& key) const {
-    std::shared_lock<std::shared_mutex> lock(mu_);
+    ReaderLock lock(&mu_);
     auto it = cache_.find(key);
     return it == cache_.end() ? nullptr : it->second;
   }
 
   std::vector<std::shared_ptr<const T>> List() const {
-    std::shared_lock<std::shared_mutex> lock(mu_);
+    ReaderLock lock(&mu_);
     std::vector<std::shared_ptr<const T>> out;
     out.reserve(cache_.size());
     for (const auto& [k, v] : cache_) out.push_back(v);
@@ -175,7 +173,7 @@ class Informer : private detail::ListWatchLoop::Sink {
   }
 
   size_t size() const {
-    std::shared_lock<std::shared_mutex> lock(mu_);
+    ReaderLock lock(&mu_);
     return cache_.size();
   }
 
@@ -207,7 +205,7 @@ class Informer : private detail::ListWatchLoop::Sink {
     std::vector<Ptr> added, deleted;
     std::vector<std::pair<Ptr, Ptr>> updated;
     {
-      std::unique_lock<std::shared_mutex> lock(mu_);
+      WriterLock lock(&mu_);
       for (const auto& [k, v] : fresh) {
         auto it = cache_.find(k);
         if (it == cache_.end()) {
@@ -239,7 +237,7 @@ class Informer : private detail::ListWatchLoop::Sink {
     std::string key = KeyOf(**p);
     Ptr old;
     {
-      std::unique_lock<std::shared_mutex> lock(mu_);
+      WriterLock lock(&mu_);
       auto it = cache_.find(key);
       if (it != cache_.end()) old = it->second;
       if (type == WatchEventType::kDeleted) {
@@ -261,8 +259,8 @@ class Informer : private detail::ListWatchLoop::Sink {
     if (handlers_.on_synced) handlers_.on_synced();
   }
 
-  mutable std::shared_mutex mu_;
-  std::unordered_map<std::string, Ptr> cache_;
+  mutable SharedMutex mu_;
+  std::unordered_map<std::string, Ptr> cache_ GPUSHARE_GUARDED_BY(mu_);
   InformerHandlers<T> handlers_;
   std::atomic<uint64_t> decode_errors_{0};
   detail::ListWatchLoop loop_;  // last: stopped (by ~Informer) before the members above go

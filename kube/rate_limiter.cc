@@ -21,7 +21,7 @@ void TokenBucket::RefillLocked(std::chrono::steady_clock::time_point now) {
 
 std::chrono::nanoseconds TokenBucket::Reserve() {
   if (unlimited()) return std::chrono::nanoseconds(0);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   RefillLocked(clock_());
   tokens_ -= 1.0;
   if (tokens_ >= 0) return std::chrono::nanoseconds(0);
@@ -31,7 +31,7 @@ std::chrono::nanoseconds TokenBucket::Reserve() {
 
 bool TokenBucket::TryAcquire() {
   if (unlimited()) return true;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   RefillLocked(clock_());
   if (tokens_ < 1.0) return false;
   tokens_ -= 1.0;

@@ -15,8 +15,9 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <random>
+
+#include "base/sync.h"
 
 namespace gpushare::kube {
 
@@ -37,14 +38,14 @@ class TokenBucket {
   bool unlimited() const { return qps_ <= 0; }
 
  private:
-  void RefillLocked(std::chrono::steady_clock::time_point now);
+  void RefillLocked(std::chrono::steady_clock::time_point now) GPUSHARE_REQUIRES(mu_);
 
   double qps_;
   double burst_;
   Clock clock_;
-  std::mutex mu_;
-  double tokens_;  // may go negative: outstanding reservations
-  std::chrono::steady_clock::time_point last_;
+  Mutex mu_;
+  double tokens_ GPUSHARE_GUARDED_BY(mu_);  // may go negative: outstanding reservations
+  std::chrono::steady_clock::time_point last_ GPUSHARE_GUARDED_BY(mu_);
 };
 
 struct BackoffOptions {

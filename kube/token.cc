@@ -19,6 +19,7 @@ std::string Trim(std::string s) {
 
 std::shared_ptr<BearerToken> BearerToken::Fixed(std::string token) {
   std::shared_ptr<BearerToken> t(new BearerToken());
+  MutexLock lock(&t->mu_);
   t->token_ = std::move(token);
   t->have_token_ = true;
   return t;
@@ -52,7 +53,7 @@ Status BearerToken::ReadLocked() {
 }
 
 Result<std::string> BearerToken::Get() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (path_.empty()) return token_;
   struct stat st {};
   bool changed = true;
@@ -68,7 +69,7 @@ Result<std::string> BearerToken::Get() {
 }
 
 Result<bool> BearerToken::Reload() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (path_.empty()) return false;
   std::string before = token_;
   bool had = have_token_;
@@ -77,7 +78,7 @@ Result<bool> BearerToken::Reload() {
 }
 
 int BearerToken::reads() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return reads_;
 }
 

@@ -10,9 +10,9 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
 
+#include "base/sync.h"
 #include "core/status.h"
 
 namespace gpushare::kube {
@@ -38,16 +38,16 @@ class BearerToken {
 
  private:
   BearerToken() = default;
-  Status ReadLocked();
+  Status ReadLocked() GPUSHARE_REQUIRES(mu_);
 
-  std::string path_;
-  mutable std::mutex mu_;
-  std::string token_;
-  bool have_token_ = false;
+  std::string path_;  // set once, before the token is shared
+  mutable Mutex mu_;
+  std::string token_ GPUSHARE_GUARDED_BY(mu_);
+  bool have_token_ GPUSHARE_GUARDED_BY(mu_) = false;
   // File identity at the last read.
-  unsigned long long dev_ = 0, ino_ = 0;
-  long long size_ = -1, mtime_ns_ = 0;
-  int reads_ = 0;
+  unsigned long long dev_ GPUSHARE_GUARDED_BY(mu_) = 0, ino_ GPUSHARE_GUARDED_BY(mu_) = 0;
+  long long size_ GPUSHARE_GUARDED_BY(mu_) = -1, mtime_ns_ GPUSHARE_GUARDED_BY(mu_) = 0;
+  int reads_ GPUSHARE_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace gpushare::kube

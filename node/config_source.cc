@@ -88,6 +88,7 @@ Result<std::shared_ptr<ConfigSource>> ConfigSource::Open(ConfigSourceOptions opt
   s->dir_mode_ = !s->opts_.flags.config_dir.empty();
   s->watching_ = s->dir_mode_ || !s->opts_.config_file.empty();
   if (!s->watching_) {
+    MutexLock lock(&s->mu_);  // not shared yet: held for the analysis only
     s->found_ = ConfigSnapshot{};
     return s;
   }
@@ -147,10 +148,13 @@ Result<std::shared_ptr<ConfigSource>> ConfigSource::Open(ConfigSourceOptions opt
                  Value(name), Value(s->opts_.flags.node_label), Value(first->path),
                  s->interval_ms_);
   }
-  s->selected_ = name;
-  s->poller_ =
-      std::make_unique<ConfigPoller>(s->interval_ms_, name, first->hash, s->opts_.now_ms());
-  s->found_ = std::move(first).value();
+  const int64_t now_ms = s->opts_.now_ms();
+  {
+    MutexLock lock(&s->mu_);  // not shared yet: held for the analysis only
+    s->selected_ = name;
+    s->poller_ = std::make_unique<ConfigPoller>(s->interval_ms_, name, first->hash, now_ms);
+    s->found_ = std::move(first).value();
+  }
   return s;
 }
 
@@ -194,7 +198,7 @@ Result<ConfigSnapshot> ConfigSource::Read(const std::string& name) const {
 Result<ConfigSnapshot> ConfigSource::Next() {
   std::string name;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (found_) {
       loading_ = std::move(found_);
       found_.reset();
@@ -204,13 +208,13 @@ Result<ConfigSnapshot> ConfigSource::Next() {
   }
   Result<ConfigSnapshot> s = Read(name);
   if (!s.ok()) return s;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   loading_ = *s;
   return s;
 }
 
 void ConfigSource::Outcome(bool accepted) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (accepted && loading_ && poller_) {
     poller_->Loaded(loading_->name, loading_->hash);
     selected_ = loading_->name;
@@ -224,7 +228,7 @@ ConfigLook ConfigSource::Look(std::optional<ConfigSnapshot>* found) {
   if (dir_mode_) {
     std::string serving;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       serving = poller_->serving_name();
     }
     const std::string keep = "; keeping config " + Quoted(serving);
@@ -254,14 +258,14 @@ ConfigLook ConfigSource::Look(std::optional<ConfigSnapshot>* found) {
 ConfigDecision ConfigSource::Poll(int64_t now_ms) {
   std::optional<ConfigSnapshot> snap;
   ConfigLook look = Look(&snap);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   ConfigDecision d = poller_->Observe(look, now_ms);
   if (d.action == ConfigAction::kReload) found_ = std::move(snap);
   return d;
 }
 
 int64_t ConfigSource::NextPollMs() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return poller_ ? poller_->NextPollMs() : opts_.now_ms() + interval_ms_;
 }
 

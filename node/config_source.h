@@ -30,11 +30,11 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "base/sync.h"
 #include "core/config_select.h"
 #include "core/status.h"
 #include "node/agent.h"
@@ -88,9 +88,9 @@ class ConfigSource {
 
   // The config to load now: what the last look found if it asked for a reload, else the
   // selected file read again (SIGHUP). Errors name the flag and the file.
-  Result<ConfigSnapshot> Next();
+  Result<ConfigSnapshot> Next() GPUSHARE_EXCLUDES(mu_);
   // The agent took (true) or refused what Next() returned last (AgentOptions::on_load).
-  void Outcome(bool accepted);
+  void Outcome(bool accepted) GPUSHARE_EXCLUDES(mu_);
 
   // Whether there is anything to watch (a file or a directory).
   bool watching() const { return watching_; }
@@ -98,8 +98,8 @@ class ConfigSource {
 
   // One look (the watch calls it when NextPollMs() is due): reads the labels and the file and
   // says what to do; a kReload leaves the bytes for Next().
-  ConfigDecision Poll(int64_t now_ms);
-  int64_t NextPollMs();
+  ConfigDecision Poll(int64_t now_ms) GPUSHARE_EXCLUDES(mu_);
+  int64_t NextPollMs() GPUSHARE_EXCLUDES(mu_);
 
   // What the watch watches: the config directory, or the config file's directory.
   std::string watch_dir() const;
@@ -110,17 +110,21 @@ class ConfigSource {
   explicit ConfigSource(ConfigSourceOptions options);
   Result<ConfigSnapshot> Read(const std::string& name) const;  // the file of a config
   Result<std::vector<std::string>> Names() const;              // the configs in the directory
-  ConfigLook Look(std::optional<ConfigSnapshot>* found);
+  ConfigLook Look(std::optional<ConfigSnapshot>* found) GPUSHARE_EXCLUDES(mu_);
 
   ConfigSourceOptions opts_;
   bool dir_mode_ = false;
   bool watching_ = false;
   int64_t interval_ms_ = 10000;
-  std::mutex mu_;
-  std::string selected_;                   // the name selected last (directory mode)
-  std::optional<ConfigSnapshot> found_;    // what a look asked to load
-  std::optional<ConfigSnapshot> loading_;  // what Next() returned last
-  std::unique_ptr<ConfigPoller> poller_;
+  Mutex mu_;
+  // The name selected last (directory mode).
+  std::string selected_ GPUSHARE_GUARDED_BY(mu_);
+  // What a look asked to load.
+  std::optional<ConfigSnapshot> found_ GPUSHARE_GUARDED_BY(mu_);
+  // What Next() returned last.
+  std::optional<ConfigSnapshot> loading_ GPUSHARE_GUARDED_BY(mu_);
+  // Set by Open(); the poller's own state is guarded by mu_ too.
+  std::unique_ptr<ConfigPoller> poller_ GPUSHARE_GUARDED_BY(mu_) GPUSHARE_PT_GUARDED_BY(mu_);
 };
 
 // The source a main opens from its flags: --config FILE ($CONFIG_FILE, named `config_file_flag`

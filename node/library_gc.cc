@@ -83,7 +83,7 @@ bool Remove(const std::string& path, const char* event, const std::string& reaso
 
 void InterposerPaths::Loaded(const std::string& state_dir, const std::string& host_dir,
                              const std::string& current_library_dir) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!state_dir.empty() && std::find(view_.state_dirs.begin(), view_.state_dirs.end(),
                                       state_dir) == view_.state_dirs.end()) {
     view_.state_dirs.push_back(state_dir);
@@ -94,7 +94,7 @@ void InterposerPaths::Loaded(const std::string& state_dir, const std::string& ho
 }
 
 InterposerPaths::View InterposerPaths::Get() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return view_;
 }
 

@@ -9,11 +9,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "base/sync.h"
 #include "core/library_gc.h"
 #include "core/status.h"
 #include "node/agent.h"
@@ -30,7 +30,7 @@ class InterposerPaths {
   // After a load: its gpushare.interposer.stateDir and hostDir, and the library version
   // directory installed for it ("" when none was installed).
   void Loaded(const std::string& state_dir, const std::string& host_dir,
-              const std::string& current_library_dir);
+              const std::string& current_library_dir) GPUSHARE_EXCLUDES(mu_);
 
   struct View {
     std::vector<std::string>
@@ -39,11 +39,11 @@ class InterposerPaths {
     std::string current_library_dir;
     bool loaded = false;
   };
-  View Get() const;
+  View Get() const GPUSHARE_EXCLUDES(mu_);
 
  private:
-  mutable std::mutex mu_;
-  View view_;
+  mutable Mutex mu_;
+  View view_ GPUSHARE_GUARDED_BY(mu_);
 };
 
 // What kubelet allocates now; an error when PodResources did not answer.

@@ -276,7 +276,7 @@ HttpReply SchedulerService::Mutate(std::string_view body) {
 }
 
 Status SchedulerService::StartWebhook() {
-  std::lock_guard<std::mutex> l(webhook_mu_);
+  MutexLock l(&webhook_mu_);
   if (webhook_) return Status::Ok();
   HttpServerOptions h = options_.http;
   h.host = options_.webhook_host;
@@ -314,7 +314,7 @@ Status SchedulerService::StartWebhook() {
 }
 
 int SchedulerService::webhook_port() const {
-  std::lock_guard<std::mutex> l(webhook_mu_);
+  MutexLock l(&webhook_mu_);
   return webhook_ ? webhook_->port() : -1;
 }
 
@@ -332,7 +332,7 @@ void SchedulerService::OnSynced() {
 
 Readiness SchedulerService::readiness() const {
   if (options_.webhook_port >= 0) {
-    std::lock_guard<std::mutex> l(webhook_mu_);
+    MutexLock l(&webhook_mu_);
     if (!webhook_)
       return {false, "webhook not serving: " +
                          (webhook_error_.empty() ? std::string("starting") : webhook_error_)};
@@ -405,16 +405,17 @@ void SchedulerService::SweepNominations() {
 }
 
 void SchedulerService::SweepLoop() {
-  std::unique_lock<std::mutex> l(mu_);
+  mu_.Lock();
   while (!stopping_) {
-    cv_.wait_for(l, options_.expiry_interval);
+    cv_.WaitFor(&mu_, options_.expiry_interval);
     if (stopping_) break;
     if (!ready_.load()) continue;
-    l.unlock();
+    mu_.Unlock();
     Sweep();
     SweepNominations();
-    l.lock();
+    mu_.Lock();
   }
+  mu_.Unlock();
 }
 
 std::string SchedulerService::Metrics() const {
@@ -456,15 +457,15 @@ std::string SchedulerService::Metrics() const {
 
 void SchedulerService::Stop() {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     if (stopping_) return;
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (sweeper_.joinable()) sweeper_.join();
   if (certs_) certs_->Stop();
   {
-    std::lock_guard<std::mutex> l(webhook_mu_);
+    MutexLock l(&webhook_mu_);
     if (webhook_) webhook_->Stop();
   }
   if (health_) health_->Stop();

@@ -13,13 +13,12 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 
+#include "base/sync.h"
 #include "core/memshare.h"
 #include "core/status.h"
 #include "kube/authz.h"
@@ -93,18 +92,18 @@ class SchedulerService {
   SchedulerService(const SchedulerService&) = delete;
   SchedulerService& operator=(const SchedulerService&) = delete;
 
-  Status Start();
-  void Stop();
+  Status Start() GPUSHARE_EXCLUDES(webhook_mu_);
+  void Stop() GPUSHARE_EXCLUDES(mu_, webhook_mu_);
 
-  Readiness readiness() const;
+  Readiness readiness() const GPUSHARE_EXCLUDES(webhook_mu_);
   int port() const { return server_ ? server_->port() : -1; }
   int health_port() const { return health_ ? health_->port() : -1; }
   // The webhook listener's port once it serves, else -1.
-  int webhook_port() const;
+  int webhook_port() const GPUSHARE_EXCLUDES(webhook_mu_);
   WebhookCertManager* webhook_certs() { return certs_.get(); }
   GpuCache& cache() { return *cache_; }
   // The /metrics text (scheduler/metrics.h).
-  std::string Metrics() const;
+  std::string Metrics() const GPUSHARE_EXCLUDES(webhook_mu_);
   kube::EventRecorder* events() { return events_.get(); }
 
  private:
@@ -112,8 +111,8 @@ class SchedulerService {
   HttpReply Mutate(std::string_view body);
   // Starts the webhook listener if it is not serving yet (self-managed: once the certificate
   // files are in place).
-  Status StartWebhook();
-  void SweepLoop();
+  Status StartWebhook() GPUSHARE_EXCLUDES(webhook_mu_);
+  void SweepLoop() GPUSHARE_EXCLUDES(mu_);
   void Sweep();
   void SweepNominations();
 
@@ -133,17 +132,17 @@ class SchedulerService {
   std::unique_ptr<HttpServer> server_;
   std::unique_ptr<HttpServer> health_;
   std::unique_ptr<WebhookCertManager> certs_;
-  mutable std::mutex webhook_mu_;
-  std::unique_ptr<HttpServer> webhook_;  // set once serving
-  std::string webhook_error_;            // why it does not serve yet
+  mutable Mutex webhook_mu_;
+  std::unique_ptr<HttpServer> webhook_ GPUSHARE_GUARDED_BY(webhook_mu_);  // set once serving
+  std::string webhook_error_ GPUSHARE_GUARDED_BY(webhook_mu_);  // why it does not serve yet
   std::atomic<uint64_t> webhook_mutated_{0}, webhook_unchanged_{0}, webhook_invalid_{0},
       webhook_denied_{0};
   std::atomic<int> synced_informers_{0};
   std::atomic<bool> ready_{false};
   std::atomic<uint64_t> expired_total_{0};
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;
+  Mutex mu_;
+  CondVar cv_;
+  bool stopping_ GPUSHARE_GUARDED_BY(mu_) = false;
   std::thread sweeper_;
 };
 

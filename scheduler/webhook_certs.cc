@@ -117,7 +117,7 @@ int64_t WebhookCertManager::Now() const {
 }
 
 WebhookCertStats WebhookCertManager::stats() const {
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   return stats_;
 }
 
@@ -142,7 +142,7 @@ Result<CertMaterial> WebhookCertManager::ReconcileSecret() {
     const CertDecision d =
         DecideCert(InspectCertificates(current, present), dns_names_, now, options_.policy);
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       stats_.last_action = std::string(CertActionName(d.action));
     }
     if (d.action == CertAction::kKeep) return current;
@@ -166,7 +166,7 @@ Result<CertMaterial> WebhookCertManager::ReconcileSecret() {
     Result<json> written = present ? client_->Update(kube::kSecrets, ns, name, secret)
                                    : client_->Create(kube::kSecrets, ns, secret);
     if (written.ok()) {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       ++stats_.secret_writes;
       spdlog::info("event=webhook_cert_written secret={} action={}", Value(ns + "/" + name),
                    CertActionName(d.action));
@@ -175,7 +175,7 @@ Result<CertMaterial> WebhookCertManager::ReconcileSecret() {
     const Status& s = written.status();
     if (s.code() == StatusCode::kAlreadyExists || kube::IsConflict(s)) {
       // Another replica wrote first: serve theirs (re-read, decide again).
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(&mu_);
       ++stats_.conflicts;
       spdlog::info("event=webhook_cert_conflict secret={} detail={}", Value(ns + "/" + name),
                    Value(s.message()));
@@ -211,7 +211,7 @@ Status WebhookCertManager::WriteFiles(const CertMaterial& m) {
     ::rmdir((dir + "/" + gone).c_str());
   }
   if (!s.ok()) return s.WithContext("--webhook-cert-dir");
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   ++stats_.file_writes;
   spdlog::info("event=webhook_cert_files_written dir={}", Value(dir));
   return Status::Ok();
@@ -248,7 +248,7 @@ Status WebhookCertManager::PatchConfiguration(const std::string& bundle) {
   if (!patched.ok())
     return patched.status().WithContext("patch the caBundle of MutatingWebhookConfiguration " +
                                         name);
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   ++stats_.bundle_patches;
   spdlog::info("event=webhook_ca_bundle_patched configuration={} webhooks={}", Value(name),
                ops.size() / 2);
@@ -261,7 +261,7 @@ Status WebhookCertManager::SyncOnce() {
     GPUSHARE_RETURN_IF_ERROR(WriteFiles(m));
     return PatchConfiguration(m.ca_crt);
   }();
-  std::lock_guard<std::mutex> l(mu_);
+  MutexLock l(&mu_);
   ++stats_.passes;
   if (!s.ok()) {
     ++stats_.failures;
@@ -278,15 +278,15 @@ void WebhookCertManager::Start(std::function<void()> after_pass) {
 
 void WebhookCertManager::Loop(std::function<void()> after_pass) {
   std::chrono::milliseconds retry{1000};
-  std::unique_lock<std::mutex> l(mu_);
+  mu_.Lock();
   while (!stopping_) {
-    l.unlock();
+    mu_.Unlock();
     const Status s = SyncOnce();
     if (!s.ok())
       spdlog::warn("event=webhook_cert_pass_failed retry_ms={} error={}", retry.count(),
                    Value(s.message()));
     if (after_pass) after_pass();
-    l.lock();
+    mu_.Lock();
     std::chrono::milliseconds wait = options_.check_interval;
     if (s.ok()) {
       retry = std::chrono::milliseconds(1000);
@@ -294,16 +294,20 @@ void WebhookCertManager::Loop(std::function<void()> after_pass) {
       wait = std::min(wait, retry);
       retry = std::min(retry * 2, options_.max_retry);
     }
-    cv_.wait_for(l, wait, [this] { return stopping_; });
+    const auto deadline = std::chrono::steady_clock::now() + wait;
+    while (!stopping_) {
+      if (!cv_.WaitUntil(&mu_, deadline)) break;  // timed out: the next pass
+    }
   }
+  mu_.Unlock();
 }
 
 void WebhookCertManager::Stop() {
   {
-    std::lock_guard<std::mutex> l(mu_);
+    MutexLock l(&mu_);
     stopping_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (thread_.joinable()) thread_.join();
 }
 

@@ -18,13 +18,12 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
+#include "base/sync.h"
 #include "core/status.h"
 #include "kube/client.h"
 #include "scheduler/webhook_cert.h"
@@ -64,32 +63,32 @@ class WebhookCertManager {
 
   // One pass (steps 1-4). OK when the certificate files are in place and the configuration
   // carries the bundle.
-  Status SyncOnce();
+  Status SyncOnce() GPUSHARE_EXCLUDES(mu_);
   // Runs passes on a thread until Stop(); `after_pass` (optional) is called after each one.
   void Start(std::function<void()> after_pass = {});
-  void Stop();
+  void Stop() GPUSHARE_EXCLUDES(mu_);
 
   std::string cert_file() const { return options_.cert_dir + "/tls.crt"; }
   std::string key_file() const { return options_.cert_dir + "/tls.key"; }
   // Whether cert_file() and key_file() hold a certificate (written by a pass, or left by an
   // earlier run of this pod).
   bool certs_in_place() const;
-  WebhookCertStats stats() const;
+  WebhookCertStats stats() const GPUSHARE_EXCLUDES(mu_);
 
  private:
-  Result<CertMaterial> ReconcileSecret();
-  Status WriteFiles(const CertMaterial& m);
-  Status PatchConfiguration(const std::string& bundle);
-  void Loop(std::function<void()> after_pass);
+  Result<CertMaterial> ReconcileSecret() GPUSHARE_EXCLUDES(mu_);
+  Status WriteFiles(const CertMaterial& m) GPUSHARE_EXCLUDES(mu_);
+  Status PatchConfiguration(const std::string& bundle) GPUSHARE_EXCLUDES(mu_);
+  void Loop(std::function<void()> after_pass) GPUSHARE_EXCLUDES(mu_);
   int64_t Now() const;
 
   std::shared_ptr<kube::Client> client_;
   WebhookCertOptions options_;
   std::vector<std::string> dns_names_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;
-  WebhookCertStats stats_;
+  mutable Mutex mu_;
+  CondVar cv_;
+  bool stopping_ GPUSHARE_GUARDED_BY(mu_) = false;
+  WebhookCertStats stats_ GPUSHARE_GUARDED_BY(mu_);
   std::thread thread_;
 };
 

@@ -5,11 +5,11 @@
 #include <chrono>
 #include <cmath>
 #include <map>
-#include <mutex>
 #include <numeric>
 #include <thread>
 #include <unordered_set>
 
+#include "base/sync.h"
 #include "core/placement/engine.h"
 #include "core/placement/policy.h"
 #include "core/problem_list.h"
@@ -129,12 +129,12 @@ void ParallelFor(size_t count, int jobs, const std::function<void(size_t)>& work
   int threads = jobs > 0 ? jobs : static_cast<int>(std::thread::hardware_concurrency());
   threads = std::max(1, std::min<int>(threads, static_cast<int>(count)));
   std::atomic<size_t> next{0};
-  std::mutex mu;
-  int finished = 0;
+  Mutex mu;
+  int finished = 0;  // under mu
   auto worker = [&]() {
     for (size_t i; (i = next.fetch_add(1)) < count;) {
       work(i);
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(&mu);
       ++finished;
       if (progress) progress(finished, static_cast<int>(count));
     }

@@ -15,11 +15,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <csignal>
 #include <cstdio>
 #include <map>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -27,6 +25,7 @@
 #include <thread>
 #include <type_traits>
 
+#include "base/sync.h"
 #include "cli/gpushare/api_client.h"
 #include "cli/gpushare/command.h"
 #include "config/flag_checks.h"
@@ -113,8 +112,9 @@ class Watcher {
     thread_.join();
   }
   // The pod's outcome once bound or unschedulable; nullopt after `timeout` or a stop.
-  std::optional<Seen> Wait(const std::string& name, std::chrono::milliseconds timeout) {
-    std::unique_lock<std::mutex> l(mu_);
+  std::optional<Seen> Wait(const std::string& name, std::chrono::milliseconds timeout)
+      GPUSHARE_EXCLUDES(mu_) {
+    gpushare::MutexLock l(&mu_);
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (!g_stop.load()) {
       auto it = seen_.find(name);
@@ -123,21 +123,20 @@ class Watcher {
         seen_.erase(it);
         return s;
       }
-      if (cv_.wait_until(l, std::min(deadline, std::chrono::steady_clock::now() +
-                                                   std::chrono::milliseconds(200))) ==
-              std::cv_status::timeout &&
+      if (!cv_.WaitUntil(&mu_, std::min(deadline, std::chrono::steady_clock::now() +
+                                                      std::chrono::milliseconds(200))) &&
           std::chrono::steady_clock::now() >= deadline)
         return std::nullopt;
     }
     return std::nullopt;
   }
-  std::string error() const {
-    std::lock_guard<std::mutex> l(mu_);
+  std::string error() const GPUSHARE_EXCLUDES(mu_) {
+    gpushare::MutexLock l(&mu_);
     return error_;
   }
 
  private:
-  void Take(const json& pod) {
+  void Take(const json& pod) GPUSHARE_EXCLUDES(mu_) {
     const json& meta = pod.value("metadata", json::object());
     const std::string name = meta.value("name", "");
     if (name.empty()) return;
@@ -152,10 +151,10 @@ class Watcher {
         s.message = c.value("message", "");
       }
     {
-      std::lock_guard<std::mutex> l(mu_);
+      gpushare::MutexLock l(&mu_);
       seen_[name] = std::move(s);
     }
-    cv_.notify_all();
+    cv_.NotifyAll();
   }
   void Run() {
     std::string rv;
@@ -198,18 +197,18 @@ class Watcher {
       }
     }
   }
-  void Note(const Status& s) {
-    std::lock_guard<std::mutex> l(mu_);
+  void Note(const Status& s) GPUSHARE_EXCLUDES(mu_) {
+    gpushare::MutexLock l(&mu_);
     error_ = s.message();
   }
 
   std::shared_ptr<kube::Client> client_;
   std::string ns_, selector_;
   kube::Cancellation cancel_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<std::string, Seen> seen_;
-  std::string error_;
+  mutable gpushare::Mutex mu_;
+  gpushare::CondVar cv_;
+  std::map<std::string, Seen> seen_ GPUSHARE_GUARDED_BY(mu_);
+  std::string error_ GPUSHARE_GUARDED_BY(mu_);
   std::thread thread_;
 };
 

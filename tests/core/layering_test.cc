@@ -267,6 +267,33 @@ TEST(Layering, TheSharedInterposeHeaderIsSelfContained) {
   }
 }
 
+// Every lock of the product is one clang's -Wthread-safety checks (`make lint`): base/sync.h's
+// Mutex, SharedMutex and CondVar with their scoped holders, and the members they guard marked
+// GPUSHARE_GUARDED_BY. A bare standard mutex, lock or condition variable outside base/ is
+// refused here, so an unchecked lock cannot come back unnoticed.
+TEST(Layering, EveryLockOutsideBaseIsOneTheCompilerChecks) {
+  static const std::regex bare(
+      R"(std::(mutex|shared_mutex|recursive_mutex|timed_mutex|shared_timed_mutex|)"
+      R"(condition_variable(_any)?|lock_guard|unique_lock|shared_lock|scoped_lock)\b)");
+  int files = 0;
+  for (const auto& [folder, allowed] : AllowedEdges()) {
+    if (folder == "base") continue;
+    for (const fs::path& f : SourcesOf(folder)) {
+      ++files;
+      std::ifstream in(f);
+      std::string line;
+      for (int n = 1; std::getline(in, line); ++n) {
+        const size_t comment = line.find("//");
+        const std::string code = comment == std::string::npos ? line : line.substr(0, comment);
+        EXPECT_FALSE(std::regex_search(code, bare))
+            << f.string() << ":" << n << ": " << line << "\n(use base/sync.h: Mutex, MutexLock, "
+            << "SharedMutex, ReaderLock, WriterLock, CondVar, and mark what it guards)";
+      }
+    }
+  }
+  EXPECT_GT(files, 100);
+}
+
 // The table names every product folder: a new folder needs its row.
 TEST(Layering, TheTableNamesEveryFolderWithSources) {
   const std::set<std::string> not_product = {"tests",    "bench",  "build",      "proto",

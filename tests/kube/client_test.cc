@@ -41,6 +41,13 @@ class ClientTest : public ::testing::Test {
     client_ = MakeClient(server_->url());
     ASSERT_NE(client_, nullptr);
   }
+  // The server answers the next request after `d`.
+  void DelayNextReply(std::chrono::milliseconds d) {
+    Fault f;
+    f.kind = Fault::Kind::kDelay;
+    f.delay = d;
+    server_->InjectFault(f);
+  }
   std::unique_ptr<FakeApiServer> server_;
   std::shared_ptr<Client> client_;
 };
@@ -453,10 +460,7 @@ TEST_F(ClientTest, RotatedTokenFileIsPickedUp) {
 }
 
 TEST_F(ClientTest, RequestTimeout) {
-  Fault f;
-  f.kind = Fault::Kind::kDelay;
-  f.delay = std::chrono::milliseconds(5000);
-  server_->InjectFault(f);
+  DelayNextReply(std::chrono::milliseconds(5000));
   ClientOptions o;
   o.request_timeout = std::chrono::milliseconds(200);
   auto c = MakeClient(server_->url(), o);
@@ -505,10 +509,7 @@ TEST_F(ClientTest, InjectedFaultsBecomeStatuses) {
 }
 
 TEST_F(ClientTest, CancelEndsAUnaryRequestInFlight) {
-  Fault f;
-  f.kind = Fault::Kind::kDelay;
-  f.delay = std::chrono::milliseconds(20000);
-  server_->InjectFault(f);
+  DelayNextReply(std::chrono::milliseconds(20000));
   Cancellation cancel;
   std::thread canceller([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
