@@ -75,9 +75,10 @@ Status SchedulerService::Start() {
   co.burst = options_.kube_burst;
   co.user_agent = "gpushare-scheduler/0.1";
   co.request_timeout = std::chrono::milliseconds(10000);
-  // Keep a connection for every request that can be in flight at once (each bind thread, each
-  // server thread, the informers' lists): a connection closed after a burst's request is a TLS
-  // handshake for the next, the scheduler's largest CPU cost under a burst (docs/benchmarks.md).
+  // Requests share the client's connections (kube/http_mux.h): over HTTP/2, one. Should the API
+  // server speak only HTTP/1.1, keep a connection for every request that can be in flight at once
+  // (each bind thread, each server thread, the informers' lists): a connection closed after a
+  // burst's request is a TLS handshake for the next (docs/benchmarks.md).
   co.max_idle_connections =
       static_cast<size_t>(std::max(1, options_.http.bind_threads) + options_.http.threads + 8);
   Result<std::shared_ptr<kube::Client>> client = kube::Client::Create(*cfg, co);
