@@ -42,11 +42,6 @@ HttpMux::~HttpMux() {
   curl_multi_cleanup(multi_);
 }
 
-uint64_t HttpMux::transfers_in_flight() const {
-  MutexLock lock(&mu_);
-  return in_flight_;
-}
-
 CURLcode HttpMux::Run(CURL* easy, const Cancellation* cancel, bool* cancelled) {
   Job job;
   job.easy = easy;
@@ -62,7 +57,6 @@ CURLcode HttpMux::Run(CURL* easy, const Cancellation* cancel, bool* cancelled) {
       return CURLE_ABORTED_BY_CALLBACK;
     }
     incoming_.push_back(&job);
-    ++in_flight_;
   }
   curl_multi_wakeup(multi_);
   MutexLock lock(&mu_);
@@ -78,7 +72,6 @@ void HttpMux::Finish(Job* job, CURLcode result, bool cancelled, std::vector<Job*
   job->result = result;
   job->cancelled = cancelled;
   job->done = true;
-  --in_flight_;
   job->cv.NotifyOne();  // the caller returns and `job` (on its stack) is gone after this
 }
 
@@ -108,8 +101,9 @@ void HttpMux::Loop() {
       curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &p);
       Finish(static_cast<Job*>(p), msg->data.result, false, &running);
     }
-    // Walk a copy: Finish edits `running`.
-    for (Job* j : std::vector<Job*>(running)) {
+    // From the back: Finish erases `running[i]`, which leaves the entries before it in place.
+    for (size_t i = running.size(); i-- > 0;) {
+      Job* j = running[i];
       if (broken) {
         Finish(j, CURLE_RECV_ERROR, false, &running);
       } else if (j->cancel != nullptr && j->cancel->cancelled()) {

@@ -15,7 +15,6 @@
 #include <curl/curl.h>
 
 #include <cstddef>
-#include <cstdint>
 #include <thread>
 #include <vector>
 
@@ -46,8 +45,6 @@ class HttpMux {
   // What a Cancellation wakes when it fires (the multi handle).
   void* wake_handle() const { return multi_; }
 
-  uint64_t transfers_in_flight() const;
-
  private:
   struct Job;
   void Loop();
@@ -55,9 +52,8 @@ class HttpMux {
   void Finish(Job* job, CURLcode result, bool cancelled, std::vector<Job*>* running);
 
   CURLM* const multi_;
-  mutable Mutex mu_;
+  Mutex mu_;
   std::vector<Job*> incoming_ GPUSHARE_GUARDED_BY(mu_);
-  uint64_t in_flight_ GPUSHARE_GUARDED_BY(mu_) = 0;
   bool stop_ GPUSHARE_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
