@@ -106,7 +106,14 @@ void ApplyKey(Config* c, const char* key, size_t klen, const char* v, size_t vle
   } else if (EqualsIgnoreCase(key, klen, "sm_limit")) {
     ApplyPercent(c, k, v, vlen, nullptr, &c->default_sm_limit);
   } else if (EqualsIgnoreCase(key, klen, "context_overhead")) {
-    ApplySize(c, k, v, vlen, nullptr, &c->context_overhead);
+    ApplySize(c, k, v, vlen, &c->context_overhead_set, &c->context_overhead);
+  } else if (EqualsIgnoreCase(key, klen, "context_charge")) {
+    if (EqualsIgnoreCase(v, vlen, "measure"))
+      c->context_charge_fixed = false;
+    else if (EqualsIgnoreCase(v, vlen, "fixed"))
+      c->context_charge_fixed = true;
+    else
+      SetProblem(c, false, "must be measure or fixed (kept measure)", k, v, vlen);
   } else if (EqualsIgnoreCase(key, klen, "managed_memory")) {
     if (EqualsIgnoreCase(v, vlen, "count"))
       c->managed = ManagedPolicy::kCount;
@@ -270,7 +277,10 @@ void ParseEnvironment(GetenvFn getenv_fn, Config* c) {
     if (EqualsIgnoreCase(v, StrLen(v), "disable")) c->sm_limiter_enabled = false;
   }
   if (const char* v = get("GPUSHARE_CONTEXT_OVERHEAD"))
-    ApplySize(c, "GPUSHARE_CONTEXT_OVERHEAD", v, StrLen(v), nullptr, &c->context_overhead);
+    ApplySize(c, "GPUSHARE_CONTEXT_OVERHEAD", v, StrLen(v), &c->context_overhead_set,
+              &c->context_overhead);
+  if (const char* v = get("GPUSHARE_CONTEXT_CHARGE"))
+    ApplyKey(c, "context_charge", 14, v, StrLen(v));
   if (const char* v = get("GPUSHARE_MANAGED_MEMORY"))
     ApplyKey(c, "managed_memory", 14, v, StrLen(v));
   if (const char* v = get("GPUSHARE_IPC_IMPORTS")) ApplyKey(c, "ipc_imports", 11, v, StrLen(v));

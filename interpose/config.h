@@ -13,6 +13,7 @@
 //
 // File format: `key=value` lines, `#` comments. Keys: version, region, memory_limit, sm_limit,
 // device.<i>.uuid, device.<i>.memory_limit, device.<i>.sm_limit, context_overhead,
+// context_charge (measure|fixed),
 // managed_memory (count|ignore), ipc_imports (ignore|count), external_memory (count|ignore),
 // sm_limiter (on|off), log_level. A malformed limit never silently means "unlimited": the
 // configuration becomes `fail_closed` (every allocation is refused, with an error naming the
@@ -29,8 +30,8 @@ namespace gpushare::interpose {
 inline constexpr int kMaxDevices = 16;
 inline constexpr const char* kConfigPath = "/etc/gpushare/config";
 inline constexpr const char* kDefaultRegionPath = "/tmp/gpushare-cuda.region";
-// Estimated device memory taken by one CUDA context (CUDA 12/13 with lazy module loading on
-// Ampere/Hopper is 250-500 MiB). Charged per context; configurable; calibrated by the GPU checks.
+// Device memory charged for one CUDA context when the driver's own figure cannot be measured and
+// nothing is configured (context_charge.h says when; CUDA 12/13 contexts measured 250-600 MiB).
 inline constexpr uint64_t kDefaultContextOverhead = 300ull << 20;
 
 enum class ManagedPolicy : uint8_t { kCount, kIgnore };
@@ -57,6 +58,8 @@ struct Config {
 
   char region_path[512] = {};
   uint64_t context_overhead = kDefaultContextOverhead;
+  bool context_overhead_set = false;  // configured: the override when nothing is measured
+  bool context_charge_fixed = false;  // context_charge=fixed: never measure
   ManagedPolicy managed = ManagedPolicy::kCount;
   ImportPolicy ipc_imports = ImportPolicy::kIgnore;
   ImportPolicy external_memory = ImportPolicy::kCount;

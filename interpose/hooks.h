@@ -81,7 +81,9 @@ struct CUmemPoolPtrExportData;
 
 #define GPUSHARE_NVML_INTERNAL(X)                                                                 \
   X(nvmlDeviceGetUUID, nvmlReturn_t (*)(nvmlDevice_t, char*, unsigned int))                      \
-  X(nvmlDeviceGetIndex, nvmlReturn_t (*)(nvmlDevice_t, unsigned int*))
+  X(nvmlDeviceGetIndex, nvmlReturn_t (*)(nvmlDevice_t, unsigned int*))                           \
+  X(nvmlInit_v2, nvmlReturn_t (*)(void))                                                         \
+  X(nvmlDeviceGetHandleByUUID, nvmlReturn_t (*)(const char*, nvmlDevice_t*))
 // clang-format on
 
 enum FnId : int {

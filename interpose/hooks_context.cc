@@ -6,9 +6,11 @@ using namespace gpushare::interpose;  // NOLINT
 
 GPUSHARE_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
   GPUSHARE_GET_REAL(cuDevicePrimaryCtxRetain);
+  ContextProbe probe;
+  if (Active() && PrimaryRefs(dev) == 0) BeginContextProbe(dev, &probe);
   CUresult r = real(pctx, dev);
   if (r == CUDA_SUCCESS && pctx != nullptr && Active() && PrimaryRetain(dev, *pctx) == 1)
-    OnContextCreated(*pctx, dev, true);
+    OnContextCreated(*pctx, dev, probe);
   return r;
 }
 
@@ -32,9 +34,14 @@ CUresult ResetPrimary(Fn real, CUdevice dev) {
   }
   return r;
 }
-// `r`: the driver's answer to a cuCtxCreate that wrote the new context to *pctx.
-CUresult Created(CUresult r, CUcontext* pctx, CUdevice dev) {
-  if (r == CUDA_SUCCESS && pctx != nullptr && Active()) OnContextCreated(*pctx, dev, false);
+// A cuCtxCreate: `create` calls the driver, which writes the new context to *pctx. The device's
+// used memory is read around it (what the context costs).
+template <typename Create>
+CUresult Created(Create create, CUcontext* pctx, CUdevice dev) {
+  ContextProbe probe;
+  if (Active()) BeginContextProbe(dev, &probe);
+  CUresult r = create();
+  if (r == CUDA_SUCCESS && pctx != nullptr && Active()) OnContextCreated(*pctx, dev, probe);
   return r;
 }
 // `r`: the driver's answer to a cuCtxDestroy of `ctx`.
@@ -52,16 +59,16 @@ GPUSHARE_HOOK(cuDevicePrimaryCtxReset_v2, (CUdevice dev), ResetPrimary(real, dev
 // Unformatted: clang-format would read the parameter lists' `T* p` as products.
 // clang-format off
 GPUSHARE_HOOK(cuCtxCreate, (CUcontext* pctx, unsigned int flags, CUdevice dev),
-              Created(real(pctx, flags, dev), pctx, dev))
+              Created([&] { return real(pctx, flags, dev); }, pctx, dev))
 GPUSHARE_HOOK(cuCtxCreate_v2, (CUcontext* pctx, unsigned int flags, CUdevice dev),
-              Created(real(pctx, flags, dev), pctx, dev))
+              Created([&] { return real(pctx, flags, dev); }, pctx, dev))
 GPUSHARE_HOOK(cuCtxCreate_v3,
               (CUcontext* pctx, CUexecAffinityParam* params, int n, unsigned int flags,
                CUdevice dev),
-              Created(real(pctx, params, n, flags, dev), pctx, dev))
+              Created([&] { return real(pctx, params, n, flags, dev); }, pctx, dev))
 GPUSHARE_HOOK(cuCtxCreate_v4,
               (CUcontext* pctx, CUctxCreateParams* params, unsigned int flags, CUdevice dev),
-              Created(real(pctx, params, flags, dev), pctx, dev))
+              Created([&] { return real(pctx, params, flags, dev); }, pctx, dev))
 // clang-format on
 
 GPUSHARE_HOOK(cuCtxDestroy, (CUcontext ctx), Destroyed(real(ctx), ctx))

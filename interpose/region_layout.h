@@ -34,6 +34,21 @@ struct SmBucket {
   uint64_t waited_ns;  // total wait
 };
 
+// Where a context's charge came from (interpose/context_charge.h says when each applies):
+// RegionDevice::context_charge_source. Stored in the file: never renumber.
+enum class ChargeSource : uint32_t {
+  kNone = 0,      // no context charged yet (or a library older than the field)
+  kMeasured = 1,  // this context, measured around its creation
+  kEarlier = 2,   // an earlier measurement on the same device in this container
+  kOverride = 3,  // the configured context_overhead (the driver reported nothing usable)
+  kFixed = 4,     // context_charge=fixed: the configured figure, never measured
+  kDefault = 5,   // nothing measured, nothing configured: the built-in estimate
+};
+inline constexpr int kChargeSourceCount = 6;
+// The metrics label of each (index = value).
+inline constexpr const char* kChargeSourceNames[kChargeSourceCount] = {
+    "none", "measured", "earlier", "override", "fixed", "default"};
+
 struct RegionDevice {
   uint8_t uuid[16];
   uint32_t in_use;        // registered
@@ -49,7 +64,15 @@ struct RegionDevice {
   // older than the field). Written lock-free (relaxed store), at most once a second per thread
   // (hooks_launch.cc), so it lags the real last launch by up to a second. Was reserved[0].
   uint64_t last_launch_s;
-  uint64_t reserved[4];
+  // What the latest CUDA context any process of the container created on this device was
+  // charged (bytes) and where that figure came from (ChargeSource above); 0 = no context yet
+  // (or a library older than the fields). Relaxed stores. Were reserved[0..1].
+  uint64_t context_charge;
+  uint64_t context_charge_source;
+  // The latest believable measurement of a context's cost on this device (bytes, 0 = none): the
+  // figure a later context falls back to when its own reading is disturbed. Was reserved[2].
+  uint64_t context_measured;
+  uint64_t reserved[1];
 };
 
 struct RegionSlot {

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "interpose/base.h"
+#include "interpose/context_charge.h"
 #include "interpose/log.h"
 
 extern "C" {
@@ -611,11 +612,85 @@ void RefreshGraphMemory(int ordinal) {
 // ---- contexts
 // --------------------------------------------------------------------------------------
 
-void OnContextCreated(CUcontext ctx, int ordinal, bool primary) {
-  (void)primary;
+namespace {
+
+constinit int g_nvml_state = 0;  // 0 = not tried, 2 = initialising, 1 = ready, 3 = unusable
+
+bool NvmlReady() {
+  int s = LoadAcquire(&g_nvml_state);
+  if (s == 1 || s == 3) return s == 1;
+  int expected = 0;
+  if (CasStrong(&g_nvml_state, &expected, 2)) {
+    // One reference held for the process's lifetime: an application's own init/shutdown pairs
+    // keep working (NVML counts references).
+    auto init = Real<nvmlReturn_t (*)(void)>(kFn_nvmlInit_v2);
+    bool ok = init != nullptr && init() == nvml::NVML_SUCCESS;
+    StoreRelease(&g_nvml_state, ok ? 1 : 3);
+    if (!ok) Log(kLogDebug, "msg=\"NVML not usable: contexts are charged without a measurement\"");
+    return ok;
+  }
+  while ((s = LoadAcquire(&g_nvml_state)) == 2) sched_yield();
+  return s == 1;
+}
+
+// The device's used memory as NVML reports it (v1: the driver's reservation counted as used,
+// the same figure nvidia-smi shows).
+bool NvmlUsed(nvmlDevice_t device, uint64_t* used) {
+  auto info = Real<nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_t*)>(kFn_nvmlDeviceGetMemoryInfo);
+  nvmlMemory_t m{};
+  if (info == nullptr || info(device, &m) != nvml::NVML_SUCCESS) return false;
+  *used = m.used;
+  return true;
+}
+
+}  // namespace
+
+void BeginContextProbe(int ordinal, ContextProbe* probe) {
+  probe->taken = false;
+  if (!Active() || g_config.context_charge_fixed) return;
+  const OrdinalInfo* o = Ordinal(ordinal);
+  if (o == nullptr || o->dev < 0 || o->memory_limited == 0 || UuidIsZero(o->uuid)) return;
+  if (!NvmlReady()) return;
+  auto by_uuid = Real<nvmlReturn_t (*)(const char*, nvmlDevice_t*)>(kFn_nvmlDeviceGetHandleByUUID);
+  char text[48];
+  FormatUuid(o->uuid, text);  // "GPU-..."; NVML answers MIG UUIDs under their own prefix
+  nvmlDevice_t h = nullptr;
+  if (by_uuid == nullptr || by_uuid(text, &h) != nvml::NVML_SUCCESS) {
+    text[0] = 'M', text[1] = 'I', text[2] = 'G';
+    if (by_uuid == nullptr || by_uuid(text, &h) != nvml::NVML_SUCCESS) return;
+  }
+  probe->nvml = h;
+  probe->taken = NvmlUsed(h, &probe->used_before);
+}
+
+int PrimaryRefs(int ordinal) {
+  if (ordinal < 0 || ordinal >= kMaxOrdinals) return 0;
+  LockLocal();
+  int n = g_primary_refs[ordinal];
+  UnlockLocal();
+  return n;
+}
+
+void OnContextCreated(CUcontext ctx, int ordinal, const ContextProbe& probe) {
   const OrdinalInfo* o = Ordinal(ordinal);
   if (o == nullptr || o->dev < 0 || o->memory_limited == 0) return;
-  uint64_t overhead = g_config.context_overhead;
+  ContextChargeInput in;
+  in.fixed = g_config.context_charge_fixed;
+  in.overhead_set = g_config.context_overhead_set;
+  in.overhead = g_config.context_overhead;
+  in.used_before = probe.used_before;
+  in.measured = probe.taken && NvmlUsed(probe.nvml, &in.used_after);
+  RegionDevice* rd = EnsureRegion() ? &g_region.file()->devices[o->dev] : nullptr;
+  if (rd != nullptr) in.earlier = LoadRelaxed(&rd->context_measured);
+  ContextCharge charge = DecideContextCharge(in);
+  uint64_t overhead = charge.bytes;
+  if (rd != nullptr) {
+    if (charge.source == ChargeSource::kMeasured) StoreRelaxed(&rd->context_measured, overhead);
+    StoreRelaxed(&rd->context_charge, overhead);
+    StoreRelaxed(&rd->context_charge_source, static_cast<uint64_t>(charge.source));
+  }
+  Log(kLogInfo, "msg=\"context charged\" ordinal=%d bytes=%llu source=%s", ordinal,
+      static_cast<unsigned long long>(overhead), ChargeSourceName(charge.source));
   LockLocal();
   bool added = false;
   if (g_nctx < kMaxContexts) {

@@ -139,8 +139,20 @@ bool HasPools();
 uint64_t AsyncGrowthStep(int ordinal);
 void NoteAsyncGrowth(int ordinal, uint64_t growth);
 
-// Contexts: charged the configured overhead while they live.
-void OnContextCreated(CUcontext ctx, int ordinal, bool primary);
+// Contexts: charged what they cost while they live (context_charge.h decides the figure). The
+// hooks take the device's used memory just before the driver creates a context
+// (BeginContextProbe) and OnContextCreated reads it again after.
+struct ContextProbe {
+  bool taken = false;  // used_before is valid
+  uint64_t used_before = 0;
+  nvmlDevice_t nvml = nullptr;
+};
+// Takes the "before" reading for a context about to be created on `ordinal`: nothing when no
+// limit applies there, with context_charge=fixed, or when NVML cannot be used.
+void BeginContextProbe(int ordinal, ContextProbe* probe);
+void OnContextCreated(CUcontext ctx, int ordinal, const ContextProbe& probe);
+// Primary-context references taken through our hooks on an ordinal (0: the next retain creates).
+int PrimaryRefs(int ordinal);
 // Releases the allocations made in a context that the driver destroyed (and its overhead when
 // `destroyed_context`).
 void OnContextDestroyed(CUcontext ctx, bool destroyed_context);

@@ -77,6 +77,8 @@ struct Share {
   bool region_limited = false;
   uint32_t region_sm = 0;
   uint64_t last_launch_s = 0;
+  uint64_t context_charge = 0;  // per context, the latest on the GPU's devices (0 = none)
+  std::string context_charge_source;
 };
 
 // The newest region directory of every container, by (resource, device IDs).
@@ -155,6 +157,10 @@ std::vector<Share> Shares(const ScrapeInput& in, const PlanIndex& index) {
         s.region_limited = s.region_limited || rd.memory_limited;
         s.region_sm = std::max(s.region_sm, rd.sm_limit);
         if (region->reading.live) s.last_launch_s = std::max(s.last_launch_s, rd.last_launch_s);
+        if (rd.context_charge != 0) {
+          s.context_charge = rd.context_charge;
+          s.context_charge_source = rd.context_charge_source;
+        }
       }
     }
   }
@@ -300,6 +306,11 @@ void AddStateSeries(const ScrapeInput& in, MetricNames names, prometheus::Regist
     auto& since = G(out, "gpushare_container_seconds_since_last_kernel_launch",
                     "Seconds since the container last launched a kernel on the GPU (about 1 s "
                     "resolution; containers with an accounting region and a launch only).");
+    auto& ctx = G(out, "gpushare_container_context_charge_bytes",
+                  "GPU memory charged against the container's limit for each CUDA context on the "
+                  "GPU (the latest context's figure), and where the figure came from: "
+                  "measured on the driver, an earlier measurement, the configured override, "
+                  "fixed by configuration, or the built-in default.");
     for (const Share& s : shares) {
       const Labels l = {{"node", in.node_name},
                         {"namespace", s.container->pod_namespace},
@@ -309,6 +320,11 @@ void AddStateSeries(const ScrapeInput& in, MetricNames names, prometheus::Regist
       limit.Add(l).Set(static_cast<double>(s.limit_mib) * kMiB);
       compute.Add(l).Set(s.compute_ratio);
       if (s.has_region) cused.Add(l).Set(static_cast<double>(s.used));
+      if (s.context_charge != 0) {
+        Labels cl = l;
+        cl["source"] = s.context_charge_source;
+        ctx.Add(cl).Set(static_cast<double>(s.context_charge));
+      }
       if (s.last_launch_s != 0) {
         const int64_t d = in.now_s - static_cast<int64_t>(s.last_launch_s);
         since.Add(l).Set(static_cast<double>(d < 0 ? 0 : d));

@@ -273,6 +273,11 @@ RegionReading ReadRegion(const std::string& path, const RegionReaderOptions& opt
     x.sm_limit = dev.sm_limit > 100 ? 100 : dev.sm_limit;
     x.last_launch_s = dev.last_launch_s;
     x.oom_refusals = dev.oom_refusals;
+    // A source this reader does not know (a newer library) is not guessed at.
+    const uint64_t source = dev.context_charge_source;
+    const bool known = source > 0 && source < ir::kChargeSourceCount;
+    x.context_charge_source = ir::kChargeSourceNames[known ? source : 0];
+    x.context_charge = known ? Clamp(dev.context_charge) : 0;
     r.devices.push_back(std::move(x));
   }
   return r;

@@ -48,6 +48,11 @@ struct RegionDeviceReading {
   uint32_t sm_limit = 0;       // percent, 0 = none
   uint64_t last_launch_s = 0;  // wall clock, seconds since the epoch; 0 = no launch recorded
   uint64_t oom_refusals = 0;
+  // What the container's latest CUDA context on the device was charged, and the figure's source
+  // (interpose/region_layout.h kChargeSourceNames: "measured", "earlier", "override", "fixed",
+  // "default"); 0 and "none" before any context (or from a library older than the fields).
+  uint64_t context_charge = 0;
+  std::string context_charge_source = "none";
 };
 
 struct RegionReading {

@@ -23,6 +23,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 constexpr uint64_t kGiB = uint64_t{1} << 30;
+constexpr uint64_t kMiB = uint64_t{1} << 20;
 
 // GPU 0 time-sliced (4 replicas, evenSplit limits), GPU 1 memory shares (units of 1 GiB).
 NodeView TwoGpus() {
@@ -199,6 +200,20 @@ TEST(NodeMetricsSeries, PerContainerSeries) {
   EXPECT_THAT(text, Not(HasSubstr("gpushare_container_seconds_since_last_kernel_launch{" +
                                   C("ns2", "pod-c", "c", 1))));
   EXPECT_THAT(text, Not(HasSubstr("pod=\"other\"")));
+}
+
+TEST(NodeMetricsSeries, ContextChargeNamesItsSource) {
+  ScrapeInput in = Known();
+  in.regions[0].reading.devices[0].context_charge = 518 * kMiB;
+  in.regions[0].reading.devices[0].context_charge_source = "measured";
+  const std::string text = Render(in, MetricNames::kGpushare);
+  ExpectLines(text, {"# TYPE gpushare_container_context_charge_bytes gauge",
+                     "gpushare_container_context_charge_bytes{container=\"main\",namespace=\"ns1\","
+                     "node=\"node-1\",pod=\"pod-a\",source=\"measured\",uuid=\"" +
+                         GpuUuid(0) + "\"} 543162368"});
+  // A container whose region shows no context yet has no series.
+  EXPECT_THAT(
+      text, Not(HasSubstr("gpushare_container_context_charge_bytes{" + C("ns2", "pod-c", "c", 1))));
 }
 
 TEST(NodeMetricsSeries, EveryFamilyHasHelpAndType) {

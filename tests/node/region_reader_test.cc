@@ -26,6 +26,7 @@ using testing::TempDir;
 namespace ir = gpushare::interpose;
 
 constexpr uint64_t kGiB = uint64_t{1} << 30;
+constexpr uint64_t kMiB = uint64_t{1} << 20;
 
 // Liveness by (pid, start time) decided by the test: only `live` is alive.
 RegionReaderOptions PidProbe(int32_t live) {
@@ -59,6 +60,17 @@ TEST(RegionReader, ReadsDevicesLimitsUsageAndLastLaunch) {
   EXPECT_EQ(got.devices[0].used, 2 * kGiB) << "pid 100 is dead: only pid 101's usage counts";
   EXPECT_EQ(got.devices[0].sm_limit, 25u);
   EXPECT_EQ(got.devices[0].last_launch_s, 1'700'000'000u);
+  EXPECT_EQ(got.devices[0].context_charge, 0u) << "no context yet";
+  EXPECT_EQ(got.devices[0].context_charge_source, "none");
+  r.file()->devices[0].context_charge = 518 * kMiB;
+  r.file()->devices[0].context_charge_source = 1;
+  got = ReadRegion(r.path(), PidProbe(101), &skip);
+  EXPECT_EQ(got.devices[0].context_charge, 518 * kMiB);
+  EXPECT_EQ(got.devices[0].context_charge_source, "measured");
+  r.file()->devices[0].context_charge_source = 99;  // from a newer library: not guessed
+  got = ReadRegion(r.path(), PidProbe(101), &skip);
+  EXPECT_EQ(got.devices[0].context_charge_source, "none");
+  EXPECT_EQ(got.devices[0].context_charge, 0u);
   EXPECT_EQ(got.processes, 1);
   EXPECT_TRUE(got.live);
 }

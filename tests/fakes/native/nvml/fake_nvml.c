@@ -13,6 +13,7 @@
  * Plain C (no C++ runtime to carry), linked -Bsymbolic with SONAME libnvidia-ml.so.1.
  */
 #include <ctype.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -56,6 +57,7 @@ typedef struct {
   int mig_capable, mig_enabled, mig_pending;
   unsigned max_mig;
   int events; /* supports XID events */
+  int cuda_device; /* >= 0: used memory follows the fake CUDA driver's device of this index */
   FakeMig mig[MAX_MIG];
   struct nvmlDevice_st handle;
 } FakeGpu;
@@ -195,6 +197,7 @@ static int load_config(const char* path) {
       g->cc_minor = 6;
       g->max_mig = 7;
       g->events = 1;
+      g->cuda_device = -1;
       g->mig_capable = -1;
       snprintf(g->pci, sizeof(g->pci), "00000000:%02X:00.0", 0x17 + (int)g_ngpus);
       while (next_kv(&p, key, sizeof(key), val, sizeof(val))) {
@@ -208,6 +211,8 @@ static int load_config(const char* path) {
           g->used_mib = strtoull(val, NULL, 10);
         else if (strcmp(key, "reserved_mib") == 0)
           g->reserved_mib = strtoull(val, NULL, 10);
+        else if (strcmp(key, "cuda_device") == 0)
+          g->cuda_device = atoi(val);
         else if (strcmp(key, "cc") == 0)
           sscanf(val, "%d.%d", &g->cc_major, &g->cc_minor);
         else if (strcmp(key, "pci") == 0)
@@ -524,6 +529,16 @@ EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned 
   LEAVE(put_string(name, length, m ? m->name : g->name));
 }
 
+/* What the fake CUDA driver loaded in this process holds on a device, across every process
+ * sharing its state file (the real NVML sees every process's memory): 0 when the fake driver is
+ * not loaded or the GPU does not follow one. */
+static unsigned long long fake_cuda_used(int cuda_device) {
+  if (cuda_device < 0) return 0;
+  typedef unsigned long long (*used_fn)(int);
+  used_fn f = (used_fn)dlsym(RTLD_DEFAULT, "fakecuda_physical_used");
+  return f != NULL ? f(cuda_device) : 0;
+}
+
 static void memory_of(nvmlDevice_t device, unsigned long long* total, unsigned long long* used,
                       unsigned long long* reserved) {
   FakeGpu* g = gpu_of(device);
@@ -535,7 +550,7 @@ static void memory_of(nvmlDevice_t device, unsigned long long* total, unsigned l
     *reserved = 0;
   } else {
     *total = g->memory_mib * mib;
-    *used = g->used_mib * mib;
+    *used = g->used_mib * mib + fake_cuda_used(g->cuda_device);
     *reserved = g->reserved_mib * mib;
   }
 }
