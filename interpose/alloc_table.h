@@ -30,12 +30,13 @@ enum class AllocKind : uint32_t {
 struct AllocEntry {
   uint64_t key = 0;
   AllocKind kind = AllocKind::kEmpty;
-  int32_t dev = -1;    // region device index, -1 when not charged
-  uint64_t bytes = 0;  // charge held for this entry
-  uint64_t ctx = 0;    // owning context (freed with it), 0 = none
-  uint64_t aux = 0;    // kind-specific (pool, handle)
-  uint32_t refs = 0;   // kVmmHandle: unreleased references
-  uint32_t maps = 0;   // kVmmHandle: live mappings
+  int32_t dev = -1;       // region device index, -1 when not charged
+  uint64_t bytes = 0;     // charge held for this entry
+  uint64_t ctx = 0;       // owning context (freed with it), 0 = none
+  uint64_t aux = 0;       // kind-specific (pool, handle)
+  uint32_t refs = 0;      // kVmmHandle: unreleased references
+  uint32_t maps = 0;      // kVmmHandle: live mappings
+  uint64_t pool_use = 0;  // kAsync: its footprint in its pool's PoolInfo::in_use
 };
 
 class AllocTable {

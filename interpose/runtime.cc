@@ -60,6 +60,8 @@ constinit int g_primary_refs[kMaxOrdinals] = {};
 constinit uint64_t g_graph_charged[kMaxOrdinals] = {};
 constinit bool g_graph_possible = false;
 constinit uint64_t g_async_step[kMaxOrdinals] = {};
+constinit CUmemoryPool g_current_pool[kMaxOrdinals] = {};
+constinit uint64_t g_ctx_generation = 1;  // bumped whenever a context is destroyed or reset
 constinit LimiterSlot g_limiters[kMaxDevices] = {};
 
 constinit void* g_real[kFnCount] = {};
@@ -115,6 +117,8 @@ void AtForkChild() {
   memset(g_primary_refs, 0, sizeof(g_primary_refs));
   memset(g_graph_charged, 0, sizeof(g_graph_charged));
   memset(g_async_step, 0, sizeof(g_async_step));
+  memset(g_current_pool, 0, sizeof(g_current_pool));
+  ++g_ctx_generation;  // the parent's contexts are not the child's
   for (LimiterSlot& l : g_limiters) {
     memcpy(&l.lock, &kFresh, sizeof(kFresh));
     l.tracker.Reset();
@@ -445,14 +449,31 @@ const OrdinalInfo* Ordinal(int ordinal) {
   return o;
 }
 
+// The device of the context a thread used last: a context's device never changes, so only a
+// different context (or one destroyed since: the handle may be reused) asks the driver again.
+struct ThreadContextCache {
+  CUcontext ctx;
+  int ordinal;
+  uint64_t generation;
+};
+thread_local ThreadContextCache t_ctx_cache = {nullptr, -1, 0};
+
 bool CurrentContext(CUcontext* ctx, int* ordinal) {
   auto get_ctx = Real<CUresult (*)(CUcontext*)>(kFn_cuCtxGetCurrent);
-  auto get_dev = Real<CUresult (*)(CUdevice*)>(kFn_cuCtxGetDevice);
-  if (get_ctx == nullptr || get_dev == nullptr) return false;
+  if (get_ctx == nullptr) return false;
   CUcontext c = nullptr;
   if (get_ctx(&c) != CUDA_SUCCESS || c == nullptr) return false;
+  ThreadContextCache& cache = t_ctx_cache;
+  uint64_t generation = LoadAcquire(&g_ctx_generation);
+  if (cache.ctx == c && cache.generation == generation) {
+    *ctx = c;
+    *ordinal = cache.ordinal;
+    return true;
+  }
+  auto get_dev = Real<CUresult (*)(CUdevice*)>(kFn_cuCtxGetDevice);
   CUdevice d = -1;
-  if (get_dev(&d) != CUDA_SUCCESS) return false;
+  if (get_dev == nullptr || get_dev(&d) != CUDA_SUCCESS) return false;
+  cache = ThreadContextCache{c, d, generation};
   *ctx = c;
   *ordinal = d;
   return true;
@@ -528,8 +549,16 @@ PoolInfo* AddPool(CUmemoryPool pool, int ordinal, int dev) {
     return nullptr;
   }
   p = &g_pools[g_npools++];
-  *p = PoolInfo{pool, ordinal, dev, 0, 0, false};
+  *p = PoolInfo{pool, ordinal, dev, 0, 0, false, 0};
   return p;
+}
+
+CUmemoryPool CurrentPool(int ordinal) {
+  return ordinal >= 0 && ordinal < kMaxOrdinals ? g_current_pool[ordinal] : nullptr;
+}
+
+void SetCurrentPool(int ordinal, CUmemoryPool pool) {
+  if (ordinal >= 0 && ordinal < kMaxOrdinals) g_current_pool[ordinal] = pool;
 }
 
 void RemovePool(PoolInfo* p) {
@@ -714,6 +743,10 @@ void OnContextDestroyed(CUcontext ctx, bool destroyed_context) {
     }
   }
   uint64_t key = reinterpret_cast<uint64_t>(ctx);
+  // Its handle may come back for another context: every thread asks the driver again.
+  FetchAdd(&g_ctx_generation, uint64_t{1});
+  // A reset or destroyed context may take its device's pools with it: learn them again.
+  memset(g_current_pool, 0, sizeof(g_current_pool));
   g_table.RemoveIf([&](const AllocEntry& e) {
     if (e.ctx != key) return false;
     if (e.kind == AllocKind::kVmmHandle || e.kind == AllocKind::kVmmMapping) return false;
@@ -721,6 +754,7 @@ void OnContextDestroyed(CUcontext ctx, bool destroyed_context) {
     if (e.kind == AllocKind::kAsync) {
       PoolInfo* p = FindPool(reinterpret_cast<CUmemoryPool>(e.aux));
       if (p != nullptr && p->outstanding > 0) --p->outstanding;
+      if (p != nullptr) p->in_use = SatSub(p->in_use, e.pool_use);
     }
     return true;
   });

@@ -117,15 +117,21 @@ struct PoolInfo {
   CUmemoryPool pool;
   int ordinal;
   int dev;               // region device, -1 = not accounted
-  uint64_t charged;      // bytes charged for this pool
+  uint64_t charged;      // bytes charged for this pool: its reserved bytes as last read
   uint32_t outstanding;  // live allocations from it
   bool destroyed;
+  uint64_t in_use;  // the footprints of its live allocations (an upper bound of its use)
 };
 // Finds or registers a pool (caller holds the local lock). `dev` is the region device its
 // reservations are charged to (-1 = not accounted); probe it with Ordinal() before locking.
 PoolInfo* FindPool(CUmemoryPool pool);
 PoolInfo* AddPool(CUmemoryPool pool, int ordinal, int dev);
 void RemovePool(PoolInfo* p);
+// The pool cuMemAllocAsync draws from on an ordinal (the device's current pool), once an
+// allocation showed it; nullptr when not known. Caller holds the local lock. Set from a pointer's
+// own pool, by cuDeviceSetMemPool, and forgotten when a context of the process goes.
+CUmemoryPool CurrentPool(int ordinal);
+void SetCurrentPool(int ordinal, CUmemoryPool pool);
 // Re-reads the reserved bytes of every pool of this process and adjusts the charges (growth
 // the driver already holds is charged without a check). Caller must NOT hold the local lock.
 void RefreshPools();

@@ -14,7 +14,7 @@ ir() {
   rm -f "$out"
 }
 printf '%-20s %14s\n' op instr/call
-for op in alloc-direct alloc-interposed launch-direct launch-interposed; do
+for op in alloc-direct alloc-interposed async-direct async-interposed launch-direct launch-interposed; do
   a=$(ir "$op" "$N")
   b=$(ir "$op" $((2 * N)))
   printf '%-20s %14d\n' "$op" $(((b - a) / N))

@@ -3,11 +3,13 @@
 // dlopen'ed by path and its exported wrappers are called (they forward to the same fake functions).
 //
 //   interpose_bench                        Google Benchmark: alloc+free pairs with 10..100,000
-//                                          live allocations, launches, cuMemGetInfo
+//                                          live allocations, stream-ordered alloc+free pairs,
+//                                          launches, cuMemGetInfo
 //   interpose_bench --count <op> <n>       runs one op n times and exits, for callgrind:
 //                                          bench/interpose/callgrind.sh turns two runs into
 //                                          instructions per call (op: alloc-direct,
-//                                          alloc-interposed, launch-direct, launch-interposed)
+//                                          alloc-interposed, async-direct, async-interposed,
+//                                          launch-direct, launch-interposed)
 #include <benchmark/benchmark.h>
 #include <dlfcn.h>
 #include <stdio.h>
@@ -29,12 +31,16 @@ using FreeFn = CUresult (*)(CUdeviceptr);
 using LaunchFn = CUresult (*)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
                               unsigned, unsigned, CUstream, void**, void**);
 using InfoFn = CUresult (*)(size_t*, size_t*);
+using AsyncFn = CUresult (*)(CUdeviceptr*, size_t, CUstream);
+using FreeAsyncFn = CUresult (*)(CUdeviceptr, CUstream);
 
 struct Api {
   AllocFn alloc;
   FreeFn free;
   LaunchFn launch;
   InfoFn info;
+  AsyncFn alloc_async;
+  FreeAsyncFn free_async;
 };
 Api g_direct, g_interposed;
 CUfunction g_fn = nullptr;
@@ -77,10 +83,12 @@ void Setup() {
             dlerror());
     exit(2);
   }
-  g_direct = {Sym<AllocFn>(fake, "cuMemAlloc_v2"), Sym<FreeFn>(fake, "cuMemFree_v2"),
-              Sym<LaunchFn>(fake, "cuLaunchKernel"), Sym<InfoFn>(fake, "cuMemGetInfo_v2")};
-  g_interposed = {Sym<AllocFn>(ip, "cuMemAlloc_v2"), Sym<FreeFn>(ip, "cuMemFree_v2"),
-                  Sym<LaunchFn>(ip, "cuLaunchKernel"), Sym<InfoFn>(ip, "cuMemGetInfo_v2")};
+  g_direct = {Sym<AllocFn>(fake, "cuMemAlloc_v2"),   Sym<FreeFn>(fake, "cuMemFree_v2"),
+              Sym<LaunchFn>(fake, "cuLaunchKernel"), Sym<InfoFn>(fake, "cuMemGetInfo_v2"),
+              Sym<AsyncFn>(fake, "cuMemAllocAsync"), Sym<FreeAsyncFn>(fake, "cuMemFreeAsync")};
+  g_interposed = {Sym<AllocFn>(ip, "cuMemAlloc_v2"),   Sym<FreeFn>(ip, "cuMemFree_v2"),
+                  Sym<LaunchFn>(ip, "cuLaunchKernel"), Sym<InfoFn>(ip, "cuMemGetInfo_v2"),
+                  Sym<AsyncFn>(ip, "cuMemAllocAsync"), Sym<FreeAsyncFn>(ip, "cuMemFreeAsync")};
   Sym<CUresult (*)(unsigned)>(fake, "cuInit")(0);
   CUcontext ctx = nullptr;
   Sym<CUresult (*)(CUcontext*, CUdevice)>(ip, "cuDevicePrimaryCtxRetain")(&ctx, 0);
@@ -91,6 +99,8 @@ void Setup() {
   CUdeviceptr p = 0;
   g_interposed.alloc(&p, 4096);
   g_interposed.free(p);
+  g_interposed.alloc_async(&p, 1 << 20, nullptr);
+  g_interposed.free_async(p, nullptr);
 }
 
 void AllocFree(benchmark::State& state, const Api& api) {
@@ -115,6 +125,27 @@ void BM_AllocFree_Interposed(benchmark::State& s) {
 }
 BENCHMARK(BM_AllocFree_Direct)->Arg(10)->Arg(1000)->Arg(100000);
 BENCHMARK(BM_AllocFree_Interposed)->Arg(10)->Arg(1000)->Arg(100000);
+
+// A stream-ordered pair on the default pool, as PyTorch's and vLLM's allocators make them: the
+// pool keeps its memory between pairs, so no pair grows it.
+void AsyncPair(benchmark::State& state, const Api& api) {
+  Setup();
+  for (auto _ : state) {
+    CUdeviceptr p = 0;
+    if (api.alloc_async(&p, 1 << 20, nullptr) != CUDA_SUCCESS ||
+        api.free_async(p, nullptr) != CUDA_SUCCESS)
+      state.SkipWithError("failed");
+    benchmark::DoNotOptimize(p);
+  }
+}
+void BM_AsyncPair_Direct(benchmark::State& s) {
+  AsyncPair(s, g_direct);
+}
+void BM_AsyncPair_Interposed(benchmark::State& s) {
+  AsyncPair(s, g_interposed);
+}
+BENCHMARK(BM_AsyncPair_Direct);
+BENCHMARK(BM_AsyncPair_Interposed);
 
 void Launch(benchmark::State& state, const Api& api) {
   Setup();
@@ -152,6 +183,10 @@ int Count(const std::string& op, long n) {
       CUdeviceptr p = 0;
       api.alloc(&p, 1 << 20);
       api.free(p);
+    } else if (op.rfind("async", 0) == 0) {
+      CUdeviceptr p = 0;
+      api.alloc_async(&p, 1 << 20, nullptr);
+      api.free_async(p, nullptr);
     } else {
       api.launch(g_fn, 1, 1, 1, 1, 1, 1, 0, nullptr, nullptr, nullptr);
     }

@@ -68,6 +68,7 @@ using namespace gpushare::cuda;  // NOLINT
   X(cuMemPoolSetAttribute, cuMemPoolSetAttribute, 11020, 0)                   \
   X(cuMemPoolGetAttribute, cuMemPoolGetAttribute, 11020, 0)                   \
   X(cuDeviceGetDefaultMemPool, cuDeviceGetDefaultMemPool, 11020, 0)           \
+  X(cuDeviceSetMemPool, cuDeviceSetMemPool, 11020, 0)                         \
   X(cuStreamSynchronize, cuStreamSynchronize, 2000, 0)                        \
   X(cuStreamCreate, cuStreamCreate, 2000, 0)                                  \
   X(cuStreamBeginCapture_v2, cuStreamBeginCapture, 10010, 0)                  \
@@ -327,6 +328,9 @@ bool Run(const std::string& line) {
     r = CALL(cuDeviceGetDefaultMemPool, CUresult(*)(CUmemoryPool*, CUdevice))(
         &pool, static_cast<int>(arg(1)));
     out = Hex(reinterpret_cast<uint64_t>(pool));
+  } else if (c == "setpool") {  // setpool <dev> <pool>: cuMemAllocAsync draws from it now
+    r = CALL(cuDeviceSetMemPool, CUresult(*)(CUdevice, CUmemoryPool))(
+        static_cast<int>(arg(1)), reinterpret_cast<CUmemoryPool>(arg(2)));
   } else if (c == "poolalloc") {
     CUdeviceptr p = 0;
     r = CALL(cuMemAllocFromPoolAsync, CUresult(*)(CUdeviceptr*, size_t, CUmemoryPool, CUstream))(
