@@ -7,10 +7,14 @@ using namespace gpushare::interpose;  // NOLINT
 GPUSHARE_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext* pctx, CUdevice dev) {
   GPUSHARE_GET_REAL(cuDevicePrimaryCtxRetain);
   ContextProbe probe;
-  if (Active() && PrimaryRefs(dev) == 0) BeginContextProbe(dev, &probe);
+  if (Active() && PrimaryRefs(dev) == 0 &&
+      !BeginContextProbe(dev, &probe, "cuDevicePrimaryCtxRetain"))
+    return CUDA_ERROR_OUT_OF_MEMORY;  // its context would not fit the limit
   CUresult r = real(pctx, dev);
   if (r == CUDA_SUCCESS && pctx != nullptr && Active() && PrimaryRetain(dev, *pctx) == 1)
     OnContextCreated(*pctx, dev, probe);
+  else
+    CancelContextProbe(probe);  // failed, or another thread's retain made it
   return r;
 }
 
@@ -39,9 +43,12 @@ CUresult ResetPrimary(Fn real, CUdevice dev) {
 template <typename Create>
 CUresult Created(Create create, CUcontext* pctx, CUdevice dev) {
   ContextProbe probe;
-  if (Active()) BeginContextProbe(dev, &probe);
+  if (Active() && !BeginContextProbe(dev, &probe, "cuCtxCreate")) return CUDA_ERROR_OUT_OF_MEMORY;
   CUresult r = create();
-  if (r == CUDA_SUCCESS && pctx != nullptr && Active()) OnContextCreated(*pctx, dev, probe);
+  if (r == CUDA_SUCCESS && pctx != nullptr && Active())
+    OnContextCreated(*pctx, dev, probe);
+  else
+    CancelContextProbe(probe);
   return r;
 }
 // `r`: the driver's answer to a cuCtxDestroy of `ctx`.

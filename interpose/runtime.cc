@@ -674,22 +674,55 @@ bool NvmlUsed(nvmlDevice_t device, uint64_t* used) {
 
 }  // namespace
 
-void BeginContextProbe(int ordinal, ContextProbe* probe) {
-  probe->taken = false;
-  if (!Active() || g_config.context_charge_fixed) return;
+namespace {
+// The charge decision's configuration and the region's earlier measurement for a device.
+ContextChargeInput ChargeInputFor(int dev) {
+  ContextChargeInput in;
+  in.fixed = g_config.context_charge_fixed;
+  in.overhead_set = g_config.context_overhead_set;
+  in.overhead = g_config.context_overhead;
+  if (dev >= 0 && EnsureRegion())
+    in.earlier = LoadRelaxed(&g_region.file()->devices[dev].context_measured);
+  return in;
+}
+}  // namespace
+
+bool BeginContextProbe(int ordinal, ContextProbe* probe, const char* api) {
+  *probe = ContextProbe{};
+  if (!Active()) return true;
   const OrdinalInfo* o = Ordinal(ordinal);
-  if (o == nullptr || o->dev < 0 || o->memory_limited == 0 || UuidIsZero(o->uuid)) return;
-  if (!NvmlReady()) return;
+  // Fail-closed configurations refuse allocations, not contexts (a process must be able to
+  // start and report the problem).
+  if (o == nullptr || o->dev < 0 || o->memory_limited == 0 || g_config.fail_closed) return true;
+  // What the context is expected to cost (context_charge.h without a measurement) must fit
+  // before the driver makes it: several processes of a container, each with its own context,
+  // stay within one limit.
+  uint64_t expected = DecideContextCharge(ChargeInputFor(o->dev)).bytes;
+  if (expected > o->limit && ContainerUsed(o->dev) == 0) {
+    // A limit that cannot hold even one context: the container's first process still starts
+    // and its queries answer (HAMi#1370); every allocation is refused.
+    ForceCharge(o->dev, expected);
+  } else if (!Reserve(o->dev, expected, api)) {
+    return false;
+  }
+  probe->dev = o->dev;
+  probe->reserved = expected;
+  if (g_config.context_charge_fixed || UuidIsZero(o->uuid) || !NvmlReady()) return true;
   auto by_uuid = Real<nvmlReturn_t (*)(const char*, nvmlDevice_t*)>(kFn_nvmlDeviceGetHandleByUUID);
   char text[48];
   FormatUuid(o->uuid, text);  // "GPU-..."; NVML answers MIG UUIDs under their own prefix
   nvmlDevice_t h = nullptr;
   if (by_uuid == nullptr || by_uuid(text, &h) != nvml::NVML_SUCCESS) {
     text[0] = 'M', text[1] = 'I', text[2] = 'G';
-    if (by_uuid == nullptr || by_uuid(text, &h) != nvml::NVML_SUCCESS) return;
+    if (by_uuid == nullptr || by_uuid(text, &h) != nvml::NVML_SUCCESS) return true;
   }
   probe->nvml = h;
   probe->taken = NvmlUsed(h, &probe->used_before);
+  return true;
+}
+
+void CancelContextProbe(const ContextProbe& probe) {
+  if (probe.dev >= 0) Unreserve(probe.dev, probe.reserved);
 }
 
 int PrimaryRefs(int ordinal) {
@@ -702,17 +735,16 @@ int PrimaryRefs(int ordinal) {
 
 void OnContextCreated(CUcontext ctx, int ordinal, const ContextProbe& probe) {
   const OrdinalInfo* o = Ordinal(ordinal);
-  if (o == nullptr || o->dev < 0 || o->memory_limited == 0) return;
-  ContextChargeInput in;
-  in.fixed = g_config.context_charge_fixed;
-  in.overhead_set = g_config.context_overhead_set;
-  in.overhead = g_config.context_overhead;
+  if (o == nullptr || o->dev < 0 || o->memory_limited == 0 || probe.dev != o->dev) {
+    CancelContextProbe(probe);
+    return;
+  }
+  ContextChargeInput in = ChargeInputFor(o->dev);
   in.used_before = probe.used_before;
   in.measured = probe.taken && NvmlUsed(probe.nvml, &in.used_after);
-  RegionDevice* rd = EnsureRegion() ? &g_region.file()->devices[o->dev] : nullptr;
-  if (rd != nullptr) in.earlier = LoadRelaxed(&rd->context_measured);
   ContextCharge charge = DecideContextCharge(in);
   uint64_t overhead = charge.bytes;
+  RegionDevice* rd = EnsureRegion() ? &g_region.file()->devices[o->dev] : nullptr;
   if (rd != nullptr) {
     if (charge.source == ChargeSource::kMeasured) StoreRelaxed(&rd->context_measured, overhead);
     StoreRelaxed(&rd->context_charge, overhead);
@@ -727,7 +759,14 @@ void OnContextCreated(CUcontext ctx, int ordinal, const ContextProbe& probe) {
     added = true;
   }
   UnlockLocal();
-  if (added) ForceCharge(o->dev, overhead);
+  if (!added) {
+    CancelContextProbe(probe);
+    return;
+  }
+  // The driver already holds what the context took: a measurement above the reservation is
+  // charged without a check (the next context of the container reserves the measured figure).
+  ForceCharge(o->dev, SatSub(overhead, probe.reserved));
+  Unreserve(o->dev, SatSub(probe.reserved, overhead));
 }
 
 void OnContextDestroyed(CUcontext ctx, bool destroyed_context) {

@@ -145,17 +145,22 @@ bool HasPools();
 uint64_t AsyncGrowthStep(int ordinal);
 void NoteAsyncGrowth(int ordinal, uint64_t growth);
 
-// Contexts: charged what they cost while they live (context_charge.h decides the figure). The
-// hooks take the device's used memory just before the driver creates a context
-// (BeginContextProbe) and OnContextCreated reads it again after.
+// Contexts: charged what they cost while they live (context_charge.h decides the figure).
+// Before the driver creates a context the hook reserves its expected cost (the container's
+// earlier measurement, else the configured or default figure) and reads the device's used
+// memory (BeginContextProbe: false when the reservation does not fit the limit, and the hook
+// answers CUDA_ERROR_OUT_OF_MEMORY without creating it); OnContextCreated reads the used memory
+// again and settles the charge on the measured figure; CancelContextProbe gives the reservation
+// back when the driver failed or no new context was made.
 struct ContextProbe {
+  int dev = -1;  // region device reserved on, -1 = nothing reserved
+  uint64_t reserved = 0;
   bool taken = false;  // used_before is valid
   uint64_t used_before = 0;
   nvmlDevice_t nvml = nullptr;
 };
-// Takes the "before" reading for a context about to be created on `ordinal`: nothing when no
-// limit applies there, with context_charge=fixed, or when NVML cannot be used.
-void BeginContextProbe(int ordinal, ContextProbe* probe);
+bool BeginContextProbe(int ordinal, ContextProbe* probe, const char* api);
+void CancelContextProbe(const ContextProbe& probe);
 void OnContextCreated(CUcontext ctx, int ordinal, const ContextProbe& probe);
 // Primary-context references taken through our hooks on an ordinal (0: the next retain creates).
 int PrimaryRefs(int ordinal);

@@ -37,12 +37,7 @@ fi
 if ! LD_PRELOAD=$LIB /bin/true 2>/dev/null || LD_PRELOAD=$LIB /bin/true 2>&1 | grep -q .; then
   echo "carried library does not load here; building it"
   LIB=$OUT/bin/libgpushare-cuda.so
-  I=$ROOT/interpose
-  cc -std=c++20 -O2 -fPIC -shared -fno-exceptions -fno-rtti -fno-threadsafe-statics -fvisibility=hidden \
-    -I"$ROOT" -include "$I/glibc_compat.h" "$I"/alloc_table.cc "$I"/config.cc "$I"/entry_points.cc \
-    "$I"/log.cc "$I"/region.cc "$I"/sm_limiter.cc "$I"/hooks_*.cc \
-    "$I"/runtime.cc -static-libgcc -Wl,-z,defs -Wl,-Bsymbolic \
-    -Wl,--version-script="$I/exports.map" -Wl,--no-as-needed -ldl -lpthread -o "$LIB" || exit 4
+  "$ROOT/tests/gpu/build-interposer.sh" "$LIB" || exit 4
 fi
 md5sum "$LIB" "$PROBE"
 steps=()

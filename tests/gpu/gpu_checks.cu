@@ -10,6 +10,14 @@
 //   hold <MiB>                     allocate and wait to be killed
 //   overhead                       ns per cudaMalloc/Free, MallocAsync/FreeAsync, empty launch
 //   spin <seconds> <graph 0|1>     compute-bound kernels back to back; completed work per second
+//   fill <api> <chunk MiB> <ready file> [max MiB]
+//                                  allocate until refused (or max), then run kernels on the
+//                                  memory (module loading, local memory: what a context takes
+//                                  after its creation), write the pid to <ready file>, and wait
+//                                  to be killed while the script reads nvidia-smi
+//   mix <seconds>                  a kernel mix (short and long compute, a bandwidth-bound copy,
+//                                  device-to-device copies); completed units per second
+//   gemm <seconds> <n>             cuBLAS SGEMM n x n back to back (built with -DGPUSHARE_CUBLAS)
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <dlfcn.h>
@@ -99,13 +107,18 @@ static int Routing(const char* path) {
   return 0;
 }
 
-static int Limits(const std::string& api, size_t chunk_mib) {
-  size_t chunk = chunk_mib << 20;
-  cudaFree(nullptr);  // create the context
-  MemInfoJson("start");
-  std::vector<void*> ptrs;
+// Allocates `chunk_mib` pieces through `api` until the first refusal. Returns the MiB obtained;
+// the pointers (VMM: the mapped range) stay allocated.
+struct Filled {
+  size_t mib = 0;
   cudaError_t last = cudaSuccess;
   CUresult drv = CUDA_SUCCESS;
+  std::vector<void*> ptrs;  // linear memory (malloc, async, pool, pitch, managed)
+  CUdeviceptr va = 0;       // vmm: the mapped range [va, va + mib)
+};
+static Filled AllocUntilRefused(const std::string& api, size_t chunk_mib, size_t max_mib = 0) {
+  Filled f;
+  size_t chunk = chunk_mib << 20;
   cudaStream_t s;
   cudaStreamCreate(&s);
   cudaMemPool_t pool = nullptr;
@@ -116,52 +129,86 @@ static int Limits(const std::string& api, size_t chunk_mib) {
     props.location.id = 0;
     cudaMemPoolCreate(&pool, &props);
   }
-  CUdeviceptr va = 0;
   size_t va_size = 64ull << 30, mapped = 0;
-  if (api == "vmm") cuMemAddressReserve(&va, va_size, 0, 0, 0);
+  if (api == "vmm") cuMemAddressReserve(&f.va, va_size, 0, 0, 0);
   // VMM maps 2 MiB pieces: enough iterations to pass any limit up to the reserved 64 GiB.
   const int max_steps = api == "vmm" ? static_cast<int>(va_size >> 21) : 1024;
+  size_t linear = 0;
   for (int i = 0; i < max_steps; ++i) {
+    if (max_mib != 0 && (api == "vmm" ? mapped >> 20 : linear) + chunk_mib > max_mib) break;
     void* p = nullptr;
-    if (api == "malloc") last = cudaMalloc(&p, chunk);
-    else if (api == "async") last = cudaMallocAsync(&p, chunk, s);
-    else if (api == "pool") last = cudaMallocFromPoolAsync(&p, chunk, pool, s);
-    else if (api == "managed") last = cudaMallocManaged(&p, chunk);
+    if (api == "malloc") f.last = cudaMalloc(&p, chunk);
+    else if (api == "async") f.last = cudaMallocAsync(&p, chunk, s);
+    else if (api == "pool") f.last = cudaMallocFromPoolAsync(&p, chunk, pool, s);
+    else if (api == "managed") f.last = cudaMallocManaged(&p, chunk);
     else if (api == "pitch") {
       size_t pitch = 0;
-      last = cudaMallocPitch(&p, &pitch, 1 << 20, chunk_mib);
+      f.last = cudaMallocPitch(&p, &pitch, 1 << 20, chunk_mib);
     } else if (api == "array3d") {
       cudaArray_t a = nullptr;
       cudaChannelFormatDesc d = cudaCreateChannelDesc<float4>();
-      last = cudaMalloc3DArray(&a, &d, make_cudaExtent(1024, 1024, chunk_mib / 16 == 0 ? 1 : chunk_mib / 16));
-      p = a;
+      f.last = cudaMalloc3DArray(&a, &d, make_cudaExtent(1024, 1024, chunk_mib / 16 == 0 ? 1 : chunk_mib / 16));
+      p = nullptr;  // an array, not linear memory: kept, never touched by kernels
     } else if (api == "vmm") {
       CUmemAllocationProp prop = {};
       prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
       prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
       prop.location.id = 0;
       CUmemGenericAllocationHandle h;
-      drv = cuMemCreate(&h, 2ull << 20, &prop, 0);  // PyTorch expandable segments: 2 MiB pieces
-      if (drv != CUDA_SUCCESS) break;
-      cuMemMap(va + mapped, 2ull << 20, 0, h, 0);
+      f.drv = cuMemCreate(&h, 2ull << 20, &prop, 0);  // PyTorch expandable segments: 2 MiB pieces
+      if (f.drv != CUDA_SUCCESS) break;
+      cuMemMap(f.va + mapped, 2ull << 20, 0, h, 0);
       CUmemAccessDesc acc = {};
       acc.location = prop.location;
       acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-      cuMemSetAccess(va + mapped, 2ull << 20, &acc, 1);
+      cuMemSetAccess(f.va + mapped, 2ull << 20, &acc, 1);
       mapped += 2ull << 20;
       if (mapped >= va_size) break;
       continue;
     }
-    if (last != cudaSuccess) break;
+    if (f.last != cudaSuccess) break;
     cudaStreamSynchronize(s);
-    ptrs.push_back(p);
+    if (p != nullptr) f.ptrs.push_back(p);
+    linear += chunk_mib;
   }
-  size_t got = api == "vmm" ? mapped >> 20 : ptrs.size() * chunk_mib;
+  f.mib = api == "vmm" ? mapped >> 20 : linear;
+  return f;
+}
+
+static int Limits(const std::string& api, size_t chunk_mib) {
+  cudaFree(nullptr);  // create the context
+  MemInfoJson("start");
+  Filled f = AllocUntilRefused(api, chunk_mib);
   printf("{\"check\":\"limits\",\"api\":\"%s\",\"chunk_mib\":%zu,\"allocated_mib\":%zu,\"refusal\":\"%s\","
          "\"driver_rc\":%d}\n",
-         api.c_str(), chunk_mib, got, cudaGetErrorName(last), static_cast<int>(drv));
+         api.c_str(), chunk_mib, f.mib, cudaGetErrorName(f.last), static_cast<int>(f.drv));
   MemInfoJson("full");
   return 0;
+}
+
+// Fills the limit, then uses the memory with kernels (what a real job does next: the context
+// loads its modules and sizes its local memory now, after the interposer charged it), then
+// waits while the script reads the process's real usage from nvidia-smi.
+static int Fill(const std::string& api, size_t chunk_mib, const char* ready, size_t max_mib) {
+  cudaError_t ctx = cudaFree(nullptr);  // a context that does not fit the limit is refused
+  Filled f = AllocUntilRefused(api, chunk_mib, max_mib);
+  int sms = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  for (void* p : f.ptrs) cudaMemset(p, 1, 4096);
+  if (f.va != 0 && f.mib != 0) cudaMemset(reinterpret_cast<void*>(f.va), 1, f.mib << 20);
+  Empty<<<1, 1>>>();
+  Spin<<<sms * 4, 128>>>(1000, nullptr);
+  cudaError_t k = cudaDeviceSynchronize();
+  printf("{\"check\":\"fill\",\"api\":\"%s\",\"context\":\"%s\",\"chunk_mib\":%zu,\"allocated_mib\":%zu,"
+         "\"refusal\":\"%s\",\"kernels\":\"%s\"}\n",
+         api.c_str(), cudaGetErrorName(ctx), chunk_mib, f.mib, cudaGetErrorName(f.last), cudaGetErrorName(k));
+  fflush(stdout);
+  FILE* r = fopen(ready, "w");
+  if (r != nullptr) {
+    fprintf(r, "%d\n", static_cast<int>(getpid()));
+    fclose(r);
+  }
+  for (;;) pause();
 }
 
 static int MemInfo() {
@@ -287,6 +334,78 @@ static int SpinFor(double seconds, int graph) {
   return 0;
 }
 
+__global__ void Copy(const float4* in, float4* out, size_t n) {
+  for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) out[i] = in[i];
+}
+
+// A kernel mix as an inference server issues it: many short kernels, a few long ones, a
+// bandwidth-bound copy and device-to-device copies, on one stream. Units: each short kernel 1,
+// each long one 40, each copy kernel 10, each memcpy 10 (their rough durations in 50 us).
+static int Mix(double seconds) {
+  int sms = 0, clock_khz = 0;
+  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+  cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0);
+  long long short_cycles = static_cast<long long>(clock_khz) / 20;  // ~50 us
+  long long long_cycles = static_cast<long long>(clock_khz) * 2;    // ~2 ms
+  const size_t n = (256ull << 20) / sizeof(float4);
+  float4 *a = nullptr, *b = nullptr;
+  cudaMalloc(&a, n * sizeof(float4));
+  cudaMalloc(&b, n * sizeof(float4));
+  cudaStream_t s;
+  cudaStreamCreate(&s);
+  double t0 = Now();
+  long units = 0, rounds = 0;
+  while (Now() - t0 < seconds) {
+    for (int i = 0; i < 20; ++i) Spin<<<sms, 128, 0, s>>>(short_cycles, nullptr);
+    Spin<<<sms * 4, 128, 0, s>>>(long_cycles, nullptr);
+    Copy<<<sms * 8, 256, 0, s>>>(a, b, n);
+    cudaMemcpyAsync(a, b, n * sizeof(float4), cudaMemcpyDeviceToDevice, s);
+    cudaStreamSynchronize(s);
+    units += 20 + 40 + 10 + 10;
+    ++rounds;
+  }
+  double elapsed = Now() - t0;
+  printf("{\"check\":\"mix\",\"rounds\":%ld,\"seconds\":%.2f,\"units_per_s\":%.1f}\n", rounds, elapsed,
+         static_cast<double>(units) / elapsed);
+  return 0;
+}
+
+#ifdef GPUSHARE_CUBLAS
+#include <cublas_v2.h>
+// cuBLAS SGEMM n x n, back to back: real kernels from a real library (its module loading, its
+// workspace allocations through the interposer).
+static int Gemm(double seconds, int n) {
+  cublasHandle_t h;
+  if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) {
+    printf("{\"check\":\"gemm\",\"error\":\"cublasCreate\"}\n");
+    return 1;
+  }
+  float *a, *b, *c;
+  size_t bytes = static_cast<size_t>(n) * n * sizeof(float);
+  cudaMalloc(&a, bytes);
+  cudaMalloc(&b, bytes);
+  cudaMalloc(&c, bytes);
+  cudaMemset(a, 0, bytes);
+  cudaMemset(b, 0, bytes);
+  const float one = 1.0f, zero = 0.0f;
+  cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, n, b, n, &zero, c, n);
+  cudaDeviceSynchronize();
+  double t0 = Now();
+  long gemms = 0;
+  while (Now() - t0 < seconds) {
+    for (int i = 0; i < 10; ++i, ++gemms)
+      cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, a, n, b, n, &zero, c, n);
+    cudaDeviceSynchronize();
+  }
+  double elapsed = Now() - t0;
+  double tflops = 2.0 * n * n * static_cast<double>(n) * gemms / elapsed / 1e12;
+  printf("{\"check\":\"gemm\",\"n\":%d,\"gemms\":%ld,\"seconds\":%.2f,\"gemms_per_s\":%.1f,\"tflops\":%.2f}\n", n,
+         gemms, elapsed, static_cast<double>(gemms) / elapsed, tflops);
+  cublasDestroy(h);
+  return 0;
+}
+#endif
+
 static int MakeBarrier(const char* path, int n) {
   int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0666);
   if (fd < 0 || ftruncate(fd, sizeof(pthread_barrier_t)) != 0) return 1;
@@ -309,6 +428,12 @@ int main(int argc, char** argv) {
   if (c == "hold" && argc > 2) return Hold(static_cast<size_t>(atol(argv[2])));
   if (c == "overhead") return Overhead();
   if (c == "spin" && argc > 3) return SpinFor(atof(argv[2]), atoi(argv[3]));
+  if (c == "fill" && argc > 4)
+    return Fill(argv[2], static_cast<size_t>(atol(argv[3])), argv[4], argc > 5 ? static_cast<size_t>(atol(argv[5])) : 0);
+  if (c == "mix" && argc > 2) return Mix(atof(argv[2]));
+#ifdef GPUSHARE_CUBLAS
+  if (c == "gemm" && argc > 3) return Gemm(atof(argv[2]), atoi(argv[3]));
+#endif
   fprintf(stderr, "gpu_checks: unknown or incomplete command\n");
   return 2;
 }

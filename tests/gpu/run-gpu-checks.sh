@@ -17,6 +17,15 @@
 #   5 crash: a process holding 2 GiB is SIGKILLed; another gets the whole 4 GiB at once
 #   6 overhead against native: cudaMalloc/Free, MallocAsync/FreeAsync, empty-kernel launches
 #   7 SM limit accuracy: spin kernels at 30% and 50% (and under a graph) against unlimited
+#   8 real usage under a 4 GiB limit, every allocation API: fill to the refusal, run kernels,
+#     then nvidia-smi's figure for the process ("check":"real_usage": 0 MiB over is the goal),
+#     with the figure the interposer charged for its context and where it came from
+#   9 three processes of one container (one region), each its own context, one 6 GiB limit:
+#     the sum of their real usage
+#  10 cuBLAS SGEMM loop, native against a memory limit and CUDA_DEVICE_SM_LIMIT=100 (when the
+#     toolkit has cuBLAS)
+#  11 a compute share on a kernel mix (short and long kernels, a copy kernel, memcpy) at 30% and
+#     50% against unlimited
 # Everything printed is also written to <output dir>/log.txt and the JSON lines to results.jsonl.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -29,7 +38,7 @@ RESULTS="$OUT/results.jsonl"
 say() { printf '\n== %s\n' "$*"; }
 json() { tee -a "$RESULTS"; }
 # CHECKS=2,5 runs only those sections (the machine and the build always run).
-want() { [[ ",${CHECKS:-1,2,3,4,5,6,7}," == *",$1,"* ]]; }
+want() { [[ ",${CHECKS:-1,2,3,4,5,6,7,8,9,10,11}," == *",$1,"* ]]; }
 # SIGKILL the checker holding memory (its pid, not the timeout wrapping it).
 kill_holder() { pkill -KILL -f "$B hold $1" 2>/dev/null; wait "$2" 2>/dev/null; }
 
@@ -45,15 +54,18 @@ say "build"
 LIB="$BUILD/lib/libgpushare-cuda.so"
 if [ ! -f "$LIB" ]; then
   LIB="$OUT/bin/libgpushare-cuda.so"
-  I="$ROOT/interpose"
-  cc -std=c++20 -O2 -fPIC -shared -fno-exceptions -fno-rtti -fno-threadsafe-statics -fvisibility=hidden \
-    -I"$ROOT" -include "$I/glibc_compat.h" "$I"/alloc_table.cc "$I"/config.cc "$I"/entry_points.cc \
-    "$I"/log.cc "$I"/region.cc "$I"/sm_limiter.cc "$I"/hooks_*.cc \
-    "$I"/runtime.cc -static-libgcc -Wl,-z,defs -Wl,-Bsymbolic \
-    -Wl,--version-script="$I/exports.map" -Wl,--no-as-needed -ldl -lpthread -o "$LIB" || exit 4
+  "$ROOT/tests/gpu/build-interposer.sh" "$LIB" || exit 4
 fi
 "$NVCC" -O2 -arch="$ARCH" -o "$OUT/bin/gpu_checks" "$ROOT/tests/gpu/gpu_checks.cu" -lcuda -ldl -lpthread || exit 4
 B="$OUT/bin/gpu_checks"
+# The same with cuBLAS, when the toolkit has it (check 10).
+GEMM=""
+if "$NVCC" -O2 -arch="$ARCH" -DGPUSHARE_CUBLAS -o "$OUT/bin/gpu_checks_cublas" \
+  "$ROOT/tests/gpu/gpu_checks.cu" -lcublas -lcuda -ldl -lpthread 2>"$OUT/cublas-build.txt"; then
+  GEMM="$OUT/bin/gpu_checks_cublas"
+else
+  echo "no cuBLAS in this toolkit: check 10 skipped ($(head -1 "$OUT/cublas-build.txt"))"
+fi
 SEQ=${GPUSHARE_SHARED_DIR:-$ROOT/../shared}/data/cuda/cudart-13.0-getprocaddress.txt
 run_limited() {  # run_limited <limit> <region name> <timeout> <command...>
   local limit=$1 region=$2 t=$3
@@ -121,6 +133,17 @@ run_limited 64g overhead 120 "$B" overhead | sed 's/"check":"overhead"/"check":"
 echo "interposed, CUDA_DEVICE_SM_LIMIT=100 (no throttling):"
 env LD_PRELOAD="$LIB" CUDA_DEVICE_SM_LIMIT=100 timeout 120 "$B" overhead |
   sed 's/"check":"overhead"/"check":"overhead","mode":"sm100"/' | json
+# The budget: each operation within 3% of native.
+awk -F'[:,}]' '/"check":"overhead"/ {
+    for (i = 1; i < NF; i++) { gsub(/"/, "", $i); v[$i] = $(i + 1) }
+    gsub(/"/, "", v["mode"]); m = v["mode"]
+    malloc[m] = v["malloc_free_ns"]; async[m] = v["async_pair_ns"]; launch[m] = v["empty_launch_ns"] }
+  END { if (!("native" in async) || !("limit" in async)) exit
+    pa = 100 * (async["limit"] - async["native"]) / async["native"]
+    pm = 100 * (malloc["limit"] - malloc["native"]) / malloc["native"]
+    pl = 100 * (launch["sm100"] - launch["native"]) / launch["native"]
+    printf "{\"check\":\"overhead_budget\",\"async_pair_added_pct\":%.1f,\"malloc_free_added_pct\":%.1f,\"launch_sm100_added_pct\":%.1f,\"async_within_3pct\":%s}\n",
+      pa, pm, pl, (pa <= 3 ? "true" : "false") }' "$RESULTS" | json
 
 fi
 if want 7; then
@@ -132,5 +155,80 @@ for l in 30 50; do
 done
 env LD_PRELOAD="$LIB" CUDA_DEVICE_SM_LIMIT=30 CUDA_DEVICE_MEMORY_SHARED_CACHE="$OUT/smg.region" timeout 60 "$B" spin 15 1 |
   sed 's/"check":"spin"/"check":"spin","limit":30/' | json
+fi
+# start_fill <api> <chunk MiB> <limit MiB> <region> <tag> [max MiB]: one `fill` process in the
+# background; once it has filled the limit (or max) and run kernels, prints its pid (the caller
+# reads its real usage with real_mib and kills it).
+start_fill() {
+  local api=$1 chunk=$2 limit=$3 region=$4 tag=$5 max=${6:-0}
+  rm -f "$OUT/ready-$tag"
+  env LD_PRELOAD="$LIB" CUDA_DEVICE_MEMORY_LIMIT="${limit}m" CUDA_DEVICE_MEMORY_SHARED_CACHE="$OUT/$region.region" \
+    GPUSHARE_LOG_LEVEL=3 timeout 120 "$B" fill "$api" "$chunk" "$OUT/ready-$tag" "$max" \
+    >"$OUT/fill-$tag.json" 2>"$OUT/fill-$tag.log" &
+  for _ in $(seq 1 600); do [ -s "$OUT/ready-$tag" ] && break; sleep 0.1; done
+  cat "$OUT/ready-$tag" 2>/dev/null
+}
+real_mib() {  # real_mib <pid>: the process's used GPU memory per nvidia-smi (MiB), 0 if absent
+  nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits |
+    awk -F', *' -v p="$1" '$1 == p { s += $2 } END { print s + 0 }'
+}
+charged() {  # charged <tag>: the interposer's context figure and its source, from its log
+  grep -o 'context charged.*' "$OUT/fill-$1.log" | tail -1 |
+    sed -E 's/.*bytes=([0-9]+) source=([a-z]+).*/\1 \2/'
+}
+
+if want 8; then
+say "8. real usage under a 4 GiB limit, every allocation API"
+for api in malloc async pool pitch array3d managed vmm; do
+  chunk=256
+  [ "$api" = vmm ] && chunk=2
+  pid=$(start_fill "$api" "$chunk" 4096 "usage-$api" "$api")
+  if [ -z "$pid" ]; then
+    echo "{\"check\":\"real_usage\",\"api\":\"$api\",\"error\":\"the fill did not finish\"}" | json
+    pkill -KILL -f "$B fill $api " 2>/dev/null
+    continue
+  fi
+  sleep 1
+  real=$(real_mib "$pid")
+  read -r cbytes csource <<<"$(charged "$api")"
+  allocated=$(grep -o '"allocated_mib":[0-9]*' "$OUT/fill-$api.json" | cut -d: -f2)
+  kill -KILL "$pid" 2>/dev/null
+  wait 2>/dev/null
+  over=$((real > 4096 ? real - 4096 : 0))
+  echo "{\"check\":\"real_usage\",\"api\":\"$api\",\"limit_mib\":4096,\"real_mib\":$real,\"over_mib\":$over,\"allocated_mib\":${allocated:-0},\"context_charge_mib\":$(((${cbytes:-0}) >> 20)),\"context_source\":\"${csource:-none}\"}" | json
+done
+
+fi
+if want 9; then
+say "9. three processes, one container, one 6 GiB limit"
+# Each its own context and up to 2 GiB: the third finds less room than it asks for.
+pids=()
+for i in 1 2 3; do
+  pids+=("$(start_fill malloc 256 6144 usage-multi "multi$i" 2048)")
+done
+sleep 1
+sum=0
+for p in "${pids[@]}"; do [ -n "$p" ] && sum=$((sum + $(real_mib "$p"))); done
+for p in "${pids[@]}"; do [ -n "$p" ] && kill -KILL "$p" 2>/dev/null; done
+wait 2>/dev/null
+over=$((sum > 6144 ? sum - 6144 : 0))
+echo "{\"check\":\"real_usage\",\"api\":\"malloc, 3 processes\",\"processes\":${#pids[@]},\"limit_mib\":6144,\"real_mib\":$sum,\"over_mib\":$over}" | json
+
+fi
+if want 10 && [ -n "$GEMM" ]; then
+say "10. cuBLAS SGEMM 4096, native against the interposer"
+timeout 60 "$GEMM" gemm 5 4096 | sed 's/"check":"gemm"/"check":"gemm","mode":"native"/' | json
+run_limited 64g gemm 60 "$GEMM" gemm 5 4096 | sed 's/"check":"gemm"/"check":"gemm","mode":"limit"/' | json
+env LD_PRELOAD="$LIB" CUDA_DEVICE_SM_LIMIT=100 timeout 60 "$GEMM" gemm 5 4096 |
+  sed 's/"check":"gemm"/"check":"gemm","mode":"sm100"/' | json
+
+fi
+if want 11; then
+say "11. a compute share on a kernel mix"
+timeout 60 "$B" mix 8 | sed 's/"check":"mix"/"check":"mix","limit":100/' | json
+for l in 30 50; do
+  env LD_PRELOAD="$LIB" CUDA_DEVICE_SM_LIMIT=$l CUDA_DEVICE_MEMORY_SHARED_CACHE="$OUT/mix$l.region" timeout 60 "$B" mix 8 |
+    sed "s/\"check\":\"mix\"/\"check\":\"mix\",\"limit\":$l/" | json
+done
 fi
 say "done: $RESULTS"

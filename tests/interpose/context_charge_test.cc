@@ -8,7 +8,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "interpose/config.h"
 #include "tests/interpose/probe.h"
@@ -190,6 +192,52 @@ TEST_F(ContextChargeProbe, EveryContextIsMeasuredAndReleased) {
   EXPECT_EQ(v.Used(0), 518 * MiB);
   p.Send("exit");
   p.Wait();
+}
+
+TEST_F(ContextChargeProbe, ProcessesOfOneContainerHoldTogetherToOneLimit) {
+  // Three processes sharing the region (one container), each with its own 518 MiB context,
+  // each taking up to 2 GiB in 64 MiB pieces: their real usage together (the fake driver's state
+  // file is the one GPU they share) stays within the 6 GiB limit, contexts included.
+  dir_.Write("fake.conf",
+             "devices=1\ncontext_overhead_mib=518\nstate_file=" + dir_.File("gpu") + "\n");
+  std::vector<RunningProbe> procs;
+  for (int i = 0; i < 3; ++i) {
+    procs.push_back(
+        StartProbe(ProbeBin("cuda-probe-linked"),
+                   ProbeEnv(dir_, true, Extra(true, {{"CUDA_DEVICE_MEMORY_LIMIT", "6g"}}))));
+    RunningProbe& p = procs.back();
+    p.Send("init");
+    p.Send("ctx 0");
+    ASSERT_EQ(p.WaitFor("ctx ").substr(0, 6), "ctx 0 ");
+    for (int k = 0; k < 32; ++k) {
+      p.Send("alloc 67108864");
+      if (p.WaitFor("alloc ").substr(0, 8) != "alloc 0 ") break;
+    }
+  }
+  procs[0].Send("phys 0");
+  std::istringstream in(procs[0].WaitFor("phys "));
+  std::string verb, rc;
+  uint64_t all = 0, mine = 0, high = 0;
+  in >> verb >> rc >> all >> mine >> high;
+  EXPECT_LE(high, 6 * GiB) << "never more real memory than the limit, contexts included";
+  EXPECT_GT(all, 6 * GiB - 64 * MiB) << "and the limit used up to the last piece";
+  // A fourth process: its context would not fit, so it is refused before the driver makes it.
+  RunningProbe late =
+      StartProbe(ProbeBin("cuda-probe-linked"),
+                 ProbeEnv(dir_, true, Extra(true, {{"CUDA_DEVICE_MEMORY_LIMIT", "6g"}})));
+  late.Send("init");
+  late.Send("ctx 0");
+  EXPECT_EQ(late.WaitFor("ctx ").substr(0, 6), "ctx 2 ") << "CUDA_ERROR_OUT_OF_MEMORY";
+  late.Send("phys 0");
+  std::istringstream again(late.WaitFor("phys "));
+  again >> verb >> rc >> all >> mine >> high;
+  EXPECT_LE(high, 6 * GiB);
+  late.Send("exit");
+  late.Wait();
+  for (RunningProbe& p : procs) {
+    p.Send("exit");
+    p.Wait();
+  }
 }
 
 }  // namespace
