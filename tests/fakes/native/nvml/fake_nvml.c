@@ -56,7 +56,7 @@ typedef struct {
   unsigned sms;
   int mig_capable, mig_enabled, mig_pending;
   unsigned max_mig;
-  int events; /* supports XID events */
+  int events;      /* supports XID events */
   int cuda_device; /* >= 0: used memory follows the fake CUDA driver's device of this index */
   FakeMig mig[MAX_MIG];
   struct nvmlDevice_st handle;
