@@ -214,13 +214,11 @@ TEST_F(ContextChargeProbe, ProcessesOfOneContainerHoldTogetherToOneLimit) {
       if (p.WaitFor("alloc ").substr(0, 8) != "alloc 0 ") break;
     }
   }
-  procs[0].Send("phys 0");
-  std::istringstream in(procs[0].WaitFor("phys "));
-  std::string verb, rc;
-  uint64_t all = 0, mine = 0, high = 0;
-  in >> verb >> rc >> all >> mine >> high;
-  EXPECT_LE(high, 6 * GiB) << "never more real memory than the limit, contexts included";
-  EXPECT_GT(all, 6 * GiB - 64 * MiB) << "and the limit used up to the last piece";
+  // phys: all tenants, this process, the high-water mark of all tenants.
+  std::vector<std::string> phys = procs[0].Ask("phys 0");
+  ASSERT_EQ(phys.size(), 5u);
+  EXPECT_LE(std::stoull(phys[4]), 6 * GiB) << "never more real memory than the limit";
+  EXPECT_GT(std::stoull(phys[2]), 6 * GiB - 64 * MiB) << "and the limit used up to the last piece";
   // A fourth process: its context would not fit, so it is refused before the driver makes it.
   RunningProbe late =
       StartProbe(ProbeBin("cuda-probe-linked"),
@@ -228,10 +226,9 @@ TEST_F(ContextChargeProbe, ProcessesOfOneContainerHoldTogetherToOneLimit) {
   late.Send("init");
   late.Send("ctx 0");
   EXPECT_EQ(late.WaitFor("ctx ").substr(0, 6), "ctx 2 ") << "CUDA_ERROR_OUT_OF_MEMORY";
-  late.Send("phys 0");
-  std::istringstream again(late.WaitFor("phys "));
-  again >> verb >> rc >> all >> mine >> high;
-  EXPECT_LE(high, 6 * GiB);
+  phys = late.Ask("phys 0");
+  ASSERT_EQ(phys.size(), 5u);
+  EXPECT_LE(std::stoull(phys[4]), 6 * GiB);
   late.Send("exit");
   late.Wait();
   for (RunningProbe& p : procs) {

@@ -455,13 +455,7 @@ TEST_F(Interposer, DlsymNextIsAnsweredRelativeToItsCaller) {
 TEST_F(Interposer, SteadyStreamOrderedPairsTakeTheFastPath) {
   dir_.Write("fake.conf", "devices=1\npool_chunk_kib=32768\n");
   RunningProbe p = StartProbe(ProbeBin("cuda-probe-linked"), ProbeEnv(dir_, true, Limits("1g")));
-  auto ask = [&](const std::string& cmd) {
-    p.Send(cmd);
-    std::istringstream in(p.WaitFor(cmd.substr(0, cmd.find(' ')) + " "));
-    std::vector<std::string> w;
-    for (std::string t; in >> t;) w.push_back(t);
-    return w;
-  };
+  auto ask = [&](const std::string& cmd) { return p.Ask(cmd); };
   auto calls = [&](const std::string& fn) { return std::stoull(ask("calls " + fn).at(2)); };
   ask("init");
   ask("ctx 0");
@@ -502,13 +496,7 @@ TEST_F(Interposer, SteadyStreamOrderedPairsTakeTheFastPath) {
 TEST_F(Interposer, SetMemPoolMovesTheFastPathToTheNewPool) {
   dir_.Write("fake.conf", "devices=1\npool_chunk_kib=32768\n");
   RunningProbe p = StartProbe(ProbeBin("cuda-probe-linked"), ProbeEnv(dir_, true, Limits("1g")));
-  auto ask = [&](const std::string& cmd) {
-    p.Send(cmd);
-    std::istringstream in(p.WaitFor(cmd.substr(0, cmd.find(' ')) + " "));
-    std::vector<std::string> w;
-    for (std::string t; in >> t;) w.push_back(t);
-    return w;
-  };
+  auto ask = [&](const std::string& cmd) { return p.Ask(cmd); };
   ask("init");
   ask("ctx 0");
   std::string a = ask("async 1048576").at(2);  // the default pool: 32 MiB, 30 of them free

@@ -157,6 +157,15 @@ struct RunningProbe {
     ssize_t ignored = write(in_fd, l.data(), l.size());
     (void)ignored;
   }
+  // Sends a command and returns the words of its answer: {command, CUresult, values...} (empty
+  // at EOF).
+  std::vector<std::string> Ask(const std::string& command) {
+    Send(command);
+    std::istringstream in(WaitFor(command.substr(0, command.find(' ')) + " "));
+    std::vector<std::string> words;
+    for (std::string w; in >> w;) words.push_back(w);
+    return words;
+  }
   int Wait() {
     if (in_fd >= 0) close(in_fd);
     in_fd = -1;
