@@ -27,8 +27,8 @@ const std::map<std::string, std::set<std::string>>& AllowedEdges() {
       {"kube", {"base", "core", "kube"}},
       {"deviceplugin", {"base", "core", "proto", "deviceplugin"}},
       {"node", {"base", "core", "config", "gpu", "kube", "proto", "deviceplugin", "node"}},
-      {"scheduler",
-       {"base", "core", "config", "kube", "scheduler"}},  // config: flags.cc's durations
+      // scheduler and sim: of config/, only its flags part (FlagsHeaders).
+      {"scheduler", {"base", "core", "config", "kube", "scheduler"}},
       {"sim", {"base", "core", "config", "sim"}},
       // cli reads interpose/region_layout.h only (SharedInterposeHeaders, for `inspect region`).
       {"cli", {"base", "core", "config", "gpu", "kube", "node", "scheduler", "sim", "cli"}},
@@ -44,6 +44,19 @@ const std::map<std::string, std::set<std::string>>& AllowedEdges() {
 const std::set<std::string>& SharedInterposeHeaders() {
   static const std::set<std::string> h = {"interpose/region_layout.h"};
   return h;
+}
+
+// The headers of config/'s gpushare_flags target (durations, flag checks, input files, CSV):
+// what gpushare-scheduler and the simulator may take from config/, so that neither links the
+// node configuration's loader and YAML (config/CMakeLists.txt).
+const std::set<std::string>& FlagsHeaders() {
+  static const std::set<std::string> h = {"config/csv.h", "config/duration.h", "config/file_read.h",
+                                          "config/flag_checks.h"};
+  return h;
+}
+const std::set<std::string>& FlagsOnlyFolders() {
+  static const std::set<std::string> f = {"scheduler", "sim"};
+  return f;
 }
 
 // Layers that may include SharedInterposeHeaders() (besides interpose/ itself).
@@ -213,6 +226,34 @@ TEST(Layering, EveryFolderIncludesOnlyWhatTheTableAllows) {
     }
   }
   EXPECT_GT(files, 100) << "found too few sources; is GPUSHARE_SOURCE_DIR right?";
+}
+
+TEST(Layering, SchedulerAndSimulatorTakeOnlyTheFlagsPartOfConfig) {
+  for (const std::string& folder : FlagsOnlyFolders()) {
+    for (const fs::path& file : SourcesOf(folder)) {
+      for (const Include& inc : IncludesOf(file)) {
+        if (!inc.quoted || FolderOf(inc.header) != "config") continue;
+        EXPECT_TRUE(FlagsHeaders().count(inc.header))
+            << inc.where << ": " << folder << "/ includes \"" << inc.header << "\"; it may take "
+            << "from config/ only the headers of gpushare_flags (durations, flag checks, input "
+            << "files, CSV), not the node configuration";
+      }
+    }
+  }
+  // The flags part stands alone: none of its files reaches into the rest of config/.
+  for (const std::string& header : FlagsHeaders()) {
+    for (const char* ext : {".h", ".cc"}) {
+      const fs::path file =
+          fs::path(GPUSHARE_SOURCE_DIR) / (header.substr(0, header.size() - 2) + ext);
+      EXPECT_TRUE(fs::exists(file)) << file << " is gone: update FlagsHeaders()";
+      for (const Include& inc : IncludesOf(file)) {
+        if (inc.quoted && FolderOf(inc.header) == "config") {
+          EXPECT_TRUE(FlagsHeaders().count(inc.header))
+              << inc.where << ": gpushare_flags includes \"" << inc.header << "\"";
+        }
+      }
+    }
+  }
 }
 
 TEST(Layering, CoreIsPure) {
