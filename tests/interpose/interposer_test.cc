@@ -491,6 +491,29 @@ TEST_F(Interposer, SteadyStreamOrderedPairsTakeTheFastPath) {
   p.Wait();
 }
 
+// An allocation on a stream being captured is graph memory, not the pool's: it never takes the
+// fast path (the pointer's own pool is asked for), even when the pool is known and has room.
+TEST_F(Interposer, CapturedStreamOrderedAllocationsTakeTheCarefulPath) {
+  dir_.Write("fake.conf", "devices=1\npool_chunk_kib=32768\n");
+  RunningProbe p = StartProbe(ProbeBin("cuda-probe-linked"), ProbeEnv(dir_, true, Limits("1g")));
+  auto calls = [&](const std::string& fn) { return std::stoull(p.Ask("calls " + fn).at(2)); };
+  p.Ask("init");
+  p.Ask("ctx 0");
+  p.Ask("asyncfree " + p.Ask("async 1048576").at(2));  // the pool learnt, 30 MiB of room
+  const uint64_t before = calls("cuPointerGetAttribute");
+  ASSERT_EQ(p.Ask("capture begin").at(1), "0");
+  std::vector<std::string> a = p.Ask("async 1048576");
+  ASSERT_EQ(a.at(1), "0");
+  EXPECT_GT(calls("cuPointerGetAttribute"), before) << "the careful path asked the pointer";
+  p.Ask("asyncfree " + a.at(2));
+  p.Ask("capture end");
+  const uint64_t after_capture = calls("cuPointerGetAttribute");
+  p.Ask("asyncfree " + p.Ask("async 1048576").at(2));
+  EXPECT_EQ(calls("cuPointerGetAttribute"), after_capture) << "fast again once not capturing";
+  p.Send("exit");
+  p.Wait();
+}
+
 // cuDeviceSetMemPool moves cuMemAllocAsync to another pool: the fast path follows it, so the
 // new pool's growth is charged (not taken for room in the old one).
 TEST_F(Interposer, SetMemPoolMovesTheFastPathToTheNewPool) {
