@@ -13,12 +13,15 @@ const char* ChargeSourceName(ChargeSource s) {
 ContextCharge DecideContextCharge(const ContextChargeInput& in) {
   if (in.fixed)
     return {in.overhead_set ? in.overhead : kDefaultContextOverhead, ChargeSource::kFixed};
+  const bool earlier = in.earlier >= kMinPlausibleContext && in.earlier <= kMaxPlausibleContext;
   if (in.measured && in.used_after > in.used_before) {
     uint64_t d = in.used_after - in.used_before;
-    if (d >= kMinPlausibleContext && d <= kMaxPlausibleContext) return {d, ChargeSource::kMeasured};
+    if (d >= kMinPlausibleContext && d <= kMaxPlausibleContext) {
+      if (earlier && in.earlier > d) return {in.earlier, ChargeSource::kEarlier, d};
+      return {d, ChargeSource::kMeasured, d};
+    }
   }
-  if (in.earlier >= kMinPlausibleContext && in.earlier <= kMaxPlausibleContext)
-    return {in.earlier, ChargeSource::kEarlier};
+  if (earlier) return {in.earlier, ChargeSource::kEarlier};
   if (in.overhead_set) return {in.overhead, ChargeSource::kOverride};
   return {kDefaultContextOverhead, ChargeSource::kDefault};
 }

@@ -11,9 +11,12 @@
 //
 // In order, the first that applies:
 //   1. `context_charge=fixed`: the configured `context_overhead` (default kDefaultContextOverhead);
-//   2. a believable measurement of this context;
-//   3. the figure measured earlier on the same device by this container's processes (the region
-//      keeps it, per device: the same GPU model and driver in one container);
+//   2. a believable measurement of this context, but never less than the figure measured
+//      earlier on the same device by this container's processes (a neighbour freeing memory
+//      during the creation makes a reading too low; one allocating makes it too high, and then
+//      only the next context inherits it, since the region keeps each context's own reading);
+//   3. that earlier figure (the region keeps it, per device: the same GPU model and driver in one
+//      container);
 //   4. the configured `context_overhead` when one is set ("override");
 //   5. kDefaultContextOverhead ("default").
 // Pure: no I/O, no driver call.
@@ -46,6 +49,7 @@ struct ContextChargeInput {
 struct ContextCharge {
   uint64_t bytes = 0;
   ChargeSource source = ChargeSource::kNone;
+  uint64_t measured = 0;  // this context's own believable reading (0 = none): what the region keeps
 };
 
 ContextCharge DecideContextCharge(const ContextChargeInput& in);

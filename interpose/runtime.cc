@@ -746,7 +746,7 @@ void OnContextCreated(CUcontext ctx, int ordinal, const ContextProbe& probe) {
   uint64_t overhead = charge.bytes;
   RegionDevice* rd = EnsureRegion() ? &g_region.file()->devices[o->dev] : nullptr;
   if (rd != nullptr) {
-    if (charge.source == ChargeSource::kMeasured) StoreRelaxed(&rd->context_measured, overhead);
+    if (charge.measured != 0) StoreRelaxed(&rd->context_measured, charge.measured);
     StoreRelaxed(&rd->context_charge, overhead);
     StoreRelaxed(&rd->context_charge_source, static_cast<uint64_t>(charge.source));
   }

@@ -28,7 +28,25 @@ TEST(DecideContextCharge, ABelievableMeasurementIsCharged) {
   ContextCharge c = DecideContextCharge(in);
   EXPECT_EQ(c.bytes, 518 * MiB);
   EXPECT_EQ(c.source, ChargeSource::kMeasured);
+  EXPECT_EQ(c.measured, 518 * MiB);
   EXPECT_STREQ(ChargeSourceName(c.source), "measured");
+}
+
+TEST(DecideContextCharge, NeverLessThanTheContainersEarlierReading) {
+  ContextChargeInput in;
+  in.measured = true;
+  in.used_before = 10 * GiB;
+  in.used_after = 10 * GiB + 118 * MiB;  // a neighbour freed 400 MiB during the creation
+  in.earlier = 518 * MiB;
+  ContextCharge c = DecideContextCharge(in);
+  EXPECT_EQ(c.bytes, 518 * MiB);
+  EXPECT_EQ(c.source, ChargeSource::kEarlier);
+  EXPECT_EQ(c.measured, 118 * MiB) << "the region keeps this context's own reading";
+  in.used_after = 10 * GiB + 600 * MiB;  // higher than before: this reading wins
+  c = DecideContextCharge(in);
+  EXPECT_EQ(c.bytes, 600 * MiB);
+  EXPECT_EQ(c.source, ChargeSource::kMeasured);
+  EXPECT_EQ(c.measured, 600 * MiB);
 }
 
 TEST(DecideContextCharge, ADisturbedReadingFallsBackInOrder) {
