@@ -78,15 +78,17 @@ grpc::StatusCode ToGrpcCode(StatusCode c) {
   return grpc::StatusCode::UNKNOWN;
 }
 
-// Why ResolveDevices refused a request, for on_allocate.
-AllocateStage RefusalStage(const DeviceIndex& index, const std::vector<std::string>& ids) {
+// The core/reasons.h code of a request ResolveDevices refused: a device this resource does not
+// advertise, a device that is Unhealthy now, or else a request the resource does not accept.
+std::string_view ResolveRefusalReason(const DeviceIndex& index,
+                                      const std::vector<std::string>& ids) {
   bool unhealthy = false;
   for (const std::string& id : ids) {
     const PlannedDevice* d = index.Find(id);
-    if (d == nullptr) return AllocateStage::kUnknownDevice;
+    if (d == nullptr) return reasons::kUnknownDevice;
     unhealthy = unhealthy || !d->healthy;
   }
-  return unhealthy ? AllocateStage::kUnhealthy : AllocateStage::kInvalidRequest;
+  return unhealthy ? reasons::kGpuUnhealthy : reasons::kInvalidRequest;
 }
 
 grpc::Status ToGrpc(const Status& s) {
@@ -96,27 +98,11 @@ grpc::Status ToGrpc(const Status& s) {
 
 }  // namespace
 
-std::string_view StageReason(AllocateStage stage) {
-  switch (stage) {
-    case AllocateStage::kUnknownDevice:
-      return reasons::kUnknownDevice;
-    case AllocateStage::kUnhealthy:
-      return reasons::kGpuUnhealthy;
-    case AllocateStage::kDeviceNodes:
-      return reasons::kDeviceNodesUnavailable;
-    case AllocateStage::kInvalidRequest:
-    case AllocateStage::kAnswered:
-    case AllocateStage::kDecorator:
-      break;
-  }
-  return reasons::kInvalidRequest;
-}
-
 namespace {
 
 // A refused Allocate: the message starts with the reason code ("GpuUnhealthy: resource ...:
 // devices are Unhealthy: ..."), so that kubelet's UnexpectedAdmissionError (the pod's Event and
-// status) carries the code. A decorator's refusal comes coded by node/allocate_observer.cc.
+// status) carries the code; the observer is told the same code.
 grpc::Status Refusal(grpc::StatusCode code, std::string_view reason, const std::string& message) {
   return grpc::Status(code, reasons::Coded(reason, message));
 }
@@ -333,33 +319,29 @@ class DevicePluginServer::Impl final : public pb::DevicePlugin::Service {
       if (opts.plugin.pass_device_specs) nodes = ProbeHostDeviceNodes(opts.plugin.nvidia_dev_root);
       for (const pb::ContainerAllocateRequest& c : req->container_requests()) {
         std::vector<std::string> ids = ToVector(c.devices_ids());
+        // Tells the observer, and answers kubelet with the code in front of the message.
+        auto refuse = [&](grpc::StatusCode code, std::string_view reason,
+                          const std::string& message) {
+          spdlog::warn("event=allocate_refused resource={} devices={} error={}", opts.resource.name,
+                       Value(Summary(ids)), Value(message));
+          if (opts.observer) opts.observer->OnAllocate({opts.resource.name, ids, reason, message});
+          return Refusal(code, reason, message);
+        };
         Result<ResolvedRequest> r = ResolveDevices(s->index, ids);
-        if (!r.ok()) {
-          spdlog::warn("event=allocate_refused resource={} devices={} error={}", opts.resource.name,
-                       Value(Summary(ids)), Value(r.status().message()));
-          const AllocateStage stage = RefusalStage(s->index, ids);
-          if (opts.on_allocate) opts.on_allocate(stage, ids, r.status().message());
-          return Refusal(ToGrpcCode(r.status().code()), StageReason(stage), r.status().message());
-        }
+        if (!r.ok())
+          return refuse(ToGrpcCode(r.status().code()), ResolveRefusalReason(s->index, ids),
+                        r.status().message());
         ContainerAllocation a = BuildContainerAllocation(*r, opts.plugin, nodes, opts.extra_env);
-        if (!a.problem.empty()) {
-          spdlog::warn("event=allocate_refused resource={} devices={} error={}", opts.resource.name,
-                       Value(Summary(ids)), Value(a.problem));
-          if (opts.on_allocate) opts.on_allocate(AllocateStage::kDeviceNodes, ids, a.problem);
-          return Refusal(grpc::StatusCode::FAILED_PRECONDITION,
-                         StageReason(AllocateStage::kDeviceNodes), a.problem);
-        }
-        if (opts.decorator) {
-          Status st = opts.decorator(*r, &a);
-          if (!st.ok()) {
-            spdlog::warn("event=allocate_refused resource={} devices={} error={}",
-                         opts.resource.name, Value(Summary(ids)), Value(st.message()));
-            if (opts.on_allocate) opts.on_allocate(AllocateStage::kDecorator, ids, st.message());
-            return ToGrpc(st);  // coded by the decorator's wrapper (node/allocate_observer.h)
-          }
+        if (!a.problem.empty())
+          return refuse(grpc::StatusCode::FAILED_PRECONDITION, reasons::kDeviceNodesUnavailable,
+                        a.problem);
+        for (const AllocationStep& step : opts.steps) {
+          if (!step.apply) continue;
+          Status st = step.apply(*r, &a);
+          if (!st.ok()) return refuse(ToGrpcCode(st.code()), step.refusal_reason, st.message());
         }
         ToProto(a, resp->add_container_responses());
-        if (opts.on_allocate) opts.on_allocate(AllocateStage::kAnswered, ids, "");
+        if (opts.observer) opts.observer->OnAllocate({opts.resource.name, ids, "", ""});
         auto env = a.envs.find(kVisibleDevicesEnv);
         spdlog::info("event=allocate resource={} devices={} count={} visible={}",
                      opts.resource.name, Value(Summary(ids)), ids.size(),

@@ -31,6 +31,7 @@
 #include "core/node_config.h"
 #include "core/resource_plan.h"
 #include "core/status.h"
+#include "deviceplugin/allocate_observer.h"
 #include "deviceplugin/allocation.h"
 #include "deviceplugin/preferred_allocation.h"
 
@@ -46,21 +47,6 @@ inline constexpr const char* kKubeletSocketName = "kubelet.sock";
 inline constexpr const char* kHealthy = "Healthy";
 inline constexpr const char* kUnhealthy = "Unhealthy";
 
-// How Allocate ended for one container request (DevicePluginServerOptions::on_allocate).
-enum class AllocateStage {
-  kAnswered,        // the container's answer was sent
-  kUnknownDevice,   // a device ID this resource does not advertise
-  kUnhealthy,       // a device that is Unhealthy now
-  kInvalidRequest,  // not a request this resource accepts (duplicates, more than one, ...)
-  kDeviceNodes,     // the device nodes it needs cannot be given (ContainerAllocation::problem)
-  kDecorator,       // the decorator refused (it reports its own reason)
-};
-
-// The core/reasons.h code of a refusal at `stage` (kInvalidRequest for kAnswered and
-// kDecorator, which the server does not code itself): the prefix of the refused call's gRPC
-// message and the reason label gpushare-node counts it under.
-std::string_view StageReason(AllocateStage stage);
-
 struct DevicePluginServerOptions {
   std::string plugin_dir = kDefaultPluginDir;  // where our socket is created
   std::string kubelet_socket;                  // full path; empty = <plugin_dir>/kubelet.sock
@@ -68,18 +54,15 @@ struct DevicePluginServerOptions {
   PluginFlags plugin;                          // strategies for Allocate
   ExtraEnv extra_env;                          // node-wide environment additions
   AllocationPolicy allocation_policy = AllocationPolicy::kDistributed;
-  AllocationDecorator decorator;  // optional, run after the strategy's answer
-  PreferredChooser preferred;     // optional, replaces the allocation policy
+  std::vector<AllocationStep> steps;  // run in order after the strategy's answer
+  PreferredChooser preferred;         // optional, replaces the allocation policy
 
   // Called (from a gRPC thread; must not block) when the last ListAndWatch stream ends and the
   // server is not being stopped. `generation` is the value given here.
   std::function<void(uint64_t generation)> on_stream_end;
   uint64_t generation = 0;
-  // Optional: called (from the gRPC thread, must not block) for every container request of
-  // every Allocate, with its device IDs and, for a refusal, the message sent to kubelet.
-  std::function<void(AllocateStage stage, const std::vector<std::string>& device_ids,
-                     const std::string& message)>
-      on_allocate;
+  // Optional: told how every container request of every Allocate ended.
+  std::shared_ptr<AllocateObserver> observer;
 
   // Our own socket answers within milliseconds; a socket deleted meanwhile fails at once.
   std::chrono::milliseconds self_dial_timeout{1000};

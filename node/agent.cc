@@ -613,25 +613,13 @@ class Agent::Impl {
     o.plugin = inputs_.config.plugin;
     o.extra_env = deviceplugin::ExtraEnv::FromConfig(inputs_.config);
     o.allocation_policy = inputs_.config.gpushare.allocation_policy;
-    o.decorator = decorator_;
-    if (r.is_share_resource()) {
-      // Units (or milli) of one GPU only, steered by the memory-share mode when it runs.
-      o.preferred = memory_ ? memory_->Preferred() : MemoryUnitsBestFit();
-      o.decorator = [first = memory_ ? memory_->Decorator() : MemoryUnitsDecorator(),
-                     then = decorator_](const deviceplugin::ResolvedRequest& q,
-                                        deviceplugin::ContainerAllocation* a) -> Status {
-        GPUSHARE_RETURN_IF_ERROR(first(q, a));
-        return then ? then(q, a) : Status::Ok();
-      };
-    }
+    // Units (or milli) of one GPU only, steered by the memory-share mode when it runs.
+    if (r.is_share_resource()) o.preferred = memory_ ? memory_->Preferred() : MemoryUnitsBestFit();
     o.on_stream_end = [this](uint64_t g) { PostStreamEnd(g); };
-    if (opts_.observer) {
-      ObserveAllocate(opts_.observer, r,
-                      r.is_share_resource()
-                          ? (memory_ ? memory_->Decorator() : MemoryUnitsDecorator())
-                          : nullptr,
-                      decorator_, &o);
-    }
+    ObserveAllocate(
+        opts_.observer, r,
+        r.is_share_resource() ? (memory_ ? memory_->Decorator() : MemoryUnitsDecorator()) : nullptr,
+        decorator_, &o);
     return o;
   }
 

@@ -12,22 +12,24 @@ namespace gpushare::node {
 
 namespace {
 
-deviceplugin::AllocationDecorator Tagged(std::shared_ptr<AgentObserver> obs, std::string name,
-                                         deviceplugin::AllocationDecorator d,
-                                         std::string_view reason) {
-  if (!d) return d;
-  return [obs = std::move(obs), name = std::move(name), d = std::move(d), reason](
-             const deviceplugin::ResolvedRequest& q, deviceplugin::ContainerAllocation* a) {
-    Status st = d(q, a);
-    if (st.ok()) return st;
-    if (obs) {
-      std::vector<std::string> ids;
-      for (const PlannedDevice* dev : q.devices) ids.push_back(dev->id);
-      obs->AllocateRefused(name, reason, ids, st.message());
-    }
-    return Status(st.code(), reasons::Coded(reason, st.message()));
-  };
-}
+// The agent's view of Allocate: every container request counted, every refusal reported with
+// its code (the server's reasons: its own stages' and each step's).
+class AgentAllocateObserver final : public deviceplugin::AllocateObserver {
+ public:
+  AgentAllocateObserver(std::shared_ptr<AgentObserver> observer, std::string resource)
+      : observer_(std::move(observer)), resource_(std::move(resource)) {}
+  void OnAllocate(const deviceplugin::AllocateOutcome& outcome) override {
+    if (outcome.answered()) return observer_->Allocated(resource_);
+    observer_->AllocateRefused(
+        resource_, outcome.reason,
+        std::vector<std::string>(outcome.device_ids.begin(), outcome.device_ids.end()),
+        std::string(outcome.message));
+  }
+
+ private:
+  std::shared_ptr<AgentObserver> observer_;
+  std::string resource_;
+};
 
 }  // namespace
 
@@ -35,29 +37,11 @@ void ObserveAllocate(std::shared_ptr<AgentObserver> obs, const PlannedResource& 
                      deviceplugin::AllocationDecorator memory,
                      deviceplugin::AllocationDecorator interposer,
                      deviceplugin::DevicePluginServerOptions* o) {
-  using deviceplugin::AllocateStage;
-  if (obs) {
-    o->on_allocate = [obs, name = resource.name](AllocateStage stage,
-                                                 const std::vector<std::string>& ids,
-                                                 const std::string& message) {
-      if (stage == AllocateStage::kAnswered) return obs->Allocated(name);
-      // A decorator's refusal is reported by its wrapper (Tagged), which knows which one refused.
-      if (stage != AllocateStage::kDecorator)
-        obs->AllocateRefused(name, deviceplugin::StageReason(stage), ids, message);
-    };
-  }
-  auto first = Tagged(obs, resource.name, std::move(memory), reasons::kInvalidRequest);
-  auto then = Tagged(obs, resource.name, std::move(interposer), reasons::kInterposerSetupFailed);
-  if (!first) {
-    o->decorator = std::move(then);
-    return;
-  }
-  o->decorator = [first = std::move(first), then = std::move(then)](
-                     const deviceplugin::ResolvedRequest& q,
-                     deviceplugin::ContainerAllocation* a) -> Status {
-    GPUSHARE_RETURN_IF_ERROR(first(q, a));
-    return then ? then(q, a) : Status::Ok();
-  };
+  o->steps.clear();
+  if (memory) o->steps.push_back({reasons::kInvalidRequest, std::move(memory)});
+  if (interposer) o->steps.push_back({reasons::kInterposerSetupFailed, std::move(interposer)});
+  o->observer =
+      obs ? std::make_shared<AgentAllocateObserver>(std::move(obs), resource.name) : nullptr;
 }
 
 }  // namespace gpushare::node

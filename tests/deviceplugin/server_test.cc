@@ -16,6 +16,7 @@
 #include <future>
 #include <thread>
 
+#include "core/reasons.h"
 #include "proto/deviceplugin/v1beta1/api.grpc.pb.h"
 #include "tests/deviceplugin/fixtures.h"
 #include "tests/fakes/kubelet/fake_kubelet.h"
@@ -309,13 +310,15 @@ TEST_F(ServerTest, DecoratorAddsToTheAnswerAndCanRefuse) {
   DevicePluginServerOptions o;
   o.plugin_dir = dir_.path();
   o.resource = MakeGpuResource(2, 2);
-  o.decorator = [](const ResolvedRequest& r, ContainerAllocation* a) {
-    if (r.devices.size() > 1)
-      return Status::ResourceExhausted("decorator refuses " + std::to_string(r.devices.size()));
-    a->envs["GPUSHARE_TEST"] = r.devices[0]->device_uuid;
-    a->mounts.push_back({"/usr/lib/gpushare", "/opt/gpushare", true});
-    return Status::Ok();
-  };
+  o.steps.push_back(
+      {reasons::kInvalidRequest, [](const ResolvedRequest& r, ContainerAllocation* a) {
+         if (r.devices.size() > 1)
+           return Status::ResourceExhausted("decorator refuses " +
+                                            std::to_string(r.devices.size()));
+         a->envs["GPUSHARE_TEST"] = r.devices[0]->device_uuid;
+         a->mounts.push_back({"/usr/lib/gpushare", "/opt/gpushare", true});
+         return Status::Ok();
+       }});
   auto server = DevicePluginServer::Start(std::move(o));
   ASSERT_TRUE(server.ok());
   ASSERT_TRUE((*server)->Register().ok());

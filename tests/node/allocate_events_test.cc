@@ -448,7 +448,7 @@ TEST_F(RefusalCodeTest, DecoratorRefusalsAreCodedWithoutAnObserver) {
         return Status::Unavailable("disk full");
       },
       &o);
-  EXPECT_FALSE(o.on_allocate);
+  EXPECT_FALSE(o.observer);
   auto s = deviceplugin::DevicePluginServer::Start(std::move(o));
   ASSERT_TRUE(s.ok());
   ASSERT_TRUE((*s)->Register().ok());
