@@ -672,9 +672,6 @@ bool NvmlUsed(nvmlDevice_t device, uint64_t* used) {
   return true;
 }
 
-}  // namespace
-
-namespace {
 // The charge decision's configuration and the region's earlier measurement for a device.
 ContextChargeInput ChargeInputFor(int dev) {
   ContextChargeInput in;

@@ -455,38 +455,37 @@ TEST_F(Interposer, DlsymNextIsAnsweredRelativeToItsCaller) {
 TEST_F(Interposer, SteadyStreamOrderedPairsTakeTheFastPath) {
   dir_.Write("fake.conf", "devices=1\npool_chunk_kib=32768\n");
   RunningProbe p = StartProbe(ProbeBin("cuda-probe-linked"), ProbeEnv(dir_, true, Limits("1g")));
-  auto ask = [&](const std::string& cmd) { return p.Ask(cmd); };
-  auto calls = [&](const std::string& fn) { return std::stoull(ask("calls " + fn).at(2)); };
-  ask("init");
-  ask("ctx 0");
-  std::string first = ask("async 1048576").at(2);  // learns the default pool; it grows 32 MiB
-  ask("asyncfree " + first);
+  auto calls = [&](const std::string& fn) { return std::stoull(p.Ask("calls " + fn).at(2)); };
+  p.Ask("init");
+  p.Ask("ctx 0");
+  std::string first = p.Ask("async 1048576").at(2);  // learns the default pool; it grows 32 MiB
+  p.Ask("asyncfree " + first);
   const uint64_t lookups = calls("cuPointerGetAttribute");
   const uint64_t devices = calls("cuCtxGetDevice");
   RegionView region(dir_.File("region"));
   for (int i = 0; i < 100; ++i) {
-    std::vector<std::string> a = ask("async 1048576");
+    std::vector<std::string> a = p.Ask("async 1048576");
     ASSERT_EQ(a.at(1), "0");
-    ASSERT_EQ(ask("asyncfree " + a.at(2)).at(1), "0");
+    ASSERT_EQ(p.Ask("asyncfree " + a.at(2)).at(1), "0");
   }
   EXPECT_EQ(calls("cuPointerGetAttribute"), lookups) << "the pool was known";
   EXPECT_EQ(calls("cuCtxGetDevice"), devices) << "the context's device was known";
   EXPECT_EQ(region.Used(0), 32 * MiB) << "the pool's reserved bytes stay charged";
-  EXPECT_EQ(std::stoull(ask("phys 0").at(3)), 32 * MiB);
+  EXPECT_EQ(std::stoull(p.Ask("phys 0").at(3)), 32 * MiB);
   // Live allocations past the pool's room go the careful way and grow the charge with it.
   std::vector<std::string> held;
-  for (int i = 0; i < 20; ++i) held.push_back(ask("async 2097152").at(2));
+  for (int i = 0; i < 20; ++i) held.push_back(p.Ask("async 2097152").at(2));
   EXPECT_EQ(region.Used(0), 64 * MiB);
-  EXPECT_EQ(std::stoull(ask("phys 0").at(3)), 64 * MiB);
-  for (const std::string& h : held) ask("asyncfree " + h);
-  ask("sync");
+  EXPECT_EQ(std::stoull(p.Ask("phys 0").at(3)), 64 * MiB);
+  for (const std::string& h : held) p.Ask("asyncfree " + h);
+  p.Ask("sync");
   EXPECT_EQ(region.Used(0), 0u) << "released with the pool's memory";
   // The limit holds on the fast path too: 1 GiB in 2 MiB pieces, the next one refused.
   held.clear();
-  for (int i = 0; i < 513; ++i) held.push_back(ask("async 2097152").at(1));
+  for (int i = 0; i < 513; ++i) held.push_back(p.Ask("async 2097152").at(1));
   EXPECT_EQ(std::count(held.begin(), held.end(), "0"), 512);
   EXPECT_EQ(held.back(), "2") << "CUDA_ERROR_OUT_OF_MEMORY";
-  EXPECT_LE(std::stoull(ask("phys 0").at(4)), 1 * GiB) << "never more than the limit held";
+  EXPECT_LE(std::stoull(p.Ask("phys 0").at(4)), 1 * GiB) << "never more than the limit held";
   p.Send("exit");
   p.Wait();
 }
@@ -519,19 +518,18 @@ TEST_F(Interposer, CapturedStreamOrderedAllocationsTakeTheCarefulPath) {
 TEST_F(Interposer, SetMemPoolMovesTheFastPathToTheNewPool) {
   dir_.Write("fake.conf", "devices=1\npool_chunk_kib=32768\n");
   RunningProbe p = StartProbe(ProbeBin("cuda-probe-linked"), ProbeEnv(dir_, true, Limits("1g")));
-  auto ask = [&](const std::string& cmd) { return p.Ask(cmd); };
-  ask("init");
-  ask("ctx 0");
-  std::string a = ask("async 1048576").at(2);  // the default pool: 32 MiB, 30 of them free
-  ask("asyncfree " + a);
-  std::string pool = ask("poolcreate 0").at(2);
-  ASSERT_EQ(ask("setpool 0 " + pool).at(1), "0");
-  std::string b = ask("async 1048576").at(2);
-  EXPECT_EQ(std::stoull(ask("poolreserved " + pool).at(2)), 32 * MiB) << "from the new pool";
+  p.Ask("init");
+  p.Ask("ctx 0");
+  std::string a = p.Ask("async 1048576").at(2);  // the default pool: 32 MiB, 30 of them free
+  p.Ask("asyncfree " + a);
+  std::string pool = p.Ask("poolcreate 0").at(2);
+  ASSERT_EQ(p.Ask("setpool 0 " + pool).at(1), "0");
+  std::string b = p.Ask("async 1048576").at(2);
+  EXPECT_EQ(std::stoull(p.Ask("poolreserved " + pool).at(2)), 32 * MiB) << "from the new pool";
   RegionView region(dir_.File("region"));
   EXPECT_EQ(region.Used(0), 64 * MiB) << "both pools' reserved bytes";
-  EXPECT_EQ(std::stoull(ask("phys 0").at(3)), 64 * MiB);
-  ask("asyncfree " + b);
+  EXPECT_EQ(std::stoull(p.Ask("phys 0").at(3)), 64 * MiB);
+  p.Ask("asyncfree " + b);
   p.Send("exit");
   p.Wait();
 }
