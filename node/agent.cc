@@ -20,9 +20,9 @@
 #include "base/strings.h"
 #include "base/sync.h"
 #include "base/unique_fd.h"
+#include "core/reasons.h"
 #include "deviceplugin/plugin_lifecycle.h"
 #include "deviceplugin/server.h"
-#include "node/allocate_observer.h"
 #include "node/memshare_service.h"
 
 namespace gpushare::node {
@@ -107,10 +107,24 @@ deviceplugin::LifecycleTiming TimingOf(const AgentOptions& o) {
 
 }  // namespace
 
+std::vector<deviceplugin::AllocationStep> AllocationSteps(
+    deviceplugin::AllocationDecorator units, deviceplugin::AllocationDecorator interposer) {
+  std::vector<deviceplugin::AllocationStep> steps;
+  if (units) steps.push_back({reasons::kInvalidRequest, std::move(units)});
+  if (interposer) steps.push_back({reasons::kInterposerSetupFailed, std::move(interposer)});
+  return steps;
+}
+
 class Agent::Impl {
  public:
   explicit Impl(AgentOptions o)
-      : opts_(std::move(o)), clock_(opts_.clock), lifecycle_(TimingOf(opts_)) {
+      : opts_(std::move(o)),
+        clock_(opts_.clock),
+        allocate_observer_(
+            opts_.allocate_observers.empty()
+                ? nullptr
+                : std::make_shared<deviceplugin::AllocateFanOut>(opts_.allocate_observers)),
+        lifecycle_(TimingOf(opts_)) {
     kubelet_socket_ = opts_.kubelet_socket.empty()
                           ? opts_.plugin_dir + "/" + deviceplugin::kKubeletSocketName
                           : opts_.kubelet_socket;
@@ -236,7 +250,7 @@ class Agent::Impl {
     plan_ = std::move(p);
     decorator_ = opts_.decorator ? opts_.decorator(inputs_) : nullptr;
     if (memory_) memory_->Update(inputs_, plan_);
-    if (opts_.observer) opts_.observer->PlanChanged(inputs_, plan_);
+    for (const auto& o : opts_.observers) o->PlanChanged(inputs_, plan_);
     slots_.clear();
     for (const PlannedResource& r : plan_.resources) {
       slots_.push_back(Slot{r, nullptr, 0, false});
@@ -294,7 +308,7 @@ class Agent::Impl {
   bool Pass(std::string* stop_reason) {
     if (DrainPosted(stop_reason)) return true;
     const int64_t now = clock_->NowMs();
-    if (opts_.observer) opts_.observer->LoopTurned(now);
+    for (const auto& o : opts_.observers) o->LoopTurned(now);
     ApplyHealth(health_->Advance(now));
     Reconcile(now);
     return DrainPosted(stop_reason);
@@ -380,7 +394,9 @@ class Agent::Impl {
     deviceplugin::RegistrationLifecycle& reg = lifecycle_.registration();
     const size_t i = SlotOf(o.generation);
     if (i == slots_.size() || !reg.RegisterDone(i, o.attempt, o.status.ok(), now)) return;  // stale
-    if (o.status.ok() && opts_.observer) opts_.observer->Registered(slots_[i].resource.name);
+    if (o.status.ok()) {
+      for (const auto& obs : opts_.observers) obs->Registered(slots_[i].resource.name);
+    }
     if (o.status.ok()) return;
     spdlog::warn("event=register_failed resource={} attempt={} retry_ms={} error={}",
                  slots_[i].resource.name, reg.failures(i), reg.backoff_ms(i),
@@ -397,7 +413,7 @@ class Agent::Impl {
 
   void OnHealthEvent(HealthEvent& ev, int64_t now) {
     ev.time_ms = now;  // the tracker's clock is ours
-    if (opts_.observer) opts_.observer->HealthEventSeen(ev);
+    for (const auto& o : opts_.observers) o->HealthEventSeen(ev);
     std::string ignored;
     auto t = health_->OnEvent(ev, &ignored);
     if (t.empty()) {
@@ -486,7 +502,7 @@ class Agent::Impl {
   void KubeletRestarted(int64_t now, const char* why) {
     spdlog::info("event=kubelet_restart_detected reason={} socket={}", why, kubelet_socket_);
     kubelet_id_ = IdOf(kubelet_socket_);  // the fallback check must not report it again
-    if (opts_.observer) opts_.observer->KubeletRestarted();
+    for (const auto& o : opts_.observers) o->KubeletRestarted();
     lifecycle_.registration().KubeletStarted(now, why);
   }
 
@@ -616,10 +632,11 @@ class Agent::Impl {
     // Units (or milli) of one GPU only, steered by the memory-share mode when it runs.
     if (r.is_share_resource()) o.preferred = memory_ ? memory_->Preferred() : MemoryUnitsBestFit();
     o.on_stream_end = [this](uint64_t g) { PostStreamEnd(g); };
-    ObserveAllocate(
-        opts_.observer, r,
+    // Every observer of Allocate, for every resource: the one fan-out.
+    o.steps = AllocationSteps(
         r.is_share_resource() ? (memory_ ? memory_->Decorator() : MemoryUnitsDecorator()) : nullptr,
-        decorator_, &o);
+        decorator_);
+    o.observer = allocate_observer_;
     return o;
   }
 
@@ -632,7 +649,7 @@ class Agent::Impl {
     }
     health_->ApplyTo(&plan_);
     if (memory_) memory_->Update(inputs_, plan_);
-    if (opts_.observer) opts_.observer->PlanChanged(inputs_, plan_);
+    for (const auto& o : opts_.observers) o->PlanChanged(inputs_, plan_);
     for (Slot& s : slots_) PushHealth(s);
   }
 
@@ -698,6 +715,8 @@ class Agent::Impl {
   std::unique_ptr<HealthTracker> health_;
   std::unique_ptr<HealthFeed> feed_;
   deviceplugin::AllocationDecorator decorator_;
+  // opts_.allocate_observers as one; null without any.
+  const std::shared_ptr<deviceplugin::AllocateObserver> allocate_observer_;
   std::unique_ptr<MemoryShareMode> memory_;
   std::vector<Slot> slots_;  // same index as the lifecycle's slots
   deviceplugin::PluginLifecycle lifecycle_;

@@ -42,6 +42,7 @@
 #include "core/node_config.h"
 #include "core/resource_plan.h"
 #include "core/status.h"
+#include "deviceplugin/allocate_observer.h"
 #include "deviceplugin/allocation.h"
 #include "deviceplugin/preferred_allocation.h"
 #include "node/clock.h"
@@ -99,27 +100,30 @@ class Companion {
   virtual ~Companion() = default;
 };
 
-// Told what the agent does, for /metrics and /healthz, /readyz (node/metrics.h). Every call is
-// made on the agent's thread except AllocateRefused/Allocated (gRPC threads); none may block.
+// Told what the agent does: the plans it adopts (the allocation recorder's inputs), /metrics
+// and /healthz, /readyz (node/metrics.h). Every call is made on the agent's thread; none may
+// block. Allocate is followed through deviceplugin::AllocateObserver (AgentOptions::
+// allocate_observers), on gRPC threads.
 class AgentObserver {
  public:
   virtual ~AgentObserver() = default;
   // After every load, reload and health change: the inputs and the plan (health applied).
-  virtual void PlanChanged(const AgentInputs& inputs, const ResourcePlan& plan) = 0;
+  virtual void PlanChanged(const AgentInputs& /*inputs*/, const ResourcePlan& /*plan*/) {}
   // Every health event the feed posted (before the tracker's verdict).
-  virtual void HealthEventSeen(const HealthEvent& ev) = 0;
+  virtual void HealthEventSeen(const HealthEvent& /*ev*/) {}
   // A Register with kubelet succeeded for this resource.
-  virtual void Registered(const std::string& resource) = 0;
+  virtual void Registered(const std::string& /*resource*/) {}
   // Kubelet restarted (every registration is void until made again).
-  virtual void KubeletRestarted() = 0;
+  virtual void KubeletRestarted() {}
   // One pass of the loop ran at now_ms (the agent's clock).
-  virtual void LoopTurned(int64_t now_ms) = 0;
-  // Allocate of one container: answered, or refused with a core/reasons.h code.
-  virtual void Allocated(const std::string& resource) = 0;
-  virtual void AllocateRefused(const std::string& resource, std::string_view reason,
-                               const std::vector<std::string>& device_ids,
-                               const std::string& message) = 0;
+  virtual void LoopTurned(int64_t /*now_ms*/) {}
 };
+
+// The steps of one served resource's Allocate after the strategy's answer, in order: the
+// memory-share units (`units`, share resources only; its refusals coded InvalidRequest), then
+// the in-container library (`interposer`, InterposerSetupFailed). Null steps are left out.
+std::vector<deviceplugin::AllocationStep> AllocationSteps(
+    deviceplugin::AllocationDecorator units, deviceplugin::AllocationDecorator interposer);
 
 struct AgentOptions {
   std::string plugin_dir = "/var/lib/kubelet/device-plugins";
@@ -135,8 +139,13 @@ struct AgentOptions {
   // Optional: told after every load (Init's and each reload's) whether the agent took the
   // inputs (true) or kept the old ones (false). Called on the agent thread.
   std::function<void(bool accepted)> on_load;
-  // Optional: metrics and health (see AgentObserver).
-  std::shared_ptr<AgentObserver> observer;
+  // Told, in this order, what the agent does (see AgentObserver): the allocation recorder's
+  // inputs, the metrics.
+  std::vector<std::shared_ptr<AgentObserver>> observers;
+  // Told, in this order, how every container request of every Allocate of every served
+  // resource ended (one deviceplugin::AllocateFanOut): the metrics' counters, the Events of
+  // refusals.
+  std::vector<std::shared_ptr<deviceplugin::AllocateObserver>> allocate_observers;
 
   // Lifecycle timing (deviceplugin::LifecycleTiming). Reactions are event-driven; these only
   // coalesce bursts and pace retries.

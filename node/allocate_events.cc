@@ -156,6 +156,13 @@ std::string AllocateEvents::Candidates(const RefusalFacts& f, const std::string&
   return s;
 }
 
+void AllocateEvents::OnAllocate(const deviceplugin::AllocateOutcome& outcome) {
+  if (outcome.answered()) return;
+  Refused(std::string(outcome.resource), outcome.reason,
+          std::vector<std::string>(outcome.device_ids.begin(), outcome.device_ids.end()),
+          std::string(outcome.message));
+}
+
 void AllocateEvents::Refused(const std::string& resource, std::string_view reason,
                              const std::vector<std::string>& device_ids,
                              const std::string& message) {

@@ -12,11 +12,12 @@
 //   - none, several, or the list failed: the Event goes on the Node, as before, its message also
 //     saying why no pod was named (the first kMaxCandidatesNamed candidates, and how many more).
 // Kubelet itself fails the pod (UnexpectedAdmissionError) with the refusal's gRPC message, which
-// starts with the same code (deviceplugin/server.cc, node/allocate_observer.h).
+// starts with the same code (deviceplugin/server.cc).
 //
-// Never blocks the Allocate: Refused (called on the gRPC thread) only decides whether an Event is
-// due and queues it; a worker thread of its own does the list (bounded by the client's request
-// timeout and response size, cancelled at destruction) and hands the Event to kube::
+// One of the agent's Allocate observers (deviceplugin::AllocateObserver; answered containers are
+// ignored). Never blocks the Allocate: Refused (called on the gRPC thread) only decides whether an
+// Event is due and queues it; a worker thread of its own does the list (bounded by the client's
+// request timeout and response size, cancelled at destruction) and hands the Event to kube::
 // EventRecorder, which queues and sends it. At most `queue_limit` refusals wait for their lookup;
 // beyond that a refusal's Event goes on the Node without one (counted in stats()).
 // Not a flood: at most one Event per reason is queued per `interval` (refusals in between are
@@ -39,6 +40,7 @@
 #include "base/sync.h"
 #include "core/allocate_attribution.h"
 #include "core/status.h"
+#include "deviceplugin/allocate_observer.h"
 #include "kube/client.h"
 #include "kube/event_recorder.h"
 #include "kube/objects.h"
@@ -78,7 +80,7 @@ struct RefusalFacts {
   uint64_t suppressed = 0;  // refusals of this reason since the last Event
 };
 
-class AllocateEvents {
+class AllocateEvents final : public deviceplugin::AllocateObserver {
  public:
   using NowMs = std::function<int64_t()>;
   static constexpr size_t kMaxCandidatesNamed = 5;
@@ -86,11 +88,13 @@ class AllocateEvents {
   AllocateEvents(std::shared_ptr<kube::EventRecorder> recorder, AllocateEventsOptions options,
                  NowMs now_ms);
   // Cancels a lookup in flight; refusals still queued get their Event on the Node.
-  ~AllocateEvents();
+  ~AllocateEvents() override;
   AllocateEvents(const AllocateEvents&) = delete;
   AllocateEvents& operator=(const AllocateEvents&) = delete;
 
-  // One refused container (NodeMetrics::RefusalSink). Never blocks on the API.
+  // A refused container's outcome goes to Refused; an answered one is ignored.
+  void OnAllocate(const deviceplugin::AllocateOutcome& outcome) override GPUSHARE_EXCLUDES(mu_);
+  // One refused container. Never blocks on the API.
   void Refused(const std::string& resource, std::string_view reason,
                const std::vector<std::string>& device_ids, const std::string& message)
       GPUSHARE_EXCLUDES(mu_);

@@ -191,49 +191,6 @@ bool RecorderInputs::Current(RecorderInput* input) const {
   return true;
 }
 
-namespace {
-
-// Sets the recorder's inputs on every adopted plan; passes every call on.
-class FeedingObserver final : public AgentObserver {
- public:
-  FeedingObserver(std::shared_ptr<AgentObserver> next, std::shared_ptr<RecorderInputs> inputs)
-      : next_(std::move(next)), inputs_(std::move(inputs)) {}
-  void PlanChanged(const AgentInputs& in, const ResourcePlan& plan) override {
-    inputs_->Set({in.inventory, in.config, plan});
-    if (next_) next_->PlanChanged(in, plan);
-  }
-  void HealthEventSeen(const HealthEvent& ev) override {
-    if (next_) next_->HealthEventSeen(ev);
-  }
-  void Registered(const std::string& resource) override {
-    if (next_) next_->Registered(resource);
-  }
-  void KubeletRestarted() override {
-    if (next_) next_->KubeletRestarted();
-  }
-  void LoopTurned(int64_t now_ms) override {
-    if (next_) next_->LoopTurned(now_ms);
-  }
-  void Allocated(const std::string& resource) override {
-    if (next_) next_->Allocated(resource);
-  }
-  void AllocateRefused(const std::string& resource, std::string_view reason,
-                       const std::vector<std::string>& device_ids,
-                       const std::string& message) override {
-    if (next_) next_->AllocateRefused(resource, reason, device_ids, message);
-  }
-
- private:
-  const std::shared_ptr<AgentObserver> next_;
-  const std::shared_ptr<RecorderInputs> inputs_;
-};
-
-}  // namespace
-
-void FeedRecorderInputs(AgentOptions& agent, std::shared_ptr<RecorderInputs> inputs) {
-  agent.observer = std::make_shared<FeedingObserver>(std::move(agent.observer), std::move(inputs));
-}
-
 Result<std::unique_ptr<Companion>> StartAllocationRecorder(AllocationRecorderOptions options) {
   if (options.node_name.empty()) return Status::InvalidArgument("allocations: no node name");
   if (!options.client) return Status::InvalidArgument("allocations: no API client");

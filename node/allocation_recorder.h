@@ -45,10 +45,13 @@ struct RecorderInput {
   ResourcePlan plan;
 };
 
-// The inputs, handed over by the agent: every plan it adopts (a load, a reload, a health
-// change; health applied) replaces them. Thread-safe.
-class RecorderInputs {
+// The inputs, handed over by the agent (one of AgentOptions::observers): every plan it adopts
+// (a load, a reload, a health change; health applied) replaces them. Thread-safe.
+class RecorderInputs final : public AgentObserver {
  public:
+  void PlanChanged(const AgentInputs& in, const ResourcePlan& plan) override {
+    Set({in.inventory, in.config, plan});
+  }
   void Set(RecorderInput input) GPUSHARE_EXCLUDES(mu_);
   // The adopted inputs; false when none yet.
   bool Current(RecorderInput* input) const GPUSHARE_EXCLUDES(mu_);
@@ -58,10 +61,6 @@ class RecorderInputs {
   bool has_current_ GPUSHARE_GUARDED_BY(mu_) = false;
   RecorderInput current_ GPUSHARE_GUARDED_BY(mu_);
 };
-
-// Makes `agent`'s adopted plans feed `inputs`: wraps AgentOptions::observer in one that sets
-// `inputs` on every PlanChanged and passes every call on to the wrapped observer (if any).
-void FeedRecorderInputs(AgentOptions& agent, std::shared_ptr<RecorderInputs> inputs);
 
 struct AllocationRecorderOptions {
   std::string node_name;                 // required

@@ -464,25 +464,13 @@ void NodeMetrics::LoopTurned(int64_t now_ms) {
   last_turn_ms_.store(now_ms, std::memory_order_relaxed);
 }
 
-void NodeMetrics::Allocated(const std::string& resource) {
-  allocates_->Add({{"resource", resource}}).Increment();
-}
-
-void NodeMetrics::AllocateRefused(const std::string& resource, std::string_view reason,
-                                  const std::vector<std::string>& device_ids,
-                                  const std::string& message) {
-  refusals_->Add({{"resource", resource}, {"reason", std::string(reason)}}).Increment();
-  RefusalSink sink;
-  {
-    MutexLock l(&mu_);
-    sink = sink_;
+void NodeMetrics::OnAllocate(const deviceplugin::AllocateOutcome& outcome) {
+  const std::string resource(outcome.resource);
+  if (outcome.answered()) {
+    allocates_->Add({{"resource", resource}}).Increment();
+  } else {
+    refusals_->Add({{"resource", resource}, {"reason", std::string(outcome.reason)}}).Increment();
   }
-  if (sink) sink(resource, reason, device_ids, message);
-}
-
-void NodeMetrics::SetRefusalSink(RefusalSink sink) {
-  MutexLock l(&mu_);
-  sink_ = std::move(sink);
 }
 
 void NodeMetrics::ReconcileCorrected(std::string_view kind) {

@@ -5,7 +5,8 @@
 //   * the agent's own counters (registrations, kubelet restarts, Allocate calls and refusals by
 //     core/reasons.h code, reconcile corrections, skipped regions, scrape duration), kept in a
 //     prometheus-cpp Registry for the life of the process and bumped by the agent's threads
-//     through the AgentObserver interface (node/agent.h);
+//     through the AgentObserver interface (node/agent.h) and, for Allocate, the device plugin
+//     servers' deviceplugin::AllocateObserver;
 //   * the state series (per GPU, per container), rebuilt for every scrape from a ScrapeInput:
 //     the agent's latest inventory and plan (health applied), the containers kubelet's
 //     PodResources lists, and the per-container accounting regions (node/region_reader.h)
@@ -31,6 +32,7 @@
 #include "core/library_gc.h"
 #include "core/resource_plan.h"
 #include "core/status.h"
+#include "deviceplugin/allocate_observer.h"
 #include "node/agent.h"
 #include "node/pod_resources.h"
 #include "node/region_reader.h"
@@ -100,7 +102,7 @@ struct Probe {
   std::string reason;
 };
 
-class NodeMetrics : public AgentObserver {
+class NodeMetrics : public AgentObserver, public deviceplugin::AllocateObserver {
  public:
   explicit NodeMetrics(NodeMetricsOptions options);
   ~NodeMetrics() override;
@@ -112,10 +114,8 @@ class NodeMetrics : public AgentObserver {
   void Registered(const std::string& resource) override GPUSHARE_EXCLUDES(mu_);
   void KubeletRestarted() override GPUSHARE_EXCLUDES(mu_);
   void LoopTurned(int64_t now_ms) override;
-  void Allocated(const std::string& resource) override;
-  void AllocateRefused(const std::string& resource, std::string_view reason,
-                       const std::vector<std::string>& device_ids,
-                       const std::string& message) override;
+  // AllocateObserver: gpushare_node_allocate_total, or the refusals by code.
+  void OnAllocate(const deviceplugin::AllocateOutcome& outcome) override;
 
   // Memory-share reconciler corrections (kind: what was corrected).
   void ReconcileCorrected(std::string_view kind);
@@ -133,12 +133,6 @@ class NodeMetrics : public AgentObserver {
   // /readyz: the inventory is read and every planned resource is registered with kubelet.
   Probe Readyz() const GPUSHARE_EXCLUDES(mu_);
 
-  // Called for every refusal after it is counted (the Events of node/allocate_events.h).
-  using RefusalSink =
-      std::function<void(const std::string& resource, std::string_view reason,
-                         const std::vector<std::string>& device_ids, const std::string& message)>;
-  void SetRefusalSink(RefusalSink sink) GPUSHARE_EXCLUDES(mu_);
-
  private:
   const NodeMetricsOptions options_;
   std::shared_ptr<prometheus::Registry> registry_;
@@ -154,7 +148,6 @@ class NodeMetrics : public AgentObserver {
   mutable Mutex mu_;
   NodeView view_ GPUSHARE_GUARDED_BY(mu_);
   std::set<std::string> registered_ GPUSHARE_GUARDED_BY(mu_);
-  RefusalSink sink_ GPUSHARE_GUARDED_BY(mu_);
 };
 
 }  // namespace gpushare::node

@@ -29,6 +29,7 @@ int64_t SteadyMs() {
 class Service final : public MetricsService {
  public:
   std::shared_ptr<NodeMetrics> metrics() override { return metrics_; }
+  std::shared_ptr<AllocateEvents> allocate_events() override { return events_; }
   int port() const override { return server_ ? server_->port() : 0; }
 
   std::shared_ptr<NodeMetrics> metrics_;
@@ -88,12 +89,6 @@ Result<std::unique_ptr<MetricsService>> StartMetricsService(MetricsServiceOption
     ao.node_name = o.node_name;
     ao.pods = NodePodLister(*client, o.node_name);  // the pod a refusal was for
     s->events_ = std::make_shared<AllocateEvents>(s->recorder_, std::move(ao), SteadyMs);
-    std::weak_ptr<AllocateEvents> events = s->events_;
-    s->metrics_->SetRefusalSink([events](const std::string& resource, std::string_view reason,
-                                         const std::vector<std::string>& ids,
-                                         const std::string& message) {
-      if (auto e = events.lock()) e->Refused(resource, reason, ids, message);
-    });
   }
   if (!client.ok()) {
     spdlog::warn("event=metrics_without_api error={} effect=\"no Events for refused Allocates{}\"",

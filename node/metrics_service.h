@@ -19,6 +19,7 @@
 
 #include "core/node_config.h"
 #include "core/status.h"
+#include "node/allocate_events.h"
 #include "node/clock.h"
 #include "node/library_gc.h"
 #include "node/metrics.h"
@@ -39,6 +40,8 @@ class MetricsService {
  public:
   virtual ~MetricsService() = default;
   virtual std::shared_ptr<NodeMetrics> metrics() = 0;
+  // The Events of refused Allocates; null without the API or a node name.
+  virtual std::shared_ptr<AllocateEvents> allocate_events() = 0;
   virtual int port() const = 0;  // 0 when not serving
 };
 

@@ -154,8 +154,15 @@ int Serve(ServeOptions options) {
     metrics = std::move(*m);
   }
   std::shared_ptr<NodeMetrics> observer = metrics ? metrics->metrics() : nullptr;
+  auto recorder_inputs = std::make_shared<RecorderInputs>();  // gpushare.io/allocations
   AgentOptions a;
-  a.observer = observer;
+  a.observers.push_back(recorder_inputs);
+  if (observer) {
+    a.observers.push_back(observer);
+    a.allocate_observers.push_back(observer);
+    if (std::shared_ptr<AllocateEvents> events = metrics->allocate_events())
+      a.allocate_observers.push_back(std::move(events));
+  }
   a.plugin_dir = options.flags.plugin_dir;
   a.kubelet_socket = options.flags.kubelet_socket;
   a.load = std::move(options.load);
@@ -174,8 +181,6 @@ int Serve(ServeOptions options) {
     };
   }
   a.on_load = std::move(options.on_load);
-  auto recorder_inputs = std::make_shared<RecorderInputs>();  // gpushare.io/allocations
-  FeedRecorderInputs(a, recorder_inputs);
   std::optional<int64_t> gc_ms = ParseDurationMs(options.flags.gc_interval);
   if (!gc_ms) {
     std::fprintf(

@@ -104,6 +104,8 @@ class AgentTest : public ::testing::Test {
     o.max_backoff = max_backoff_;
     o.watch_plugin_dir = watch_;
     o.clock = clock_;
+    o.observers = observers_;
+    o.allocate_observers = allocate_observers_;
     o.on_load = [this](bool accepted) { (accepted ? accepted_ : rejected_)++; };
     o.load = [this]() -> Result<AgentInputs> {
       std::lock_guard<std::mutex> lock(mu_);
@@ -180,6 +182,8 @@ class AgentTest : public ::testing::Test {
   std::shared_ptr<SimulatedClock> clock_ = std::make_shared<SimulatedClock>();
   std::atomic<int> accepted_{0}, rejected_{0};
   bool watch_ = true;
+  std::vector<std::shared_ptr<AgentObserver>> observers_;
+  std::vector<std::shared_ptr<deviceplugin::AllocateObserver>> allocate_observers_;
   std::chrono::milliseconds min_backoff_ = 50ms, max_backoff_ = 500ms;
 };
 
@@ -194,6 +198,57 @@ TEST_F(AgentTest, RegistersThePlanAndRemovesSocketsOnStop) {
   EXPECT_EQ(exit_code_.load(), 0);
   EXPECT_FALSE(Exists(sock));
   EXPECT_TRUE(Exists(kubelet_->kubelet_socket())) << "never touches kubelet's socket";
+}
+
+// Every observer in AgentOptions::observers hears every plan and registration, in order; every
+// one in allocate_observers hears every container request of every served resource, answered
+// or refused with its code: one fan-out, registered in one place.
+TEST_F(AgentTest, EveryObserverHearsThePlansAndEveryAllocate) {
+  struct Heard : AgentObserver, deviceplugin::AllocateObserver {
+    Heard(std::mutex* mu, std::vector<std::string>* log, std::string name)
+        : mu(mu), log(log), name(std::move(name)) {}
+    void PlanChanged(const AgentInputs&, const ResourcePlan& plan) override {
+      Add("plan " + std::to_string(plan.resources.size()));
+    }
+    void Registered(const std::string& resource) override { Add("registered " + resource); }
+    void OnAllocate(const deviceplugin::AllocateOutcome& o) override {
+      Add(std::string(o.resource) + " " + (o.answered() ? "answered" : std::string(o.reason)));
+    }
+    void Add(const std::string& what) {
+      std::lock_guard<std::mutex> l(*mu);
+      log->push_back(name + ": " + what);
+    }
+    std::mutex* mu;
+    std::vector<std::string>* log;
+    std::string name;
+  };
+  std::mutex mu;
+  std::vector<std::string> log;
+  auto a = std::make_shared<Heard>(&mu, &log, "a");
+  auto b = std::make_shared<Heard>(&mu, &log, "b");
+  observers_ = {a, b};
+  allocate_observers_ = {a, b};
+  ASSERT_TRUE(kubelet_->Start().ok());
+  StartAgent();
+  ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 8, kWait));
+  ASSERT_TRUE(kubelet_->WaitFor(
+      [&] {
+        std::lock_guard<std::mutex> l(mu);
+        return log.size() >= 4;
+      },
+      kWait));
+  for (const std::string& id : {GpuUuid(0) + "::0", std::string("GPU-bogus::0")}) {
+    v1beta1::AllocateRequest req;
+    req.add_container_requests()->add_devices_ids(id);
+    v1beta1::AllocateResponse resp;
+    kubelet_->RawAllocate("nvidia.com/gpu", req, &resp);
+  }
+  std::lock_guard<std::mutex> l(mu);
+  EXPECT_EQ(log, (std::vector<std::string>{
+                     "a: plan 1", "b: plan 1", "a: registered nvidia.com/gpu",
+                     "b: registered nvidia.com/gpu", "a: nvidia.com/gpu answered",
+                     "b: nvidia.com/gpu answered", "a: nvidia.com/gpu UnknownDevice",
+                     "b: nvidia.com/gpu UnknownDevice"}));
 }
 
 TEST_F(AgentTest, RegistersWhenKubeletComesLater) {

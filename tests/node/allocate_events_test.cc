@@ -2,9 +2,10 @@
 // one pod it can be for (Pending or failed by kubelet for it, bound here, a container asking
 // exactly the refused devices), and on the Node, naming the candidates, when none or several
 // can; rate limiting per reason still holds (a fake clock, no timers); the lookup never blocks
-// Refused and is cancelled at destruction. And node/allocate_observer.h with a real device
-// plugin server against the kubelet double: every refusal path's gRPC message starts with its
-// core/reasons.h code, the same code as gpushare_node_allocate_refusals_total{reason}.
+// Refused and is cancelled at destruction. And the agent's Allocate steps (AllocationSteps) and
+// observers with a real device plugin server against the kubelet double: every refusal path's gRPC
+// message starts with its core/reasons.h code, the same code as
+// gpushare_node_allocate_refusals_total{reason}.
 #include "node/allocate_events.h"
 
 #include <gmock/gmock.h>
@@ -22,7 +23,7 @@
 #include "core/reasons.h"
 #include "deviceplugin/server.h"
 #include "kube/allocation_json.h"
-#include "node/allocate_observer.h"
+#include "node/agent.h"
 #include "node/memshare_service.h"
 #include "node/metrics.h"
 #include "proto/deviceplugin/v1beta1/api.pb.h"
@@ -329,12 +330,20 @@ class RefusalCodeTest : public ::testing::Test {
     kubelet_ = std::make_unique<fakes::FakeKubelet>(fakes::FakeKubeletOptions{dir_.path()});
     ASSERT_TRUE(kubelet_->Start().ok());
     metrics_ = std::make_shared<NodeMetrics>(NodeMetricsOptions{});
-    metrics_->SetRefusalSink([this](const std::string&, std::string_view reason,
-                                    const std::vector<std::string>&, const std::string& message) {
-      std::lock_guard<std::mutex> l(mu_);
-      last_reason_ = std::string(reason);
-      last_message_ = message;
-    });
+    // What the Events hear (the observer after the metrics in the agent's fan-out).
+    struct Last : deviceplugin::AllocateObserver {
+      explicit Last(RefusalCodeTest* t) : t(t) {}
+      void OnAllocate(const deviceplugin::AllocateOutcome& o) override {
+        if (o.answered()) return;
+        std::lock_guard<std::mutex> l(t->mu_);
+        t->last_reason_ = std::string(o.reason);
+        t->last_message_ = std::string(o.message);
+      }
+      RefusalCodeTest* t;
+    };
+    observer_ = std::make_shared<deviceplugin::AllocateFanOut>(
+        std::vector<std::shared_ptr<deviceplugin::AllocateObserver>>{metrics_,
+                                                                     std::make_shared<Last>(this)});
   }
   std::unique_ptr<deviceplugin::DevicePluginServer> Serve(PlannedResource r, PluginFlags flags,
                                                           deviceplugin::AllocationDecorator memory,
@@ -344,7 +353,8 @@ class RefusalCodeTest : public ::testing::Test {
     o.plugin_dir = dir_.path();
     o.resource = r;
     o.plugin = flags;
-    ObserveAllocate(metrics_, r, std::move(memory), std::move(inter), &o);
+    o.steps = AllocationSteps(std::move(memory), std::move(inter));
+    o.observer = observer_;
     auto s = deviceplugin::DevicePluginServer::Start(std::move(o));
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     if (!s.ok()) return nullptr;
@@ -352,7 +362,7 @@ class RefusalCodeTest : public ::testing::Test {
     EXPECT_TRUE(kubelet_->WaitForAllocatable(r.name, allocatable, kWait));
     return std::move(s).value();
   }
-  // Allocates `ids`; the refusal's message must be "<code>: <what the metrics sink got>".
+  // Allocates `ids`; the refusal's message must be "<code>: <what the Events heard>".
   void ExpectRefused(const std::string& resource, const std::vector<std::string>& ids,
                      std::string_view code) {
     SCOPED_TRACE(std::string(code));
@@ -376,6 +386,7 @@ class RefusalCodeTest : public ::testing::Test {
   gpushare::testing::TempDir dir_;
   std::unique_ptr<fakes::FakeKubelet> kubelet_;
   std::shared_ptr<NodeMetrics> metrics_;
+  std::shared_ptr<deviceplugin::AllocateObserver> observer_;  // metrics_, then what the Events hear
   std::mutex mu_;
   std::string last_reason_, last_message_;  // guarded by mu_ (written on gRPC threads)
   std::map<std::string, int> refused_;
@@ -442,12 +453,10 @@ TEST_F(RefusalCodeTest, DecoratorRefusalsAreCodedWithoutAnObserver) {
   deviceplugin::DevicePluginServerOptions o;
   o.plugin_dir = dir_.path();
   o.resource = gpus;
-  ObserveAllocate(
-      nullptr, gpus, nullptr,
-      [](const deviceplugin::ResolvedRequest&, deviceplugin::ContainerAllocation*) {
+  o.steps = AllocationSteps(
+      nullptr, [](const deviceplugin::ResolvedRequest&, deviceplugin::ContainerAllocation*) {
         return Status::Unavailable("disk full");
-      },
-      &o);
+      });
   EXPECT_FALSE(o.observer);
   auto s = deviceplugin::DevicePluginServer::Start(std::move(o));
   ASSERT_TRUE(s.ok());

@@ -274,27 +274,11 @@ TEST_F(AllocationRecorderTest, MemorySharesAreOneEntryPerGpu) {
   EXPECT_EQ(d.gpu, 0);
 }
 
-// The recorder's inputs follow every plan the agent adopts (health applied), and the observer it
-// wraps still hears every call.
-TEST(RecorderInputsTest, FollowTheAdoptedPlansAndPassEveryCallOn) {
-  struct Counting : node::AgentObserver {
-    int plans = 0, refusals = 0, allocated = 0;
-    void PlanChanged(const node::AgentInputs&, const ResourcePlan&) override { ++plans; }
-    void HealthEventSeen(const HealthEvent&) override {}
-    void Registered(const std::string&) override {}
-    void KubeletRestarted() override {}
-    void LoopTurned(int64_t) override {}
-    void Allocated(const std::string&) override { ++allocated; }
-    void AllocateRefused(const std::string&, std::string_view, const std::vector<std::string>&,
-                         const std::string&) override {
-      ++refusals;
-    }
-  };
-  auto counting = std::make_shared<Counting>();
+// The recorder's inputs follow every plan the agent adopts (health applied): RecorderInputs is
+// one of the agent's observers (AgentTest.EveryObserverHearsThePlansAndEveryAllocate checks
+// that the agent tells each of them).
+TEST(RecorderInputsTest, FollowTheAdoptedPlans) {
   auto inputs = std::make_shared<node::RecorderInputs>();
-  node::AgentOptions a;
-  a.observer = counting;
-  node::FeedRecorderInputs(a, inputs);
   node::RecorderInput got;
   EXPECT_FALSE(inputs->Current(&got));
 
@@ -304,27 +288,16 @@ TEST(RecorderInputsTest, FollowTheAdoptedPlansAndPassEveryCallOn) {
   ResourcePlan plan;
   plan.resources.resize(1);
   plan.resources[0].name = "nvidia.com/gpu";
-  a.observer->PlanChanged(in, plan);
+  inputs->PlanChanged(in, plan);
   ASSERT_TRUE(inputs->Current(&got));
   EXPECT_EQ(got.inventory.gpus[0].uuid, "GPU-1");
   ASSERT_EQ(got.plan.resources.size(), 1u);
   EXPECT_EQ(got.plan.resources[0].name, "nvidia.com/gpu");
 
   plan.resources[0].name = "nvidia.com/gpu.shared";  // e.g. after a reload
-  a.observer->PlanChanged(in, plan);
-  a.observer->Allocated("r");
-  a.observer->AllocateRefused("r", "GpuUnhealthy", {"d"}, "m");
+  inputs->PlanChanged(in, plan);
   ASSERT_TRUE(inputs->Current(&got));
   EXPECT_EQ(got.plan.resources[0].name, "nvidia.com/gpu.shared");
-  EXPECT_EQ(counting->plans, 2);
-  EXPECT_EQ(counting->allocated, 1);
-  EXPECT_EQ(counting->refusals, 1);
-
-  node::AgentOptions bare;  // no observer to wrap
-  node::FeedRecorderInputs(bare, inputs);
-  bare.observer->Allocated("r");
-  bare.observer->PlanChanged(in, plan);
-  EXPECT_TRUE(inputs->Current(&got));
 }
 
 }  // namespace

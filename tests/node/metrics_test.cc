@@ -321,7 +321,8 @@ TEST(NodeMetricsAgent, CountersProbesAndBuildInfo) {
   o.version = "0.1.0";
   o.commit = "abc";
   o.stall_ms = 1000;
-  NodeMetrics m(o);
+  auto owned = std::make_shared<NodeMetrics>(o);
+  NodeMetrics& m = *owned;
   EXPECT_FALSE(m.Readyz().ok);
   EXPECT_THAT(m.Readyz().reason, HasSubstr("inventory"));
   EXPECT_TRUE(m.Healthz(0).ok);  // starting
@@ -346,14 +347,24 @@ TEST(NodeMetricsAgent, CountersProbesAndBuildInfo) {
   ev.xid = 48;
   ev.uuid = GpuUuid(0);
   m.HealthEventSeen(ev);
-  m.Allocated("nvidia.com/gpu");
-  m.Allocated("nvidia.com/gpu");
-  std::vector<std::string> seen;
-  m.SetRefusalSink([&](const std::string& res, std::string_view reason,
-                       const std::vector<std::string>& ids, const std::string&) {
-    seen.push_back(res + " " + std::string(reason) + " " + ids.at(0));
-  });
-  m.AllocateRefused("nvidia.com/gpu", reasons::kUnknownDevice, {"bogus"}, "unknown device IDs");
+  // The metrics count Allocate as one of the observers of the servers' fan-out; the next one
+  // (the Events) hears the same refusal.
+  struct Seen : deviceplugin::AllocateObserver {
+    std::vector<std::string> seen;
+    void OnAllocate(const deviceplugin::AllocateOutcome& o) override {
+      if (!o.answered())
+        seen.push_back(std::string(o.resource) + " " + std::string(o.reason) + " " +
+                       o.device_ids.front());
+    }
+  };
+  auto next = std::make_shared<Seen>();
+  deviceplugin::AllocateFanOut fan({owned, next});
+  const std::vector<std::string> answered_ids = {GpuUuid(0) + "::0"};
+  const std::vector<std::string> bogus = {"bogus"};
+  fan.OnAllocate({"nvidia.com/gpu", answered_ids, "", ""});
+  fan.OnAllocate({"nvidia.com/gpu", answered_ids, "", ""});
+  fan.OnAllocate({"nvidia.com/gpu", bogus, reasons::kUnknownDevice, "unknown device IDs"});
+  const std::vector<std::string>& seen = next->seen;
   m.ReconcileCorrected("assignment");
   m.RegionSkipped(RegionSkip::kUnknownLayout);
   m.ScrapeTook(0.002);
