@@ -7,382 +7,29 @@
 #include <set>
 #include <utility>
 
+#include "core/json.h"
+
 namespace gpushare::memshare {
 namespace {
 
-// ---------------------------------------------------------------------------------------------
-// A small strict JSON reader for annotation values (core/ cannot use a JSON library). It
-// accepts RFC 8259 JSON, refuses nesting deeper than kMaxDepth and values beyond kMaxBytes,
-// and keeps integers exact.
-// ---------------------------------------------------------------------------------------------
-
-constexpr int kMaxDepth = 16;
-constexpr size_t kMaxBytes = 1 << 20;  // annotations are at most 256 KiB in total anyway
-
-struct Json {
-  enum class Type { kNull, kBool, kNumber, kString, kArray, kObject };
-  Type type = Type::kNull;
-  bool b = false;
-  bool is_int = false;  // a number without fraction or exponent that fits int64
-  int64_t i = 0;
-  std::string s;  // string value, or a number's spelling
-  std::vector<Json> items;
-  struct Member;  // a pair of an incomplete type is rejected by clang with libstdc++; a struct is
-                  // not
-  std::vector<Member> members;
-
-  const Json* Find(std::string_view key) const;
-};
-
-struct Json::Member {
-  std::string first;
-  Json second;
-};
-
-const Json* Json::Find(std::string_view key) const {
-  for (const auto& [k, v] : members)
-    if (k == key) return &v;
-  return nullptr;
-}
-
-std::string_view TypeName(Json::Type t) {
-  switch (t) {
-    case Json::Type::kNull:
-      return "null";
-    case Json::Type::kBool:
-      return "a boolean";
-    case Json::Type::kNumber:
-      return "a number";
-    case Json::Type::kString:
-      return "a string";
-    case Json::Type::kArray:
-      return "an array";
-    case Json::Type::kObject:
-      return "an object";
-  }
-  return "?";
-}
-
-class Reader {
- public:
-  explicit Reader(std::string_view text) : t_(text) {}
-
-  Result<Json> ParseDocument() {
-    if (t_.size() > kMaxBytes)
-      return Status::InvalidArgument("JSON value of " + std::to_string(t_.size()) +
-                                     " bytes, at most " + std::to_string(kMaxBytes) + " accepted");
-    Json v;
-    if (!Value(&v, 0)) return Status::InvalidArgument(error_);
-    Ws();
-    if (p_ != t_.size())
-      return Status::InvalidArgument(Where("unexpected data after the JSON value"));
-    return v;
-  }
-
- private:
-  std::string Where(std::string_view what) const {
-    return std::string(what) + " at offset " + std::to_string(p_);
-  }
-  bool Fail(std::string_view what) {
-    if (error_.empty()) error_ = Where(what);
-    return false;
-  }
-  void Ws() {
-    while (p_ < t_.size() && (t_[p_] == ' ' || t_[p_] == '\t' || t_[p_] == '\n' || t_[p_] == '\r'))
-      ++p_;
-  }
-  bool Literal(std::string_view word) {
-    if (t_.substr(p_, word.size()) != word) return Fail("invalid literal");
-    p_ += word.size();
-    return true;
-  }
-
-  bool Value(Json* out, int depth) {
-    Ws();
-    if (p_ >= t_.size()) return Fail("unexpected end of input");
-    const char c = t_[p_];
-    switch (c) {
-      case '{':
-        return Object(out, depth + 1);
-      case '[':
-        return Array(out, depth + 1);
-      case '"':
-        out->type = Json::Type::kString;
-        return String(&out->s);
-      case 't':
-        out->type = Json::Type::kBool;
-        out->b = true;
-        return Literal("true");
-      case 'f':
-        out->type = Json::Type::kBool;
-        out->b = false;
-        return Literal("false");
-      case 'n':
-        out->type = Json::Type::kNull;
-        return Literal("null");
-      default:
-        if (c == '-' || (c >= '0' && c <= '9')) return Number(out);
-        return Fail(std::string("unexpected character '") + c + "'");
-    }
-  }
-
-  bool Object(Json* out, int depth) {
-    if (depth > kMaxDepth) return Fail("nesting deeper than " + std::to_string(kMaxDepth));
-    out->type = Json::Type::kObject;
-    ++p_;
-    Ws();
-    if (p_ < t_.size() && t_[p_] == '}') {
-      ++p_;
-      return true;
-    }
-    for (;;) {
-      Ws();
-      if (p_ >= t_.size() || t_[p_] != '"') return Fail("expected a string key");
-      std::string key;
-      if (!String(&key)) return false;
-      Ws();
-      if (p_ >= t_.size() || t_[p_] != ':') return Fail("expected ':'");
-      ++p_;
-      Json v;
-      if (!Value(&v, depth)) return false;
-      for (const auto& m : out->members)
-        if (m.first == key) return Fail("duplicate key \"" + key + "\"");
-      out->members.push_back({std::move(key), std::move(v)});
-      Ws();
-      if (p_ < t_.size() && t_[p_] == ',') {
-        ++p_;
-        continue;
-      }
-      if (p_ < t_.size() && t_[p_] == '}') {
-        ++p_;
-        return true;
-      }
-      return Fail("expected ',' or '}'");
-    }
-  }
-
-  bool Array(Json* out, int depth) {
-    if (depth > kMaxDepth) return Fail("nesting deeper than " + std::to_string(kMaxDepth));
-    out->type = Json::Type::kArray;
-    ++p_;
-    Ws();
-    if (p_ < t_.size() && t_[p_] == ']') {
-      ++p_;
-      return true;
-    }
-    for (;;) {
-      Json v;
-      if (!Value(&v, depth)) return false;
-      out->items.push_back(std::move(v));
-      Ws();
-      if (p_ < t_.size() && t_[p_] == ',') {
-        ++p_;
-        continue;
-      }
-      if (p_ < t_.size() && t_[p_] == ']') {
-        ++p_;
-        return true;
-      }
-      return Fail("expected ',' or ']'");
-    }
-  }
-
-  static int Hex(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  }
-  bool Hex4(uint32_t* out) {
-    if (p_ + 4 > t_.size()) return Fail("truncated \\u escape");
-    uint32_t v = 0;
-    for (int k = 0; k < 4; ++k) {
-      const int h = Hex(t_[p_ + k]);
-      if (h < 0) return Fail("invalid \\u escape");
-      v = v * 16 + static_cast<uint32_t>(h);
-    }
-    p_ += 4;
-    *out = v;
-    return true;
-  }
-  static void Utf8(uint32_t cp, std::string* out) {
-    if (cp < 0x80) {
-      *out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      *out += static_cast<char>(0xC0 | (cp >> 6));
-      *out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      *out += static_cast<char>(0xE0 | (cp >> 12));
-      *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      *out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      *out += static_cast<char>(0xF0 | (cp >> 18));
-      *out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      *out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      *out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-  }
-
-  bool String(std::string* out) {
-    ++p_;  // opening quote
-    for (;;) {
-      if (p_ >= t_.size()) return Fail("unterminated string");
-      const char c = t_[p_];
-      if (c == '"') {
-        ++p_;
-        return true;
-      }
-      if (static_cast<unsigned char>(c) < 0x20) return Fail("control character in string");
-      if (c != '\\') {
-        *out += c;
-        ++p_;
-        continue;
-      }
-      ++p_;
-      if (p_ >= t_.size()) return Fail("unterminated escape");
-      const char e = t_[p_++];
-      switch (e) {
-        case '"':
-          *out += '"';
-          break;
-        case '\\':
-          *out += '\\';
-          break;
-        case '/':
-          *out += '/';
-          break;
-        case 'b':
-          *out += '\b';
-          break;
-        case 'f':
-          *out += '\f';
-          break;
-        case 'n':
-          *out += '\n';
-          break;
-        case 'r':
-          *out += '\r';
-          break;
-        case 't':
-          *out += '\t';
-          break;
-        case 'u': {
-          uint32_t cp = 0;
-          if (!Hex4(&cp)) return false;
-          if (cp >= 0xD800 && cp <= 0xDBFF) {
-            uint32_t lo = 0;
-            if (t_.substr(p_, 2) != "\\u") return Fail("unpaired surrogate");
-            p_ += 2;
-            if (!Hex4(&lo)) return false;
-            if (lo < 0xDC00 || lo > 0xDFFF) return Fail("unpaired surrogate");
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-          } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-            return Fail("unpaired surrogate");
-          }
-          Utf8(cp, out);
-          break;
-        }
-        default:
-          return Fail("invalid escape");
-      }
-    }
-  }
-
-  bool Number(Json* out) {
-    const size_t start = p_;
-    if (t_[p_] == '-') ++p_;
-    if (p_ >= t_.size()) return Fail("truncated number");
-    if (t_[p_] == '0') {
-      ++p_;
-    } else if (t_[p_] >= '1' && t_[p_] <= '9') {
-      while (p_ < t_.size() && t_[p_] >= '0' && t_[p_] <= '9') ++p_;
-    } else {
-      return Fail("invalid number");
-    }
-    bool integral = true;
-    if (p_ < t_.size() && t_[p_] == '.') {
-      integral = false;
-      ++p_;
-      if (p_ >= t_.size() || t_[p_] < '0' || t_[p_] > '9') return Fail("invalid number");
-      while (p_ < t_.size() && t_[p_] >= '0' && t_[p_] <= '9') ++p_;
-    }
-    if (p_ < t_.size() && (t_[p_] == 'e' || t_[p_] == 'E')) {
-      integral = false;
-      ++p_;
-      if (p_ < t_.size() && (t_[p_] == '+' || t_[p_] == '-')) ++p_;
-      if (p_ >= t_.size() || t_[p_] < '0' || t_[p_] > '9') return Fail("invalid number");
-      while (p_ < t_.size() && t_[p_] >= '0' && t_[p_] <= '9') ++p_;
-    }
-    out->type = Json::Type::kNumber;
-    out->s = std::string(t_.substr(start, p_ - start));
-    if (integral) {
-      int64_t v = 0;
-      auto [ptr, ec] = std::from_chars(out->s.data(), out->s.data() + out->s.size(), v);
-      if (ec == std::errc() && ptr == out->s.data() + out->s.size()) {
-        out->is_int = true;
-        out->i = v;
-      }
-    }
-    return true;
-  }
-
-  std::string_view t_;
-  size_t p_ = 0;
-  std::string error_;
-};
-
-// JSON string literal with the escapes RFC 8259 requires.
-std::string Quote(std::string_view s) {
-  std::string out = "\"";
-  for (char c : s) {
-    const unsigned char u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (u < 0x20) {
-      static const char* hex = "0123456789abcdef";
-      out += "\\u00";
-      out += hex[u >> 4];
-      out += hex[u & 15];
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
-std::string Spelling(const Json& v) {
-  switch (v.type) {
-    case Json::Type::kString:
-      return Quote(v.s);
-    case Json::Type::kNumber:
-      return v.s;
-    case Json::Type::kBool:
-      return v.b ? "true" : "false";
-    case Json::Type::kNull:
-      return "null";
-    default:
-      return std::string(TypeName(v.type));
-  }
-}
-
 // Field readers: each returns an error naming `path`.
-Status WantInt(const Json* v, const std::string& path, int64_t lo, int64_t hi, int64_t* out) {
+Status WantInt(const json::Value* v, const std::string& path, int64_t lo, int64_t hi,
+               int64_t* out) {
   if (v == nullptr) return Status::InvalidArgument(path + ": missing");
-  if (v->type != Json::Type::kNumber || !v->is_int || v->i < lo || v->i > hi)
+  if (v->type != json::Value::Type::kNumber || !v->is_int || v->i < lo || v->i > hi)
     return Status::InvalidArgument(path + ": must be an integer in " + std::to_string(lo) + ".." +
-                                   std::to_string(hi) + ", got " + Spelling(*v));
+                                   std::to_string(hi) + ", got " + json::Spelling(*v));
   *out = v->i;
   return Status::Ok();
 }
 
-Status WantString(const Json* v, const std::string& path, bool required, std::string* out) {
+Status WantString(const json::Value* v, const std::string& path, bool required, std::string* out) {
   if (v == nullptr) {
     if (required) return Status::InvalidArgument(path + ": missing");
     return Status::Ok();
   }
-  if (v->type != Json::Type::kString)
-    return Status::InvalidArgument(path + ": must be a string, got " + Spelling(*v));
+  if (v->type != json::Value::Type::kString)
+    return Status::InvalidArgument(path + ": must be a string, got " + json::Spelling(*v));
   *out = v->s;
   return Status::Ok();
 }
@@ -468,28 +115,28 @@ const InventoryGpu* NodeInventory::FindByUuid(std::string_view uuid) const {
 
 std::string EncodeInventory(const NodeInventory& inv) {
   std::string out = "{\"version\":" + std::to_string(inv.version) +
-                    ",\"unit\":" + Quote(MemoryUnitName(inv.unit)) +
+                    ",\"unit\":" + json::Quote(MemoryUnitName(inv.unit)) +
                     ",\"maxClientsPerGpu\":" + std::to_string(inv.max_clients_per_gpu) +
                     ",\"gpus\":[";
   for (size_t k = 0; k < inv.gpus.size(); ++k) {
     const InventoryGpu& g = inv.gpus[k];
     if (k) out += ",";
-    out += "{\"index\":" + std::to_string(g.index) + ",\"uuid\":" + Quote(g.uuid) +
-           ",\"model\":" + Quote(g.model) + ",\"memoryMiB\":" + std::to_string(g.memory_mib) +
+    out += "{\"index\":" + std::to_string(g.index) + ",\"uuid\":" + json::Quote(g.uuid) +
+           ",\"model\":" + json::Quote(g.model) + ",\"memoryMiB\":" + std::to_string(g.memory_mib) +
            ",\"units\":" + std::to_string(g.units) +
-           ",\"health\":" + Quote(g.healthy ? "Healthy" : "Unhealthy") +
-           ",\"mode\":" + Quote(g.mode) + "}";
+           ",\"health\":" + json::Quote(g.healthy ? "Healthy" : "Unhealthy") +
+           ",\"mode\":" + json::Quote(g.mode) + "}";
   }
   return out + "]}";
 }
 
 Result<NodeInventory> DecodeInventory(std::string_view json) {
-  Result<Json> doc = Reader(json).ParseDocument();
+  Result<json::Value> doc = json::Parse(json);
   if (!doc.ok()) return doc.status();
-  const Json& root = *doc;
-  if (root.type != Json::Type::kObject)
+  const json::Value& root = *doc;
+  if (root.type != json::Value::Type::kObject)
     return Status::InvalidArgument("inventory: must be a JSON object, got " +
-                                   std::string(TypeName(root.type)));
+                                   std::string(json::TypeName(root.type)));
   NodeInventory inv;
   int64_t version = 0;
   GPUSHARE_RETURN_IF_ERROR(
@@ -503,26 +150,27 @@ Result<NodeInventory> DecodeInventory(std::string_view json) {
   std::string unit;
   GPUSHARE_RETURN_IF_ERROR(WantString(root.Find("unit"), "unit", true, &unit));
   std::optional<MemoryUnit> u = ParseMemoryUnit(unit);
-  if (!u) return Status::InvalidArgument("unit: must be \"GiB\" or \"MiB\", got " + Quote(unit));
+  if (!u)
+    return Status::InvalidArgument("unit: must be \"GiB\" or \"MiB\", got " + json::Quote(unit));
   inv.unit = *u;
   int64_t clients = 48;
   if (root.Find("maxClientsPerGpu") != nullptr)
     GPUSHARE_RETURN_IF_ERROR(
         WantInt(root.Find("maxClientsPerGpu"), "maxClientsPerGpu", 1, 1024, &clients));
   inv.max_clients_per_gpu = static_cast<int>(clients);
-  const Json* gpus = root.Find("gpus");
+  const json::Value* gpus = root.Find("gpus");
   if (gpus == nullptr) return Status::InvalidArgument("gpus: missing");
-  if (gpus->type != Json::Type::kArray)
+  if (gpus->type != json::Value::Type::kArray)
     return Status::InvalidArgument("gpus: must be an array, got " +
-                                   std::string(TypeName(gpus->type)));
+                                   std::string(json::TypeName(gpus->type)));
   std::set<int64_t> indices;
   std::set<std::string> uuids;
   for (size_t k = 0; k < gpus->items.size(); ++k) {
-    const Json& g = gpus->items[k];
+    const json::Value& g = gpus->items[k];
     const std::string path = "gpus[" + std::to_string(k) + "]";
-    if (g.type != Json::Type::kObject)
+    if (g.type != json::Value::Type::kObject)
       return Status::InvalidArgument(path + ": must be an object, got " +
-                                     std::string(TypeName(g.type)));
+                                     std::string(json::TypeName(g.type)));
     InventoryGpu out;
     int64_t index = 0, mem = 0, units = 0;
     GPUSHARE_RETURN_IF_ERROR(WantInt(g.Find("index"), path + ".index", 0, 1023, &index));
@@ -532,7 +180,7 @@ Result<NodeInventory> DecodeInventory(std::string_view json) {
     GPUSHARE_RETURN_IF_ERROR(WantString(g.Find("uuid"), path + ".uuid", true, &out.uuid));
     if (out.uuid.empty()) return Status::InvalidArgument(path + ".uuid: must not be empty");
     if (!uuids.insert(out.uuid).second)
-      return Status::InvalidArgument(path + ".uuid: " + Quote(out.uuid) + " appears twice");
+      return Status::InvalidArgument(path + ".uuid: " + json::Quote(out.uuid) + " appears twice");
     GPUSHARE_RETURN_IF_ERROR(WantString(g.Find("model"), path + ".model", false, &out.model));
     GPUSHARE_RETURN_IF_ERROR(
         WantInt(g.Find("memoryMiB"), path + ".memoryMiB", 0, int64_t{1} << 40, &mem));
@@ -544,7 +192,7 @@ Result<NodeInventory> DecodeInventory(std::string_view json) {
     GPUSHARE_RETURN_IF_ERROR(WantString(g.Find("health"), path + ".health", false, &health));
     if (health != "Healthy" && health != "Unhealthy")
       return Status::InvalidArgument(path + ".health: must be \"Healthy\" or \"Unhealthy\", got " +
-                                     Quote(health));
+                                     json::Quote(health));
     out.healthy = health == "Healthy";
     GPUSHARE_RETURN_IF_ERROR(WantString(g.Find("mode"), path + ".mode", false, &out.mode));
     inv.gpus.push_back(std::move(out));
@@ -719,21 +367,21 @@ std::string EncodeContainerGpus(const ContainerGpus& m) {
   for (const auto& [name, gpu] : m) {
     if (!first) out += ",";
     first = false;
-    out += Quote(name) + ":" + std::to_string(gpu);
+    out += json::Quote(name) + ":" + std::to_string(gpu);
   }
   return out + "}";
 }
 
 Result<ContainerGpus> DecodeContainerGpus(std::string_view json) {
-  Result<Json> doc = Reader(json).ParseDocument();
+  Result<json::Value> doc = json::Parse(json);
   if (!doc.ok()) return doc.status();
-  if (doc->type != Json::Type::kObject)
+  if (doc->type != json::Value::Type::kObject)
     return Status::InvalidArgument("must be a JSON object {container: GPU index}, got " +
-                                   std::string(TypeName(doc->type)));
+                                   std::string(json::TypeName(doc->type)));
   ContainerGpus out;
   for (const auto& [name, v] : doc->members) {
     int64_t idx = 0;
-    GPUSHARE_RETURN_IF_ERROR(WantInt(&v, Quote(name), 0, 1023, &idx));
+    GPUSHARE_RETURN_IF_ERROR(WantInt(&v, json::Quote(name), 0, 1023, &idx));
     out[name] = static_cast<int>(idx);
   }
   return out;
@@ -844,26 +492,29 @@ std::string EncodeAckAllocation(const PodRequest& request, const ContainerGpus& 
 }
 
 Result<ContainerGpus> DecodeAckAllocation(std::string_view json, const PodRequest& request) {
-  Result<Json> doc = Reader(json).ParseDocument();
+  Result<json::Value> doc = json::Parse(json);
   if (!doc.ok()) return doc.status();
-  if (doc->type != Json::Type::kObject)
+  if (doc->type != json::Value::Type::kObject)
     return Status::InvalidArgument(
         "must be a JSON object {container index: {GPU index: units}}, got " +
-        std::string(TypeName(doc->type)));
+        std::string(json::TypeName(doc->type)));
   ContainerGpus out;
   for (const auto& [key, per_gpu] : doc->members) {
     const std::optional<int> index = ParseGpuIndex(key);
-    if (!index) return Status::InvalidArgument(Quote(key) + ": not a container index");
-    if (per_gpu.type != Json::Type::kObject)
-      return Status::InvalidArgument(Quote(key) + ": must be an object {GPU index: units}, got " +
-                                     std::string(TypeName(per_gpu.type)));
+    if (!index) return Status::InvalidArgument(json::Quote(key) + ": not a container index");
+    if (per_gpu.type != json::Value::Type::kObject)
+      return Status::InvalidArgument(json::Quote(key) +
+                                     ": must be an object {GPU index: units}, got " +
+                                     std::string(json::TypeName(per_gpu.type)));
     std::vector<int> on;  // its GPUs, in order
     for (const auto& [gpu, units] : per_gpu.members) {
       const std::optional<int> g = ParseGpuIndex(gpu);
-      if (!g) return Status::InvalidArgument(Quote(key) + ": " + Quote(gpu) + ": not a GPU index");
+      if (!g)
+        return Status::InvalidArgument(json::Quote(key) + ": " + json::Quote(gpu) +
+                                       ": not a GPU index");
       int64_t u = 0;
       GPUSHARE_RETURN_IF_ERROR(
-          WantInt(&units, Quote(key) + ": " + Quote(gpu), 0, int64_t{1} << 40, &u));
+          WantInt(&units, json::Quote(key) + ": " + json::Quote(gpu), 0, int64_t{1} << 40, &u));
       on.push_back(*g);
     }
     std::sort(on.begin(), on.end());
