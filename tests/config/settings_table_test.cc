@@ -1,4 +1,4 @@
-// The settings table of config/node_config_loader.cc: every row writes the field its key names,
+// The settings table of config/node_settings.cc: every row writes the field its key names,
 // and only that field, whichever level (file, environment, flag) the value comes from.
 //
 // Why: the loader once wrote gpushare.maxClientsPerGpu for every integer setting, and the one

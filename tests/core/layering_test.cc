@@ -256,6 +256,22 @@ TEST(Layering, SchedulerAndSimulatorTakeOnlyTheFlagsPartOfConfig) {
   }
 }
 
+// The node config loader's parts share a private header; only config/ may include it (the API
+// is config/node_config_loader.h). Tests and benches included.
+TEST(Layering, TheLoadersPartsArePrivateToConfig) {
+  std::vector<std::string> folders = {"tests", "bench"};
+  for (const auto& [folder, allowed] : AllowedEdges()) folders.push_back(folder);
+  for (const std::string& folder : folders) {
+    if (folder == "config") continue;
+    for (const fs::path& file : SourcesOf(folder)) {
+      for (const Include& inc : IncludesOf(file)) {
+        EXPECT_NE(inc.header, "config/node_config_internal.h")
+            << inc.where << ": only config/ includes the loader's private header";
+      }
+    }
+  }
+}
+
 TEST(Layering, CoreIsPure) {
   int files = 0;
   for (const fs::path& file : SourcesOf("core")) {
