@@ -49,4 +49,11 @@ bool IsDigits(std::string_view s) {
   return true;
 }
 
+std::string OneLine(std::string_view s, size_t max) {
+  std::string out;
+  for (char c : s.substr(0, max)) out += static_cast<unsigned char>(c) < 0x20 ? ' ' : c;
+  if (s.size() > max) out += "...";
+  return out;
+}
+
 }  // namespace gpushare

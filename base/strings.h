@@ -28,4 +28,8 @@ std::string JoinPath(std::string_view dir, std::string_view name);
 // True when `s` is one or more ASCII digits.
 bool IsDigits(std::string_view s);
 
+// `s` for one line of text: control bytes (a hostile message's newlines, escapes) become spaces,
+// and beyond `max` bytes it is cut, with "..." after.
+std::string OneLine(std::string_view s, size_t max = 400);
+
 }  // namespace gpushare

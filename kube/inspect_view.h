@@ -1,7 +1,7 @@
 // The inspect view: who uses which GPU, and how much of it, built from the API objects alone.
-// `gpushare inspect` prints it (a table, -d, wide, JSON, YAML) and gpushare-scheduler serves it
-// as JSON on PREFIX/inspect and PREFIX/inspect/NODE, so both show the same thing.
-// docs/inspect.md documents the columns and the JSON schema.
+// `gpushare inspect` prints it (a table, -d, wide, JSON, YAML: cli/gpushare/inspect_text.h) and
+// gpushare-scheduler serves it as JSON on PREFIX/inspect and PREFIX/inspect/NODE, so both show the
+// same thing. docs/inspect.md documents the columns and the JSON schema.
 //
 // Where the facts come from:
 //   - GPUs of a node: the node annotation gpushare.io/gpu-inventory (memory mode publishes it),
@@ -130,23 +130,11 @@ Status AddObjects(const nlohmann::json& object, Input* input, const std::string&
 // API objects as `kubectl get nodes,pods,events -A -o json|yaml` prints them: one JSON document,
 // or YAML documents separated by ---. `name` starts the error messages.
 Result<Input> ParseObjects(std::string_view text, const std::string& name);
-// The same from a file of at most 64 MiB.
-Result<Input> ReadObjectsFile(const std::string& path);
 
 View Build(const Input& input, const Filter& filter = {});
 
 // The JSON form (docs/inspect.md): {"apiVersion":"gpushare.io/v1","kind":"Inspect",
 // "nodes":[...],"pending":[...],"totals":{...}}.
 nlohmann::ordered_json ToJson(const View& view);
-// The same document as YAML (block style, keys in the JSON's order).
-std::string ToYaml(const nlohmann::ordered_json& json);
-
-// Text forms. `Table`: Alibaba's `kubectl inspect gpushare` columns (NAME, IPADDRESS,
-// GPUi(Allocated/Total), PENDING(Allocated) when any, GPU Memory(GiB)) and the cluster totals,
-// then the pending pods with their reasons. `Detail` (-d): per node, every pod and its share of
-// each GPU. `Wide`: one line per GPU (model, mode, health, memory, devices, clients, pods).
-std::string Table(const View& view);
-std::string Detail(const View& view);
-std::string Wide(const View& view);
 
 }  // namespace gpushare::kube::inspect

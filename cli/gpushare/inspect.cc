@@ -20,6 +20,7 @@
 #include "cli/gpushare/api_client.h"
 #include "cli/gpushare/command.h"
 #include "cli/gpushare/inspect_region.h"
+#include "cli/gpushare/inspect_text.h"
 #include "kube/client.h"
 #include "kube/config.h"
 #include "kube/inspect_view.h"
@@ -28,6 +29,7 @@ namespace gpushare::cli {
 namespace {
 
 namespace iv = kube::inspect;
+namespace text = cli::inspect;
 
 constexpr int kUsage = 2;
 constexpr int kFailed = 1;
@@ -108,9 +110,9 @@ std::string Render(const iv::Input& in, const InspectArgs& a, const std::string&
   f.namespace_ = ns;
   iv::View v = iv::Build(in, f);
   if (a.output == "json") return iv::ToJson(v).dump(2) + "\n";
-  if (a.output == "yaml") return iv::ToYaml(iv::ToJson(v));
-  if (a.output == "wide") return iv::Wide(v);
-  return a.details ? iv::Detail(v) : iv::Table(v);
+  if (a.output == "yaml") return text::ToYaml(iv::ToJson(v));
+  if (a.output == "wide") return text::Wide(v);
+  return a.details ? text::Detail(v) : text::Table(v);
 }
 
 // ---- watch ------------------------------------------------------------------------------------
@@ -200,7 +202,7 @@ int RunInspect(const InspectArgs& a) {
   }
   std::string ns = a.all_namespaces ? "" : a.namespace_;
   if (!a.file.empty()) {
-    Result<iv::Input> in = iv::ReadObjectsFile(a.file);
+    Result<iv::Input> in = text::ReadObjectsFile(a.file);
     if (!in.ok()) {
       std::fprintf(stderr, "gpushare inspect: %s\n", in.status().message().c_str());
       return kUsage;

@@ -6,6 +6,7 @@
 //       (d: -d), or `error:` and the message when the objects are refused.
 #include <gtest/gtest.h>
 
+#include "cli/gpushare/inspect_text.h"
 #include "kube/inspect_view.h"
 #include "tests/datadriven.h"
 
@@ -14,6 +15,7 @@ namespace {
 
 using datadriven::Case;
 namespace iv = kube::inspect;
+namespace text = cli::inspect;
 
 std::string RunInspect(const Case& c) {
   Result<iv::Input> in = iv::ParseObjects(c.input, "input");
@@ -24,9 +26,9 @@ std::string RunInspect(const Case& c) {
   const iv::View v = iv::Build(*in, f);
   const std::string o = c.Value("o").value_or("");
   if (o == "json") return iv::ToJson(v).dump(2) + "\n";
-  if (o == "yaml") return iv::ToYaml(iv::ToJson(v));
-  if (o == "wide") return iv::Wide(v);
-  return c.Has("d") ? iv::Detail(v) : iv::Table(v);
+  if (o == "yaml") return text::ToYaml(iv::ToJson(v));
+  if (o == "wide") return text::Wide(v);
+  return c.Has("d") ? text::Detail(v) : text::Table(v);
 }
 
 std::string RunCase(const Case& c) {
