@@ -123,11 +123,6 @@ Result<LoadedNodeConfig> LoadNodeConfigWithNotes(const NodeConfigFlags& flags,
   return Load(flags, env, &*text, path);
 }
 
-Result<NodeConfig> LoadNodeConfig(const NodeConfigFlags& flags, const Environment& env) {
-  GPUSHARE_ASSIGN_OR_RETURN(LoadedNodeConfig loaded, LoadNodeConfigWithNotes(flags, env));
-  return std::move(loaded.config);
-}
-
 Result<LoadedNodeConfig> ValidateConfigFile(const std::string& path) {
   auto text = ReadNodeConfigFile(path);
   if (!text.ok()) return Status::InvalidArgument(text.status().message());

@@ -66,7 +66,6 @@ struct LoadedNodeConfig {
 // environment and the flags, validates. All problems, one per line, in the error message.
 Result<LoadedNodeConfig> LoadNodeConfigWithNotes(const NodeConfigFlags& flags,
                                                  const Environment& env);
-Result<NodeConfig> LoadNodeConfig(const NodeConfigFlags& flags, const Environment& env);
 
 // The same from text already in memory; `source_name` is used in locations ("node.yaml:3:5").
 Result<LoadedNodeConfig> LoadNodeConfigFromText(const NodeConfigFlags& flags,

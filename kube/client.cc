@@ -79,22 +79,6 @@ json AnnotationsPatch(const AnnotationChanges& changes) {
   return json{{"metadata", {{"annotations", std::move(ann)}}}};
 }
 
-std::string_view WatchEventTypeName(WatchEventType t) {
-  switch (t) {
-    case WatchEventType::kAdded:
-      return "ADDED";
-    case WatchEventType::kModified:
-      return "MODIFIED";
-    case WatchEventType::kDeleted:
-      return "DELETED";
-    case WatchEventType::kBookmark:
-      return "BOOKMARK";
-    case WatchEventType::kError:
-      return "ERROR";
-  }
-  return "UNKNOWN";
-}
-
 // ---------------------------------------------------------------------------------------------
 // Generic calls
 

@@ -118,7 +118,6 @@ struct WatchOptions {
 };
 
 enum class WatchEventType { kAdded, kModified, kDeleted, kBookmark, kError };
-std::string_view WatchEventTypeName(WatchEventType t);
 
 struct WatchEvent {
   WatchEventType type;

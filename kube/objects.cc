@@ -393,28 +393,6 @@ Result<Node> DecodeNode(const json& j) {
   return n;
 }
 
-Result<Binding> DecodeBinding(const json& j) {
-  GPUSHARE_RETURN_IF_ERROR(RequireObject(j, "binding"));
-  Binding b;
-  if (const json* meta = Member(j, "metadata")) {
-    GPUSHARE_ASSIGN_OR_RETURN(ObjectMeta m, DecodeObjectMeta(*meta, "binding.metadata"));
-    b.pod_name = m.name;
-    b.pod_namespace = m.namespace_;
-    b.pod_uid = m.uid;
-    b.annotations = std::move(m.annotations);
-  }
-  GPUSHARE_ASSIGN_OR_RETURN(const json* target, ObjectMember(j, "target", "binding"));
-  if (target != nullptr) {
-    std::string kind;
-    GPUSHARE_RETURN_IF_ERROR(GetString(*target, "kind", "binding.target", &kind));
-    if (!kind.empty() && kind != "Node") {
-      return Status::InvalidArgument("binding.target.kind: must be \"Node\", got \"" + kind + "\"");
-    }
-    GPUSHARE_RETURN_IF_ERROR(GetString(*target, "name", "binding.target", &b.node_name));
-  }
-  return b;
-}
-
 Result<Event> DecodeEvent(const json& j) {
   GPUSHARE_RETURN_IF_ERROR(RequireObject(j, "event"));
   Event e;

@@ -203,7 +203,6 @@ struct ApiStatus {
 // Decoders. `j` is the object's JSON; a top-level null or non-object is an error.
 Result<Pod> DecodePod(const nlohmann::json& j);
 Result<Node> DecodeNode(const nlohmann::json& j);
-Result<Binding> DecodeBinding(const nlohmann::json& j);
 Result<Event> DecodeEvent(const nlohmann::json& j);
 Result<ApiStatus> DecodeApiStatus(const nlohmann::json& j);
 Result<PodDisruptionBudget> DecodePodDisruptionBudget(const nlohmann::json& j);

@@ -37,13 +37,6 @@ std::string FormatTimestamp(std::chrono::system_clock::time_point t) {
   return FormatSeconds(std::chrono::floor<std::chrono::seconds>(t), 0, false);
 }
 
-std::string FormatMicroTimestamp(std::chrono::system_clock::time_point t) {
-  auto secs = std::chrono::floor<std::chrono::seconds>(t);
-  long micros =
-      static_cast<long>(std::chrono::duration_cast<std::chrono::microseconds>(t - secs).count());
-  return FormatSeconds(secs, micros, true);
-}
-
 Result<std::chrono::system_clock::time_point> ParseTimestamp(std::string_view s) {
   auto bad = [&] {
     return Status::InvalidArgument("timestamp \"" + std::string(s) +

@@ -15,9 +15,6 @@ namespace gpushare::kube {
 // "YYYY-MM-DDTHH:MM:SSZ" (seconds precision, as metav1.Time serialises).
 std::string FormatTimestamp(std::chrono::system_clock::time_point t);
 
-// "YYYY-MM-DDTHH:MM:SS.ffffffZ" (microseconds, as metav1.MicroTime serialises).
-std::string FormatMicroTimestamp(std::chrono::system_clock::time_point t);
-
 // Parses RFC 3339 ("...Z", "...+02:00", optional fractional seconds).
 Result<std::chrono::system_clock::time_point> ParseTimestamp(std::string_view s);
 

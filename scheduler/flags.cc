@@ -455,14 +455,13 @@ Result<ServiceOptions> CheckSchedulerFlags(const CLI::App& app, const SchedulerF
   return o;
 }
 
-Result<ServiceOptions> ParseSchedulerFlags(const std::vector<std::string>& args) {
-  CLI::App app;
-  SchedulerFlags flags;
-  AddSchedulerFlags(app, flags);
+Result<ServiceOptions> ParseSchedulerFlags(CLI::App& app, const SchedulerFlags& flags,
+                                           const std::vector<std::string>& args) {
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them last first
   try {
     app.parse(reversed);
   } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) throw;  // --help, --version: the caller prints them
     return Status::InvalidArgument(e.what());
   }
   return CheckSchedulerFlags(app, flags);

@@ -64,9 +64,12 @@ void AddSchedulerFlags(CLI::App& app, SchedulerFlags& flags);
 // certificate flags go in one of two sets) and returns the service's options.
 Result<ServiceOptions> CheckSchedulerFlags(const CLI::App& app, const SchedulerFlags& flags);
 
-// AddSchedulerFlags, a parse of `args` (without the program name) and CheckSchedulerFlags, for
-// tests. What CLI11 refuses (an unknown flag, a missing value) is kInvalidArgument with CLI11's
-// message, which names the flag.
-Result<ServiceOptions> ParseSchedulerFlags(const std::vector<std::string>& args);
+// The command line `args` (without the program name) parsed by `app`, on which AddSchedulerFlags
+// registered `flags`, then CheckSchedulerFlags: what gpushare-scheduler's main and the tests both
+// run. CLI11's --help and --version (exit code 0) pass through as its exceptions for the caller
+// to print; any other refusal of CLI11 (an unknown flag, a missing value) is kInvalidArgument
+// with CLI11's message, which names the flag.
+Result<ServiceOptions> ParseSchedulerFlags(CLI::App& app, const SchedulerFlags& flags,
+                                           const std::vector<std::string>& args);
 
 }  // namespace gpushare::scheduler

@@ -21,8 +21,11 @@
 // start, 2 for bad flags (every number and duration is range-checked, and the message names the
 // flag: scheduler/flags.h).
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "cli/version.h"
 #include "scheduler/flags.h"
@@ -45,13 +48,15 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", cli::VersionLine("gpushare-scheduler"));
   scheduler::SchedulerFlags flags;
   scheduler::AddSchedulerFlags(app, flags);
+  if (argc > 0) app.name(argv[0]);  // as CLI11's parse(argc, argv) names it, for --help
+  const std::vector<std::string> args(argv + std::min(argc, 1), argv + argc);
+  std::optional<Result<scheduler::ServiceOptions>> parsed;
   try {
-    app.parse(argc, argv);
+    parsed.emplace(scheduler::ParseSchedulerFlags(app, flags, args));
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);  // prints help (rc 0) or the problem
-    return rc == 0 ? 0 : kExitInvalid;
+    return app.exit(e);  // --help or --version, printed; 0
   }
-  Result<scheduler::ServiceOptions> options = scheduler::CheckSchedulerFlags(app, flags);
+  Result<scheduler::ServiceOptions>& options = *parsed;
   if (!options.ok()) return Fail(options.status().message());
   if (Status logging = scheduler::ConfigureSchedulerLogging(flags.log_level); !logging.ok())
     return Fail(logging.message());

@@ -128,11 +128,4 @@ double NodeFragmentation(const NodeState& node, const TargetWorkload& workload) 
   return f;
 }
 
-double ClusterFragmentation(const ClusterState& cluster, const TargetWorkload& workload) {
-  double f = 0;
-  for (NodeId n = 0; n < cluster.num_nodes(); ++n)
-    f += NodeFragmentation(cluster.node(n), workload);
-  return f;
-}
-
 }  // namespace gpushare::placement

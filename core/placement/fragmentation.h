@@ -70,8 +70,6 @@ void ResolveModels(TargetWorkload& workload, const ClusterState& cluster);
 int64_t ShapeFragmentation(const NodeState& node, const TargetShape& shape);
 // F_n(M).
 double NodeFragmentation(const NodeState& node, const TargetWorkload& workload);
-// Sum of F_n(M) over all nodes.
-double ClusterFragmentation(const ClusterState& cluster, const TargetWorkload& workload);
 
 // F_n(M) per node, recomputed only when the node's version changed.
 class FragmentationCache {

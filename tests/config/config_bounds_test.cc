@@ -83,8 +83,8 @@ TEST_F(ConfigBounds, DirectoryIsRefusedNotTakenForDefaults) {
   EXPECT_THAT(r.status().message(), AllOf(HasSubstr(dir_), HasSubstr("is a directory")));
   NodeConfigFlags flags;
   flags.config_file = dir_;
-  EXPECT_FALSE(LoadNodeConfig(flags, {}).ok());
-  EXPECT_FALSE(LoadNodeConfig({}, {{"CONFIG_FILE", dir_}}).ok());
+  EXPECT_FALSE(LoadNodeConfigWithNotes(flags, {}).ok());
+  EXPECT_FALSE(LoadNodeConfigWithNotes({}, {{"CONFIG_FILE", dir_}}).ok());
 }
 
 TEST_F(ConfigBounds, FifoIsRefusedWithoutBlocking) {

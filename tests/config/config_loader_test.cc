@@ -33,7 +33,7 @@ TEST(ConfigFile, ReadFromFlagOrConfigFileEnvironment) {
   EXPECT_TRUE(LoadNodeConfigWithNotes(NodeConfigFlags{}, {})->config_path.empty());
 
   flags.config_file = ::testing::TempDir() + "/does-not-exist.yaml";
-  auto missing = LoadNodeConfig(flags, {});
+  auto missing = LoadNodeConfigWithNotes(flags, {});
   ASSERT_FALSE(missing.ok());
   EXPECT_THAT(missing.status().message(), HasSubstr("--config: cannot read"));
   EXPECT_THAT(missing.status().message(), HasSubstr("does-not-exist.yaml"));

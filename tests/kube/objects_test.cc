@@ -149,7 +149,7 @@ TEST(ObjectsTest, Node) {
   EXPECT_FALSE(notready->IsReady());
 }
 
-TEST(ObjectsTest, BindingRoundTrip) {
+TEST(ObjectsTest, BindingEncodesWhatTheApiServerReads) {
   Binding b{"p", "ns", "uid-1", "node-a", {{"ALIYUN_COM_GPU_MEM_IDX", "2"}}};
   json j = EncodeBinding(b);
   EXPECT_EQ(j["kind"], "Binding");
@@ -159,13 +159,9 @@ TEST(ObjectsTest, BindingRoundTrip) {
   EXPECT_EQ(j["metadata"]["uid"], "uid-1");
   EXPECT_EQ(j["target"]["kind"], "Node");
   EXPECT_EQ(j["target"]["name"], "node-a");
-  Result<Binding> back = DecodeBinding(j);
-  ASSERT_TRUE(back.ok());
-  EXPECT_EQ(back->node_name, "node-a");
-  EXPECT_EQ(back->annotations.at("ALIYUN_COM_GPU_MEM_IDX"), "2");
+  EXPECT_EQ(j["metadata"]["annotations"]["ALIYUN_COM_GPU_MEM_IDX"], "2");
   json nouid = EncodeBinding(Binding{"p", "ns", "", "n", {}});
   EXPECT_FALSE(nouid["metadata"].contains("uid"));
-  EXPECT_FALSE(DecodeBinding(json::parse(R"({"target":{"kind":"Pod","name":"x"}})")).ok());
 }
 
 TEST(ObjectsTest, EventRoundTrip) {

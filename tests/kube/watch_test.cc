@@ -29,6 +29,23 @@ struct Seen {
   std::string rv;
 };
 
+// The event type as the API server spells it.
+std::string_view WatchEventTypeName(WatchEventType t) {
+  switch (t) {
+    case WatchEventType::kAdded:
+      return "ADDED";
+    case WatchEventType::kModified:
+      return "MODIFIED";
+    case WatchEventType::kDeleted:
+      return "DELETED";
+    case WatchEventType::kBookmark:
+      return "BOOKMARK";
+    case WatchEventType::kError:
+      return "ERROR";
+  }
+  return "UNKNOWN";
+}
+
 // Runs a watch on a thread and records what it sees.
 class WatchRunner {
  public:

@@ -58,7 +58,6 @@ TEST_F(FragmentationTest, NodeFragmentationWeighsShapes) {
   cc.weight = 0.25;
   w.shapes = {a, b, cc};
   EXPECT_DOUBLE_EQ(NodeFragmentation(c_.node(n_), w), 0.5 * 200 + 0.25 * 1700 + 0.25 * 700);
-  EXPECT_DOUBLE_EQ(ClusterFragmentation(c_, w), NodeFragmentation(c_.node(n_), w));
 }
 
 TEST(TargetWorkloadTest, PopularityCutOrderAndRenormalisation) {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,14 @@ namespace gpushare::scheduler {
 namespace {
 
 using std::chrono::milliseconds;
+
+// What gpushare-scheduler's main does with `args`.
+Result<ServiceOptions> ParseSchedulerFlags(const std::vector<std::string>& args) {
+  CLI::App app;
+  SchedulerFlags flags;
+  AddSchedulerFlags(app, flags);
+  return scheduler::ParseSchedulerFlags(app, flags, args);
+}
 
 ServiceOptions Parsed(const std::vector<std::string>& args) {
   Result<ServiceOptions> r = ParseSchedulerFlags(args);
