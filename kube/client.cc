@@ -297,8 +297,7 @@ Status Client::Delete(ResourceRef r, std::string_view ns, std::string_view name,
     return Status::InvalidArgument("delete " + std::string(r.resource) + ": empty name");
   json body = {{"apiVersion", "v1"}, {"kind", "DeleteOptions"}};
   if (options.grace_period_seconds) body["gracePeriodSeconds"] = *options.grace_period_seconds;
-  if (!options.uid_precondition.empty())
-    body["preconditions"] = {{"uid", options.uid_precondition}};
+  if (!options.uid.empty()) body["preconditions"] = {{"uid", options.uid}};
   Result<json> j = JsonCall({"DELETE", ResourcePath(r, ns, name), body.dump(), "application/json"});
   return j.status();
 }

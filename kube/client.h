@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "base/sync.h"
+#include "core/object_key.h"
 #include "core/status.h"
 #include "kube/config.h"
 #include "kube/objects.h"
@@ -140,11 +141,19 @@ struct PatchOptions {
   // differs (the object was deleted and another created under its name): 422, "metadata.uid:
   // Invalid value: ...: field is immutable".
   std::string uid;
+
+  // Only the object with this UID (a write for one pod that must not touch another created under
+  // its name since).
+  static PatchOptions IfUid(std::string uid) {
+    PatchOptions o;
+    o.uid = std::move(uid);
+    return o;
+  }
 };
 
 struct DeleteOptions {
   std::optional<int64_t> grace_period_seconds;
-  std::string uid_precondition;  // fail with 409 if the object's UID differs
+  std::string uid;  // a precondition: fail with 409 if the object's UID differs
 };
 
 // Annotation edits for a merge patch: a value sets the key, nullopt removes it.
@@ -227,6 +236,10 @@ class Client {
   Result<Pod> PatchPodAnnotations(std::string_view ns, std::string_view name,
                                   const AnnotationChanges& changes,
                                   const PatchOptions& options = {});
+  Result<Pod> PatchPodAnnotations(const ObjectKey& pod, const AnnotationChanges& changes,
+                                  const PatchOptions& options = {}) {
+    return PatchPodAnnotations(pod.namespace_, pod.name, changes, options);
+  }
   // Merge-patches pods/{name}/status with {"status": status_patch}.
   Result<Pod> PatchPodStatus(std::string_view ns, std::string_view name,
                              const nlohmann::json& status_patch, const PatchOptions& options = {});

@@ -12,6 +12,7 @@
 #include "core/allocation_record.h"
 #include "core/memshare.h"
 #include "core/memshare_node.h"
+#include "core/object_key.h"
 #include "kube/allocation_json.h"
 #include "kube/client.h"
 #include "kube/informer.h"
@@ -148,13 +149,9 @@ class Recorder final : public Companion {
   }
 
   bool Patch(const alloc::RecordPatch& p) {
-    const size_t slash = p.key.find('/');
-    nlohmann::json body = {
-        {"metadata",
-         {{"uid", p.uid},
-          {"annotations", {{std::string(alloc::kAllocationsAnnotation), p.value}}}}}};
-    Result<nlohmann::json> r = opts_.client->MergePatch(kube::kPods, p.key.substr(0, slash),
-                                                        p.key.substr(slash + 1), std::move(body));
+    Result<kube::Pod> r = opts_.client->PatchPodAnnotations(
+        ObjectKey::Of(p.key), {{std::string(alloc::kAllocationsAnnotation), p.value}},
+        kube::PatchOptions::IfUid(p.uid));
     if (!r.ok()) {
       spdlog::warn("event=allocations_patch_failed pod={} uid={} error={}", p.key, p.uid,
                    Value(r.status().message()));

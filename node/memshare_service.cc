@@ -15,6 +15,7 @@
 #include "core/memshare_node.h"
 #include "core/memshare_reconcile.h"
 #include "core/memshare_timing.h"
+#include "core/object_key.h"
 #include "kube/client.h"
 #include "kube/config.h"
 #include "kube/informer.h"
@@ -478,11 +479,9 @@ class Service final : public MemoryShareMode {
   }
 
   bool Patch(const ms::PodDecision& d) {
-    const size_t slash = d.key.find('/');
     kube::AnnotationChanges ac;
     for (const auto& [k, v] : d.changes) ac[k] = v;
-    Result<kube::Pod> r =
-        opts_.client->PatchPodAnnotations(d.key.substr(0, slash), d.key.substr(slash + 1), ac);
+    Result<kube::Pod> r = opts_.client->PatchPodAnnotations(ObjectKey::Of(d.key), ac);
     if (!r.ok()) {
       spdlog::warn("event=memshare_confirm_failed pod={} error={}", d.key,
                    Value(r.status().message()));

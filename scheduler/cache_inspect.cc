@@ -1,4 +1,5 @@
 // GpuCache: introspection. See cache_internal.h.
+#include "core/object_key.h"
 #include "scheduler/cache_internal.h"
 
 namespace gpushare::scheduler {
@@ -92,10 +93,10 @@ InspectNode GpuCache::InspectRec(const NodeRec& n) const {
   std::sort(pods.begin(), pods.end(),
             [](const PodRec* a, const PodRec* b) { return a->key < b->key; });
   for (const PodRec* p : pods) {
-    const size_t slash = p->key.find('/');
+    const ObjectKey key = ObjectKey::Of(p->key);
     InspectPod base;
-    base.namespace_ = p->key.substr(0, slash);
-    base.name = p->key.substr(slash + 1);
+    base.namespace_ = key.namespace_;
+    base.name = key.name;
     base.uid = p->uid;
     base.confirmed = p->state == PodRec::State::kConfirmed;
     base.bind_in_flight = p->state == PodRec::State::kReserved;

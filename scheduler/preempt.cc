@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "base/logfmt.h"
+#include "core/object_key.h"
 #include "core/reasons.h"
 #include "kube/memshare_pod.h"
 #include "kube/pod_requests.h"
@@ -153,7 +154,7 @@ Result<PreemptDecision> Preemptor::Decide(const kube::Pod& pod, const ms::PodReq
     if (!budgeted.empty()) {
       for (size_t i = 0; i < booked; ++i) {
         const std::string_view key = v.Key(i);
-        if (!budgeted.count(key.substr(0, key.find('/')))) continue;
+        if (!budgeted.count(ObjectKey::NamespaceOf(key))) continue;
         if (const kube::Pod* o = object(i)) in.pods[i].budgets = BudgetsOf(*o, budgets);
       }
     }

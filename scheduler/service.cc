@@ -13,6 +13,7 @@
 
 #include "base/logfmt.h"
 #include "base/logging.h"
+#include "core/object_key.h"
 #include "core/reasons.h"
 #include "kube/config.h"
 #include "scheduler/inspect.h"
@@ -354,13 +355,11 @@ void SchedulerService::Sweep() {
   // Empty planned slots nobody needs any more (core/memshare_ledger.h): the cache stops counting
   // them now; the pods' plans follow, so that gpushare-node stops offering them.
   for (const PlanMove& m : cache_->PlanMoves()) {
-    const size_t slash = m.key.find('/');
     // Only this pod: a pod created again under its name since (another UID) is not touched.
-    kube::PatchOptions guard;
-    guard.uid = m.uid;
     Result<kube::Pod> r = client_->PatchPodAnnotations(
-        m.key.substr(0, slash), m.key.substr(slash + 1),
-        {{std::string(memshare::kAssumedAnnotation), memshare::EncodeContainerGpus(m.to)}}, guard);
+        ObjectKey::Of(m.key),
+        {{std::string(memshare::kAssumedAnnotation), memshare::EncodeContainerGpus(m.to)}},
+        kube::PatchOptions::IfUid(m.uid));
     if (r.ok()) {
       spdlog::info("event=plan_written pod={} to={}", Value(m.key),
                    Value(memshare::EncodeContainerGpus(m.to)));
@@ -386,9 +385,9 @@ void SchedulerService::Sweep() {
     kube::ObjectReference ref;
     ref.api_version = "v1";
     ref.kind = "Pod";
-    const size_t slash = e.key.find('/');
-    ref.namespace_ = e.key.substr(0, slash);
-    ref.name = e.key.substr(slash + 1);
+    const ObjectKey key = ObjectKey::Of(e.key);
+    ref.namespace_ = key.namespace_;
+    ref.name = key.name;
     ref.uid = e.uid;
     events_->Record(ref, "Warning", std::string(reasons::kAssumeExpired), msg);
   }

@@ -880,14 +880,14 @@ void FakeKubeScheduler::Preempt(const json& pod, const std::vector<json>& nodes,
   const std::string ns = Str(pod, "metadata", "namespace");
   for (const json& v : candidates.at(chosen).pods) {
     kube::DeleteOptions d;
-    d.uid_precondition = Str(v, "metadata", "uid");
+    d.uid = Str(v, "metadata", "uid");
     Status s = api_->Delete(kube::kPods, Str(v, "metadata", "namespace"), NameOf(v), d);
     if (!s.ok() && s.code() != StatusCode::kNotFound) {
       res->kind = ScheduleResult::Kind::kError;
       res->message = "preemption: deleting " + NameOf(v) + ": " + s.message();
       return;
     }
-    res->victims.push_back(d.uid_precondition);
+    res->victims.push_back(d.uid);
   }
   kube::PatchOptions po;
   po.subresource = "status";
