@@ -9,6 +9,7 @@
 #include "base/strings.h"
 #include "config/duration.h"
 #include "core/memshare.h"
+#include "core/object_key.h"
 #include "core/placement/policy.h"
 #include "core/resource_name.h"
 
@@ -228,9 +229,9 @@ Result<WebhookCertOptions> ManagedCerts(const CLI::App& app, const SchedulerFlag
     return Bad(Listed(given) + ": a certificate managed by gpushare also needs " + Listed(missing));
   }
   WebhookCertOptions certs = f.certs;
-  const size_t slash = f.webhook_secret.find('/');
-  certs.secret_namespace = slash == std::string::npos ? "" : f.webhook_secret.substr(0, slash);
-  certs.secret_name = slash == std::string::npos ? "" : f.webhook_secret.substr(slash + 1);
+  const ObjectKey secret = ObjectKey::Of(f.webhook_secret);  // no '/': no namespace, refused below
+  certs.secret_namespace = secret.namespace_;
+  certs.secret_name = secret.name;
   if (!IsDnsLabel(certs.secret_namespace) || !IsDnsSubdomain(certs.secret_name))
     return Bad("--webhook-secret: want NAMESPACE/NAME, got \"" + f.webhook_secret + "\"");
   const size_t dot = f.webhook_service.find('.');
