@@ -48,7 +48,9 @@ Status Status::WithContext(std::string_view context) const {
   std::string m(context);
   m += ": ";
   m += message_;
-  return Status(code_, std::move(m));
+  Status s(code_, std::move(m));
+  s.reason_ = reason_;
+  return s;
 }
 
 namespace internal {

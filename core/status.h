@@ -69,12 +69,24 @@ class [[nodiscard]] Status {
   // "INVALID_ARGUMENT: message", or "OK".
   std::string ToString() const;
 
-  // Returns a copy whose message is "<context>: <message>".
+  // Returns a copy whose message is "<context>: <message>" (its reason kept).
   Status WithContext(std::string_view context) const;
+
+  // The core/reasons.h code of a refusal, when one was attached ("" otherwise): what the counters,
+  // Events and replies label the error with, carried by the error itself through every return.
+  // It must view a string that outlives every copy (a core/reasons.h constant).
+  std::string_view reason() const { return reason_; }
+  // The same error with `reason` attached (an OK status stays OK, without one).
+  Status WithReason(std::string_view reason) && {
+    if (!ok()) reason_ = reason;
+    return std::move(*this);
+  }
+  Status WithReason(std::string_view reason) const& { return Status(*this).WithReason(reason); }
 
  private:
   StatusCode code_ = StatusCode::kOk;
   std::string message_;
+  std::string_view reason_;
 };
 
 namespace internal {
@@ -118,6 +130,13 @@ class [[nodiscard]] Result {
 
   std::variant<T, Status> v_;
 };
+
+// `r` with `reason` attached to its error (a value passes unchanged).
+template <typename T>
+Result<T> WithReason(Result<T> r, std::string_view reason) {
+  if (r.ok()) return r;
+  return r.status().WithReason(reason);
+}
 
 }  // namespace gpushare
 

@@ -330,16 +330,19 @@ std::vector<int64_t> GpuCache::Score(const ms::PodRequest& request,
 }
 
 Result<Reservation> GpuCache::Reserve(const kube::Pod& pod, const ms::PodRequest& asked,
-                                      const std::string& node, int64_t now_ns,
-                                      std::string_view* code) {
+                                      const std::string& node, int64_t now_ns) {
   MutexLock l(&mu_);
-  std::string_view ignored;
-  std::string_view& why = code != nullptr ? *code : ignored;
-  why = reasons::kBindConflict;
-  if (!synced_) {
-    why = reasons::kSchedulerNotReady;
-    return Status::Unavailable("cache not synced");
-  }
+  Result<Reservation> r = ReserveLocked(pod, asked, node, now_ns);
+  // A refusal without a code of its own conflicts with what was booked since the filter.
+  if (!r.ok() && r.status().reason().empty())
+    return r.status().WithReason(reasons::kBindConflict);
+  return r;
+}
+
+Result<Reservation> GpuCache::ReserveLocked(const kube::Pod& pod, const ms::PodRequest& asked,
+                                            const std::string& node, int64_t now_ns) {
+  if (!synced_)
+    return Status::Unavailable("cache not synced").WithReason(reasons::kSchedulerNotReady);
   const std::string& uid = pod.metadata.uid;
   const std::string key = pod.metadata.namespace_ + "/" + pod.metadata.name;
   auto it = pods_.find(uid);
@@ -366,16 +369,17 @@ Result<Reservation> GpuCache::Reserve(const kube::Pod& pod, const ms::PodRequest
   EnsureEngine();
   NodeRec* found = FindNode(node);
   if (found == nullptr || found->eid < 0) {
-    why = found == nullptr ? reasons::kNodeUnknown : found->problem_code;
-    return Status::FailedPrecondition(
-        "node " + node + ": " +
-        (found == nullptr ? std::string("not in gpushare-scheduler's cache") : found->problem));
+    return Status::FailedPrecondition("node " + node + ": " +
+                                      (found == nullptr
+                                           ? std::string("not in gpushare-scheduler's cache")
+                                           : found->problem))
+        .WithReason(found == nullptr ? reasons::kNodeUnknown : found->problem_code);
   }
   NodeRec& n = *found;
   Result<ms::PodRequest> on_node = OnNode(n, asked);
   if (!on_node.ok()) {
-    why = reasons::kNoSharedGpu;
-    return Status::FailedPrecondition("node " + node + ": " + on_node.status().message());
+    return Status::FailedPrecondition("node " + node + ": " + on_node.status().message())
+        .WithReason(reasons::kNoSharedGpu);
   }
   const ms::PodRequest& request = *on_node;
   // Its own hold: the GPUs preemption freed for it, when they still have room.
@@ -417,10 +421,9 @@ Result<Reservation> GpuCache::Reserve(const kube::Pod& pod, const ms::PodRequest
   if (v.kind != NodeVerdict::Kind::kFits) {
     // No room any more is a conflict with what was booked since the filter; a node that cannot
     // take the pod at all keeps its own code.
-    if (v.kind == NodeVerdict::Kind::kUnresolvable) why = v.code;
     return v.kind == NodeVerdict::Kind::kFailed
                ? Status::ResourceExhausted("node " + node + ": " + v.reason)
-               : Status::FailedPrecondition("node " + node + ": " + v.reason);
+               : Status::FailedPrecondition("node " + node + ": " + v.reason).WithReason(v.code);
   }
   GPUSHARE_ASSIGN_OR_RETURN(const std::vector<int> gpus, Choose(n, request, shape));
   return Book(pod, request, n, gpus, now_ns);

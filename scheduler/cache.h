@@ -259,10 +259,10 @@ class GpuCache {
   // already booked on that node (Reservation::already). Errors: kResourceExhausted (no room;
   // the reason says why), kFailedPrecondition (booked on another node, node unusable),
   // kAborted (a bind for the same pod is in flight), kUnavailable (not synced).
-  // `code`, when given, receives the core/reasons.h code of a refusal.
+  // Every refusal carries its core/reasons.h code (Status::reason): BindConflict for no room
+  // any more, the node's own code where it cannot take the pod at all, SchedulerNotReady.
   Result<Reservation> Reserve(const kube::Pod& pod, const memshare::PodRequest& request,
-                              const std::string& node, int64_t now_ns,
-                              std::string_view* code = nullptr) GPUSHARE_EXCLUDES(mu_);
+                              const std::string& node, int64_t now_ns) GPUSHARE_EXCLUDES(mu_);
   // A pod with a Nomination on `node` is booked on the GPUs it names when they have room; a pod
   // exempt from other pods' holds (higher priority) takes their GPUs only when nothing else on
   // the node fits, and those holds end.
@@ -338,6 +338,8 @@ class GpuCache {
   void RemovePod(const std::string& uid, bool released = false) GPUSHARE_REQUIRES(mu_);
   void GuardRelease(NodeRec& n, const PodRec& p) GPUSHARE_REQUIRES(mu_);
   void SettleGuards(NodeRec& n) GPUSHARE_REQUIRES(mu_);
+  Result<Reservation> ReserveLocked(const kube::Pod& pod, const memshare::PodRequest& request,
+                                    const std::string& node, int64_t now_ns) GPUSHARE_REQUIRES(mu_);
   NodeVerdict HeldBack(const NodeRec& n) const GPUSHARE_REQUIRES(mu_);
   // Whether pod `p`, confirmed away from its plan (a swap), may have its plan moved to where it
   // is now: the node has nothing pending (no pod placed and not yet confirmed, no guard) whose

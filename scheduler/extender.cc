@@ -216,9 +216,10 @@ std::pair<std::string_view, std::string> FilterFailureMessage(
   constexpr size_t kMaxNodes = 3, kMaxReason = 400;
   size_t shown = 0;
   for (const RefusedNode* n : order) {
-    std::string part =
-        std::string(n->name) + ": " + std::string(n->code) + ": " +
-        (n->reason->size() > kMaxReason ? n->reason->substr(0, kMaxReason) + "..." : *n->reason);
+    std::string part = std::string(n->name) + ": " +
+                       reasons::Coded(n->code, n->reason->size() > kMaxReason
+                                                   ? n->reason->substr(0, kMaxReason) + "..."
+                                                   : *n->reason);
     if (shown == kMaxNodes || msg.size() + part.size() + 2 > kMaxEventMessage - 24) break;
     msg += (shown ? "; " : ": ") + part;
     ++shown;
@@ -344,11 +345,11 @@ HttpReply Extender::Filter(std::string_view body) {
         break;
       case NodeVerdict::Kind::kFailed:
         // The code leads, so that kube-scheduler's FailedScheduling event shows it.
-        r.failed[std::string(names[i])] = std::string(verdicts[i].code) + ": " + verdicts[i].reason;
+        r.failed[std::string(names[i])] = reasons::Coded(verdicts[i].code, verdicts[i].reason);
         break;
       case NodeVerdict::Kind::kUnresolvable:
         r.unresolvable[std::string(names[i])] =
-            std::string(verdicts[i].code) + ": " + verdicts[i].reason;
+            reasons::Coded(verdicts[i].code, verdicts[i].reason);
         break;
     }
   }
@@ -453,8 +454,8 @@ HttpReply Extender::Bind(std::string_view body) {
     if (options_.metrics != nullptr) options_.metrics->CountBindFailure(reasons::kInvalidRequest);
     return {400, EncodeBindingResult("bad bind request: " + b.status().message())};
   }
-  std::string_view code = reasons::kBindApiError;
-  const Status bound = DoBind(*b, code);
+  const Status bound = DoBind(*b);
+  const std::string_view code = bound.reason().empty() ? reasons::kBindApiError : bound.reason();
   if (!bound.ok()) {
     bind_errors_.fetch_add(1);
     spdlog::warn("event=bind_failed pod={} node={} reason={} error={} ms={}", Value(Key(*b)),
@@ -470,62 +471,64 @@ HttpReply Extender::Bind(std::string_view body) {
   return {200, EncodeBindingResult(bound.message())};
 }
 
-Status Extender::DoBind(const BindingArgs& b, std::string_view& code) {
+Status Extender::DoBind(const BindingArgs& b) {
   const std::string key = Key(b);
-  code = reasons::kSchedulerNotReady;
-  if (!cache_.synced()) return Status::Unavailable(std::string(kNotSynced));
+  if (!cache_.synced())
+    return Status::Unavailable(std::string(kNotSynced)).WithReason(reasons::kSchedulerNotReady);
   // kube-scheduler always sends the UID of the pod it scheduled; without it the bind could
   // land on another incarnation of the name.
-  code = reasons::kInvalidRequest;
   if (b.pod_uid.empty())
-    return Status::InvalidArgument("PodUID: missing or empty (the bind must name the pod's UID)");
+    return Status::InvalidArgument("PodUID: missing or empty (the bind must name the pod's UID)")
+        .WithReason(reasons::kInvalidRequest);
   const auto t0 = std::chrono::steady_clock::now();
-  GPUSHARE_ASSIGN_OR_RETURN(std::shared_ptr<const kube::Pod> pod, PodToBind(b, code));
+  GPUSHARE_ASSIGN_OR_RETURN(std::shared_ptr<const kube::Pod> pod, PodToBind(b));
   // Only pods that ask for the managed resource: the extender's RBAC may bind any pod, so this
   // endpoint must not become a way to place arbitrary pods on arbitrary nodes.
-  code = reasons::kInvalidRequest;
   if (!NamesResource(*pod, options_.resource_name))
     return Status::FailedPrecondition(
-        "pod " + key + " does not request " + options_.resource_name + " or " +
-        std::string(ms::kMilliResource) +
-        " (in any container or init container); gpushare-scheduler binds only pods "
-        "that do");
+               "pod " + key + " does not request " + options_.resource_name + " or " +
+               std::string(ms::kMilliResource) +
+               " (in any container or init container); gpushare-scheduler binds only pods "
+               "that do")
+        .WithReason(reasons::kInvalidRequest);
   GPUSHARE_ASSIGN_OR_RETURN(const ms::PodRequest req,
-                            kube::PodPlacementRequest(*pod, options_.resource_name));
+                            WithReason(kube::PodPlacementRequest(*pod, options_.resource_name),
+                                       reasons::kInvalidRequest));
   const std::string& bound_to = pod->spec.node_name;
-  code = reasons::kBindPodChanged;
   if (!bound_to.empty() && bound_to != b.node)
-    return Status::FailedPrecondition("pod " + key + " is already bound to node " + bound_to);
+    return Status::FailedPrecondition("pod " + key + " is already bound to node " + bound_to)
+        .WithReason(reasons::kBindPodChanged);
   if (req.empty()) {
-    code = reasons::kBindApiError;
-    if (options_.node_known && !options_.node_known(b.node)) code = reasons::kNodeUnknown;
-    return BindWithoutUnits(*pod, b);
+    const bool unknown = options_.node_known && !options_.node_known(b.node);
+    return BindWithoutUnits(*pod, b).WithReason(unknown ? reasons::kNodeUnknown
+                                                        : reasons::kBindApiError);
   }
-  if (!bound_to.empty()) return RetriedBind(*pod, req, b);  // (code: BindPodChanged)
-  return BindWithGpus(*pod, req, b, t0, code);
+  if (!bound_to.empty()) return RetriedBind(*pod, req, b).WithReason(reasons::kBindPodChanged);
+  return BindWithGpus(*pod, req, b, t0);
 }
 
-Result<std::shared_ptr<const kube::Pod>> Extender::PodToBind(const BindingArgs& b,
-                                                             std::string_view& code) {
+Result<std::shared_ptr<const kube::Pod>> Extender::PodToBind(const BindingArgs& b) {
   const std::string key = Key(b);
-  code = reasons::kBindPodChanged;
   // The informer's copy when it is the same incarnation, else the API's.
   std::shared_ptr<const kube::Pod> pod;
   if (options_.pod_lookup) pod = options_.pod_lookup(key);
   if (!pod || pod->metadata.uid != b.pod_uid) {
     Result<kube::Pod> fresh = client_->GetPod(b.pod_namespace, b.pod_name);
     if (!fresh.ok()) {
-      if (kube::IsNotFound(fresh.status())) return Status::NotFound("pod " + key + " not found");
-      code = reasons::kBindApiError;
-      return fresh.status().WithContext("reading pod " + key);
+      if (kube::IsNotFound(fresh.status()))
+        return Status::NotFound("pod " + key + " not found").WithReason(reasons::kBindPodChanged);
+      return fresh.status().WithContext("reading pod " + key).WithReason(reasons::kBindApiError);
     }
     pod = std::make_shared<const kube::Pod>(std::move(*fresh));
   }
   if (pod->metadata.uid != b.pod_uid)
     return Status::FailedPrecondition("pod " + key + " has UID " + pod->metadata.uid +
                                       ", the bind is for UID " + b.pod_uid +
-                                      " (the pod was recreated)");
-  if (pod->IsBeingDeleted()) return Status::FailedPrecondition("pod " + key + " is being deleted");
+                                      " (the pod was recreated)")
+        .WithReason(reasons::kBindPodChanged);
+  if (pod->IsBeingDeleted())
+    return Status::FailedPrecondition("pod " + key + " is being deleted")
+        .WithReason(reasons::kBindPodChanged);
   return pod;
 }
 
@@ -559,11 +562,10 @@ Status Extender::RetriedBind(const kube::Pod& pod, const ms::PodRequest& req,
 }
 
 Status Extender::BindWithGpus(const kube::Pod& pod, const ms::PodRequest& req, const BindingArgs& b,
-                              std::chrono::steady_clock::time_point t0, std::string_view& code) {
+                              std::chrono::steady_clock::time_point t0) {
   const std::string key = Key(b);
   const std::string& node = b.node;
-  GPUSHARE_ASSIGN_OR_RETURN(const Reservation r,
-                            cache_.Reserve(pod, req, node, options_.now_ns(), &code));
+  GPUSHARE_ASSIGN_OR_RETURN(const Reservation r, cache_.Reserve(pod, req, node, options_.now_ns()));
   if (r.already) {
     bind_idempotent_.fetch_add(1);
     spdlog::info("event=bind_idempotent pod={} node={} gpus={}", Value(key), Value(node),
@@ -577,10 +579,10 @@ Status Extender::BindWithGpus(const kube::Pod& pod, const ms::PodRequest& req, c
   const auto annotations = ms::BindAnnotations(r.request, r.demand_gpus, r.dev_units, r.assume_ns);
   if (Status s = BindOrRollback(pod.metadata.uid, b, r.token, annotations, req); !s.ok()) {
     // 409: bound meanwhile (to another node, or it is another pod); else the API failed.
-    code = kube::IsConflict(s) || s.code() == StatusCode::kAlreadyExists || kube::IsNotFound(s)
-               ? reasons::kBindPodChanged
-               : reasons::kBindApiError;
-    return s;
+    return std::move(s).WithReason(kube::IsConflict(s) || s.code() == StatusCode::kAlreadyExists ||
+                                           kube::IsNotFound(s)
+                                       ? reasons::kBindPodChanged
+                                       : reasons::kBindApiError);
   }
   cache_.Commit(pod.metadata.uid, r.token);
   spdlog::info("event=bind pod={} node={} gpus={} units={} ms={}", Value(key), Value(node),

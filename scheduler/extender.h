@@ -126,18 +126,18 @@ class Extender {
   // The bind itself: OK when the pod is bound to b.node (by this call or an earlier one), else
   // why not (the message is the Error of the reply; the code says what kind of refusal:
   // kUnavailable not synced, kNotFound, kFailedPrecondition, kResourceExhausted no room, or the
-  // API's error). Each step below returns the same way.
-  // `code` receives the core/reasons.h code of a failure.
-  Status DoBind(const BindingArgs& b, std::string_view& code);
+  // API's error). Each step below returns the same way, every failure with its core/reasons.h
+  // code attached (Status::reason).
+  Status DoBind(const BindingArgs& b);
   // The pod named by `b`, of b.pod_uid and not being deleted (the informer's copy or the API's).
-  Result<std::shared_ptr<const kube::Pod>> PodToBind(const BindingArgs& b, std::string_view& code);
+  Result<std::shared_ptr<const kube::Pod>> PodToBind(const BindingArgs& b);
   // A pod that names the resource with 0 units: bound as the default binder would.
   Status BindWithoutUnits(const kube::Pod& pod, const BindingArgs& b);
   // A pod already bound to b.node: success when gpushare assigned its GPUs.
   Status RetriedBind(const kube::Pod& pod, const memshare::PodRequest& req, const BindingArgs& b);
   // Reserves GPUs and binds with the assignment in the Binding (BindOrRollback).
   Status BindWithGpus(const kube::Pod& pod, const memshare::PodRequest& req, const BindingArgs& b,
-                      std::chrono::steady_clock::time_point t0, std::string_view& code);
+                      std::chrono::steady_clock::time_point t0);
   // Creates the Binding with the GPU assignment `annotations` and the pod's UID as its
   // precondition (one API write); on failure gives the reservation `token` back. A conflict
   // because the pod is already bound to this node with a gpushare assignment (an earlier bind

@@ -63,5 +63,23 @@ TEST(Status, WithContextPrefixesOnlyErrors) {
   EXPECT_EQ(Status::NotFound("gpu 3").WithContext("plan").ToString(), "NOT_FOUND: plan: gpu 3");
 }
 
+// A refusal's core/reasons.h code travels with the error: through context, copies and
+// GPUSHARE_ASSIGN_OR_RETURN; an OK status takes none.
+TEST(Status, TheReasonTravelsWithTheError) {
+  const Status s = Status::ResourceExhausted("no room").WithReason("GpuMemoryInsufficient");
+  EXPECT_EQ(s.reason(), "GpuMemoryInsufficient");
+  EXPECT_EQ(s.WithContext("node n1").reason(), "GpuMemoryInsufficient");
+  EXPECT_EQ(s.WithContext("node n1").message(), "node n1: no room");
+  EXPECT_EQ(Status::NotFound("x").reason(), "");
+  EXPECT_EQ(Status::Ok().WithReason("BindConflict").reason(), "") << "OK carries no reason";
+  auto fails = [] { return WithReason(Result<int>(Status::Aborted("busy")), "BindConflict"); };
+  auto passes = [&]() -> Result<int> {
+    GPUSHARE_ASSIGN_OR_RETURN(int v, fails());
+    return v;
+  };
+  EXPECT_EQ(passes().status().reason(), "BindConflict");
+  EXPECT_EQ(*WithReason(Result<int>(7), "BindConflict"), 7);
+}
+
 }  // namespace
 }  // namespace gpushare

@@ -197,10 +197,10 @@ class CacheData {
   std::string RunReserve(const Case& c) {
     const std::string name = Name(c);
     const kube::Pod pod = DecodePodOrDie(pods_.at(name));
-    std::string_view code;
     Result<Reservation> r = cache_->Reserve(pod, Req(pods_.at(name)), Arg(c, "node"),
-                                            std::stoll(c.Value("now").value_or("1")), &code);
-    if (!r.ok()) return "error: " + std::string(code) + ": " + r.status().message() + "\n";
+                                            std::stoll(c.Value("now").value_or("1")));
+    if (!r.ok())
+      return "error: " + std::string(r.status().reason()) + ": " + r.status().message() + "\n";
     std::string out = r->already ? "already booked:" : "booked:";
     for (const auto& [container, gpu] : r->containers)
       out += " " + container + "=" + std::to_string(gpu);
