@@ -5,7 +5,6 @@
 #include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
-#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +16,7 @@
 #include <thread>
 
 #include "base/logfmt.h"
+#include "base/signals.h"
 #include "base/strings.h"
 #include "base/sync.h"
 #include "base/unique_fd.h"
@@ -201,13 +201,9 @@ class Agent::Impl {
   }
 
   Status BlockSignals() {
-    sigset_t set;
-    sigemptyset(&set);
-    for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&set, sig);
-    if (pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0)
-      return Status::Internal("pthread_sigmask failed");
-    signal_fd_.reset(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
-    if (!signal_fd_) return Status::Internal(std::string("signalfd: ") + std::strerror(errno));
+    signal_fd_ = gpushare::BlockSignals({SIGTERM, SIGINT, SIGHUP});
+    if (!signal_fd_)
+      return Status::Internal(std::string("blocking signals: ") + std::strerror(errno));
     return Status::Ok();
   }
 
@@ -425,15 +421,13 @@ class Agent::Impl {
   }
 
   void ReadSignals() {
-    if (!signal_fd_) return;
-    signalfd_siginfo si;
-    while (::read(signal_fd_.get(), &si, sizeof(si)) == static_cast<ssize_t>(sizeof(si))) {
-      if (si.ssi_signo == SIGHUP) {
+    while (const int sig = ReadSignal(signal_fd_)) {
+      if (sig == SIGHUP) {
         spdlog::info("event=signal signal=SIGHUP action=reload");
         RequestReload();
         continue;
       }
-      const char* name = si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT";
+      const char* name = sig == SIGTERM ? "SIGTERM" : "SIGINT";
       spdlog::info("event=signal signal={} action=stop", name);
       RequestStop(name);
     }

@@ -12,6 +12,7 @@
 
 #include "base/logfmt.h"
 #include "base/logging.h"
+#include "base/signals.h"
 #include "base/strings.h"
 #include "config/duration.h"
 #include "config/flag_checks.h"
@@ -103,12 +104,9 @@ void AddServeFlags(CLI::App& app, ServeFlags& flags) {
 }
 
 void BlockServeSignals() {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  // Only the mask matters here (every thread started later inherits it); the agent reads the
+  // signals from a signalfd of its own.
+  BlockSignals({SIGTERM, SIGINT, SIGHUP});
 }
 
 Status ConfigureLogging(const std::string& level) {

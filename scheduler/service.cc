@@ -13,6 +13,7 @@
 
 #include "base/logfmt.h"
 #include "base/logging.h"
+#include "base/signals.h"
 #include "core/object_key.h"
 #include "core/reasons.h"
 #include "kube/config.h"
@@ -42,11 +43,6 @@ Status WritePortFile(const std::string& path, const std::string& flag, int port)
   if (std::rename(tmp.c_str(), path.c_str()) != 0)
     return Status::Unavailable("cannot write " + flag + " " + path);
   return Status::Ok();
-}
-
-volatile std::sig_atomic_t g_stop = 0;
-void OnSignal(int) {
-  g_stop = 1;
 }
 
 }  // namespace
@@ -483,19 +479,26 @@ int RunScheduler(ServiceOptions options) {
     if (::setrlimit(RLIMIT_NOFILE, &fds) != 0)
       spdlog::warn("event=rlimit_nofile_unchanged error={}", Value(std::strerror(errno)));
   }
-  SchedulerService service(std::move(options));
   std::signal(SIGPIPE,
               SIG_IGN);  // a client that went away is an EPIPE, never the end of the process
-  std::signal(SIGINT, OnSignal);
-  std::signal(SIGTERM, OnSignal);
+  // Before any thread starts, so that every thread inherits the mask and the signals wait here.
+  const UniqueFd signals = BlockSignals({SIGINT, SIGTERM});
+  if (!signals) {
+    spdlog::error("event=start_failed error={}",
+                  Value(std::string("blocking signals: ") + std::strerror(errno)));
+    return 1;
+  }
+  SchedulerService service(std::move(options));
   Status s = service.Start();
   if (!s.ok()) {
     spdlog::error("event=start_failed error={}", Value(s.message()));
     service.Stop();
     return 1;
   }
-  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  spdlog::info("event=stopping");
+  const int sig = WaitSignal(signals);
+  spdlog::info("event=stopping signal={}", sig == SIGTERM  ? "SIGTERM"
+                                           : sig == SIGINT ? "SIGINT"
+                                                           : "none (poll failed)");
   service.Stop();
   return 0;
 }
