@@ -8,12 +8,6 @@
 
 namespace gpushare {
 
-int64_t SteadyNowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 Result<std::optional<HealthEvent>> ParseHealthEventLine(const std::string& raw) {
   std::string line = raw.substr(0, raw.find('#'));
   std::istringstream in(line);
@@ -65,7 +59,7 @@ namespace {
 // Follows a file from its start; a replaced or truncated file is read again from the start.
 class EventsFileSource : public HealthEventSource {
  public:
-  EventsFileSource(std::string path, MillisClock clock)
+  EventsFileSource(std::string path, std::shared_ptr<Clock> clock)
       : path_(std::move(path)), clock_(std::move(clock)) {}
 
   Result<HealthPoll> Wait(std::chrono::milliseconds timeout) override {
@@ -112,7 +106,7 @@ class EventsFileSource : public HealthEventSource {
       }
       if (!parsed->has_value()) continue;
       HealthEvent e = **parsed;
-      e.time_ms = clock_();
+      e.time_ms = clock_->NowMs();
       e.detail = "injected from " + path_ + ":" + std::to_string(line_no_);
       poll.events.push_back(std::move(e));
     }
@@ -121,7 +115,7 @@ class EventsFileSource : public HealthEventSource {
   }
 
   std::string path_;
-  MillisClock clock_;
+  std::shared_ptr<Clock> clock_;
   ino_t inode_ = 0;
   uint64_t offset_ = 0;
   uint64_t line_no_ = 0;
@@ -131,7 +125,7 @@ class EventsFileSource : public HealthEventSource {
 class NvmlHealthEventSource : public HealthEventSource {
  public:
   NvmlHealthEventSource(std::shared_ptr<NvmlLibrary> nvml, Inventory inventory, nvmlEventSet_t set,
-                        MillisClock clock)
+                        std::shared_ptr<Clock> clock)
       : nvml_(std::move(nvml)),
         inventory_(std::move(inventory)),
         set_(set),
@@ -149,7 +143,7 @@ class NvmlHealthEventSource : public HealthEventSource {
     if (r == NVML_ERROR_GPU_IS_LOST) {
       HealthEvent e;
       e.kind = HealthEventKind::kDeviceLost;
-      e.time_ms = clock_();
+      e.time_ms = clock_->NowMs();
       e.detail = "nvmlEventSetWait_v2: " + nvml_->ErrorString(r);
       poll.events.push_back(e);
       return poll;
@@ -159,7 +153,7 @@ class NvmlHealthEventSource : public HealthEventSource {
     HealthEvent e;
     e.kind = HealthEventKind::kXid;
     e.xid = static_cast<uint32_t>(data.eventData);
-    e.time_ms = clock_();
+    e.time_ms = clock_->NowMs();
     char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
     if (data.device == nullptr ||
         nvml_->DeviceGetUUID(data.device, uuid, sizeof(uuid)) != NVML_SUCCESS) {
@@ -189,17 +183,18 @@ class NvmlHealthEventSource : public HealthEventSource {
   std::shared_ptr<NvmlLibrary> nvml_;
   Inventory inventory_;
   nvmlEventSet_t set_;
-  MillisClock clock_;
+  std::shared_ptr<Clock> clock_;
 };
 
 }  // namespace
 
-std::unique_ptr<HealthEventSource> MakeEventsFileSource(std::string path, MillisClock clock) {
+std::unique_ptr<HealthEventSource> MakeEventsFileSource(std::string path,
+                                                        std::shared_ptr<Clock> clock) {
   return std::make_unique<EventsFileSource>(std::move(path), std::move(clock));
 }
 
 Result<std::unique_ptr<HealthEventSource>> MakeNvmlHealthEventSource(
-    std::shared_ptr<NvmlLibrary> nvml, const Inventory& inventory, MillisClock clock) {
+    std::shared_ptr<NvmlLibrary> nvml, const Inventory& inventory, std::shared_ptr<Clock> clock) {
   if (nvml->EventSetCreate == nullptr || nvml->DeviceRegisterEvents == nullptr ||
       nvml->EventSetWait == nullptr) {
     return Status::FailedPrecondition(nvml->path() + " lacks the NVML event entry points");

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "core/health.h"
 #include "core/inventory.h"
 #include "core/status.h"
@@ -40,18 +41,16 @@ class HealthEventSource {
   virtual Result<HealthPoll> Wait(std::chrono::milliseconds timeout) = 0;
 };
 
-// The clock events are stamped with (milliseconds); the agent passes its steady clock.
-using MillisClock = std::function<int64_t()>;
-int64_t SteadyNowMs();
-
 // Parses one events-file line. Blank and comment lines give an empty optional (no error).
 Result<std::optional<HealthEvent>> ParseHealthEventLine(const std::string& line);
 
+// Events are stamped with `clock`'s NowMs.
 std::unique_ptr<HealthEventSource> MakeEventsFileSource(std::string path,
-                                                        MillisClock clock = SteadyNowMs);
+                                                        std::shared_ptr<Clock> clock = RealClock());
 
 // Registers XidCriticalError on every GPU of `inventory` that supports it.
 Result<std::unique_ptr<HealthEventSource>> MakeNvmlHealthEventSource(
-    std::shared_ptr<NvmlLibrary> nvml, const Inventory& inventory, MillisClock clock = SteadyNowMs);
+    std::shared_ptr<NvmlLibrary> nvml, const Inventory& inventory,
+    std::shared_ptr<Clock> clock = RealClock());
 
 }  // namespace gpushare

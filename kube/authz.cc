@@ -24,8 +24,8 @@ std::string_view BearerToken(std::string_view authorization) {
 }
 
 RequestAuthorizer::RequestAuthorizer(std::shared_ptr<Client> client, AuthorizerOptions options,
-                                     NowMs now_ms)
-    : client_(std::move(client)), options_(std::move(options)), now_ms_(std::move(now_ms)) {}
+                                     std::shared_ptr<Clock> clock)
+    : client_(std::move(client)), options_(std::move(options)), clock_(std::move(clock)) {}
 
 uint64_t RequestAuthorizer::api_calls() const {
   MutexLock l(&mu_);
@@ -41,7 +41,7 @@ AuthzDecision RequestAuthorizer::Check(std::string_view authorization) {
   {
     MutexLock l(&mu_);
     auto it = cache_.find(key);
-    if (it != cache_.end() && it->second.expires_ms > now_ms_()) {
+    if (it != cache_.end() && it->second.expires_ms > clock_->NowMs()) {
       AuthzDecision d = it->second.decision;
       d.cached = true;
       return d;
@@ -52,7 +52,7 @@ AuthzDecision RequestAuthorizer::Check(std::string_view authorization) {
   const int64_t ttl = d.verdict == AuthzVerdict::kAllowed ? options_.allowed_ttl.count()
                                                           : options_.denied_ttl.count();
   MutexLock l(&mu_);
-  const int64_t now = now_ms_();
+  const int64_t now = clock_->NowMs();
   auto it = cache_.find(key);
   if (it != cache_.end()) {
     it->second = {d, now + ttl};

@@ -21,6 +21,7 @@
 #include <string>
 #include <string_view>
 
+#include "base/clock.h"
 #include "base/sync.h"
 #include "kube/client.h"
 
@@ -58,8 +59,9 @@ std::string_view BearerToken(std::string_view authorization);
 
 class RequestAuthorizer {
  public:
-  using NowMs = std::function<int64_t()>;
-  RequestAuthorizer(std::shared_ptr<Client> client, AuthorizerOptions options, NowMs now_ms);
+  // `clock` times the cached answers (NowMs).
+  RequestAuthorizer(std::shared_ptr<Client> client, AuthorizerOptions options,
+                    std::shared_ptr<Clock> clock);
 
   // `authorization` is the request's Authorization header value ("" when absent).
   AuthzDecision Check(std::string_view authorization) GPUSHARE_EXCLUDES(mu_);
@@ -76,7 +78,7 @@ class RequestAuthorizer {
 
   std::shared_ptr<Client> client_;
   const AuthorizerOptions options_;
-  const NowMs now_ms_;
+  const std::shared_ptr<Clock> clock_;
   mutable Mutex mu_;
   std::map<std::string, Entry> cache_ GPUSHARE_GUARDED_BY(mu_);
   std::deque<std::string> order_ GPUSHARE_GUARDED_BY(mu_);  // insertion order, for eviction

@@ -58,7 +58,7 @@ struct ClientOptions {
   bool share_connections = true;
   std::string user_agent = "gpushare/0.1";
   // Test hooks for the rate limiter: the clock it reads and how the client waits.
-  TokenBucket::Clock clock;
+  std::shared_ptr<Clock> clock = RealClock();
   std::function<void(std::chrono::nanoseconds)> sleep_for;
 };
 

@@ -41,7 +41,7 @@ std::string ObjectKey(const ObjectReference& o) {
 
 EventRecorder::EventRecorder(std::shared_ptr<Client> client, EventRecorderOptions options)
     : client_(std::move(client)), options_(std::move(options)) {
-  if (!options_.clock) options_.clock = [] { return std::chrono::system_clock::now(); };
+  if (!options_.clock) options_.clock = RealClock();
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -56,7 +56,9 @@ EventRecorder::~EventRecorder() {
 
 void EventRecorder::Record(const ObjectReference& object, std::string type, std::string reason,
                            std::string message) {
-  const auto now = options_.clock();
+  const auto now = std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(
+          std::chrono::nanoseconds(options_.clock->UnixNs())));
   MutexLock lock(&mu_);
   if (stopping_) {
     ++stats_.dropped;

@@ -29,6 +29,7 @@
 #include <string>
 #include <thread>
 
+#include "base/clock.h"
 #include "base/sync.h"
 #include "kube/client.h"
 #include "kube/objects.h"
@@ -47,8 +48,8 @@ struct EventRecorderOptions {
   std::chrono::seconds aggregate_window{600};
   double spam_burst = 25;
   std::chrono::seconds spam_refill{300};
-  // The time of a recorded event (tests pass a fake one). Default: the system clock.
-  std::function<std::chrono::system_clock::time_point()> clock;
+  // Its wall time (UnixNs) stamps a recorded event (tests pass a simulated clock).
+  std::shared_ptr<Clock> clock = RealClock();
 };
 
 struct EventRecorderStats {

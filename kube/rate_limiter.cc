@@ -5,12 +5,16 @@
 
 namespace gpushare::kube {
 
-TokenBucket::TokenBucket(double qps, int burst, Clock clock)
+TokenBucket::TokenBucket(double qps, int burst, std::shared_ptr<Clock> clock)
     : qps_(qps),
       burst_(std::max(1, burst)),
-      clock_(clock ? std::move(clock) : Clock([] { return std::chrono::steady_clock::now(); })),
+      clock_(clock ? std::move(clock) : RealClock()),
       tokens_(burst_),
-      last_(clock_()) {}
+      last_(Now()) {}
+
+std::chrono::steady_clock::time_point TokenBucket::Now() const {
+  return std::chrono::steady_clock::time_point(std::chrono::nanoseconds(clock_->NowNs()));
+}
 
 void TokenBucket::RefillLocked(std::chrono::steady_clock::time_point now) {
   if (now <= last_) return;
@@ -22,7 +26,7 @@ void TokenBucket::RefillLocked(std::chrono::steady_clock::time_point now) {
 std::chrono::nanoseconds TokenBucket::Reserve() {
   if (unlimited()) return std::chrono::nanoseconds(0);
   MutexLock lock(&mu_);
-  RefillLocked(clock_());
+  RefillLocked(Now());
   tokens_ -= 1.0;
   if (tokens_ >= 0) return std::chrono::nanoseconds(0);
   double wait_s = -tokens_ / qps_;
@@ -32,7 +36,7 @@ std::chrono::nanoseconds TokenBucket::Reserve() {
 bool TokenBucket::TryAcquire() {
   if (unlimited()) return true;
   MutexLock lock(&mu_);
-  RefillLocked(clock_());
+  RefillLocked(Now());
   if (tokens_ < 1.0) return false;
   tokens_ -= 1.0;
   return true;

@@ -15,18 +15,18 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <random>
 
+#include "base/clock.h"
 #include "base/sync.h"
 
 namespace gpushare::kube {
 
 class TokenBucket {
  public:
-  using Clock = std::function<std::chrono::steady_clock::time_point()>;
-
-  // qps <= 0 disables limiting. burst < 1 is treated as 1.
-  TokenBucket(double qps, int burst, Clock clock = nullptr);
+  // qps <= 0 disables limiting. burst < 1 is treated as 1. Time is `clock`'s NowNs.
+  TokenBucket(double qps, int burst, std::shared_ptr<Clock> clock = RealClock());
 
   // Takes a token and returns how long the caller has to wait before using it (zero when one
   // was available). Thread-safe.
@@ -38,11 +38,12 @@ class TokenBucket {
   bool unlimited() const { return qps_ <= 0; }
 
  private:
+  std::chrono::steady_clock::time_point Now() const;
   void RefillLocked(std::chrono::steady_clock::time_point now) GPUSHARE_REQUIRES(mu_);
 
   double qps_;
   double burst_;
-  Clock clock_;
+  std::shared_ptr<Clock> clock_;
   Mutex mu_;
   double tokens_ GPUSHARE_GUARDED_BY(mu_);  // may go negative: outstanding reservations
   std::chrono::steady_clock::time_point last_ GPUSHARE_GUARDED_BY(mu_);

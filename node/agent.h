@@ -37,6 +37,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/clock.h"
 #include "core/health.h"
 #include "core/inventory.h"
 #include "core/node_config.h"
@@ -45,7 +46,6 @@
 #include "deviceplugin/allocate_observer.h"
 #include "deviceplugin/allocation.h"
 #include "deviceplugin/preferred_allocation.h"
-#include "node/clock.h"
 
 namespace gpushare::node {
 

@@ -95,8 +95,8 @@ PodLister NodePodLister(std::shared_ptr<kube::Client> client, std::string node) 
 }
 
 AllocateEvents::AllocateEvents(std::shared_ptr<kube::EventRecorder> recorder,
-                               AllocateEventsOptions options, NowMs now_ms)
-    : recorder_(std::move(recorder)), options_(std::move(options)), now_ms_(std::move(now_ms)) {
+                               AllocateEventsOptions options, std::shared_ptr<Clock> clock)
+    : recorder_(std::move(recorder)), options_(std::move(options)), clock_(std::move(clock)) {
   if (options_.pods) thread_ = std::thread([this] { Run(); });
 }
 
@@ -171,7 +171,7 @@ void AllocateEvents::Refused(const std::string& resource, std::string_view reaso
   {
     MutexLock l(&mu_);
     PerReason& r = reasons_[f.reason];
-    const int64_t now = now_ms_();
+    const int64_t now = clock_->NowMs();
     if (r.last_ms >= 0 && now - r.last_ms < options_.interval_ms) {
       ++r.suppressed;
       ++stats_.rate_limited;

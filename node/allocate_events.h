@@ -37,6 +37,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/sync.h"
 #include "core/allocate_attribution.h"
 #include "core/status.h"
@@ -82,11 +83,11 @@ struct RefusalFacts {
 
 class AllocateEvents final : public deviceplugin::AllocateObserver {
  public:
-  using NowMs = std::function<int64_t()>;
   static constexpr size_t kMaxCandidatesNamed = 5;
 
+  // `clock` paces the Events (NowMs).
   AllocateEvents(std::shared_ptr<kube::EventRecorder> recorder, AllocateEventsOptions options,
-                 NowMs now_ms);
+                 std::shared_ptr<Clock> clock);
   // Cancels a lookup in flight; refusals still queued get their Event on the Node.
   ~AllocateEvents() override;
   AllocateEvents(const AllocateEvents&) = delete;
@@ -131,7 +132,7 @@ class AllocateEvents final : public deviceplugin::AllocateObserver {
 
   std::shared_ptr<kube::EventRecorder> recorder_;
   const AllocateEventsOptions options_;
-  const NowMs now_ms_;
+  const std::shared_ptr<Clock> clock_;
   kube::Cancellation cancel_;
   mutable Mutex mu_;
   CondVar cv_;

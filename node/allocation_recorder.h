@@ -23,12 +23,12 @@
 #include <memory>
 #include <string>
 
+#include "base/clock.h"
 #include "base/sync.h"
 #include "core/inventory.h"
 #include "core/node_config.h"
 #include "core/resource_plan.h"
 #include "node/agent.h"
-#include "node/clock.h"
 
 namespace gpushare::kube {
 class Client;

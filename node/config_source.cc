@@ -65,7 +65,7 @@ ConfigSource::ConfigSource(ConfigSourceOptions options) : opts_(std::move(option
   if (!opts_.sleep_ms) {
     opts_.sleep_ms = [](int64_t ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); };
   }
-  if (!opts_.now_ms) opts_.now_ms = SteadyNowMs;
+  if (!opts_.clock) opts_.clock = RealClock();
 }
 
 Result<std::shared_ptr<ConfigSource>> ConfigSource::Open(ConfigSourceOptions options) {
@@ -108,17 +108,17 @@ Result<std::shared_ptr<ConfigSource>> ConfigSource::Open(ConfigSourceOptions opt
     Result<std::vector<std::string>> names = s->Names();
     if (!names.ok()) return names.status();
     // The node's labels, retried with backoff for a bounded time.
-    const int64_t started = o.now_ms();
+    const int64_t started = o.clock->NowMs();
     int failures = 0;
     Result<NodeLabels> labels = o.labels();
     while (!labels.ok()) {
       ++failures;
       std::optional<int64_t> at =
-          StartupRetryAtMs(started, o.now_ms(), failures, o.startup_budget_ms);
+          StartupRetryAtMs(started, o.clock->NowMs(), failures, o.startup_budget_ms);
       if (!at) break;
       spdlog::warn("event=config_labels_unavailable node={} attempt={} retry_ms={} error={}",
-                   o.node_name, failures, *at - o.now_ms(), Value(labels.status().message()));
-      o.sleep_ms(std::max<int64_t>(0, *at - o.now_ms()));
+                   o.node_name, failures, *at - o.clock->NowMs(), Value(labels.status().message()));
+      o.sleep_ms(std::max<int64_t>(0, *at - o.clock->NowMs()));
       labels = o.labels();
     }
     Result<std::string> chosen = Status::Internal("unset");
@@ -148,7 +148,7 @@ Result<std::shared_ptr<ConfigSource>> ConfigSource::Open(ConfigSourceOptions opt
                  Value(name), Value(s->opts_.flags.node_label), Value(first->path),
                  s->interval_ms_);
   }
-  const int64_t now_ms = s->opts_.now_ms();
+  const int64_t now_ms = s->opts_.clock->NowMs();
   {
     MutexLock lock(&s->mu_);  // not shared yet: held for the analysis only
     s->selected_ = name;
@@ -266,7 +266,7 @@ ConfigDecision ConfigSource::Poll(int64_t now_ms) {
 
 int64_t ConfigSource::NextPollMs() {
   MutexLock lock(&mu_);
-  return poller_ ? poller_->NextPollMs() : opts_.now_ms() + interval_ms_;
+  return poller_ ? poller_->NextPollMs() : opts_.clock->NowMs() + interval_ms_;
 }
 
 std::string ConfigSource::watch_dir() const {

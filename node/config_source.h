@@ -34,11 +34,11 @@
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/sync.h"
 #include "core/config_select.h"
 #include "core/status.h"
 #include "node/agent.h"
-#include "node/clock.h"
 
 namespace CLI {
 class App;
@@ -76,7 +76,7 @@ struct ConfigSourceOptions {
   NodeLabelReader labels;                    // required with --config-dir
   int64_t startup_budget_ms = 30000;         // how long the start retries the labels
   std::function<void(int64_t ms)> sleep_ms;  // test hook; default: sleeps
-  std::function<int64_t()> now_ms;           // test hook; default: SteadyNowMs
+  std::shared_ptr<Clock> clock = RealClock();
 };
 
 class ConfigSource {

@@ -91,10 +91,7 @@ ScrapeInput MetricsScraper::GatherLocked() {
   ScrapeInput in;
   in.node_name = sources_.node_name;
   in.node = metrics_->View();
-  in.now_s = sources_.now_s ? sources_.now_s()
-                            : std::chrono::duration_cast<std::chrono::seconds>(
-                                  std::chrono::system_clock::now().time_since_epoch())
-                                  .count();
+  in.now_s = (sources_.clock ? sources_.clock : RealClock())->UnixNs() / 1'000'000'000;
   if (!in.node.loaded) return in;
   if (!sources_.pod_resources_socket.empty()) {
     if (!pods_) pods_ = std::make_unique<PodResourcesClient>(sources_.pod_resources_socket);

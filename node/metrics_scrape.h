@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "base/sync.h"
 #include "node/metrics.h"
 #include "node/pod_resources.h"
@@ -38,7 +39,7 @@ struct ScrapeSources {
   std::function<std::vector<std::string>()> extra_state_dirs;
   std::string proc_locks = "/proc/locks";
   std::chrono::milliseconds pod_resources_timeout{2000};
-  std::function<int64_t()> now_s;  // wall clock; default system_clock
+  std::shared_ptr<Clock> clock = RealClock();  // its wall time (UnixNs) stamps the scrape
 };
 
 class MetricsScraper {

@@ -20,12 +20,6 @@ using logfmt::Value;
 
 namespace {
 
-int64_t SteadyMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 class Service final : public MetricsService {
  public:
   std::shared_ptr<NodeMetrics> metrics() override { return metrics_; }
@@ -78,7 +72,7 @@ Result<std::unique_ptr<MetricsService>> StartMetricsService(MetricsServiceOption
   std::shared_ptr<kube::RequestAuthorizer> authorizer;
   if (client.ok()) {
     authorizer =
-        std::make_shared<kube::RequestAuthorizer>(*client, kube::AuthorizerOptions{}, SteadyMs);
+        std::make_shared<kube::RequestAuthorizer>(*client, kube::AuthorizerOptions{}, RealClock());
   }
   if (client.ok() && events) {
     kube::EventRecorderOptions eo;
@@ -88,7 +82,7 @@ Result<std::unique_ptr<MetricsService>> StartMetricsService(MetricsServiceOption
     AllocateEventsOptions ao;
     ao.node_name = o.node_name;
     ao.pods = NodePodLister(*client, o.node_name);  // the pod a refusal was for
-    s->events_ = std::make_shared<AllocateEvents>(s->recorder_, std::move(ao), SteadyMs);
+    s->events_ = std::make_shared<AllocateEvents>(s->recorder_, std::move(ao), RealClock());
   }
   if (!client.ok()) {
     spdlog::warn("event=metrics_without_api error={} effect=\"no Events for refused Allocates{}\"",

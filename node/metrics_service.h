@@ -17,10 +17,10 @@
 #include <memory>
 #include <string>
 
+#include "base/clock.h"
 #include "core/node_config.h"
 #include "core/status.h"
 #include "node/allocate_events.h"
-#include "node/clock.h"
 #include "node/library_gc.h"
 #include "node/metrics.h"
 

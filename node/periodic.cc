@@ -3,10 +3,6 @@
 
 namespace gpushare::node {
 
-int64_t SteadyNowMs() {
-  return RealClock()->NowMs();
-}
-
 PeriodicThread::PeriodicThread(std::function<int64_t(int64_t now_ms)> step,
                                std::shared_ptr<Clock> clock)
     : step_(std::move(step)), clock_(std::move(clock)), thread_([this] { Loop(); }) {}

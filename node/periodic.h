@@ -10,14 +10,11 @@
 #include <memory>
 #include <thread>
 
+#include "base/clock.h"
 #include "base/sync.h"
 #include "node/agent.h"
-#include "node/clock.h"
 
 namespace gpushare::node {
-
-// Milliseconds of the steady clock (RealClock()->NowMs()).
-int64_t SteadyNowMs();
 
 class PeriodicThread final : public Companion {
  public:

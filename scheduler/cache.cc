@@ -334,8 +334,7 @@ Result<Reservation> GpuCache::Reserve(const kube::Pod& pod, const ms::PodRequest
   MutexLock l(&mu_);
   Result<Reservation> r = ReserveLocked(pod, asked, node, now_ns);
   // A refusal without a code of its own conflicts with what was booked since the filter.
-  if (!r.ok() && r.status().reason().empty())
-    return r.status().WithReason(reasons::kBindConflict);
+  if (!r.ok() && r.status().reason().empty()) return r.status().WithReason(reasons::kBindConflict);
   return r;
 }
 

@@ -27,12 +27,6 @@ namespace {
 constexpr std::string_view kNotSynced =
     "cache not synced: gpushare-scheduler is still reading nodes and pods from the API server";
 
-int64_t SystemNowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 double MsSince(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -257,7 +251,7 @@ PreemptOptions PreemptOptionsOf(const ExtenderOptions& o) {
   PreemptOptions p = o.preempt;
   p.resource_name = o.resource_name;
   p.pod_lookup = o.pod_lookup;
-  p.now_ns = o.now_ns;
+  p.clock = o.clock;
   p.metrics = o.metrics;
   p.warn = o.warn;
   return p;
@@ -270,7 +264,7 @@ Extender::Extender(GpuCache& cache, std::shared_ptr<kube::Client> client, Extend
       client_(std::move(client)),
       options_(std::move(options)),
       preemptor_(cache_, PreemptOptionsOf(options_)) {
-  if (!options_.now_ns) options_.now_ns = SystemNowNs;
+  if (!options_.clock) options_.clock = RealClock();
 }
 
 ExtenderStats Extender::stats() const {
@@ -377,7 +371,7 @@ HttpReply Extender::Filter(std::string_view body) {
 void Extender::Pick(const kube::Pod& pod, const memshare::PodRequest& request,
                     std::string_view node) {
   if (!options_.pick) return;
-  const Status s = cache_.Pick(pod, request, std::string(node), options_.now_ns());
+  const Status s = cache_.Pick(pod, request, std::string(node), options_.clock->UnixNs());
   if (!s.ok())
     spdlog::debug("event=pick_skipped pod={} node={} error={}", Value(PodKey(pod)), Value(node),
                   Value(s.message()));
@@ -565,7 +559,8 @@ Status Extender::BindWithGpus(const kube::Pod& pod, const ms::PodRequest& req, c
                               std::chrono::steady_clock::time_point t0) {
   const std::string key = Key(b);
   const std::string& node = b.node;
-  GPUSHARE_ASSIGN_OR_RETURN(const Reservation r, cache_.Reserve(pod, req, node, options_.now_ns()));
+  GPUSHARE_ASSIGN_OR_RETURN(const Reservation r,
+                            cache_.Reserve(pod, req, node, options_.clock->UnixNs()));
   if (r.already) {
     bind_idempotent_.fetch_add(1);
     spdlog::info("event=bind_idempotent pod={} node={} gpus={}", Value(key), Value(node),

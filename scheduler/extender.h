@@ -37,6 +37,7 @@
 #include <string>
 #include <string_view>
 
+#include "base/clock.h"
 #include "core/memshare.h"
 #include "kube/client.h"
 #include "kube/objects.h"
@@ -49,8 +50,8 @@ namespace gpushare::scheduler {
 
 struct ExtenderOptions {
   std::string resource_name = std::string(memshare::kResourceName);  // what pods ask for
-  // UnixNano now (the ASSUME_TIME written at bind). Default: the system clock.
-  std::function<int64_t()> now_ns;
+  // Its wall time (UnixNs) is the ASSUME_TIME written at bind and a pick's start.
+  std::shared_ptr<Clock> clock = RealClock();
   // The pod as the informer last saw it ("namespace/name"), or null; the API is asked when it
   // is missing or has another UID. Default: always ask the API.
   std::function<std::shared_ptr<const kube::Pod>(const std::string& key)> pod_lookup;

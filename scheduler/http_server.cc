@@ -39,7 +39,7 @@
 
 namespace gpushare::scheduler {
 
-using Clock = std::chrono::steady_clock;
+using Steady = std::chrono::steady_clock;
 using http::Reply;
 using logfmt::Value;
 
@@ -245,8 +245,8 @@ struct HttpServer::Conn {
   bool head_only = false;
   size_t drained = 0;
   // The leader's bookkeeping.
-  Clock::time_point request_start{};
-  std::multimap<Clock::time_point, Conn*>::iterator timer;
+  Steady::time_point request_start{};
+  std::multimap<Steady::time_point, Conn*>::iterator timer;
   bool timed = false;
   std::list<Conn*>* list = nullptr;  // Impl::idle or Impl::reading
   std::list<Conn*>::iterator where;
@@ -308,11 +308,11 @@ struct HttpServer::Impl {
   std::unordered_set<Conn*> conns;
   std::vector<Conn*> graveyard;  // closed during this round of events; deleted after it
   std::vector<Conn*> again;      // read their share; more may be waiting (TLS: inside OpenSSL)
-  std::multimap<Clock::time_point, Conn*> timers;
+  std::multimap<Steady::time_point, Conn*> timers;
   std::list<Conn*> idle;     // kIdle, oldest first
   std::list<Conn*> reading;  // kHandshake, kHead, kBody, oldest first
   size_t buffered = 0;       // request bytes held (heads, bodies, pipelined input)
-  Clock::time_point next_tls_check{};
+  Steady::time_point next_tls_check{};
   std::vector<char> scratch = std::vector<char>(kReadChunk);
 
   std::atomic<uint64_t> n_buffered{0};
@@ -336,11 +336,11 @@ struct HttpServer::Impl {
     if (c->list != nullptr) c->list->erase(c->where);
     c->list = nullptr;
   }
-  // Moves `c` to `s`, with a deadline (none: Clock::time_point::max()) and at the back of `list`.
-  void SetState(Conn* c, State s, Clock::time_point deadline, std::list<Conn*>* list) {
+  // Moves `c` to `s`, with a deadline (none: Steady::time_point::max()) and at the back of `list`.
+  void SetState(Conn* c, State s, Steady::time_point deadline, std::list<Conn*>* list) {
     c->state = s;
     Untime(c);
-    if (deadline != Clock::time_point::max()) {
+    if (deadline != Steady::time_point::max()) {
       c->timer = timers.emplace(deadline, c);
       c->timed = true;
     }
@@ -400,7 +400,7 @@ struct HttpServer::Impl {
   }
   void EnterIdle(Conn* c) {
     ReleaseBuffers(c);
-    SetState(c, State::kIdle, Clock::now() + o->idle_timeout, &idle);
+    SetState(c, State::kIdle, Steady::now() + o->idle_timeout, &idle);
   }
 
   // --- reading and writing ------------------------------------------------------------------
@@ -523,7 +523,7 @@ struct HttpServer::Impl {
     c->start = c->scanned = 0;
     ReleaseBuffers(c);
     Queue(c, status, why, drain ? After::kDrain : After::kClose);
-    SetState(c, State::kWriting, Clock::now() + o->read_timeout, nullptr);
+    SetState(c, State::kWriting, Steady::now() + o->read_timeout, nullptr);
   }
   // Gives up the oldest idle connection, else the oldest one still sending a request (or in
   // its TLS handshake). False when every connection is busy or being answered.
@@ -574,7 +574,7 @@ struct HttpServer::Impl {
   void Dispatch(Conn* c) {
     n_requests.fetch_add(1);
     c->chunked.reset();
-    SetState(c, State::kBusy, Clock::time_point::max(), nullptr);
+    SetState(c, State::kBusy, Steady::time_point::max(), nullptr);
     found.push_back(c);
   }
   // Advances a connection in kIdle, kHead or kBody over what is buffered. True when its state
@@ -583,7 +583,7 @@ struct HttpServer::Impl {
   bool Parse(Conn* c) {
     if (c->state == State::kIdle) {
       if (c->start >= c->in.size()) return false;
-      c->request_start = Clock::now();  // the next request has begun
+      c->request_start = Steady::now();  // the next request has begun
       SetState(c, State::kHead, c->request_start + o->header_timeout, &reading);
     }
     if (c->state == State::kHead) {
@@ -783,7 +783,7 @@ struct HttpServer::Impl {
               }
               ::shutdown(c->fd.get(), SHUT_WR);
               c->drained = 0;
-              SetState(c, State::kDraining, Clock::now() + o->read_timeout, nullptr);
+              SetState(c, State::kDraining, Steady::now() + o->read_timeout, nullptr);
               continue;
           }
           return;
@@ -854,9 +854,9 @@ struct HttpServer::Impl {
           continue;
         }
         SSL_set_accept_state(c->ssl);
-        SetState(c, State::kHandshake, Clock::now() + o->header_timeout, &reading);
+        SetState(c, State::kHandshake, Steady::now() + o->header_timeout, &reading);
       } else {
-        SetState(c, State::kIdle, Clock::now() + o->idle_timeout, &idle);
+        SetState(c, State::kIdle, Steady::now() + o->idle_timeout, &idle);
       }
       c->want = Io::kWantRead;
       Arm(c);
@@ -887,11 +887,11 @@ struct HttpServer::Impl {
         EnterIdle(c);
         continue;
       }
-      SetState(c, State::kWriting, Clock::now() + o->read_timeout, nullptr);
+      SetState(c, State::kWriting, Steady::now() + o->read_timeout, nullptr);
       Pump(c);
     }
   }
-  void Expire(Clock::time_point now) {
+  void Expire(Steady::time_point now) {
     while (!timers.empty() && timers.begin()->first <= now) {
       Conn* c = timers.begin()->second;
       Untime(c);
@@ -924,7 +924,7 @@ struct HttpServer::Impl {
       }
     }
   }
-  void CheckTls(Clock::time_point now) {
+  void CheckTls(Steady::time_point now) {
     if (!tls || now < next_tls_check) return;
     next_tls_check = now + kTlsCheckEvery;
     bool reloaded = false;
@@ -944,13 +944,13 @@ struct HttpServer::Impl {
   Conn* Lead() {
     while (!stopping.load()) {
       int timeout_ms = -1;
-      const Clock::time_point now = Clock::now();
-      Clock::time_point next = Clock::time_point::max();
+      const Steady::time_point now = Steady::now();
+      Steady::time_point next = Steady::time_point::max();
       if (!timers.empty()) next = timers.begin()->first;
       if (tls) next = std::min(next, next_tls_check);
       if (!again.empty()) {
         timeout_ms = 0;
-      } else if (next != Clock::time_point::max()) {
+      } else if (next != Steady::time_point::max()) {
         const auto wait = std::chrono::ceil<std::chrono::milliseconds>(next - now).count();
         timeout_ms = static_cast<int>(std::clamp<int64_t>(wait, 0, 60000));
       }
@@ -978,8 +978,8 @@ struct HttpServer::Impl {
       std::vector<Conn*> more;
       more.swap(again);
       for (Conn* c : more) Pump(c);
-      Expire(Clock::now());
-      CheckTls(Clock::now());
+      Expire(Steady::now());
+      CheckTls(Steady::now());
       for (Conn* c : graveyard) delete c;
       graveyard.clear();
       // Binds go to their own threads at once; the leader goes on leading.
@@ -1006,7 +1006,7 @@ struct HttpServer::Impl {
         found.clear();
         if (!Quick(mine)) return mine;
         Respond(mine);
-        SetState(mine, State::kWriting, Clock::now() + o->read_timeout, nullptr);
+        SetState(mine, State::kWriting, Steady::now() + o->read_timeout, nullptr);
         Pump(mine);
       }
       for (Conn* c : graveyard) delete c;
@@ -1270,7 +1270,7 @@ int BoundPort(int fd) {
 Status HttpServer::Impl::SetUpTls() {
   if (!o->tls.enabled()) return Status::Ok();
   GPUSHARE_ASSIGN_OR_RETURN(tls, TlsServerContext::Load(o->tls));
-  next_tls_check = Clock::now() + kTlsCheckEvery;
+  next_tls_check = Steady::now() + kTlsCheckEvery;
   return Status::Ok();
 }
 

@@ -23,12 +23,6 @@ namespace pl = placement;
 
 namespace {
 
-int64_t SystemNowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 int64_t StartNs(const kube::Pod& pod) {
   if (pod.status.start_time.empty()) return 0;
   Result<std::chrono::system_clock::time_point> t = kube::ParseTimestamp(pod.status.start_time);
@@ -99,7 +93,7 @@ struct Candidate {
 
 Preemptor::Preemptor(GpuCache& cache, PreemptOptions options)
     : cache_(cache), options_(std::move(options)) {
-  if (!options_.now_ns) options_.now_ns = SystemNowNs;
+  if (!options_.clock) options_.clock = RealClock();
 }
 
 Result<PreemptDecision> Preemptor::Decide(const kube::Pod& pod, const ms::PodRequest& request,
@@ -240,9 +234,9 @@ Result<PreemptDecision> Preemptor::Decide(const kube::Pod& pod, const ms::PodReq
     best = std::move(c);
   }
   if (!best) return d;
-  GPUSHARE_ASSIGN_OR_RETURN(
-      Nomination held,
-      cache_.Nominate(pod, request, best->node, best->set.gpus, best->uids, options_.now_ns()));
+  GPUSHARE_ASSIGN_OR_RETURN(Nomination held,
+                            cache_.Nominate(pod, request, best->node, best->set.gpus, best->uids,
+                                            options_.clock->UnixNs()));
   d.node = best->node;
   d.victims = best->uids;
   d.pdb_violations = best->set.violations;

@@ -30,6 +30,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/clock.h"
 #include "core/memshare.h"
 #include "core/placement/preemption.h"
 #include "kube/objects.h"
@@ -52,7 +53,7 @@ struct PreemptOptions {
   // Whether the budgets have been listed (until then the verb answers 503: kube-scheduler evicts
   // nothing rather than break a budget it cannot see). Default: always.
   std::function<bool()> budgets_synced;
-  std::function<int64_t()> now_ns;  // UnixNano; default: the system clock
+  std::shared_ptr<Clock> clock = RealClock();  // its wall time (UnixNs) starts a hold
   SchedulerMetrics* metrics = nullptr;
   std::function<void(const kube::ObjectReference& pod, std::string_view reason,
                      const std::string& message)>

@@ -25,12 +25,6 @@ using logfmt::Value;
 
 namespace {
 
-int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 // Writes `port` to `path` atomically (nothing when `path` is empty).
 Status WritePortFile(const std::string& path, const std::string& flag, int port) {
   if (path.empty()) return Status::Ok();
@@ -150,11 +144,7 @@ Status SchedulerService::Start() {
   extender_ = std::make_unique<Extender>(*cache_, client_, xo);
   if (options_.metrics_auth == "kubernetes") {
     metrics_authz_ =
-        std::make_unique<kube::RequestAuthorizer>(client_, kube::AuthorizerOptions{}, [] {
-          return std::chrono::duration_cast<std::chrono::milliseconds>(
-                     std::chrono::steady_clock::now().time_since_epoch())
-              .count();
-        });
+        std::make_unique<kube::RequestAuthorizer>(client_, kube::AuthorizerOptions{}, RealClock());
     options_.http.metrics_auth = [this](std::string_view authorization) {
       return AuthorizeMetrics(authorization);
     };
@@ -366,7 +356,7 @@ void SchedulerService::Sweep() {
   }
   const int64_t timeout =
       std::chrono::duration_cast<std::chrono::nanoseconds>(options_.assume_timeout).count();
-  for (const ExpiredPod& e : cache_->ExpireAssumed(NowNs(), timeout)) {
+  for (const ExpiredPod& e : cache_->ExpireAssumed(RealClock()->UnixNs(), timeout)) {
     expired_total_.fetch_add(1);
     const std::string msg =
         "GPU share assumed on node " + e.node + " (" + memshare::EncodeContainerGpus(e.gpus) +
@@ -394,7 +384,7 @@ void SchedulerService::SweepNominations() {
       std::chrono::duration_cast<std::chrono::nanoseconds>(options_.nomination_timeout).count();
   const int64_t pick =
       std::chrono::duration_cast<std::chrono::nanoseconds>(options_.pick_hold).count();
-  for (const Nomination& h : cache_->ExpireNominations(NowNs(), timeout, pick))
+  for (const Nomination& h : cache_->ExpireNominations(RealClock()->UnixNs(), timeout, pick))
     if (!h.pick)  // the cache logs an expired pick (event=pick_expired)
       spdlog::info("event=nomination_expired pod={} node={} gpus={} seen={}", Value(h.key),
                    Value(h.node), Value(memshare::EncodeContainerGpus(h.gpus)), h.seen);

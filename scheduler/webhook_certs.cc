@@ -112,8 +112,7 @@ WebhookCertManager::~WebhookCertManager() {
 }
 
 int64_t WebhookCertManager::Now() const {
-  const auto t = options_.now ? options_.now() : std::chrono::system_clock::now();
-  return std::chrono::duration_cast<std::chrono::seconds>(t.time_since_epoch()).count();
+  return (options_.clock ? options_.clock : RealClock())->UnixNs() / 1'000'000'000;
 }
 
 WebhookCertStats WebhookCertManager::stats() const {

@@ -23,6 +23,7 @@
 #include <string>
 #include <thread>
 
+#include "base/clock.h"
 #include "base/sync.h"
 #include "core/status.h"
 #include "kube/client.h"
@@ -40,7 +41,7 @@ struct WebhookCertOptions {
   std::chrono::milliseconds check_interval{std::chrono::hours(1)};  // --webhook-cert-check-interval
   std::chrono::milliseconds max_retry{std::chrono::seconds(30)};  // backoff cap after a failed pass
   CertPolicy policy;
-  std::function<std::chrono::system_clock::time_point()> now;  // default: the system clock
+  std::shared_ptr<Clock> clock = RealClock();  // its wall time (UnixNs) dates the certificates
 };
 
 struct WebhookCertStats {

@@ -73,8 +73,8 @@ class EventsFile : public ::testing::Test {
 };
 
 TEST_F(EventsFile, FollowsTheFile) {
-  int64_t now = 5;
-  auto src = MakeEventsFileSource(path_, [&] { return now; });
+  auto clock = std::make_shared<SimulatedClock>(5);
+  auto src = MakeEventsFileSource(path_, clock);
   auto p = src->Wait(std::chrono::milliseconds(0));
   ASSERT_TRUE(p.ok());
   EXPECT_TRUE(p->events.empty()) << "no file yet";
@@ -90,7 +90,7 @@ TEST_F(EventsFile, FollowsTheFile) {
   EXPECT_THAT(p->events[1].detail, HasSubstr(":3"));
 
   // A line without its newline waits for the rest.
-  now = 9;
+  clock->Advance(4);
   Append("xid=4");
   p = src->Wait(std::chrono::milliseconds(0));
   EXPECT_TRUE(p->events.empty());

@@ -195,8 +195,8 @@ TEST_F(NvmlTest, XidEventsOnGpusAndMigDevices) {
   NvmlInventorySource src(opts_);
   auto inv = src.Load();
   ASSERT_TRUE(inv.ok());
-  int64_t now = 1000;
-  auto source = MakeNvmlHealthEventSource(src.library(), *inv, [&] { return now; });
+  auto clock = std::make_shared<SimulatedClock>(1000);
+  auto source = MakeNvmlHealthEventSource(src.library(), *inv, clock);
   ASSERT_TRUE(source.ok()) << source.status().ToString();
   auto poll = (*source)->Wait(std::chrono::milliseconds(0));
   ASSERT_TRUE(poll.ok());

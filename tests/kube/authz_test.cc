@@ -34,12 +34,10 @@ class AuthzTest : public ::testing::Test {
     client_ = testing::MakeClient(server_->url());
     ASSERT_NE(client_, nullptr);
   }
-  RequestAuthorizer Make(AuthorizerOptions o = {}) {
-    return RequestAuthorizer(client_, o, [this] { return now_.load(); });
-  }
+  RequestAuthorizer Make(AuthorizerOptions o = {}) { return RequestAuthorizer(client_, o, clock_); }
   std::unique_ptr<FakeApiServer> server_;
   std::shared_ptr<Client> client_;
-  std::atomic<int64_t> now_{1000};
+  std::shared_ptr<SimulatedClock> clock_ = std::make_shared<SimulatedClock>(1000);
 };
 
 TEST_F(AuthzTest, Verdicts) {
@@ -71,11 +69,11 @@ TEST_F(AuthzTest, CachedForTheTtlOnTheGivenClock) {
   EXPECT_TRUE(a.Check("Bearer prom-token").cached);
   EXPECT_EQ(a.Check("Bearer intruder-token").verdict, AuthzVerdict::kForbidden);
   EXPECT_EQ(a.api_calls(), 4u);
-  now_ += 30'000;  // the denial expired, the permission not
+  clock_->Advance(30'000);  // the denial expired, the permission not
   EXPECT_TRUE(a.Check("Bearer prom-token").cached);
   EXPECT_FALSE(a.Check("Bearer intruder-token").cached);
   EXPECT_EQ(a.api_calls(), 6u);
-  now_ += 31'000;
+  clock_->Advance(31'000);
   EXPECT_FALSE(a.Check("Bearer prom-token").cached);
 }
 

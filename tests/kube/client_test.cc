@@ -533,15 +533,15 @@ TEST_F(ClientTest, SequentialRequestsReuseOneConnection) {
 }
 
 TEST_F(ClientTest, RateLimiterCountsOnAFakeClock) {
-  auto now = std::make_shared<std::chrono::steady_clock::time_point>();
+  auto now = std::make_shared<SimulatedClock>();
   auto slept = std::make_shared<std::vector<std::chrono::nanoseconds>>();
   ClientOptions o;
   o.qps = 5;
   o.burst = 2;
-  o.clock = [now] { return *now; };
+  o.clock = now;
   o.sleep_for = [now, slept](std::chrono::nanoseconds d) {
     slept->push_back(d);
-    *now += d;
+    now->AdvanceNs(d.count());
   };
   auto c = MakeClient(server_->url(), o);
   for (int i = 0; i < 10; ++i) EXPECT_TRUE(IsNotFound(c->GetPod("default", "p").status()));

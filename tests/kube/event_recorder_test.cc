@@ -143,19 +143,13 @@ TEST_F(EventRecorderTest, FailuresAreCounted) {
   EXPECT_EQ(server_.List(Resource::kEvents).size(), 0u);
 }
 
-// A clock the test moves.
-struct FakeClock {
-  std::chrono::system_clock::time_point now =
-      std::chrono::system_clock::time_point(std::chrono::hours(490000));
-  std::function<std::chrono::system_clock::time_point()> Fn() {
-    return [this] { return now; };
-  }
-};
+// The wall time the tests start at (hours(490000) after the epoch, as before).
+constexpr int64_t kStartUnixNs = int64_t{490000} * 3600 * 1'000'000'000;
 
 TEST_F(EventRecorderTest, SimilarEventsAreAggregatedIntoOne) {
-  FakeClock clock;
+  auto clock = std::make_shared<SimulatedClock>(1000, kStartUnixNs);
   EventRecorderOptions o = Options();
-  o.clock = clock.Fn();
+  o.clock = clock;
   EventRecorder rec(client_, o);
   // 15 messages that differ (as a filter's free memory changes): the first 9 are Events of
   // their own, the 10th and later fold into one "(combined from similar events)" Event.
@@ -181,16 +175,16 @@ TEST_F(EventRecorderTest, SimilarEventsAreAggregatedIntoOne) {
   EXPECT_EQ(rec.stats().updated, 5u);
   // Another reason is not similar; and after the window the count starts again.
   rec.RecordPod(APod(), "Warning", "BindConflict", "node-1: 3 GiB free");
-  clock.now += std::chrono::minutes(11);
+  clock->Advance(11 * 60 * 1000);
   rec.RecordPod(APod(), "Warning", "GpuMemoryInsufficient", "node-1: 99 GiB free");
   ASSERT_TRUE(rec.Flush(std::chrono::seconds(20)));
   EXPECT_EQ(server_.List(Resource::kEvents).size(), 12u);
 }
 
 TEST_F(EventRecorderTest, SpamFilterBoundsTheRatePerObject) {
-  FakeClock clock;
+  auto clock = std::make_shared<SimulatedClock>(1000, kStartUnixNs);
   EventRecorderOptions o = Options();
-  o.clock = clock.Fn();
+  o.clock = clock;
   EventRecorder rec(client_, o);
   // The same event 40 times: a burst of 25 gets through (1 Event, count 25), the rest is
   // filtered, creations and count updates alike.
@@ -206,7 +200,7 @@ TEST_F(EventRecorderTest, SpamFilterBoundsTheRatePerObject) {
   other.metadata.uid = "uid-2";
   rec.RecordPod(other, "Warning", "BindApiError", "same");
   // One token comes back every 5 minutes.
-  clock.now += std::chrono::minutes(5);
+  clock->Advance(5 * 60 * 1000);
   rec.RecordPod(APod(), "Warning", "BindApiError", "same");
   rec.RecordPod(APod(), "Warning", "BindApiError", "same");
   ASSERT_TRUE(rec.Flush(std::chrono::seconds(20)));

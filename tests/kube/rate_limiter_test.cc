@@ -9,38 +9,31 @@ namespace {
 using std::chrono::milliseconds;
 using std::chrono::nanoseconds;
 
-struct FakeClock {
-  std::chrono::steady_clock::time_point now{};
-  TokenBucket::Clock fn() {
-    return [this] { return now; };
-  }
-};
-
 TEST(TokenBucketTest, BurstThenQps) {
-  FakeClock clock;
-  TokenBucket b(/*qps=*/2, /*burst=*/3, clock.fn());
+  auto clock = std::make_shared<SimulatedClock>();
+  TokenBucket b(/*qps=*/2, /*burst=*/3, clock);
   EXPECT_EQ(b.Reserve(), nanoseconds(0));
   EXPECT_EQ(b.Reserve(), nanoseconds(0));
   EXPECT_EQ(b.Reserve(), nanoseconds(0));
   EXPECT_EQ(b.Reserve(), milliseconds(500));   // 4th waits half a token period
   EXPECT_EQ(b.Reserve(), milliseconds(1000));  // reservations queue up
   EXPECT_FALSE(b.TryAcquire());
-  clock.now += milliseconds(1000);  // +2 tokens pays the two outstanding ones
+  clock->Advance(1000);  // +2 tokens pays the two outstanding ones
   EXPECT_FALSE(b.TryAcquire());
   EXPECT_EQ(b.Reserve(), milliseconds(500));
-  clock.now += std::chrono::seconds(60);  // refills, but never above the burst
+  clock->Advance(60'000);  // refills, but never above the burst
   int granted = 0;
   while (b.TryAcquire()) ++granted;
   EXPECT_EQ(granted, 3);
 }
 
 TEST(TokenBucketTest, CountsGrantsOverSimulatedTime) {
-  FakeClock clock;
-  TokenBucket b(/*qps=*/10, /*burst=*/5, clock.fn());
+  auto clock = std::make_shared<SimulatedClock>();
+  TokenBucket b(/*qps=*/10, /*burst=*/5, clock);
   int granted = 0;
   for (int step = 0; step < 100; ++step) {  // 10 simulated seconds, 100 ms apart
     while (b.TryAcquire()) ++granted;
-    clock.now += milliseconds(100);
+    clock->Advance(100);
   }
   EXPECT_EQ(granted, 5 + 99);  // the burst, then one per 100 ms
 }

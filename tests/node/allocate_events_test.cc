@@ -86,7 +86,7 @@ class AllocateEventsTest : public ::testing::Test {
     o.node_name = "n1";
     o.interval_ms = 60'000;
     o.pods = std::move(pods);
-    return std::make_unique<AllocateEvents>(recorder_, o, [this] { return now_ms_.load(); });
+    return std::make_unique<AllocateEvents>(recorder_, o, clock_);
   }
   std::unique_ptr<AllocateEvents> Make() { return Make(NodePodLister(client_, "n1")); }
   void Settle(AllocateEvents& e) {
@@ -102,7 +102,7 @@ class AllocateEventsTest : public ::testing::Test {
   fakes::FakeApiServer api_;
   std::shared_ptr<kube::Client> client_;
   std::shared_ptr<kube::EventRecorder> recorder_;
-  std::atomic<int64_t> now_ms_{1'000'000};
+  std::shared_ptr<SimulatedClock> clock_ = std::make_shared<SimulatedClock>(1'000'000);
 };
 
 const std::string kUnhealthyWhy = "resource aliyun.com/gpu-mem: devices are Unhealthy: x";
@@ -231,11 +231,11 @@ TEST_F(AllocateEventsTest, RateLimitStillHoldsPerReason) {
   EXPECT_EQ(api_.CountRequests("GET", "/api/v1/pods", 0), 2u) << "a lookup per Event only";
   EXPECT_EQ(events->stats().rate_limited, 2u);
 
-  now_ms_ += 59'999;
+  clock_->Advance(59'999);
   events->Refused(kMem, reasons::kGpuUnhealthy, Units(0, 4), kUnhealthyWhy);
   Settle(*events);
   EXPECT_EQ(Events().size(), 2u);
-  now_ms_ += 1;
+  clock_->Advance(1);
   events->Refused(kMem, reasons::kGpuUnhealthy, Units(0, 4), kUnhealthyWhy);
   Settle(*events);
   std::vector<json> got = Events();

@@ -1,6 +1,6 @@
-// node/clock.h: the simulated clock wakes waiters when it is advanced, and node/periodic.h
+// base/clock.h: the simulated clock wakes waiters when it is advanced, and node/periodic.h
 // runs its rounds on it; no test here waits for a timer in real time.
-#include "node/clock.h"
+#include "base/clock.h"
 
 #include <gtest/gtest.h>
 
@@ -29,6 +29,24 @@ TEST(SimulatedClock, TimeMovesOnlyWhenAdvanced) {
   EXPECT_EQ(c.NowMs(), 150);
   EXPECT_EQ(c.PollTimeoutMs(150), 0);
   EXPECT_EQ(c.PollTimeoutMs(151), -1) << "a poll waits for a descriptor (OnAdvance wakes it)";
+}
+
+// The monotonic line in ms and ns and the wall time move together on Advance; the wall time can
+// be set alone (a clock set back), the monotonic line never goes back.
+TEST(SimulatedClock, MonotonicAndWallTimeMoveTogetherUnlessTheWallIsSet) {
+  SimulatedClock c(1000, 5'000'000'000);
+  EXPECT_EQ(c.NowNs(), 1'000'000'000);
+  c.Advance(2);
+  c.AdvanceNs(500);
+  EXPECT_EQ(c.NowMs(), 1002);
+  EXPECT_EQ(c.NowNs(), 1'002'000'500);
+  EXPECT_EQ(c.UnixNs(), 5'002'000'500);
+  c.SetUnixNs(1);
+  EXPECT_EQ(c.UnixNs(), 1);
+  EXPECT_EQ(c.NowNs(), 1'002'000'500);
+  c.AdvanceNs(-5);
+  EXPECT_EQ(c.NowNs(), 1'002'000'500) << "never backwards";
+  EXPECT_GT(RealClock()->UnixNs(), int64_t{1'700'000'000} * 1'000'000'000) << "after 2023";
 }
 
 TEST(SimulatedClock, AdvancingWakesAWaiterAtItsDeadline) {

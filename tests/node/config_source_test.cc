@@ -44,14 +44,14 @@ class ConfigSourceTest : public ::testing::Test {
       if (api_down_) return Status::Unavailable("connection refused");
       return labels_;
     };
-    o.now_ms = [this] { return now_; };
-    o.sleep_ms = [this](int64_t ms) { now_ += ms; };
+    o.clock = now_;
+    o.sleep_ms = [this](int64_t ms) { now_->Advance(ms); };
     return o;
   }
   // A look when it is due, as the watch does.
   ConfigDecision PollNow(ConfigSource& s) {
-    now_ = s.NextPollMs();
-    return s.Poll(now_);
+    now_->Advance(s.NextPollMs() - now_->NowMs());
+    return s.Poll(now_->NowMs());
   }
   // What the agent does on a reload: take the snapshot, accept it.
   ConfigSnapshot Load(ConfigSource& s, bool accept = true) {
@@ -65,7 +65,7 @@ class ConfigSourceTest : public ::testing::Test {
   ConfigMapDir cm_{tmp_.Sub("cm")};
   NodeLabels labels_;
   bool api_down_ = false;
-  int64_t now_ = 1000;
+  std::shared_ptr<SimulatedClock> now_ = std::make_shared<SimulatedClock>(1000);
 };
 
 TEST_F(ConfigSourceTest, TheLabelChoosesAndTheFirstLoadGetsIt) {
@@ -156,10 +156,10 @@ TEST_F(ConfigSourceTest, AtTheStartAnApiServerDownIsRetriedThenTheDefault) {
   api_down_ = true;
   ConfigSourceOptions o = DirOptions();
   o.flags.default_config = "small";
-  const int64_t started = now_;
+  const int64_t started = now_->NowMs();
   auto s = ConfigSource::Open(o);
   ASSERT_TRUE(s.ok()) << s.status().message();
-  EXPECT_EQ(now_ - started, 30000) << "retried for the whole budget";
+  EXPECT_EQ(now_->NowMs() - started, 30000) << "retried for the whole budget";
   EXPECT_EQ(Load(**s).name, "small");
 }
 
@@ -237,7 +237,7 @@ TEST_F(ConfigSourceTest, APlainFileIsWatchedByItsBytes) {
   ConfigSourceOptions o;
   o.config_file = file;
   o.config_file_origin = "--config";
-  o.now_ms = [this] { return now_; };
+  o.clock = now_;
   auto s = ConfigSource::Open(o);
   ASSERT_TRUE(s.ok()) << s.status().message();
   EXPECT_TRUE((*s)->watching());
@@ -281,14 +281,14 @@ class ConfigWatchTest : public ::testing::Test {
       std::lock_guard<std::mutex> lock(mu_);
       return labels_;
     };
-    o.now_ms = [this] { return clock_->NowMs(); };
+    o.clock = clock_;
     return o;
   }
   ConfigSourceOptions FileOptions(const std::string& file) {
     ConfigSourceOptions o;
     o.config_file = file;
     o.config_file_origin = "--config";
-    o.now_ms = [this] { return clock_->NowMs(); };
+    o.clock = clock_;
     return o;
   }
   void SetLabel(const std::string& value) {

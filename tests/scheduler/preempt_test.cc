@@ -45,7 +45,7 @@ class PreemptTest : public ::testing::Test {
       return out;
     };
     po.budget_list = [this] { return budgets_; };
-    po.now_ns = [this] { return now_; };
+    po.clock = std::make_shared<SimulatedClock>(1000, now_);  // wall time now_, held still
     po.warn = [this](const kube::ObjectReference& pod, std::string_view reason,
                      const std::string& message) {
       events_.push_back(pod.name + " " + std::string(reason) + ": " + message);

@@ -23,7 +23,10 @@ using fakes::FakeApiServer;
 using fakes::Resource;
 using kube::testing::WaitUntil;
 using nlohmann::json;
-using Clock = std::chrono::system_clock;
+// A duration in nanoseconds, for the simulated wall time.
+int64_t Ns(std::chrono::nanoseconds d) {
+  return d.count();
+}
 
 const char* kNs = "gpushare";
 const char* kSecret = "gpushare-webhook-tls";
@@ -55,7 +58,7 @@ class WebhookCertsTest : public ::testing::Test {
     o.configuration = kConfig;
     o.service_name = "gpushare-webhook";
     o.service_namespace = kNs;
-    o.now = [this] { return now_.load(); };
+    o.clock = clock_;
     return o;
   }
   CertMaterial SecretMaterial() {
@@ -80,7 +83,9 @@ class WebhookCertsTest : public ::testing::Test {
   FakeApiServer api_;
   std::shared_ptr<kube::Client> client_;
   kube::testing::TempDir tmp_;
-  std::atomic<Clock::time_point> now_{Clock::now()};
+  // Wall time starts at the real time (the certificates are dated by it) and moves by the test.
+  std::shared_ptr<SimulatedClock> clock_ =
+      std::make_shared<SimulatedClock>(1000, RealClock()->UnixNs());
 };
 
 TEST_F(WebhookCertsTest, AnAbsentSecretIsCreatedAndTheConfigurationPatched) {
@@ -107,7 +112,7 @@ TEST_F(WebhookCertsTest, AValidSecretIsLeftAloneAndNothingIsWritten) {
   ASSERT_TRUE(m.SyncOnce().ok());
   const uint64_t rv = api_.resource_version();
   api_.ClearRequests();
-  now_.store(now_.load() + std::chrono::hours(24 * 30));
+  clock_->SetUnixNs(clock_->UnixNs() + Ns(std::chrono::hours(24 * 30)));
   ASSERT_TRUE(m.SyncOnce().ok()) << m.stats().last_error;
   EXPECT_EQ(api_.resource_version(), rv);  // no write at all
   EXPECT_EQ(api_.CountRequests("GET", ""), 2u);
@@ -119,11 +124,12 @@ TEST_F(WebhookCertsTest, AValidSecretIsLeftAloneAndNothingIsWritten) {
 }
 
 TEST_F(WebhookCertsTest, ALeafNearExpiryIsReplacedUnderTheSameCa) {
-  now_.store(Clock::now() - std::chrono::hours(24 * 300));  // issued 300 days ago
+  clock_->SetUnixNs(RealClock()->UnixNs() -
+                    Ns(std::chrono::hours(24 * 300)));  // issued 300 days ago
   WebhookCertManager m(client_, Options(tmp_.path()));
   ASSERT_TRUE(m.SyncOnce().ok());
   const CertMaterial before = SecretMaterial();
-  now_.store(Clock::now());  // 65 days left of 365: less than a third
+  clock_->SetUnixNs(RealClock()->UnixNs());  // 65 days left of 365: less than a third
   ASSERT_TRUE(m.SyncOnce().ok()) << m.stats().last_error;
   const CertMaterial after = SecretMaterial();
   EXPECT_EQ(m.stats().last_action, "new_leaf");
@@ -141,7 +147,7 @@ TEST_F(WebhookCertsTest, TwoReplicasRacingServeTheSameCertificate) {
   for (int round = 0; round < 2; ++round) {
     // Both decide at once (a fresh Secret, then a rotation): one write wins, the other
     // replica's create or update is refused (409) and it serves the winner's.
-    if (round == 1) now_.store(now_.load() + std::chrono::hours(24 * 300));
+    if (round == 1) clock_->SetUnixNs(clock_->UnixNs() + Ns(std::chrono::hours(24 * 300)));
     // The first write is held back, so that the other replica reads the same state meanwhile.
     fakes::Fault hold;
     hold.kind = fakes::Fault::Kind::kDelay;
@@ -193,7 +199,7 @@ TEST_F(WebhookCertsTest, TheServedEndpointVerifiesWithTheSecretsCaAcrossARotatio
   o.webhook_port = 0;
   WebhookCertOptions c = Options(dir.File("certs"));
   ASSERT_EQ(::mkdir(c.cert_dir.c_str(), 0700), 0);
-  c.now = {};
+  c.clock = RealClock();
   c.check_interval = std::chrono::milliseconds(200);
   o.webhook_certs = c;
   SchedulerService service(o);

@@ -1,11 +1,11 @@
 // See clock.h.
-#include "node/clock.h"
+#include "base/clock.h"
 
 #include <algorithm>
 #include <chrono>
 #include <limits>
 
-namespace gpushare::node {
+namespace gpushare {
 namespace {
 
 using Steady = std::chrono::steady_clock;
@@ -18,6 +18,15 @@ class Real final : public Clock {
  public:
   int64_t NowMs() override {
     return std::chrono::duration_cast<std::chrono::milliseconds>(Steady::now().time_since_epoch())
+        .count();
+  }
+  int64_t NowNs() override {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(Steady::now().time_since_epoch())
+        .count();
+  }
+  int64_t UnixNs() override {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
         .count();
   }
 
@@ -46,7 +55,22 @@ std::shared_ptr<Clock> RealClock() {
 
 int64_t SimulatedClock::NowMs() {
   MutexLock lock(&mu_);
-  return now_ms_;
+  return now_ns_ / 1'000'000;
+}
+
+int64_t SimulatedClock::NowNs() {
+  MutexLock lock(&mu_);
+  return now_ns_;
+}
+
+int64_t SimulatedClock::UnixNs() {
+  MutexLock lock(&mu_);
+  return unix_ns_;
+}
+
+void SimulatedClock::SetUnixNs(int64_t unix_ns) {
+  MutexLock lock(&mu_);
+  unix_ns_ = unix_ns;
 }
 
 void SimulatedClock::WaitUntil(Mutex* mu, CondVar* cv, int64_t deadline_ms) {
@@ -74,9 +98,14 @@ std::shared_ptr<void> SimulatedClock::Subscribe(std::function<void()> wake) {
 }
 
 void SimulatedClock::Advance(int64_t ms) {
+  AdvanceNs(std::max<int64_t>(0, ms) * 1'000'000);
+}
+
+void SimulatedClock::AdvanceNs(int64_t ns) {
   MutexLock lock(&mu_);
-  now_ms_ += std::max<int64_t>(0, ms);
+  now_ns_ += std::max<int64_t>(0, ns);
+  unix_ns_ += std::max<int64_t>(0, ns);
   for (const auto& wake : wakers_) wake();
 }
 
-}  // namespace gpushare::node
+}  // namespace gpushare
