@@ -492,12 +492,8 @@ Status Extender::DoBind(const BindingArgs& b) {
   if (!bound_to.empty() && bound_to != b.node)
     return Status::FailedPrecondition("pod " + key + " is already bound to node " + bound_to)
         .WithReason(reasons::kBindPodChanged);
-  if (req.empty()) {
-    const bool unknown = options_.node_known && !options_.node_known(b.node);
-    return BindWithoutUnits(*pod, b).WithReason(unknown ? reasons::kNodeUnknown
-                                                        : reasons::kBindApiError);
-  }
-  if (!bound_to.empty()) return RetriedBind(*pod, req, b).WithReason(reasons::kBindPodChanged);
+  if (req.empty()) return BindWithoutUnits(*pod, b);
+  if (!bound_to.empty()) return RetriedBind(*pod, req, b);
   return BindWithGpus(*pod, req, b, t0);
 }
 
@@ -531,10 +527,11 @@ Status Extender::BindWithoutUnits(const kube::Pod& pod, const BindingArgs& b) {
   // to place: bound as the default binder would, to a node that exists.
   if (!pod.spec.node_name.empty()) return Status::Ok();  // a retry: it is on that node
   if (options_.node_known && !options_.node_known(b.node))
-    return Status::NotFound("node " + b.node + ": not seen by gpushare-scheduler's node informer");
+    return Status::NotFound("node " + b.node + ": not seen by gpushare-scheduler's node informer")
+        .WithReason(reasons::kNodeUnknown);
   Status s = client_->Bind({b.pod_name, b.pod_namespace, pod.metadata.uid, b.node, {}});
   if (!s.ok() && !(kube::IsConflict(s) || s.code() == StatusCode::kAlreadyExists))
-    return s.WithContext("binding");
+    return s.WithContext("binding").WithReason(reasons::kBindApiError);
   spdlog::info("event=bind pod={} node={} gpu_mem=none", Value(Key(b)), Value(b.node));
   return Status::Ok();
 }
@@ -546,9 +543,10 @@ Status Extender::RetriedBind(const kube::Pod& pod, const ms::PodRequest& req,
   // binder, and is not ours to annotate.
   if (ms::ResolveAssignment(pod.metadata.annotations, req).state == ms::AssignmentState::kNone)
     return Status::FailedPrecondition(
-        "pod " + Key(b) + " is already bound to node " + pod.spec.node_name +
-        ", not by gpushare-scheduler (it carries no GPU assignment); refusing to bind "
-        "it again");
+               "pod " + Key(b) + " is already bound to node " + pod.spec.node_name +
+               ", not by gpushare-scheduler (it carries no GPU assignment); refusing to bind "
+               "it again")
+        .WithReason(reasons::kBindPodChanged);
   bind_idempotent_.fetch_add(1);
   spdlog::info("event=bind_idempotent pod={} node={} detail=\"already bound and annotated\"",
                Value(Key(b)), Value(b.node));
@@ -574,10 +572,9 @@ Status Extender::BindWithGpus(const kube::Pod& pod, const ms::PodRequest& req, c
   const auto annotations = ms::BindAnnotations(r.request, r.demand_gpus, r.dev_units, r.assume_ns);
   if (Status s = BindOrRollback(pod.metadata.uid, b, r.token, annotations, req); !s.ok()) {
     // 409: bound meanwhile (to another node, or it is another pod); else the API failed.
-    return std::move(s).WithReason(kube::IsConflict(s) || s.code() == StatusCode::kAlreadyExists ||
-                                           kube::IsNotFound(s)
-                                       ? reasons::kBindPodChanged
-                                       : reasons::kBindApiError);
+    const bool changed =
+        kube::IsConflict(s) || s.code() == StatusCode::kAlreadyExists || kube::IsNotFound(s);
+    return std::move(s).WithReason(changed ? reasons::kBindPodChanged : reasons::kBindApiError);
   }
   cache_.Commit(pod.metadata.uid, r.token);
   spdlog::info("event=bind pod={} node={} gpus={} units={} ms={}", Value(key), Value(node),
