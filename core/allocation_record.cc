@@ -191,9 +191,28 @@ std::vector<RecordPatch> DecideRecordPatches(std::string_view node,
     auto it = desired.find(p.key);
     if (it == desired.end() || p.node_name != node || p.uid.empty()) continue;
     if (p.value.has_value() && *p.value == it->second) continue;
-    out.push_back({p.key, p.uid, it->second});
+    out.push_back({p.key, p.uid, it->second, p.version});
   }
   return out;
+}
+
+void RecordWrites::Wrote(const RecordPatch& patch) {
+  pending_[patch.key] = patch;
+}
+
+PodState RecordWrites::Current(PodState pod) {
+  auto it = pending_.find(pod.key);
+  if (it == pending_.end()) return pod;
+  if (it->second.uid == pod.uid && it->second.seen == pod.version) {
+    pod.value = it->second.value;
+  } else {
+    pending_.erase(it);
+  }
+  return pod;
+}
+
+void RecordWrites::Retain(const std::map<std::string, std::string>& keys) {
+  std::erase_if(pending_, [&keys](const auto& kv) { return !keys.contains(kv.first); });
 }
 
 bool RecordBackoff::Allowed(const std::string& key, int64_t now_ms) const {

@@ -9,7 +9,8 @@
 // Pure (no I/O, no clocks): BuildAllocationRecords turns what kubelet allocated into one record
 // per pod; DecideRecordPatches compares them with the pods as the API has them and says which
 // pods to patch (only pods bound to this node, only when the value differs, with their UID as
-// the precondition); RecordBackoff paces retries of failed patches.
+// the precondition); RecordWrites covers a pod cache that has not seen the recorder's own patches
+// yet; RecordBackoff paces retries of failed patches.
 #pragma once
 
 #include <cstdint>
@@ -111,12 +112,14 @@ struct PodState {
   std::string uid;
   std::string node_name;             // spec.nodeName
   std::optional<std::string> value;  // the current gpushare.io/allocations, if any
+  std::string version;               // metadata.resourceVersion
 };
 
 struct RecordPatch {
   std::string key;
   std::string uid;    // the precondition: patch only this pod, not a namesake
   std::string value;  // the new annotation value
+  std::string seen;   // the resourceVersion of the pod it was decided on
 };
 
 // The pods to patch: those in `desired` (pod key -> encoded record) that exist in `pods`, are
@@ -125,6 +128,26 @@ struct RecordPatch {
 std::vector<RecordPatch> DecideRecordPatches(std::string_view node,
                                              const std::map<std::string, std::string>& desired,
                                              const std::vector<PodState>& pods);
+
+// The recorder's own patches that its pod cache may not show yet. The cache follows a watch, and
+// a watch lags behind the writes (seconds on a busy API server), so for a while after a patch the
+// cache still holds the pod as it was. While the cached pod is the very version a patch was
+// decided on (same UID and resourceVersion), the patched value counts as in place: a lagging
+// cache never causes the same patch twice. Any other version (the watch caught up, or someone
+// else wrote the pod) is taken as it is, and the entry is dropped.
+class RecordWrites {
+ public:
+  void Wrote(const RecordPatch& patch);
+  // The pod as far as DecideRecordPatches should see it: `pod`, or `pod` with the value of a
+  // patch its cached version does not show yet.
+  PodState Current(PodState pod);
+  // Forgets pods not in `keys`.
+  void Retain(const std::map<std::string, std::string>& keys);
+  size_t size() const { return pending_.size(); }
+
+ private:
+  std::map<std::string, RecordPatch> pending_;  // pod key -> the last successful patch
+};
 
 // Per-pod retry pacing after failed patches: doubling from `initial_ms` up to `max_ms`; a
 // success forgets the pod.

@@ -122,14 +122,16 @@ class Recorder final : public Companion {
       desired[key] = kube::EncodeAllocationRecord(rec);
     }
     backoff_.Retain(desired);
+    writes_.Retain(desired);
     std::vector<alloc::PodState> pods;
     for (const auto& [key, value] : desired) {
       std::shared_ptr<const kube::Pod> p = pods_->Get(key);
       if (!p) continue;  // gone, or not (yet) bound here: skipped
-      alloc::PodState s{key, p->metadata.uid, p->spec.node_name, std::nullopt};
+      alloc::PodState s{key, p->metadata.uid, p->spec.node_name, std::nullopt,
+                        p->metadata.resource_version};
       auto it = p->metadata.annotations.find(std::string(alloc::kAllocationsAnnotation));
       if (it != p->metadata.annotations.end()) s.value = it->second;
-      pods.push_back(std::move(s));
+      pods.push_back(writes_.Current(std::move(s)));
     }
     bool failed = false;
     for (const alloc::RecordPatch& patch :
@@ -140,6 +142,7 @@ class Recorder final : public Companion {
       }
       if (Patch(patch)) {
         backoff_.Succeeded(patch.key);
+        writes_.Wrote(patch);
       } else {
         backoff_.Failed(patch.key, now);
         failed = true;
@@ -165,6 +168,7 @@ class Recorder final : public Companion {
   std::unique_ptr<kube::PodInformer> pods_;
   std::unique_ptr<PodResourcesClient> pod_resources_;
   alloc::RecordBackoff backoff_;
+  alloc::RecordWrites writes_;  // patched, maybe not yet in pods_
   int64_t list_delay_ms_ = 0;
   std::string published_;  // the inventory annotation as last patched
   int64_t republish_at_ = 0;

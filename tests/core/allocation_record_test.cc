@@ -251,6 +251,35 @@ TEST(AllocationRecord, PatchesOnlyPodsBoundHereWhoseValueDiffers) {
   EXPECT_EQ(patches[1].value, "C");
 }
 
+TEST(AllocationRecord, OwnPatchesCountWhileTheCacheShowsTheVersionTheyWereDecidedOn) {
+  RecordWrites w;
+  const RecordPatch patch{"ns/p", "u1", "A", "10"};
+  w.Wrote(patch);
+  // The cache still holds version 10 without the value: the patch counts as in place.
+  PodState stale = w.Current({"ns/p", "u1", "n1", std::nullopt, "10"});
+  ASSERT_TRUE(stale.value.has_value());
+  EXPECT_EQ(*stale.value, "A");
+  EXPECT_TRUE(DecideRecordPatches("n1", {{"ns/p", "A"}}, {stale}).empty());
+  // A namesake with another UID at the same version string is not covered.
+  EXPECT_FALSE(w.Current({"ns/p", "u2", "n1", std::nullopt, "10"}).value.has_value());
+  EXPECT_EQ(w.size(), 0u);  // and the entry is gone
+
+  // The watch caught up (version 11, with the value): the cache is the truth, the entry dropped.
+  w.Wrote(patch);
+  PodState caught = w.Current({"ns/p", "u1", "n1", "A", "11"});
+  EXPECT_EQ(*caught.value, "A");
+  EXPECT_EQ(w.size(), 0u);
+  // Someone else then changed it (version 12): it is patched again.
+  PodState changed = w.Current({"ns/p", "u1", "n1", "B", "12"});
+  std::vector<RecordPatch> again = DecideRecordPatches("n1", {{"ns/p", "A"}}, {changed});
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].seen, "12");
+
+  w.Wrote(patch);
+  w.Retain({{"ns/q", ""}});
+  EXPECT_EQ(w.size(), 0u);
+}
+
 TEST(AllocationRecord, BackoffDoublesAndForgets) {
   RecordBackoff b(1000, 4000);
   EXPECT_TRUE(b.Allowed("p", 0));

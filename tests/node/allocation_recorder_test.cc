@@ -154,6 +154,8 @@ TEST_F(AllocationRecorderTest, WholeTimeSlicedAndMigOnlyHereOnlyOnceAcrossRestar
   Admit("gone", "nvidia.com/mig-3g.40gb", 1);
 
   ASSERT_TRUE(WaitRecord("whole") && WaitRecord("ts") && WaitRecord("mig"));
+  // The double logs a request once answered, so a moment after its effect shows.
+  ASSERT_TRUE(kubelet_->WaitFor([&] { return Patches() >= 5; }, kWait)) << Patches();
   alloc::AllocationRecord whole = *Record("whole");
   EXPECT_EQ(whole.node, "n1");
   ASSERT_EQ(whole.containers.size(), 1u);
@@ -245,10 +247,51 @@ TEST_F(AllocationRecorderTest, PublishesTheGpusOfANodeWithoutMemoryShares) {
   EXPECT_EQ(inv.gpus[0].memory_mib, 81920);
   EXPECT_EQ(inv.max_clients_per_gpu, 48);
   EXPECT_TRUE(agent_->WaitForLog("event=inventory_publish_failed node=n1 retry_ms=1000", kWait));
+  ASSERT_TRUE(
+      kubelet_->WaitFor([&] { return api_.CountRequests("PATCH", "/nodes/n1", 0) >= 2; }, kWait));
   const size_t patches = api_.CountRequests("PATCH", "/nodes/n1", 0);
   EXPECT_EQ(patches, 2u);  // the failure, then the retry
   Rounds(5);
   EXPECT_EQ(api_.CountRequests("PATCH", "/nodes/n1", 0), patches);
+}
+
+// The pod cache follows a watch, which lags behind the writes on a busy API server: while the
+// cache still shows the pod as it was before the recorder's patch, that patch counts as in
+// place, and nothing is patched twice. Once the watch catches up the cache is the truth again.
+TEST_F(AllocationRecorderTest, ALaggingWatchDoesNotCauseTheSamePatchTwice) {
+  // The pod is there before the agent, so the informer's first list has it.
+  api_.Upsert(fakes::Resource::kPods, PodJson("whole", "n1", "nvidia.com/gpu", 1));
+  StartAgent(testing::ExamplePath("inventory/mixed.yaml"),
+             testing::ExamplePath("config/mixed.yaml"));
+  ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 1, kWait));
+  ASSERT_TRUE(agent_->WaitForLog("event=allocations_started", kWait));
+
+  api_.HoldWatchEvents(true);
+  Admit("whole", "nvidia.com/gpu", 1);
+  ASSERT_TRUE(WaitRecord("whole"));
+  ASSERT_TRUE(kubelet_->WaitFor([&] { return Patches("whole") >= 1; }, kWait));
+  Rounds(5);  // the cache still shows the pod without the annotation
+  EXPECT_EQ(Patches("whole"), 1u);
+
+  api_.HoldWatchEvents(false);
+  Rounds(5);
+  EXPECT_EQ(Patches("whole"), 1u);
+
+  // Someone else changes the annotation: the cache, now current, says so, and it is put back.
+  auto pod = api_.Get(fakes::Resource::kPods, "ml", "whole");
+  ASSERT_TRUE(pod.has_value());
+  const std::string recorded = (*pod)["metadata"]["annotations"][kAnnotation];
+  (*pod)["metadata"]["annotations"][kAnnotation] = "{}";
+  api_.Upsert(fakes::Resource::kPods, *pod);
+  ASSERT_TRUE(kubelet_->WaitFor([&] { return Patches("whole") >= 2; }, kWait));
+  ASSERT_TRUE(kubelet_->WaitFor(
+      [&] {
+        auto p = api_.Get(fakes::Resource::kPods, "ml", "whole");
+        return p && (*p)["metadata"]["annotations"][kAnnotation] == recorded;
+      },
+      kWait));
+  Rounds(5);
+  EXPECT_EQ(Patches("whole"), 2u);
 }
 
 TEST_F(AllocationRecorderTest, MemorySharesAreOneEntryPerGpu) {

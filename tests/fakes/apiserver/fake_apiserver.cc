@@ -333,6 +333,7 @@ struct FakeApiServer::Impl {
   uint64_t rv = 1;
   Store stores[kResourceCount];
   std::set<std::shared_ptr<Watcher>> watchers;
+  bool hold_events = false;  // HoldWatchEvents
   std::vector<std::string> tokens;
   std::map<std::string, FakeIdentity> identities;  // TokenReview
   std::vector<NonResourceGrant> grants;            // SubjectAccessReview
@@ -961,7 +962,7 @@ struct FakeApiServer::Impl {
           break;
         }
         if (w->closing && w->close_mode == CloseMode::kDrop) return false;
-        if (!w->queue.empty()) {
+        if (!w->queue.empty() && !hold_events) {
           while (!w->queue.empty()) {
             out += w->queue.front();
             w->queue.pop_front();
@@ -982,7 +983,7 @@ struct FakeApiServer::Impl {
           end = true;
           break;
         }
-        if (w->bookmarks && (w->bookmark_now || now >= w->next_bookmark)) {
+        if (w->bookmarks && !hold_events && (w->bookmark_now || now >= w->next_bookmark)) {
           w->bookmark_now = false;
           w->next_bookmark = now + opt.bookmark_interval;
           out = Line("BOOKMARK", Bookmark(w->res));
@@ -1798,6 +1799,12 @@ void FakeApiServer::CloseWatches(CloseMode mode) {
 }
 void FakeApiServer::SendBookmarks() {
   impl_->BookmarkAll();
+}
+
+void FakeApiServer::HoldWatchEvents(bool hold) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->hold_events = hold;
+  impl_->cv.notify_all();
 }
 
 size_t FakeApiServer::open_watches() const {

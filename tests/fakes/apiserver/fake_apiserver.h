@@ -161,6 +161,9 @@ class FakeApiServer {
   void CloseWatches(CloseMode mode);
   // Sends a BOOKMARK now on every watch that allowed them.
   void SendBookmarks();
+  // While held, watches queue their events (and send no bookmarks) instead of sending them: a
+  // watch that lags behind the writes, as a busy API server's does. Releasing sends the queue.
+  void HoldWatchEvents(bool hold);
   size_t open_watches() const;
 
   // --- authentication, faults, request log ---
@@ -173,6 +176,8 @@ class FakeApiServer {
   // Replaces all pending faults at once (no request can slip between a clear and an inject).
   void SetFaults(std::vector<Fault> faults);
   void ClearFaults();
+  // A request is logged once it has been answered, so after its effect is visible: a test that
+  // sees the effect waits for the count too.
   std::vector<RecordedRequest> requests() const;
   // Requests whose method matches (empty: any) and whose path contains `path_contains`;
   // watch: -1 any, 0 non-watch only, 1 watch only.
