@@ -8,9 +8,9 @@
 #include <string>
 #include <string_view>
 
-#include "scheduler/http_wire.h"
+#include "net/http_wire.h"
 
-namespace http = gpushare::scheduler::http;
+namespace http = gpushare::net::http;
 
 namespace {
 

@@ -2,14 +2,12 @@
 #include "node/metrics_server.h"
 
 #include <arpa/inet.h>
-#include <civetweb.h>
 #include <spdlog/spdlog.h>
 
 #include <charconv>
-#include <cstring>
-#include <mutex>
 
 #include "base/logfmt.h"
+#include "net/http_server.h"
 
 namespace gpushare::node {
 
@@ -17,19 +15,20 @@ using logfmt::Value;
 
 namespace {
 
-void Send(mg_connection* conn, int code, const char* reason, const char* type,
-          const std::string& body, const char* extra_header = nullptr) {
-  mg_printf(conn,
-            "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-            "Cache-Control: no-store\r\nConnection: close\r\n%s\r\n",
-            code, reason, type, body.size(), extra_header != nullptr ? extra_header : "");
-  if (std::strcmp(mg_get_request_info(conn)->request_method, "HEAD") != 0)
-    mg_write(conn, body.data(), body.size());
+// A text reply as the node sends it: never cached.
+net::Reply Text(int status, const std::string& body) {
+  net::Reply r = net::TextReply(status, body + "\n", "text/plain; charset=utf-8");
+  r.headers.emplace_back("Cache-Control", "no-store");
+  return r;
 }
 
-void SendText(mg_connection* conn, int code, const char* reason, const std::string& body,
-              const char* extra_header = nullptr) {
-  Send(conn, code, reason, "text/plain; charset=utf-8", body + "\n", extra_header);
+net::Route Get(std::string path, net::Lane lane, std::function<net::Reply()> handle) {
+  net::Route r;
+  r.method = "GET";
+  r.path = std::move(path);
+  r.lane = lane;
+  r.handle = [handle = std::move(handle)](const net::Request&) { return handle(); };
+  return r;
 }
 
 }  // namespace
@@ -75,8 +74,51 @@ bool IsLoopback(const std::string& host) {
   return false;
 }
 
-MetricsServer::MetricsServer(MetricsServerOptions options, MetricsHandlers handlers)
-    : options_(std::move(options)), handlers_(std::move(handlers)) {}
+std::vector<net::Route> MetricsRoutes(const MetricsServerOptions& options,
+                                      MetricsHandlers handlers) {
+  auto probe = [](std::function<Probe()> check) {
+    return [check = std::move(check)] {
+      const Probe p = check();
+      return Text(p.ok ? 200 : 503, p.reason);
+    };
+  };
+  const std::string unavailable = options.unavailable_metrics;
+  const bool check_callers = options.auth == MetricsAuth::kKubernetes;
+  std::shared_ptr<kube::RequestAuthorizer> authorizer = options.authorizer;
+  auto metrics = [unavailable, check_callers, authorizer,
+                  exposition = std::move(handlers.metrics)](const net::Request& req) {
+    if (!unavailable.empty()) return Text(503, unavailable);
+    if (check_callers) {
+      const kube::AuthzDecision d =
+          authorizer->Check(req.head.Header("authorization").value_or(std::string_view()));
+      switch (d.verdict) {
+        case kube::AuthzVerdict::kAllowed:
+          break;
+        case kube::AuthzVerdict::kUnauthenticated: {
+          spdlog::debug("event=metrics_denied status=401 reason={}", Value(d.reason));
+          net::Reply r = Text(401, "Unauthorized: " + d.reason);
+          r.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"gpushare-node\"");
+          return r;
+        }
+        case kube::AuthzVerdict::kForbidden:
+          spdlog::info("event=metrics_denied status=403 user={} reason={}", Value(d.user),
+                       Value(d.reason));
+          return Text(403, "Forbidden: " + d.reason);
+        case kube::AuthzVerdict::kError:
+          spdlog::warn("event=metrics_auth_unavailable reason={}", Value(d.reason));
+          return Text(503, "cannot check the caller: " + d.reason);
+      }
+    }
+    net::Reply r = net::TextReply(200, exposition(), "text/plain; version=0.0.4; charset=utf-8");
+    r.headers.emplace_back("Cache-Control", "no-store");
+    return r;
+  };
+  net::Route scrape = Get("/metrics", net::Lane::kWorker, nullptr);
+  scrape.handle = std::move(metrics);
+  return {std::move(scrape),
+          Get("/healthz", net::Lane::kLeader, probe(std::move(handlers.healthz))),
+          Get("/readyz", net::Lane::kLeader, probe(std::move(handlers.readyz)))};
+}
 
 Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(MetricsServerOptions options,
                                                             MetricsHandlers handlers) {
@@ -94,118 +136,27 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(MetricsServerOptions
         "--metrics-auth=kubernetes: needs the Kubernetes API (--kubeconfig or in-cluster) to "
         "check callers' tokens");
   }
-  if (options.threads < 1) options.threads = 1;
-  static std::once_flag once;
-  std::call_once(once, [] { mg_init_library(0); });
-
-  std::string ports;
-  if (addr.host.empty()) {
-    ports = std::to_string(addr.port);
-  } else if (addr.host.find(':') != std::string::npos) {
-    ports = "[" + addr.host + "]:" + std::to_string(addr.port);
-  } else {
-    ports = (addr.host == "localhost" ? std::string("127.0.0.1") : addr.host) + ":" +
-            std::to_string(addr.port);
-  }
-  const std::string threads = std::to_string(options.threads);
-  const std::string timeout = std::to_string(options.request_timeout_ms);
-  const char* config[] = {"listening_ports",
-                          ports.c_str(),
-                          "num_threads",
-                          threads.c_str(),
-                          "request_timeout_ms",
-                          timeout.c_str(),
-                          "enable_keep_alive",
-                          "no",
-                          "max_request_size",
-                          "16384",
-                          "listen_backlog",
-                          "64",
-                          "connection_queue",
-                          "16",
-                          nullptr};
-  std::unique_ptr<MetricsServer> s(new MetricsServer(std::move(options), std::move(handlers)));
-  mg_callbacks callbacks{};
-  callbacks.log_message = [](const mg_connection*, const char*) { return 1; };  // ours log
-  mg_init_data init{};
-  init.callbacks = &callbacks;
-  init.user_data = s.get();
-  init.configuration_options = config;
-  char text[256] = {};
-  unsigned code = 0;
-  mg_error_data err{&code, text, sizeof(text)};
-  s->ctx_ = mg_start2(&init, &err);
-  if (s->ctx_ == nullptr) {
-    return Status::Unavailable("--metrics-listen: cannot serve on " + s->options_.listen + ": " +
-                               (text[0] != '\0' ? std::string(text) : "civetweb failed to start"));
-  }
-  mg_set_request_handler(s->ctx_, "/", &MetricsServer::Handle, s.get());
-  mg_server_port p[4] = {};
-  const int n = mg_get_server_ports(s->ctx_, 4, p);
-  s->port_ = n > 0 ? p[0].port : addr.port;
-  spdlog::info("event=metrics_listening address={} port={} auth={}", Value(s->options_.listen),
-               s->port_, s->options_.auth == MetricsAuth::kNone ? "none" : "kubernetes");
+  net::HttpServerOptions o;
+  o.host = addr.host == "localhost" ? std::string("127.0.0.1") : addr.host;
+  o.port = addr.port;
+  o.threads = std::max(2, options.threads);
+  o.bind_threads = 1;  // (no route on that lane)
+  o.header_timeout = std::chrono::milliseconds(options.request_timeout_ms);
+  o.read_timeout = std::chrono::milliseconds(options.request_timeout_ms);
+  o.max_head_bytes = 16 * 1024;
+  o.max_body_bytes = 64 * 1024;
+  o.max_connections = 64;
+  std::unique_ptr<MetricsServer> s(new MetricsServer());
+  s->server_ = std::make_unique<net::HttpServer>(o, MetricsRoutes(options, std::move(handlers)));
+  if (Status st = s->server_->Start(); !st.ok())
+    return Status::Unavailable("--metrics-listen: cannot serve on " + options.listen + ": " +
+                               st.message());
+  s->port_ = s->server_->port();
+  spdlog::info("event=metrics_listening address={} port={} auth={}", Value(options.listen),
+               s->port_, options.auth == MetricsAuth::kNone ? "none" : "kubernetes");
   return s;
 }
 
-MetricsServer::~MetricsServer() {
-  if (ctx_ != nullptr) mg_stop(ctx_);
-}
-
-int MetricsServer::Handle(mg_connection* conn, void* self) {
-  return static_cast<MetricsServer*>(self)->Serve(conn);
-}
-
-int MetricsServer::Serve(mg_connection* conn) {
-  const mg_request_info* ri = mg_get_request_info(conn);
-  const std::string method = ri->request_method != nullptr ? ri->request_method : "";
-  const std::string path = ri->local_uri != nullptr ? ri->local_uri : "";
-  if (method != "GET" && method != "HEAD") {
-    SendText(conn, 405, "Method Not Allowed", "only GET and HEAD", "Allow: GET, HEAD\r\n");
-    return 405;
-  }
-  if (path == "/healthz" || path == "/readyz") {
-    Probe p = path == "/healthz" ? handlers_.healthz() : handlers_.readyz();
-    if (p.ok) {
-      SendText(conn, 200, "OK", p.reason);
-      return 200;
-    }
-    SendText(conn, 503, "Service Unavailable", p.reason);
-    return 503;
-  }
-  if (path != "/metrics") {
-    SendText(conn, 404, "Not Found", "not found: serves /metrics, /healthz and /readyz");
-    return 404;
-  }
-  if (!options_.unavailable_metrics.empty()) {
-    SendText(conn, 503, "Service Unavailable", options_.unavailable_metrics);
-    return 503;
-  }
-  if (options_.auth == MetricsAuth::kKubernetes) {
-    const char* h = mg_get_header(conn, "Authorization");
-    kube::AuthzDecision d = options_.authorizer->Check(h != nullptr ? h : "");
-    switch (d.verdict) {
-      case kube::AuthzVerdict::kAllowed:
-        break;
-      case kube::AuthzVerdict::kUnauthenticated:
-        spdlog::debug("event=metrics_denied status=401 reason={}", Value(d.reason));
-        SendText(conn, 401, "Unauthorized", "Unauthorized: " + d.reason,
-                 "WWW-Authenticate: Bearer realm=\"gpushare-node\"\r\n");
-        return 401;
-      case kube::AuthzVerdict::kForbidden:
-        spdlog::info("event=metrics_denied status=403 user={} reason={}", Value(d.user),
-                     Value(d.reason));
-        SendText(conn, 403, "Forbidden", "Forbidden: " + d.reason);
-        return 403;
-      case kube::AuthzVerdict::kError:
-        spdlog::warn("event=metrics_auth_unavailable reason={}", Value(d.reason));
-        SendText(conn, 503, "Service Unavailable", "cannot check the caller: " + d.reason);
-        return 503;
-    }
-  }
-  const std::string body = handlers_.metrics();
-  Send(conn, 200, "OK", "text/plain; version=0.0.4; charset=utf-8", body);
-  return 200;
-}
+MetricsServer::~MetricsServer() = default;
 
 }  // namespace gpushare::node

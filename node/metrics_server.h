@@ -10,23 +10,28 @@
 //                  kubelet, else 503 + why.
 // The probes carry no data and are open to every caller (kubelet's probes send no token).
 //
-// Served by civetweb's C API (libcivetweb; its C++ wrapper reports errors by throwing, and
-// prometheus-cpp's Exposer neither serves other paths nor checks bearer tokens). Bounded:
-// `threads` workers (default 3), no keep-alive (a connection holds a worker for one request),
-// a request timeout, a 16 KiB limit on request headers and a short accept queue; anything else
-// waits in the kernel's backlog.
+// Served by net/'s HTTP server (net/http_server.h), the scheduler's too: an idle or slow
+// connection holds no thread; `threads` (default 3, at least 2) serve complete requests, the
+// scrape on a worker (its authorization may ask the API server), the probes on the leader. Each
+// request has `request_timeout_ms` for its head and for the whole of it; request heads are
+// capped at 16 KiB (431), bodies at 64 KiB (413), connections at 64 (the oldest idle one gives
+// way). Another path gets 404 with the served ones, another method 405, in JSON like every
+// refusal of that server.
 #pragma once
 
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "kube/authz.h"
 #include "node/metrics.h"
 
-struct mg_context;
-struct mg_connection;
+namespace gpushare::net {
+class HttpServer;
+struct Route;
+}  // namespace gpushare::net
 
 namespace gpushare::node {
 
@@ -60,6 +65,10 @@ struct MetricsHandlers {
   std::function<Probe()> readyz;
 };
 
+// The routes: GET /metrics, /healthz, /readyz (checked options: MetricsServer::Start).
+std::vector<net::Route> MetricsRoutes(const MetricsServerOptions& options,
+                                      MetricsHandlers handlers);
+
 class MetricsServer {
  public:
   // Checks the options (auth none only on loopback, an authorizer for kubernetes) and starts
@@ -73,13 +82,8 @@ class MetricsServer {
   int port() const { return port_; }
 
  private:
-  MetricsServer(MetricsServerOptions options, MetricsHandlers handlers);
-  static int Handle(mg_connection* conn, void* self);
-  int Serve(mg_connection* conn);
-
-  const MetricsServerOptions options_;
-  const MetricsHandlers handlers_;
-  mg_context* ctx_ = nullptr;
+  MetricsServer() = default;
+  std::unique_ptr<net::HttpServer> server_;
   int port_ = 0;
 };
 

@@ -1,5 +1,6 @@
 // Extender: gpushare-scheduler's three verbs (filter, prioritize, bind) as functions from a
-// request body to an HTTP reply, independent of the HTTP server (scheduler/http_server.h).
+// request body to an HTTP reply, independent of the HTTP server (net/http_server.h,
+// scheduler/routes.h).
 //
 //   Filter      keeps the nodes where every GPU container of the pod fits on one GPU (the
 //               placement engine decides which containers share a GPU); every other node gets

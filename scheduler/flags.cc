@@ -110,7 +110,7 @@ Status CheckServing(const SchedulerFlags& f, ServiceOptions* o) {
           "); use kubernetes");
   }
   o->metrics_auth = f.metrics_auth;
-  GPUSHARE_RETURN_IF_ERROR(ValidateTlsOptions(o->http.tls));
+  GPUSHARE_RETURN_IF_ERROR(net::ValidateTlsOptions(o->http.tls));
   std::optional<memshare::MemoryUnit> u = memshare::ParseMemoryUnit(f.memory_unit);
   if (!u) return Bad("--memory-unit: must be GiB or MiB, got \"" + f.memory_unit + "\"");
   o->unit = *u;
@@ -151,7 +151,7 @@ Status CheckAssume(const SchedulerFlags& f, ServiceOptions* o) {
 }
 
 // The HTTP server's limits and timeouts.
-Status CheckHttp(const SchedulerFlags& f, HttpServerOptions* h) {
+Status CheckHttp(const SchedulerFlags& f, net::HttpServerOptions* h) {
   GPUSHARE_ASSIGN_OR_RETURN(const int64_t body,
                             Whole("--max-body-bytes", f.max_body_bytes, 1024, int64_t{1} << 30));
   h->max_body_bytes = static_cast<size_t>(body);
@@ -285,7 +285,7 @@ void AddServingFlags(CLI::App& app, SchedulerFlags& f) {
                  "(port 0 picks a "
                  "free one; see --port-file)")
       ->capture_default_str();
-  app.add_option("--url-prefix", o.http.url_prefix,
+  app.add_option("--url-prefix", o.url_prefix,
                  "path prefix of the verbs: PREFIX/filter, PREFIX/prioritize, PREFIX/bind")
       ->capture_default_str();
   app.add_option("--health-listen", f.health_listen,
@@ -436,7 +436,7 @@ void AddWebhookFlags(CLI::App& app, SchedulerFlags& f) {
 }  // namespace
 
 SchedulerFlags::SchedulerFlags() {
-  options.http.url_prefix = "/gpushare-scheduler";
+  options.url_prefix = "/gpushare-scheduler";
 }
 
 void AddSchedulerFlags(CLI::App& app, SchedulerFlags& flags) {

@@ -6,8 +6,8 @@
 #include <sstream>
 
 #include "core/reasons.h"
+#include "net/http_server.h"
 #include "scheduler/extender.h"
-#include "scheduler/http_server.h"
 #include "scheduler/webhook_certs.h"
 
 namespace gpushare::scheduler {
@@ -232,7 +232,7 @@ std::vector<pm::MetricFamily> StatsFamilies(const MetricsSnapshot& s) {
                     T::Counter, D(s.api_throttled)));
   out.push_back(One("ready", "1 once the cache has synced and the scheduler decides.", T::Gauge,
                     s.ready ? 1 : 0));
-  const HttpServerStats h = s.http ? *s.http : HttpServerStats{};
+  const net::HttpServerStats h = s.http ? *s.http : net::HttpServerStats{};
   out.push_back(One("http_connections", "Open connections to the extender listener.", T::Gauge,
                     D(h.connections)));
   out.push_back(One("http_buffered_bytes", "Request bytes held in memory now.", T::Gauge,

@@ -1,5 +1,5 @@
 // SchedulerMetrics: gpushare-scheduler's /metrics, on prometheus-cpp (metric types, registry,
-// text exposition; no HTTP exposer: the series are served by scheduler/http_server.h on the
+// text exposition; no HTTP exposer: the series are served by net/http_server.h on the
 // paths it always served).
 //
 // Two kinds of series (docs/scheduler.md lists every one):
@@ -33,10 +33,13 @@
 #include "core/memshare.h"
 #include "scheduler/cache.h"
 
+namespace gpushare::net {
+struct HttpServerStats;
+}  // namespace gpushare::net
+
 namespace gpushare::scheduler {
 
 struct ExtenderStats;
-struct HttpServerStats;
 struct WebhookCertStats;
 
 // The histograms' upper bounds, in seconds: 100 us to 10 s.
@@ -112,7 +115,7 @@ class GpuCollector : public prometheus::Collectable {
 struct MetricsSnapshot {
   const ExtenderStats* extender = nullptr;
   const CacheStats* cache = nullptr;
-  const HttpServerStats* http = nullptr;
+  const net::HttpServerStats* http = nullptr;
   uint64_t assume_expired = 0;
   // The API client's counters (kube::ClientStats).
   uint64_t api_requests = 0, api_connections = 0, api_throttled = 0;

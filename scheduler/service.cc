@@ -142,51 +142,46 @@ Status SchedulerService::Start() {
     events->Record(pod, "Warning", std::string(reason), message);
   };
   extender_ = std::make_unique<Extender>(*cache_, client_, xo);
+  HealthHandlers health;
+  health.readiness = [this] { return readiness(); };
+  health.metrics = [this] { return Metrics(); };
   if (options_.metrics_auth == "kubernetes") {
     metrics_authz_ =
         std::make_unique<kube::RequestAuthorizer>(client_, kube::AuthorizerOptions{}, RealClock());
-    options_.http.metrics_auth = [this](std::string_view authorization) {
+    health.metrics_auth = [this](std::string_view authorization) {
       return AuthorizeMetrics(authorization);
     };
   }
-  HttpServerOptions extender_http = options_.http;
-  // Beside the verbs (same listener, same transport; scheduler/inspect.h): PREFIX/inspect, the
-  // document `gpushare inspect -o json` prints, from the informers' nodes and pods; and
-  // PREFIX/debug/cache, the cache's own state.
-  const std::string prefix = NormalizePrefix(options_.http.url_prefix);
+  // The extender's listener: the verbs, then (same listener, same transport;
+  // scheduler/inspect.h) PREFIX/inspect, the document `gpushare inspect -o json` prints, from
+  // the informers' nodes and pods, and PREFIX/debug/cache, the cache's own state; then health.
+  const std::string prefix = NormalizePrefix(options_.url_prefix);
   InspectSource source;
   source.nodes = [nodes] { return nodes->List(); };
   source.pods = [pods] { return pods->List(); };
   source.synced = [nodes, pods] { return nodes->HasSynced() && pods->HasSynced(); };
-  extender_http.get_routes.push_back({prefix + "/inspect", [source](std::string_view rest) {
-                                        return ServeInspect(source, rest);
-                                      }});
-  const GpuCache* view = cache_.get();
-  const memshare::MemoryUnit unit = options_.unit;
-  extender_http.get_routes.push_back({prefix + "/debug/cache", [view, unit](std::string_view rest) {
-                                        return ServeCacheView(*view, unit, rest);
-                                      }});
-  server_ = std::make_unique<HttpServer>(
-      *extender_, extender_http, [this] { return readiness(); }, [this] { return Metrics(); });
+  std::vector<net::Route> routes = ExtenderRoutes(*extender_, prefix);
+  for (net::Route& r : InspectRoutes(source, *cache_, options_.unit, prefix))
+    routes.push_back(std::move(r));
+  for (net::Route& r : HealthRoutes(health)) routes.push_back(std::move(r));
+  server_ = std::make_unique<net::HttpServer>(options_.http, std::move(routes));
   GPUSHARE_RETURN_IF_ERROR(server_->Start());
   spdlog::info(
       "event=serving listen={}:{} tls={} client_certs={} prefix={} resource={} unit={} policy={} "
       "assume_timeout_ms={} max_body_bytes={}",
       options_.http.host, server_->port(), options_.http.tls.enabled() ? "on" : "off",
       options_.http.tls.client_ca_file.empty() ? "no" : "required",
-      Value(server_->url_prefix().empty() ? "/" : server_->url_prefix()),
-      Value(options_.resource_name), std::string(memshare::MemoryUnitName(options_.unit)),
-      Value(options_.policy), options_.assume_timeout.count(), options_.http.max_body_bytes);
+      Value(prefix.empty() ? "/" : prefix), Value(options_.resource_name),
+      std::string(memshare::MemoryUnitName(options_.unit)), Value(options_.policy),
+      options_.assume_timeout.count(), options_.http.max_body_bytes);
   if (options_.health_port >= 0) {
-    HttpServerOptions h = options_.http;
+    net::HttpServerOptions h = options_.http;
     h.host = options_.health_host;
     h.port = options_.health_port;
-    h.serve_verbs = false;
     h.tls = {};
     h.threads = 2;
     h.max_connections = 64;
-    health_ = std::make_unique<HttpServer>(
-        *extender_, h, [this] { return readiness(); }, [this] { return Metrics(); });
+    health_ = std::make_unique<net::HttpServer>(h, HealthRoutes(health));
     GPUSHARE_RETURN_IF_ERROR(health_->Start().WithContext("--health-listen"));
     spdlog::info("event=serving_health listen={}:{} paths=\"/healthz, /readyz, /metrics\"", h.host,
                  health_->port());
@@ -266,13 +261,10 @@ HttpReply SchedulerService::Mutate(std::string_view body) {
 Status SchedulerService::StartWebhook() {
   MutexLock l(&webhook_mu_);
   if (webhook_) return Status::Ok();
-  HttpServerOptions h = options_.http;
+  net::HttpServerOptions h = options_.http;
   h.host = options_.webhook_host;
   h.port = options_.webhook_port;
-  h.serve_verbs = false;
-  h.serve_health = false;
   h.threads = std::min(options_.http.threads, 8);
-  h.routes = {{std::string(kWebhookPath), [this](std::string_view body) { return Mutate(body); }}};
   if (certs_) {
     if (!certs_->certs_in_place()) {
       webhook_error_ =
@@ -285,7 +277,8 @@ Status SchedulerService::StartWebhook() {
     h.tls = options_.webhook_tls;
   }
   h.tls.flag_prefix = "--webhook-";
-  auto server = std::make_unique<HttpServer>(h, [] { return Readiness{true, ""}; });
+  auto server = std::make_unique<net::HttpServer>(
+      h, WebhookRoutes([this](std::string_view body) { return Mutate(body); }));
   if (Status s = server->Start(); !s.ok()) {
     webhook_error_ = s.message();
     return s.WithContext("--webhook-listen");
@@ -407,7 +400,7 @@ void SchedulerService::SweepLoop() {
 std::string SchedulerService::Metrics() const {
   const ExtenderStats x = extender_ ? extender_->stats() : ExtenderStats{};
   const CacheStats c = cache_ ? cache_->stats() : CacheStats{};
-  const HttpServerStats h = server_ ? server_->stats() : HttpServerStats{};
+  const net::HttpServerStats h = server_ ? server_->stats() : net::HttpServerStats{};
   MetricsSnapshot snap;
   snap.extender = &x;
   snap.cache = &c;

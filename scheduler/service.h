@@ -25,10 +25,11 @@
 #include "kube/client.h"
 #include "kube/event_recorder.h"
 #include "kube/informer.h"
+#include "net/http_server.h"
 #include "scheduler/cache.h"
 #include "scheduler/extender.h"
-#include "scheduler/http_server.h"
 #include "scheduler/metrics.h"
+#include "scheduler/routes.h"
 #include "scheduler/webhook.h"
 #include "scheduler/webhook_certs.h"
 
@@ -37,7 +38,8 @@ namespace gpushare::scheduler {
 struct ServiceOptions {
   std::string kubeconfig;  // --kubeconfig; empty: KUBECONFIG, in-cluster, ~/.kube/config
   std::string context;
-  HttpServerOptions http;
+  net::HttpServerOptions http;
+  std::string url_prefix = "/gpushare-scheduler";  // --url-prefix: the verbs' paths
   std::string port_file;  // written (atomically) with the listening port once serving
   // --health-listen: a second, plain-HTTP listener with only /healthz, /readyz and /metrics
   // (kubelet's probes reach a hostNetwork pod at the node's address, not at 127.0.0.1).
@@ -81,7 +83,7 @@ struct ServiceOptions {
   int webhook_port = -1;
   std::string webhook_port_file;  // written with the webhook listener's port once serving
   std::string webhook_scheduler_name = std::string(kDefaultWebhookSchedulerName);
-  TlsOptions webhook_tls;
+  net::TlsOptions webhook_tls;
   std::optional<WebhookCertOptions> webhook_certs;
 };
 
@@ -124,16 +126,16 @@ class SchedulerService {
   std::unique_ptr<kube::PodDisruptionBudgetInformer> budgets_;  // for preempt only
   std::unique_ptr<kube::EventRecorder> events_;
   std::unique_ptr<kube::RequestAuthorizer> metrics_authz_;  // --metrics-auth=kubernetes
-  // 200, or the refusal of a /metrics request (HttpServerOptions::metrics_auth).
+  // 200, or the refusal of a /metrics request (HealthHandlers::metrics_auth).
   std::pair<int, std::string> AuthorizeMetrics(std::string_view authorization);
   SchedulerMetrics metrics_;
   std::unique_ptr<GpuCollector> gpu_metrics_;
   std::unique_ptr<Extender> extender_;
-  std::unique_ptr<HttpServer> server_;
-  std::unique_ptr<HttpServer> health_;
+  std::unique_ptr<net::HttpServer> server_;
+  std::unique_ptr<net::HttpServer> health_;
   std::unique_ptr<WebhookCertManager> certs_;
   mutable Mutex webhook_mu_;
-  std::unique_ptr<HttpServer> webhook_ GPUSHARE_GUARDED_BY(webhook_mu_);  // set once serving
+  std::unique_ptr<net::HttpServer> webhook_ GPUSHARE_GUARDED_BY(webhook_mu_);  // set once serving
   std::string webhook_error_ GPUSHARE_GUARDED_BY(webhook_mu_);  // why it does not serve yet
   std::atomic<uint64_t> webhook_mutated_{0}, webhook_unchanged_{0}, webhook_invalid_{0},
       webhook_denied_{0};

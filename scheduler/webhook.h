@@ -19,8 +19,8 @@
 // JSON patch with patchType "JSONPatch". A body that is not such a review is HTTP 400 with the
 // reason (the API server then applies the configuration's failurePolicy).
 //
-// MutatePods is a pure function (bytes in, reply out); the HTTP server (http_server.h) calls it
-// for POST /mutate-pods on the webhook listener.
+// MutatePods is a pure function (bytes in, reply out); the HTTP server (net/http_server.h,
+// scheduler/routes.h) calls it for POST /mutate-pods on the webhook listener.
 #pragma once
 
 #include <functional>

@@ -15,7 +15,7 @@
 #include <memory>
 #include <set>
 
-#include "scheduler/tls.h"
+#include "net/tls.h"
 
 namespace gpushare::scheduler {
 
@@ -101,7 +101,7 @@ std::string Hours(int64_t s) {
 }
 
 Status Failed(const std::string& what) {
-  return Status::Internal("webhook certificate: " + what + ": " + OpenSslErrors());
+  return Status::Internal("webhook certificate: " + what + ": " + net::OpenSslErrors());
 }
 
 Result<KeyPtr> NewKey() {

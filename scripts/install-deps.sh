@@ -12,8 +12,9 @@ BUILD_PACKAGES=(
   libyaml-cpp-dev nlohmann-json3-dev libcurl4-openssl-dev libcpp-httplib-dev libssl-dev
   libcli11-dev libspdlog-dev libfmt-dev
   # prometheus-cpp: the metric types, registry and text exposition of both daemons' /metrics
-  # (node/metrics.h, scheduler/metrics.h); civetweb (its dependency) serves gpushare-node's.
-  prometheus-cpp-dev libcivetweb-dev
+  # (node/metrics.h, scheduler/metrics.h); both serve it with net/'s own HTTP server (Debian's
+  # prometheus-cpp-dev still pulls in civetweb for its exposer, which gpushare does not link).
+  prometheus-cpp-dev
 )
 PACKAGES=(
   "${BUILD_PACKAGES[@]}"

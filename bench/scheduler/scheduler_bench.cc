@@ -60,12 +60,13 @@
 #include "core/memshare.h"
 #include "kube/client.h"
 #include "kube/memshare_pod.h"
+#include "net/http_server.h"
 #include "scheduler/cache.h"
 #include "scheduler/extender.h"
-#include "scheduler/http_server.h"
 #include "scheduler/inspect.h"
 #include "scheduler/metrics.h"
 #include "scheduler/preempt.h"
+#include "scheduler/routes.h"
 #include "scheduler/service.h"
 #include "scheduler/wire.h"
 #include "tests/fakes/apiserver/fake_apiserver.h"
@@ -285,12 +286,14 @@ struct Cluster {
 
 // The extender's HTTP server on a free loopback port (nullptr, and the benchmark skipped, if it
 // cannot start).
+using net::HttpServer;
+
 std::unique_ptr<HttpServer> StartServer(Extender& extender, benchmark::State& state) {
-  HttpServerOptions ho;
+  net::HttpServerOptions ho;
   ho.host = "127.0.0.1";
   ho.port = 0;
   ho.max_body_bytes = 64u << 20;
-  auto server = std::make_unique<HttpServer>(extender, ho, [] { return Readiness{true, ""}; });
+  auto server = std::make_unique<HttpServer>(ho, ExtenderRoutes(extender, "/gpushare-scheduler"));
   if (!server->Start().ok()) {
     state.SkipWithError("cannot start the HTTP server");
     return nullptr;

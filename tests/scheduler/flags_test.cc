@@ -40,7 +40,7 @@ TEST(SchedulerFlagsParse, Defaults) {
   const ServiceOptions o = Parsed({});
   EXPECT_EQ(o.http.host, "127.0.0.1");
   EXPECT_EQ(o.http.port, 12345);
-  EXPECT_EQ(o.http.url_prefix, "/gpushare-scheduler");
+  EXPECT_EQ(o.url_prefix, "/gpushare-scheduler");
   EXPECT_EQ(o.health_port, -1);
   EXPECT_EQ(o.unit, memshare::MemoryUnit::kGiB);
   EXPECT_EQ(o.resource_name, "aliyun.com/gpu-mem");

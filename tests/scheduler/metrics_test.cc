@@ -15,8 +15,8 @@
 #include "core/reasons.h"
 #include "kube/inspect_view.h"
 #include "kube/memshare_pod.h"
+#include "net/http_server.h"
 #include "scheduler/extender.h"
-#include "scheduler/http_server.h"
 #include "scheduler/inspect.h"
 #include "scheduler/webhook_certs.h"
 #include "tests/dashboard_series.h"
@@ -141,7 +141,7 @@ TEST(MetricsTest, EverySeriesOfTheCountersIsExact) {
   c.unassigned = 6;
   c.picks = 27;
   c.picks_expired = 28;
-  HttpServerStats h;
+  net::HttpServerStats h;
   h.connections = 11;
   h.buffered_bytes = 12;
   h.accepted = 13;

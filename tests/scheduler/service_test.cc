@@ -48,7 +48,7 @@ class ServiceTest : public ::testing::Test {
     o.kubeconfig = kubeconfig_;
     o.http.host = "127.0.0.1";
     o.http.port = 0;
-    o.http.url_prefix = "/gpushare-scheduler";
+    o.url_prefix = "/gpushare-scheduler";
     o.assume_timeout = assume_timeout;
     o.expiry_interval = std::chrono::milliseconds(50);
     service_ = std::make_unique<SchedulerService>(o);

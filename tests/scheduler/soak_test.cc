@@ -26,9 +26,9 @@
 #include "core/memshare.h"
 #include "kube/memshare_pod.h"
 #include "tests/fakes/scheduler/fake_kube_scheduler.h"
+#include "tests/net/raw_http.h"
 #include "tests/scheduler/fixtures.h"
 #include "tests/scheduler/processes.h"
-#include "tests/scheduler/raw_http.h"
 
 namespace gpushare::scheduler {
 namespace {
@@ -36,6 +36,7 @@ namespace {
 constexpr int kBindThreads = 8;  // the --bind-threads the process under test is given
 
 using namespace testing;
+using namespace net::testing;
 using Clock = std::chrono::steady_clock;
 using fakes::ExtenderConfig;
 using fakes::FakeKubeScheduler;

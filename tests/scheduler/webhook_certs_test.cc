@@ -14,7 +14,7 @@
 #include "tests/fakes/apiserver/fake_apiserver.h"
 #include "tests/fakes/apiserver/kubeconfig_text.h"
 #include "tests/kube/test_util.h"
-#include "tests/scheduler/raw_http.h"
+#include "tests/net/raw_http.h"
 
 namespace gpushare::scheduler {
 namespace {
@@ -212,8 +212,8 @@ TEST_F(WebhookCertsTest, TheServedEndpointVerifiesWithTheSecretsCaAcrossARotatio
   auto call = [&](const std::string& ca_pem, std::string path, std::string* body) -> std::string {
     const std::string ca_file = dir.File("ca.pem");
     kube::testing::ReplaceFile(ca_file, ca_pem);
-    testing::Raw r(port);
-    testing::TlsClientOptions t;
+    net::testing::Raw r(port);
+    net::testing::TlsClientOptions t;
     t.ca_file = ca_file;
     t.server_name = "gpushare-webhook.gpushare.svc";
     if (std::string e = r.StartTls(t); !e.empty()) return "handshake: " + e;
@@ -223,7 +223,7 @@ TEST_F(WebhookCertsTest, TheServedEndpointVerifiesWithTheSecretsCaAcrossARotatio
         "POST " + path +
         "?timeout=10s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
         std::to_string(review.size()) + "\r\n\r\n" + review);
-    testing::Raw::Response resp = r.Read();
+    net::testing::Raw::Response resp = r.Read();
     *body = resp.body;
     return std::to_string(resp.status);
   };

@@ -1,4 +1,4 @@
-#include "scheduler/tls.h"
+#include "net/tls.h"
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace gpushare::scheduler {
+namespace gpushare::net {
 namespace {
 
 // TLS 1.2: forward secrecy and AEAD only (TLS 1.3's suites are all of that kind already).
@@ -175,4 +175,4 @@ Status TlsServerContext::ReloadIfChanged(bool* reloaded) {
   return Status::Ok();
 }
 
-}  // namespace gpushare::scheduler
+}  // namespace gpushare::net

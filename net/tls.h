@@ -1,5 +1,6 @@
-// TLS for gpushare-scheduler's HTTP server (OpenSSL): the server side of kube-scheduler's
-// extender `enableHTTPS` / `tlsConfig` (../shared/reference/kubernetes-protocols.md §3.3).
+// TLS for net/'s HTTP server (OpenSSL), as the extender's listener needs it: the server side
+// of kube-scheduler's extender `enableHTTPS` / `tlsConfig`
+// (../shared/reference/kubernetes-protocols.md §3.3).
 //
 //   --tls-cert-file          the serving certificate, PEM, leaf first then intermediates
 //   --tls-private-key-file   its private key, PEM
@@ -24,7 +25,7 @@
 
 typedef struct ssl_ctx_st SSL_CTX;
 
-namespace gpushare::scheduler {
+namespace gpushare::net {
 
 struct TlsOptions {
   std::string cert_file;       // --tls-cert-file; empty: plain HTTP
@@ -69,4 +70,4 @@ class TlsServerContext {
 // The text of the OpenSSL errors queued on this thread (and clears them), "" when none.
 std::string OpenSslErrors();
 
-}  // namespace gpushare::scheduler
+}  // namespace gpushare::net

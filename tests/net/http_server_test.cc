@@ -1,9 +1,10 @@
-// gpushare-scheduler's HTTP/1.1 server over real sockets, with raw clients that send exactly
+// net/'s HTTP/1.1 server over real sockets, serving gpushare-scheduler's routes
+// (scheduler/routes.h), tested with raw clients that send exactly
 // the bytes under test: keep-alive and pipelining, what Go's client sends (Accept-Encoding:
 // gzip, never answered compressed), curl's "Expect: 100-continue", bodies over the limit
 // (answered 413 and still readable), stalled and idle connections (never holding every
 // worker), HTTP/1.0, HEAD, malformed requests, and a prompt Stop().
-#include "scheduler/http_server.h"
+#include "net/http_server.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -26,17 +27,31 @@
 #include "kube/client.h"
 #include "scheduler/cache.h"
 #include "scheduler/extender.h"
+#include "scheduler/routes.h"
 #include "tests/kube/test_util.h"
-#include "tests/scheduler/raw_http.h"
+#include "tests/net/raw_http.h"
 
 namespace gpushare::scheduler {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-using testing::RaiseFdLimit;
-using testing::Raw;
-using testing::TlsClientOptions;
+using net::HttpServer;
+using net::HttpServerOptions;
+using net::HttpServerStats;
+using net::testing::RaiseFdLimit;
+using net::testing::Raw;
+using net::testing::TlsClientOptions;
+
+// The extender listener's routes (scheduler/service.cc), with fixed health answers.
+std::vector<net::Route> Routes(Extender& extender, Readiness ready, std::string metrics) {
+  std::vector<net::Route> routes = ExtenderRoutes(extender, "/gpushare-scheduler");
+  HealthHandlers h;
+  h.readiness = [ready] { return ready; };
+  h.metrics = [metrics] { return metrics; };
+  for (net::Route& r : HealthRoutes(h)) routes.push_back(std::move(r));
+  return routes;
+}
 
 class HttpServerTest : public ::testing::Test {
  protected:
@@ -59,11 +74,7 @@ class HttpServerTest : public ::testing::Test {
   void StartWith(const HttpServerOptions& o) {
     cache_.SetSynced(true);
     server_ = std::make_unique<HttpServer>(
-        extender_, o,
-        [] {
-          return Readiness{false, "informers syncing"};
-        },
-        [] { return std::string("m 1\n"); });
+        o, Routes(extender_, Readiness{false, "informers syncing"}, "m 1\n"));
     ASSERT_TRUE(server_->Start().ok());
   }
   void TearDown() override {
@@ -304,14 +315,14 @@ TEST_F(HttpServerTest, ListenErrorsNameTheAddress) {
   HttpServerOptions o;
   o.host = "127.0.0.1";
   o.port = server_->port();  // taken
-  HttpServer second(extender_, o, nullptr);
+  HttpServer second(o, Routes(extender_, Readiness{true, ""}, ""));
   const Status s = second.Start();
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("127.0.0.1:" + std::to_string(server_->port())), std::string::npos)
       << s.message();
   o.host = "no-such-host.invalid";
   o.port = 0;
-  HttpServer third(extender_, o, nullptr);
+  HttpServer third(o, Routes(extender_, Readiness{true, ""}, ""));
   EXPECT_FALSE(third.Start().ok());
 }
 
@@ -347,7 +358,7 @@ TEST_F(HttpServerTest, StopAndFailedStartsCloseEveryDescriptor) {
   rlimit low = saved;
   low.rlim_cur = static_cast<rlim_t>(lowest_free) + 1;
   ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
-  HttpServer failing(extender_, Options(), nullptr);
+  HttpServer failing(Options(), Routes(extender_, Readiness{true, ""}, ""));
   const Status s = failing.Start();
   ::setrlimit(RLIMIT_NOFILE, &saved);
   ASSERT_FALSE(s.ok());
@@ -639,12 +650,7 @@ class BindThreadsTest : public HttpServerTest {
     o.bind_threads = bind_threads;
     o.bind_thread_idle = std::chrono::milliseconds(200);
     cache_.SetSynced(true);
-    server_ = std::make_unique<HttpServer>(
-        *bind_extender_, o,
-        [] {
-          return Readiness{true, ""};
-        },
-        [] { return std::string(); });
+    server_ = std::make_unique<HttpServer>(o, Routes(*bind_extender_, Readiness{true, ""}, ""));
     ASSERT_TRUE(server_->Start().ok());
   }
   // `n` binds, each on its own connection; none can finish while the API is silent.
@@ -856,19 +862,19 @@ TEST_F(TlsServerTest, CertificateFilesAreReloadedWhenTheyChange) {
 TEST_F(TlsServerTest, StartRefusesFilesThatDoNotLoadNamingTheFlag) {
   HttpServerOptions o = Options();
   o.tls = {Serving("crt"), a_.client_key, ""};
-  HttpServer mismatched(extender_, o, nullptr);
+  HttpServer mismatched(o, Routes(extender_, Readiness{true, ""}, ""));
   const Status s = mismatched.Start();
   EXPECT_NE(s.message().find("--tls-private-key-file " + a_.client_key +
                              ": does not match the certificate"),
             std::string::npos)
       << s.message();
   o.tls = {dir_a_.path(), Serving("key"), ""};
-  HttpServer directory(extender_, o, nullptr);
+  HttpServer directory(o, Routes(extender_, Readiness{true, ""}, ""));
   EXPECT_NE(
       directory.Start().message().find("--tls-cert-file " + dir_a_.path() + ": not a regular file"),
       std::string::npos);
   o.tls = {Serving("crt"), Serving("key"), Serving("key")};
-  HttpServer bad_ca(extender_, o, nullptr);
+  HttpServer bad_ca(o, Routes(extender_, Readiness{true, ""}, ""));
   EXPECT_NE(bad_ca.Start().message().find("--client-ca-file"), std::string::npos);
 }
 

@@ -1,9 +1,9 @@
-#include "scheduler/http_wire.h"
+#include "net/http_wire.h"
 
 #include <algorithm>
 #include <cctype>
 
-namespace gpushare::scheduler::http {
+namespace gpushare::net::http {
 namespace {
 
 bool IsTchar(unsigned char c) {
@@ -410,4 +410,4 @@ std::string ResponseHead(int status, std::string_view content_type, size_t conte
   return out;
 }
 
-}  // namespace gpushare::scheduler::http
+}  // namespace gpushare::net::http

@@ -1,4 +1,4 @@
-#include "scheduler/http_server.h"
+#include "net/http_server.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -27,6 +27,7 @@
 #include <deque>
 #include <list>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <thread>
 #include <unordered_set>
 #include <vector>
@@ -34,10 +35,9 @@
 #include "base/logfmt.h"
 #include "base/sync.h"
 #include "base/unique_fd.h"
-#include "scheduler/http_wire.h"
-#include "scheduler/wire.h"
+#include "net/http_wire.h"
 
-namespace gpushare::scheduler {
+namespace gpushare::net {
 
 using Steady = std::chrono::steady_clock;
 using http::Reply;
@@ -91,13 +91,6 @@ std::string DateValue() {
 // The words of every 413, whichever way the body was too large.
 std::string BodyTooLarge(size_t limit) {
   return "request body larger than " + std::to_string(limit) + " bytes (--max-body-bytes)";
-}
-
-Reply JsonReply(int status, std::string body) {
-  Reply r;
-  r.status = status;
-  r.body = std::move(body);
-  return r;
 }
 
 // "10s", "1.5s", "250ms".
@@ -207,11 +200,39 @@ enum class Io { kDone, kWantRead, kWantWrite, kEof, kError };
 
 }  // namespace
 
-std::string NormalizePrefix(const std::string& prefix) {
-  std::string p = prefix;
-  while (!p.empty() && p.back() == '/') p.pop_back();
-  if (!p.empty() && p.front() != '/') p.insert(p.begin(), '/');
-  return p;
+Reply JsonReply(int status, std::string body) {
+  Reply r;
+  r.status = status;
+  r.body = std::move(body);
+  return r;
+}
+
+Reply TextReply(int status, std::string body, std::string content_type) {
+  Reply r;
+  r.status = status;
+  r.content_type = std::move(content_type);
+  r.body = std::move(body);
+  return r;
+}
+
+std::string ErrorJson(std::string_view why) {
+  return nlohmann::json{{"Error", why}}.dump(-1, ' ', false,
+                                             nlohmann::json::error_handler_t::replace);
+}
+
+Route JsonPost(std::string path, Lane lane, std::function<Reply(std::string_view body)> handle) {
+  Route r;
+  r.method = "POST";
+  r.path = std::move(path);
+  r.lane = lane;
+  r.handle = [handle = std::move(handle)](const Request& req) {
+    if (!JsonContentType(req.head))
+      return JsonReply(415,
+                       ErrorJson("Content-Type must be application/json, got \"" +
+                                 std::string(req.head.Header("content-type").value_or("")) + "\""));
+    return handle(req.body);
+  };
+  return r;
 }
 
 // One accepted connection. The leader owns it, except while a thread serves its request
@@ -267,8 +288,6 @@ struct HttpServer::Impl {
 
   HttpServer* server = nullptr;
   const HttpServerOptions* o = nullptr;
-  std::string bind_path;     // <prefix>/bind
-  std::string preempt_path;  // <prefix>/preempt
   http::Limits limits;
   UniqueFd listen_fd, epoll_fd, wake_fd;
   UniqueFd spare_fd;  // /dev/null, given up to take (and end) a connection when descriptors run out
@@ -506,7 +525,7 @@ struct HttpServer::Impl {
 
   // --- the HTTP layer's own answers -----------------------------------------------------------
   void Queue(Conn* c, int status, const std::string& why, After after) {
-    Reply r = JsonReply(status, EncodeError(why));
+    Reply r = JsonReply(status, ErrorJson(why));
     c->out_head =
         http::ResponseHead(status, r.content_type, r.body.size(), true, {{"Date", DateValue()}});
     c->out_body = std::move(r.body);
@@ -832,7 +851,7 @@ struct HttpServer::Impl {
       if (conns.size() >= max_connections && !EvictOne("connection limit")) {
         n_refused.fetch_add(1);
         if (!tls) {
-          const std::string body = EncodeError("too many connections, all busy; retry");
+          const std::string body = ErrorJson("too many connections, all busy; retry");
           const std::string head = http::ResponseHead(503, "application/json", body.size(), true);
           (void)::send(fd.get(), (head + body).data(), head.size() + body.size(),
                        MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -983,9 +1002,9 @@ struct HttpServer::Impl {
       for (Conn* c : graveyard) delete c;
       graveyard.clear();
       // Binds go to their own threads at once; the leader goes on leading.
-      if (o->serve_verbs) {
+      {
         auto binds = std::stable_partition(found.begin(), found.end(),
-                                           [this](Conn* c) { return c->head.path != bind_path; });
+                                           [this](Conn* c) { return !OwnThread(c); });
         for (auto it = binds; it != found.end(); ++it) SubmitBind(*it);
         found.erase(binds, found.end());
       }
@@ -1014,23 +1033,25 @@ struct HttpServer::Impl {
     }
     return nullptr;
   }
-  // Whether the leader serves `c`'s request itself without handing the lead on: anything but
-  // a bind (it makes API calls, seconds at worst), /metrics (its authorization may ask the API
-  // server; 12-15 ms of text at 1,000 nodes x 8 GPUs), the extra GET routes (PREFIX/inspect and
-  // PREFIX/debug/cache grow with the cluster: 130-200 ms at 1,000 nodes x 8 GPUs) and bodies
-  // over kQuickBodyBytes (filter and prioritize are CPU-bound in their size: 0.2-1 ms at 5,000
-  // nodes).
+  // Whether the leader serves `c`'s request itself without handing the lead on: a route on
+  // Lane::kLeader (or none: a 404) with a body up to kQuickBodyBytes (filter and prioritize are
+  // CPU-bound in their size: 0.2-1 ms at 5,000 nodes). Not: a bind (API calls, seconds at
+  // worst), /metrics (its authorization may ask the API server; 12-15 ms of text at 1,000 nodes
+  // x 8 GPUs), PREFIX/inspect and PREFIX/debug/cache (they grow with the cluster: 130-200 ms at
+  // 1,000 nodes x 8 GPUs): those are on other lanes.
   bool Quick(const Conn* c) const {
-    if (c->request_body.size() > kQuickBodyBytes || c->head.path == bind_path ||
-        c->head.path == preempt_path || c->head.path == "/metrics")
-      return false;
-    return std::none_of(o->get_routes.begin(), o->get_routes.end(),
-                        [c](const GetRoute& r) { return c->head.path.rfind(r.path, 0) == 0; });
+    if (c->request_body.size() > kQuickBodyBytes) return false;
+    const Route* r = server->Find(c->head.path);
+    return r == nullptr || r->lane == Lane::kLeader;
+  }
+  bool OwnThread(const Conn* c) const {
+    const Route* r = server->Find(c->head.path);
+    return r != nullptr && r->lane == Lane::kOwnThread;
   }
 
   // Runs the handler of `c`'s request and puts the reply in its output.
   void Respond(Conn* c) {
-    Reply r = server->Route(c->head, c->request_body);
+    Reply r = server->Serve(c->head, c->request_body);
     const bool keep = c->head.keep_alive && !r.close && !stopping.load();
     r.headers.emplace_back("Date", DateValue());
     c->out_head = http::ResponseHead(r.status, r.content_type, r.body.size(), !keep, r.headers);
@@ -1071,7 +1092,7 @@ struct HttpServer::Impl {
         cv.NotifyOne();  // a follower takes the lead
       }
       if (c == nullptr) continue;
-      if (c->head.path == bind_path && o->serve_verbs) {
+      if (OwnThread(c)) {
         SubmitBind(c);
       } else {
         Serve(c);
@@ -1165,31 +1186,10 @@ struct HttpServer::Impl {
   }
 };
 
-HttpServer::HttpServer(Extender& extender, HttpServerOptions options,
-                       std::function<Readiness()> readiness, std::function<std::string()> metrics)
-    : HttpServer(&extender, std::move(options), std::move(readiness), std::move(metrics)) {}
-
-HttpServer::HttpServer(HttpServerOptions options, std::function<Readiness()> readiness,
-                       std::function<std::string()> metrics)
-    : HttpServer(nullptr, std::move(options), std::move(readiness), std::move(metrics)) {}
-
-HttpServer::HttpServer(Extender* extender, HttpServerOptions options,
-                       std::function<Readiness()> readiness, std::function<std::string()> metrics)
-    : extender_(extender),
-      options_(std::move(options)),
-      readiness_(std::move(readiness)),
-      metrics_(std::move(metrics)),
-      prefix_(NormalizePrefix(options_.url_prefix)) {
-  std::vector<std::string> paths;
-  if (extender_ == nullptr) options_.serve_verbs = false;
-  if (options_.serve_verbs)
-    for (const char* verb : {"/filter", "/prioritize", "/prioritize-cpu", "/bind", "/preempt"})
-      paths.push_back(prefix_ + verb);
-  for (const PostRoute& r : options_.routes) paths.push_back(r.path);
-  for (const GetRoute& r : options_.get_routes) paths.push_back(r.path + "[/...]");
-  if (options_.serve_health)
-    for (const char* p : {"/healthz", "/readyz", "/metrics"}) paths.emplace_back(p);
-  for (const std::string& p : paths) served_ += (served_.empty() ? "" : ", ") + p;
+HttpServer::HttpServer(HttpServerOptions options, std::vector<Route> routes)
+    : options_(std::move(options)), routes_(std::move(routes)) {
+  for (const Route& r : routes_)
+    served_ += (served_.empty() ? "" : ", ") + r.path + (r.subtree ? "[/...]" : "");
 }
 
 HttpServer::~HttpServer() {
@@ -1307,10 +1307,9 @@ Status HttpServer::Start() {
   if (impl_) return Status::FailedPrecondition("HTTP server already started");
   auto impl = std::make_unique<Impl>();  // (its descriptors close if a step below fails)
   impl->server = this;
-  impl->bind_path = prefix_ + "/bind";
-  impl->preempt_path = prefix_ + "/preempt";
   impl->o = &options_;
   impl->limits.max_body_bytes = options_.max_body_bytes;
+  impl->limits.max_head_bytes = options_.max_head_bytes;
   const std::string where = options_.host + ":" + std::to_string(options_.port);
   GPUSHARE_RETURN_IF_ERROR(impl->SetUpTls());
   GPUSHARE_ASSIGN_OR_RETURN(impl->listen_fd, Listen(options_.host, options_.port, where));
@@ -1348,85 +1347,42 @@ void HttpServer::Stop() {
   impl_.reset();  // (closes the listener, epoll, eventfd and spare descriptors)
 }
 
-Reply HttpServer::Route(const http::RequestHead& head, std::string_view body) {
-  std::function<HttpReply(std::string_view)> handle;
-  if (options_.serve_verbs) {
-    Extender* x = extender_;
-    if (head.path == prefix_ + "/filter") handle = [x](std::string_view b) { return x->Filter(b); };
-    if (head.path == prefix_ + "/prioritize")
-      handle = [x](std::string_view b) { return x->Prioritize(b); };
-    if (head.path == prefix_ + "/prioritize-cpu")
-      handle = [x](std::string_view b) { return x->PrioritizeCpuOnly(b); };
-    if (head.path == prefix_ + "/bind") handle = [x](std::string_view b) { return x->Bind(b); };
-    if (head.path == prefix_ + "/preempt")
-      handle = [x](std::string_view b) { return x->Preempt(b); };
+const Route* HttpServer::Find(std::string_view path, std::string_view* rest) const {
+  for (const Route& r : routes_) {
+    if (path.substr(0, r.path.size()) != r.path) continue;
+    const std::string_view after = path.substr(r.path.size());
+    if (after.empty() || (r.subtree && after.front() == '/')) {
+      if (rest != nullptr) *rest = after;
+      return &r;
+    }
   }
-  for (const PostRoute& r : options_.routes)
-    if (head.path == r.path) handle = r.handle;
-  const bool get = options_.serve_health && (head.method == "GET" || head.method == "HEAD");
-  try {
-    if (handle) {
-      if (head.method != "POST") {
-        Reply r = JsonReply(405, EncodeError(head.method + " " + head.path + ": takes POST"));
-        r.headers.emplace_back("Allow", "POST");
-        return r;
-      }
-      if (!JsonContentType(head))
-        return JsonReply(415,
-                         EncodeError("Content-Type must be application/json, got \"" +
-                                     std::string(head.Header("content-type").value_or("")) + "\""));
-      HttpReply out = handle(body);
-      return JsonReply(out.code, std::move(out.body));
-    }
-    if (get && head.path == "/healthz") {
-      Reply r;
-      r.content_type = "text/plain";
-      r.body = "ok\n";
-      return r;
-    }
-    if (get && head.path == "/readyz") {
-      const Readiness ready = readiness_ ? readiness_() : Readiness{true, ""};
-      Reply r;
-      r.status = ready.ready ? 200 : 503;
-      r.content_type = "text/plain";
-      r.body = ready.ready ? "ok\n" : "not ready: " + ready.reason + "\n";
-      return r;
-    }
-    if (get && head.path == "/metrics") {
-      if (options_.metrics_auth) {
-        auto [status, why] =
-            options_.metrics_auth(head.Header("authorization").value_or(std::string_view()));
-        if (status != 200) return JsonReply(status, EncodeError(why));
-      }
-      Reply r;
-      r.content_type = "text/plain; version=0.0.4";
-      r.body = metrics_ ? metrics_() : std::string();
-      return r;
-    }
-    for (const GetRoute& g : options_.get_routes) {
-      const std::string_view path = head.path;
-      if (path.substr(0, g.path.size()) != g.path) continue;
-      const std::string_view rest = path.substr(g.path.size());
-      if (!rest.empty() && rest.front() != '/') continue;
-      if (head.method != "GET" && head.method != "HEAD") {
-        Reply r = JsonReply(405, EncodeError(head.method + " " + head.path + ": takes GET"));
-        r.headers.emplace_back("Allow", "GET, HEAD");
-        return r;
-      }
-      HttpReply out = g.handle(rest);
-      return JsonReply(out.code, std::move(out.body));
-    }
-  } catch (const std::exception& e) {
-    spdlog::error("event=handler_exception path={} error={}", Value(head.path), Value(e.what()));
-    return JsonReply(500, EncodeError(std::string("internal error: ") + e.what()));
-  } catch (...) {
-    return JsonReply(500, EncodeError("internal error"));
-  }
-  const std::string why =
-      "no endpoint " + head.method + " " + head.path + " (served: " + served_ + ")";
-  spdlog::warn("event=http_refused method={} path={} status=404 error={}", Value(head.method),
-               Value(head.path), Value(why));
-  return JsonReply(404, EncodeError(why));
+  return nullptr;
 }
 
-}  // namespace gpushare::scheduler
+Reply HttpServer::Serve(const http::RequestHead& head, std::string_view body) {
+  std::string_view rest;
+  const Route* route = Find(head.path, &rest);
+  if (route == nullptr) {
+    const std::string why =
+        "no endpoint " + head.method + " " + head.path + " (served: " + served_ + ")";
+    spdlog::warn("event=http_refused method={} path={} status=404 error={}", Value(head.method),
+                 Value(head.path), Value(why));
+    return JsonReply(404, ErrorJson(why));
+  }
+  const bool get = route->method == "GET";
+  if (head.method != route->method && !(get && head.method == "HEAD")) {
+    Reply r = JsonReply(405, ErrorJson(head.method + " " + head.path + ": takes " + route->method));
+    r.headers.emplace_back("Allow", get ? "GET, HEAD" : route->method);
+    return r;
+  }
+  try {
+    return route->handle(Request{head, body, rest});
+  } catch (const std::exception& e) {
+    spdlog::error("event=handler_exception path={} error={}", Value(head.path), Value(e.what()));
+    return JsonReply(500, ErrorJson(std::string("internal error: ") + e.what()));
+  } catch (...) {
+    return JsonReply(500, ErrorJson("internal error"));
+  }
+}
+
+}  // namespace gpushare::net

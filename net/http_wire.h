@@ -1,5 +1,5 @@
-// HTTP/1.1 message syntax for gpushare-scheduler's own server (RFC 9112), without I/O: the
-// request head parser, the chunked-body decoder and the response head encoder. The server
+// HTTP/1.1 message syntax for gpushare's own server (net/http_server.h; RFC 9112), without
+// I/O: the request head parser, the chunked-body decoder and the response head encoder. The server
 // (http_server.cc) owns the sockets; everything that decides what bytes mean is here, so it is
 // tested on byte strings (every prefix, every single-byte mutation) without a socket.
 //
@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-namespace gpushare::scheduler::http {
+namespace gpushare::net::http {
 
 struct Limits {
   size_t max_head_bytes = 64 * 1024;  // request line + headers + blank line
@@ -116,4 +116,4 @@ std::string ResponseHead(int status, std::string_view content_type, size_t conte
                          const std::vector<std::pair<std::string, std::string>>& extra = {});
 std::string_view ReasonPhrase(int status);
 
-}  // namespace gpushare::scheduler::http
+}  // namespace gpushare::net::http

@@ -1,6 +1,7 @@
-// A raw HTTP/1.1 client connection for tests of gpushare-scheduler's server: it sends exactly
+// A raw HTTP/1.1 client connection for tests of net/'s server (net/http_server.h): it sends exactly
 // the bytes under test (plain, or inside TLS after StartTls) and reads Content-Length framed
-// responses. Used by the server's unit tests and by the extender's soak test.
+// responses. Used by the server's tests, the node's metrics listener's and the extender's soak
+// test.
 #pragma once
 
 #include <arpa/inet.h>
@@ -19,7 +20,7 @@
 #include <string>
 #include <string_view>
 
-namespace gpushare::scheduler::testing {
+namespace gpushare::net::testing {
 
 // Raises this process's soft RLIMIT_NOFILE to the hard limit (for tests that open many
 // sockets); returns the soft limit now.
@@ -182,4 +183,4 @@ class Raw {
   std::string buf_;
 };
 
-}  // namespace gpushare::scheduler::testing
+}  // namespace gpushare::net::testing
