@@ -1,7 +1,7 @@
 // AllocationRecord: which physical GPU, replica, MIG instance or memory units each container of
 // a pod really holds, in every sharing mode (whole GPUs, time-sliced replicas, MIG instances
 // with or without replicas, memory shares). gpushare-node writes it on the pod as the
-// annotation gpushare.io/allocations (kube/allocation_json.h encodes it) from kubelet's
+// annotation gpushare.io/allocations (core/allocation_json.h encodes it) from kubelet's
 // PodResources List and the node's resource plan, so that the API alone tells who uses what;
 // `gpushare inspect` and gpushare-scheduler's /inspect read it back. docs/node-agent.md
 // ("Allocations") documents the value.

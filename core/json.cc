@@ -301,10 +301,42 @@ std::string_view TypeName(Value::Type t) {
   return "?";
 }
 
-// JSON string literal with the escapes RFC 8259 requires.
+namespace {
+
+// The length of the well-formed UTF-8 sequence at the start of `s` (RFC 3629: no overlong
+// forms, no surrogates, nothing above U+10FFFF), or 0.
+size_t Utf8Length(std::string_view s) {
+  const auto b = [&s](size_t i) { return static_cast<unsigned char>(s[i]); };
+  const unsigned char c = b(0);
+  size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
+  if (c >= 0xC2 && c <= 0xDF) {
+    n = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    n = 3;
+    if (c == 0xE0) lo = 0xA0;
+    if (c == 0xED) hi = 0x9F;
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    n = 4;
+    if (c == 0xF0) lo = 0x90;
+    if (c == 0xF4) hi = 0x8F;
+  } else {
+    return 0;
+  }
+  if (s.size() < n || b(1) < lo || b(1) > hi) return 0;
+  for (size_t i = 2; i < n; ++i)
+    if (b(i) < 0x80 || b(i) > 0xBF) return 0;
+  return n;
+}
+
+}  // namespace
+
+// JSON string literal with the escapes RFC 8259 requires; a byte that is not part of
+// well-formed UTF-8 becomes U+FFFD (JSON text is UTF-8, and the API server refuses other bytes).
 std::string Quote(std::string_view s) {
   std::string out = "\"";
-  for (char c : s) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
     const unsigned char u = static_cast<unsigned char>(c);
     if (c == '"' || c == '\\') {
       out += '\\';
@@ -314,8 +346,13 @@ std::string Quote(std::string_view s) {
       out += "\\u00";
       out += hex[u >> 4];
       out += hex[u & 15];
-    } else {
+    } else if (u < 0x80) {
       out += c;
+    } else if (const size_t n = Utf8Length(s.substr(i)); n > 0) {
+      out.append(s, i, n);
+      i += n - 1;
+    } else {
+      out += "\xEF\xBF\xBD";  // U+FFFD
     }
   }
   return out + "\"";

@@ -1,7 +1,8 @@
-// A small strict JSON reader for the annotation values core/ decodes (core/ may not use a JSON
-// library; the adapters in kube/ and node/ use nlohmann). It accepts RFC 8259 JSON, refuses
-// nesting deeper than kMaxDepth and texts beyond kMaxBytes, and keeps integers exact. Errors name
-// what is wrong and its offset ("unexpected end of input at offset 12"). Pure.
+// A small strict JSON reader for every annotation gpushare writes and reads (memory shares, the
+// GPU inventory, gpushare.io/allocations): core/ may not use a JSON library, and one reader
+// keeps them alike. The adapters read Kubernetes' own objects with nlohmann. It accepts RFC 8259
+// JSON, refuses nesting deeper than kMaxDepth and texts beyond kMaxBytes, and keeps integers exact.
+// Errors name what is wrong and its offset ("unexpected end of input at offset 12"). Pure.
 #pragma once
 
 #include <cstddef>
@@ -44,7 +45,8 @@ Result<Value> Parse(std::string_view text);
 // "null", "a boolean", "a number", "a string", "an array", "an object": for error messages.
 std::string_view TypeName(Value::Type t);
 
-// A JSON string literal with the escapes RFC 8259 requires.
+// A JSON string literal with the escapes RFC 8259 requires; bytes that are not well-formed
+// UTF-8 become U+FFFD, one per byte.
 std::string Quote(std::string_view s);
 
 // A scalar as written (a string quoted), or the type's name: for error messages.

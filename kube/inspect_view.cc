@@ -7,10 +7,10 @@
 #include <string_view>
 
 #include "base/strings.h"
+#include "core/allocation_json.h"
 #include "core/allocation_record.h"
 #include "core/memshare.h"
 #include "core/reasons.h"
-#include "kube/allocation_json.h"
 #include "kube/memshare_pod.h"
 #include "kube/quantity.h"
 
@@ -170,7 +170,7 @@ class Builder {
     const auto& ann = p.metadata.annotations;
     auto rec_it = ann.find(std::string(alloc::kAllocationsAnnotation));
     if (rec_it != ann.end()) {
-      Result<alloc::AllocationRecord> rec = DecodeAllocationRecord(rec_it->second);
+      Result<alloc::AllocationRecord> rec = alloc::DecodeAllocationRecord(rec_it->second);
       if (rec.ok()) return AddRecorded(p, *rec, b);
       b.view.problems.push_back("pod " + p.Key() + ": " +
                                 std::string(alloc::kAllocationsAnnotation) + ": " +

@@ -9,7 +9,7 @@
 #include "core/allocation_record.h"
 #include "core/memshare.h"
 #include "core/reasons.h"
-#include "kube/allocation_json.h"
+#include "core/allocation_json.h"
 
 namespace gpushare::node {
 
@@ -69,7 +69,7 @@ attribution::PodCandidate CandidateOf(const kube::Pod& p, const std::string& res
   }
   auto a = p.metadata.annotations.find(std::string(alloc::kAllocationsAnnotation));
   if (a != p.metadata.annotations.end()) {
-    Result<alloc::AllocationRecord> r = kube::DecodeAllocationRecord(a->second);
+    Result<alloc::AllocationRecord> r = alloc::DecodeAllocationRecord(a->second);
     if (r.ok()) c.record = std::move(*r);
   }
   return c;

@@ -13,7 +13,7 @@
 #include "core/memshare.h"
 #include "core/memshare_node.h"
 #include "core/object_key.h"
-#include "kube/allocation_json.h"
+#include "core/allocation_json.h"
 #include "kube/client.h"
 #include "kube/informer.h"
 #include "node/memshare_service.h"
@@ -119,7 +119,7 @@ class Recorder final : public Companion {
     std::map<std::string, std::string> desired;
     for (const auto& [key, rec] :
          alloc::BuildAllocationRecords(opts_.node_name, in.plan, in.inventory, allocated)) {
-      desired[key] = kube::EncodeAllocationRecord(rec);
+      desired[key] = alloc::EncodeAllocationRecord(rec);
     }
     backoff_.Retain(desired);
     writes_.Retain(desired);

@@ -1,10 +1,10 @@
 // gpushare.io/allocations: the record built from kubelet's allocations and the plan (every
-// mode), its JSON form (kube/allocation_json.h), which pods get patched, and the retry pacing.
+// mode), its JSON form (core/allocation_json.h), which pods get patched, and the retry pacing.
 #include "core/allocation_record.h"
 
 #include <gtest/gtest.h>
 
-#include "kube/allocation_json.h"
+#include "core/allocation_json.h"
 
 namespace gpushare::alloc {
 namespace {
@@ -103,7 +103,7 @@ TEST(AllocationRecord, EveryModeRecordsItsGpuAndShare) {
   ASSERT_EQ(recs.size(), 4u);
 
   EXPECT_EQ(
-      kube::EncodeAllocationRecord(recs["ml/whole"]),
+      alloc::EncodeAllocationRecord(recs["ml/whole"]),
       R"({"v":1,"node":"n1","containers":[{"name":"c","resource":"nvidia.com/gpu","devices":[)"
       R"({"id":"GPU-00000000-0000-4000-8000-000000000000","kind":"whole","gpu":0,)"
       R"("uuid":"GPU-00000000-0000-4000-8000-000000000000","memoryMiB":23028}]}],)"
@@ -124,9 +124,9 @@ TEST(AllocationRecord, EveryModeRecordsItsGpuAndShare) {
        "c",
        "nvidia.com/gpu.shared",
        {std::string(kGpu0) + "::1", std::string(kGpu0) + "::3"}}};
-  EXPECT_EQ(kube::EncodeAllocationRecord(
+  EXPECT_EQ(alloc::EncodeAllocationRecord(
                 BuildAllocationRecords("n1", Plan(), TwoGpus(), reordered)["ml/ts"]),
-            kube::EncodeAllocationRecord(ts));
+            alloc::EncodeAllocationRecord(ts));
 
   const DeviceRecord& mig = recs["ml/mig"].containers[0].devices[0];
   EXPECT_EQ(mig.kind, DeviceKind::kMig);
@@ -184,9 +184,9 @@ TEST(AllocationRecord, BoundedInSize) {
   EXPECT_EQ(r.truncated, 100 * 500 - static_cast<int64_t>(kMaxDevicesPerRecord));
   EXPECT_EQ(r.containers[0].devices.size(), kMaxDevicesPerRecord);
   EXPECT_TRUE(r.containers[1].devices.empty());
-  const std::string json = kube::EncodeAllocationRecord(r);
+  const std::string json = alloc::EncodeAllocationRecord(r);
   EXPECT_LT(json.size(), 256u * 1024u) << json.size();
-  Result<AllocationRecord> back = kube::DecodeAllocationRecord(json);
+  Result<AllocationRecord> back = alloc::DecodeAllocationRecord(json);
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(*back, r);
 }
@@ -198,12 +198,12 @@ TEST(AllocationRecord, JsonRoundTripAndErrors) {
        {"ml", "mig", "b", "nvidia.com/gpu", {kGpu0}}});
   const AllocationRecord& r = recs["ml/mig"];
   EXPECT_EQ(r.containers[0].name, "b");  // sorted
-  Result<AllocationRecord> back = kube::DecodeAllocationRecord(kube::EncodeAllocationRecord(r));
+  Result<AllocationRecord> back = alloc::DecodeAllocationRecord(alloc::EncodeAllocationRecord(r));
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(*back, r);
 
   // Unknown keys and kinds are tolerated (a newer agent).
-  auto newer = kube::DecodeAllocationRecord(
+  auto newer = alloc::DecodeAllocationRecord(
       R"({"v":1,"extra":1,"containers":[{"name":"c","devices":[{"id":"x","kind":"dra","new":2}]}]})");
   ASSERT_TRUE(newer.ok()) << newer.status().message();
   EXPECT_EQ(newer->containers[0].devices[0].kind, DeviceKind::kUnknown);
@@ -223,11 +223,11 @@ TEST(AllocationRecord, JsonRoundTripAndErrors) {
                "containers[0].devices[0].gpu: expected an integer, got string"},
            Bad{R"({"v":1,"gpus":[{"index":-3}]})", "gpus[0].index: out of range, got -3"},
        }) {
-    Result<AllocationRecord> r2 = kube::DecodeAllocationRecord(b.json);
+    Result<AllocationRecord> r2 = alloc::DecodeAllocationRecord(b.json);
     ASSERT_FALSE(r2.ok()) << b.json;
     EXPECT_EQ(r2.status().message(), b.error) << b.json;
   }
-  EXPECT_FALSE(kube::DecodeAllocationRecord(std::string(300 * 1024, ' ')).ok());
+  EXPECT_FALSE(alloc::DecodeAllocationRecord(std::string(300 * 1024, ' ')).ok());
 }
 
 TEST(AllocationRecord, PatchesOnlyPodsBoundHereWhoseValueDiffers) {

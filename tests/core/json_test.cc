@@ -91,5 +91,26 @@ TEST(Json, QuoteAndSpellingForMessages) {
   EXPECT_EQ(TypeName(Value::Type::kObject), "an object");
 }
 
+// JSON text is UTF-8: well-formed sequences pass as they are, every other byte becomes U+FFFD
+// (a stray continuation byte, a truncated sequence, an overlong form, a surrogate, beyond
+// U+10FFFF), and what Quote writes always parses back.
+TEST(Json, QuoteWritesOnlyWellFormedUtf8) {
+  const std::string fffd = "\xEF\xBF\xBD";
+  EXPECT_EQ(Quote("A100 \xC3\xA9 \xE2\x82\xAC \xF0\x9F\x9A\x80"),
+            "\"A100 \xC3\xA9 \xE2\x82\xAC \xF0\x9F\x9A\x80\"");
+  EXPECT_EQ(Quote("a\x80"
+                  "b"),
+            "\"a" + fffd + "b\"");
+  EXPECT_EQ(Quote("\xE2\x82"), "\"" + fffd + fffd + "\"");
+  EXPECT_EQ(Quote("\xC0\x80"), "\"" + fffd + fffd + "\"");
+  EXPECT_EQ(Quote("\xED\xA0\x80"), "\"" + fffd + fffd + fffd + "\"");
+  EXPECT_EQ(Quote("\xF4\x90\x80\x80"), "\"" + fffd + fffd + fffd + fffd + "\"");
+  for (int b = 0; b < 256; ++b) {
+    const std::string s = "x" + std::string(1, static_cast<char>(b)) + "\xA9y";
+    Result<Value> v = Parse(Quote(s));
+    ASSERT_TRUE(v.ok()) << b << ": " << v.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace gpushare::json

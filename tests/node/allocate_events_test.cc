@@ -22,7 +22,7 @@
 #include "core/memshare.h"
 #include "core/reasons.h"
 #include "deviceplugin/server.h"
-#include "kube/allocation_json.h"
+#include "core/allocation_json.h"
 #include "node/agent.h"
 #include "node/memshare_service.h"
 #include "node/metrics.h"
@@ -123,7 +123,7 @@ TEST_F(AllocateEventsTest, TheOneCandidateGetsThePodEvent) {
   unit.units = 4;
   record.containers.push_back({"main", kMem, {unit}});
   held["metadata"]["annotations"][std::string(alloc::kAllocationsAnnotation)] =
-      kube::EncodeAllocationRecord(record);
+      alloc::EncodeAllocationRecord(record);
   Add(held);
   auto events = Make();
   events->Refused(kMem, reasons::kGpuUnhealthy, Units(0, 4), kUnhealthyWhy);

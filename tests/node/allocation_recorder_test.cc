@@ -13,7 +13,7 @@
 
 #include "core/allocation_record.h"
 #include "core/memshare.h"
-#include "kube/allocation_json.h"
+#include "core/allocation_json.h"
 #include "tests/deviceplugin/fixtures.h"
 #include "tests/fakes/apiserver/fake_apiserver.h"
 #include "tests/fakes/apiserver/kubeconfig_text.h"
@@ -106,7 +106,7 @@ class AllocationRecorderTest : public ::testing::Test {
     const json& ann = (*pod)["metadata"].value("annotations", json::object());
     if (!ann.contains(kAnnotation)) return std::nullopt;
     Result<alloc::AllocationRecord> r =
-        kube::DecodeAllocationRecord(ann[kAnnotation].get<std::string>());
+        alloc::DecodeAllocationRecord(ann[kAnnotation].get<std::string>());
     EXPECT_TRUE(r.ok()) << r.status().message();
     return r.ok() ? std::optional(*r) : std::nullopt;
   }

@@ -5,7 +5,8 @@
 //     {"id":"GPU-a::3","kind":"replica","gpu":0,"uuid":"GPU-a","replica":3}]}],
 //    "gpus":[{"index":0,"uuid":"GPU-a","model":"NVIDIA A10","memoryMiB":23028}]}
 // Optional device keys are left out when empty: replica (-1), mig, profile, units, memoryMiB
-// (0); "truncated" only when something was left out.
+// (0); "truncated" only when something was left out. Pure: read with core/json.h, like every
+// other annotation gpushare writes.
 #pragma once
 
 #include <string>
@@ -14,13 +15,13 @@
 #include "core/allocation_record.h"
 #include "core/status.h"
 
-namespace gpushare::kube {
+namespace gpushare::alloc {
 
 // Compact JSON with the keys in a fixed order: an unchanged record encodes to the same bytes.
-std::string EncodeAllocationRecord(const alloc::AllocationRecord& record);
+std::string EncodeAllocationRecord(const AllocationRecord& record);
 // Tolerant of unknown keys (a newer agent may add some), strict on types and on the version
-// (newer than alloc::kRecordVersion is refused). Errors name the field, e.g.
+// (newer than kRecordVersion is refused). Errors name the field, e.g.
 // `containers[0].devices[1].gpu: expected an integer`. Input over 256 KiB is refused.
-Result<alloc::AllocationRecord> DecodeAllocationRecord(std::string_view json);
+Result<AllocationRecord> DecodeAllocationRecord(std::string_view json);
 
-}  // namespace gpushare::kube
+}  // namespace gpushare::alloc
