@@ -6,10 +6,10 @@
 #include <utility>
 
 #include "base/logfmt.h"
+#include "core/allocation_json.h"
 #include "core/allocation_record.h"
 #include "core/memshare.h"
 #include "core/reasons.h"
-#include "core/allocation_json.h"
 
 namespace gpushare::node {
 

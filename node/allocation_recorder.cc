@@ -9,11 +9,11 @@
 
 #include "base/logfmt.h"
 #include "config/duration.h"
+#include "core/allocation_json.h"
 #include "core/allocation_record.h"
 #include "core/memshare.h"
 #include "core/memshare_node.h"
 #include "core/object_key.h"
-#include "core/allocation_json.h"
 #include "kube/client.h"
 #include "kube/informer.h"
 #include "node/memshare_service.h"

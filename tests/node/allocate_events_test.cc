@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
+#include "core/allocation_json.h"
 #include "core/memshare.h"
 #include "core/reasons.h"
 #include "deviceplugin/server.h"
-#include "core/allocation_json.h"
 #include "node/agent.h"
 #include "node/memshare_service.h"
 #include "node/metrics.h"

@@ -11,9 +11,9 @@
 #include <fstream>
 #include <thread>
 
+#include "core/allocation_json.h"
 #include "core/allocation_record.h"
 #include "core/memshare.h"
-#include "core/allocation_json.h"
 #include "tests/deviceplugin/fixtures.h"
 #include "tests/fakes/apiserver/fake_apiserver.h"
 #include "tests/fakes/apiserver/kubeconfig_text.h"
