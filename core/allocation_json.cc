@@ -26,6 +26,16 @@ void Put(std::string* out, const char* key, const std::string& value) {
 std::string Int(int64_t v) {
   return std::to_string(v);
 }
+// A JSON array of `items`, each written by `encode`.
+template <typename T, typename F>
+std::string ArrayOf(const std::vector<T>& items, F encode) {
+  std::string out = "[";
+  for (const T& item : items) {
+    if (out.size() > 1) out += ',';
+    out += encode(item);
+  }
+  return out + "]";
+}
 
 std::string EncodeDevice(const DeviceRecord& d) {
   std::string out = "{";
@@ -45,10 +55,7 @@ std::string EncodeContainer(const ContainerRecord& c) {
   std::string out = "{";
   Put(&out, "name", Quote(c.name));
   Put(&out, "resource", Quote(c.resource));
-  std::string devices = "[";
-  for (const DeviceRecord& d : c.devices)
-    devices += (devices.size() > 1 ? "," : "") + EncodeDevice(d);
-  Put(&out, "devices", devices + "]");
+  Put(&out, "devices", ArrayOf(c.devices, EncodeDevice));
   return out + "}";
 }
 
@@ -69,6 +76,12 @@ std::string Bare(Type t) {
   if (n.rfind("an ", 0) == 0) n.remove_prefix(3);
   if (n.rfind("a ", 0) == 0) n.remove_prefix(2);
   return std::string(n);
+}
+
+Status ExpectObject(const Value& v, const std::string& path) {
+  if (v.type == Type::kObject) return Status::Ok();
+  return Status::InvalidArgument((path.empty() ? std::string("allocations") : path) +
+                                 ": expected an object, got " + Bare(v.type));
 }
 
 class Reader {
@@ -92,13 +105,20 @@ class Reader {
     *out = static_cast<Int>(f->i);
     return Status::Ok();
   }
-  // The items of the array at `key` (none when absent).
-  Result<const std::vector<Value>*> Array(const char* key) const {
-    static const std::vector<Value> kEmpty;
+  // Each item of the array at `key` (none when absent), which must be an object, decoded by
+  // `decode(item, path)` and appended to `out`.
+  template <typename T, typename F>
+  Status Objects(const char* key, std::vector<T>* out, F decode) const {
     const Value* f = Field(key);
-    if (f == nullptr) return &kEmpty;
+    if (f == nullptr) return Status::Ok();
     if (f->type != Type::kArray) return Wrong(key, *f, "an array");
-    return &f->items;
+    for (size_t i = 0; i < f->items.size(); ++i) {
+      const std::string path = Path(key) + "[" + std::to_string(i) + "]";
+      GPUSHARE_RETURN_IF_ERROR(ExpectObject(f->items[i], path));
+      GPUSHARE_ASSIGN_OR_RETURN(T item, decode(f->items[i], path));
+      out->push_back(std::move(item));
+    }
+    return Status::Ok();
   }
 
  private:
@@ -118,14 +138,8 @@ class Reader {
   std::string path_;
 };
 
-Status ExpectObject(const Value& v, const std::string& path) {
-  if (v.type == Type::kObject) return Status::Ok();
-  return Status::InvalidArgument((path.empty() ? std::string("allocations") : path) +
-                                 ": expected an object, got " + Bare(v.type));
-}
-
+// Each decoder is given an object and its path.
 Result<DeviceRecord> DecodeDevice(const Value& v, const std::string& path) {
-  GPUSHARE_RETURN_IF_ERROR(ExpectObject(v, path));
   Reader r(v, path);
   DeviceRecord d;
   std::string kind;
@@ -143,19 +157,33 @@ Result<DeviceRecord> DecodeDevice(const Value& v, const std::string& path) {
   return d;
 }
 
+Result<ContainerRecord> DecodeContainer(const Value& v, const std::string& path) {
+  Reader r(v, path);
+  ContainerRecord c;
+  GPUSHARE_RETURN_IF_ERROR(r.String("name", &c.name, true));
+  GPUSHARE_RETURN_IF_ERROR(r.String("resource", &c.resource));
+  GPUSHARE_RETURN_IF_ERROR(r.Objects("devices", &c.devices, DecodeDevice));
+  return c;
+}
+
+Result<GpuRecord> DecodeGpu(const Value& v, const std::string& path) {
+  Reader r(v, path);
+  GpuRecord g;
+  GPUSHARE_RETURN_IF_ERROR(r.Integer("index", &g.index, 0));
+  GPUSHARE_RETURN_IF_ERROR(r.String("uuid", &g.uuid));
+  GPUSHARE_RETURN_IF_ERROR(r.String("model", &g.model));
+  GPUSHARE_RETURN_IF_ERROR(r.Integer("memoryMiB", &g.memory_mib, 0));
+  return g;
+}
+
 }  // namespace
 
 std::string EncodeAllocationRecord(const AllocationRecord& rec) {
   std::string out = "{";
   Put(&out, "v", Int(rec.version));
   Put(&out, "node", Quote(rec.node));
-  std::string containers = "[";
-  for (const ContainerRecord& c : rec.containers)
-    containers += (containers.size() > 1 ? "," : "") + EncodeContainer(c);
-  Put(&out, "containers", containers + "]");
-  std::string gpus = "[";
-  for (const GpuRecord& g : rec.gpus) gpus += (gpus.size() > 1 ? "," : "") + EncodeGpu(g);
-  Put(&out, "gpus", gpus + "]");
+  Put(&out, "containers", ArrayOf(rec.containers, EncodeContainer));
+  Put(&out, "gpus", ArrayOf(rec.gpus, EncodeGpu));
   if (rec.truncated > 0) Put(&out, "truncated", Int(rec.truncated));
   return out + "}";
 }
@@ -181,37 +209,8 @@ Result<AllocationRecord> DecodeAllocationRecord(std::string_view text) {
   }
   GPUSHARE_RETURN_IF_ERROR(r.String("node", &rec.node));
   GPUSHARE_RETURN_IF_ERROR(r.Integer("truncated", &rec.truncated, 0));
-  GPUSHARE_ASSIGN_OR_RETURN(const std::vector<Value>* containers, r.Array("containers"));
-  for (size_t i = 0; i < containers->size(); ++i) {
-    const std::string path = "containers[" + std::to_string(i) + "]";
-    const Value& cj = (*containers)[i];
-    GPUSHARE_RETURN_IF_ERROR(ExpectObject(cj, path));
-    Reader cr(cj, path);
-    ContainerRecord c;
-    GPUSHARE_RETURN_IF_ERROR(cr.String("name", &c.name, true));
-    GPUSHARE_RETURN_IF_ERROR(cr.String("resource", &c.resource));
-    GPUSHARE_ASSIGN_OR_RETURN(const std::vector<Value>* devices, cr.Array("devices"));
-    for (size_t k = 0; k < devices->size(); ++k) {
-      GPUSHARE_ASSIGN_OR_RETURN(
-          DeviceRecord d,
-          DecodeDevice((*devices)[k], path + ".devices[" + std::to_string(k) + "]"));
-      c.devices.push_back(std::move(d));
-    }
-    rec.containers.push_back(std::move(c));
-  }
-  GPUSHARE_ASSIGN_OR_RETURN(const std::vector<Value>* gpus, r.Array("gpus"));
-  for (size_t i = 0; i < gpus->size(); ++i) {
-    const std::string path = "gpus[" + std::to_string(i) + "]";
-    const Value& gj = (*gpus)[i];
-    GPUSHARE_RETURN_IF_ERROR(ExpectObject(gj, path));
-    Reader gr(gj, path);
-    GpuRecord g;
-    GPUSHARE_RETURN_IF_ERROR(gr.Integer("index", &g.index, 0));
-    GPUSHARE_RETURN_IF_ERROR(gr.String("uuid", &g.uuid));
-    GPUSHARE_RETURN_IF_ERROR(gr.String("model", &g.model));
-    GPUSHARE_RETURN_IF_ERROR(gr.Integer("memoryMiB", &g.memory_mib, 0));
-    rec.gpus.push_back(std::move(g));
-  }
+  GPUSHARE_RETURN_IF_ERROR(r.Objects("containers", &rec.containers, DecodeContainer));
+  GPUSHARE_RETURN_IF_ERROR(r.Objects("gpus", &rec.gpus, DecodeGpu));
   return rec;
 }
 

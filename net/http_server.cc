@@ -27,7 +27,6 @@
 #include <deque>
 #include <list>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <thread>
 #include <unordered_set>
 #include <vector>
@@ -215,9 +214,15 @@ Reply TextReply(int status, std::string body, std::string content_type) {
   return r;
 }
 
-std::string ErrorJson(std::string_view why) {
-  return nlohmann::json{{"Error", why}}.dump(-1, ' ', false,
-                                             nlohmann::json::error_handler_t::replace);
+Route GetRoute(std::string path, Lane lane, std::function<Reply(const Request&)> handle,
+               bool subtree) {
+  Route r;
+  r.method = "GET";
+  r.path = std::move(path);
+  r.subtree = subtree;
+  r.lane = lane;
+  r.handle = std::move(handle);
+  return r;
 }
 
 Route JsonPost(std::string path, Lane lane, std::function<Reply(std::string_view body)> handle) {
@@ -251,6 +256,8 @@ struct HttpServer::Conn {
   size_t start = 0;
   size_t scanned = 0;  // bytes after `start` known to hold no end of head
   http::RequestHead head;
+  const Route* route = nullptr;  // the head's route (nullptr: none, a 404), found once per request
+  std::string_view rest;         // what follows a subtree route's path in head.path
   // A Content-Length body is read in place, into `in` after its head (no copy): it starts at
   // `body_start` and has `body_length` bytes. A chunked body is decoded into `body`.
   size_t body_start = 0;
@@ -618,6 +625,7 @@ struct HttpServer::Impl {
       c->start += h.consumed;
       c->scanned = 0;
       c->head = std::move(h.head);
+      c->route = server->Find(c->head.path, &c->rest);
       c->body.clear();
       c->body_start = c->start;
       c->body_length = 0;
@@ -1002,17 +1010,15 @@ struct HttpServer::Impl {
       for (Conn* c : graveyard) delete c;
       graveyard.clear();
       // Binds go to their own threads at once; the leader goes on leading.
-      {
-        auto binds = std::stable_partition(found.begin(), found.end(),
-                                           [this](Conn* c) { return !OwnThread(c); });
-        for (auto it = binds; it != found.end(); ++it) SubmitBind(*it);
-        found.erase(binds, found.end());
-      }
+      auto binds =
+          std::stable_partition(found.begin(), found.end(), [](Conn* c) { return !OwnThread(c); });
+      for (auto it = binds; it != found.end(); ++it) SubmitBind(*it);
+      found.erase(binds, found.end());
       while (!found.empty()) {  // (serving one may complete the next, pipelined, request)
         // A quick request (the first of the round, if any) is served here and the leader goes
         // on leading; the others go to the followers. A request that may take long (a bind:
         // API calls) or has a large body is returned, so that a follower leads meanwhile.
-        auto quick = std::find_if(found.begin(), found.end(), [this](Conn* c) { return Quick(c); });
+        auto quick = std::find_if(found.begin(), found.end(), [](Conn* c) { return Quick(c); });
         Conn* mine = quick != found.end() ? *quick : found.front();
         if (found.size() > 1) {
           {
@@ -1039,19 +1045,17 @@ struct HttpServer::Impl {
   // worst), /metrics (its authorization may ask the API server; 12-15 ms of text at 1,000 nodes
   // x 8 GPUs), PREFIX/inspect and PREFIX/debug/cache (they grow with the cluster: 130-200 ms at
   // 1,000 nodes x 8 GPUs): those are on other lanes.
-  bool Quick(const Conn* c) const {
+  static bool Quick(const Conn* c) {
     if (c->request_body.size() > kQuickBodyBytes) return false;
-    const Route* r = server->Find(c->head.path);
-    return r == nullptr || r->lane == Lane::kLeader;
+    return c->route == nullptr || c->route->lane == Lane::kLeader;
   }
-  bool OwnThread(const Conn* c) const {
-    const Route* r = server->Find(c->head.path);
-    return r != nullptr && r->lane == Lane::kOwnThread;
+  static bool OwnThread(const Conn* c) {
+    return c->route != nullptr && c->route->lane == Lane::kOwnThread;
   }
 
   // Runs the handler of `c`'s request and puts the reply in its output.
   void Respond(Conn* c) {
-    Reply r = server->Serve(c->head, c->request_body);
+    Reply r = server->Serve(c->head, c->route, c->rest, c->request_body);
     const bool keep = c->head.keep_alive && !r.close && !stopping.load();
     r.headers.emplace_back("Date", DateValue());
     c->out_head = http::ResponseHead(r.status, r.content_type, r.body.size(), !keep, r.headers);
@@ -1359,9 +1363,8 @@ const Route* HttpServer::Find(std::string_view path, std::string_view* rest) con
   return nullptr;
 }
 
-Reply HttpServer::Serve(const http::RequestHead& head, std::string_view body) {
-  std::string_view rest;
-  const Route* route = Find(head.path, &rest);
+Reply HttpServer::Serve(const http::RequestHead& head, const Route* route, std::string_view rest,
+                        std::string_view body) {
   if (route == nullptr) {
     const std::string why =
         "no endpoint " + head.method + " " + head.path + " (served: " + served_ + ")";

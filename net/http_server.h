@@ -74,12 +74,16 @@ struct Route {
   std::function<Reply(const Request&)> handle;  // may throw: 500
 };
 
-// Replies: a JSON body, a text body, and the body of every refusal: {"Error": why}.
+using http::ErrorJson;  // the body of every refusal: {"Error": why}
+
+// Replies: a JSON body, a text body.
 Reply JsonReply(int status, std::string body);
 Reply TextReply(int status, std::string body, std::string content_type = "text/plain");
-std::string ErrorJson(std::string_view why);
 // A POST route that takes JSON: a request with another Content-Type gets 415 and why.
 Route JsonPost(std::string path, Lane lane, std::function<Reply(std::string_view body)> handle);
+// A GET route (HEAD answered too); `subtree`: also every path/... below `path`.
+Route GetRoute(std::string path, Lane lane, std::function<Reply(const Request&)> handle,
+               bool subtree = false);
 
 struct HttpServerOptions {
   std::string host = "127.0.0.1";     // "": every interface
@@ -137,9 +141,12 @@ class HttpServer {
  private:
   struct Impl;
   struct Conn;
-  // The route of `path`, and what follows its path; nullptr when none.
-  const Route* Find(std::string_view path, std::string_view* rest = nullptr) const;
-  Reply Serve(const http::RequestHead& head, std::string_view body);
+  // The route of `path` (nullptr when none), and what follows its path. Found once per request,
+  // when its head has been read.
+  const Route* Find(std::string_view path, std::string_view* rest) const;
+  // Runs `route`'s handler (404 without one, 405 for another method).
+  Reply Serve(const http::RequestHead& head, const Route* route, std::string_view rest,
+              std::string_view body);
   HttpServerOptions options_;
   std::vector<Route> routes_;
   std::string served_;  // the served paths, for 404s

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <nlohmann/json.hpp>
 
 namespace gpushare::net::http {
 namespace {
@@ -408,6 +409,11 @@ std::string ResponseHead(int status, std::string_view content_type, size_t conte
   }
   out += "\r\n";
   return out;
+}
+
+std::string ErrorJson(std::string_view why) {
+  return nlohmann::json{{"Error", why}}.dump(-1, ' ', false,
+                                             nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace gpushare::net::http

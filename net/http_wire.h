@@ -116,4 +116,8 @@ std::string ResponseHead(int status, std::string_view content_type, size_t conte
                          const std::vector<std::pair<std::string, std::string>>& extra = {});
 std::string_view ReasonPhrase(int status);
 
+// {"Error": why}: the body of every refusal of the server and of the extender's verbs (bytes
+// that are not UTF-8 become U+FFFD).
+std::string ErrorJson(std::string_view why);
+
 }  // namespace gpushare::net::http

@@ -15,19 +15,11 @@ using logfmt::Value;
 
 namespace {
 
-// A text reply as the node sends it: never cached.
-net::Reply Text(int status, const std::string& body) {
-  net::Reply r = net::TextReply(status, body + "\n", "text/plain; charset=utf-8");
+// A reply as the node sends it: text, never cached.
+net::Reply Text(int status, std::string body,
+                std::string content_type = "text/plain; charset=utf-8") {
+  net::Reply r = net::TextReply(status, std::move(body), std::move(content_type));
   r.headers.emplace_back("Cache-Control", "no-store");
-  return r;
-}
-
-net::Route Get(std::string path, net::Lane lane, std::function<net::Reply()> handle) {
-  net::Route r;
-  r.method = "GET";
-  r.path = std::move(path);
-  r.lane = lane;
-  r.handle = [handle = std::move(handle)](const net::Request&) { return handle(); };
   return r;
 }
 
@@ -77,9 +69,9 @@ bool IsLoopback(const std::string& host) {
 std::vector<net::Route> MetricsRoutes(const MetricsServerOptions& options,
                                       MetricsHandlers handlers) {
   auto probe = [](std::function<Probe()> check) {
-    return [check = std::move(check)] {
+    return [check = std::move(check)](const net::Request&) {
       const Probe p = check();
-      return Text(p.ok ? 200 : 503, p.reason);
+      return Text(p.ok ? 200 : 503, p.reason + "\n");
     };
   };
   const std::string unavailable = options.unavailable_metrics;
@@ -87,7 +79,7 @@ std::vector<net::Route> MetricsRoutes(const MetricsServerOptions& options,
   std::shared_ptr<kube::RequestAuthorizer> authorizer = options.authorizer;
   auto metrics = [unavailable, check_callers, authorizer,
                   exposition = std::move(handlers.metrics)](const net::Request& req) {
-    if (!unavailable.empty()) return Text(503, unavailable);
+    if (!unavailable.empty()) return Text(503, unavailable + "\n");
     if (check_callers) {
       const kube::AuthzDecision d =
           authorizer->Check(req.head.Header("authorization").value_or(std::string_view()));
@@ -96,28 +88,24 @@ std::vector<net::Route> MetricsRoutes(const MetricsServerOptions& options,
           break;
         case kube::AuthzVerdict::kUnauthenticated: {
           spdlog::debug("event=metrics_denied status=401 reason={}", Value(d.reason));
-          net::Reply r = Text(401, "Unauthorized: " + d.reason);
+          net::Reply r = Text(401, "Unauthorized: " + d.reason + "\n");
           r.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"gpushare-node\"");
           return r;
         }
         case kube::AuthzVerdict::kForbidden:
           spdlog::info("event=metrics_denied status=403 user={} reason={}", Value(d.user),
                        Value(d.reason));
-          return Text(403, "Forbidden: " + d.reason);
+          return Text(403, "Forbidden: " + d.reason + "\n");
         case kube::AuthzVerdict::kError:
           spdlog::warn("event=metrics_auth_unavailable reason={}", Value(d.reason));
-          return Text(503, "cannot check the caller: " + d.reason);
+          return Text(503, "cannot check the caller: " + d.reason + "\n");
       }
     }
-    net::Reply r = net::TextReply(200, exposition(), "text/plain; version=0.0.4; charset=utf-8");
-    r.headers.emplace_back("Cache-Control", "no-store");
-    return r;
+    return Text(200, exposition(), "text/plain; version=0.0.4; charset=utf-8");
   };
-  net::Route scrape = Get("/metrics", net::Lane::kWorker, nullptr);
-  scrape.handle = std::move(metrics);
-  return {std::move(scrape),
-          Get("/healthz", net::Lane::kLeader, probe(std::move(handlers.healthz))),
-          Get("/readyz", net::Lane::kLeader, probe(std::move(handlers.readyz)))};
+  return {net::GetRoute("/metrics", net::Lane::kWorker, std::move(metrics)),
+          net::GetRoute("/healthz", net::Lane::kLeader, probe(std::move(handlers.healthz))),
+          net::GetRoute("/readyz", net::Lane::kLeader, probe(std::move(handlers.readyz)))};
 }
 
 Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(MetricsServerOptions options,

@@ -37,54 +37,44 @@ std::vector<Route> ExtenderRoutes(Extender& extender, const std::string& prefix)
           verb("/preempt", Lane::kWorker, &Extender::Preempt, x)};
 }
 
-namespace {
-
-Route Get(std::string path, bool subtree, Lane lane, std::function<Reply(const Request&)> handle) {
-  Route r;
-  r.method = "GET";
-  r.path = std::move(path);
-  r.subtree = subtree;
-  r.lane = lane;
-  r.handle = std::move(handle);
-  return r;
-}
-
-}  // namespace
-
 std::vector<Route> InspectRoutes(InspectSource source, const GpuCache& cache,
                                  memshare::MemoryUnit unit, const std::string& prefix) {
   const std::string p = NormalizePrefix(prefix);
   const GpuCache* view = &cache;
-  return {Get(p + "/inspect", true, Lane::kWorker,
-              [source = std::move(source)](const Request& r) {
-                return ToReply(ServeInspect(source, r.rest));
-              }),
-          Get(p + "/debug/cache", true, Lane::kWorker, [view, unit](const Request& r) {
-            return ToReply(ServeCacheView(*view, unit, r.rest));
-          })};
+  return {
+      net::GetRoute(
+          p + "/inspect", Lane::kWorker,
+          [source = std::move(source)](const Request& r) {
+            return ToReply(ServeInspect(source, r.rest));
+          },
+          /*subtree=*/true),
+      net::GetRoute(
+          p + "/debug/cache", Lane::kWorker,
+          [view, unit](const Request& r) { return ToReply(ServeCacheView(*view, unit, r.rest)); },
+          /*subtree=*/true)};
 }
 
 std::vector<Route> HealthRoutes(HealthHandlers h) {
   auto readiness = std::move(h.readiness);
   auto metrics = std::move(h.metrics);
   auto auth = std::move(h.metrics_auth);
-  return {Get("/healthz", false, Lane::kLeader,
-              [](const Request&) { return net::TextReply(200, "ok\n"); }),
-          Get("/readyz", false, Lane::kLeader,
-              [readiness](const Request&) {
-                const Readiness ready = readiness ? readiness() : Readiness{true, ""};
-                return ready.ready ? net::TextReply(200, "ok\n")
-                                   : net::TextReply(503, "not ready: " + ready.reason + "\n");
-              }),
-          Get("/metrics", false, Lane::kWorker, [metrics, auth](const Request& r) {
-            if (auth) {
-              auto [status, why] =
-                  auth(r.head.Header("authorization").value_or(std::string_view()));
-              if (status != 200) return net::JsonReply(status, net::ErrorJson(why));
-            }
-            return net::TextReply(200, metrics ? metrics() : std::string(),
-                                  "text/plain; version=0.0.4");
-          })};
+  return {
+      net::GetRoute("/healthz", Lane::kLeader,
+                    [](const Request&) { return net::TextReply(200, "ok\n"); }),
+      net::GetRoute("/readyz", Lane::kLeader,
+                    [readiness](const Request&) {
+                      const Readiness ready = readiness ? readiness() : Readiness{true, ""};
+                      return ready.ready ? net::TextReply(200, "ok\n")
+                                         : net::TextReply(503, "not ready: " + ready.reason + "\n");
+                    }),
+      net::GetRoute("/metrics", Lane::kWorker, [metrics, auth](const Request& r) {
+        if (auth) {
+          auto [status, why] = auth(r.head.Header("authorization").value_or(std::string_view()));
+          if (status != 200) return net::JsonReply(status, net::ErrorJson(why));
+        }
+        return net::TextReply(200, metrics ? metrics() : std::string(),
+                              "text/plain; version=0.0.4");
+      })};
 }
 
 std::vector<Route> WebhookRoutes(std::function<HttpReply(std::string_view body)> mutate) {

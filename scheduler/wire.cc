@@ -7,6 +7,8 @@
 #include <emmintrin.h>
 #endif
 
+#include "net/http_wire.h"
+
 namespace gpushare::scheduler {
 namespace {
 
@@ -733,7 +735,7 @@ std::string EncodeBindingResult(std::string_view error) {
 }
 
 std::string EncodeError(std::string_view error) {
-  return Dump(json{{"Error", error}});
+  return net::http::ErrorJson(error);
 }
 
 }  // namespace gpushare::scheduler

@@ -120,7 +120,7 @@ Result<PreemptionArgs> DecodePreemptionArgs(const nlohmann::json& body);
 // "NumPDBViolations": n}}}, always the meta form (kube-scheduler reads only that).
 std::string EncodePreemptionResult(const std::map<std::string, NodeVictims>& nodes);
 
-// {"Error": "..."}: the body of an HTTP error reply of any verb.
+// {"Error": "..."}: the body of an HTTP error reply of any verb (net::http::ErrorJson).
 std::string EncodeError(std::string_view error);
 
 }  // namespace gpushare::scheduler
