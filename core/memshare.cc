@@ -264,7 +264,7 @@ Result<PodRequest> PodRequest::Resolve(int64_t gpu_units) const {
     if (c.milli < kMilliPerGpu) {
       // Rounded up: fractions that sum to at most 1000 milli always fit the GPU's units.
       const int64_t units = (c.milli * gpu_units + kMilliPerGpu - 1) / kMilliPerGpu;
-      out.app.push_back({c.name, std::max<int64_t>(units, 1), c.milli, false, c.index});
+      out.app.push_back({c.name, std::max<int64_t>(units, 1), c.milli, false, c.index, c.core});
       continue;
     }
     const int64_t gpus = c.milli / kMilliPerGpu;
@@ -283,6 +283,12 @@ PodRequest PodRequest::InMilliUnits(int64_t gpu_units) const {
                     ? c.milli * gpu_units
                     : c.units * kMilliPerGpu;
   return out;
+}
+
+int64_t PodRequest::CoreSum() const {
+  int64_t sum = 0;
+  for (const ContainerShare& c : app) sum += c.core;
+  return sum;
 }
 
 std::vector<int64_t> PodRequest::ShapeKey() const {
@@ -317,12 +323,59 @@ Status MilliShare(const ContainerUnits& c, const std::string& what, int64_t* mil
   return Status::Ok();
 }
 
+// One spelling of a compute share: `limit` wins, else `request`; negative, a request other than
+// the limit, or above 100 are errors naming `name`.
+Status CoreAsked(const std::optional<int64_t>& limit, const std::optional<int64_t>& request,
+                 std::string_view name, const std::string& what, int64_t* core) {
+  const std::string n(name);
+  if ((limit && *limit < 0) || (request && *request < 0))
+    return Status::InvalidArgument(what + ": " + n + " must not be negative");
+  if (limit && request && *limit != *request)
+    return Status::InvalidArgument(what + ": " + n + " request " + std::to_string(*request) +
+                                   " differs from limit " + std::to_string(*limit) +
+                                   " (extended resources cannot be overcommitted)");
+  *core = limit ? *limit : request.value_or(0);
+  if (*core > kMaxCorePercent)
+    return Status::InvalidArgument(what + ": " + n + " " + std::to_string(*core) +
+                                   " is above 100 (percent of one GPU's compute)");
+  return Status::Ok();
+}
+
+// A container's compute share (0: none), from ACK's and HAMi's names; errors name the field.
+// The error for a compute share in a container without a memory share or fraction.
+Status CoreWithoutShare(const std::string& what, std::string_view name) {
+  return Status::InvalidArgument(
+      what + ": " + std::string(name) + " needs a memory share in the same container (" +
+      std::string(kResourceName) + ", or a fraction of " + std::string(kMilliResource) + ")");
+}
+
+Status CoreShare(const ContainerUnits& c, const std::string& what, int64_t milli, int64_t* core) {
+  int64_t ack = 0, hami = 0;
+  GPUSHARE_RETURN_IF_ERROR(CoreAsked(c.core_limit, c.core_request, kCoreResource, what, &ack));
+  GPUSHARE_RETURN_IF_ERROR(
+      CoreAsked(c.hami_core_limit, c.hami_core_request, kHamiCoreResource, what, &hami));
+  if (ack > 0 && hami > 0 && ack != hami)
+    return Status::InvalidArgument(what + ": " + std::string(kCoreResource) + " " +
+                                   std::to_string(ack) + " and " + std::string(kHamiCoreResource) +
+                                   " " + std::to_string(hami) + " disagree (give one of the two)");
+  *core = ack > 0 ? ack : hami;
+  const std::string name(ack > 0 ? kCoreResource : kHamiCoreResource);
+  if (*core == 0) return Status::Ok();
+  if (c.init) return Status::InvalidArgument(what + ": " + name + " is for app containers only");
+  if (AsksWholeGpus(milli))
+    return Status::InvalidArgument(what + ": " + name + " with whole GPUs (" +
+                                   std::string(kMilliResource) + " " + std::to_string(milli) +
+                                   "): a whole GPU is not compute-limited; ask a fraction");
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<PodRequest> ComputePodRequest(const std::vector<ContainerUnits>& containers) {
   PodRequest out;
   std::set<std::string> names;
   std::string mem_owner, milli_owner;  // a container of each kind, for the mix error
+  Status orphan_core = Status::Ok();   // a compute share without a share in its container
   int next_index[2] = {0, 0};          // app, init: the position in its spec list
   for (const ContainerUnits& c : containers) {
     const int index = next_index[c.init ? 1 : 0]++;
@@ -349,13 +402,28 @@ Result<PodRequest> ComputePodRequest(const std::vector<ContainerUnits>& containe
                                     : mem_owner + " and " + milli_owner + " ask ") +
           std::string(kResourceName) + " and " + std::string(kMilliResource) +
           ": a pod asks GPU memory in one of the two, not both");
+    int64_t core = 0;
+    GPUSHARE_RETURN_IF_ERROR(CoreShare(c, what, milli, &core));
+    if (core > 0 && units == 0 && milli == 0 && orphan_core.ok()) {
+      // An error only in a pod that asks shares: elsewhere (HAMi's nvidia.com/gpucores beside
+      // nvidia.com/gpu) the pod is not gpushare-scheduler's to place.
+      const bool ack = c.core_limit.value_or(c.core_request.value_or(0)) > 0;
+      orphan_core = CoreWithoutShare(what, ack ? kCoreResource : kHamiCoreResource);
+    }
     if (milli > 0) {
-      out.app.push_back({c.name, 0, milli, false, index});
+      out.app.push_back({c.name, 0, milli, false, index, core});
       continue;
     }
     if (units == 0) continue;
-    (c.init ? out.init : out.app).push_back({c.name, units, 0, false, index});
+    (c.init ? out.init : out.app).push_back({c.name, units, 0, false, index, core});
   }
+  if (!out.empty() && !orphan_core.ok()) return orphan_core;
+  if (out.CoreSum() > 0 && !out.init.empty())
+    return Status::InvalidArgument(
+        "init container \"" + out.init.front().name + "\" asks " + std::string(kResourceName) +
+        " in a pod with a compute share (" + std::string(kCoreResource) +
+        "): not supported (gpushare-node tells containers apart by their first request; give " +
+        "the init container no GPU memory, or the pod no compute share)");
   return out;
 }
 
@@ -398,7 +466,7 @@ ContainerGpus AssignContainers(const PodRequest& request, const std::vector<int>
 
 std::map<int, GpuUse> GpuUsage(const PodRequest& request, const ContainerGpus& gpus,
                                std::vector<std::string>* missing) {
-  std::map<int, int64_t> app_units, init_max;
+  std::map<int, int64_t> app_units, init_max, app_core;
   std::map<int, int> app_clients;
   for (const auto& c : request.app) {
     auto it = gpus.find(c.name);
@@ -408,6 +476,7 @@ std::map<int, GpuUse> GpuUsage(const PodRequest& request, const ContainerGpus& g
     }
     app_units[it->second] += c.units;
     app_clients[it->second] += 1;
+    app_core[it->second] += c.core;
   }
   for (const auto& c : request.init) {
     auto it = gpus.find(c.name);
@@ -418,7 +487,7 @@ std::map<int, GpuUse> GpuUsage(const PodRequest& request, const ContainerGpus& g
     init_max[it->second] = std::max(init_max[it->second], c.units);
   }
   std::map<int, GpuUse> out;
-  for (const auto& [g, u] : app_units) out[g] = {u, app_clients[g]};
+  for (const auto& [g, u] : app_units) out[g] = {u, app_clients[g], app_core[g]};
   for (const auto& [g, u] : init_max) {
     GpuUse& use = out[g];
     use.units = std::max(use.units, u);

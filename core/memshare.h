@@ -54,6 +54,17 @@ inline constexpr std::string_view kGpuCountAnnotation = "alibabacloud.com/gpu-co
 inline constexpr int64_t kMilliPerGpu = 1000;
 inline constexpr int kMaxWholeGpusPerContainer = 16;
 
+// A compute share: the percent of one GPU's compute (the in-container library's SM limit,
+// docs/interposer.md) a container with a memory share or a fraction may use, asked as ACK's
+// `aliyun.com/gpu-core.percentage` or HAMi's `nvidia.com/gpucores` (1..100; the two, when both
+// are given, must agree). gpushare-scheduler keeps each GPU's compute shares at or below 100 as
+// it keeps its memory; gpushare-node sets the container's SM limit. Neither is advertised by a
+// node: kube-scheduler leaves them to the extender (managedResources, ignoredByScheduler) and
+// kubelet admits extended resources no node advertises. docs/memory-shares.md ("Compute shares").
+inline constexpr std::string_view kCoreResource = "aliyun.com/gpu-core.percentage";
+inline constexpr std::string_view kHamiCoreResource = "nvidia.com/gpucores";
+inline constexpr int64_t kMaxCorePercent = 100;
+
 // Whether `milli` (a count of alibabacloud.com/gpu-milli) is whole GPUs: a positive multiple of
 // 1000. Fractions are 1..999.
 inline bool AsksWholeGpus(int64_t milli) {
@@ -176,6 +187,10 @@ struct ContainerUnits {
   std::optional<int64_t> request;
   std::optional<int64_t> milli_limit;  // alibabacloud.com/gpu-milli
   std::optional<int64_t> milli_request;
+  std::optional<int64_t> core_limit;  // aliyun.com/gpu-core.percentage
+  std::optional<int64_t> core_request;
+  std::optional<int64_t> hami_core_limit;  // nvidia.com/gpucores
+  std::optional<int64_t> hami_core_request;
 };
 
 // One demand: `units` of one GPU. A container asking alibabacloud.com/gpu-milli has `milli` set
@@ -188,6 +203,7 @@ struct ContainerShare {
   int64_t milli = 0;   // as asked: 1..999 a fraction, k x 1000 k whole GPUs; 0 for gpu-mem
   bool whole = false;  // a whole GPU (resolved)
   int index = -1;      // the container's position in spec.containers (or spec.initContainers)
+  int64_t core = 0;    // its compute share in percent of the GPU (1..100), 0 for none
 };
 
 // "<container>/<i>": the i-th (i >= 1) whole GPU of a container asking several. A container
@@ -207,6 +223,8 @@ struct PodRequest {
   bool empty() const { return init.empty() && app.empty(); }
   // Asks alibabacloud.com/gpu-milli (then only that: ComputePodRequest refuses a mix).
   bool milli() const { return !app.empty() && app.front().milli > 0; }
+  // The compute shares of the app containers, summed (0: the pod asks none).
+  int64_t CoreSum() const;
   // Asked in milli and not yet resolved against a node.
   bool unresolved() const { return milli() && app.front().units == 0; }
   // The request on a node whose memory-share GPUs have `gpu_units` units each: fractions in
@@ -238,7 +256,9 @@ struct PodRequest {
 // extended resources are not overcommitted), is an error naming the container. Duplicate
 // container names are an error. alibabacloud.com/gpu-milli: 1..999 or a multiple of 1000 up to
 // kMaxWholeGpusPerContainer GPUs, app containers only, and never in a pod that also asks
-// aliyun.com/gpu-mem (errors name the container and say so).
+// aliyun.com/gpu-mem (errors name the container and say so). A compute share: 1..100, in an app
+// container that asks a memory share or a fraction (never whole GPUs), in a pod whose init
+// containers ask no GPU memory (gpushare-node tells containers apart by their first request).
 Result<PodRequest> ComputePodRequest(const std::vector<ContainerUnits>& containers);
 
 // --- assignments ---------------------------------------------------------------------------
@@ -261,6 +281,7 @@ ContainerGpus AssignContainers(const PodRequest& request, const std::vector<int>
 struct GpuUse {
   int64_t units = 0;
   int clients = 0;
+  int64_t core = 0;  // compute shares of the app containers there, in percent
 };
 std::map<int, GpuUse> GpuUsage(const PodRequest& request, const ContainerGpus& gpus,
                                std::vector<std::string>* missing = nullptr);

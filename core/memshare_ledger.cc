@@ -16,15 +16,18 @@ std::vector<SlotKey> SlotKeys(const PodRequest& request) {
     int64_t fresh = demands[i];
     if (i == 0)
       fresh = request.init.empty() ? request.app.front().units : request.init.front().units;
-    out.push_back({fresh, demands[i]});
+    const int64_t core = i < request.app.size() ? request.app[i].core : 0;
+    out.push_back({fresh, demands[i], core});
   }
   return out;
 }
 
 std::string SlotKeyText(const SlotKey& key, MemoryUnit unit) {
   const std::string u = " " + std::string(MemoryUnitName(unit));
-  if (!key.odd()) return std::to_string(key.demand) + u;
-  return std::to_string(key.fresh) + u + " first, " + std::to_string(key.demand) + u + " in all";
+  const std::string core = key.core > 0 ? ", " + std::to_string(key.core) + "% compute" : "";
+  if (!key.odd()) return std::to_string(key.demand) + u + core;
+  return std::to_string(key.fresh) + u + " first, " + std::to_string(key.demand) + u + " in all" +
+         core;
 }
 
 // --- the scheduler's count ---------------------------------------------------------------------
@@ -40,6 +43,7 @@ std::map<int, GpuUse> EffectiveUsage(const std::map<int, GpuUse>& plan,
     GpuUse& o = out[g];
     o.units = std::max(o.units, u.units);
     o.clients = std::max(o.clients, u.clients);
+    o.core = std::max(o.core, u.core);
   }
   // Units the per-GPU view would lose: what either sum holds beyond what the GPUs, each capped
   // at its capacity, show.
@@ -66,7 +70,8 @@ std::map<int, GpuUse> EffectiveUsage(const std::map<int, GpuUse>& plan,
     missing -= take;
   }
   for (auto it = out.begin(); it != out.end();)
-    it = it->second.units == 0 && it->second.clients == 0 ? out.erase(it) : std::next(it);
+    it = it->second.units == 0 && it->second.clients == 0 && it->second.core == 0 ? out.erase(it)
+                                                                                  : std::next(it);
   return out;
 }
 
@@ -74,9 +79,9 @@ std::optional<std::string> FreshConflict(const std::vector<SlotKey>& pod,
                                          const std::map<SlotKey, int>& pending, MemoryUnit unit) {
   for (const SlotKey& k : pod) {
     // Keys with the same first request are adjacent in the map's order.
-    for (auto it = pending.lower_bound({k.fresh, INT64_MIN});
+    for (auto it = pending.lower_bound({k.fresh, INT64_MIN, INT64_MIN});
          it != pending.end() && it->first.fresh == k.fresh; ++it) {
-      if (it->second <= 0 || it->first.demand == k.demand) continue;
+      if (it->second <= 0 || (it->first.demand == k.demand && it->first.core == k.core)) continue;
       return "a pod asking " + SlotKeyText(it->first, unit) +
              " is still being admitted here and this one asks " + SlotKeyText(k, unit) +
              ": kubelet's first requests of the two look the same to gpushare-node, so this " +
@@ -276,7 +281,7 @@ std::string RecentAllocations::Fingerprint() const {
   std::vector<std::string> parts;
   for (const Entry& e : entries_) {
     std::string p = std::to_string(e.gpu) + ":" + std::to_string(e.key.fresh) + "/" +
-                    std::to_string(e.key.demand) + "[";
+                    std::to_string(e.key.demand) + "c" + std::to_string(e.key.core) + "[";
     for (const std::string& id : e.ids) p += id + ",";
     parts.push_back(p + "]");
   }
@@ -320,13 +325,15 @@ void KubeletHoldings::Advised(int gpu, std::optional<SlotKey> key, int64_t size,
   advice_ = {true, gpu, key, size, reuse};
 }
 
-void KubeletHoldings::Allocated(const std::vector<std::string>& ids, int gpu, int64_t now_ms) {
+std::optional<SlotKey> KubeletHoldings::Allocated(const std::vector<std::string>& ids, int gpu,
+                                                  int64_t now_ms) {
   const auto n = static_cast<int64_t>(ids.size());
-  SlotKey key{n, n};
-  if (advice_.key && advice_.gpu == gpu && advice_.size == n) key = *advice_.key;
+  std::optional<SlotKey> advised;
+  if (advice_.key && advice_.gpu == gpu && advice_.size == n) advised = *advice_.key;
   const bool reuse = !advice_.given || advice_.reuse;
   advice_ = {};
-  recent_.Add(ids, gpu, key, now_ms, reuse);
+  recent_.Add(ids, gpu, advised.value_or(SlotKey{n, n}), now_ms, reuse);
+  return advised;
 }
 
 std::vector<HeldSlot> KubeletHoldings::Held(const std::vector<PlannedPod>& plans,

@@ -51,8 +51,15 @@ namespace gpushare::memshare {
 struct SlotKey {
   int64_t fresh = 0;   // units of kubelet's first request for the demand
   int64_t demand = 0;  // units the demand holds on its GPU
+  // The demand's compute share in percent (0: none). Part of the key: the agent gives a first
+  // request the SM limit of the slot it serves, so pending slots that ask the same size first
+  // must agree on it (FreshConflict), and a swap never moves compute between GPUs.
+  int64_t core = 0;
   friend auto operator<=>(const SlotKey&, const SlotKey&) = default;
   bool odd() const { return fresh != demand; }  // a smaller init container comes first
+  // Neither odd nor with a compute share: two plain keys with the same first request are equal,
+  // so only a pod or a pending slot with a key that is not plain can clash (FreshConflict).
+  bool plain() const { return fresh == demand && core == 0; }
 };
 
 // One key per demand, in Demands() order. Kubelet allocates init containers first, so the
@@ -60,7 +67,7 @@ struct SlotKey {
 // container); every other demand's first request is its own container.
 std::vector<SlotKey> SlotKeys(const PodRequest& request);
 
-// "3 GiB" or "2 GiB first, 3 GiB in all", for messages.
+// "3 GiB" or "2 GiB first, 3 GiB in all", then ", 30% compute" with a compute share, for messages.
 std::string SlotKeyText(const SlotKey& key, MemoryUnit unit);
 
 // --- the scheduler's count -----------------------------------------------------------------
@@ -81,8 +88,8 @@ std::map<int, GpuUse> EffectiveUsage(const std::map<int, GpuUse>& plan,
 
 // Why `pod` must wait before it may be placed on a node whose pending (not yet confirmed)
 // slots have the keys `pending` (key -> count), or nullopt. A clash is a key with the same
-// first request and another demand: the agent could not tell the two requests apart, and a
-// swap would move units between slots of different sizes.
+// first request and another demand or compute share: the agent could not tell the two requests
+// apart, and a swap would move units (or compute) between slots of different sizes.
 std::optional<std::string> FreshConflict(const std::vector<SlotKey>& pod,
                                          const std::map<SlotKey, int>& pending, MemoryUnit unit);
 
@@ -226,8 +233,9 @@ class KubeletHoldings {
   // Allocate gave `ids` on `gpu` to a container: held from now on. The key is the advised
   // slot's when kubelet took the advice, else the unit count. An Allocate that no
   // GetPreferredAllocation preceded takes only reused units (kubelet asks for advice whenever
-  // it has units left to choose).
-  void Allocated(const std::vector<std::string>& ids, int gpu, int64_t now_ms);
+  // it has units left to choose). Returns the advised slot's key when kubelet took the advice
+  // (its `core` is the container's compute share), else nullopt.
+  std::optional<SlotKey> Allocated(const std::vector<std::string>& ids, int gpu, int64_t now_ms);
   size_t unlisted() const { return recent_.size(); }
   // The state without times, canonically (for model checking).
   std::string Fingerprint() const;

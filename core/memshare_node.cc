@@ -347,6 +347,12 @@ std::map<std::string, std::string> AllocationEnv(const UnitAllocation& a) {
   };
 }
 
+int64_t PendingCore(const SlotLedger& ledger, int64_t units) {
+  for (const PendingSlot& p : ledger.pending)
+    if (p.key.fresh == units) return p.key.core;
+  return 0;
+}
+
 ActualPlacement ActualGpus(const PodRequest& request,
                            const std::vector<ObservedContainer>& observed,
                            const Inventory& inventory) {

@@ -127,6 +127,12 @@ Result<UnitAllocation> CheckUnits(const PlannedResource& resource,
 // comma-separated) only: the other three count memory units.
 std::map<std::string, std::string> AllocationEnv(const UnitAllocation& a);
 
+// The compute share (percent, 0: none) of a container kubelet gave `units` units without the
+// agent's advice for a slot: the core of the node's pending slots that ask `units` first. The
+// scheduler places no pod whose first request clashes with a pending one in demand or compute
+// share (FreshConflict), so they agree; 0 when none asks that size first.
+int64_t PendingCore(const SlotLedger& ledger, int64_t units);
+
 // --- reconciliation ------------------------------------------------------------------------
 
 struct ActualPlacement {

@@ -39,6 +39,9 @@ inline constexpr std::string_view kGpuUnhealthy = "GpuUnhealthy";
 // The pod's GPU choice (nvidia.com/use-gputype, nouse-gputype, use-gpuuuid, nouse-gpuuuid)
 // excludes every GPU of the node that serves shares.
 inline constexpr std::string_view kGpuExcluded = "GpuExcluded";
+// Every GPU of the node the pod may use has less of its compute left than the pod's compute
+// share (aliyun.com/gpu-core.percentage, nvidia.com/gpucores): each GPU's shares sum to <= 100 %.
+inline constexpr std::string_view kGpuComputeFull = "GpuComputeFull";
 // The scheduler does not know the node (not in its cache, or no inventory published yet).
 inline constexpr std::string_view kNodeUnknown = "NodeUnknown";
 // The pod's request is not a valid memory share (bad quantity, mixed with whole GPUs, ...).
@@ -87,7 +90,7 @@ inline constexpr std::string_view kAll[] = {
     kSchedulerNotReady,     kBindConflict,           kBindPodChanged,
     kBindApiError,          kAssumeExpired,          kUnknownDevice,
     kInterposerSetupFailed, kDeviceNodesUnavailable, kPreemptionNotHelpful,
-    kGpuExcluded,
+    kGpuExcluded,           kGpuComputeFull,
 };
 
 }  // namespace gpushare::reasons

@@ -48,6 +48,10 @@ struct ContainerAllocation {
   std::vector<DeviceNodeSpec> device_nodes;
   std::map<std::string, std::string> annotations;
   std::vector<std::string> cdi_devices;  // fully qualified CDI names
+  // Not sent to kubelet: the container's compute share in percent (0: none), set by the
+  // memory-share step (a pod's aliyun.com/gpu-core.percentage); the interposer step makes it the
+  // SM limit of the container's GPU, over what the plan gives its devices.
+  uint32_t sm_limit_percent = 0;
   // Why the container cannot be given its devices (e.g. a MIG device whose nvidia-caps minors
   // are unknown with passDeviceSpecs); Allocate refuses with it. Empty = fine.
   std::string problem;

@@ -29,6 +29,14 @@ Status Collect(const std::vector<Container>& list, bool init, std::string_view r
     const std::string path = field + "[" + std::to_string(i) + "].resources.";
     GPUSHARE_RETURN_IF_ERROR(Read(c.resources.limits, path + "limits", resource, &u.limit));
     GPUSHARE_RETURN_IF_ERROR(Read(c.resources.requests, path + "requests", resource, &u.request));
+    GPUSHARE_RETURN_IF_ERROR(
+        Read(c.resources.limits, path + "limits", memshare::kCoreResource, &u.core_limit));
+    GPUSHARE_RETURN_IF_ERROR(
+        Read(c.resources.requests, path + "requests", memshare::kCoreResource, &u.core_request));
+    GPUSHARE_RETURN_IF_ERROR(
+        Read(c.resources.limits, path + "limits", memshare::kHamiCoreResource, &u.hami_core_limit));
+    GPUSHARE_RETURN_IF_ERROR(Read(c.resources.requests, path + "requests",
+                                  memshare::kHamiCoreResource, &u.hami_core_request));
     if (milli) {
       GPUSHARE_RETURN_IF_ERROR(
           Read(c.resources.limits, path + "limits", memshare::kMilliResource, &u.milli_limit));

@@ -2,7 +2,8 @@
 //
 // Reads every container's and init container's limits and requests of aliyun.com/gpu-mem
 // (whole-number quantities, kube/quantity.h) and hands them to memshare::ComputePodRequest
-// (limits win; containers without the resource take no part). Used by gpushare-scheduler and
+// (limits win; containers without the resource take no part), with each container's compute
+// share (aliyun.com/gpu-core.percentage or nvidia.com/gpucores). Used by gpushare-scheduler and
 // gpushare-node alike, so both count a pod the same way.
 #pragma once
 

@@ -69,8 +69,10 @@ deviceplugin::AllocationDecorator MakeInterposerDecorator(const InterposerMountO
     AllocationMarker marker;
     marker.resource = request.resource != nullptr ? request.resource->name : "";
     for (const PlannedDevice* d : request.devices) marker.device_ids.push_back(d->id);
-    Result<InterposerSetup> setup =
-        PrepareInterposer(InterposerDevicesFor(request.devices), options, marker);
+    std::vector<InterposerDevice> devices = InterposerDevicesFor(request.devices);
+    if (allocation->sm_limit_percent > 0)  // the pod's compute share wins over the plan's
+      for (InterposerDevice& d : devices) d.sm_limit_percent = allocation->sm_limit_percent;
+    Result<InterposerSetup> setup = PrepareInterposer(devices, options, marker);
     if (!setup.ok()) return setup.status().WithContext("in-container GPU limits");
     for (const auto& [k, v] : setup->envs) allocation->envs[k] = v;
     for (const InterposerMount& m : setup->mounts)

@@ -113,7 +113,7 @@ class Service final : public MemoryShareMode {
   deviceplugin::AllocationDecorator Decorator() override {
     return MemoryUnitsDecorator(
         [this](const ms::UnitAllocation& a, const std::vector<std::string>& ids) {
-          AfterAllocate(a, ids);
+          return AfterAllocate(a, ids);
         });
   }
 
@@ -295,21 +295,33 @@ class Service final : public MemoryShareMode {
 
   // ---- Allocate -----------------------------------------------------------------------------
   // Kubelet gave these units to a container: held from now on, before any List shows them;
-  // a reconcile soon.
-  void AfterAllocate(const ms::UnitAllocation& a, const std::vector<std::string>& ids)
+  // a reconcile soon. Returns the container's compute share (0: none): the key of the slot
+  // kubelet took the advice for, else that of the pending slots asking this size first
+  // (memshare::PendingCore, from a fresh list of the pods bound here).
+  int64_t AfterAllocate(const ms::UnitAllocation& a, const std::vector<std::string>& ids)
       GPUSHARE_EXCLUDES(mu_) {
+    const bool whole = a.milli && ms::AsksWholeGpus(a.units);
+    std::optional<ms::SlotKey> advised;
     {
       MutexLock lock(&mu_);
       const int64_t now = clock_->NowMs();
       // Whole GPUs hold no slot: every device of their GPUs is kubelet's, and the List says so.
       if (!a.milli) {
-        holdings_.Allocated(ids, a.gpu, now);
-      } else if (!ms::AsksWholeGpus(a.units)) {
-        milli_holdings_.Allocated(ids, a.gpu, now);
+        advised = holdings_.Allocated(ids, a.gpu, now);
+      } else if (!whole) {
+        advised = milli_holdings_.Allocated(ids, a.gpu, now);
       }
       schedule_.Allocated(now);
     }
     cv_.NotifyAll();
+    if (whole) return 0;
+    if (advised) return advised->core;
+    const auto n = static_cast<int64_t>(ids.size());
+    const ms::SlotLedger ledger = a.milli ? Milli(BoundPods()).ledger : Ledger(BoundPods());
+    const int64_t core = ms::PendingCore(ledger, n);
+    spdlog::info("event=memshare_compute_unadvised size={} gpu={} compute_percent={}", n, a.gpu,
+                 core);
+    return core;
   }
 
   // ---- node annotation --------------------------------------------------------------------
@@ -579,7 +591,7 @@ class Service final : public MemoryShareMode {
 }  // namespace
 
 deviceplugin::AllocationDecorator MemoryUnitsDecorator(
-    std::function<void(const ms::UnitAllocation&, const std::vector<std::string>& ids)>
+    std::function<int64_t(const ms::UnitAllocation&, const std::vector<std::string>& ids)>
         on_allocate) {
   return [on_allocate](const deviceplugin::ResolvedRequest& r,
                        deviceplugin::ContainerAllocation* a) -> Status {
@@ -587,14 +599,17 @@ deviceplugin::AllocationDecorator MemoryUnitsDecorator(
     Result<ms::UnitAllocation> u = ms::CheckUnits(*r.resource, r.devices);
     if (!u.ok()) return u.status();
     for (const auto& [k, v] : ms::AllocationEnv(*u)) a->envs[k] = v;
-    spdlog::info(
-        "event=memshare_allocate gpu={} uuid={} units={} gpu_units={} limit_mib={} resource={}",
-        u->gpu, u->gpu_uuid, u->units, u->gpu_units, u->limit_mib, r.resource->name);
+    int64_t core = 0;
     if (on_allocate) {
       std::vector<std::string> ids;
       for (const PlannedDevice* d : r.devices) ids.push_back(d->id);
-      on_allocate(*u, ids);
+      core = on_allocate(*u, ids);
     }
+    a->sm_limit_percent = static_cast<uint32_t>(std::clamp<int64_t>(core, 0, ms::kMaxCorePercent));
+    spdlog::info(
+        "event=memshare_allocate gpu={} uuid={} units={} gpu_units={} limit_mib={} "
+        "compute_percent={} resource={}",
+        u->gpu, u->gpu_uuid, u->units, u->gpu_units, u->limit_mib, core, r.resource->name);
     return Status::Ok();
   };
 }

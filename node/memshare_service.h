@@ -14,7 +14,8 @@
 //     whatever order kubelet admits identical pods in, the GPUs fill as the scheduler planned;
 //   - Allocate: refuses units of several GPUs, adds ALIYUN_COM_GPU_MEM_IDX/_POD/_CONTAINER/_DEV
 //     (the memory limit itself comes from the units through the interposer contract), records
-//     the units as held and asks for a reconcile;
+//     the units as held and asks for a reconcile; the container's compute share (the SM limit)
+//     is that of the slot the units were advised for;
 //   - the reconciler: kubelet's PodResources List (periodically, and shortly after every
 //     Allocate; client-side paced, and backing off when kubelet's rate limit refuses) says
 //     which units each container holds; every pod whose annotations say otherwise is patched
@@ -67,12 +68,13 @@ struct MemoryShareOptions {
 };
 
 // The parts of memory mode that need no API: Allocate's one-GPU check and environment (with
-// `on_allocate`, if set, called after each success), and GetPreferredAllocation by best fit
-// (units of one GPU, the fullest that has room). The agent uses them for a memory-share
+// `on_allocate`, if set, called after each success; what it returns is the container's compute
+// share in percent, ContainerAllocation::sm_limit_percent), and GetPreferredAllocation by best
+// fit (units of one GPU, the fullest that has room). The agent uses them for a memory-share
 // resource whenever no MemoryShareMode runs, so a container never gets units of two GPUs.
 deviceplugin::AllocationDecorator MemoryUnitsDecorator(
-    std::function<void(const memshare::UnitAllocation& allocation,
-                       const std::vector<std::string>& unit_ids)>
+    std::function<int64_t(const memshare::UnitAllocation& allocation,
+                          const std::vector<std::string>& unit_ids)>
         on_allocate = nullptr);
 deviceplugin::PreferredChooser MemoryUnitsBestFit();
 

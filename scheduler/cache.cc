@@ -81,7 +81,8 @@ void AddTo(std::map<int, ms::GpuUse>& total, const std::map<int, ms::GpuUse>& us
     ms::GpuUse& t = total[g];
     t.units += sign * u.units;
     t.clients += sign * u.clients;
-    if (t.units == 0 && t.clients == 0) total.erase(g);
+    t.core += sign * u.core;
+    if (t.units == 0 && t.clients == 0 && t.core == 0) total.erase(g);
   }
 }
 
@@ -193,7 +194,7 @@ std::vector<NodeVerdict> GpuCache::Filter(const ms::PodRequest& request,
     bool odd = false;
   };
   std::map<std::pair<int64_t, int64_t>, Sized> sized;
-  Masked masked = MaskNamed(request.selector, names);
+  Masked masked = MaskNamed(request, names);
   const uint64_t visit = ++visit_;
   std::unordered_set<std::string_view> unknown;  // names not in the cache, for their repeats
   for (size_t i = 0; i < names.size(); ++i) {
@@ -228,7 +229,8 @@ std::vector<NodeVerdict> GpuCache::Filter(const ms::PodRequest& request,
       z.shape = z.request.ok() ? Shape(rec, *z.request) : Result<pl::ShapeId>(z.request.status());
       if (z.request.ok()) {
         const std::vector<ms::SlotKey> keys = ms::SlotKeys(*z.request);
-        z.odd = std::any_of(keys.begin(), keys.end(), [](const ms::SlotKey& k) { return k.odd(); });
+        z.odd =
+            std::any_of(keys.begin(), keys.end(), [](const ms::SlotKey& k) { return !k.plain(); });
       }
     }
     if (!z.shape.ok()) {
@@ -263,7 +265,7 @@ std::vector<int64_t> GpuCache::Score(const ms::PodRequest& request,
   };
   std::map<std::pair<int64_t, int64_t>, Result<pl::ShapeId>> shapes;
   std::map<pl::ShapeId, Group> groups;
-  Masked masked = MaskNamed(request.selector, names);
+  Masked masked = MaskNamed(request, names);
   const uint64_t visit = ++visit_;
   std::unordered_set<std::string_view> unknown;  // names not in the cache, for their repeats
   for (size_t i = 0; i < names.size(); ++i) {
@@ -430,7 +432,7 @@ Result<Reservation> GpuCache::ReserveLocked(const kube::Pod& pod, const ms::PodR
 
 Result<std::vector<int>> GpuCache::Choose(const NodeRec& n, const ms::PodRequest& request,
                                           pl::ShapeId shape) {
-  Masked masked = Mask(request.selector, {&n});
+  Masked masked = Mask(request, {&n});
   const std::vector<pl::Verdict> verdicts = engine_->Evaluate(shape, {n.eid});
   Unmask(masked);
   if (verdicts.empty() || verdicts[0].rejection != pl::Rejection::kNone)
@@ -511,8 +513,9 @@ Result<Reservation> GpuCache::Book(const kube::Pod& pod, const ms::PodRequest& r
     const ms::InventoryGpu* gpu = n.inv.FindByIndex(g);
     const int64_t used = n.used.count(g) ? n.used.at(g) : 0;
     const int clients = n.clients.count(g) ? n.clients.at(g) : 0;
+    const int64_t core = n.core.count(g) ? n.core.at(g) : 0;
     if (gpu == nullptr || used + u.units > gpu->units * ms::kMilliPerGpu ||
-        clients + u.clients > n.inv.max_clients_per_gpu)
+        clients + u.clients > n.inv.max_clients_per_gpu || core + u.core > ms::kMaxCorePercent)
       return Status::Internal("node " + node + ": GPU " + std::to_string(g) +
                               " would be over-committed (" + MilliUnits(used, options_.unit) +
                               " + " + MilliUnits(u.units, options_.unit) + " of " +

@@ -150,6 +150,7 @@ struct GpuState {
   int64_t capacity = 0;  // units
   int64_t used = 0;      // units booked (may exceed capacity when the truth is over-full)
   int clients = 0;
+  int64_t core = 0;     // compute shares booked, in percent (aliyun.com/gpu-core.percentage)
   bool usable = false;  // healthy and in memory mode
 };
 
@@ -212,6 +213,7 @@ struct InspectGpu {
   memshare::InventoryGpu gpu;
   int64_t used_units = 0;
   int clients = 0;
+  int64_t core = 0;  // compute shares booked, in percent
   bool usable = false;
   std::vector<InspectPod> pods;  // by namespace/name
 };
@@ -389,29 +391,32 @@ class GpuCache {
   NodeVerdict CheckRoom(const NodeRec& n, const memshare::PodRequest& request,
                         const placement::PodShape& shape, const Asker& asker) const
       GPUSHARE_REQUIRES(mu_);
-  // The GPUs a pod's GpuSelector takes away, for the length of one decision: each memory-share
-  // GPU of the named nodes that `selector` excludes is filled on the engine's state (a filler
-  // placement of its free memory), so the engine's filter, scores and choice see it full;
-  // Unmask gives the fillers back. Nothing may resync or rebuild the engine in between. Nodes
-  // where `selector` excludes every GPU get no fillers (Check refuses them first): `blocked`.
+  // The GPUs a pod may not use (its GpuSelector's exclusions, GPUs without its compute share
+  // left), for the length of one decision: each such memory-share GPU of the named nodes is
+  // filled on the engine's state (a filler placement of its free memory), so the engine's
+  // filter, scores and choice see it full; Unmask gives the fillers back. Nothing may resync or
+  // rebuild the engine in between. Nodes where every GPU is excluded get no fillers (Check
+  // refuses them first): `blocked`.
   struct Masked {
     std::vector<placement::PlacementId> fillers;
     std::unordered_set<const NodeRec*> blocked;
   };
-  Masked Mask(const GpuSelector& selector, const std::vector<const NodeRec*>& nodes)
+  Masked Mask(const memshare::PodRequest& request, const std::vector<const NodeRec*>& nodes)
       GPUSHARE_REQUIRES(mu_);
-  Masked MaskNamed(const GpuSelector& selector, const std::vector<std::string_view>& names)
+  Masked MaskNamed(const memshare::PodRequest& request, const std::vector<std::string_view>& names)
       GPUSHARE_REQUIRES(mu_);
   void Unmask(Masked& masked) GPUSHARE_REQUIRES(mu_);
   // Check for one node with the pod's excluded GPUs masked (binds and picks).
   NodeVerdict CheckAlone(const NodeRec& n, const memshare::PodRequest& request,
                          const placement::PodShape& shape, const Asker& asker = {})
       GPUSHARE_REQUIRES(mu_);
-  // How many memory-share slots of `n` `selector` excludes; which, in *excluded (1 per slot).
-  size_t ExcludedSlots(const NodeRec& n, const GpuSelector& selector,
-                       std::vector<char>* excluded = nullptr) const;
-  // Per memory-share slot of `n`: why `selector` excludes its GPU ("" where it does not).
-  std::vector<std::string> Exclusions(const NodeRec& n, const GpuSelector& selector) const;
+  // How many memory-share slots of `n` the pod may not use; which, in *excluded (1 per slot):
+  // those its GpuSelector excludes, and (unless `choice_only`) those without its compute share
+  // (PodRequest::CoreSum) left of their 100 %.
+  size_t ExcludedSlots(const NodeRec& n, const memshare::PodRequest& request,
+                       std::vector<char>* excluded = nullptr, bool choice_only = false) const;
+  // Per memory-share slot of `n`: why the pod may not use its GPU ("" where it may).
+  std::vector<std::string> Exclusions(const NodeRec& n, const memshare::PodRequest& request) const;
   // Nominations: booked in NodeRec::nominated (counted by Recount), indexed by nominee.
   void AddNomination(Nomination nom) GPUSHARE_REQUIRES(mu_);
   void DropNomination(const std::string& uid, std::string_view why) GPUSHARE_REQUIRES(mu_);

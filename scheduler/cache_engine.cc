@@ -353,56 +353,84 @@ Result<ms::PodRequest> GpuCache::OnNode(const NodeRec& n, const ms::PodRequest& 
   return request.Resolve(n.share_units);
 }
 
-size_t GpuCache::ExcludedSlots(const NodeRec& n, const GpuSelector& selector,
-                               std::vector<char>* excluded) const {
+namespace {
+
+// Whether the pod may not use some GPUs: a GPU choice or a compute share.
+bool Restricts(const ms::PodRequest& request) {
+  return !request.selector.empty() || request.CoreSum() > 0;
+}
+
+}  // namespace
+
+size_t GpuCache::ExcludedSlots(const NodeRec& n, const ms::PodRequest& request,
+                               std::vector<char>* excluded, bool choice_only) const {
   if (excluded != nullptr) excluded->assign(n.slots.size(), 0);
-  if (selector.empty()) return 0;
+  if (!Restricts(request)) return 0;
+  const int64_t core = choice_only ? 0 : request.CoreSum();
   size_t count = 0;
   for (size_t slot = 0; slot < n.slots.size(); ++slot) {
     const ms::InventoryGpu* g = n.inv.FindByIndex(n.slots[slot]);
-    if (g == nullptr || selector.Allows(g->model, g->uuid)) continue;
+    if (g == nullptr) continue;
+    const bool out = !request.selector.Allows(g->model, g->uuid) ||
+                     (core > 0 && n.CoreOn(g->index) + core > ms::kMaxCorePercent);
+    if (!out) continue;
     ++count;
     if (excluded != nullptr) (*excluded)[slot] = 1;
   }
   return count;
 }
 
-std::vector<std::string> GpuCache::Exclusions(const NodeRec& n, const GpuSelector& selector) const {
+std::vector<std::string> GpuCache::Exclusions(const NodeRec& n,
+                                              const ms::PodRequest& request) const {
   std::vector<std::string> out(n.slots.size());
-  if (selector.empty()) return out;
+  if (!Restricts(request)) return out;
+  const int64_t core = request.CoreSum();
   for (size_t slot = 0; slot < n.slots.size(); ++slot) {
     const ms::InventoryGpu* g = n.inv.FindByIndex(n.slots[slot]);
     if (g == nullptr) continue;
-    if (std::optional<std::string> why = selector.Excludes(g->model, g->uuid)) out[slot] = *why;
+    if (std::optional<std::string> why = request.selector.Excludes(g->model, g->uuid)) {
+      out[slot] = *why;
+    } else if (const int64_t booked = n.CoreOn(g->index);
+               core > 0 && booked + core > ms::kMaxCorePercent) {
+      out[slot] = std::to_string(booked) + "% of its compute is booked and the pod asks " +
+                  std::to_string(core) + "% (" + std::string(ms::kCoreResource) + ")";
+    }
   }
   return out;
 }
 
 NodeVerdict GpuCache::Check(const NodeRec& n, const ms::PodRequest& request,
                             const pl::PodShape& shape, const Asker& asker) const {
-  const size_t excluded = request.selector.empty() || !n.exists || !n.has_inventory || n.eid < 0
+  const size_t excluded = !Restricts(request) || !n.exists || !n.has_inventory || n.eid < 0
                               ? 0
-                              : ExcludedSlots(n, request.selector);
-  if (excluded > 0 && excluded == n.slots.size())
-    return Verdict(NodeVerdict::Kind::kUnresolvable, reasons::kGpuExcluded,
-                   "the pod's GPU choice excludes every GPU here: " +
-                       ExclusionList(n.slots, Exclusions(n, request.selector)));
+                              : ExcludedSlots(n, request);
+  if (excluded > 0 && excluded == n.slots.size()) {
+    if (ExcludedSlots(n, request, nullptr, true) == n.slots.size())
+      return Verdict(NodeVerdict::Kind::kUnresolvable, reasons::kGpuExcluded,
+                     "the pod's GPU choice excludes every GPU here: " +
+                         ExclusionList(n.slots, Exclusions(n, request)));
+    return Verdict(NodeVerdict::Kind::kFailed, reasons::kGpuComputeFull,
+                   "no GPU here has the pod's compute share left: " +
+                       ExclusionList(n.slots, Exclusions(n, request)));
+  }
   NodeVerdict v = CheckRoom(n, request, shape, asker);
   if (v.kind != NodeVerdict::Kind::kFits && excluded > 0)
-    v.reason += "; the pod's GPU choice excludes " +
-                ExclusionList(n.slots, Exclusions(n, request.selector));
+    v.reason +=
+        (ExcludedSlots(n, request, nullptr, true) == excluded ? "; the pod's GPU choice excludes "
+                                                              : "; the pod may not use ") +
+        ExclusionList(n.slots, Exclusions(n, request));
   return v;
 }
 
-GpuCache::Masked GpuCache::Mask(const GpuSelector& selector,
+GpuCache::Masked GpuCache::Mask(const ms::PodRequest& request,
                                 const std::vector<const NodeRec*>& nodes) {
   Masked m;
-  if (selector.empty()) return m;
+  if (!Restricts(request)) return m;
   std::unordered_set<pl::NodeId> seen;
   std::vector<char> excluded;
   for (const NodeRec* n : nodes) {
     if (n == nullptr || n->eid < 0 || !seen.insert(n->eid).second) continue;
-    const size_t count = ExcludedSlots(*n, selector, &excluded);
+    const size_t count = ExcludedSlots(*n, request, &excluded);
     if (count == 0) continue;
     if (count == excluded.size()) {
       m.blocked.insert(n);
@@ -426,21 +454,21 @@ GpuCache::Masked GpuCache::Mask(const GpuSelector& selector,
 
 NodeVerdict GpuCache::CheckAlone(const NodeRec& n, const ms::PodRequest& request,
                                  const pl::PodShape& shape, const Asker& asker) {
-  Masked masked = Mask(request.selector, {&n});
+  Masked masked = Mask(request, {&n});
   NodeVerdict v = Check(n, request, shape, asker);
   Unmask(masked);
   return v;
 }
 
-GpuCache::Masked GpuCache::MaskNamed(const GpuSelector& selector,
+GpuCache::Masked GpuCache::MaskNamed(const ms::PodRequest& request,
                                      const std::vector<std::string_view>& names) {
-  if (selector.empty()) return {};
+  if (!Restricts(request)) return {};
   std::vector<const NodeRec*> nodes;
   nodes.reserve(names.size());
   for (std::string_view name : names)
     if (const int32_t id = node_index_.Find(name); id != NameIndex::kNone)
       nodes.push_back(by_id_[static_cast<size_t>(id)]);
-  return Mask(selector, nodes);
+  return Mask(request, nodes);
 }
 
 void GpuCache::Unmask(Masked& masked) {
@@ -467,9 +495,9 @@ NodeVerdict GpuCache::CheckRoom(const NodeRec& n, const ms::PodRequest& request,
     const std::map<int, ms::GpuUse> exempt = Exempt(n, asker);
     if (!exempt.empty()) lifted = StateWithout(n, exempt);
   }
-  if (lifted && !request.selector.empty()) {  // a hold lifted on an excluded GPU stays shut
+  if (lifted && Restricts(request)) {  // a hold lifted on an excluded GPU stays shut
     std::vector<char> excluded;
-    ExcludedSlots(n, request.selector, &excluded);
+    ExcludedSlots(n, request, &excluded);
     for (size_t slot = 0; slot < excluded.size(); ++slot)
       if (excluded[slot]) lifted->gpu_free[slot] = 0;
     pl::RefreshTotals(*lifted);
@@ -573,7 +601,7 @@ NodeVerdict GpuCache::Clash(const NodeRec& n, const ms::PodRequest& request) con
   if (n.pending == 0) return {};
   const std::vector<ms::SlotKey> keys = ms::SlotKeys(request);
   if (n.odd_pending == 0 &&
-      std::none_of(keys.begin(), keys.end(), [](const ms::SlotKey& k) { return k.odd(); }))
+      std::none_of(keys.begin(), keys.end(), [](const ms::SlotKey& k) { return !k.plain(); }))
     return {};
   std::optional<std::string> why = ms::FreshConflict(keys, n.pending_keys, options_.unit);
   if (!why) return {};

@@ -21,6 +21,7 @@ std::vector<GpuState> GpuCache::NodeGpus(const std::string& node) const {
     s.capacity = g.units;
     s.used = n.used.count(g.index) ? CeilUnits(n.used.at(g.index)) : 0;
     s.clients = n.clients.count(g.index) ? n.clients.at(g.index) : 0;
+    s.core = n.CoreOn(g.index);
     s.usable = n.has_inventory && n.Usable(g);
     out.push_back(s);
   }
@@ -85,6 +86,7 @@ InspectNode GpuCache::InspectRec(const NodeRec& n) const {
     const auto c = n.clients.find(g.index);
     o.used_units = u == n.used.end() ? 0 : CeilUnits(u->second);
     o.clients = c == n.clients.end() ? 0 : c->second;
+    o.core = n.CoreOn(g.index);
     o.usable = n.has_inventory && n.Usable(g);
   }
   std::vector<const PodRec*> pods;

@@ -52,7 +52,8 @@ struct GpuCache::NodeRec {
   std::map<int, ms::GpuUse> plan, current;
   int pending = 0;
   std::map<ms::SlotKey, int> pending_keys;
-  int odd_pending = 0;  // pending slots whose first request is smaller than their demand
+  int odd_pending = 0;  // pending slots whose key is not plain (an init container first, or
+                        // a compute share): only they can clash with a pod's (FreshConflict)
   // Slots kept counted after their pods were released (memshare::ReleaseNeedsGuard), or the
   // whole node held back after a start, until the pods in `waiting` are confirmed or gone.
   struct Guard {
@@ -68,10 +69,15 @@ struct GpuCache::NodeRec {
   std::set<std::string> nominees;
   std::map<int, int64_t> used;
   std::map<int, int> clients;
+  std::map<int, int64_t> core;          // compute shares booked per GPU index, in percent
   std::map<std::string, PodRec*> pods;  // counted here, by UID
   std::vector<pl::PlacementId> bookings;
 
   bool Usable(const ms::InventoryGpu& g) const { return g.ServesMemoryShares(); }
+  int64_t CoreOn(int index) const {
+    const auto it = core.find(index);
+    return it == core.end() ? 0 : it->second;
+  }
   int SlotOf(int index) const {
     for (size_t s = 0; s < slots.size(); ++s)
       if (slots[s] == index) return static_cast<int>(s);

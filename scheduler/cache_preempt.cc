@@ -112,10 +112,14 @@ Result<PreemptionView> GpuCache::ViewForPreemption(const ms::PodRequest& request
       continue;
     }
     std::vector<char> excluded;
-    if (const size_t count = ExcludedSlots(*n, request.selector, &excluded);
+    if (const size_t count = ExcludedSlots(*n, request, &excluded);
         count > 0 && count == excluded.size()) {
-      v.problem = "the pod's GPU choice excludes every GPU here: " +
-                  ExclusionList(n->slots, Exclusions(*n, request.selector));
+      // Evictions free memory, not compute: a GPU without the pod's compute share left stays
+      // out whoever is evicted (never an eviction for nothing).
+      v.problem = (ExcludedSlots(*n, request, nullptr, true) == count
+                       ? "the pod's GPU choice excludes every GPU here: "
+                       : "no GPU here has the pod's compute share left: ") +
+                  ExclusionList(n->slots, Exclusions(*n, request));
       continue;
     }
     v.shape = engine_->shape(*shape);
@@ -164,7 +168,8 @@ Result<PreemptionView> GpuCache::ViewForPreemption(const ms::PodRequest& request
           v.input.ledger[static_cast<size_t>(slot)].plan_clients += u.clients;
         }
     }
-    // GPUs the pod may not use stay full whoever is evicted from them.
+    // GPUs the pod may not use (its choice, or without its compute share left) stay full whoever
+    // is evicted from them.
     for (size_t slot = 0; slot < excluded.size(); ++slot) {
       if (!excluded[slot]) continue;
       v.input.ledger[slot].other += v.input.node.gpu_capacity[slot];

@@ -174,7 +174,7 @@ void GpuCache::CountPod(NodeRec& n, const PodRec& p, int sign) {
     n.pending += sign;
     for (const ms::SlotKey& k : p.keys) {
       if ((n.pending_keys[k] += sign) == 0) n.pending_keys.erase(k);
-      if (k.odd()) n.odd_pending += sign;
+      if (!k.plain()) n.odd_pending += sign;
     }
   }
   Recount(n);
@@ -188,13 +188,16 @@ void GpuCache::Recount(NodeRec& n) {
   }
   n.used.clear();
   n.clients.clear();
+  n.core.clear();
   for (const auto& [g, u] : ms::EffectiveUsage(n.plan, n.current, capacity)) {
     if (u.units != 0) n.used[g] = u.units;
     if (u.clients != 0) n.clients[g] = u.clients;
+    if (u.core != 0) n.core[g] = u.core;
   }
   for (const auto& [g, u] : n.nominated) {  // preemption's holds
     if (u.units != 0) n.used[g] += u.units;
     if (u.clients != 0) n.clients[g] += u.clients;
+    if (u.core != 0) n.core[g] += u.core;
   }
   if (n.eid >= 0) dirty_.insert(&n);
 }

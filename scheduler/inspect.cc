@@ -103,6 +103,7 @@ json Node(const InspectNode& n, ms::MemoryUnit unit) {
                       {"allocatedBytes", Bytes(g.used_units, unit)}}},
                     {"units", {{"total", g.gpu.units}, {"allocated", g.used_units}}},
                     {"clients", g.clients},
+                    {"computeAllocatedPercent", g.core},
                     {"pods", std::move(pods)}});
   }
   o["gpus"] = std::move(gpus);

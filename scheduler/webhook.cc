@@ -129,11 +129,22 @@ WebhookReply MutatePods(std::string_view body, const WebhookOptions& o) {
             (!name.empty() ? name : (meta == nullptr ? "" : Text(*meta, "generateName")) + "*");
     const json* spec = Member(*pod, "spec");
     const std::string current = spec == nullptr ? "" : Text(*spec, "schedulerName");
-    if (!PodRequestsResource(*pod, o.resource_name) &&
-        !PodRequestsResource(*pod, memshare::kMilliResource)) {
+    const bool shares = PodRequestsResource(*pod, o.resource_name) ||
+                        PodRequestsResource(*pod, memshare::kMilliResource);
+    std::string why;
+    if (!shares && PodRequestsResource(*pod, memshare::kCoreResource)) {
+      // ACK's compute share alone: refused here rather than placed as if it were not asked.
+      // (HAMi's nvidia.com/gpucores beside nvidia.com/gpu is HAMi's pod, not refused.)
+      why = std::string(memshare::kCoreResource) + " needs a memory share in the same container (" +
+            o.resource_name + ", or a fraction of " + std::string(memshare::kMilliResource) +
+            "), and this pod asks none";
+    } else if (shares) {
+      why = Refusal(*pod, o);
+    }
+    if (!shares && why.empty()) {
       r.why =
           "does not request " + o.resource_name + " or " + std::string(memshare::kMilliResource);
-    } else if (std::string why = Refusal(*pod, o); !why.empty()) {
+    } else if (!why.empty()) {
       response["allowed"] = false;
       response["status"] = {{"code", 400}, {"reason", "BadRequest"}, {"message", why}};
       r.outcome = WebhookOutcome::kDenied;

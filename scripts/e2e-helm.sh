@@ -306,6 +306,50 @@ deny_create() { # name words annotations resources
 deny_create bad-model 'metadata.annotations[nvidia.com/use-gputype]: "V100" matches no GPU model of the cluster (NVIDIA A10' \
   "{nvidia.com/use-gputype: V100}" "{aliyun.com/gpu-mem: 3}"
 deny_create bad-milli 'alibabacloud.com/gpu-milli 1500 is neither a fraction of one GPU' "{}" "{alibabacloud.com/gpu-milli: 1500}"
+deny_create bad-core 'aliyun.com/gpu-core.percentage 150 is above 100' "{}" "{aliyun.com/gpu-mem: 3, aliyun.com/gpu-core.percentage: 150}"
+deny_create core-alone 'aliyun.com/gpu-core.percentage needs a memory share' "{}" "{aliyun.com/gpu-core.percentage: 30}"
+
+# A compute share (issue 26): ACK's aliyun.com/gpu-core.percentage beside a memory share is the
+# container's SM limit, in the config gpushare-node mounts, in its environment and in the
+# library's region (node /metrics, below). Placement keeps each GPU's shares at or below 100 %:
+# eight 60 % pods (HAMi's nvidia.com/gpucores) take node mem's eight GPUs, a ninth stays Pending
+# and says why.
+{ printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: probe-core, namespace: %s}\nspec:\n' "$ns"
+  printf '  terminationGracePeriodSeconds: 1\n  containers:\n  - name: probe\n    image: %s\n' "$probe_image"
+  printf '    env: [{name: PROBE_HOLD, value: "1"}]\n'
+  printf '    resources:\n      limits: {aliyun.com/gpu-mem: "3", aliyun.com/gpu-core.percentage: "30"}\n'; } |
+  "$kubectl" apply -f - >/dev/null
+running probe-core
+want_probe probe-core 3072
+core_cfg=$("$kubectl" -n "$ns" exec probe-core -- cat /etc/gpushare/config)
+grep -qx 'device.0.sm_limit=30' <<<"$core_cfg" || fail "probe-core: /etc/gpushare/config has no device.0.sm_limit=30: $(tr '\n' ' ' <<<"$core_cfg")"
+core_env=$("$kubectl" -n "$ns" exec probe-core -- printenv CUDA_DEVICE_SM_LIMIT_0 || true)
+[ "$core_env" = 30 ] || fail "probe-core: CUDA_DEVICE_SM_LIMIT_0 is '$core_env', want 30"
+say "probe-core: 3 GiB and an SM limit of 30 % (device.0.sm_limit=30, CUDA_DEVICE_SM_LIMIT_0=30)"
+for i in $(seq 1 9); do
+  { printf 'apiVersion: v1\nkind: Pod\nmetadata: {name: core-%s, namespace: %s, labels: {app: core}}\nspec:\n' "$i" "$ns"
+    printf '  terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    image: e2e.local/busybox:1.35\n'
+    printf '    imagePullPolicy: Never\n    command: [sleep, "3600"]\n'
+    printf '    resources:\n      limits: {aliyun.com/gpu-mem: "1", nvidia.com/gpucores: "60"}\n'; } |
+    "$kubectl" apply -f - >/dev/null
+done
+for _ in $(seq 120); do
+  [ "$("$kubectl" -n "$ns" get pods -l app=core -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}' | grep -c .)" -ge 8 ] && break
+  sleep 1
+done
+core_gpus=$("$kubectl" -n "$ns" get pods -l app=core -o jsonpath='{range .items[*]}{.metadata.annotations.ALIYUN_COM_GPU_MEM_IDX}{"\n"}{end}' | grep . | sort -u | wc -l)
+[ "$core_gpus" = 8 ] || fail "the 60 % pods: on $core_gpus GPUs, want one on each of node mem's 8: $(phases core)"
+why=""
+for _ in $(seq 60); do
+  unbound=$("$kubectl" -n "$ns" get pods -l app=core -o jsonpath='{range .items[*]}{.metadata.name}={.spec.nodeName}{"\n"}{end}' | sed -n 's/=$//p')
+  [ -n "$unbound" ] && why=$("$kubectl" -n "$ns" get events --field-selector "involvedObject.name=$unbound,reason=FailedScheduling" -o jsonpath='{.items[*].message}')
+  grep -q "compute share left" <<<"$why" && break
+  sleep 1
+done
+[ "$(wc -w <<<"$unbound")" = 1 ] || fail "the 60 % pods: '$unbound' unbound, want exactly one"
+grep -q "no GPU here has the pod's compute share left" <<<"$why" || fail "$unbound: Pending without the compute reason: '$why'"
+say "compute shares: eight 60 % pods on node mem's eight GPUs, $unbound Pending: ${why:0:200}"
+"$kubectl" -n "$ns" delete pods -l app=core --wait=true --timeout=120s >/dev/null
 
 # Both daemons' /metrics (issue 14), read as Prometheus would: with a ServiceAccount token that
 # the chart's <fullname>-metrics-reader ClusterRole is bound to; without a token, 401.
@@ -335,6 +379,9 @@ limit=$(grep '^gpushare_container_memory_limit_bytes{' <<<"$m" | grep -F 'pod="p
 python3 -c 'import sys; u, a = float(sys.argv[1]), int(sys.argv[2]) * 1048576; sys.exit(0 if a <= u <= 3221225472 else 1)' "${used:-0}" "${allocated:-0}" ||
   fail "node mem: gpushare_container_memory_used_bytes of probe-mem3 is '$used', want between its ${allocated} MiB and 3 GiB"
 say "node mem /metrics: probe-mem3 uses $used bytes of its 3 GiB (the probe allocated $allocated MiB)"
+ratio=$(grep '^gpushare_container_compute_limit_ratio{' <<<"$m" | grep -F 'pod="probe-core"' | head -1 | awk '{print $NF}')
+[ "$ratio" = 0.3 ] || fail "node mem: gpushare_container_compute_limit_ratio of probe-core is '$ratio', want 0.3 (its compute share, from the library's region)"
+say "node mem /metrics: probe-core's compute limit ratio 0.3"
 sched_ip=$("$kubectl" -n "$gns" get pods -l app.kubernetes.io/component=scheduler -o jsonpath='{.items[0].status.podIP}')
 sm=$(scrape "http://$sched_ip:12346/metrics")
 for s in gpushare_scheduler_filter_duration_seconds gpushare_scheduler_bind_duration_seconds \

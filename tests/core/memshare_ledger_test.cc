@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "core/memshare_node.h"
 #include "tests/core/test_inventories.h"
 
 namespace gpushare::memshare {
@@ -164,6 +165,37 @@ TEST(Ledger, UnitsAllocatedAgainSinceTheListHaveOneHolder) {
   const SlotLedger l = h.Ledger(plans, {}, inv);
   EXPECT_EQ(l.Open({1, 1}, 0), 1);  // small's own slot is open for it
   EXPECT_EQ(l.Open({3, 3}, 0), 0);
+}
+
+// A compute share is part of its slot's key: pending slots that ask the same size first with
+// another share clash (the agent gives a first request the share of the slot it serves), and
+// the advice kubelet took names the share for Allocate.
+TEST(ComputeShares, PartOfTheKeyTheClashAndTheAdvice) {
+  ContainerShare a{"a", 3};
+  a.core = 30;
+  ContainerShare b{"b", 2};
+  EXPECT_EQ(SlotKeys(Request({a, b})), (std::vector<SlotKey>{{3, 3, 30}, {2, 2, 0}}));
+  EXPECT_EQ(SlotKeyText({3, 3, 30}, MemoryUnit::kGiB), "3 GiB, 30% compute");
+  const std::map<SlotKey, int> pending = {{{3, 3, 30}, 1}};
+  EXPECT_FALSE(FreshConflict({{3, 3, 30}}, pending, MemoryUnit::kGiB).has_value());
+  auto why = FreshConflict({{3, 3, 0}}, pending, MemoryUnit::kGiB);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_THAT(*why, HasSubstr("a pod asking 3 GiB, 30% compute is still being admitted here and "
+                              "this one asks 3 GiB"));
+  EXPECT_TRUE(FreshConflict({{3, 3, 50}}, pending, MemoryUnit::kGiB).has_value());
+  EXPECT_FALSE(FreshConflict({{4, 4, 50}}, pending, MemoryUnit::kGiB).has_value());
+  // The agent: the advised key comes back from Allocated when kubelet took the advice.
+  KubeletHoldings h;
+  h.Advised(0, SlotKey{3, 3, 30}, 3, false);
+  EXPECT_EQ(h.Allocated(UnitsOf(0, {0, 1, 2}), 0, 100), (SlotKey{3, 3, 30}));
+  h.Advised(0, SlotKey{3, 3, 30}, 3, false);
+  EXPECT_FALSE(h.Allocated(UnitsOf(1, {0, 1, 2}), 1, 100).has_value()) << "another GPU";
+  // Without the advice: the share of the pending slots that ask that size first.
+  SlotLedger l;
+  l.pending = {{"ns/x", "a", {3, 3, 30}, 0, 1}, {"ns/y", "b", {2, 2, 0}, 1, 2}};
+  EXPECT_EQ(PendingCore(l, 3), 30);
+  EXPECT_EQ(PendingCore(l, 2), 0);
+  EXPECT_EQ(PendingCore(l, 7), 0);
 }
 
 TEST(SettledPlanMoves, APodOffItsPlanFollowsItWhenNobodyOfItsKeyIsPending) {

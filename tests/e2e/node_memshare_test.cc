@@ -210,6 +210,57 @@ TEST(NodeMemoryShares, ProportionalComputeLimitFollowsTheShareOfMemory) {
   EXPECT_EQ(sm["big"], "25");    // 20 of 80 GiB
 }
 
+// A pod's compute share (ACK's aliyun.com/gpu-core.percentage, HAMi's nvidia.com/gpucores) is its
+// container's SM limit, over the node's computeLimit policy; a fraction's too; a pod without one
+// keeps the policy (none here). Kubelet names no pod: the share is that of the slot the advice
+// served, and without the advice that of the pending pods asking that size first.
+TEST(NodeMemoryShares, APodsComputeShareIsItsContainersSmLimit) {
+  MemShareEnv env;
+  env.Start();
+  ASSERT_TRUE(env.kubelet().WaitForAllocatable(kMilli, 8000, std::chrono::seconds(20)))
+      << env.AgentLog();
+  auto with_core = [](json pod, const char* resource, int64_t pct) {
+    pod["spec"]["containers"][0]["resources"]["limits"][resource] = std::to_string(pct);
+    return pod;
+  };
+  env.AddBoundPod(with_core(SimplePod("ack", 3), "aliyun.com/gpu-core.percentage", 30), {0}, 100);
+  env.AddBoundPod(with_core(SimplePod("hami", 4), "nvidia.com/gpucores", 45), {1}, 101);
+  env.AddBoundPod(with_core(MilliPod("frac", 250), "aliyun.com/gpu-core.percentage", 25), {2}, 102);
+  env.AddBoundPod(SimplePod("plain", 2), {0}, 103);
+  for (const char* pod : {"plain", "frac", "hami", "ack"}) {
+    fakes::PodAdmission a = env.Admit("default", pod);
+    ASSERT_TRUE(a.admitted) << pod << ": " << a.error << env.AgentLog();
+  }
+  std::map<std::string, std::string> sm;
+  for (const auto& r : env.kubelet().Allocations()) {
+    const auto& e = r.response.envs();
+    sm[r.pod_name] = e.count("CUDA_DEVICE_SM_LIMIT_0") ? e.at("CUDA_DEVICE_SM_LIMIT_0") : "<unset>";
+  }
+  EXPECT_EQ(sm["ack"], "30");
+  EXPECT_EQ(sm["hami"], "45");
+  EXPECT_EQ(sm["frac"], "25");
+  EXPECT_EQ(sm["plain"], "<unset>");
+  EXPECT_THAT(env.AgentLog(),
+              HasSubstr("limit_mib=3072 compute_percent=30 resource=aliyun.com/gpu-mem"));
+  ASSERT_TRUE(env.WaitTruthful()) << env.Untruthful().front() << env.AgentLog();
+
+  // Kubelet without the advice (a plain Allocate of five units of GPU 3): the pending pod that
+  // asks five first has 20 %.
+  env.AddBoundPod(with_core(SimplePod("raw", 5), "aliyun.com/gpu-core.percentage", 20), {3}, 104);
+  v1beta1::AllocateRequest req;
+  auto* container = req.add_container_requests();
+  for (int j = 0; j < 5; ++j) container->add_devices_ids(GpuUuidFor(3) + "-_-" + std::to_string(j));
+  v1beta1::AllocateResponse resp;
+  grpc::Status st = env.kubelet().RawAllocate(kMem, req, &resp);
+  ASSERT_TRUE(st.ok()) << st.error_message() << env.AgentLog();
+  ASSERT_EQ(resp.container_responses_size(), 1);
+  const auto& envs = resp.container_responses(0).envs();
+  ASSERT_TRUE(envs.count("CUDA_DEVICE_SM_LIMIT_0")) << env.AgentLog();
+  EXPECT_EQ(envs.at("CUDA_DEVICE_SM_LIMIT_0"), "20");
+  EXPECT_THAT(env.AgentLog(), HasSubstr("event=memshare_compute_unadvised size=5 gpu=3 "
+                                        "compute_percent=20"));
+}
+
 TEST(NodeMemoryShares, IdenticalPodsAdmittedInTheOppositeOrderEndUpTrue) {
   MemShareEnv env;
   env.Start();

@@ -404,6 +404,59 @@ TEST(CacheStart, NodesWithPendingPodsWaitForTheirConfirmation) {
   EXPECT_EQ(other.Filter(Req(SimplePod("b", 3)), {"busy"})[0].kind, K::kFits);
 }
 
+// Compute shares (ACK's aliyun.com/gpu-core.percentage, HAMi's nvidia.com/gpucores): each GPU's
+// shares stay at or below 100 % whatever its free memory; a node where no GPU has the share
+// left is refused for now (not unresolvable: pods leave), naming each GPU's booked compute; a
+// pending pod that asks the same size first with another share makes the next one wait.
+TEST_F(CacheTest, ComputeSharesStayAtOrBelowAHundredPercentPerGpu) {
+  Node("n", Uniform(2, 24));
+  auto with_core = [](json pod, const char* resource, int64_t pct) {
+    pod["spec"]["containers"][0]["resources"]["limits"][resource] = std::to_string(pct);
+    return pod;
+  };
+  const json a = with_core(SimplePod("a", 3), "aliyun.com/gpu-core.percentage", 70);
+  ASSERT_EQ(Bind(a, "n"), 0) << last_error_;
+  // 40 %: GPU 0 has the memory, not the compute (best fit would pack it there).
+  const json b = with_core(SimplePod("b", 4), "nvidia.com/gpucores", 40);
+  ASSERT_EQ(Bind(b, "n"), 1) << last_error_;
+  // 3 GiB first like pending `a`, another share: gpushare-node could not tell the two apart.
+  const json c = with_core(SimplePod("c", 3), "aliyun.com/gpu-core.percentage", 35);
+  std::vector<NodeVerdict> v = cache_->Filter(Req(c), {"n"});
+  EXPECT_EQ(v[0].kind, K::kFailed);
+  EXPECT_EQ(v[0].code, reasons::kPendingSlotConflict);
+  EXPECT_NE(v[0].reason.find("3 GiB, 70% compute"), std::string::npos) << v[0].reason;
+  cache_->UpsertPod(DecodePodOrDie(Bound(a, "n", {{"main", 0}}, true)));
+  cache_->UpsertPod(DecodePodOrDie(Bound(b, "n", {{"main", 1}}, true)));
+  ASSERT_EQ(Bind(c, "n"), 1) << last_error_;  // 70 + 35 > 100 on GPU 0
+  const json d = with_core(SimplePod("d", 1), "aliyun.com/gpu-core.percentage", 30);
+  ASSERT_EQ(Bind(d, "n"), 0) << last_error_;  // 40 + 35 + 30 > 100 on GPU 1
+  std::vector<GpuState> gpus = cache_->NodeGpus("n");
+  EXPECT_EQ(gpus[0].core, 100);
+  EXPECT_EQ(gpus[1].core, 75);
+  // Neither GPU has 30 % left; both have the memory.
+  const json e = with_core(SimplePod("e", 2), "aliyun.com/gpu-core.percentage", 30);
+  v = cache_->Filter(Req(e), {"n"});
+  EXPECT_EQ(v[0].kind, K::kFailed);
+  EXPECT_EQ(v[0].code, reasons::kGpuComputeFull);
+  EXPECT_EQ(v[0].reason,
+            "no GPU here has the pod's compute share left: GPU 0: 100% of its compute is booked "
+            "and the pod asks 30% (aliyun.com/gpu-core.percentage); GPU 1: 75% of its compute is "
+            "booked and the pod asks 30% (aliyun.com/gpu-core.percentage)");
+  EXPECT_EQ(cache_->Score(Req(e), {"n"})[0], 0);
+  EXPECT_EQ(Bind(e, "n"), -1);
+  // 25 % fits GPU 1 only; a pod without a compute share still fits anywhere with memory.
+  EXPECT_EQ(Bind(with_core(SimplePod("f", 2), "aliyun.com/gpu-core.percentage", 25), "n"), 1)
+      << last_error_;
+  EXPECT_GE(Bind(SimplePod("g", 5), "n"), 0) << last_error_;
+  gpus = cache_->NodeGpus("n");
+  EXPECT_EQ(gpus[0].core, 100);
+  EXPECT_EQ(gpus[1].core, 100);
+  // Gone pods give their compute back.
+  cache_->DeletePod(DecodePodOrDie(Bound(a, "n", {{"main", 0}}, true)));
+  EXPECT_EQ(cache_->NodeGpus("n")[0].core, 30);
+  ExpectNeverOverCommitted("n");
+}
+
 TEST_F(CacheTest, PodsWhoseFirstRequestsLookAlikeWaitForEachOther) {
   Node("n", Uniform(2, 24));
   // Pending: init container of 2 GiB, then the app container's 3 (kubelet asks 2 first).

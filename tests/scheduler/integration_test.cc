@@ -191,14 +191,55 @@ TEST_F(IntegrationTest, SeedKnativeServiceAt100PodsWithTheDeployedConfig) {
   StartScheduler();
   ExtenderConfig deployed = DeployedConfig(scheduler_->url_prefix());
   ASSERT_TRUE(fakes::ValidateExtenders({deployed}).ok());
-  ASSERT_EQ(deployed.managed_resources.size(), 2u);
+  ASSERT_EQ(deployed.managed_resources.size(), 4u);
   EXPECT_EQ(deployed.managed_resources[0].name, "aliyun.com/gpu-mem");
   EXPECT_FALSE(deployed.managed_resources[0].ignored_by_scheduler);
   // Fractions and whole GPUs: booked by the extender alone (no node advertises the resource).
   EXPECT_EQ(deployed.managed_resources[1].name, "alibabacloud.com/gpu-milli");
   EXPECT_TRUE(deployed.managed_resources[1].ignored_by_scheduler);
+  // Compute shares: no node advertises them either.
+  EXPECT_EQ(deployed.managed_resources[2].name, "aliyun.com/gpu-core.percentage");
+  EXPECT_TRUE(deployed.managed_resources[2].ignored_by_scheduler);
+  EXPECT_EQ(deployed.managed_resources[3].name, "nvidia.com/gpucores");
+  EXPECT_TRUE(deployed.managed_resources[3].ignored_by_scheduler);
   EXPECT_TRUE(deployed.node_cache_capable);
   RunSeed(this, deployed, "Insufficient aliyun.com/gpu-mem");
+}
+
+// Compute shares through kube-scheduler with the deployed configuration: the resource no node
+// advertises is left to the extender, which keeps each GPU's shares at or below 100 % and says
+// why when no GPU has the share left.
+TEST_F(IntegrationTest, ComputeSharesWithTheDeployedConfig) {
+  StartScheduler();
+  const ExtenderConfig deployed = DeployedConfig(scheduler_->url_prefix());
+  AddNode(NodeJson("gpu-node-1", Uniform(2, 24)));
+  FakeKubeScheduler sched(client_, {{deployed}, 1});
+  ASSERT_TRUE(sched.Validate().ok());
+  std::map<std::string, int> gpu_of;
+  for (int i = 0; i < 5; ++i) {
+    const std::string name = "c" + std::to_string(i);
+    json pod = SimplePod(name, 2);
+    pod["spec"]["containers"][0]["resources"]["limits"][i % 2 ? "nvidia.com/gpucores"
+                                                              : "aliyun.com/gpu-core.percentage"] =
+        "45";
+    AddPod(pod);
+    ScheduleResult r = sched.ScheduleOne("default", name);
+    ASSERT_NE(r.kind, ScheduleResult::Kind::kError) << name << ": " << r.message;
+    if (i < 4) {
+      ASSERT_TRUE(r.bound()) << name << ": " << r.message;
+      Result<kube::Pod> p = client_->GetPod("default", name);
+      ASSERT_TRUE(p.ok());
+      gpu_of[name] = std::stoi(p->metadata.annotations.at("ALIYUN_COM_GPU_MEM_IDX"));
+      continue;
+    }
+    // Two 45 % shares on each GPU: the fifth has memory but no compute left anywhere.
+    EXPECT_FALSE(r.bound());
+    EXPECT_NE(r.message.find("no GPU here has the pod's compute share left"), std::string::npos)
+        << r.message;
+  }
+  std::map<int, int> per_gpu;
+  for (const auto& [name, g] : gpu_of) ++per_gpu[g];
+  EXPECT_EQ(per_gpu, (std::map<int, int>{{0, 2}, {1, 2}}));
 }
 
 TEST_F(IntegrationTest, SeedKnativeServiceAt100PodsRefusedByTheExtender) {

@@ -315,5 +315,95 @@ TEST(MemsharePod, FromKubePod) {
   EXPECT_EQ(kube::PodMemRequest(p)->app[0].units, 3000);
 }
 
+// Compute shares: ACK's aliyun.com/gpu-core.percentage or HAMi's nvidia.com/gpucores on a
+// container with a memory share or a fraction, 1..100; bad combinations are errors naming the
+// container and the field; a compute share alone is not gpushare's pod (HAMi's, with
+// nvidia.com/gpu) unless the pod asks shares elsewhere.
+TEST(MemsharePod, ComputeShares) {
+  auto pod = [](std::map<std::string, std::string> main,
+                std::map<std::string, std::string> side = {}) {
+    kube::Pod p;
+    p.metadata.name = "infer";
+    p.metadata.namespace_ = "ml";
+    kube::Container c;
+    c.name = "main";
+    c.resources.limits = std::move(main);
+    kube::Container s;
+    s.name = "side";
+    s.resources.limits = std::move(side);
+    p.spec.containers = {c, s};
+    return p;
+  };
+  auto error = [](const kube::Pod& p) { return kube::PodGpuRequest(p).status().message(); };
+  Result<PodRequest> r = kube::PodGpuRequest(
+      pod({{"aliyun.com/gpu-mem", "3"}, {"aliyun.com/gpu-core.percentage", "30"}}));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->app[0].core, 30);
+  EXPECT_EQ(r->CoreSum(), 30);
+  r = kube::PodGpuRequest(
+      pod({{"aliyun.com/gpu-mem", "3"}, {"nvidia.com/gpucores", "45"}},
+          {{"aliyun.com/gpu-mem", "2"}, {"aliyun.com/gpu-core.percentage", "5"}}));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->app[0].core, 45);
+  EXPECT_EQ(r->app[1].core, 5);
+  EXPECT_EQ(r->CoreSum(), 50);
+  // A fraction carries its share through the resolution against a node.
+  r = kube::PodGpuRequest(
+      pod({{std::string(kMilliResource), "250"}, {"nvidia.com/gpucores", "25"}}));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->Resolve(24)->app[0].core, 25);
+  // Both spellings: they must agree.
+  EXPECT_TRUE(kube::PodGpuRequest(pod({{"aliyun.com/gpu-mem", "3"},
+                                       {"aliyun.com/gpu-core.percentage", "30"},
+                                       {"nvidia.com/gpucores", "30"}}))
+                  .ok());
+  EXPECT_EQ(error(pod({{"aliyun.com/gpu-mem", "3"},
+                       {"aliyun.com/gpu-core.percentage", "30"},
+                       {"nvidia.com/gpucores", "40"}})),
+            "pod ml/infer: container \"main\": aliyun.com/gpu-core.percentage 30 and "
+            "nvidia.com/gpucores 40 disagree (give one of the two)");
+  EXPECT_EQ(error(pod({{"aliyun.com/gpu-mem", "3"}, {"aliyun.com/gpu-core.percentage", "150"}})),
+            "pod ml/infer: container \"main\": aliyun.com/gpu-core.percentage 150 is above 100 "
+            "(percent of one GPU's compute)");
+  EXPECT_NE(error(pod({{"aliyun.com/gpu-mem", "3"}, {"nvidia.com/gpucores", "0.5"}}))
+                .find("spec.containers[0].resources.limits[nvidia.com/gpucores]"),
+            std::string::npos);
+  EXPECT_EQ(
+      error(pod({{std::string(kMilliResource), "1000"}, {"aliyun.com/gpu-core.percentage", "50"}})),
+      "pod ml/infer: container \"main\": aliyun.com/gpu-core.percentage with whole GPUs "
+      "(alibabacloud.com/gpu-milli 1000): a whole GPU is not compute-limited; ask a fraction");
+  EXPECT_EQ(error(pod({{"aliyun.com/gpu-mem", "3"}}, {{"aliyun.com/gpu-core.percentage", "20"}})),
+            "pod ml/infer: container \"side\": aliyun.com/gpu-core.percentage needs a memory share "
+            "in the same container (aliyun.com/gpu-mem, or a fraction of "
+            "alibabacloud.com/gpu-milli)");
+  // HAMi's pod (nvidia.com/gpu with nvidia.com/gpucores) asks no share: not ours, no error.
+  r = kube::PodGpuRequest(pod({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpucores", "30"}}));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->empty());
+  // An init container with GPU memory: the node could not tell its first request apart.
+  kube::Pod init = pod({{"aliyun.com/gpu-mem", "3"}, {"aliyun.com/gpu-core.percentage", "30"}});
+  kube::Container setup;
+  setup.name = "setup";
+  setup.resources.limits["aliyun.com/gpu-mem"] = "2";
+  init.spec.init_containers = {setup};
+  EXPECT_NE(error(init).find("init container \"setup\" asks aliyun.com/gpu-mem in a pod with a "
+                             "compute share"),
+            std::string::npos)
+      << error(init);
+  init.spec.init_containers[0].resources.limits = {{"aliyun.com/gpu-core.percentage", "30"}};
+  EXPECT_EQ(error(init),
+            "pod ml/infer: init container \"setup\": aliyun.com/gpu-core.percentage is for app "
+            "containers only");
+}
+
+TEST(MemshareUsage, ComputeSharesAddUpPerGpu) {
+  PodRequest r;
+  r.app = {{"a", 3, 0, false, 0, 30}, {"b", 2, 0, false, 1, 20}, {"c", 1, 0, false, 2, 0}};
+  const std::map<int, GpuUse> use = GpuUsage(r, {{"a", 0}, {"b", 0}, {"c", 1}});
+  EXPECT_EQ(use.at(0).core, 50);
+  EXPECT_EQ(use.at(0).units, 5);
+  EXPECT_EQ(use.at(1).core, 0);
+}
+
 }  // namespace
 }  // namespace gpushare::memshare

@@ -265,6 +265,39 @@ TEST_F(PreemptTest, VictimsOnlyOnTheGpusThePodMayUse) {
       << d->refused.at("mem");
 }
 
+// Evictions free memory, not compute: a GPU without the pod's compute share left keeps its pods,
+// and a node where no GPU has it evicts nothing and says why.
+TEST_F(PreemptTest, AGpuWithoutThePodsComputeShareLeftKeepsItsPods) {
+  Node("mem", 2);
+  auto with_core = [](json pod, int64_t pct) {
+    pod["spec"]["containers"][0]["resources"]["limits"]["aliyun.com/gpu-core.percentage"] =
+        std::to_string(pct);
+    return pod;
+  };
+  for (int k = 0; k < 6; ++k) Running(PriorityPod("g0-" + std::to_string(k), 3, 0), "mem", 0);
+  Running(with_core(PriorityPod("g0-hot", 3, 0), 80), "mem", 0);
+  for (int k = 0; k < 7; ++k) Running(PriorityPod("g1-" + std::to_string(k), 3, 0), "mem", 1);
+  const json serving = with_core(PriorityPod("serving", 3, 1000), 50);
+  NodeVictims proposed = Proposed({"g0-hot", "g0-0"});
+  Result<PreemptDecision> d =
+      preemptor_->Decide(DecodePodOrDie(serving), Req(serving), {{"mem", proposed}});
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->node, "mem");
+  EXPECT_EQ(GpusOf(d->victims), std::set<int>{1});
+  EXPECT_EQ(d->gpus.at("main"), 1);
+  // GPU 1 with 60 % booked too: nothing to evict for.
+  DeleteVictims({Uid("g1-0")});
+  Running(with_core(PriorityPod("g1-hot", 3, 0), 60), "mem", 1);
+  d = preemptor_->Decide(DecodePodOrDie(serving), Req(serving), {{"mem", proposed}});
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_TRUE(d->victims.empty());
+  ASSERT_EQ(d->refused.count("mem"), 1u);
+  EXPECT_NE(d->refused.at("mem").find("no GPU here has the pod's compute share left: GPU 0: 80% "
+                                      "of its compute is booked"),
+            std::string::npos)
+      << d->refused.at("mem");
+}
+
 TEST_F(PreemptTest, APodLargerThanAnyGpuEvictsNothingAndSaysWhy) {
   FullNode("mem");
   const json huge = PriorityPod("huge", 23, 1000);

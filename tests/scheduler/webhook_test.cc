@@ -117,6 +117,42 @@ TEST(WebhookTest, BadRequestsAreDeniedNamingTheField) {
   pod["metadata"]["annotations"]["nvidia.com/use-gputype"] = "V100";
   o.gpu_models = [] { return std::vector<std::string>{}; };
   EXPECT_EQ(MutatePods(Review(pod).dump(), o).outcome, WebhookOutcome::kMutated);
+  // Compute shares: above 100, on whole GPUs, without a share in its container, or alone.
+  EXPECT_EQ(deny(PodWith({Container(
+                "c", nullptr,
+                {{"aliyun.com/gpu-mem", "3"}, {"aliyun.com/gpu-core.percentage", "120"}})})),
+            "pod team-a/p: container \"c\": aliyun.com/gpu-core.percentage 120 is above 100 "
+            "(percent of one GPU's compute)");
+  EXPECT_NE(deny(PodWith({Container(
+                     "c", nullptr,
+                     {{"alibabacloud.com/gpu-milli", "2000"}, {"nvidia.com/gpucores", "50"}})}))
+                .find("a whole GPU is not compute-limited"),
+            std::string::npos);
+  EXPECT_NE(deny(PodWith({Container("a", {{"aliyun.com/gpu-mem", "3"}}),
+                          Container("b", nullptr, {{"aliyun.com/gpu-core.percentage", "10"}})}))
+                .find("container \"b\": aliyun.com/gpu-core.percentage needs a memory share"),
+            std::string::npos);
+  EXPECT_EQ(deny(PodWith({Container("c", nullptr, {{"aliyun.com/gpu-core.percentage", "30"}})})),
+            "aliyun.com/gpu-core.percentage needs a memory share in the same container "
+            "(aliyun.com/gpu-mem, or a fraction of alibabacloud.com/gpu-milli), and this pod asks "
+            "none");
+  // HAMi's nvidia.com/gpucores beside nvidia.com/gpu is HAMi's pod: unchanged.
+  EXPECT_EQ(
+      MutatePods(
+          Review(PodWith({Container("c", nullptr,
+                                    {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpucores", "30"}})}))
+              .dump(),
+          o)
+          .outcome,
+      WebhookOutcome::kUnchanged);
+  // A valid compute share is placed by gpushare-scheduler.
+  EXPECT_EQ(MutatePods(Review(PodWith({Container("c", nullptr,
+                                                 {{"aliyun.com/gpu-mem", "3"},
+                                                  {"aliyun.com/gpu-core.percentage", "30"}})}))
+                           .dump(),
+                       o)
+                .outcome,
+            WebhookOutcome::kMutated);
   // A pod that asks for no share is none of the webhook's business, whatever it writes.
   o.gpu_models = [] { return std::vector<std::string>{"NVIDIA A10"}; };
   json other = PodWith({Container("c", {{"nvidia.com/gpu", "1"}})});
