@@ -213,7 +213,7 @@ Status CheckNoWebhook(const CLI::App& app) {
   for (const std::vector<std::string>& set :
        {kManaged,
         std::vector<std::string>{"--webhook-scheduler-name", "--webhook-cert-check-interval",
-                                 "--webhook-port-file"}}) {
+                                 "--webhook-port-file", "--hami-resources"}}) {
     for (const std::string& f : Given(app, set)) any.push_back(f);
   }
   return any.empty() ? Status::Ok() : Bad(Listed(any) + ": only with --webhook-listen");
@@ -408,6 +408,10 @@ void AddWebhookFlags(CLI::App& app, SchedulerFlags& f) {
   app.add_option("--webhook-scheduler-name", o.webhook_scheduler_name,
                  "the spec.schedulerName the webhook sets on pods that request --resource-name")
       ->capture_default_str();
+  app.add_flag("--hami-resources", o.webhook_hami_resources,
+               "rewrite HAMi's pod spec (nvidia.com/gpu with nvidia.com/gpumem, "
+               "gpumem-percentage or gpucores) into gpushare's resources at admission, and take "
+               "schedulerName hami-scheduler as unset");
   app.add_option("--webhook-port-file", o.webhook_port_file,
                  "write the --webhook-listen port to this file once serving");
   app.add_option(

@@ -234,6 +234,8 @@ HttpReply SchedulerService::Mutate(std::string_view body) {
   WebhookOptions wo;
   wo.resource_name = options_.resource_name;
   wo.scheduler_name = options_.webhook_scheduler_name;
+  wo.hami_resources = options_.webhook_hami_resources;
+  wo.unit = options_.unit;
   wo.gpu_models = [this] { return cache_->GpuModels(); };
   WebhookReply r = MutatePods(body, wo);
   switch (r.outcome) {

@@ -83,6 +83,7 @@ struct ServiceOptions {
   int webhook_port = -1;
   std::string webhook_port_file;  // written with the webhook listener's port once serving
   std::string webhook_scheduler_name = std::string(kDefaultWebhookSchedulerName);
+  bool webhook_hami_resources = false;  // --hami-resources: HAMi's pod spec rewritten
   net::TlsOptions webhook_tls;
   std::optional<WebhookCertOptions> webhook_certs;
 };

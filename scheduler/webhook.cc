@@ -1,6 +1,7 @@
 #include "scheduler/webhook.h"
 
 #include "core/gpu_selector.h"
+#include "core/hami_spec.h"
 #include "core/memshare.h"
 #include "kube/base64.h"
 #include "kube/memshare_pod.h"
@@ -73,6 +74,108 @@ std::string Refusal(const json& pod, const WebhookOptions& o) {
          " matches no GPU model of the cluster (" + known + ")";
 }
 
+// The quantity text of `name` in a resource list, or nullopt when absent (a bare JSON number is a
+// quantity too, as Go's decoder has it).
+std::optional<std::string> QuantityText(const json* list, std::string_view name) {
+  if (list == nullptr || !list->is_object()) return std::nullopt;
+  auto it = list->find(std::string(name));
+  if (it == list->end()) return std::nullopt;
+  return it->is_string() ? it->get<std::string>() : it->dump();
+}
+
+// One of HAMi's resources of a container: the limit, else the request, as a whole number.
+Status HamiAsk(const json& resources, std::string_view name, const std::string& path,
+               std::optional<int64_t>* out) {
+  for (const char* list : {"limits", "requests"}) {
+    std::optional<std::string> text = QuantityText(Member(resources, list), name);
+    if (!text) continue;
+    GPUSHARE_ASSIGN_OR_RETURN(
+        int64_t v,
+        kube::ParseWholeQuantity(*text, path + "." + list + "[" + std::string(name) + "]"));
+    *out = v;
+    return Status::Ok();
+  }
+  return Status::Ok();
+}
+
+// RFC 6901: "~" and "/" of a member name escaped for a JSON pointer.
+std::string PointerToken(std::string_view name) {
+  std::string out;
+  for (char c : name) out += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
+  return out;
+}
+
+// HAMi's containers of `pod` rewritten into gpushare's resources (core/hami_spec.h): the JSON
+// patch operations (each rewritten container's resources replaced, and the annotation naming
+// what they asked), applied to `*pod` too. No operations when no container is HAMi's.
+Result<json> RewriteHami(json* pod, const WebhookOptions& o) {
+  json ops = json::array();
+  json original = json::object();
+  json* spec = pod->contains("spec") ? &(*pod)["spec"] : nullptr;
+  for (const char* list : {"initContainers", "containers"}) {
+    if (spec == nullptr || !spec->contains(list) || !(*spec)[list].is_array()) continue;
+    json& cs = (*spec)[list];
+    for (size_t i = 0; i < cs.size(); ++i) {
+      json& c = cs[i];
+      const json* res = Member(c, "resources");
+      if (res == nullptr || !res->is_object()) continue;
+      const std::string path =
+          "spec." + std::string(list) + "[" + std::to_string(i) + "].resources";
+      hami::ContainerAsk ask;
+      ask.name = Text(c, "name");
+      ask.init = std::string_view(list) == "initContainers";
+      GPUSHARE_RETURN_IF_ERROR(HamiAsk(*res, hami::kGpu, path, &ask.gpus));
+      GPUSHARE_RETURN_IF_ERROR(HamiAsk(*res, hami::kGpuMem, path, &ask.mem_mib));
+      GPUSHARE_RETURN_IF_ERROR(HamiAsk(*res, hami::kGpuMemPercentage, path, &ask.mem_percent));
+      GPUSHARE_RETURN_IF_ERROR(HamiAsk(*res, hami::kGpuCores, path, &ask.cores));
+      GPUSHARE_ASSIGN_OR_RETURN(std::optional<hami::Rewrite> rw,
+                                hami::RewriteContainer(ask, o.unit, o.resource_name));
+      if (!rw) continue;
+      json asked = json::object();
+      json updated = *res;
+      for (const char* l : {"limits", "requests"}) {
+        if (!updated.contains(l) || !updated[l].is_object()) continue;
+        for (std::string_view name :
+             {hami::kGpu, hami::kGpuMem, hami::kGpuMemPercentage, hami::kGpuCores}) {
+          if (std::optional<std::string> t = QuantityText(&updated[l], name);
+              t && std::string_view(l) == "limits")
+            asked[std::string(name)] = *t;
+          else if (t && !asked.contains(std::string(name)))
+            asked[std::string(name)] = *t;
+          if (name != hami::kGpuCores || !rw->keep_cores) updated[l].erase(std::string(name));
+        }
+      }
+      for (const auto& [name, quantity] : rw->limits)
+        updated["limits"][name] = std::to_string(quantity);
+      if (updated.contains("requests") && updated["requests"].empty()) updated.erase("requests");
+      original[ask.name] = asked;
+      if (!rw->notes.empty()) {
+        std::string notes;
+        for (const std::string& n : rw->notes) notes += (notes.empty() ? "" : "; ") + n;
+        original[ask.name]["notes"] = notes;
+      }
+      ops.push_back(
+          {{"op", "add"},
+           {"path", "/spec/" + std::string(list) + "/" + std::to_string(i) + "/resources"},
+           {"value", updated}});
+      c["resources"] = std::move(updated);
+    }
+  }
+  if (ops.empty()) return ops;
+  json& meta = (*pod)["metadata"];
+  if (!meta.is_object()) meta = json::object();
+  if (!meta.contains("annotations") || !meta["annotations"].is_object()) {
+    ops.push_back({{"op", "add"}, {"path", "/metadata/annotations"}, {"value", json::object()}});
+    meta["annotations"] = json::object();
+  }
+  const std::string key(hami::kOriginalAnnotation);
+  ops.push_back({{"op", "add"},
+                 {"path", "/metadata/annotations/" + PointerToken(key)},
+                 {"value", original.dump()}});
+  meta["annotations"][key] = original.dump();
+  return ops;
+}
+
 }  // namespace
 
 bool PodRequestsResource(const json& pod, std::string_view resource) {
@@ -129,10 +232,27 @@ WebhookReply MutatePods(std::string_view body, const WebhookOptions& o) {
             (!name.empty() ? name : (meta == nullptr ? "" : Text(*meta, "generateName")) + "*");
     const json* spec = Member(*pod, "spec");
     const std::string current = spec == nullptr ? "" : Text(*spec, "schedulerName");
+    // HAMi's pods (--hami-resources) are rewritten into gpushare's resources first, unless
+    // another scheduler than the default or HAMi's is the user's choice.
+    const bool hami_scheduler = o.hami_resources && current == kHamiSchedulerName;
+    json effective;  // the pod as rewritten (only with --hami-resources)
+    json ops = json::array();
+    std::string why;
+    if (o.hami_resources && (current.empty() || current == "default-scheduler" || hami_scheduler)) {
+      effective = *pod;
+      Result<json> rewritten = RewriteHami(&effective, o);
+      if (!rewritten.ok()) {
+        why = "pod " + r.pod + ": " + rewritten.status().message();
+      } else if (!rewritten->empty()) {
+        ops = std::move(*rewritten);
+        pod = &effective;
+      }
+    }
     const bool shares = PodRequestsResource(*pod, o.resource_name) ||
                         PodRequestsResource(*pod, memshare::kMilliResource);
-    std::string why;
-    if (!shares && PodRequestsResource(*pod, memshare::kCoreResource)) {
+    if (!why.empty()) {
+      // refused below
+    } else if (!shares && PodRequestsResource(*pod, memshare::kCoreResource)) {
       // ACK's compute share alone: refused here rather than placed as if it were not asked.
       // (HAMi's nvidia.com/gpucores beside nvidia.com/gpu is HAMi's pod, not refused.)
       why = std::string(memshare::kCoreResource) + " needs a memory share in the same container (" +
@@ -149,12 +269,13 @@ WebhookReply MutatePods(std::string_view body, const WebhookOptions& o) {
       response["status"] = {{"code", 400}, {"reason", "BadRequest"}, {"message", why}};
       r.outcome = WebhookOutcome::kDenied;
       r.why = std::move(why);
-    } else if (!current.empty() && current != "default-scheduler") {
+    } else if (!current.empty() && current != "default-scheduler" && !hami_scheduler) {
       r.why = "schedulerName \"" + current + "\" chosen by the user";
     } else {
       // "add" on an object member replaces it when present (RFC 6902 §4.1).
-      const json patch = json::array(
-          {{{"op", "add"}, {"path", "/spec/schedulerName"}, {"value", o.scheduler_name}}});
+      json patch = std::move(ops);
+      patch.push_back(
+          {{"op", "add"}, {"path", "/spec/schedulerName"}, {"value", o.scheduler_name}});
       response["patchType"] = "JSONPatch";
       response["patch"] = kube::Base64Encode(patch.dump());
       r.outcome = WebhookOutcome::kMutated;

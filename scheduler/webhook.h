@@ -35,11 +35,19 @@ namespace gpushare::scheduler {
 
 inline constexpr std::string_view kWebhookPath = "/mutate-pods";
 inline constexpr std::string_view kDefaultWebhookSchedulerName = "gpushare-scheduler";
+// HAMi's scheduler name (its chart's schedulerName), taken as unset with --hami-resources.
+inline constexpr std::string_view kHamiSchedulerName = "hami-scheduler";
 
 struct WebhookOptions {
   std::string resource_name = std::string(memshare::kResourceName);  // --resource-name
   std::string scheduler_name =
       std::string(kDefaultWebhookSchedulerName);  // --webhook-scheduler-name
+  // HAMi's pod spec (--hami-resources): containers asking nvidia.com/gpumem,
+  // nvidia.com/gpumem-percentage or nvidia.com/gpucores beside nvidia.com/gpu are rewritten into
+  // gpushare's resources (core/hami_spec.h), and schedulerName "hami-scheduler" is taken as
+  // unset. `unit` is what one unit of resource_name is (--memory-unit).
+  bool hami_resources = false;
+  memshare::MemoryUnit unit = memshare::MemoryUnit::kGiB;
   // The GPU models of the cluster's nodes (GpuCache::GpuModels); empty or unset: not known yet,
   // and no model name is refused.
   std::function<std::vector<std::string>()> gpu_models;

@@ -238,6 +238,45 @@ done
   fail "README choose: the agent restarted instead of reloading"
 want_alloc mem aliyun.com/gpu-mem 176
 say "node mem relabelled memory-shares: reloaded in place, still 176 aliyun.com/gpu-mem"
+# Migrating from HAMi (issue 26): a stand-in release named as HAMi's chart installs it, removed
+# by the README's commands, which then turn on the rewrite of HAMi's pod spec; HAMi's test pod,
+# unchanged, gets 3000 MiB as 3 GiB, its compute share, and gpushare's scheduler.
+hami="$work/hami"
+mkdir -p "$hami/templates"
+printf 'apiVersion: v2\nname: hami\nversion: 2.10.0\n' >"$hami/Chart.yaml"
+cat >"$hami/templates/ds.yaml" <<'YAML'
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: hami-device-plugin
+  labels: {app.kubernetes.io/name: hami}
+spec:
+  selector: {matchLabels: {app.kubernetes.io/name: hami}}
+  template:
+    metadata: {labels: {app.kubernetes.io/name: hami}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - {name: stand-in, image: e2e.local/busybox:1.35, imagePullPolicy: Never, command: [sleep, "3600"]}
+YAML
+"$helm_bin" install hami "$hami" --namespace kube-system --wait --timeout 2m >/dev/null ||
+  fail "installing the stand-in hami release failed"
+readme hami-migrate
+grep -q '^hami' "$work/readme-hami-migrate.txt" || fail "README hami-migrate: the listing did not show HAMi's release"
+[ -z "$("$kubectl" get daemonsets -A -l app.kubernetes.io/name=hami -o name)" ] ||
+  fail "README hami-migrate: HAMi's DaemonSet still there"
+"$kubectl" -n "$gns" get deployment "$release-scheduler" -o jsonpath='{.spec.template.spec.containers[*].args}' |
+  grep -q -- '--hami-resources' || fail "README hami-migrate: gpushare-scheduler runs without --hami-resources"
+readme hami-pod
+grep -qx '3072 MiB' "$work/readme-hami-pod.txt" || fail "README hami-pod: nvidia-smi did not say 3072 MiB"
+grep -q '"aliyun.com/gpu-mem":"3"' "$work/readme-hami-pod.txt" && grep -q '"nvidia.com/gpucores":"30"' "$work/readme-hami-pod.txt" ||
+  fail "README hami-pod: the pod's limits are not gpushare's: $(tail -1 "$work/readme-hami-pod.txt")"
+[ "$("$kubectl" get pod hami-test -o jsonpath='{.spec.schedulerName}')" = gpushare-scheduler ] ||
+  fail "hami-test: schedulerName not gpushare-scheduler"
+hami_asked=$("$kubectl" get pod hami-test -o jsonpath='{.metadata.annotations.gpushare\.io/hami-resources}')
+grep -q '"nvidia.com/gpumem":"3000"' <<<"$hami_asked" || fail "hami-test: gpushare.io/hami-resources is '$hami_asked'"
+say "HAMi's pod, unchanged: 3072 MiB, limits $(tail -1 "$work/readme-hami-pod.txt"), asked $hami_asked"
+"$kubectl" delete pod hami-test --wait=false >/dev/null
 
 # ---------------------------------------------------------------------------------------------
 # 5. The seed workloads, memory shares placed by gpushare's own scheduler (before the probes,

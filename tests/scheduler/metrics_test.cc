@@ -384,6 +384,7 @@ TEST_F(KnownCache, CacheViewIsTheCachesViewAsJson) {
          {{"totalBytes", (units * 1024 + 300) * 1048576}, {"allocatedBytes", used * 1073741824}}},
         {"units", {{"total", units}, {"allocated", used}}},
         {"clients", clients},
+        {"computeAllocatedPercent", 0},
         {"pods", std::move(pods)}};
   };
   const json n1 = {

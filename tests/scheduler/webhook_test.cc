@@ -174,6 +174,102 @@ TEST(WebhookTest, TheSchedulerNameAndResourceAreConfigurable) {
             WebhookOutcome::kUnchanged);
 }
 
+// HAMi's pod spec with --hami-resources: each container asking HAMi's memory or compute beside
+// nvidia.com/gpu is rewritten into gpushare's resources, what it asked is kept in an
+// annotation, and the pod goes to gpushare's scheduler (also from schedulerName hami-scheduler).
+TEST(WebhookTest, HamisPodSpecIsRewrittenWithHamiResources) {
+  WebhookOptions o;
+  o.hami_resources = true;
+  // The patched pod (the review's object with the reply's patch applied), or null if unchanged.
+  const auto apply = [&o](const json& pod) -> json {
+    WebhookReply r = MutatePods(Review(pod).dump(), o);
+    EXPECT_NE(r.outcome, WebhookOutcome::kDenied) << r.why;
+    if (r.outcome != WebhookOutcome::kMutated) return nullptr;
+    const json resp = json::parse(r.http.body)["response"];
+    Result<std::string> patch = kube::Base64Decode(resp["patch"].get<std::string>());
+    EXPECT_TRUE(patch.ok());
+    return pod.patch(json::parse(*patch));
+  };
+  json out = apply(PodWith({Container("cuda", nullptr,
+                                      {{"nvidia.com/gpu", 1},
+                                       {"nvidia.com/gpumem", 3000},
+                                       {"nvidia.com/gpucores", "30"},
+                                       {"cpu", "1"}})}));
+  ASSERT_FALSE(out.is_null());
+  EXPECT_EQ(out["spec"]["schedulerName"], "gpushare-scheduler");
+  EXPECT_EQ(out["spec"]["containers"][0]["resources"]["limits"],
+            json::parse(R"({"aliyun.com/gpu-mem":"3","nvidia.com/gpucores":"30","cpu":"1"})"));
+  EXPECT_EQ(
+      json::parse(out["metadata"]["annotations"]["gpushare.io/hami-resources"].get<std::string>()),
+      json::parse(R"({"cuda":{"nvidia.com/gpu":"1","nvidia.com/gpumem":"3000",
+                         "nvidia.com/gpucores":"30",
+                         "notes":"nvidia.com/gpumem 3000 MiB rounded up to 3 GiB"}})"));
+  // A percentage is a fraction; in MiB units the memory is exact; requests go with the limits.
+  out = apply(
+      PodWith({Container("c", {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", "25"}},
+                         {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem-percentage", "25"}})},
+              "hami-scheduler"));
+  ASSERT_FALSE(out.is_null());
+  EXPECT_EQ(out["spec"]["schedulerName"], "gpushare-scheduler");
+  EXPECT_EQ(out["spec"]["containers"][0]["resources"],
+            json::parse(R"({"limits":{"alibabacloud.com/gpu-milli":"250"}})"));
+  o.unit = memshare::MemoryUnit::kMiB;
+  out = apply(
+      PodWith({Container("c", nullptr, {{"nvidia.com/gpu", 1}, {"nvidia.com/gpumem", 3000}})}));
+  ASSERT_FALSE(out.is_null());
+  EXPECT_EQ(out["spec"]["containers"][0]["resources"]["limits"],
+            json::parse(R"({"aliyun.com/gpu-mem":"3000"})"));
+  // Whole memory on two GPUs: two whole GPUs, and the compute share said dropped.
+  out =
+      apply(PodWith({Container("c", nullptr, {{"nvidia.com/gpu", 2}, {"nvidia.com/gpucores", 50}})},
+                    "", {Container("init", {{"cpu", "1"}})}));
+  ASSERT_FALSE(out.is_null());
+  EXPECT_EQ(out["spec"]["containers"][0]["resources"]["limits"],
+            json::parse(R"({"alibabacloud.com/gpu-milli":"2000"})"));
+  EXPECT_NE(out["metadata"]["annotations"]["gpushare.io/hami-resources"].get<std::string>().find(
+                "nvidia.com/gpucores dropped: a whole GPU is not compute-limited"),
+            std::string::npos);
+  // Not HAMi's: a plain GPU, or another scheduler the user chose.
+  EXPECT_TRUE(apply(PodWith({Container("c", nullptr, {{"nvidia.com/gpu", 1}})})).is_null());
+  EXPECT_TRUE(
+      apply(PodWith({Container("c", nullptr, {{"nvidia.com/gpu", 1}, {"nvidia.com/gpumem", 3000}})},
+                    "volcano"))
+          .is_null());
+  // What gpushare cannot express, or HAMi would not take, is refused naming the field.
+  const auto deny = [&o](const json& pod) {
+    WebhookReply r = MutatePods(Review(pod).dump(), o);
+    EXPECT_EQ(r.outcome, WebhookOutcome::kDenied) << r.http.body;
+    return r.why;
+  };
+  EXPECT_EQ(deny(PodWith(
+                {Container("c", nullptr, {{"nvidia.com/gpu", 2}, {"nvidia.com/gpumem", 3000}})})),
+            "pod team-a/p: container \"c\": nvidia.com/gpu 2 with nvidia.com/gpumem: memory shares "
+            "on several GPUs in one container are not supported yet (ask one GPU, or whole GPUs)");
+  EXPECT_EQ(deny(PodWith({Container("c", nullptr, {{"nvidia.com/gpumem", 3000}})})),
+            "pod team-a/p: container \"c\": nvidia.com/gpumem without nvidia.com/gpu (HAMi's spec: "
+            "how many GPUs, then the memory of each)");
+  EXPECT_NE(deny(PodWith({Container("c", nullptr,
+                                    {{"nvidia.com/gpu", 1}, {"nvidia.com/gpumem", "3.5"}})}))
+                .find("spec.containers[0].resources.limits[nvidia.com/gpumem]"),
+            std::string::npos);
+  EXPECT_NE(
+      deny(
+          PodWith({Container(
+              "c", nullptr,
+              {{"nvidia.com/gpu", 1}, {"nvidia.com/gpumem", 3000}, {"nvidia.com/gpucores", 150}})}))
+          .find("nvidia.com/gpucores 150 is above 100"),
+      std::string::npos);
+  // Without --hami-resources a HAMi pod is none of the webhook's business.
+  o.hami_resources = false;
+  EXPECT_EQ(
+      MutatePods(Review(PodWith({Container("c", nullptr,
+                                           {{"nvidia.com/gpu", 1}, {"nvidia.com/gpumem", 3000}})}))
+                     .dump(),
+                 o)
+          .outcome,
+      WebhookOutcome::kUnchanged);
+}
+
 TEST(WebhookTest, EveryOtherPodIsAllowedUnchanged) {
   const std::vector<json> reviews = {
       Review(PodWith({Container("c", {{"nvidia.com/gpu", "1"}})})),          // other resource
