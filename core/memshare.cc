@@ -418,6 +418,21 @@ Result<PodRequest> ComputePodRequest(const std::vector<ContainerUnits>& containe
     (c.init ? out.init : out.app).push_back({c.name, units, 0, false, index, core});
   }
   if (!out.empty() && !orphan_core.ok()) return orphan_core;
+  // Two containers that ask the same first request with other compute shares: kubelet names
+  // neither, and gpushare-node could not tell which share is whose.
+  for (size_t i = 0; i < out.app.size(); ++i)
+    for (size_t j = i + 1; j < out.app.size(); ++j) {
+      const ContainerShare& a = out.app[i];
+      const ContainerShare& b = out.app[j];
+      if (a.units != b.units || a.milli != b.milli || a.core == b.core) continue;
+      return Status::InvalidArgument(
+          "containers \"" + a.name + "\" and \"" + b.name + "\" ask the same " +
+          (a.milli > 0 ? std::string(kMilliResource) : std::string(kResourceName)) +
+          " with other compute shares (" + std::to_string(a.core) + "% and " +
+          std::to_string(b.core) +
+          "%): gpushare-node could not tell them apart; give them "
+          "the same share or other sizes");
+    }
   if (out.CoreSum() > 0 && !out.init.empty())
     return Status::InvalidArgument(
         "init container \"" + out.init.front().name + "\" asks " + std::string(kResourceName) +

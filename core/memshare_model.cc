@@ -77,8 +77,10 @@ Model::Model(Config config)
     Pod p;
     for (size_t i = 0; i < s.init.size(); ++i)
       p.request.init.push_back({"i" + std::to_string(i), s.init[i]});
-    for (size_t i = 0; i < s.app.size(); ++i)
+    for (size_t i = 0; i < s.app.size(); ++i) {
       p.request.app.push_back({"a" + std::to_string(i), s.app[i]});
+      if (i < s.core.size()) p.request.app.back().core = s.core[i];
+    }
     p.sched = {true, p.api};  // the informers list every pod at the start
     p.agent = {true, p.api};
     pods_.push_back(std::move(p));
@@ -130,6 +132,7 @@ Model::Count Model::SchedulerCount() const {
     for (const auto& [g, u] : use) {
       total[g].units += u.units;
       total[g].clients += u.clients;
+      total[g].core += u.core;
     }
   };
   for (const Pod& p : pods_) {
@@ -214,10 +217,23 @@ void Model::PruneGuards() {
 bool Model::Fits(int pod, const std::vector<int>& demand_gpus, const Count& count) const {
   const Pod& p = pods_[static_cast<size_t>(pod)];
   if (count.held_back) return false;
-  if (FreshConflict(SlotKeys(p.request), count.pending_keys, MemoryUnit::kGiB)) return false;
+  std::vector<SlotKey> keys = SlotKeys(p.request);
+  std::map<SlotKey, int> pending = count.pending_keys;
+  if (config_.core_blind_conflicts) {
+    for (SlotKey& k : keys) k.core = 0;
+    pending.clear();
+    for (const auto& [key, n] : count.pending_keys) {
+      SlotKey k = key;
+      k.core = 0;
+      pending[k] += n;
+    }
+  }
+  if (FreshConflict(keys, pending, MemoryUnit::kGiB)) return false;
   for (const auto& [g, u] : GpuUsage(p.request, AssignContainers(p.request, demand_gpus))) {
     const int64_t have = count.used.count(g) ? count.used.at(g).units : 0;
     if (have + u.units > config_.gpu_units[static_cast<size_t>(g)]) return false;
+    const int64_t core = count.used.count(g) ? count.used.at(g).core : 0;
+    if (core + u.core > kMaxCorePercent) return false;
   }
   return true;
 }
@@ -342,9 +358,19 @@ std::optional<std::string> Model::Admit(int pod) {
     Result<UnitAllocation> a = CheckUnits(resource_, devices);
     if (!a.ok())
       return "Allocate refused " + PodKey(pod) + "/" + c->name + ": " + a.status().message();
-    holdings_.Allocated(ids, a->gpu, clock_);
+    const std::optional<SlotKey> advised = holdings_.Allocated(ids, a->gpu, clock_);
     for (int u : got) unit_owner_[static_cast<size_t>(u)] = pod;
     p.kubelet.units[c->name] = got;
+    if (!init) {
+      // The compute share Allocate gives (node/memshare_service.cc): the advised slot's, else
+      // the pending slots' of that first request.
+      const int64_t given =
+          advised ? advised->core : PendingCore(AgentLedger(/*fresh_from_api=*/true), c->units);
+      if (given != c->core)
+        return "Allocate gave " + PodKey(pod) + "/" + c->name + " " + std::to_string(given) +
+               "% compute, it asked " + std::to_string(c->core) + "%";
+      if (std::optional<std::string> over = ComputeOverBooked()) return over;
+    }
     if (init) {
       for (int u : got)
         if (std::find(reuse.begin(), reuse.end(), u) == reuse.end()) reuse.push_back(u);
@@ -357,6 +383,20 @@ std::optional<std::string> Model::Admit(int pod) {
   }
   p.kubelet.admitted = true;
   ++kubelet_changes_;
+  return std::nullopt;
+}
+
+std::optional<std::string> Model::ComputeOverBooked() const {
+  std::map<int, int64_t> core;  // GPU -> compute shares of the app containers kubelet admitted
+  for (const Pod& p : pods_)
+    for (const ContainerShare& c : p.request.app) {
+      auto it = p.kubelet.units.find(c.name);
+      if (c.core == 0 || it == p.kubelet.units.end() || it->second.empty()) continue;
+      core[GpuOfUnit(it->second.front())] += c.core;
+    }
+  for (const auto& [g, pct] : core)
+    if (pct > kMaxCorePercent)
+      return "kubelet holds " + std::to_string(pct) + "% compute on GPU " + std::to_string(g);
   return std::nullopt;
 }
 

@@ -1,7 +1,8 @@
 // A model of the memory-share protocol (aliyun.com/gpu-mem) on one node, to check its promise
 // over interleavings: no pod is ever refused at admission because of gpushare's own
 // bookkeeping, whatever order binds complete in and kubelet admits in, with gpushare-scheduler
-// and gpushare-node restarted at any point.
+// and gpushare-node restarted at any point; and with compute shares, every container's Allocate
+// gives it its own share and the shares kubelet holds on a GPU never pass 100 %.
 //
 // The parties and what they do, each step one event:
 //   - gpushare-scheduler: Reserve (a bind decides the pod's GPUs from the scheduler's cache
@@ -44,6 +45,7 @@ namespace gpushare::memshare::model {
 struct PodShape {
   std::vector<int64_t> app;   // units of each app container with units
   std::vector<int64_t> init;  // units of each init container with units
+  std::vector<int64_t> core;  // compute share of each app container, in percent (missing: 0)
 };
 
 struct Config {
@@ -55,6 +57,9 @@ struct Config {
   // The scheduler's count before issue 10's fix (annotations only: confirmed where confirmed,
   // planned elsewhere), to show that the checker finds the over-booking it caused.
   bool count_current_only = false;
+  // The scheduler's clash check blind to compute shares (keys compared without them), to show
+  // that the checker finds a container given another's share.
+  bool core_blind_conflicts = false;
 };
 
 enum class EventKind {
@@ -154,6 +159,8 @@ class Model {
   std::set<int> PendingPods(int except) const;
   void PruneGuards();
   std::optional<std::string> Admit(int pod);
+  // Compute shares kubelet holds beyond 100 % on a GPU (a violation), or nullopt.
+  std::optional<std::string> ComputeOverBooked() const;
   std::map<std::string, std::vector<ObservedContainer>> PodResources() const;
   std::optional<std::map<std::string, std::string>> ConfirmChanges(int pod) const;
   // The plan moves the scheduler would make now (memshare::SettledPlanMoves), by pod key.

@@ -175,6 +175,33 @@ TEST(MemshareModel, IdenticalPodsWithADeletion) {
   EXPECT_LT(s.states, kMaxStates) << "the search was cut short";
 }
 
+// Compute shares ride on the slot keys: identical pods swap GPUs with identical shares, and a
+// pod of the same size with another share waits until the others are admitted, so every
+// container's Allocate gives it its own share and no GPU holds more than 100 %.
+TEST(MemshareModel, ComputeSharesEveryInterleaving) {
+  Config c;
+  c.gpu_units = {3, 3};
+  c.pods = {{{1}, {}, {60}}, {{1}, {}, {60}}, {{1}, {}, {30}}};
+  Search s = Explorer(kMaxStates).Run(c);
+  Report("pods of 1 at 60%, 60%, 30% on 3+3", s);
+  EXPECT_TRUE(s.violation.empty()) << s.violation << "\n" << Trace(s);
+  EXPECT_LT(s.states, kMaxStates) << "the search was cut short";
+  EXPECT_EQ(s.max_admitted, 3);
+}
+
+// Not vacuous: with the clash check blind to compute shares, a container gets another's share.
+TEST(MemshareModel, AClashCheckBlindToComputeSharesGivesTheWrongShare) {
+  Config c;
+  c.gpu_units = {3, 3};
+  c.pods = {{{1}, {}, {60}}, {{1}, {}, {30}}};
+  c.core_blind_conflicts = true;
+  Search s = Explorer(kMaxStates).Run(c);
+  Report("core-blind: pods of 1 at 60%, 30% on 3+3", s);
+  ASSERT_FALSE(s.violation.empty()) << "the checker found nothing";
+  EXPECT_NE(s.violation.find("% compute, it asked"), std::string::npos) << s.violation;
+  std::cout << "[ model    ] found: " << s.violation << "\n" << Trace(s);
+}
+
 TEST(MemshareModel, MixedSizesEveryInterleaving) {
   SKIP_UNLESS(Long(), "560,000 states, about 45 s; the random walks below mix sizes too");
   Config c;
@@ -270,6 +297,21 @@ TEST(MemshareModel, RandomInterleavingsOfMixedShapes) {
   c.deletions = 2;
   Search s = RandomWalks(c, Walks(), 2 + SeedOffset());
   std::cout << "[ model    ] mixed shapes on 6+5+4: " << s.states << " walks, " << s.transitions
+            << " events\n";
+  EXPECT_TRUE(s.violation.empty()) << s.violation << "\n" << Trace(s);
+}
+
+// Compute shares with restarts and deletions, at random.
+TEST(MemshareModel, RandomInterleavingsWithComputeShares) {
+  Config c;
+  c.gpu_units = {6, 5, 4};
+  c.pods = {{{3}, {}, {50}}, {{2}, {}, {40}}, {{2}, {}, {40}}, {{1, 2}, {}, {30, 20}},
+            {{3}, {}, {50}}, {{1}, {}, {}},   {{4}, {}, {70}}};
+  c.scheduler_restarts = 2;
+  c.agent_restarts = 2;
+  c.deletions = 2;
+  Search s = RandomWalks(c, Walks(), 3 + SeedOffset());
+  std::cout << "[ model    ] compute shares on 6+5+4: " << s.states << " walks, " << s.transitions
             << " events\n";
   EXPECT_TRUE(s.violation.empty()) << s.violation << "\n" << Trace(s);
 }

@@ -376,6 +376,15 @@ TEST(MemsharePod, ComputeShares) {
             "pod ml/infer: container \"side\": aliyun.com/gpu-core.percentage needs a memory share "
             "in the same container (aliyun.com/gpu-mem, or a fraction of "
             "alibabacloud.com/gpu-milli)");
+  // Two containers of one size with other shares: the node could not tell them apart.
+  EXPECT_EQ(error(pod({{"aliyun.com/gpu-mem", "3"}, {"aliyun.com/gpu-core.percentage", "30"}},
+                      {{"aliyun.com/gpu-mem", "3"}})),
+            "pod ml/infer: containers \"main\" and \"side\" ask the same aliyun.com/gpu-mem with "
+            "other compute shares (30% and 0%): gpushare-node could not tell them apart; give them "
+            "the same share or other sizes");
+  EXPECT_TRUE(kube::PodGpuRequest(pod({{"aliyun.com/gpu-mem", "3"}, {"nvidia.com/gpucores", "30"}},
+                                      {{"aliyun.com/gpu-mem", "3"}, {"nvidia.com/gpucores", "30"}}))
+                  .ok());
   // HAMi's pod (nvidia.com/gpu with nvidia.com/gpucores) asks no share: not ours, no error.
   r = kube::PodGpuRequest(pod({{"nvidia.com/gpu", "1"}, {"nvidia.com/gpucores", "30"}}));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
