@@ -198,6 +198,7 @@ struct GpuSample {
   int64_t used_units = 0;  // booked (may exceed the GPU's units when the truth is over-full)
   int clients = 0;
   bool usable = false;
+  int64_t core = 0;  // compute shares booked, in percent
 };
 
 // The cache's view of one node for PREFIX/debug/cache (scheduler/inspect.h encodes it).

@@ -59,7 +59,8 @@ void GpuCache::VisitGpus(const std::function<void(const GpuSample&)>& visit) con
       const auto u = n->used.find(g.index);
       const auto c = n->clients.find(g.index);
       visit(GpuSample{name, g, u == n->used.end() ? 0 : CeilUnits(u->second),
-                      c == n->clients.end() ? 0 : c->second, n->has_inventory && n->Usable(g)});
+                      c == n->clients.end() ? 0 : c->second, n->has_inventory && n->Usable(g),
+                      n->CoreOn(g.index)});
     }
   }
 }

@@ -143,7 +143,8 @@ GpuCollector::Snapshot GpuCollector::Take() const {
   Snapshot s;
   cache_.VisitGpus([&](const GpuSample& g) {
     if (s.nodes.empty() || s.nodes.back() != g.node) s.nodes.push_back(g.node);
-    s.gpus.push_back({&s.nodes.back(), g.gpu.uuid, g.gpu.index, g.gpu.memory_mib, g.used_units});
+    s.gpus.push_back(
+        {&s.nodes.back(), g.gpu.uuid, g.gpu.index, g.gpu.memory_mib, g.used_units, g.core});
   });
   return s;
 }
@@ -158,19 +159,27 @@ std::vector<pm::MetricFamily> GpuCollector::Collect() const {
              "Memory of each GPU booked for memory-share containers as gpushare-scheduler's "
              "cache counts it (confirmed, assumed and binds in flight).",
              pm::MetricType::Gauge);
+  pm::MetricFamily core =
+      Family("gpu_core_allocated_ratio",
+             "Compute of each GPU booked for compute shares (aliyun.com/gpu-core.percentage, "
+             "nvidia.com/gpucores), 1 = the whole GPU, as gpushare-scheduler's cache counts it.",
+             pm::MetricType::Gauge);
   const double unit_bytes = static_cast<double>(memshare::UnitMiB(unit_)) * 1048576.0;
   const Snapshot snap = Take();  // (the lock is held only in here)
   total.metric.reserve(snap.gpus.size());
   allocated.metric.reserve(snap.gpus.size());
+  core.metric.reserve(snap.gpus.size());
   for (const Row& g : snap.gpus) {
     std::vector<pm::ClientMetric::Label> labels = {
         {"index", std::to_string(g.index)}, {"node", *g.node}, {"uuid", g.uuid}};
     Add(total, static_cast<double>(g.memory_mib) * 1048576.0, labels);
-    Add(allocated, static_cast<double>(g.used_units) * unit_bytes, std::move(labels));
+    Add(allocated, static_cast<double>(g.used_units) * unit_bytes, labels);
+    Add(core, static_cast<double>(g.core) / 100.0, std::move(labels));
   }
   std::vector<pm::MetricFamily> out;
   out.push_back(std::move(total));
   out.push_back(std::move(allocated));
+  out.push_back(std::move(core));
   return out;
 }
 

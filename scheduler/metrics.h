@@ -99,6 +99,7 @@ class GpuCollector : public prometheus::Collectable {
     int index = 0;
     int64_t memory_mib = 0;
     int64_t used_units = 0;
+    int64_t core = 0;  // compute shares booked, in percent
   };
   struct Snapshot {
     std::deque<std::string> nodes;

@@ -72,31 +72,45 @@ TEST_F(KnownCache, PerGpuGaugesAreExact) {
   const std::string u0 = "GPU-1000-0000-0000-0000-000000000000", u1 = "GPU-1001-0000-0000-0000-"
                                                                       "000000000000";
   // 24 GiB + 300 MiB of framebuffer (fixtures.h); 3 + 5 GiB booked on GPU 0.
-  EXPECT_EQ(text,
-            "# HELP gpushare_scheduler_gpu_memory_allocated_bytes Memory of each GPU booked for "
-            "memory-share containers as gpushare-scheduler's cache counts it (confirmed, assumed "
-            "and binds in flight).\n"
-            "# TYPE gpushare_scheduler_gpu_memory_allocated_bytes gauge\n"
-            "gpushare_scheduler_gpu_memory_allocated_bytes{index=\"0\",node=\"n1\",uuid=\"" +
-                u0 +
-                "\"} 8589934592\n"
-                "gpushare_scheduler_gpu_memory_allocated_bytes{index=\"1\",node=\"n1\",uuid=\"" +
-                u1 +
-                "\"} 0\n"
-                "gpushare_scheduler_gpu_memory_allocated_bytes{index=\"0\",node=\"n2\",uuid=\"" +
-                u0 +
-                "\"} 0\n"
-                "# HELP gpushare_scheduler_gpu_memory_bytes Memory of each GPU as its node's "
-                "inventory reports it (the GPU's framebuffer).\n"
-                "# TYPE gpushare_scheduler_gpu_memory_bytes gauge\n"
-                "gpushare_scheduler_gpu_memory_bytes{index=\"0\",node=\"n1\",uuid=\"" +
-                u0 +
-                "\"} 26084376576\n"
-                "gpushare_scheduler_gpu_memory_bytes{index=\"1\",node=\"n1\",uuid=\"" +
-                u1 +
-                "\"} 26084376576\n"
-                "gpushare_scheduler_gpu_memory_bytes{index=\"0\",node=\"n2\",uuid=\"" +
-                u0 + "\"} 17494441984\n");
+  EXPECT_EQ(
+      text,
+      "# HELP gpushare_scheduler_gpu_core_allocated_ratio Compute of each GPU booked for "
+      "compute shares (aliyun.com/gpu-core.percentage, nvidia.com/gpucores), 1 = the whole "
+      "GPU, as gpushare-scheduler's cache counts it.\n"
+      "# TYPE gpushare_scheduler_gpu_core_allocated_ratio gauge\n"
+      "gpushare_scheduler_gpu_core_allocated_ratio{index=\"0\",node=\"n1\",uuid=\"" +
+          u0 +
+          "\"} 0\n"
+          "gpushare_scheduler_gpu_core_allocated_ratio{index=\"1\",node=\"n1\",uuid=\"" +
+          u1 +
+          "\"} 0\n"
+          "gpushare_scheduler_gpu_core_allocated_ratio{index=\"0\",node=\"n2\",uuid=\"" +
+          u0 +
+          "\"} 0\n"
+          "# HELP gpushare_scheduler_gpu_memory_allocated_bytes Memory of each GPU booked for "
+          "memory-share containers as gpushare-scheduler's cache counts it (confirmed, assumed "
+          "and binds in flight).\n"
+          "# TYPE gpushare_scheduler_gpu_memory_allocated_bytes gauge\n"
+          "gpushare_scheduler_gpu_memory_allocated_bytes{index=\"0\",node=\"n1\",uuid=\"" +
+          u0 +
+          "\"} 8589934592\n"
+          "gpushare_scheduler_gpu_memory_allocated_bytes{index=\"1\",node=\"n1\",uuid=\"" +
+          u1 +
+          "\"} 0\n"
+          "gpushare_scheduler_gpu_memory_allocated_bytes{index=\"0\",node=\"n2\",uuid=\"" +
+          u0 +
+          "\"} 0\n"
+          "# HELP gpushare_scheduler_gpu_memory_bytes Memory of each GPU as its node's "
+          "inventory reports it (the GPU's framebuffer).\n"
+          "# TYPE gpushare_scheduler_gpu_memory_bytes gauge\n"
+          "gpushare_scheduler_gpu_memory_bytes{index=\"0\",node=\"n1\",uuid=\"" +
+          u0 +
+          "\"} 26084376576\n"
+          "gpushare_scheduler_gpu_memory_bytes{index=\"1\",node=\"n1\",uuid=\"" +
+          u1 +
+          "\"} 26084376576\n"
+          "gpushare_scheduler_gpu_memory_bytes{index=\"0\",node=\"n2\",uuid=\"" +
+          u0 + "\"} 17494441984\n");
   // MiB units count bytes per MiB.
   GpuCache mib(CacheOptions{ms::MemoryUnit::kMiB});
   mib.UpsertNode(
@@ -349,6 +363,21 @@ TEST_F(KnownCache, EveryDashboardSeriesIsExposed) {
   for (auto& f : GpuCollector(cache_, ms::MemoryUnit::kGiB).Collect()) all.push_back(std::move(f));
   const std::set<std::string> typed = gpushare::testing::TypedFamilies(Serialize(std::move(all)));
   for (const std::string& name : wanted) EXPECT_TRUE(typed.count(name)) << name;
+}
+
+// A compute share shows as the GPU's booked compute, as a ratio of the whole GPU.
+TEST_F(KnownCache, ComputeSharesShowAsTheGpusCoreAllocatedRatio) {
+  json c = PodJson("c", {{"main", 2}}, "team", "uid-c");
+  c["spec"]["containers"][0]["resources"]["limits"]["aliyun.com/gpu-core.percentage"] = "30";
+  Result<Reservation> r = cache_.Reserve(DecodePodOrDie(c), Req(c), "n1", 3);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  cache_.Commit("uid-c", r->token);
+  const std::string text = Serialize(GpuCollector(cache_, ms::MemoryUnit::kGiB).Collect());
+  const std::string want = "gpushare_scheduler_gpu_core_allocated_ratio{index=\"" +
+                           std::to_string(r->demand_gpus[0]) + "\",node=\"n1\"";
+  const size_t at = text.find(want);
+  ASSERT_NE(at, std::string::npos) << text;
+  EXPECT_EQ(text.substr(text.find("} ", at) + 2, 4), "0.3\n") << text;
 }
 
 TEST_F(KnownCache, CacheViewIsTheCachesViewAsJson) {
