@@ -218,6 +218,7 @@ class Builder {
       g.units_allocated += use.units;
       g.memory_allocated_mib += s.memory_mib;
       g.clients += use.clients;
+      g.compute_percent += use.core;
       g.pods.push_back(std::move(s));
       const std::string_view resource = req->milli() ? ms::kMilliResource : ms::kResourceName;
       ResourceView& r = b.resources[std::string(resource)];
@@ -416,6 +417,7 @@ static void to_json(Json& j, const GpuView& g) {
     j["units"] = Usage(g.units_allocated, g.units_total);
   j["devicesUsed"] = g.devices_used;
   j["clients"] = g.clients;
+  if (g.compute_percent > 0) j["computePercent"] = g.compute_percent;
   j["pods"] = g.pods;
 }
 

@@ -70,8 +70,9 @@ struct GpuView {
   int64_t memory_allocated_mib = 0;  // what the pods on it reserve
   int64_t units_total = 0;           // memory mode
   int64_t units_allocated = 0;
-  int64_t devices_used = 0;  // replicas, MIG instances or whole GPUs held
-  int clients = 0;           // containers on it
+  int64_t devices_used = 0;     // replicas, MIG instances or whole GPUs held
+  int clients = 0;              // containers on it
+  int64_t compute_percent = 0;  // compute shares on it (aliyun.com/gpu-core.percentage, ...)
   std::vector<PodShare> pods;
 };
 

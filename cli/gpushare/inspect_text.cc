@@ -273,7 +273,9 @@ std::string Detail(const View& v) {
       if (g.units_total > 0)
         out += ", units " + std::to_string(g.units_allocated) + "/" + std::to_string(g.units_total);
       if (g.devices_used > 0) out += ", devices " + std::to_string(g.devices_used);
-      out += ", clients " + std::to_string(g.clients) + "\n";
+      out += ", clients " + std::to_string(g.clients);
+      if (g.compute_percent > 0) out += ", compute " + std::to_string(g.compute_percent) + "%";
+      out += "\n";
     }
     for (const ResourceView& r : n.resources) {
       out += "Resource " + r.name + ": " + std::to_string(r.allocated) + "/" +
