@@ -194,7 +194,7 @@ std::vector<NodeVerdict> GpuCache::Filter(const ms::PodRequest& request,
     bool odd = false;
   };
   std::map<std::pair<int64_t, int64_t>, Sized> sized;
-  Masked masked = MaskNamed(request, names);
+  Masked masked = MaskNamed(request, names, asker);
   const uint64_t visit = ++visit_;
   std::unordered_set<std::string_view> unknown;  // names not in the cache, for their repeats
   for (size_t i = 0; i < names.size(); ++i) {

@@ -402,10 +402,10 @@ class GpuCache {
     std::vector<placement::PlacementId> fillers;
     std::unordered_set<const NodeRec*> blocked;
   };
-  Masked Mask(const memshare::PodRequest& request, const std::vector<const NodeRec*>& nodes)
-      GPUSHARE_REQUIRES(mu_);
-  Masked MaskNamed(const memshare::PodRequest& request, const std::vector<std::string_view>& names)
-      GPUSHARE_REQUIRES(mu_);
+  Masked Mask(const memshare::PodRequest& request, const std::vector<const NodeRec*>& nodes,
+              const Asker& asker = {}) GPUSHARE_REQUIRES(mu_);
+  Masked MaskNamed(const memshare::PodRequest& request, const std::vector<std::string_view>& names,
+                   const Asker& asker = {}) GPUSHARE_REQUIRES(mu_);
   void Unmask(Masked& masked) GPUSHARE_REQUIRES(mu_);
   // Check for one node with the pod's excluded GPUs masked (binds and picks).
   NodeVerdict CheckAlone(const NodeRec& n, const memshare::PodRequest& request,
@@ -413,11 +413,17 @@ class GpuCache {
       GPUSHARE_REQUIRES(mu_);
   // How many memory-share slots of `n` the pod may not use; which, in *excluded (1 per slot):
   // those its GpuSelector excludes, and (unless `choice_only`) those without its compute share
-  // (PodRequest::CoreSum) left of their 100 %.
+  // (PodRequest::CoreSum) left of their 100 % (preemption's holds that `asker` is exempt from,
+  // its own among them, not counted).
   size_t ExcludedSlots(const NodeRec& n, const memshare::PodRequest& request,
-                       std::vector<char>* excluded = nullptr, bool choice_only = false) const;
+                       std::vector<char>* excluded = nullptr, bool choice_only = false,
+                       const Asker& asker = {}) const GPUSHARE_REQUIRES(mu_);
   // Per memory-share slot of `n`: why the pod may not use its GPU ("" where it may).
-  std::vector<std::string> Exclusions(const NodeRec& n, const memshare::PodRequest& request) const;
+  std::vector<std::string> Exclusions(const NodeRec& n, const memshare::PodRequest& request,
+                                      const Asker& asker = {}) const GPUSHARE_REQUIRES(mu_);
+  // The compute shares booked on each GPU index of `n` that `asker` must leave room for.
+  std::map<int, int64_t> CoreBooked(const NodeRec& n, const Asker& asker) const
+      GPUSHARE_REQUIRES(mu_);
   // Nominations: booked in NodeRec::nominated (counted by Recount), indexed by nominee.
   void AddNomination(Nomination nom) GPUSHARE_REQUIRES(mu_);
   void DropNomination(const std::string& uid, std::string_view why) GPUSHARE_REQUIRES(mu_);

@@ -362,17 +362,27 @@ bool Restricts(const ms::PodRequest& request) {
 
 }  // namespace
 
+std::map<int, int64_t> GpuCache::CoreBooked(const NodeRec& n, const Asker& asker) const {
+  std::map<int, int64_t> out(n.core.begin(), n.core.end());
+  if (n.nominees.empty()) return out;
+  for (const auto& [g, u] : Exempt(n, asker)) out[g] -= u.core;
+  return out;
+}
+
 size_t GpuCache::ExcludedSlots(const NodeRec& n, const ms::PodRequest& request,
-                               std::vector<char>* excluded, bool choice_only) const {
+                               std::vector<char>* excluded, bool choice_only,
+                               const Asker& asker) const {
   if (excluded != nullptr) excluded->assign(n.slots.size(), 0);
   if (!Restricts(request)) return 0;
   const int64_t core = choice_only ? 0 : request.CoreSum();
+  const std::map<int, int64_t> booked = core > 0 ? CoreBooked(n, asker) : std::map<int, int64_t>{};
   size_t count = 0;
   for (size_t slot = 0; slot < n.slots.size(); ++slot) {
     const ms::InventoryGpu* g = n.inv.FindByIndex(n.slots[slot]);
     if (g == nullptr) continue;
+    const auto b = booked.find(g->index);
     const bool out = !request.selector.Allows(g->model, g->uuid) ||
-                     (core > 0 && n.CoreOn(g->index) + core > ms::kMaxCorePercent);
+                     (core > 0 && (b == booked.end() ? 0 : b->second) + core > ms::kMaxCorePercent);
     if (!out) continue;
     ++count;
     if (excluded != nullptr) (*excluded)[slot] = 1;
@@ -380,19 +390,21 @@ size_t GpuCache::ExcludedSlots(const NodeRec& n, const ms::PodRequest& request,
   return count;
 }
 
-std::vector<std::string> GpuCache::Exclusions(const NodeRec& n,
-                                              const ms::PodRequest& request) const {
+std::vector<std::string> GpuCache::Exclusions(const NodeRec& n, const ms::PodRequest& request,
+                                              const Asker& asker) const {
   std::vector<std::string> out(n.slots.size());
   if (!Restricts(request)) return out;
   const int64_t core = request.CoreSum();
+  const std::map<int, int64_t> booked = core > 0 ? CoreBooked(n, asker) : std::map<int, int64_t>{};
   for (size_t slot = 0; slot < n.slots.size(); ++slot) {
     const ms::InventoryGpu* g = n.inv.FindByIndex(n.slots[slot]);
     if (g == nullptr) continue;
+    const auto b = booked.find(g->index);
+    const int64_t used = b == booked.end() ? 0 : b->second;
     if (std::optional<std::string> why = request.selector.Excludes(g->model, g->uuid)) {
       out[slot] = *why;
-    } else if (const int64_t booked = n.CoreOn(g->index);
-               core > 0 && booked + core > ms::kMaxCorePercent) {
-      out[slot] = std::to_string(booked) + "% of its compute is booked and the pod asks " +
+    } else if (core > 0 && used + core > ms::kMaxCorePercent) {
+      out[slot] = std::to_string(used) + "% of its compute is booked and the pod asks " +
                   std::to_string(core) + "% (" + std::string(ms::kCoreResource) + ")";
     }
   }
@@ -403,34 +415,34 @@ NodeVerdict GpuCache::Check(const NodeRec& n, const ms::PodRequest& request,
                             const pl::PodShape& shape, const Asker& asker) const {
   const size_t excluded = !Restricts(request) || !n.exists || !n.has_inventory || n.eid < 0
                               ? 0
-                              : ExcludedSlots(n, request);
+                              : ExcludedSlots(n, request, nullptr, false, asker);
   if (excluded > 0 && excluded == n.slots.size()) {
     if (ExcludedSlots(n, request, nullptr, true) == n.slots.size())
       return Verdict(NodeVerdict::Kind::kUnresolvable, reasons::kGpuExcluded,
                      "the pod's GPU choice excludes every GPU here: " +
-                         ExclusionList(n.slots, Exclusions(n, request)));
+                         ExclusionList(n.slots, Exclusions(n, request, asker)));
     return Verdict(NodeVerdict::Kind::kFailed, reasons::kGpuComputeFull,
                    "no GPU here has the pod's compute share left: " +
-                       ExclusionList(n.slots, Exclusions(n, request)));
+                       ExclusionList(n.slots, Exclusions(n, request, asker)));
   }
   NodeVerdict v = CheckRoom(n, request, shape, asker);
   if (v.kind != NodeVerdict::Kind::kFits && excluded > 0)
     v.reason +=
         (ExcludedSlots(n, request, nullptr, true) == excluded ? "; the pod's GPU choice excludes "
                                                               : "; the pod may not use ") +
-        ExclusionList(n.slots, Exclusions(n, request));
+        ExclusionList(n.slots, Exclusions(n, request, asker));
   return v;
 }
 
 GpuCache::Masked GpuCache::Mask(const ms::PodRequest& request,
-                                const std::vector<const NodeRec*>& nodes) {
+                                const std::vector<const NodeRec*>& nodes, const Asker& asker) {
   Masked m;
   if (!Restricts(request)) return m;
   std::unordered_set<pl::NodeId> seen;
   std::vector<char> excluded;
   for (const NodeRec* n : nodes) {
     if (n == nullptr || n->eid < 0 || !seen.insert(n->eid).second) continue;
-    const size_t count = ExcludedSlots(*n, request, &excluded);
+    const size_t count = ExcludedSlots(*n, request, &excluded, false, asker);
     if (count == 0) continue;
     if (count == excluded.size()) {
       m.blocked.insert(n);
@@ -454,21 +466,22 @@ GpuCache::Masked GpuCache::Mask(const ms::PodRequest& request,
 
 NodeVerdict GpuCache::CheckAlone(const NodeRec& n, const ms::PodRequest& request,
                                  const pl::PodShape& shape, const Asker& asker) {
-  Masked masked = Mask(request, {&n});
+  Masked masked = Mask(request, {&n}, asker);
   NodeVerdict v = Check(n, request, shape, asker);
   Unmask(masked);
   return v;
 }
 
 GpuCache::Masked GpuCache::MaskNamed(const ms::PodRequest& request,
-                                     const std::vector<std::string_view>& names) {
+                                     const std::vector<std::string_view>& names,
+                                     const Asker& asker) {
   if (!Restricts(request)) return {};
   std::vector<const NodeRec*> nodes;
   nodes.reserve(names.size());
   for (std::string_view name : names)
     if (const int32_t id = node_index_.Find(name); id != NameIndex::kNone)
       nodes.push_back(by_id_[static_cast<size_t>(id)]);
-  return Mask(request, nodes);
+  return Mask(request, nodes, asker);
 }
 
 void GpuCache::Unmask(Masked& masked) {
@@ -497,7 +510,7 @@ NodeVerdict GpuCache::CheckRoom(const NodeRec& n, const ms::PodRequest& request,
   }
   if (lifted && Restricts(request)) {  // a hold lifted on an excluded GPU stays shut
     std::vector<char> excluded;
-    ExcludedSlots(n, request, &excluded);
+    ExcludedSlots(n, request, &excluded, false, asker);
     for (size_t slot = 0; slot < excluded.size(); ++slot)
       if (excluded[slot]) lifted->gpu_free[slot] = 0;
     pl::RefreshTotals(*lifted);

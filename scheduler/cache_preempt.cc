@@ -112,14 +112,14 @@ Result<PreemptionView> GpuCache::ViewForPreemption(const ms::PodRequest& request
       continue;
     }
     std::vector<char> excluded;
-    if (const size_t count = ExcludedSlots(*n, request, &excluded);
+    if (const size_t count = ExcludedSlots(*n, request, &excluded, false, asker);
         count > 0 && count == excluded.size()) {
       // Evictions free memory, not compute: a GPU without the pod's compute share left stays
       // out whoever is evicted (never an eviction for nothing).
       v.problem = (ExcludedSlots(*n, request, nullptr, true) == count
                        ? "the pod's GPU choice excludes every GPU here: "
                        : "no GPU here has the pod's compute share left: ") +
-                  ExclusionList(n->slots, Exclusions(*n, request));
+                  ExclusionList(n->slots, Exclusions(*n, request, asker));
       continue;
     }
     v.shape = engine_->shape(*shape);

@@ -298,6 +298,38 @@ TEST_F(PreemptTest, AGpuWithoutThePodsComputeShareLeftKeepsItsPods) {
       << d->refused.at("mem");
 }
 
+// The GPU held for a nominee with a compute share keeps room for that share: its own hold does
+// not count against it (40 % booked + its 50 % held is 90 %, not 140 %).
+TEST_F(PreemptTest, TheNomineesOwnHoldLeavesItsComputeShareRoom) {
+  Node("mem", 2);
+  auto with_core = [](json pod, int64_t pct) {
+    pod["spec"]["containers"][0]["resources"]["limits"]["aliyun.com/gpu-core.percentage"] =
+        std::to_string(pct);
+    return pod;
+  };
+  for (int k = 0; k < 6; ++k) Running(PriorityPod("g0-" + std::to_string(k), 3, 0), "mem", 0);
+  Running(with_core(PriorityPod("g0-hot", 3, 2000), 60), "mem", 0);  // GPU 0: no 50 % left
+  for (int k = 0; k < 6; ++k) Running(PriorityPod("g1-" + std::to_string(k), 3, 0), "mem", 1);
+  Running(with_core(PriorityPod("g1-hot", 3, 2000), 40), "mem", 1);  // never a victim
+  const json serving = with_core(PriorityPod("serving", 3, 1000), 50);
+  Result<PreemptDecision> d =
+      preemptor_->Decide(DecodePodOrDie(serving), Req(serving), {{"mem", Proposed({"g1-0"})}});
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  ASSERT_EQ(d->node, "mem");
+  EXPECT_EQ(GpusOf(d->victims), std::set<int>{1});
+  DeleteVictims(d->victims);
+  const kube::Pod pod = DecodePodOrDie(serving);
+  std::vector<NodeVerdict> v = cache_->Filter(Req(serving), {"mem"}, Asker::Of(pod));
+  EXPECT_EQ(v[0].kind, NodeVerdict::Kind::kFits) << v[0].reason;
+  // Anyone else of lower priority: GPU 1's 50 % is held (40 % + 50 % leaves no 45 %), and GPU 0
+  // has 40 % left.
+  json other = with_core(PriorityPod("other", 1, 0), 45);
+  v = cache_->Filter(Req(other), {"mem"}, Asker::Of(DecodePodOrDie(other)));
+  EXPECT_EQ(v[0].code, reasons::kGpuComputeFull) << v[0].reason;
+  EXPECT_NE(v[0].reason.find("GPU 1: 90% of its compute is booked"), std::string::npos)
+      << v[0].reason;
+}
+
 TEST_F(PreemptTest, APodLargerThanAnyGpuEvictsNothingAndSaysWhy) {
   FullNode("mem");
   const json huge = PriorityPod("huge", 23, 1000);
