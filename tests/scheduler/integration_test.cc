@@ -219,9 +219,8 @@ TEST_F(IntegrationTest, ComputeSharesWithTheDeployedConfig) {
   for (int i = 0; i < 5; ++i) {
     const std::string name = "c" + std::to_string(i);
     json pod = SimplePod(name, 2);
-    pod["spec"]["containers"][0]["resources"]["limits"][i % 2 ? "nvidia.com/gpucores"
-                                                              : "aliyun.com/gpu-core.percentage"] =
-        "45";
+    pod["spec"]["containers"][0]["resources"]["limits"]
+       [i % 2 ? "nvidia.com/gpucores" : "aliyun.com/gpu-core.percentage"] = "45";
     AddPod(pod);
     ScheduleResult r = sched.ScheduleOne("default", name);
     ASSERT_NE(r.kind, ScheduleResult::Kind::kError) << name << ": " << r.message;
