@@ -122,3 +122,10 @@ imagePullSecrets:
 {{- fail "scheduler.webhook.caBundle: required with scheduler.webhook.certSecret (the base64 PEM CA that signed its certificate)" -}}
 {{- end -}}
 {{- end -}}
+
+{{/* A list of strings as CEL string literals, comma-separated: 'a', 'b'. */}}
+{{- define "gpushare.webhook.quotedList" -}}
+{{- $out := list -}}
+{{- range . -}}{{- $out = append $out (printf "'%s'" .) -}}{{- end -}}
+{{- join ", " $out -}}
+{{- end -}}
