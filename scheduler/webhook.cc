@@ -131,23 +131,28 @@ Result<json> RewriteHami(json* pod, const WebhookOptions& o) {
       GPUSHARE_ASSIGN_OR_RETURN(std::optional<hami::Rewrite> rw,
                                 hami::RewriteContainer(ask, o.unit, o.resource_name));
       if (!rw) continue;
+      // What it asked, as whole numbers (the API server holds 3000 as "3k").
       json asked = json::object();
+      const std::pair<std::string_view, const std::optional<int64_t>*> asks[] = {
+          {hami::kGpu, &ask.gpus},
+          {hami::kGpuMem, &ask.mem_mib},
+          {hami::kGpuMemPercentage, &ask.mem_percent},
+          {hami::kGpuCores, &ask.cores}};
+      for (const auto& [name, value] : asks)
+        if (value->has_value()) asked[std::string(name)] = std::to_string(**value);
+      // HAMi's resources out (gpucores stays unless dropped), gpushare's in, requests equal to
+      // limits as the API server's defaulting would make them.
       json updated = *res;
       for (const char* l : {"limits", "requests"}) {
         if (!updated.contains(l) || !updated[l].is_object()) continue;
         for (std::string_view name :
-             {hami::kGpu, hami::kGpuMem, hami::kGpuMemPercentage, hami::kGpuCores}) {
-          if (std::optional<std::string> t = QuantityText(&updated[l], name);
-              t && std::string_view(l) == "limits")
-            asked[std::string(name)] = *t;
-          else if (t && !asked.contains(std::string(name)))
-            asked[std::string(name)] = *t;
+             {hami::kGpu, hami::kGpuMem, hami::kGpuMemPercentage, hami::kGpuCores})
           if (name != hami::kGpuCores || !rw->keep_cores) updated[l].erase(std::string(name));
-        }
       }
-      for (const auto& [name, quantity] : rw->limits)
+      for (const auto& [name, quantity] : rw->limits) {
         updated["limits"][name] = std::to_string(quantity);
-      if (updated.contains("requests") && updated["requests"].empty()) updated.erase("requests");
+        updated["requests"][name] = std::to_string(quantity);
+      }
       original[ask.name] = asked;
       if (!rw->notes.empty()) {
         std::string notes;

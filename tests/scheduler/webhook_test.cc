@@ -197,8 +197,10 @@ TEST(WebhookTest, HamisPodSpecIsRewrittenWithHamiResources) {
                                        {"cpu", "1"}})}));
   ASSERT_FALSE(out.is_null());
   EXPECT_EQ(out["spec"]["schedulerName"], "gpushare-scheduler");
-  EXPECT_EQ(out["spec"]["containers"][0]["resources"]["limits"],
-            json::parse(R"({"aliyun.com/gpu-mem":"3","nvidia.com/gpucores":"30","cpu":"1"})"));
+  EXPECT_EQ(
+      out["spec"]["containers"][0]["resources"],
+      json::parse(R"({"limits":{"aliyun.com/gpu-mem":"3","nvidia.com/gpucores":"30","cpu":"1"},
+                            "requests":{"aliyun.com/gpu-mem":"3"}})"));
   EXPECT_EQ(
       json::parse(out["metadata"]["annotations"]["gpushare.io/hami-resources"].get<std::string>()),
       json::parse(R"({"cuda":{"nvidia.com/gpu":"1","nvidia.com/gpumem":"3000",
@@ -212,7 +214,15 @@ TEST(WebhookTest, HamisPodSpecIsRewrittenWithHamiResources) {
   ASSERT_FALSE(out.is_null());
   EXPECT_EQ(out["spec"]["schedulerName"], "gpushare-scheduler");
   EXPECT_EQ(out["spec"]["containers"][0]["resources"],
-            json::parse(R"({"limits":{"alibabacloud.com/gpu-milli":"250"}})"));
+            json::parse(R"({"limits":{"alibabacloud.com/gpu-milli":"250"},
+                            "requests":{"alibabacloud.com/gpu-milli":"250"}})"));
+  // The API server hands quantities over canonical ("3k"); the annotation says 3000.
+  out = apply(
+      PodWith({Container("c", nullptr, {{"nvidia.com/gpu", "1"}, {"nvidia.com/gpumem", "3k"}})}));
+  ASSERT_FALSE(out.is_null());
+  EXPECT_NE(out["metadata"]["annotations"]["gpushare.io/hami-resources"].get<std::string>().find(
+                R"("nvidia.com/gpumem":"3000")"),
+            std::string::npos);
   o.unit = memshare::MemoryUnit::kMiB;
   out = apply(
       PodWith({Container("c", nullptr, {{"nvidia.com/gpu", 1}, {"nvidia.com/gpumem", 3000}})}));
