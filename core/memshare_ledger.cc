@@ -24,7 +24,7 @@ std::vector<SlotKey> SlotKeys(const PodRequest& request) {
 
 std::string SlotKeyText(const SlotKey& key, MemoryUnit unit) {
   const std::string u = " " + std::string(MemoryUnitName(unit));
-  const std::string core = key.core > 0 ? ", " + std::to_string(key.core) + "% compute" : "";
+  const std::string core = key.core > 0 ? ", compute " + std::to_string(key.core) + "/100" : "";
   if (!key.odd()) return std::to_string(key.demand) + u + core;
   return std::to_string(key.fresh) + u + " first, " + std::to_string(key.demand) + u + " in all" +
          core;

@@ -67,7 +67,8 @@ struct SlotKey {
 // container); every other demand's first request is its own container.
 std::vector<SlotKey> SlotKeys(const PodRequest& request);
 
-// "3 GiB" or "2 GiB first, 3 GiB in all", then ", 30% compute" with a compute share, for messages.
+// "3 GiB" or "2 GiB first, 3 GiB in all", then ", compute 30/100" with a compute share (no percent
+// sign: kube-scheduler formats reasons), for messages.
 std::string SlotKeyText(const SlotKey& key, MemoryUnit unit);
 
 // --- the scheduler's count -----------------------------------------------------------------

@@ -404,8 +404,9 @@ std::vector<std::string> GpuCache::Exclusions(const NodeRec& n, const ms::PodReq
     if (std::optional<std::string> why = request.selector.Excludes(g->model, g->uuid)) {
       out[slot] = *why;
     } else if (core > 0 && used + core > ms::kMaxCorePercent) {
-      out[slot] = std::to_string(used) + "% of its compute is booked and the pod asks " +
-                  std::to_string(core) + "% (" + std::string(ms::kCoreResource) + ")";
+      // (No percent sign: kube-scheduler formats the extender's reasons into its Events.)
+      out[slot] = "compute " + std::to_string(used) + "/100 booked and the pod asks " +
+                  std::to_string(core) + " (" + std::string(ms::kCoreResource) + ")";
     }
   }
   return out;

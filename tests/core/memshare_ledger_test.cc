@@ -175,12 +175,12 @@ TEST(ComputeShares, PartOfTheKeyTheClashAndTheAdvice) {
   a.core = 30;
   ContainerShare b{"b", 2};
   EXPECT_EQ(SlotKeys(Request({a, b})), (std::vector<SlotKey>{{3, 3, 30}, {2, 2, 0}}));
-  EXPECT_EQ(SlotKeyText({3, 3, 30}, MemoryUnit::kGiB), "3 GiB, 30% compute");
+  EXPECT_EQ(SlotKeyText({3, 3, 30}, MemoryUnit::kGiB), "3 GiB, compute 30/100");
   const std::map<SlotKey, int> pending = {{{3, 3, 30}, 1}};
   EXPECT_FALSE(FreshConflict({{3, 3, 30}}, pending, MemoryUnit::kGiB).has_value());
   auto why = FreshConflict({{3, 3, 0}}, pending, MemoryUnit::kGiB);
   ASSERT_TRUE(why.has_value());
-  EXPECT_THAT(*why, HasSubstr("a pod asking 3 GiB, 30% compute is still being admitted here and "
+  EXPECT_THAT(*why, HasSubstr("a pod asking 3 GiB, compute 30/100 is still being admitted here and "
                               "this one asks 3 GiB"));
   EXPECT_TRUE(FreshConflict({{3, 3, 50}}, pending, MemoryUnit::kGiB).has_value());
   EXPECT_FALSE(FreshConflict({{4, 4, 50}}, pending, MemoryUnit::kGiB).has_value());

@@ -424,7 +424,7 @@ TEST_F(CacheTest, ComputeSharesStayAtOrBelowAHundredPercentPerGpu) {
   std::vector<NodeVerdict> v = cache_->Filter(Req(c), {"n"});
   EXPECT_EQ(v[0].kind, K::kFailed);
   EXPECT_EQ(v[0].code, reasons::kPendingSlotConflict);
-  EXPECT_NE(v[0].reason.find("3 GiB, 70% compute"), std::string::npos) << v[0].reason;
+  EXPECT_NE(v[0].reason.find("3 GiB, compute 70/100"), std::string::npos) << v[0].reason;
   cache_->UpsertPod(DecodePodOrDie(Bound(a, "n", {{"main", 0}}, true)));
   cache_->UpsertPod(DecodePodOrDie(Bound(b, "n", {{"main", 1}}, true)));
   ASSERT_EQ(Bind(c, "n"), 1) << last_error_;  // 70 + 35 > 100 on GPU 0
@@ -439,9 +439,10 @@ TEST_F(CacheTest, ComputeSharesStayAtOrBelowAHundredPercentPerGpu) {
   EXPECT_EQ(v[0].kind, K::kFailed);
   EXPECT_EQ(v[0].code, reasons::kGpuComputeFull);
   EXPECT_EQ(v[0].reason,
-            "no GPU here has the pod's compute share left: GPU 0: 100% of its compute is booked "
-            "and the pod asks 30% (aliyun.com/gpu-core.percentage); GPU 1: 75% of its compute is "
-            "booked and the pod asks 30% (aliyun.com/gpu-core.percentage)");
+            "no GPU here has the pod's compute share left: GPU 0: compute 100/100 booked and the "
+            "pod asks 30 (aliyun.com/gpu-core.percentage); GPU 1: compute 75/100 booked and the "
+            "pod asks 30 (aliyun.com/gpu-core.percentage)");
+  EXPECT_EQ(v[0].reason.find('%'), std::string::npos) << "kube-scheduler formats it";
   EXPECT_EQ(cache_->Score(Req(e), {"n"})[0], 0);
   EXPECT_EQ(Bind(e, "n"), -1);
   // 25 % fits GPU 1 only; a pod without a compute share still fits anywhere with memory.

@@ -292,8 +292,8 @@ TEST_F(PreemptTest, AGpuWithoutThePodsComputeShareLeftKeepsItsPods) {
   ASSERT_TRUE(d.ok()) << d.status().message();
   EXPECT_TRUE(d->victims.empty());
   ASSERT_EQ(d->refused.count("mem"), 1u);
-  EXPECT_NE(d->refused.at("mem").find("no GPU here has the pod's compute share left: GPU 0: 80% "
-                                      "of its compute is booked"),
+  EXPECT_NE(d->refused.at("mem").find("no GPU here has the pod's compute share left: GPU 0: "
+                                      "compute 80/100 booked"),
             std::string::npos)
       << d->refused.at("mem");
 }
@@ -326,8 +326,7 @@ TEST_F(PreemptTest, TheNomineesOwnHoldLeavesItsComputeShareRoom) {
   json other = with_core(PriorityPod("other", 1, 0), 45);
   v = cache_->Filter(Req(other), {"mem"}, Asker::Of(DecodePodOrDie(other)));
   EXPECT_EQ(v[0].code, reasons::kGpuComputeFull) << v[0].reason;
-  EXPECT_NE(v[0].reason.find("GPU 1: 90% of its compute is booked"), std::string::npos)
-      << v[0].reason;
+  EXPECT_NE(v[0].reason.find("GPU 1: compute 90/100 booked"), std::string::npos) << v[0].reason;
 }
 
 TEST_F(PreemptTest, APodLargerThanAnyGpuEvictsNothingAndSaysWhy) {
