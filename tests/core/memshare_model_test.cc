@@ -179,6 +179,7 @@ TEST(MemshareModel, IdenticalPodsWithADeletion) {
 // pod of the same size with another share waits until the others are admitted, so every
 // container's Allocate gives it its own share and no GPU holds more than 100 %.
 TEST(MemshareModel, ComputeSharesEveryInterleaving) {
+  SKIP_UNLESS(!kSanitized || Long(), "30,000 states: 40 s under the sanitizers");
   Config c;
   c.gpu_units = {3, 3};
   c.pods = {{{1}, {}, {60}}, {{1}, {}, {60}}, {{1}, {}, {30}}};
