@@ -21,6 +21,7 @@ namespace {
 using scheduler::testing::MilliPod;
 using scheduler::testing::PodJson;
 using scheduler::testing::SimplePod;
+using scheduler::testing::WithCore;
 using ::testing::HasSubstr;
 
 std::string Annotation(MemShareEnv& env, const std::string& name, const std::string& key) {
@@ -219,13 +220,9 @@ TEST(NodeMemoryShares, APodsComputeShareIsItsContainersSmLimit) {
   env.Start();
   ASSERT_TRUE(env.kubelet().WaitForAllocatable(kMilli, 8000, std::chrono::seconds(20)))
       << env.AgentLog();
-  auto with_core = [](json pod, const char* resource, int64_t pct) {
-    pod["spec"]["containers"][0]["resources"]["limits"][resource] = std::to_string(pct);
-    return pod;
-  };
-  env.AddBoundPod(with_core(SimplePod("ack", 3), "aliyun.com/gpu-core.percentage", 30), {0}, 100);
-  env.AddBoundPod(with_core(SimplePod("hami", 4), "nvidia.com/gpucores", 45), {1}, 101);
-  env.AddBoundPod(with_core(MilliPod("frac", 250), "aliyun.com/gpu-core.percentage", 25), {2}, 102);
+  env.AddBoundPod(WithCore(SimplePod("ack", 3), 30, "aliyun.com/gpu-core.percentage"), {0}, 100);
+  env.AddBoundPod(WithCore(SimplePod("hami", 4), 45, "nvidia.com/gpucores"), {1}, 101);
+  env.AddBoundPod(WithCore(MilliPod("frac", 250), 25, "aliyun.com/gpu-core.percentage"), {2}, 102);
   env.AddBoundPod(SimplePod("plain", 2), {0}, 103);
   for (const char* pod : {"plain", "frac", "hami", "ack"}) {
     fakes::PodAdmission a = env.Admit("default", pod);
@@ -246,7 +243,7 @@ TEST(NodeMemoryShares, APodsComputeShareIsItsContainersSmLimit) {
 
   // Kubelet without the advice (a plain Allocate of five units of GPU 3): the pending pod that
   // asks five first has 20 %.
-  env.AddBoundPod(with_core(SimplePod("raw", 5), "aliyun.com/gpu-core.percentage", 20), {3}, 104);
+  env.AddBoundPod(WithCore(SimplePod("raw", 5), 20, "aliyun.com/gpu-core.percentage"), {3}, 104);
   v1beta1::AllocateRequest req;
   auto* container = req.add_container_requests();
   for (int j = 0; j < 5; ++j) container->add_devices_ids(GpuUuidFor(3) + "-_-" + std::to_string(j));

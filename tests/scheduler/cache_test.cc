@@ -410,17 +410,13 @@ TEST(CacheStart, NodesWithPendingPodsWaitForTheirConfirmation) {
 // pending pod that asks the same size first with another share makes the next one wait.
 TEST_F(CacheTest, ComputeSharesStayAtOrBelowAHundredPercentPerGpu) {
   Node("n", Uniform(2, 24));
-  auto with_core = [](json pod, const char* resource, int64_t pct) {
-    pod["spec"]["containers"][0]["resources"]["limits"][resource] = std::to_string(pct);
-    return pod;
-  };
-  const json a = with_core(SimplePod("a", 3), "aliyun.com/gpu-core.percentage", 70);
+  const json a = WithCore(SimplePod("a", 3), 70, "aliyun.com/gpu-core.percentage");
   ASSERT_EQ(Bind(a, "n"), 0) << last_error_;
   // 40 %: GPU 0 has the memory, not the compute (best fit would pack it there).
-  const json b = with_core(SimplePod("b", 4), "nvidia.com/gpucores", 40);
+  const json b = WithCore(SimplePod("b", 4), 40, "nvidia.com/gpucores");
   ASSERT_EQ(Bind(b, "n"), 1) << last_error_;
   // 3 GiB first like pending `a`, another share: gpushare-node could not tell the two apart.
-  const json c = with_core(SimplePod("c", 3), "aliyun.com/gpu-core.percentage", 35);
+  const json c = WithCore(SimplePod("c", 3), 35, "aliyun.com/gpu-core.percentage");
   std::vector<NodeVerdict> v = cache_->Filter(Req(c), {"n"});
   EXPECT_EQ(v[0].kind, K::kFailed);
   EXPECT_EQ(v[0].code, reasons::kPendingSlotConflict);
@@ -428,13 +424,13 @@ TEST_F(CacheTest, ComputeSharesStayAtOrBelowAHundredPercentPerGpu) {
   cache_->UpsertPod(DecodePodOrDie(Bound(a, "n", {{"main", 0}}, true)));
   cache_->UpsertPod(DecodePodOrDie(Bound(b, "n", {{"main", 1}}, true)));
   ASSERT_EQ(Bind(c, "n"), 1) << last_error_;  // 70 + 35 > 100 on GPU 0
-  const json d = with_core(SimplePod("d", 1), "aliyun.com/gpu-core.percentage", 30);
+  const json d = WithCore(SimplePod("d", 1), 30, "aliyun.com/gpu-core.percentage");
   ASSERT_EQ(Bind(d, "n"), 0) << last_error_;  // 40 + 35 + 30 > 100 on GPU 1
   std::vector<GpuState> gpus = cache_->NodeGpus("n");
   EXPECT_EQ(gpus[0].core, 100);
   EXPECT_EQ(gpus[1].core, 75);
   // Neither GPU has 30 % left; both have the memory.
-  const json e = with_core(SimplePod("e", 2), "aliyun.com/gpu-core.percentage", 30);
+  const json e = WithCore(SimplePod("e", 2), 30, "aliyun.com/gpu-core.percentage");
   v = cache_->Filter(Req(e), {"n"});
   EXPECT_EQ(v[0].kind, K::kFailed);
   EXPECT_EQ(v[0].code, reasons::kGpuComputeFull);
@@ -446,7 +442,7 @@ TEST_F(CacheTest, ComputeSharesStayAtOrBelowAHundredPercentPerGpu) {
   EXPECT_EQ(cache_->Score(Req(e), {"n"})[0], 0);
   EXPECT_EQ(Bind(e, "n"), -1);
   // 25 % fits GPU 1 only; a pod without a compute share still fits anywhere with memory.
-  EXPECT_EQ(Bind(with_core(SimplePod("f", 2), "aliyun.com/gpu-core.percentage", 25), "n"), 1)
+  EXPECT_EQ(Bind(WithCore(SimplePod("f", 2), 25, "aliyun.com/gpu-core.percentage"), "n"), 1)
       << last_error_;
   EXPECT_GE(Bind(SimplePod("g", 5), "n"), 0) << last_error_;
   gpus = cache_->NodeGpus("n");

@@ -126,6 +126,13 @@ inline json SimplePod(const std::string& name, int64_t units, const std::string&
   return PodJson(name, {{"main", units}}, "default", uid.empty() ? "uid-" + name : uid);
 }
 
+// `pod` with a compute share of `pct` percent on its first container (ACK's resource by default).
+inline json WithCore(json pod, int64_t pct,
+                     const char* resource = "aliyun.com/gpu-core.percentage") {
+  pod["spec"]["containers"][0]["resources"]["limits"][resource] = std::to_string(pct);
+  return pod;
+}
+
 inline kube::Node DecodeNodeOrDie(const json& j) {
   return *kube::DecodeNode(j);
 }

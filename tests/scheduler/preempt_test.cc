@@ -269,15 +269,10 @@ TEST_F(PreemptTest, VictimsOnlyOnTheGpusThePodMayUse) {
 // and a node where no GPU has it evicts nothing and says why.
 TEST_F(PreemptTest, AGpuWithoutThePodsComputeShareLeftKeepsItsPods) {
   Node("mem", 2);
-  auto with_core = [](json pod, int64_t pct) {
-    pod["spec"]["containers"][0]["resources"]["limits"]["aliyun.com/gpu-core.percentage"] =
-        std::to_string(pct);
-    return pod;
-  };
   for (int k = 0; k < 6; ++k) Running(PriorityPod("g0-" + std::to_string(k), 3, 0), "mem", 0);
-  Running(with_core(PriorityPod("g0-hot", 3, 0), 80), "mem", 0);
+  Running(WithCore(PriorityPod("g0-hot", 3, 0), 80), "mem", 0);
   for (int k = 0; k < 7; ++k) Running(PriorityPod("g1-" + std::to_string(k), 3, 0), "mem", 1);
-  const json serving = with_core(PriorityPod("serving", 3, 1000), 50);
+  const json serving = WithCore(PriorityPod("serving", 3, 1000), 50);
   NodeVictims proposed = Proposed({"g0-hot", "g0-0"});
   Result<PreemptDecision> d =
       preemptor_->Decide(DecodePodOrDie(serving), Req(serving), {{"mem", proposed}});
@@ -287,7 +282,7 @@ TEST_F(PreemptTest, AGpuWithoutThePodsComputeShareLeftKeepsItsPods) {
   EXPECT_EQ(d->gpus.at("main"), 1);
   // GPU 1 with 60 % booked too: nothing to evict for.
   DeleteVictims({Uid("g1-0")});
-  Running(with_core(PriorityPod("g1-hot", 3, 0), 60), "mem", 1);
+  Running(WithCore(PriorityPod("g1-hot", 3, 0), 60), "mem", 1);
   d = preemptor_->Decide(DecodePodOrDie(serving), Req(serving), {{"mem", proposed}});
   ASSERT_TRUE(d.ok()) << d.status().message();
   EXPECT_TRUE(d->victims.empty());
@@ -302,16 +297,11 @@ TEST_F(PreemptTest, AGpuWithoutThePodsComputeShareLeftKeepsItsPods) {
 // not count against it (40 % booked + its 50 % held is 90 %, not 140 %).
 TEST_F(PreemptTest, TheNomineesOwnHoldLeavesItsComputeShareRoom) {
   Node("mem", 2);
-  auto with_core = [](json pod, int64_t pct) {
-    pod["spec"]["containers"][0]["resources"]["limits"]["aliyun.com/gpu-core.percentage"] =
-        std::to_string(pct);
-    return pod;
-  };
   for (int k = 0; k < 6; ++k) Running(PriorityPod("g0-" + std::to_string(k), 3, 0), "mem", 0);
-  Running(with_core(PriorityPod("g0-hot", 3, 2000), 60), "mem", 0);  // GPU 0: no 50 % left
+  Running(WithCore(PriorityPod("g0-hot", 3, 2000), 60), "mem", 0);  // GPU 0: no 50 % left
   for (int k = 0; k < 6; ++k) Running(PriorityPod("g1-" + std::to_string(k), 3, 0), "mem", 1);
-  Running(with_core(PriorityPod("g1-hot", 3, 2000), 40), "mem", 1);  // never a victim
-  const json serving = with_core(PriorityPod("serving", 3, 1000), 50);
+  Running(WithCore(PriorityPod("g1-hot", 3, 2000), 40), "mem", 1);  // never a victim
+  const json serving = WithCore(PriorityPod("serving", 3, 1000), 50);
   Result<PreemptDecision> d =
       preemptor_->Decide(DecodePodOrDie(serving), Req(serving), {{"mem", Proposed({"g1-0"})}});
   ASSERT_TRUE(d.ok()) << d.status().message();
@@ -323,7 +313,7 @@ TEST_F(PreemptTest, TheNomineesOwnHoldLeavesItsComputeShareRoom) {
   EXPECT_EQ(v[0].kind, NodeVerdict::Kind::kFits) << v[0].reason;
   // Anyone else of lower priority: GPU 1's 50 % is held (40 % + 50 % leaves no 45 %), and GPU 0
   // has 40 % left.
-  json other = with_core(PriorityPod("other", 1, 0), 45);
+  json other = WithCore(PriorityPod("other", 1, 0), 45);
   v = cache_->Filter(Req(other), {"mem"}, Asker::Of(DecodePodOrDie(other)));
   EXPECT_EQ(v[0].code, reasons::kGpuComputeFull) << v[0].reason;
   EXPECT_NE(v[0].reason.find("GPU 1: compute 90/100 booked"), std::string::npos) << v[0].reason;
