@@ -23,6 +23,7 @@
 #include "core/reasons.h"
 #include "deviceplugin/plugin_lifecycle.h"
 #include "deviceplugin/server.h"
+#include "node/gpu_choice.h"
 #include "node/memshare_service.h"
 
 namespace gpushare::node {
@@ -624,7 +625,10 @@ class Agent::Impl {
     o.extra_env = deviceplugin::ExtraEnv::FromConfig(inputs_.config);
     o.allocation_policy = inputs_.config.gpushare.allocation_policy;
     // Units (or milli) of one GPU only, steered by the memory-share mode when it runs.
-    if (r.is_share_resource()) o.preferred = memory_ ? memory_->Preferred() : MemoryUnitsBestFit();
+    if (r.is_share_resource())
+      o.preferred = memory_ ? memory_->Preferred() : MemoryUnitsBestFit();
+    else if (opts_.pending_asks)
+      o.preferred = GpuChoiceChooser(inputs_.inventory, o.allocation_policy, opts_.pending_asks);
     o.on_stream_end = [this](uint64_t g) { PostStreamEnd(g); };
     // Every observer of Allocate, for every resource: the one fan-out.
     o.steps = AllocationSteps(

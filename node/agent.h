@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "core/gpu_choice.h"
 #include "core/health.h"
 #include "core/inventory.h"
 #include "core/node_config.h"
@@ -88,6 +89,16 @@ class MemoryShareMode {
   // Allocate of the memory-share resource, run before the config's decorator.
   virtual deviceplugin::AllocationDecorator Decorator() = 0;
 };
+// GPU choices for the resources that are not memory shares (node/gpu_choice.h): the pods
+// bound to this node that may be waiting for `size` devices of `resource`, with the GPUs each
+// allows. Called on gRPC threads (GetPreferredAllocation); must be thread-safe and return within
+// a couple of seconds.
+class PendingAsks {
+ public:
+  virtual ~PendingAsks() = default;
+  virtual std::vector<choice::PendingAsk> Asks(const std::string& resource, int size) = 0;
+};
+
 // Built the first time a plan has a memory-share resource. An error stops Init (and is
 // logged on a reload, which then serves without memory mode).
 using MemoryShareFactory =
@@ -132,7 +143,10 @@ struct AgentOptions {
   HealthFeedFactory health;          // optional
   DecoratorFactory decorator;        // optional
   MemoryShareFactory memory_shares;  // optional; without it memory shares go by best fit (one GPU)
-  bool handle_signals = true;        // block SIGTERM/SIGINT/SIGHUP and read them from a signalfd
+  // Optional: GetPreferredAllocation of the other resources follows the GPU choices of the pods
+  // that may be asking (node/gpu_choice.h); without it, the allocation policy alone.
+  std::shared_ptr<PendingAsks> pending_asks;
+  bool handle_signals = true;  // block SIGTERM/SIGINT/SIGHUP and read them from a signalfd
   // Watch the plugin directory with inotify (false: the fallback check of the files only, what
   // a host without inotify gets; tests use it to drive that path).
   bool watch_plugin_dir = true;

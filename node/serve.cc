@@ -17,6 +17,7 @@
 #include "config/duration.h"
 #include "config/flag_checks.h"
 #include "node/allocation_recorder.h"
+#include "node/gpu_choice.h"
 #include "node/metrics_service.h"
 
 namespace gpushare::node {
@@ -178,6 +179,8 @@ int Serve(ServeOptions options) {
       return MakeHealthFeed(std::move(src).value(), std::move(sink));
     };
   }
+  // Time-slices, MIG devices and whole GPUs follow the GPU choices of the pods (needs the API).
+  a.pending_asks = StartPendingAsksFromFlags(options.flags.memory);
   a.on_load = std::move(options.on_load);
   std::optional<int64_t> gc_ms = ParseDurationMs(options.flags.gc_interval);
   if (!gc_ms) {
