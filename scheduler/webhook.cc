@@ -54,6 +54,23 @@ WebhookReply Invalid(std::string why) {
   return r;
 }
 
+// Why a GPU choice's nvidia.com/use-gputype must be refused ("" when it may stand): a model no
+// GPU of the cluster has, when the cluster's models are known.
+std::string UnknownModelRefusal(const std::vector<std::string>& use_types,
+                                const WebhookOptions& o) {
+  if (use_types.empty() || !o.gpu_models) return "";
+  const std::vector<std::string> models = o.gpu_models();
+  if (models.empty()) return "";
+  const std::vector<std::string> unknown =
+      UnknownModels(GpuSelector{use_types, {}, {}, {}}, models);
+  if (unknown.empty()) return "";
+  std::string names, known;
+  for (const std::string& u : unknown) names += (names.empty() ? "\"" : ", \"") + u + "\"";
+  for (const std::string& m : models) known += (known.empty() ? "" : ", ") + m;
+  return "metadata.annotations[" + std::string(kUseGpuTypeAnnotation) + "]: " + names +
+         " matches no GPU model of the cluster (" + known + ")";
+}
+
 // Why a pod asking for shares must not be created ("" when it may): its request, its GPU
 // choice, a model no GPU of the cluster has. Messages name the field.
 std::string Refusal(const json& pod, const WebhookOptions& o) {
@@ -61,17 +78,18 @@ std::string Refusal(const json& pod, const WebhookOptions& o) {
   if (!decoded.ok()) return "";  // the API server's own validation says what is wrong
   Result<memshare::PodRequest> req = kube::PodPlacementRequest(*decoded, o.resource_name);
   if (!req.ok()) return req.status().message();
-  if (req->selector.use_types.empty() || !o.gpu_models) return "";
-  const std::vector<std::string> models = o.gpu_models();
-  if (models.empty()) return "";
-  const std::vector<std::string> unknown =
-      UnknownModels(GpuSelector{req->selector.use_types, {}, {}, {}}, models);
-  if (unknown.empty()) return "";
-  std::string names, known;
-  for (const std::string& u : unknown) names += (names.empty() ? "\"" : ", \"") + u + "\"";
-  for (const std::string& m : models) known += (known.empty() ? "" : ", ") + m;
-  return "metadata.annotations[" + std::string(kUseGpuTypeAnnotation) + "]: " + names +
-         " matches no GPU model of the cluster (" + known + ")";
+  return UnknownModelRefusal(req->selector.use_types, o);
+}
+
+// Why the GPU choice of a pod that asks no shares (time-slices, MIG devices, whole GPUs, which
+// gpushare-node's preferred allocation steers) must not be created: a malformed annotation, or
+// a model no GPU of the cluster has.
+std::string ChoiceRefusal(const json& pod, const WebhookOptions& o) {
+  Result<kube::Pod> decoded = kube::DecodePod(pod);
+  if (!decoded.ok()) return "";
+  Result<GpuSelector> s = ParseGpuSelector(decoded->metadata.annotations);
+  if (!s.ok()) return s.status().message();
+  return UnknownModelRefusal(s->use_types, o);
 }
 
 // The quantity text of `name` in a resource list, or nullopt when absent (a bare JSON number is a
@@ -265,6 +283,8 @@ WebhookReply MutatePods(std::string_view body, const WebhookOptions& o) {
             "), and this pod asks none";
     } else if (shares) {
       why = Refusal(*pod, o);
+    } else {
+      why = ChoiceRefusal(*pod, o);  // the pod reached us for its GPU choice alone
     }
     if (!shares && why.empty()) {
       r.why =

@@ -12,7 +12,9 @@
 // GPUs, gpu-mem and gpu-milli in one pod, a request different from its limit), a malformed GPU
 // choice (core/gpu_selector.h), or a nvidia.com/use-gputype model that no GPU of the cluster has
 // (when the scheduler knows the cluster's models; nouse-gputype may name models the cluster has
-// not got).
+// not got). A pod that asks no shares but names GPUs with those annotations (time-slices, MIG
+// devices, whole GPUs, which gpushare-node's preferred allocation steers: node/gpu_choice.h) is
+// checked the same way and otherwise allowed unchanged.
 //
 // Wire format: AdmissionReview admission.k8s.io/v1 (v1beta1 has the same shape and is answered
 // in kind). The reply echoes apiVersion, kind and request.uid; a mutation is a base64 RFC 6902

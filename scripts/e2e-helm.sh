@@ -344,6 +344,10 @@ deny_create() { # name words annotations resources
 }
 deny_create bad-model 'metadata.annotations[nvidia.com/use-gputype]: "V100" matches no GPU model of the cluster (NVIDIA A10' \
   "{nvidia.com/use-gputype: V100}" "{aliyun.com/gpu-mem: 3}"
+# A whole GPU's choice reaches the webhook by its annotation alone (matchConditions) and is
+# checked the same way.
+deny_create whole-bad-model 'metadata.annotations[nvidia.com/use-gputype]: "V100" matches no GPU model of the cluster (' \
+  "{nvidia.com/use-gputype: V100}" "{nvidia.com/gpu: 1}"
 deny_create bad-milli 'alibabacloud.com/gpu-milli 1500 is neither a fraction of one GPU' "{}" "{alibabacloud.com/gpu-milli: 1500}"
 deny_create bad-core 'aliyun.com/gpu-core.percentage 150 is above 100' "{}" "{aliyun.com/gpu-mem: 3, aliyun.com/gpu-core.percentage: 150}"
 deny_create core-alone 'aliyun.com/gpu-core.percentage needs a memory share' "{}" "{aliyun.com/gpu-core.percentage: 30}"

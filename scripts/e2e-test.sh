@@ -326,8 +326,30 @@ diff -u "$golden" <(printf '%s\n' "$got") >&2 ||
 echo "e2e-test: gpushare inspect -o wide and -d match $golden"
 
 # ---------------------------------------------------------------------------------------------
-# Scale (issue 11 section 4): the seed manifests (scripts/e2e-lib.sh).
 "$kubectl" -n "$ns" delete pod --all --wait=true --timeout=120s >/dev/null
+# The GPU choice of time-slices and whole GPUs (docs/node-agent.md "Choosing GPUs"): the real
+# kubelet takes gpushare-node's preferred allocation, which follows the pod's annotations. A
+# time-slice that may use only node ts's GPU 6 sees GPU 6; a whole GPU on node mig that may not
+# use GPU 1 (the NUMA-aligned default) sees GPU 2.
+choice_gpu_pod() { # name node annotations-flow-map resource
+  { printf 'apiVersion: v1\nkind: Pod\nmetadata:\n  name: %s\n  namespace: %s\n  annotations: %s\nspec:\n  nodeSelector: {gpushare.e2e/node: %s}\n' "$1" "$ns" "$3" "$2"
+    gpu_pod_spec "$4" 1 '  '; } | "$kubectl" apply -f - >/dev/null
+}
+ts6=$(uuids "$repo/examples/inventory/8x-a10.yaml" | sed -n 7p)
+mig1=$(uuids "$repo/e2e/gpushare/mig-inventory.yaml" | grep ^GPU- | sed -n 2p)
+mig2=$(uuids "$repo/e2e/gpushare/mig-inventory.yaml" | grep ^GPU- | sed -n 3p)
+choice_gpu_pod slice6 ts "{nvidia.com/use-gpuuuid: \"$ts6\"}" nvidia.com/gpu
+choice_gpu_pod notmig1 mig "{nvidia.com/nouse-gpuuuid: \"$mig1\", nvidia.com/use-gputype: h100}" nvidia.com/gpu
+running slice6
+running notmig1
+[ "$(logs_of slice6 | sed -n 's/^NVIDIA_VISIBLE_DEVICES=//p')" = "$ts6" ] ||
+  fail "pod slice6 (nvidia.com/use-gpuuuid: $ts6) sees $(logs_of slice6 | sed -n 's/^NVIDIA_VISIBLE_DEVICES=//p')"
+[ "$(logs_of notmig1 | sed -n 's/^NVIDIA_VISIBLE_DEVICES=//p')" = "$mig2" ] ||
+  fail "pod notmig1 (nvidia.com/nouse-gpuuuid: $mig1) sees $(logs_of notmig1 | sed -n 's/^NVIDIA_VISIBLE_DEVICES=//p'), want $mig2"
+echo "e2e-test: time-slice slice6 on GPU 6 of ts by nvidia.com/use-gpuuuid; whole GPU notmig1 on GPU 2 of mig by nvidia.com/nouse-gpuuuid"
+"$kubectl" -n "$ns" delete pod slice6 notmig1 --wait=true --timeout=60s >/dev/null
+
+# Scale (issue 11 section 4): the seed manifests (scripts/e2e-lib.sh).
 seed_checks
 # Preemption of memory shares (issue 23), kube-scheduler with deploy/kube-scheduler-config.yaml's
 # preemptVerb: one GPU freed for a 22 GiB pod of higher priority, nothing for 23 GiB.

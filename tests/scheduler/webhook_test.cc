@@ -153,11 +153,22 @@ TEST(WebhookTest, BadRequestsAreDeniedNamingTheField) {
                        o)
                 .outcome,
             WebhookOutcome::kMutated);
-  // A pod that asks for no share is none of the webhook's business, whatever it writes.
+  // Time-slices and whole GPUs follow their choice on the node (gpushare-node's preferred
+  // allocation): a malformed choice or a model the cluster has not got is refused the same way;
+  // a good one is allowed unchanged (kube-scheduler places such pods, not gpushare's profile).
   o.gpu_models = [] { return std::vector<std::string>{"NVIDIA A10"}; };
   json other = PodWith({Container("c", {{"nvidia.com/gpu", "1"}})});
   other["metadata"]["annotations"]["nvidia.com/use-gputype"] = "V100";
-  EXPECT_EQ(MutatePods(Review(other).dump(), o).outcome, WebhookOutcome::kUnchanged);
+  EXPECT_EQ(deny(other),
+            "metadata.annotations[nvidia.com/use-gputype]: \"V100\" matches no GPU model of the "
+            "cluster (NVIDIA A10)");
+  other["metadata"]["annotations"]["nvidia.com/use-gputype"] = "A10";
+  other["metadata"]["annotations"]["nvidia.com/nouse-gpuuuid"] = "GPU-1,\x01";
+  EXPECT_NE(deny(other).find("annotation nvidia.com/nouse-gpuuuid: entry"), std::string::npos);
+  other["metadata"]["annotations"].erase("nvidia.com/nouse-gpuuuid");
+  WebhookReply plain = MutatePods(Review(other).dump(), o);
+  EXPECT_EQ(plain.outcome, WebhookOutcome::kUnchanged) << plain.why;
+  EXPECT_FALSE(Response(plain).contains("patch"));
 }
 
 TEST(WebhookTest, TheSchedulerNameAndResourceAreConfigurable) {
