@@ -19,6 +19,7 @@
 #include "tests/fakes/apiserver/kubeconfig_text.h"
 #include "tests/fakes/kubelet/fake_kubelet.h"
 #include "tests/node/agent_process.h"
+#include "tests/node/api_agent_fixture.h"
 
 namespace gpushare {
 namespace {
@@ -32,42 +33,10 @@ using json = nlohmann::json;
 constexpr auto kWait = 20s;
 constexpr const char* kAnnotation = "gpushare.io/allocations";
 
-class AllocationRecorderTest : public ::testing::Test {
+class AllocationRecorderTest : public testing::ApiAgentTest {
  protected:
-  void SetUp() override {
-    plugin_dir_ = dir_.Sub("device-plugins");
-    fakes::FakeKubeletOptions ko{plugin_dir_};
-    ko.pod_resources_socket = dir_.Sub("pod-resources") + "/kubelet.sock";
-    kubelet_ = std::make_unique<FakeKubelet>(ko);
-    ASSERT_TRUE(kubelet_->Start().ok());
-    ASSERT_TRUE(api_.Start().ok());
-    kubeconfig_ = dir_.Sub("kubeconfig");
-    std::ofstream(kubeconfig_) << fakes::PlainKubeconfig(api_.url());
-    api_.Upsert(fakes::Resource::kNodes, {{"kind", "Node"}, {"metadata", {{"name", "n1"}}}});
-  }
-  void TearDown() override {
-    StopAgent();
-    if (HasFailure()) std::cerr << "---- agent log ----\n" << log_ << "-------------------\n";
-    api_.Stop();
-  }
-
   void StartAgent(const std::string& inventory, const std::string& config) {
-    agent_ = std::make_unique<AgentProcess>(
-        std::vector<std::string>{"--inventory", inventory, "--config", config,
-                                 "--device-plugin-dir", plugin_dir_, "--node-name", "n1",
-                                 "--kubeconfig", kubeconfig_, "--pod-resources-socket",
-                                 dir_.Sub("pod-resources") + "/kubelet.sock",
-                                 "--reconcile-interval", "200ms", "--gc-interval", "0"},
-        dir_.Sub("agent." + std::to_string(runs_++) + ".log"));
-    ASSERT_TRUE(agent_->started());
-  }
-  void StopAgent() {
-    if (agent_ && agent_->Running()) {
-      agent_->Signal(SIGTERM);
-      agent_->Wait(10s);
-    }
-    if (agent_) log_ += agent_->Log();
-    agent_.reset();
+    ApiAgentTest::StartAgent(inventory, config, {"--reconcile-interval", "200ms"});
   }
 
   // The next `count` PATCH requests whose path contains `path` fail with 500.
@@ -123,13 +92,6 @@ class AllocationRecorderTest : public ::testing::Test {
         [&] { return kubelet_->pod_resources_calls() >= start + static_cast<uint64_t>(n); },
         kWait));
   }
-
-  TempDir dir_;
-  std::string plugin_dir_, kubeconfig_, log_;
-  std::unique_ptr<FakeKubelet> kubelet_;
-  fakes::FakeApiServer api_;
-  std::unique_ptr<AgentProcess> agent_;
-  int runs_ = 0;
 };
 
 TEST_F(AllocationRecorderTest, WholeTimeSlicedAndMigOnlyHereOnlyOnceAcrossRestarts) {

@@ -5,21 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <set>
 
-#include "core/memshare.h"
-#include "tests/deviceplugin/fixtures.h"
-#include "tests/fakes/apiserver/fake_apiserver.h"
-#include "tests/fakes/apiserver/kubeconfig_text.h"
-#include "tests/fakes/kubelet/fake_kubelet.h"
-#include "tests/node/agent_process.h"
+#include "tests/node/api_agent_fixture.h"
 
 namespace gpushare {
 namespace {
 
-using fakes::FakeKubelet;
-using testing::AgentProcess;
-using testing::TempDir;
 using namespace std::chrono_literals;
 using json = nlohmann::json;
 
@@ -35,37 +28,8 @@ gpus:
 )";
 constexpr const char* kWholeConfig = "version: v1\n";
 
-class GpuChoiceTest : public ::testing::Test {
+class GpuChoiceTest : public testing::ApiAgentTest {
  protected:
-  void SetUp() override {
-    plugin_dir_ = dir_.Sub("device-plugins");
-    fakes::FakeKubeletOptions ko{plugin_dir_};
-    ko.pod_resources_socket = dir_.Sub("pod-resources") + "/kubelet.sock";
-    kubelet_ = std::make_unique<FakeKubelet>(ko);
-    ASSERT_TRUE(kubelet_->Start().ok());
-    ASSERT_TRUE(api_.Start().ok());
-    kubeconfig_ = dir_.Sub("kubeconfig");
-    std::ofstream(kubeconfig_) << fakes::PlainKubeconfig(api_.url());
-    api_.Upsert(fakes::Resource::kNodes, {{"kind", "Node"}, {"metadata", {{"name", "n1"}}}});
-  }
-  void TearDown() override {
-    if (agent_ && agent_->Running()) {
-      agent_->Signal(SIGTERM);
-      agent_->Wait(10s);
-    }
-    if (HasFailure() && agent_) std::cerr << "---- agent log ----\n" << agent_->Log() << "----\n";
-    api_.Stop();
-  }
-
-  void StartAgent(const std::string& inventory, const std::string& config) {
-    agent_ = std::make_unique<AgentProcess>(
-        std::vector<std::string>{"--inventory", inventory, "--config", config,
-                                 "--device-plugin-dir", plugin_dir_, "--node-name", "n1",
-                                 "--kubeconfig", kubeconfig_, "--pod-resources-socket",
-                                 dir_.Sub("pod-resources") + "/kubelet.sock", "--gc-interval", "0"},
-        dir_.Sub("agent.log"));
-    ASSERT_TRUE(agent_->started());
-  }
   std::string Write(const std::string& name, const std::string& text) {
     const std::string path = dir_.Sub(name);
     std::ofstream(path) << text;
@@ -108,12 +72,6 @@ class GpuChoiceTest : public ::testing::Test {
     for (const std::string& id : ids) out.insert(id.substr(0, id.find("::")));
     return out;
   }
-
-  TempDir dir_;
-  std::string plugin_dir_, kubeconfig_;
-  std::unique_ptr<FakeKubelet> kubelet_;
-  fakes::FakeApiServer api_;
-  std::unique_ptr<AgentProcess> agent_;
 };
 
 TEST_F(GpuChoiceTest, WholeGpusGoWhereThePodAllows) {
