@@ -17,6 +17,7 @@
 #include "kube/client.h"
 #include "kube/informer.h"
 #include "node/memshare_service.h"
+#include "node/node_pods.h"
 #include "node/periodic.h"
 #include "node/pod_resources.h"
 
@@ -31,18 +32,15 @@ class Recorder final : public Companion {
  public:
   explicit Recorder(AllocationRecorderOptions o) : opts_(std::move(o)) {}
   ~Recorder() override {
-    thread_.reset();  // first: no round runs while the informer stops
-    if (pods_) pods_->Stop();
+    thread_.reset();  // first: no round runs while the informer goes
   }
 
   Status Start() {
-    kube::InformerOptions po;
-    po.field_selector = "spec.nodeName=" + opts_.node_name;
-    po.log = [](const std::string& line) {
-      spdlog::warn("component=allocations_pod_informer {}", line);
-    };
-    pods_ = std::make_unique<kube::PodInformer>(opts_.client, po);
-    GPUSHARE_RETURN_IF_ERROR(pods_->Start());
+    if (opts_.pods) {
+      pods_ = opts_.pods;
+    } else {
+      GPUSHARE_ASSIGN_OR_RETURN(pods_, StartNodePods(opts_.client, opts_.node_name));
+    }
     pod_resources_ = std::make_unique<PodResourcesClient>(opts_.pod_resources_socket);
     thread_ =
         std::make_unique<PeriodicThread>([this](int64_t now) { return Round(now); }, opts_.clock);
@@ -165,7 +163,7 @@ class Recorder final : public Companion {
   }
 
   AllocationRecorderOptions opts_;
-  std::unique_ptr<kube::PodInformer> pods_;
+  std::shared_ptr<kube::PodInformer> pods_;
   std::unique_ptr<PodResourcesClient> pod_resources_;
   alloc::RecordBackoff backoff_;
   alloc::RecordWrites writes_;  // patched, maybe not yet in pods_
@@ -204,7 +202,8 @@ Result<std::unique_ptr<Companion>> StartAllocationRecorder(AllocationRecorderOpt
 }
 
 std::unique_ptr<Companion> StartAllocationRecorderFromFlags(
-    const MemoryShareFlags& flags, std::shared_ptr<RecorderInputs> inputs) {
+    const MemoryShareFlags& flags, std::shared_ptr<RecorderInputs> inputs,
+    std::shared_ptr<kube::PodInformer> pods) {
   if (flags.node_name.empty()) {
     spdlog::info("event=allocations_disabled reason=no_node_name");
     return nullptr;
@@ -224,6 +223,7 @@ std::unique_ptr<Companion> StartAllocationRecorderFromFlags(
   o.pod_resources_socket = flags.pod_resources_socket;
   o.interval = std::chrono::milliseconds(*interval);
   o.inputs = std::move(inputs);
+  o.pods = std::move(pods);
   Result<std::unique_ptr<Companion>> r = StartAllocationRecorder(std::move(o));
   if (!r.ok()) {
     spdlog::warn("event=allocations_disabled error={}", Value(r.status().message()));

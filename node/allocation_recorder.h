@@ -28,6 +28,7 @@
 #include "core/inventory.h"
 #include "core/node_config.h"
 #include "core/resource_plan.h"
+#include "kube/informer.h"
 #include "node/agent.h"
 
 namespace gpushare::kube {
@@ -69,6 +70,8 @@ struct AllocationRecorderOptions {
   std::chrono::milliseconds interval{10000};
   std::chrono::milliseconds rpc_timeout{5000};
   std::shared_ptr<RecorderInputs> inputs;  // required
+  // The pods of this node (node/node_pods.h), shared with the GPU choices; null: its own.
+  std::shared_ptr<kube::PodInformer> pods;
   std::shared_ptr<Clock> clock = RealClock();
 };
 
@@ -78,7 +81,9 @@ Result<std::unique_ptr<Companion>> StartAllocationRecorder(AllocationRecorderOpt
 // gpushare-node's wiring: with --node-name (the same flags as memory mode), starts the recorder
 // on the API client of --kubeconfig; without a node name, or when no API client can be made,
 // logs why and returns null (the device plugins serve as before).
-std::unique_ptr<Companion> StartAllocationRecorderFromFlags(const MemoryShareFlags& flags,
-                                                            std::shared_ptr<RecorderInputs> inputs);
+// `pods` (optional) is the node's shared pod informer.
+std::unique_ptr<Companion> StartAllocationRecorderFromFlags(
+    const MemoryShareFlags& flags, std::shared_ptr<RecorderInputs> inputs,
+    std::shared_ptr<kube::PodInformer> pods = nullptr);
 
 }  // namespace gpushare::node

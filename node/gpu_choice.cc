@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -13,6 +14,7 @@
 #include "kube/informer.h"
 #include "kube/quantity.h"
 #include "node/memshare_service.h"
+#include "node/node_pods.h"
 #include "node/pod_resources.h"
 
 namespace gpushare::node {
@@ -42,50 +44,41 @@ class NodePendingAsks final : public PendingAsks {
  public:
   explicit NodePendingAsks(GpuChoiceOptions o)
       : opts_(std::move(o)), pod_resources_(opts_.pod_resources_socket) {}
-  ~NodePendingAsks() override {
-    if (pods_) pods_->Stop();
-  }
 
   Status Start() {
-    kube::InformerOptions po;
-    po.field_selector = "spec.nodeName=" + opts_.node_name;
-    po.log = [](const std::string& line) {
-      spdlog::warn("component=gpu_choice_pod_informer {}", line);
-    };
-    pods_ = std::make_unique<kube::PodInformer>(opts_.client, po);
-    GPUSHARE_RETURN_IF_ERROR(pods_->Start());
+    if (opts_.pods) {
+      pods_ = opts_.pods;
+    } else {
+      GPUSHARE_ASSIGN_OR_RETURN(pods_, StartNodePods(opts_.client, opts_.node_name));
+    }
     spdlog::info("event=gpu_choice_started node={}", opts_.node_name);
     return Status::Ok();
   }
 
   std::vector<choice::PendingAsk> Asks(const std::string& resource, int size) override {
-    if (!pods_->WaitForSync(opts_.sync_wait)) {
+    if (!pods_->WaitForSync(opts_.sync_wait))
       spdlog::warn("event=gpu_choice_not_synced resource={} reason={}", resource,
-                   Value("the pods of this node are not listed yet: the policy alone advises"));
-      return {};
-    }
-    std::vector<Candidate> candidates;
-    bool named = false;
-    for (const std::shared_ptr<const kube::Pod>& p : pods_->List()) {
-      if (p->IsTerminal() || p->IsBeingDeleted() || p->status.phase == "Running") continue;
-      Candidate c;
-      for (const auto* list : {&p->spec.init_containers, &p->spec.containers})
-        for (const kube::Container& k : *list)
-          if (Asked(k, resource) == size) c.containers.push_back(k.name);
-      if (c.containers.empty()) continue;
-      Result<GpuSelector> s = ParseGpuSelector(p->metadata.annotations);
-      if (!s.ok()) {  // the webhook refuses these for shares; here, no choice to follow
-        spdlog::warn("event=gpu_choice_ignored pod={} error={}", p->Key(),
-                     Value(s.status().message()));
+                   Value("the pods of this node are not listed yet"));
+    // Pods kubelet already gave the resource may still look Pending here: PodResources drops
+    // them. Kubelet is asking for some pod, so when none is left the informer has not seen it
+    // yet (kubelet and the informer watch the same bind): the API's own list then.
+    std::vector<Candidate> candidates = Candidates(pods_->List(), resource, size);
+    std::optional<Holding> holding;
+    if (!candidates.empty()) DropHolders(resource, &holding, &candidates);
+    if (candidates.empty()) {
+      kube::ListOptions lo;
+      lo.field_selector = "spec.nodeName=" + opts_.node_name;
+      Result<std::vector<kube::Pod>> fresh = opts_.client->ListPods("", lo);
+      if (fresh.ok()) {
+        std::vector<std::shared_ptr<const kube::Pod>> pods;
+        for (kube::Pod& p : *fresh) pods.push_back(std::make_shared<const kube::Pod>(std::move(p)));
+        candidates = Candidates(pods, resource, size);
+        DropHolders(resource, &holding, &candidates);
       } else {
-        c.ask.selector = std::move(s).value();
+        spdlog::warn("event=gpu_choice_list_pods_failed resource={} error={}", resource,
+                     Value(fresh.status().message()));
       }
-      named = named || !c.ask.selector.empty();
-      c.ask.pod = p->Key();
-      c.ask.created = p->metadata.creation_timestamp;
-      candidates.push_back(std::move(c));
     }
-    if (named && candidates.size() > 1) DropHolders(resource, &candidates);
     std::vector<choice::PendingAsk> out;
     out.reserve(candidates.size());
     for (Candidate& c : candidates) out.push_back(std::move(c.ask));
@@ -93,30 +86,64 @@ class NodePendingAsks final : public PendingAsks {
   }
 
  private:
-  // Drops the candidates whose asking containers all hold devices of `resource` already.
-  void DropHolders(const std::string& resource, std::vector<Candidate>* candidates) {
-    Result<std::vector<ContainerDevices>> list = [&] {
-      MutexLock l(&mu_);
-      return pod_resources_.List(opts_.rpc_timeout);
-    }();
-    if (!list.ok()) {
-      spdlog::warn("event=gpu_choice_list_failed resource={} error={}", resource,
-                   Value(list.status().message()));
-      return;
+  // The pods that may be asking: bound here, not running, finished or going, with a container
+  // whose limit of `resource` is `size`.
+  static std::vector<Candidate> Candidates(
+      const std::vector<std::shared_ptr<const kube::Pod>>& pods, const std::string& resource,
+      int size) {
+    std::vector<Candidate> out;
+    for (const std::shared_ptr<const kube::Pod>& p : pods) {
+      if (p->IsTerminal() || p->IsBeingDeleted() || p->status.phase == "Running") continue;
+      Candidate c;
+      for (const auto* list : {&p->spec.init_containers, &p->spec.containers})
+        for (const kube::Container& k : *list)
+          if (Asked(k, resource) == size) c.containers.push_back(k.name);
+      if (c.containers.empty()) continue;
+      Result<GpuSelector> s = ParseGpuSelector(p->metadata.annotations);
+      if (!s.ok()) {  // the webhook refuses these; here, no choice to follow
+        spdlog::warn("event=gpu_choice_ignored pod={} error={}", p->Key(),
+                     Value(s.status().message()));
+      } else {
+        c.ask.selector = std::move(s).value();
+      }
+      c.ask.pod = p->Key();
+      c.ask.created = p->metadata.creation_timestamp;
+      out.push_back(std::move(c));
     }
-    std::set<std::pair<std::string, std::string>> holding;  // (namespace/name, container)
-    for (const ContainerDevices& d : *list)
-      if (d.resource == resource && !d.device_ids.empty())
-        holding.insert({d.pod_namespace + "/" + d.pod_name, d.container});
+    return out;
+  }
+
+  // (namespace/name, container) of the containers kubelet gave devices of a resource.
+  using Holding = std::set<std::pair<std::string, std::string>>;
+
+  // Drops the candidates whose asking containers all hold devices of `resource` already. The
+  // first call of an Asks lists PodResources (`*holding`); a failed List drops nothing.
+  void DropHolders(const std::string& resource, std::optional<Holding>* holding,
+                   std::vector<Candidate>* candidates) {
+    if (!holding->has_value()) {
+      Result<std::vector<ContainerDevices>> list = [&] {
+        MutexLock l(&mu_);
+        return pod_resources_.List(opts_.rpc_timeout);
+      }();
+      holding->emplace();
+      if (!list.ok()) {
+        spdlog::warn("event=gpu_choice_list_failed resource={} error={}", resource,
+                     Value(list.status().message()));
+        return;
+      }
+      for (const ContainerDevices& d : *list)
+        if (d.resource == resource && !d.device_ids.empty())
+          (*holding)->insert({d.pod_namespace + "/" + d.pod_name, d.container});
+    }
     std::erase_if(*candidates, [&](const Candidate& c) {
       return std::all_of(c.containers.begin(), c.containers.end(), [&](const std::string& k) {
-        return holding.count({c.ask.pod, k}) > 0;
+        return (*holding)->count({c.ask.pod, k}) > 0;
       });
     });
   }
 
   GpuChoiceOptions opts_;
-  std::unique_ptr<kube::PodInformer> pods_;
+  std::shared_ptr<kube::PodInformer> pods_;
   Mutex mu_;
   PodResourcesClient pod_resources_ GPUSHARE_GUARDED_BY(mu_);
 };
@@ -131,7 +158,8 @@ Result<std::shared_ptr<PendingAsks>> StartPendingAsks(GpuChoiceOptions options) 
   return std::shared_ptr<PendingAsks>(std::move(asks));
 }
 
-std::shared_ptr<PendingAsks> StartPendingAsksFromFlags(const MemoryShareFlags& flags) {
+std::shared_ptr<PendingAsks> StartPendingAsksFromFlags(const MemoryShareFlags& flags,
+                                                       std::shared_ptr<kube::PodInformer> pods) {
   if (flags.node_name.empty()) {
     spdlog::info("event=gpu_choice_disabled reason=no_node_name");
     return nullptr;
@@ -145,6 +173,7 @@ std::shared_ptr<PendingAsks> StartPendingAsksFromFlags(const MemoryShareFlags& f
   o.node_name = flags.node_name;
   o.client = std::move(client).value();
   o.pod_resources_socket = flags.pod_resources_socket;
+  o.pods = std::move(pods);
   Result<std::shared_ptr<PendingAsks>> r = StartPendingAsks(std::move(o));
   if (!r.ok()) {
     spdlog::warn("event=gpu_choice_disabled error={}", Value(r.status().message()));

@@ -19,6 +19,7 @@
 #include "node/allocation_recorder.h"
 #include "node/gpu_choice.h"
 #include "node/metrics_service.h"
+#include "node/node_pods.h"
 
 namespace gpushare::node {
 namespace {
@@ -132,6 +133,21 @@ MetricsServiceOptions MetricsOptions(const ServeFlags& flags, const MetricsSetti
   return mo;
 }
 
+// The pods of this node, one informer for the allocation records and the GPU choices; null
+// without --node-name or an API client (each then logs that it is off).
+std::shared_ptr<kube::PodInformer> NodePodsFromFlags(const MemoryShareFlags& flags) {
+  if (flags.node_name.empty()) return nullptr;
+  Result<std::shared_ptr<kube::Client>> client = MakeApiClient(flags.kubeconfig, "node pods");
+  if (!client.ok()) return nullptr;
+  Result<std::shared_ptr<kube::PodInformer>> pods =
+      StartNodePods(std::move(client).value(), flags.node_name);
+  if (!pods.ok()) {
+    spdlog::warn("event=node_pods_failed error={}", logfmt::Value(pods.status().message()));
+    return nullptr;
+  }
+  return std::move(pods).value();
+}
+
 int Serve(ServeOptions options) {
   Status log = ConfigureLogging(options.flags.log_level);
   if (!log.ok()) {
@@ -180,7 +196,8 @@ int Serve(ServeOptions options) {
     };
   }
   // Time-slices, MIG devices and whole GPUs follow the GPU choices of the pods (needs the API).
-  a.pending_asks = StartPendingAsksFromFlags(options.flags.memory);
+  std::shared_ptr<kube::PodInformer> node_pods = NodePodsFromFlags(options.flags.memory);
+  a.pending_asks = StartPendingAsksFromFlags(options.flags.memory, node_pods);
   a.on_load = std::move(options.on_load);
   std::optional<int64_t> gc_ms = ParseDurationMs(options.flags.gc_interval);
   if (!gc_ms) {
@@ -202,7 +219,7 @@ int Serve(ServeOptions options) {
     if (std::unique_ptr<Companion> c = f(reload)) companions.push_back(std::move(c));
   }
   if (std::unique_ptr<Companion> c =
-          StartAllocationRecorderFromFlags(options.flags.memory, recorder_inputs))
+          StartAllocationRecorderFromFlags(options.flags.memory, recorder_inputs, node_pods))
     companions.push_back(std::move(c));
   if (options.interposer_paths) {
     LibraryGcOptions g;

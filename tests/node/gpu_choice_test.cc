@@ -134,6 +134,25 @@ TEST_F(GpuChoiceTest, APodThatHoldsItsGpusNoLongerSteersTheOthers) {
   EXPECT_EQ(got.size(), 1u);
 }
 
+TEST_F(GpuChoiceTest, APodTheInformerHasNotSeenYetIsListedFromTheApi) {
+  StartAgent(Write("inv.yaml", kInventory), Write("config.yaml", kWholeConfig));
+  ASSERT_TRUE(kubelet_->WaitForAllocatable("nvidia.com/gpu", 4, kWait));
+  // The agent's pod watch is cut and its next ones wait 5 s at the API server: a pod bound now
+  // reaches kubelet before it reaches the agent's informer.
+  fakes::Fault slow;
+  slow.kind = fakes::Fault::Kind::kDelay;
+  slow.count = 1000;
+  slow.watch = 1;
+  slow.path_contains = "/pods";
+  slow.delay = 5s;
+  api_.InjectFault(slow);
+  api_.CloseWatches(fakes::FakeApiServer::CloseMode::kDrop);
+  Bind("late", "nvidia.com/gpu", 1,
+       {{"nvidia.com/use-gpuuuid", "GPU-00000000-0000-0000-0000-0000000000b3"}});
+  EXPECT_EQ(Gpus(Admit("late", "nvidia.com/gpu", 1)),
+            (std::set<std::string>{"GPU-00000000-0000-0000-0000-0000000000b3"}));
+}
+
 TEST_F(GpuChoiceTest, TimeSlicesComeFromTheChosenGpu) {
   // examples/config/mixed.yaml: the two A10s (GPUs 1 and 2) time-sliced 10 ways.
   StartAgent(testing::ExamplePath("inventory/mixed.yaml"),
