@@ -92,6 +92,15 @@ ChoiceVerdict RestrictChoice(const std::vector<std::string>& available,
   if (enough(common)) {  // 2
     v.rule = ChoiceRule::kCommon;
     v.available = std::move(common);
+    size_t listed = 0;
+    for (const PendingAsk& a : asks) {
+      if (a.selector.empty()) continue;
+      if (listed++ == kMaxAsksListed) {
+        v.pod += ",...";
+        break;
+      }
+      v.pod += (v.pod.empty() ? "" : ",") + a.pod;
+    }
     return v;
   }
 

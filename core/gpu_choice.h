@@ -55,7 +55,9 @@ std::string_view ChoiceRuleName(ChoiceRule r);  // "none", "common", "first-ask"
 struct ChoiceVerdict {
   ChoiceRule rule = ChoiceRule::kNone;
   std::vector<std::string> available;  // what the advice may come from (must_include kept)
-  std::string pod;                     // kFirstAsk: whose choice was followed
+  // kFirstAsk: whose choice was followed; kCommon: the pods that name GPUs, in admission order
+  // ("ns/a,ns/b", at most 8 named, then ",...").
+  std::string pod;
   // kUnsatisfiable (and kFirstAsk, for the asks passed over): "ns/a: GPU 1: <why>; GPU 2: ..."
   std::vector<std::string> excluded;
 };

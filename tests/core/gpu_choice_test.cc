@@ -68,6 +68,7 @@ TEST(GpuChoice, DevicesEveryAskAllowsComeFirst) {
                       Ask("ns/b", kT2, {{"nvidia.com/nouse-gpuuuid", "GPU-1"}}), Ask("ns/c", kT2)});
   EXPECT_EQ(v.rule, ChoiceRule::kCommon);
   EXPECT_EQ(v.available, (std::vector<std::string>{"GPU-2", "GPU-3"}));
+  EXPECT_EQ(v.pod, "ns/a,ns/b");  // those that name GPUs, for the log
 }
 
 TEST(GpuChoice, DisjointChoicesFollowTheFirstPodInAdmissionOrder) {

@@ -97,8 +97,10 @@ TEST_F(GpuChoiceTest, WholeGpusGoWhereThePodAllows) {
        {{"nvidia.com/use-gpuuuid", "GPU-00000000-0000-0000-0000-0000000000a1"}});
   EXPECT_EQ(Gpus(Admit("uuid", "nvidia.com/gpu", 1)),
             (std::set<std::string>{"GPU-00000000-0000-0000-0000-0000000000a1"}));
-  EXPECT_NE(agent_->Log().find("event=gpu_choice resource=nvidia.com/gpu size=1 rule=common"),
-            std::string::npos);
+  EXPECT_NE(
+      agent_->Log().find(
+          "event=gpu_choice resource=nvidia.com/gpu size=1 rule=common pod=ml/h100 allowed=2"),
+      std::string::npos);
 }
 
 TEST_F(GpuChoiceTest, PodsWaitingTogetherEachGetTheirOwnChoice) {
