@@ -66,13 +66,10 @@ class NodePendingAsks final : public PendingAsks {
     std::optional<Holding> holding;
     if (!candidates.empty()) DropHolders(resource, &holding, &candidates);
     if (candidates.empty()) {
-      kube::ListOptions lo;
-      lo.field_selector = "spec.nodeName=" + opts_.node_name;
-      Result<std::vector<kube::Pod>> fresh = opts_.client->ListPods("", lo);
+      Result<std::vector<std::shared_ptr<const kube::Pod>>> fresh =
+          ListNodePods(*opts_.client, opts_.node_name);
       if (fresh.ok()) {
-        std::vector<std::shared_ptr<const kube::Pod>> pods;
-        for (kube::Pod& p : *fresh) pods.push_back(std::make_shared<const kube::Pod>(std::move(p)));
-        candidates = Candidates(pods, resource, size);
+        candidates = Candidates(*fresh, resource, size);
         DropHolders(resource, &holding, &candidates);
       } else {
         spdlog::warn("event=gpu_choice_list_pods_failed resource={} error={}", resource,

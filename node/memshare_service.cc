@@ -20,6 +20,7 @@
 #include "kube/config.h"
 #include "kube/informer.h"
 #include "kube/memshare_pod.h"
+#include "node/node_pods.h"
 #include "node/pod_resources.h"
 
 namespace gpushare::node {
@@ -243,14 +244,9 @@ class Service final : public MemoryShareMode {
   // A first request: the pods bound here as the API has them now (a pod deleted or bound a
   // moment ago must not be missed); the informer's copy when the API cannot answer.
   std::vector<std::shared_ptr<const kube::Pod>> BoundPods() {
-    kube::ListOptions lo;
-    lo.field_selector = "spec.nodeName=" + opts_.node_name;
-    Result<std::vector<kube::Pod>> fresh = opts_.client->ListPods("", lo);
-    if (fresh.ok()) {
-      std::vector<std::shared_ptr<const kube::Pod>> pods;
-      for (kube::Pod& p : *fresh) pods.push_back(std::make_shared<const kube::Pod>(std::move(p)));
-      return pods;
-    }
+    Result<std::vector<std::shared_ptr<const kube::Pod>>> fresh =
+        ListNodePods(*opts_.client, opts_.node_name);
+    if (fresh.ok()) return std::move(fresh).value();
     spdlog::warn("event=memshare_list_pods_failed action=use_cache error={}",
                  Value(fresh.status().message()));
     if (!pods_->HasSynced() && !pods_->WaitForSync(opts_.sync_wait)) {

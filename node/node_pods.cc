@@ -16,4 +16,15 @@ Result<std::shared_ptr<kube::PodInformer>> StartNodePods(std::shared_ptr<kube::C
   return pods;
 }
 
+Result<std::vector<std::shared_ptr<const kube::Pod>>> ListNodePods(kube::Client& client,
+                                                                   const std::string& node_name) {
+  kube::ListOptions lo;
+  lo.field_selector = "spec.nodeName=" + node_name;
+  GPUSHARE_ASSIGN_OR_RETURN(std::vector<kube::Pod> fresh, client.ListPods("", lo));
+  std::vector<std::shared_ptr<const kube::Pod>> pods;
+  pods.reserve(fresh.size());
+  for (kube::Pod& p : fresh) pods.push_back(std::make_shared<const kube::Pod>(std::move(p)));
+  return pods;
+}
+
 }  // namespace gpushare::node

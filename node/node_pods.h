@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "kube/informer.h"
@@ -16,5 +17,10 @@ namespace gpushare::node {
 // node name or client.
 Result<std::shared_ptr<kube::PodInformer>> StartNodePods(std::shared_ptr<kube::Client> client,
                                                          const std::string& node_name);
+
+// The pods bound to `node_name` as the API has them now (one list, a consistent read), in the
+// informer's shape: for a decision that must not miss a pod bound a moment ago.
+Result<std::vector<std::shared_ptr<const kube::Pod>>> ListNodePods(kube::Client& client,
+                                                                   const std::string& node_name);
 
 }  // namespace gpushare::node
