@@ -12,7 +12,7 @@
 #include "base/sync.h"
 #include "kube/client.h"
 #include "kube/informer.h"
-#include "kube/quantity.h"
+#include "kube/objects.h"
 #include "node/memshare_service.h"
 #include "node/node_pods.h"
 #include "node/pod_resources.h"
@@ -21,18 +21,6 @@ namespace gpushare::node {
 namespace {
 
 using logfmt::Value;
-
-// The quantity a container asks of `resource` (its limit, else its request), 0 when absent or
-// unreadable.
-int64_t Asked(const kube::Container& c, const std::string& resource) {
-  for (const kube::StringMap* m : {&c.resources.limits, &c.resources.requests}) {
-    auto it = m->find(resource);
-    if (it == m->end()) continue;
-    Result<int64_t> q = kube::ParseWholeQuantity(it->second, resource);
-    return q.ok() ? *q : 0;
-  }
-  return 0;
-}
 
 // A pod that may be waiting, with the containers that ask the request's size.
 struct Candidate {
@@ -94,7 +82,8 @@ class NodePendingAsks final : public PendingAsks {
       Candidate c;
       for (const auto* list : {&p->spec.init_containers, &p->spec.containers})
         for (const kube::Container& k : *list)
-          if (Asked(k, resource) == size) c.containers.push_back(k.name);
+          if (kube::ExtendedResourceCount(k, resource).value_or(0) == size)
+            c.containers.push_back(k.name);
       if (c.containers.empty()) continue;
       Result<GpuSelector> s = ParseGpuSelector(p->metadata.annotations);
       if (!s.ok()) {  // the webhook refuses these; here, no choice to follow
